@@ -1,0 +1,204 @@
+//! Daemon settings: flag, then `SSHMCP_*` environment, then the config file, then default.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sshmcp_proto::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_TRANSFERS};
+use sshmcp_proto::paths::{self, RuntimePaths};
+
+/// The largest `--max-output-bytes`: both streams of one answer must fit a wire frame with room
+/// to spare.
+pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
+
+/// Command-line flags; clap reads the environment variable of each one it is not given.
+#[derive(Debug, Default, clap::Parser)]
+#[command(name = "sshmcpd", version, about = "The sshmcp daemon: owns OpenSSH masters for MCP agents")]
+pub struct Flags {
+    /// Directory of the socket, lock and pidfile.
+    #[arg(long, env = "SSHMCP_RUNTIME_DIR")]
+    pub runtime_dir: Option<PathBuf>,
+    /// Directory of logs and the session record.
+    #[arg(long, env = "SSHMCP_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Default local root for clients that send none.
+    #[arg(long, env = "SSHMCP_LOCAL_ROOT")]
+    pub local_root: Option<PathBuf>,
+    /// OpenSSH client configuration handed to every ssh as `-F FILE`.
+    #[arg(long, env = "SSHMCP_SSH_CONFIG")]
+    pub ssh_config: Option<PathBuf>,
+    /// Most sessions the daemon holds at once, counting those still authenticating.
+    #[arg(long, env = "SSHMCP_MAX_SESSIONS")]
+    pub max_sessions: Option<u32>,
+    /// Bytes of each output stream an answer keeps (head and tail halves).
+    #[arg(long, env = "SSHMCP_MAX_OUTPUT_BYTES")]
+    pub max_output_bytes: Option<u64>,
+    /// Most transfers active at once per session.
+    #[arg(long, env = "SSHMCP_MAX_TRANSFERS")]
+    pub max_transfers: Option<u32>,
+    /// Log filter, e.g. `info` or `debug`.
+    #[arg(long, env = "SSHMCP_LOG")]
+    pub log: Option<String>,
+    /// Config file (default `$XDG_CONFIG_HOME/sshmcp/config.toml`).
+    #[arg(long, env = "SSHMCP_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Write one status line to stdout once listening (used by clients that start us).
+    #[arg(long, hide = true)]
+    pub report_ready: bool,
+}
+
+/// The config file's keys: the same settings as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileSettings {
+    runtime_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    local_root: Option<PathBuf>,
+    ssh_config: Option<PathBuf>,
+    max_sessions: Option<u32>,
+    max_output_bytes: Option<u64>,
+    max_transfers: Option<u32>,
+    log: Option<String>,
+}
+
+/// The settings in force.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub runtime: RuntimePaths,
+    pub state_dir: PathBuf,
+    pub local_root: PathBuf,
+    pub ssh_config: Option<PathBuf>,
+    pub max_sessions: u32,
+    pub max_output_bytes: u64,
+    pub max_transfers: u32,
+    pub log: String,
+}
+
+impl Settings {
+    pub fn load(flags: &Flags) -> Result<Self, String> {
+        let file = match flags.config.clone().or_else(paths::default_config_file) {
+            Some(path) => read_file(&path, flags.config.is_some())?,
+            None => FileSettings::default(),
+        };
+        let state_dir = flags
+            .state_dir
+            .clone()
+            .or(file.state_dir)
+            .or_else(paths::state_dir_from_env)
+            .ok_or("no state directory: set SSHMCP_STATE_DIR or HOME")?;
+        let local_root = flags
+            .local_root
+            .clone()
+            .or(file.local_root)
+            .or_else(paths::default_local_root)
+            .ok_or("no local root: set SSHMCP_LOCAL_ROOT or HOME")?;
+        let settings = Self {
+            runtime: RuntimePaths::resolve(flags.runtime_dir.clone().or(file.runtime_dir)),
+            state_dir,
+            local_root,
+            ssh_config: flags.ssh_config.clone().or(file.ssh_config),
+            max_sessions: flags.max_sessions.or(file.max_sessions).unwrap_or(DEFAULT_MAX_SESSIONS),
+            max_output_bytes: flags
+                .max_output_bytes
+                .or(file.max_output_bytes)
+                .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES),
+            max_transfers: flags
+                .max_transfers
+                .or(file.max_transfers)
+                .unwrap_or(DEFAULT_MAX_TRANSFERS),
+            log: flags.log.clone().or(file.log).unwrap_or_else(|| "info".into()),
+        };
+        settings.check()?;
+        Ok(settings)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.max_sessions == 0 {
+            return Err("max-sessions must be at least 1".into());
+        }
+        if self.max_transfers == 0 {
+            return Err("max-transfers must be at least 1".into());
+        }
+        if self.max_output_bytes > MAX_OUTPUT_BYTES_CEILING {
+            return Err(format!("max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"));
+        }
+        check_local_root(&self.local_root)
+    }
+
+    pub fn log_file(&self) -> PathBuf {
+        self.state_dir.join("sshmcpd.log")
+    }
+
+    /// Where each master's own stderr goes (private: it is never shown to callers).
+    pub fn masters_log_dir(&self) -> PathBuf {
+        self.state_dir.join("masters")
+    }
+
+    pub fn record_file(&self) -> PathBuf {
+        self.state_dir.join("sessions.json")
+    }
+}
+
+/// A local root must be absolute, and neither `/` nor the bare home directory.
+pub fn check_local_root(root: &Path) -> Result<(), String> {
+    if !root.is_absolute() {
+        return Err("the local root must be an absolute path".into());
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if root == Path::new("/") || home.as_deref() == Some(root) {
+        return Err("the local root must not be / or the home directory".into());
+    }
+    Ok(())
+}
+
+fn read_file(path: &Path, required: bool) -> Result<FileSettings, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+            Ok(FileSettings::default())
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags_with_file(text: &str) -> (Flags, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        let flags = Flags {
+            config: Some(path),
+            state_dir: Some(dir.path().join("state")),
+            local_root: Some(dir.path().join("root")),
+            ..Flags::default()
+        };
+        (flags, dir)
+    }
+
+    #[test]
+    fn flag_beats_file_beats_default() {
+        let (mut flags, _dir) = flags_with_file("max-sessions = 7\nmax-output-bytes = 99\n");
+        flags.max_output_bytes = Some(5);
+        let s = Settings::load(&flags).unwrap();
+        assert_eq!(s.max_sessions, 7);
+        assert_eq!(s.max_output_bytes, 5);
+        assert_eq!(s.max_transfers, DEFAULT_MAX_TRANSFERS);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        let (flags, _dir) = flags_with_file("max-session = 7\n");
+        assert!(Settings::load(&flags).is_err());
+        let (flags, _dir) = flags_with_file("max-sessions = 0\n");
+        assert!(Settings::load(&flags).is_err());
+    }
+
+    #[test]
+    fn local_root_rules() {
+        assert!(check_local_root(Path::new("relative")).is_err());
+        assert!(check_local_root(Path::new("/")).is_err());
+        assert!(check_local_root(Path::new("/srv/agent")).is_ok());
+    }
+}

@@ -1,0 +1,165 @@
+//! Bounded capture of one output stream: keeps the first and last halves of the byte budget
+//! and counts everything, so memory stays fixed whatever a command prints.
+
+use std::collections::VecDeque;
+
+use sshmcp_proto::exec::{ByteRange, StreamOutput, encode_bytes};
+
+/// Head and tail of a stream under a byte budget, with its exact total.
+pub struct Capture {
+    head_limit: usize,
+    tail_limit: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Capture {
+    /// A capture keeping at most `limit` bytes: the first `limit / 2` (rounded up) and the last
+    /// `limit / 2`.
+    pub fn new(limit: u64) -> Self {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let head_limit = limit.div_ceil(2);
+        Self {
+            head_limit,
+            tail_limit: limit - head_limit,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = self.head_limit - self.head.len();
+        if room > 0 {
+            let take = room.min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        if bytes.len() >= self.tail_limit {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - self.tail_limit..]);
+        } else {
+            let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_limit);
+            self.tail.drain(..overflow);
+            self.tail.extend(bytes);
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The answer for this stream. When bytes were dropped, the head is cut back and the tail
+    /// cut forward to character boundaries, so text never turns into base64 because of a cut.
+    pub fn finish(self, spool_path: Option<String>) -> StreamOutput {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let mut head = self.head;
+        let mut tail: Vec<u8> = self.tail.into();
+        let truncated = kept < self.total;
+        let omitted = if truncated {
+            head.truncate(utf8_head_boundary(&head));
+            let skip = utf8_tail_boundary(&tail);
+            tail.drain(..skip);
+            let end = self.total - tail.len() as u64;
+            Some(ByteRange { start: head.len() as u64, end })
+        } else {
+            None
+        };
+        let captured = (head.len() + tail.len()) as u64;
+        head.extend_from_slice(&tail);
+        let (data, encoding) = encode_bytes(head);
+        StreamOutput {
+            data,
+            encoding,
+            captured_bytes: captured,
+            total_bytes: self.total,
+            truncated,
+            omitted,
+            spool_path,
+        }
+    }
+}
+
+/// The length of `head` without a trailing incomplete UTF-8 sequence (only such a cut is
+/// undone: bytes that are invalid anyway stay).
+fn utf8_head_boundary(head: &[u8]) -> usize {
+    let start = head.len().saturating_sub(3);
+    match std::str::from_utf8(&head[start..]) {
+        Ok(_) => head.len(),
+        Err(e) if e.error_len().is_none() => start + e.valid_up_to(),
+        Err(_) => head.len(),
+    }
+}
+
+/// How many leading bytes of `tail` are continuation bytes of a character cut in half.
+fn utf8_tail_boundary(tail: &[u8]) -> usize {
+    tail.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sshmcp_proto::exec::Encoding;
+
+    fn capture(limit: u64, chunks: &[&[u8]]) -> StreamOutput {
+        let mut c = Capture::new(limit);
+        for chunk in chunks {
+            c.push(chunk);
+        }
+        c.finish(None)
+    }
+
+    #[test]
+    fn exactly_at_limit_is_whole() {
+        let out = capture(10, &[b"01234", b"56789"]);
+        assert_eq!(out.data, "0123456789");
+        assert!(!out.truncated);
+        assert_eq!((out.captured_bytes, out.total_bytes), (10, 10));
+        assert_eq!(out.omitted, None);
+    }
+
+    #[test]
+    fn one_past_limit_keeps_head_and_tail() {
+        let out = capture(10, &[b"0123456789", b"A"]);
+        assert!(out.truncated);
+        assert_eq!(out.data, "012346789A");
+        assert_eq!(out.omitted, Some(ByteRange { start: 5, end: 6 }));
+        assert_eq!((out.captured_bytes, out.total_bytes), (10, 11));
+    }
+
+    #[test]
+    fn many_small_pushes_match_one_big_push() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let whole = capture(100, &[&data]);
+        let pieces: Vec<&[u8]> = data.chunks(7).collect();
+        assert_eq!(capture(100, &pieces), whole);
+        assert_eq!(whole.total_bytes, 10_000);
+        assert_eq!(whole.captured_bytes, 100);
+    }
+
+    #[test]
+    fn cuts_never_split_characters() {
+        // "é" is two bytes: a limit of 6 splits characters on both sides.
+        let text = "éééééééééé".as_bytes();
+        let out = capture(6, &[text]);
+        assert_eq!(out.encoding, Encoding::Utf8);
+        assert_eq!(out.data, "éé");
+        let omitted = out.omitted.unwrap();
+        assert_eq!(omitted.end - omitted.start + out.captured_bytes, out.total_bytes);
+    }
+
+    #[test]
+    fn binary_is_base64() {
+        let out = capture(16, &[&[0xff, 0xfe, 0x00]]);
+        assert_eq!(out.encoding, Encoding::Base64);
+        assert_eq!(out.captured_bytes, 3);
+    }
+
+    #[test]
+    fn zero_limit_keeps_nothing_but_counts() {
+        let out = capture(0, &[b"abc"]);
+        assert_eq!((out.captured_bytes, out.total_bytes, out.truncated), (0, 3, true));
+    }
+}

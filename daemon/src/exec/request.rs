@@ -1,0 +1,75 @@
+//! Checks of an `exec` request against the contract's limits, before anything runs.
+
+use std::time::Duration;
+
+use sshmcp_proto::limits::{
+    DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS,
+};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+/// The command text: at most [`MAX_COMMAND_BYTES`], no NUL (a shell cannot carry one).
+pub fn check_command(command: &str) -> Result<(), DaemonError> {
+    if command.len() > MAX_COMMAND_BYTES {
+        return Err(DaemonError::new(
+            ErrorCode::InvalidCommand,
+            format!("command is longer than {MAX_COMMAND_BYTES} bytes"),
+        ));
+    }
+    if command.contains('\0') {
+        return Err(DaemonError::new(ErrorCode::InvalidCommand, "command contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// The timeout in force: the default when absent, else within 0.1..=86400 seconds.
+pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
+    let secs = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if !secs.is_finite() || !(MIN_TIMEOUT_SECS..=MAX_TIMEOUT_SECS).contains(&secs) {
+        return Err(DaemonError::invalid_arguments(format!(
+            "timeout must be between {MIN_TIMEOUT_SECS} and {MAX_TIMEOUT_SECS} seconds"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The working directory travels as one line to the remote wrapper.
+pub fn check_cwd(cwd: Option<&str>) -> Result<(), DaemonError> {
+    match cwd {
+        Some("") => Err(DaemonError::invalid_arguments("cwd must not be empty")),
+        Some(c) if c.contains(['\n', '\0']) => {
+            Err(DaemonError::invalid_arguments("cwd must not contain a newline or NUL byte"))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_limit_edges() {
+        assert!(check_command(&"a".repeat(MAX_COMMAND_BYTES)).is_ok());
+        let err = check_command(&"a".repeat(MAX_COMMAND_BYTES + 1)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidCommand);
+        assert!(check_command("a\0b").is_err());
+    }
+
+    #[test]
+    fn timeout_edges() {
+        assert_eq!(check_timeout(None).unwrap(), Duration::from_secs(60));
+        assert!(check_timeout(Some(0.1)).is_ok());
+        assert!(check_timeout(Some(86_400.0)).is_ok());
+        for bad in [0.09, 86_400.01, f64::NAN, f64::INFINITY, -1.0] {
+            assert_eq!(check_timeout(Some(bad)).unwrap_err().code, ErrorCode::InvalidArguments);
+        }
+    }
+
+    #[test]
+    fn cwd_rules() {
+        assert!(check_cwd(None).is_ok());
+        assert!(check_cwd(Some("/a b/'c'")).is_ok());
+        assert!(check_cwd(Some("")).is_err());
+        assert!(check_cwd(Some("a\nb")).is_err());
+    }
+}

@@ -1,0 +1,237 @@
+//! One `exec` from channel to answer: feed the wrapper, drain both streams into bounded
+//! captures, and on timeout or cancellation terminate the remote process group.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sshmcp_proto::exec::ExecResult;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::capture::Capture;
+use super::channel::{self, OpenError};
+use super::spool::Spool;
+use super::wrapper::{self, Header, HeaderParser};
+use crate::mux::{self, ControlEvent};
+
+/// How long we keep draining after the kill command finished, before giving up on EOF
+/// (a daemonized grandchild may hold the pipes open forever).
+const DRAIN_AFTER_KILL: Duration = Duration::from_secs(3);
+/// How long the kill command itself may take to get a channel and run.
+const KILL_BUDGET: Duration = Duration::from_secs(10);
+
+/// Everything one command needs.
+pub struct CommandSpec<'a> {
+    pub control_path: &'a Path,
+    pub slots: &'a Arc<Semaphore>,
+    pub command: &'a str,
+    pub cwd: Option<&'a str>,
+    pub timeout: Duration,
+    pub max_output_bytes: u64,
+    pub spool: Option<(Spool, Spool)>,
+    /// Fired when the session is being closed.
+    pub cancel: &'a CancellationToken,
+}
+
+/// Why a command produced no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the session's master is gone")]
+    ConnectionLost,
+    #[error("the working directory does not exist or cannot be entered")]
+    NoCwd,
+    #[error("the session was closed while the command ran")]
+    Cancelled,
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Terminates the remote process group if the command future is dropped before it finished
+/// (the MCP client cancelled the call, or its connection went away).
+struct KillOnDrop {
+    control_path: PathBuf,
+    pgid: Option<u32>,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let (Some(pgid), Ok(rt)) = (self.pgid, tokio::runtime::Handle::try_current()) {
+            let control_path = std::mem::take(&mut self.control_path);
+            rt.spawn(async move {
+                kill_group(&control_path, pgid).await;
+            });
+        }
+    }
+}
+
+/// Runs the kill command for `pgid` on its own channel; returns the signal that ended it.
+async fn kill_group(control_path: &Path, pgid: u32) -> Option<String> {
+    let deadline = Instant::now() + KILL_BUDGET;
+    let mut session =
+        channel::open_with_retry(control_path, &wrapper::kill_command(pgid), deadline).await.ok()?;
+    drop(session.stdin);
+    let mut out = String::new();
+    let read = session.stdout.read_to_string(&mut out);
+    tokio::time::timeout_at(deadline, read).await.ok()?.ok()?;
+    let signal = out.trim();
+    (!signal.is_empty()).then(|| signal.to_string())
+}
+
+fn timed_out_result(
+    started: Instant,
+    signal: Option<String>,
+    stdout: Capture,
+    stderr: Capture,
+    spools: (Option<String>, Option<String>),
+) -> ExecResult {
+    ExecResult {
+        exit_code: None,
+        signal,
+        duration: started.elapsed().as_secs_f64(),
+        timed_out: true,
+        stdout: stdout.finish(spools.0),
+        stderr: stderr.finish(spools.1),
+    }
+}
+
+/// Runs one command to its end, its timeout, or the session's cancellation.
+pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> {
+    let started = Instant::now();
+    let deadline = started + spec.timeout;
+    let mut stdout_cap = Capture::new(spec.max_output_bytes);
+    let mut stderr_cap = Capture::new(spec.max_output_bytes);
+    let (mut out_spool, mut err_spool) = match spec.spool {
+        Some((o, e)) => (Some(o), Some(e)),
+        None => (None, None),
+    };
+    let opened = async {
+        let permit = channel::acquire_slot(spec.slots, deadline).await?;
+        let session =
+            channel::open_with_retry(spec.control_path, wrapper::REMOTE_COMMAND, deadline).await?;
+        Ok::<_, OpenError>((permit, session))
+    };
+    let (_permit, session) = tokio::select! {
+        r = opened => match r {
+            Ok(pair) => pair,
+            Err(OpenError::TimedOut) => {
+                let spools = finish_spools(out_spool, err_spool)?;
+                return Ok(timed_out_result(started, None, stdout_cap, stderr_cap, spools));
+            }
+            Err(OpenError::MasterGone) => return Err(RunError::ConnectionLost),
+            Err(OpenError::Mux(e)) => return Err(RunError::Failed(e.to_string())),
+        },
+        _ = spec.cancel.cancelled() => return Err(RunError::Cancelled),
+    };
+    let mux::MuxSession { mut control, mut stdin, mut stdout, mut stderr } = session;
+    let payload = wrapper::stdin_payload(spec.cwd, spec.command);
+    let feed = async move {
+        // A write error means the remote side stopped reading; its exit tells the rest.
+        let _ = stdin.write_all(&payload).await;
+    };
+    tokio::pin!(feed);
+    let mut guard = KillOnDrop { control_path: spec.control_path.to_path_buf(), pgid: None };
+    let mut header = HeaderParser::default();
+    let (mut fed, mut out_eof, mut err_eof, mut closed) = (false, false, false, false);
+    let mut exit_status = None;
+    let mut cancelled = false;
+    let mut kill: Option<tokio::task::JoinHandle<Option<String>>> = None;
+    let mut kill_signal: Option<String> = None;
+    let mut give_up_at: Option<Instant> = None;
+    let mut out_buf = vec![0u8; 64 * 1024];
+    let mut err_buf = vec![0u8; 64 * 1024];
+    while !(out_eof && err_eof && closed) {
+        tokio::select! {
+            _ = &mut feed, if !fed => fed = true,
+            r = stdout.read(&mut out_buf), if !out_eof => match r {
+                Ok(0) | Err(_) => out_eof = true,
+                Ok(n) => {
+                    stdout_cap.push(&out_buf[..n]);
+                    if let Some(s) = out_spool.as_mut() { s.write(&out_buf[..n]).map_err(spool_err)?; }
+                }
+            },
+            r = stderr.read(&mut err_buf), if !err_eof => {
+                let bytes = match r {
+                    Ok(0) | Err(_) => { err_eof = true; header.finish() }
+                    Ok(n) => header.feed(&err_buf[..n]).into_owned(),
+                };
+                if let Some(Header::Running { pgid }) = header.header() { guard.pgid = Some(pgid); }
+                stderr_cap.push(&bytes);
+                if let Some(s) = err_spool.as_mut() { s.write(&bytes).map_err(spool_err)?; }
+            },
+            ev = control.next_event(), if !closed => match ev {
+                Ok(ControlEvent::Exit(status)) => exit_status = Some(status),
+                Ok(ControlEvent::Closed) | Err(_) => closed = true,
+            },
+            _ = tokio::time::sleep_until(deadline), if kill.is_none() && !cancelled => {
+                kill = Some(start_kill(&guard));
+            },
+            _ = spec.cancel.cancelled(), if kill.is_none() && !cancelled => {
+                cancelled = true;
+                kill = Some(start_kill(&guard));
+            },
+            r = async { kill.as_mut().expect("guarded").await }, if kill.is_some() && give_up_at.is_none() => {
+                kill_signal = r.ok().flatten();
+                give_up_at = Some(Instant::now() + DRAIN_AFTER_KILL);
+            },
+            _ = tokio::time::sleep_until(give_up_at.unwrap_or(deadline)), if give_up_at.is_some() => break,
+        }
+    }
+    // The command is over (or abandoned after the kill): nothing is left to kill on drop.
+    guard.pgid = None;
+    let spools = finish_spools(out_spool, err_spool)?;
+    if cancelled {
+        return Err(RunError::Cancelled);
+    }
+    if kill.is_some() {
+        return Ok(timed_out_result(started, kill_signal, stdout_cap, stderr_cap, spools));
+    }
+    if header.header() == Some(Header::NoCwd) {
+        return Err(RunError::NoCwd);
+    }
+    let signal = match exit_status {
+        Some(_) => None,
+        // No exit message: the remote shell was killed by a signal, or the master died. The
+        // master drops the signal's name, so only liveness can tell the two apart.
+        None => match mux::alive_check(spec.control_path).await {
+            Ok(_) => Some("unknown".to_string()),
+            Err(_) => return Err(RunError::ConnectionLost),
+        },
+    };
+    Ok(ExecResult {
+        exit_code: exit_status.map(|s| s as i32),
+        signal,
+        duration: started.elapsed().as_secs_f64(),
+        timed_out: false,
+        stdout: stdout_cap.finish(spools.0),
+        stderr: stderr_cap.finish(spools.1),
+    })
+}
+
+/// Starts terminating the command's process group. Before the wrapper reported its pid
+/// nothing of the command runs yet, so there is nothing to kill.
+fn start_kill(guard: &KillOnDrop) -> tokio::task::JoinHandle<Option<String>> {
+    let control_path = guard.control_path.clone();
+    let pgid = guard.pgid;
+    tokio::spawn(async move {
+        match pgid {
+            Some(pgid) => kill_group(&control_path, pgid).await,
+            None => None,
+        }
+    })
+}
+
+fn spool_err(e: std::io::Error) -> RunError {
+    RunError::Failed(format!("cannot write the spool file: {e}"))
+}
+
+fn finish_spools(
+    out: Option<Spool>,
+    err: Option<Spool>,
+) -> Result<(Option<String>, Option<String>), RunError> {
+    let out = out.map(Spool::finish).transpose().map_err(spool_err)?;
+    let err = err.map(Spool::finish).transpose().map_err(spool_err)?;
+    Ok((out, err))
+}

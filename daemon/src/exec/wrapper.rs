@@ -1,0 +1,150 @@
+//! The remote side of `exec`: the fixed shell text the master runs, what we feed it on stdin,
+//! and the one header line it writes before the command starts.
+//!
+//! The command text cannot travel as an argument (Linux caps one argument at 128 KiB and the
+//! login shell would parse it), so the login shell only ever sees a short, fixed line that
+//! execs `/bin/sh`. That shell reads the working directory and the command from stdin, points
+//! stdin at `/dev/null`, reports its pid (the remote process group, since sshd starts every
+//! session in a new session) and `eval`s the command unchanged.
+
+/// What the login shell runs. One line, single-quoted, with no `!` or backslash, so bash,
+/// dash, zsh, csh and fish all hand it to `/bin/sh` unchanged.
+pub const REMOTE_COMMAND: &str = "exec /bin/sh -c 'IFS= read -r sshmcp_cwd; \
+sshmcp_cmd=$(cat); exec </dev/null; printf \"sshmcp %s \" $$ >&2; \
+if [ -n \"$sshmcp_cwd\" ]; then cd -- \"$sshmcp_cwd\" 2>/dev/null || { echo nocwd >&2; exit 125; }; fi; \
+echo run >&2; unset sshmcp_cwd; eval \"$sshmcp_cmd\"'";
+
+/// The bytes written to the wrapper's stdin: the working directory on the first line (empty
+/// for the login directory), then the command. The caller guarantees `cwd` has no newline.
+pub fn stdin_payload(cwd: Option<&str>, command: &str) -> Vec<u8> {
+    let cwd = cwd.unwrap_or("");
+    let mut payload = Vec::with_capacity(cwd.len() + command.len() + 1);
+    payload.extend_from_slice(cwd.as_bytes());
+    payload.push(b'\n');
+    payload.extend_from_slice(command.as_bytes());
+    payload
+}
+
+/// A shell line that terminates the process group `pgid`: TERM, up to a second for it to go,
+/// then KILL. It prints which signal ended it.
+pub fn kill_command(pgid: u32) -> String {
+    format!(
+        "exec /bin/sh -c 'kill -TERM -- -{pgid} 2>/dev/null || exit 0; i=0; \
+         while [ $i -lt 20 ]; do kill -0 -- -{pgid} 2>/dev/null || {{ echo TERM; exit 0; }}; \
+         sleep 0.05; i=$((i+1)); done; kill -KILL -- -{pgid} 2>/dev/null; echo KILL'"
+    )
+}
+
+/// What the header line said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// The command is running in process group `pgid`.
+    Running { pgid: u32 },
+    /// The working directory could not be entered; nothing ran.
+    NoCwd,
+}
+
+/// Splits the wrapper's header line off the start of stderr.
+#[derive(Default)]
+pub struct HeaderParser {
+    pending: Vec<u8>,
+    header: Option<Header>,
+    done: bool,
+}
+
+/// A header line is short; anything longer means the stream carries no header.
+const MAX_HEADER: usize = 64;
+
+impl HeaderParser {
+    /// Feeds stderr bytes; returns the part that belongs to the command's own stderr.
+    pub fn feed<'a>(&mut self, bytes: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        if self.done {
+            return bytes.into();
+        }
+        self.pending.extend_from_slice(bytes);
+        let Some(newline) = self.pending.iter().position(|b| *b == b'\n') else {
+            if self.pending.len() > MAX_HEADER {
+                return self.give_up().into();
+            }
+            return Vec::new().into();
+        };
+        self.header = parse_header(&self.pending[..newline]);
+        if self.header.is_none() {
+            return self.give_up().into();
+        }
+        self.done = true;
+        self.pending.drain(..=newline);
+        std::mem::take(&mut self.pending).into()
+    }
+
+    /// Bytes held back at the end of the stream (an incomplete header is user output).
+    pub fn finish(&mut self) -> Vec<u8> {
+        self.done = true;
+        std::mem::take(&mut self.pending)
+    }
+
+    pub fn header(&self) -> Option<Header> {
+        self.header
+    }
+
+    fn give_up(&mut self) -> Vec<u8> {
+        self.done = true;
+        std::mem::take(&mut self.pending)
+    }
+}
+
+fn parse_header(line: &[u8]) -> Option<Header> {
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.strip_prefix("sshmcp ")?.split(' ');
+    let pgid: u32 = words.next()?.parse().ok()?;
+    match (words.next()?, words.next()) {
+        ("run", None) => Some(Header::Running { pgid }),
+        ("nocwd", None) => Some(Header::NoCwd),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_command_is_shell_neutral() {
+        assert!(!REMOTE_COMMAND.contains('!'));
+        assert!(!REMOTE_COMMAND.contains('\\'));
+        assert!(!REMOTE_COMMAND.contains('\n'));
+        assert_eq!(REMOTE_COMMAND.matches('\'').count(), 2);
+    }
+
+    #[test]
+    fn header_split_across_reads() {
+        let mut p = HeaderParser::default();
+        assert!(p.feed(b"sshmcp 12").is_empty());
+        assert_eq!(&*p.feed(b"3 run\nerr"), b"err");
+        assert_eq!(p.header(), Some(Header::Running { pgid: 123 }));
+        assert_eq!(&*p.feed(b"more"), b"more");
+    }
+
+    #[test]
+    fn missing_cwd_header() {
+        let mut p = HeaderParser::default();
+        p.feed(b"sshmcp 9 nocwd\n");
+        assert_eq!(p.header(), Some(Header::NoCwd));
+    }
+
+    #[test]
+    fn stream_without_header_is_kept_whole() {
+        let mut p = HeaderParser::default();
+        assert_eq!(&*p.feed(b"sh: 1: oops\n"), b"sh: 1: oops\n");
+        assert_eq!(p.header(), None);
+        let mut q = HeaderParser::default();
+        assert!(q.feed(b"partial").is_empty());
+        assert_eq!(q.finish(), b"partial");
+    }
+
+    #[test]
+    fn payload_puts_cwd_first() {
+        assert_eq!(stdin_payload(Some("/tmp"), "ls\n"), b"/tmp\nls\n");
+        assert_eq!(stdin_payload(None, "ls"), b"\nls");
+    }
+}

@@ -1,0 +1,10 @@
+//! sshmcpd: the per-user daemon that owns every OpenSSH master and serves the sshmcp API on a
+//! Unix socket. `main.rs` parses settings and claims the instance; [`lifecycle::run`] serves.
+
+pub mod config;
+pub mod exec;
+pub mod lifecycle;
+pub mod mux;
+pub mod server;
+pub mod service;
+pub mod session;

@@ -1,0 +1,44 @@
+//! The `sshmcpd` binary: settings, single instance, logging, then the async runtime.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use sshmcpd::config::{Flags, Settings};
+use sshmcpd::lifecycle::{self, Instance, ReadyReport};
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    let report = ReadyReport::new(flags.report_ready);
+    match run(&flags, &report) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report.error(&format!("{e:#}"));
+            eprintln!("sshmcpd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
+    let settings = Settings::load(flags).map_err(anyhow::Error::msg)?;
+    settings.runtime.ensure().context("runtime directory")?;
+    // The lock comes before the runtime and the log: a losing duplicate touches nothing.
+    let pidfile = match lifecycle::claim_instance(settings.runtime.pidfile())? {
+        Instance::Mine(pidfile) => pidfile,
+        Instance::Running(pid) => {
+            report.running(pid);
+            return Ok(());
+        }
+    };
+    sshmcp_proto::paths::ensure_private_dir(&settings.state_dir).context("state directory")?;
+    let appender = tracing_appender::rolling::never(&settings.state_dir, "sshmcpd.log");
+    let (writer, _flush_guard) = tracing_appender::non_blocking(appender);
+    let filter = tracing_subscriber::EnvFilter::try_new(format!("{},tarpc=warn", settings.log))
+        .context("log filter")?;
+    tracing_subscriber::fmt().with_writer(writer).with_ansi(false).with_env_filter(filter).init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = runtime.block_on(lifecycle::run(settings, report));
+    drop(pidfile);
+    result.context("daemon")
+}

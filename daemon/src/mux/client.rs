@@ -1,0 +1,201 @@
+//! Talking to one master over its control socket: open a command session with our own pipes as
+//! its stdio, check liveness, ask it to terminate, or watch until it goes away.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use nix::fcntl::OFlag;
+use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::UnixStream;
+use tokio::net::unix::pipe;
+
+use super::wire::{self, PacketBuffer, Reply};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MuxError {
+    /// The control socket does not accept connections: the master is gone.
+    #[error("the master's control socket is unreachable: {0}")]
+    Unreachable(io::Error),
+    /// The master answered the request with a failure, e.g. sshd refused the channel.
+    #[error("the master refused the request: {0}")]
+    Refused(String),
+    #[error("unexpected mux reply: {0}")]
+    Protocol(String),
+    #[error("mux i/o failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl MuxError {
+    /// sshd refuses channels beyond MaxSessions (and briefly below it, until it reaps closed
+    /// channels); the master words every refused channel open this way. Worth a retry.
+    pub fn is_channel_refusal(&self) -> bool {
+        matches!(self, Self::Refused(reason) if reason.contains("refused by peer"))
+    }
+}
+
+/// What the control connection of a running session reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlEvent {
+    /// The remote command exited with this status.
+    Exit(u32),
+    /// The master closed the connection: the channel closed (after an exit message, or
+    /// without one when the remote process was killed by a signal), or the master died.
+    Closed,
+}
+
+/// A command session opened on a master. The remote side writes straight into our pipes;
+/// only exit reports travel over `control`.
+pub struct MuxSession {
+    pub control: SessionControl,
+    pub stdin: pipe::Sender,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+}
+
+/// The control connection of one open session.
+pub struct SessionControl {
+    stream: UnixStream,
+    packets: PacketBuffer,
+}
+
+impl SessionControl {
+    /// Waits for the next thing the master says about this session.
+    pub async fn next_event(&mut self) -> io::Result<ControlEvent> {
+        loop {
+            match self.packets.next_reply().map_err(io::Error::other)? {
+                Some(Reply::ExitMessage { status, .. }) => return Ok(ControlEvent::Exit(status)),
+                Some(_) => continue,
+                None => {}
+            }
+            let mut buf = [0u8; 512];
+            match self.stream.read(&mut buf).await? {
+                0 => return Ok(ControlEvent::Closed),
+                n => self.packets.push(&buf[..n]),
+            }
+        }
+    }
+}
+
+fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+/// Opens a session running `command` through the remote login shell.
+///
+/// The master takes the three fds with a blocking wait inside its single event loop, so the
+/// packet and the fds go out back to back; any error drops the socket at once, which unblocks
+/// the master.
+pub async fn open_session(control_path: &Path, command: &str) -> Result<MuxSession, MuxError> {
+    let mut control = UnixStream::connect(control_path).await.map_err(MuxError::Unreachable)?;
+    let (stdin_remote, stdin_local) = pipe_pair()?;
+    let (stdout_local, stdout_remote) = pipe_pair()?;
+    let (stderr_local, stderr_remote) = pipe_pair()?;
+    let mut request = wire::hello();
+    request.extend(wire::new_session(1, command.as_bytes()));
+    control.write_all(&request).await?;
+    for fd in [&stdin_remote, &stdout_remote, &stderr_remote] {
+        send_fd(&control, fd.as_raw_fd()).await?;
+    }
+    // Our copies of the remote ends must go, or EOF never arrives.
+    drop((stdin_remote, stdout_remote, stderr_remote));
+    let mut packets = PacketBuffer::default();
+    expect_hello(&mut control, &mut packets).await?;
+    match read_reply(&mut control, &mut packets).await? {
+        Reply::SessionOpened { .. } => Ok(MuxSession {
+            control: SessionControl { stream: control, packets },
+            stdin: pipe::Sender::from_owned_fd(stdin_local)?,
+            stdout: pipe::Receiver::from_owned_fd(stdout_local)?,
+            stderr: pipe::Receiver::from_owned_fd(stderr_local)?,
+        }),
+        Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
+        other => Err(MuxError::Protocol(format!("{other:?}"))),
+    }
+}
+
+/// Asks the master for its pid: a cheap (~0.1 ms) proof that it is alive.
+pub async fn alive_check(control_path: &Path) -> Result<u32, MuxError> {
+    let (mut control, mut packets) = request(control_path, wire::C_ALIVE_CHECK).await?;
+    match read_reply(&mut control, &mut packets).await? {
+        Reply::Alive { pid, .. } => Ok(pid),
+        other => Err(MuxError::Protocol(format!("{other:?}"))),
+    }
+}
+
+/// Asks the master to exit, closing its connection to the server.
+pub async fn terminate(control_path: &Path) -> Result<(), MuxError> {
+    let (mut control, mut packets) = request(control_path, wire::C_TERMINATE).await?;
+    match read_reply(&mut control, &mut packets).await? {
+        Reply::Ok { .. } => Ok(()),
+        Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
+        other => Err(MuxError::Protocol(format!("{other:?}"))),
+    }
+}
+
+/// Holds an idle control connection open and returns when the master closes it, which it only
+/// does when it exits: the event that turns a session `lost`, with no polling.
+pub async fn watch_until_closed(control_path: &Path) -> Result<u32, MuxError> {
+    let (mut control, mut packets) = request(control_path, wire::C_ALIVE_CHECK).await?;
+    let pid = match read_reply(&mut control, &mut packets).await? {
+        Reply::Alive { pid, .. } => pid,
+        other => return Err(MuxError::Protocol(format!("{other:?}"))),
+    };
+    let mut buf = [0u8; 256];
+    while control.read(&mut buf).await? > 0 {}
+    Ok(pid)
+}
+
+async fn request(
+    control_path: &Path,
+    kind: u32,
+) -> Result<(UnixStream, PacketBuffer), MuxError> {
+    let mut control = UnixStream::connect(control_path).await.map_err(MuxError::Unreachable)?;
+    let mut bytes = wire::hello();
+    bytes.extend(wire::simple_request(kind, 1));
+    control.write_all(&bytes).await?;
+    let mut packets = PacketBuffer::default();
+    expect_hello(&mut control, &mut packets).await?;
+    Ok((control, packets))
+}
+
+async fn expect_hello(control: &mut UnixStream, packets: &mut PacketBuffer) -> Result<(), MuxError> {
+    match read_reply(control, packets).await? {
+        Reply::Hello { version: wire::MUX_VERSION } => Ok(()),
+        other => Err(MuxError::Protocol(format!("expected hello, got {other:?}"))),
+    }
+}
+
+async fn read_reply(control: &mut UnixStream, packets: &mut PacketBuffer) -> Result<Reply, MuxError> {
+    loop {
+        if let Some(reply) = packets.next_reply().map_err(|e| MuxError::Protocol(e.to_string()))? {
+            return Ok(reply);
+        }
+        let mut buf = [0u8; 512];
+        match control.read(&mut buf).await? {
+            0 => return Err(MuxError::Unreachable(io::ErrorKind::UnexpectedEof.into())),
+            n => packets.push(&buf[..n]),
+        }
+    }
+}
+
+/// One `sendmsg` per fd with a one-byte payload: the master reserves room for a single
+/// SCM_RIGHTS fd per message.
+async fn send_fd(control: &UnixStream, fd: RawFd) -> io::Result<()> {
+    loop {
+        control.writable().await?;
+        let sent = control.try_io(Interest::WRITABLE, || {
+            let payload = [0u8; 1];
+            let iov = [io::IoSlice::new(&payload)];
+            let fds = [fd];
+            let cmsg = [ControlMessage::ScmRights(&fds)];
+            sendmsg::<UnixAddr>(control.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+                .map_err(io::Error::from)
+        });
+        match sent {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Accepting clients on the Unix socket: refuse other users, serve each connection's requests
+//! concurrently, and abort a connection's in-flight work the moment that client goes away.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::{Sink, Stream, StreamExt};
+use pin_project_lite::pin_project;
+use sshmcp_proto::service::{Codec, Daemon as _, framed};
+use tarpc::server::{BaseChannel, Channel};
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::service::DaemonService;
+
+/// Serves `listener` until `shutdown` fires.
+pub async fn serve(listener: UnixListener, service: DaemonService, shutdown: CancellationToken) {
+    let my_uid = nix::unistd::geteuid().as_raw();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == my_uid => {}
+            Ok(cred) => {
+                tracing::warn!(uid = cred.uid(), "refusing a client of another user");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!("cannot read peer credentials: {e}");
+                continue;
+            }
+        }
+        tokio::spawn(serve_connection(stream, service.clone(), shutdown.clone()));
+    }
+}
+
+/// Runs every request of one client in its own task; when the client disconnects (or the
+/// daemon stops), aborts what is still running so remote commands get killed.
+async fn serve_connection(
+    stream: tokio::net::UnixStream,
+    service: DaemonService,
+    shutdown: CancellationToken,
+) {
+    let closed = CancellationToken::new();
+    let transport = NotifyOnClose {
+        inner: tarpc::serde_transport::new(framed(stream), Codec::default()),
+        closed: closed.clone(),
+    };
+    let mut requests = std::pin::pin!(BaseChannel::with_defaults(transport).execute(service.serve()));
+    let mut inflight = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            next = requests.next() => match next {
+                Some(request) => { inflight.spawn(request); }
+                None => break,
+            },
+            Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+            _ = closed.cancelled() => break,
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    inflight.abort_all();
+}
+
+pin_project! {
+    /// A transport that fires `closed` when its read side ends: tarpc's own request stream
+    /// only ends once every in-flight response is done, too late to cancel them.
+    struct NotifyOnClose<T> {
+        #[pin]
+        inner: T,
+        closed: CancellationToken,
+    }
+}
+
+impl<T, I, E> Stream for NotifyOnClose<T>
+where
+    T: Stream<Item = Result<I, E>>,
+{
+    type Item = Result<I, E>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.project();
+        let polled = this.inner.poll_next(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            this.closed.cancel();
+        }
+        polled
+    }
+}
+
+impl<T, Item> Sink<Item> for NotifyOnClose<T>
+where
+    T: Sink<Item>,
+{
+    type Error = T::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.project().inner.poll_ready(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Item) -> Result<(), Self::Error> {
+        self.project().inner.start_send(item)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.project().inner.poll_close(cx)
+    }
+}

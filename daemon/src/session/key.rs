@@ -1,0 +1,84 @@
+//! Session ids and secret keys. A key is shown once, at connect; the daemon keeps only its
+//! SHA-256 and compares in constant time.
+
+use std::io::Read;
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+/// Random bytes from the kernel.
+fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut buf = [0u8; N];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// A public session id: short (it names the master's control socket) and unguessable enough
+/// not to collide.
+pub fn new_session_id() -> std::io::Result<String> {
+    let bytes: [u8; 5] = random_bytes()?;
+    Ok(format!("s{}", hex(&bytes)))
+}
+
+/// A fresh secret key (256 bits, base64url) and the hash we keep of it.
+pub fn new_session_key() -> std::io::Result<(String, KeyHash)> {
+    let bytes: [u8; 32] = random_bytes()?;
+    let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let hash = KeyHash::of(&key);
+    Ok((key, hash))
+}
+
+/// The SHA-256 of a session key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash([u8; 32]);
+
+impl KeyHash {
+    pub fn of(key: &str) -> Self {
+        Self(Sha256::digest(key.as_bytes()).into())
+    }
+
+    /// Compares `key` with this hash without an early exit, so timing tells nothing about
+    /// how much of a guess was right.
+    pub fn matches(&self, key: &str) -> bool {
+        let other = Self::of(key);
+        self.0.iter().zip(other.0.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    pub fn to_hex(self) -> String {
+        hex(&self.0)
+    }
+}
+
+// Even the hash stays out of debug output.
+impl std::fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyHash(..)")
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_only_themselves() {
+        let (key, hash) = new_session_key().unwrap();
+        assert_eq!(key.len(), 43);
+        assert!(hash.matches(&key));
+        assert!(!hash.matches(&format!("{key}x")));
+        assert!(!hash.matches(""));
+        let (other, _) = new_session_key().unwrap();
+        assert_ne!(key, other);
+    }
+
+    #[test]
+    fn ids_are_short_and_distinct() {
+        let a = new_session_id().unwrap();
+        assert_eq!(a.len(), 11);
+        assert_ne!(a, new_session_id().unwrap());
+    }
+}

@@ -1,0 +1,243 @@
+//! The OpenSSH master of one session: its argv, starting it in its own process session so it
+//! outlives the daemon, telling failures apart without ever showing its raw stderr, and
+//! stopping it.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use sshmcp_proto::session::ConnectTarget;
+use tokio_util::sync::CancellationToken;
+
+use super::identity::{self, Resolved};
+use crate::mux;
+
+/// The exact text the contract requires when a prompt is needed and cannot be shown.
+pub const ASKPASS_MESSAGE: &str = "SSH authentication requires an interactive system prompt, but no usable user session environment was available";
+
+/// Keepalives added when the user's configuration has none, so a dead link makes the session
+/// `lost` within seconds rather than when TCP gives up.
+const KEEPALIVE: [&str; 4] = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"];
+
+/// `ssh -G` for `target`: evaluates the configuration, connects nowhere.
+pub fn resolve_args(ssh_config: Option<&Path>, target: &ConnectTarget) -> Vec<OsString> {
+    let mut args = config_args(ssh_config);
+    args.extend(["-G".into(), "-T".into()]);
+    args.extend(identity::target_args(target).into_iter().map(OsString::from));
+    args
+}
+
+/// The master: authenticates, forks into the background once ready (`-f`), runs no command
+/// (`-N`), owns the control socket, and sets up none of the configuration's forwardings.
+pub fn master_args(
+    ssh_config: Option<&Path>,
+    control_path: &Path,
+    target: &ConnectTarget,
+    add_keepalive: bool,
+    connect_timeout: Duration,
+) -> Vec<OsString> {
+    let mut args = config_args(ssh_config);
+    args.extend(["-M".into(), "-S".into(), control_path.as_os_str().to_owned()]);
+    for opt in [
+        "ControlMaster=yes",
+        "ControlPersist=no",
+        "ClearAllForwardings=yes",
+        "RequestTTY=no",
+    ] {
+        args.extend(["-o".into(), opt.into()]);
+    }
+    let secs = connect_timeout.as_secs().max(1);
+    args.extend(["-o".into(), format!("ConnectTimeout={secs}").into()]);
+    if add_keepalive {
+        args.extend(KEEPALIVE.iter().map(OsString::from));
+    }
+    args.extend(["-N".into(), "-f".into()]);
+    args.extend(identity::target_args(target).into_iter().map(OsString::from));
+    args
+}
+
+fn config_args(ssh_config: Option<&Path>) -> Vec<OsString> {
+    match ssh_config {
+        Some(file) => vec!["-F".into(), file.as_os_str().to_owned()],
+        None => Vec::new(),
+    }
+}
+
+/// Runs `ssh -G` and reads the server's identity from it.
+pub async fn resolve(ssh_config: Option<&Path>, target: &ConnectTarget) -> Result<Resolved, String> {
+    let output = tokio::process::Command::new("ssh")
+        .args(resolve_args(ssh_config, target))
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run ssh: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "ssh could not evaluate the target's configuration (exit status {})",
+            output.status.code().unwrap_or(-1)
+        ));
+    }
+    identity::parse_ssh_g(&String::from_utf8_lossy(&output.stdout))
+        .ok_or_else(|| "ssh -G gave no hostname, port or user".to_string())
+}
+
+/// How a start attempt ended when it did not succeed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StartFailure {
+    /// A concise, status-only reason (see [`classify`]).
+    Failed(String),
+    Cancelled,
+}
+
+/// Starts the master and waits until it is authenticated and backgrounded. Its stdio goes to
+/// `log_path` (private; never shown to callers), it runs in its own process session so a
+/// daemon crash or stop does not take it down, and a timeout or cancellation kills the whole
+/// attempt.
+pub async fn start(
+    args: Vec<OsString>,
+    log_path: &Path,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), StartFailure> {
+    let failed = |e: io::Error| StartFailure::Failed(format!("cannot start ssh: {e}"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(log_path)
+        .map_err(failed)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(log_path, std::fs::Permissions::from_mode(0o600)).map_err(failed)?;
+    let mut cmd = tokio::process::Command::new("ssh");
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(failed)?)
+        .stderr(log)
+        .kill_on_drop(true);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+    }
+    let mut child = cmd.spawn().map_err(failed)?;
+    let pid = child.id();
+    let status = tokio::select! {
+        s = child.wait() => s.map_err(failed)?,
+        _ = tokio::time::sleep(timeout) => {
+            kill_group(pid);
+            return Err(StartFailure::Failed("the connection timed out".into()));
+        }
+        _ = cancel.cancelled() => {
+            kill_group(pid);
+            return Err(StartFailure::Cancelled);
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let stderr = read_tail(log_path);
+    Err(StartFailure::Failed(classify(&stderr, status.code())))
+}
+
+/// Kills the start attempt's process group (the foreground ssh and anything it forked).
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// The end of the master's log, enough to recognise its last words.
+fn read_tail(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let start = bytes.len().saturating_sub(16 * 1024);
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
+}
+
+/// Maps OpenSSH's stderr to a short status: the raw text never leaves the daemon. The order
+/// matters: an unknown host key under `StrictHostKeyChecking ask` also fails to open a prompt,
+/// and a failed passphrase prompt is followed by "Permission denied".
+pub fn classify(stderr: &str, status: Option<i32>) -> String {
+    let has = |needle: &str| stderr.contains(needle);
+    if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
+        "the server's host key has changed; check the server, then fix known_hosts".into()
+    } else if has("Host key verification failed") || has("host key is known") {
+        "the server's host key is not known; add it to known_hosts first".into()
+    } else if has("read_passphrase: can't open /dev/tty") || has("ssh_askpass: ") {
+        ASKPASS_MESSAGE.into()
+    } else if has("Permission denied") || has("Too many authentication failures") {
+        "authentication was refused by the server".into()
+    } else if has("Connection refused") {
+        "the connection was refused".into()
+    } else if has("timed out") {
+        "the connection timed out".into()
+    } else if has("Could not resolve hostname") || has("Name or service not known") {
+        "the host name could not be resolved".into()
+    } else {
+        match status {
+            Some(code) => format!("the ssh master exited with status {code}"),
+            None => "the ssh master was killed by a signal".into(),
+        }
+    }
+}
+
+/// Stops a master: asks it over the control socket, then makes sure by pid.
+pub async fn stop(control_path: &Path, pid: Option<u32>) {
+    let asked = mux::terminate(control_path).await.is_ok();
+    if let Some(pid) = pid {
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        for _ in 0..50 {
+            if nix::sys::signal::kill(pid, None).is_err() {
+                break;
+            }
+            if !asked {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let _ = std::fs::remove_file(control_path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_argv() {
+        let target = ConnectTarget::Alias { alias: "box".into() };
+        let args = master_args(
+            Some(Path::new("/c")),
+            Path::new("/r/m/s1"),
+            &target,
+            true,
+            Duration::from_secs(30),
+        );
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let joined = args.join(" ");
+        assert!(joined.starts_with("-F /c -M -S /r/m/s1 -o ControlMaster=yes"), "{joined}");
+        assert!(joined.contains("-o ConnectTimeout=30"));
+        assert!(joined.contains("ServerAliveInterval=15"));
+        assert!(joined.ends_with("-N -f -- box"), "{joined}");
+    }
+
+    #[test]
+    fn failure_classes() {
+        assert!(classify("Host key verification failed.\r\n", Some(255)).contains("not known"));
+        assert!(classify("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@", Some(255))
+            .contains("changed"));
+        let askpass = "read_passphrase: can't open /dev/tty: No such device or address\r\n\
+                       u@h: Permission denied (publickey).";
+        assert_eq!(classify(askpass, Some(255)), ASKPASS_MESSAGE);
+        assert!(classify("u@h: Permission denied (publickey).", Some(255)).contains("refused"));
+        assert!(classify("ssh: connect to host 127.0.0.1 port 1: Connection refused", Some(255))
+            .contains("connection was refused"));
+        assert!(classify("ssh: Could not resolve hostname x: Name or service not known", Some(255))
+            .contains("resolved"));
+        assert_eq!(classify("weird secret text", Some(3)), "the ssh master exited with status 3");
+    }
+}

@@ -1,0 +1,321 @@
+//! The registry of sessions: connect (identity, limits, serialized authentication, remote
+//! facts), disconnect, listing, lookup by key, and the watcher that marks a session lost.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sshmcp_proto::limits::{DEFAULT_CONNECT_TIMEOUT_SECS, MAX_CONNECT_TIMEOUT_SECS};
+use sshmcp_proto::session::{
+    ConnectRequest, ConnectTarget, Connected, Disconnected, RemoteFacts, SessionAuth, SessionState,
+    SessionSummary,
+};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use super::master::{self, StartFailure};
+use super::{Session, identity, key, lost_error, record};
+use crate::config::Settings;
+use crate::exec::{CommandSpec, run_command};
+use crate::mux;
+
+/// How long `disconnect` lets running commands terminate before it stops the master anyway.
+const DRAIN_ON_CLOSE: Duration = Duration::from_secs(5);
+
+/// Every session of this daemon.
+pub struct Registry {
+    pub settings: Arc<Settings>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// One authentication at a time, daemon-wide: each passphrase dialog or key touch then
+    /// belongs to exactly one pending connect.
+    authenticating: tokio::sync::Mutex<()>,
+    /// Set once shutdown begins: no new sessions.
+    closing: AtomicBool,
+}
+
+impl Registry {
+    pub fn new(settings: Arc<Settings>) -> Arc<Self> {
+        Arc::new(Self {
+            settings,
+            sessions: Mutex::new(HashMap::new()),
+            authenticating: tokio::sync::Mutex::new(()),
+            closing: AtomicBool::new(false),
+        })
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions().len()
+    }
+
+    pub fn list(&self) -> Vec<SessionSummary> {
+        let mut rows: Vec<SessionSummary> = self.sessions().values().map(|s| s.summary()).collect();
+        rows.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.session_id.cmp(&b.session_id)));
+        rows
+    }
+
+    /// The session `auth` names, if the key is right and it can run work now.
+    pub fn authorize(&self, auth: &SessionAuth) -> Result<Arc<Session>, DaemonError> {
+        let session = self.find(&auth.session_id)?;
+        session.authorize(&auth.session_key)?;
+        Ok(session)
+    }
+
+    fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
+        self.sessions().get(id).cloned().ok_or_else(|| {
+            DaemonError::new(ErrorCode::SessionNotFound, "no session has this session_id")
+        })
+    }
+
+    /// Opens a session: resolve the identity, reserve it, authenticate (one at a time), learn
+    /// the remote facts, then start watching the master.
+    pub async fn connect(self: &Arc<Self>, req: ConnectRequest) -> Result<Connected, DaemonError> {
+        let timeout = check_connect_request(&req)?;
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(DaemonError::new(ErrorCode::ServerClosing, "the daemon is shutting down"));
+        }
+        let ssh_config = self.settings.ssh_config.as_deref();
+        let resolved = master::resolve(ssh_config, &req.target)
+            .await
+            .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
+        let (session, session_key) = self.reserve(&req.target, &resolved)?;
+        let result = self.authenticate(&session, &req.target, resolved.has_keepalive, timeout).await;
+        match result {
+            Ok((master_pid, remote)) => {
+                tracing::info!(session = %session.id, target = %session.target, master_pid, "session ready");
+                self.spawn_watcher(&session);
+                self.persist();
+                Ok(Connected {
+                    session_id: session.id.clone(),
+                    session_key,
+                    target: session.target.clone(),
+                    server_host: session.server_host.clone(),
+                    server_port: session.server_port,
+                    state: SessionState::Ready,
+                    master_pid,
+                    remote,
+                })
+            }
+            Err(e) => {
+                tracing::info!(session = %session.id, code = %e.code, "connect failed: {}", e.message);
+                self.sessions().remove(&session.id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Claims the server identity and a session slot, or says who holds it.
+    fn reserve(
+        &self,
+        target: &ConnectTarget,
+        resolved: &identity::Resolved,
+    ) -> Result<(Arc<Session>, String), DaemonError> {
+        let io_err = |e: std::io::Error| DaemonError::internal(format!("cannot create a key: {e}"));
+        let (session_key, key_hash) = key::new_session_key().map_err(io_err)?;
+        let mut sessions = self.sessions();
+        if let Some(owner) = sessions
+            .values()
+            .find(|s| s.server_host == resolved.host && s.server_port == resolved.port)
+        {
+            return Err(DaemonError::new(
+                ErrorCode::AlreadyConnected,
+                format!(
+                    "session {} already owns {}:{} (state {}); use it, or disconnect it first",
+                    owner.id,
+                    resolved.host,
+                    resolved.port,
+                    owner.state().as_str()
+                ),
+            ));
+        }
+        if sessions.len() >= self.settings.max_sessions as usize {
+            return Err(DaemonError::new(
+                ErrorCode::SessionLimitReached,
+                format!(
+                    "the daemon holds its maximum of {} sessions; disconnect one first",
+                    self.settings.max_sessions
+                ),
+            ));
+        }
+        let id = loop {
+            let id = key::new_session_id().map_err(io_err)?;
+            if !sessions.contains_key(&id) {
+                break id;
+            }
+        };
+        let control_path = self.settings.runtime.masters_dir().join(&id);
+        let session = Arc::new(Session::new(
+            id.clone(),
+            key_hash,
+            target.display(),
+            resolved.host.clone(),
+            resolved.port,
+            control_path,
+        ));
+        sessions.insert(id, session.clone());
+        Ok((session, session_key))
+    }
+
+    async fn authenticate(
+        &self,
+        session: &Arc<Session>,
+        target: &ConnectTarget,
+        has_keepalive: bool,
+        timeout: Duration,
+    ) -> Result<(u32, RemoteFacts), DaemonError> {
+        let closed = || DaemonError::new(ErrorCode::SessionClosed, "the session was disconnected while connecting");
+        let start_failed = |m: String| DaemonError::new(ErrorCode::ConnectionStartFailed, m);
+        let _turn = tokio::select! {
+            turn = self.authenticating.lock() => turn,
+            _ = session.cancel.cancelled() => return Err(closed()),
+        };
+        let args = master::master_args(
+            self.settings.ssh_config.as_deref(),
+            &session.control_path,
+            target,
+            !has_keepalive,
+            timeout,
+        );
+        let log = self.settings.masters_log_dir().join(format!("{}.log", session.id));
+        match master::start(args, &log, timeout, &session.cancel).await {
+            Ok(()) => {}
+            Err(StartFailure::Cancelled) => return Err(closed()),
+            Err(StartFailure::Failed(message)) => return Err(start_failed(message)),
+        }
+        let pid = match mux::alive_check(&session.control_path).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                master::stop(&session.control_path, None).await;
+                return Err(start_failed(format!("the master did not answer: {e}")));
+            }
+        };
+        let facts = self.remote_facts(session).await;
+        if session.cancel.is_cancelled() || session.state() != SessionState::Starting {
+            master::stop(&session.control_path, Some(pid)).await;
+            return Err(closed());
+        }
+        match facts {
+            Ok(facts) => {
+                session.set_ready(pid);
+                Ok((pid, facts))
+            }
+            Err(message) => {
+                master::stop(&session.control_path, Some(pid)).await;
+                Err(start_failed(message))
+            }
+        }
+    }
+
+    /// Runs one small script on the new master: uname, home, user, OS name.
+    async fn remote_facts(&self, session: &Session) -> Result<RemoteFacts, String> {
+        const SCRIPT: &str = "uname -srm; printf '%s\\n' \"$HOME\"; id -un; \
+            if [ -r /etc/os-release ]; then . /etc/os-release; printf '%s\\n' \"$PRETTY_NAME\"; fi";
+        let result = run_command(CommandSpec {
+            control_path: &session.control_path,
+            slots: &session.slots,
+            command: SCRIPT,
+            cwd: None,
+            timeout: Duration::from_secs(30),
+            max_output_bytes: 16 * 1024,
+            spool: None,
+            cancel: &session.cancel,
+        })
+        .await
+        .map_err(|e| format!("the master could not run a command: {e}"))?;
+        let text = result.stdout.data;
+        let mut lines = text.lines();
+        let mut next = || lines.next().unwrap_or("").to_string();
+        let (uname, home, user, pretty) = (next(), next(), next(), next());
+        Ok(RemoteFacts {
+            uname,
+            os_pretty_name: (!pretty.is_empty()).then_some(pretty),
+            user,
+            home,
+        })
+    }
+
+    /// Holds a control connection to the master; when the master closes it, a ready session
+    /// becomes `lost`.
+    fn spawn_watcher(self: &Arc<Self>, session: &Arc<Session>) {
+        let registry = Arc::downgrade(self);
+        let session = session.clone();
+        tokio::spawn(async move {
+            let _ = mux::watch_until_closed(&session.control_path).await;
+            if session.transition(SessionState::Ready, SessionState::Lost) {
+                tracing::warn!(session = %session.id, "master exited; session lost");
+                session.slots.close();
+                if let Some(registry) = registry.upgrade() {
+                    registry.persist();
+                }
+            }
+        });
+    }
+
+    /// Closes a session in any state: cancels its work, stops its master, forgets it.
+    pub async fn disconnect(&self, session_id: &str) -> Result<Disconnected, DaemonError> {
+        let session = self.find(session_id)?;
+        let previous = session.begin_closing();
+        if previous == SessionState::Closing {
+            return Err(DaemonError::new(
+                ErrorCode::SessionClosing,
+                "the session is already being closed",
+            ));
+        }
+        session.cancel.cancel();
+        let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
+        if previous != SessionState::Starting {
+            master::stop(&session.control_path, session.master_pid()).await;
+        }
+        session.slots.close();
+        self.sessions().remove(session_id);
+        self.persist();
+        tracing::info!(session = %session_id, "session closed");
+        Ok(Disconnected { session_id: session_id.to_string(), state: SessionState::Closed })
+    }
+
+    /// Refuses new sessions and closes every existing one (daemon stop).
+    pub async fn close_all(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        let ids: Vec<String> = self.sessions().keys().cloned().collect();
+        let closes = ids.iter().map(|id| self.disconnect(id));
+        futures::future::join_all(closes).await;
+    }
+
+    fn persist(&self) {
+        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        if let Err(e) = record::write(&self.settings.record_file(), &sessions) {
+            tracing::warn!("cannot write the session record: {e}");
+        }
+    }
+}
+
+/// The connect request's own checks; returns the authentication timeout.
+fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> {
+    let invalid = DaemonError::invalid_arguments;
+    match &req.target {
+        ConnectTarget::Alias { alias } => identity::check_word("alias", alias).map_err(invalid)?,
+        ConnectTarget::Direct { host, user, port } => {
+            identity::check_word("host", host).map_err(invalid)?;
+            identity::check_word("user", user).map_err(invalid)?;
+            if *port == Some(0) {
+                return Err(invalid("port must be between 1 and 65535".into()));
+            }
+        }
+    }
+    let secs = req.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT_SECS);
+    if !secs.is_finite() || secs < 1.0 || secs > MAX_CONNECT_TIMEOUT_SECS {
+        return Err(invalid(format!(
+            "connect_timeout must be between 1 and {MAX_CONNECT_TIMEOUT_SECS} seconds"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Whether a session lost its master: commands fail with this error.
+pub fn connection_lost(session: &Session) -> DaemonError {
+    session.transition(SessionState::Ready, SessionState::Lost);
+    lost_error()
+}

@@ -1,0 +1,187 @@
+//! The client side of the socket, shared by the shim and the CLI: connect to the user's daemon
+//! and, when none answers, start one without racing other clients doing the same.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::paths::RuntimePaths;
+use crate::service::{DaemonClient, Hello, PROTOCOL_VERSION, context_with_timeout, framed};
+
+/// How long a client waits for a daemon it started to report ready.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a hello may take on a live daemon.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot use the runtime directory {dir}: {source}")]
+    RuntimeDir { dir: PathBuf, source: io::Error },
+    #[error("could not start the daemon {program}: {reason}")]
+    Start { program: PathBuf, reason: String },
+    #[error(
+        "the running daemon speaks protocol {daemon} but this client speaks {client}; \
+         when its sessions are no longer needed, run `sshmcp daemon stop` and retry"
+    )]
+    VersionMismatch { daemon: u32, client: u32 },
+    #[error("cannot reach the daemon at {socket}: {reason}")]
+    Unreachable { socket: PathBuf, reason: String },
+}
+
+/// A connected client and what the daemon said about itself.
+pub struct Connection {
+    pub client: DaemonClient,
+    pub hello: Hello,
+}
+
+/// Connects to the daemon of `paths`, or returns `None` when no daemon is running there.
+/// Used where starting one would be pointless (`daemon status`, `daemon stop`).
+pub async fn connect_existing(paths: &RuntimePaths) -> Result<Option<Connection>, ClientError> {
+    match tokio::net::UnixStream::connect(paths.socket()).await {
+        Ok(stream) => handshake(paths, stream).await.map(Some),
+        Err(e) if no_daemon(&e) => Ok(None),
+        Err(e) => Err(unreachable(paths, e)),
+    }
+}
+
+/// Connects to the daemon of `paths`, starting `program` first when none answers.
+///
+/// Several clients may call this at once: they queue on a start lock, each re-tries the socket
+/// once it holds the lock, and only the first starts a daemon. The daemon reports its own
+/// readiness on a pipe, so nobody polls. A daemon speaking another protocol is reported, never
+/// replaced: it may hold live sessions.
+pub async fn connect_or_start(
+    paths: &RuntimePaths,
+    program: &Path,
+) -> Result<Connection, ClientError> {
+    paths.ensure().map_err(|source| ClientError::RuntimeDir { dir: paths.dir.clone(), source })?;
+    if let Some(conn) = connect_existing(paths).await? {
+        return Ok(conn);
+    }
+    let _guard = StartLock::acquire(paths).await.map_err(|source| ClientError::RuntimeDir {
+        dir: paths.dir.clone(),
+        source,
+    })?;
+    if let Some(conn) = connect_existing(paths).await? {
+        return Ok(conn);
+    }
+    spawn_daemon(program, paths).await?;
+    match connect_existing(paths).await? {
+        Some(conn) => Ok(conn),
+        None => Err(ClientError::Start {
+            program: program.to_path_buf(),
+            reason: "it reported ready but its socket does not answer".into(),
+        }),
+    }
+}
+
+/// Where the daemon binary is: `SSHMCP_DAEMON`, else `sshmcpd` beside the running
+/// executable, else `sshmcpd` on `PATH`.
+pub fn daemon_program() -> PathBuf {
+    if let Some(p) = std::env::var_os("SSHMCP_DAEMON").filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("sshmcpd"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("sshmcpd"))
+}
+
+async fn handshake(
+    paths: &RuntimePaths,
+    stream: tokio::net::UnixStream,
+) -> Result<Connection, ClientError> {
+    let transport = tarpc::serde_transport::new(framed(stream), crate::service::Codec::default());
+    let client = DaemonClient::new(tarpc::client::Config::default(), transport).spawn();
+    let hello = client
+        .hello(context_with_timeout(HELLO_TIMEOUT))
+        .await
+        .map_err(|e| ClientError::Unreachable { socket: paths.socket(), reason: e.to_string() })?;
+    if hello.protocol_version != PROTOCOL_VERSION {
+        return Err(ClientError::VersionMismatch {
+            daemon: hello.protocol_version,
+            client: PROTOCOL_VERSION,
+        });
+    }
+    Ok(Connection { client, hello })
+}
+
+/// A socket that is missing or refuses connections has no daemon behind it (a refused
+/// connection means the socket file is left over from a daemon that died).
+fn no_daemon(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused)
+}
+
+fn unreachable(paths: &RuntimePaths, e: io::Error) -> ClientError {
+    ClientError::Unreachable { socket: paths.socket(), reason: e.to_string() }
+}
+
+/// The exclusive start lock, released on drop (closing the file releases the flock).
+struct StartLock {
+    _file: std::fs::File,
+}
+
+impl StartLock {
+    async fn acquire(paths: &RuntimePaths) -> io::Result<Self> {
+        let path = paths.start_lock();
+        tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::OpenOptionsExt;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .mode(0o600)
+                .open(path)?;
+            file.lock()?;
+            Ok(StartLock { _file: file })
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+}
+
+/// Starts the daemon detached (own session, null stdin/stderr, cwd `/`) and waits for the
+/// one line it writes on its stdout pipe: `ready PID`, `running PID` (another daemon holds
+/// the pidfile) or `error REASON`.
+async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), ClientError> {
+    let start_err = |reason: String| ClientError::Start { program: program.to_path_buf(), reason };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("--runtime-dir")
+        .arg(&paths.dir)
+        .arg("--report-ready")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+    }
+    let mut child = cmd.spawn().map_err(|e| start_err(e.to_string()))?;
+    let stdout = child.stdout.take().ok_or_else(|| start_err("no stdout pipe".into()))?;
+    // The daemon outlives us; a waiter reaps it should it exit while we still run.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    let mut line = String::new();
+    let mut reader = BufReader::new(stdout);
+    let read = reader.read_line(&mut line);
+    match tokio::time::timeout(START_TIMEOUT, read).await {
+        Err(_) => Err(start_err(format!("no ready report within {}s", START_TIMEOUT.as_secs()))),
+        Ok(Err(e)) => Err(start_err(e.to_string())),
+        Ok(Ok(_)) => {
+            let line = line.trim_end();
+            if line.starts_with("ready ") || line.starts_with("running ") {
+                Ok(())
+            } else if let Some(reason) = line.strip_prefix("error ") {
+                Err(start_err(reason.to_string()))
+            } else {
+                Err(start_err("it exited before reporting ready".into()))
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The single wire error: a stable snake_case code plus a short human message.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error identifier of the contract (TOOLS.md section 7). Automation matches on these,
+/// never on message text, so a variant's name is frozen once shipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    SessionNotFound,
+    InvalidSessionKey,
+    SessionNotReady,
+    SessionClosing,
+    SessionClosed,
+    AlreadyConnected,
+    SessionLimitReached,
+    ServerClosing,
+    ConnectionStartFailed,
+    ConnectionLost,
+    InvalidArguments,
+    InvalidCommand,
+    InvalidLocalPath,
+    InvalidRemoteType,
+    LocalPathExists,
+    RemotePathExists,
+    RemotePathNotFound,
+    RemotePermissionDenied,
+    SudoUnavailable,
+    SudoPasswordRequired,
+    SudoNotAllowed,
+    TransferNotFound,
+    TransferConflict,
+    TransferLimitReached,
+    TransferFailed,
+    VerificationFailed,
+    CommandNotFound,
+    FileChanged,
+    EditNoMatch,
+    EditAmbiguousMatch,
+    DaemonUnavailable,
+    InternalError,
+}
+
+impl ErrorCode {
+    /// Every code, in the contract's order: the docs table and tests iterate this.
+    pub const ALL: [ErrorCode; 32] = [
+        Self::SessionNotFound,
+        Self::InvalidSessionKey,
+        Self::SessionNotReady,
+        Self::SessionClosing,
+        Self::SessionClosed,
+        Self::AlreadyConnected,
+        Self::SessionLimitReached,
+        Self::ServerClosing,
+        Self::ConnectionStartFailed,
+        Self::ConnectionLost,
+        Self::InvalidArguments,
+        Self::InvalidCommand,
+        Self::InvalidLocalPath,
+        Self::InvalidRemoteType,
+        Self::LocalPathExists,
+        Self::RemotePathExists,
+        Self::RemotePathNotFound,
+        Self::RemotePermissionDenied,
+        Self::SudoUnavailable,
+        Self::SudoPasswordRequired,
+        Self::SudoNotAllowed,
+        Self::TransferNotFound,
+        Self::TransferConflict,
+        Self::TransferLimitReached,
+        Self::TransferFailed,
+        Self::VerificationFailed,
+        Self::CommandNotFound,
+        Self::FileChanged,
+        Self::EditNoMatch,
+        Self::EditAmbiguousMatch,
+        Self::DaemonUnavailable,
+        Self::InternalError,
+    ];
+
+    /// The stable identifier shown to agents and scripts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionNotFound => "session_not_found",
+            Self::InvalidSessionKey => "invalid_session_key",
+            Self::SessionNotReady => "session_not_ready",
+            Self::SessionClosing => "session_closing",
+            Self::SessionClosed => "session_closed",
+            Self::AlreadyConnected => "already_connected",
+            Self::SessionLimitReached => "session_limit_reached",
+            Self::ServerClosing => "server_closing",
+            Self::ConnectionStartFailed => "connection_start_failed",
+            Self::ConnectionLost => "connection_lost",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::InvalidCommand => "invalid_command",
+            Self::InvalidLocalPath => "invalid_local_path",
+            Self::InvalidRemoteType => "invalid_remote_type",
+            Self::LocalPathExists => "local_path_exists",
+            Self::RemotePathExists => "remote_path_exists",
+            Self::RemotePathNotFound => "remote_path_not_found",
+            Self::RemotePermissionDenied => "remote_permission_denied",
+            Self::SudoUnavailable => "sudo_unavailable",
+            Self::SudoPasswordRequired => "sudo_password_required",
+            Self::SudoNotAllowed => "sudo_not_allowed",
+            Self::TransferNotFound => "transfer_not_found",
+            Self::TransferConflict => "transfer_conflict",
+            Self::TransferLimitReached => "transfer_limit_reached",
+            Self::TransferFailed => "transfer_failed",
+            Self::VerificationFailed => "verification_failed",
+            Self::CommandNotFound => "command_not_found",
+            Self::FileChanged => "file_changed",
+            Self::EditNoMatch => "edit_no_match",
+            Self::EditAmbiguousMatch => "edit_ambiguous_match",
+            Self::DaemonUnavailable => "daemon_unavailable",
+            Self::InternalError => "internal_error",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What every fallible daemon call returns on failure. Messages are lower case, short, say what
+/// to do next, and never carry secrets or raw OpenSSH output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct DaemonError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl DaemonError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+
+    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArguments, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InternalError, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_snake_case() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            let s = code.as_str();
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{s}");
+            assert!(seen.insert(s), "duplicate {s}");
+        }
+    }
+}

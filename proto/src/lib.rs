@@ -1,0 +1,15 @@
+//! The one API boundary of sshmcp: the tarpc service, its wire types and error codes, the
+//! protocol version, the runtime paths, and the connect-or-start client used by the shim and
+//! the CLI. Nothing here knows about OpenSSH; the daemon converts its internals at this edge.
+
+pub mod client;
+pub mod error;
+pub mod exec;
+pub mod limits;
+pub mod paths;
+pub mod service;
+pub mod session;
+pub mod time;
+
+pub use error::{DaemonError, ErrorCode};
+pub use service::{DaemonClient, Daemon, Hello, DaemonStatus, PROTOCOL_VERSION};

@@ -1,0 +1,145 @@
+//! Where the daemon's socket, lock, pidfile, state and logs live, and the checks that make a
+//! runtime directory safe to trust.
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The per-user runtime directory and the files in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimePaths {
+    pub dir: PathBuf,
+}
+
+impl RuntimePaths {
+    /// `SSHMCP_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/sshmcp`, else `/tmp/sshmcp-$UID` (cron,
+    /// containers and root shells often have no `XDG_RUNTIME_DIR`).
+    pub fn from_env() -> Self {
+        Self::resolve(std::env::var_os("SSHMCP_RUNTIME_DIR").map(PathBuf::from))
+    }
+
+    /// Like [`from_env`](Self::from_env) with an explicit override taking the place of the
+    /// environment variable.
+    pub fn resolve(explicit: Option<PathBuf>) -> Self {
+        let dir = explicit
+            .filter(|p| !p.as_os_str().is_empty())
+            .or_else(|| {
+                std::env::var_os("XDG_RUNTIME_DIR")
+                    .filter(|v| !v.is_empty())
+                    .map(|v| PathBuf::from(v).join("sshmcp"))
+            })
+            .unwrap_or_else(|| {
+                PathBuf::from(format!("/tmp/sshmcp-{}", nix::unistd::getuid().as_raw()))
+            });
+        Self { dir }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("sshmcpd.sock")
+    }
+
+    /// Held (flock) by the running daemon for its whole life; holds its pid.
+    pub fn pidfile(&self) -> PathBuf {
+        self.dir.join("sshmcpd.pid")
+    }
+
+    /// Held by a client while it starts a daemon, so concurrent starters queue.
+    pub fn start_lock(&self) -> PathBuf {
+        self.dir.join("start.lock")
+    }
+
+    /// Control sockets of the OpenSSH masters; kept short for the 108-byte socket path limit.
+    pub fn masters_dir(&self) -> PathBuf {
+        self.dir.join("m")
+    }
+
+    /// Creates the directory (0700) if needed and refuses one that another user could
+    /// tamper with.
+    pub fn ensure(&self) -> io::Result<()> {
+        ensure_private_dir(&self.dir)
+    }
+}
+
+/// The daemon's state directory: `SSHMCP_STATE_DIR`, else the platform state dir.
+pub fn state_dir_from_env() -> Option<PathBuf> {
+    std::env::var_os("SSHMCP_STATE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| project_dirs().and_then(|d| d.state_dir().map(Path::to_path_buf)))
+}
+
+/// The daemon's default local root when nobody configured one: a dedicated folder under the
+/// user's data directory, never `/` nor the bare home directory.
+pub fn default_local_root() -> Option<PathBuf> {
+    project_dirs().map(|d| d.data_dir().join("root"))
+}
+
+/// `$XDG_CONFIG_HOME/sshmcp/config.toml`.
+pub fn default_config_file() -> Option<PathBuf> {
+    project_dirs().map(|d| d.config_dir().join("config.toml"))
+}
+
+fn project_dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("", "", "sshmcp")
+}
+
+/// Creates `dir` with mode 0700 (and its parents), then checks that it is a real directory
+/// (not a symlink), owned by us, and not readable or writable by anyone else.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    check_private_dir(dir)
+}
+
+/// The ownership and mode checks of [`ensure_private_dir`], without creating anything.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
+    let meta = std::fs::symlink_metadata(dir)?;
+    let refuse = |why: &str| {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("refusing {}: {why}", dir.display()),
+        ))
+    };
+    if meta.file_type().is_symlink() {
+        return refuse("it is a symlink");
+    }
+    if !meta.is_dir() {
+        return refuse("it is not a directory");
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return refuse("it is owned by another user");
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return refuse("its mode lets other users in (want 0700)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_dir_wins() {
+        let p = RuntimePaths::resolve(Some("/x/y".into()));
+        assert_eq!(p.socket(), PathBuf::from("/x/y/sshmcpd.sock"));
+    }
+
+    #[test]
+    fn private_dir_checks() {
+        let base = std::env::temp_dir().join(format!("sshmcp-paths-{}", std::process::id()));
+        let dir = base.join("rt");
+        ensure_private_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(check_private_dir(&dir).is_err());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(check_private_dir(&link).is_err());
+        assert!(check_private_dir(&dir).is_ok());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

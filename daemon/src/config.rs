@@ -12,7 +12,11 @@ pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
 
 /// Command-line flags; clap reads the environment variable of each one it is not given.
 #[derive(Debug, Default, clap::Parser)]
-#[command(name = "sshmcpd", version, about = "The sshmcp daemon: owns OpenSSH masters for MCP agents")]
+#[command(
+    name = "sshmcpd",
+    version,
+    about = "The sshmcp daemon: owns OpenSSH masters for MCP agents"
+)]
 pub struct Flags {
     /// Directory of the socket, lock and pidfile.
     #[arg(long, env = "SSHMCP_RUNTIME_DIR")]
@@ -96,7 +100,10 @@ impl Settings {
             state_dir,
             local_root,
             ssh_config: flags.ssh_config.clone().or(file.ssh_config),
-            max_sessions: flags.max_sessions.or(file.max_sessions).unwrap_or(DEFAULT_MAX_SESSIONS),
+            max_sessions: flags
+                .max_sessions
+                .or(file.max_sessions)
+                .unwrap_or(DEFAULT_MAX_SESSIONS),
             max_output_bytes: flags
                 .max_output_bytes
                 .or(file.max_output_bytes)
@@ -105,7 +112,11 @@ impl Settings {
                 .max_transfers
                 .or(file.max_transfers)
                 .unwrap_or(DEFAULT_MAX_TRANSFERS),
-            log: flags.log.clone().or(file.log).unwrap_or_else(|| "info".into()),
+            log: flags
+                .log
+                .clone()
+                .or(file.log)
+                .unwrap_or_else(|| "info".into()),
         };
         settings.check()?;
         Ok(settings)
@@ -119,7 +130,9 @@ impl Settings {
             return Err("max-transfers must be at least 1".into());
         }
         if self.max_output_bytes > MAX_OUTPUT_BYTES_CEILING {
-            return Err(format!("max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"));
+            return Err(format!(
+                "max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"
+            ));
         }
         check_local_root(&self.local_root)
     }

@@ -8,6 +8,10 @@ use sshmcpd::config::{Flags, Settings};
 use sshmcpd::lifecycle::{self, Instance, ReadyReport};
 
 fn main() -> ExitCode {
+    // OpenSSH runs us as its askpass program when no prompt route exists (see askpass.rs).
+    if let Some(status) = sshmcpd::session::askpass::run_probe_if_requested() {
+        return ExitCode::from(status);
+    }
     let flags = Flags::parse();
     let report = ReadyReport::new(flags.report_ready);
     match run(&flags, &report) {
@@ -36,8 +40,14 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
     let (writer, _flush_guard) = tracing_appender::non_blocking(appender);
     let filter = tracing_subscriber::EnvFilter::try_new(format!("{},tarpc=warn", settings.log))
         .context("log filter")?;
-    tracing_subscriber::fmt().with_writer(writer).with_ansi(false).with_env_filter(filter).init();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let result = runtime.block_on(lifecycle::run(settings, report));
     drop(pidfile);
     result.context("daemon")

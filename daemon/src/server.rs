@@ -54,7 +54,8 @@ async fn serve_connection(
         inner: tarpc::serde_transport::new(framed(stream), Codec::default()),
         closed: closed.clone(),
     };
-    let mut requests = std::pin::pin!(BaseChannel::with_defaults(transport).execute(service.serve()));
+    let mut requests =
+        std::pin::pin!(BaseChannel::with_defaults(transport).execute(service.serve()));
     let mut inflight = tokio::task::JoinSet::new();
     loop {
         tokio::select! {

@@ -46,13 +46,15 @@ impl Daemon for DaemonService {
             log_file: s.log_file().display().to_string(),
             default_local_root: s.local_root.display().to_string(),
             ssh_config: s.ssh_config.as_ref().map(|p| p.display().to_string()),
-            sessions: self.registry.len() as u32,
+            sessions: self.registry.session_count() as u32,
             max_sessions: s.max_sessions,
             max_output_bytes: s.max_output_bytes,
             max_transfers: s.max_transfers,
         }
     }
 
+    /// Closes every session before answering; the daemon then exits. The answer can be
+    /// lost in that exit, so clients confirm the stop by the pidfile lock, not by the answer.
     async fn shutdown(self, _: Context) -> Result<(), DaemonError> {
         tracing::info!("shutdown requested");
         self.registry.close_all().await;

@@ -57,14 +57,19 @@ pub async fn connect_or_start(
     paths: &RuntimePaths,
     program: &Path,
 ) -> Result<Connection, ClientError> {
-    paths.ensure().map_err(|source| ClientError::RuntimeDir { dir: paths.dir.clone(), source })?;
-    if let Some(conn) = connect_existing(paths).await? {
-        return Ok(conn);
-    }
-    let _guard = StartLock::acquire(paths).await.map_err(|source| ClientError::RuntimeDir {
+    paths.ensure().map_err(|source| ClientError::RuntimeDir {
         dir: paths.dir.clone(),
         source,
     })?;
+    if let Some(conn) = connect_existing(paths).await? {
+        return Ok(conn);
+    }
+    let _guard = StartLock::acquire(paths)
+        .await
+        .map_err(|source| ClientError::RuntimeDir {
+            dir: paths.dir.clone(),
+            source,
+        })?;
     if let Some(conn) = connect_existing(paths).await? {
         return Ok(conn);
     }
@@ -100,7 +105,10 @@ async fn handshake(
     let hello = client
         .hello(context_with_timeout(HELLO_TIMEOUT))
         .await
-        .map_err(|e| ClientError::Unreachable { socket: paths.socket(), reason: e.to_string() })?;
+        .map_err(|e| ClientError::Unreachable {
+            socket: paths.socket(),
+            reason: e.to_string(),
+        })?;
     if hello.protocol_version != PROTOCOL_VERSION {
         return Err(ClientError::VersionMismatch {
             daemon: hello.protocol_version,
@@ -113,11 +121,17 @@ async fn handshake(
 /// A socket that is missing or refuses connections has no daemon behind it (a refused
 /// connection means the socket file is left over from a daemon that died).
 fn no_daemon(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused)
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+    )
 }
 
 fn unreachable(paths: &RuntimePaths, e: io::Error) -> ClientError {
-    ClientError::Unreachable { socket: paths.socket(), reason: e.to_string() }
+    ClientError::Unreachable {
+        socket: paths.socket(),
+        reason: e.to_string(),
+    }
 }
 
 /// The exclusive start lock, released on drop (closing the file releases the flock).
@@ -148,7 +162,10 @@ impl StartLock {
 /// one line it writes on its stdout pipe: `ready PID`, `running PID` (another daemon holds
 /// the pidfile) or `error REASON`.
 async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), ClientError> {
-    let start_err = |reason: String| ClientError::Start { program: program.to_path_buf(), reason };
+    let start_err = |reason: String| ClientError::Start {
+        program: program.to_path_buf(),
+        reason,
+    };
     let mut cmd = tokio::process::Command::new(program);
     cmd.arg("--runtime-dir")
         .arg(&paths.dir)
@@ -162,7 +179,10 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
         cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
     }
     let mut child = cmd.spawn().map_err(|e| start_err(e.to_string()))?;
-    let stdout = child.stdout.take().ok_or_else(|| start_err("no stdout pipe".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| start_err("no stdout pipe".into()))?;
     // The daemon outlives us; a waiter reaps it should it exit while we still run.
     tokio::spawn(async move {
         let _ = child.wait().await;
@@ -171,7 +191,10 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
     let mut reader = BufReader::new(stdout);
     let read = reader.read_line(&mut line);
     match tokio::time::timeout(START_TIMEOUT, read).await {
-        Err(_) => Err(start_err(format!("no ready report within {}s", START_TIMEOUT.as_secs()))),
+        Err(_) => Err(start_err(format!(
+            "no ready report within {}s",
+            START_TIMEOUT.as_secs()
+        ))),
         Ok(Err(e)) => Err(start_err(e.to_string())),
         Ok(Ok(_)) => {
             let line = line.trim_end();

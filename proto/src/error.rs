@@ -134,7 +134,10 @@ pub struct DaemonError {
 
 impl DaemonError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn invalid_arguments(message: impl Into<String>) -> Self {

@@ -85,7 +85,13 @@ mod tests {
 
     #[test]
     fn text_stays_text_and_binary_becomes_base64() {
-        assert_eq!(encode_bytes(b"h\xc3\xa9".to_vec()), ("hé".into(), Encoding::Utf8));
-        assert_eq!(encode_bytes(vec![0xff, 0x00]), ("/wA=".into(), Encoding::Base64));
+        assert_eq!(
+            encode_bytes(b"h\xc3\xa9".to_vec()),
+            ("hé".into(), Encoding::Utf8)
+        );
+        assert_eq!(
+            encode_bytes(vec![0xff, 0x00]),
+            ("/wA=".into(), Encoding::Base64)
+        );
     }
 }

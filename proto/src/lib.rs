@@ -12,4 +12,4 @@ pub mod session;
 pub mod time;
 
 pub use error::{DaemonError, ErrorCode};
-pub use service::{DaemonClient, Daemon, Hello, DaemonStatus, PROTOCOL_VERSION};
+pub use service::{Daemon, DaemonClient, DaemonStatus, Hello, PROTOCOL_VERSION};

@@ -86,7 +86,11 @@ fn project_dirs() -> Option<directories::ProjectDirs> {
 /// Creates `dir` with mode 0700 (and its parents), then checks that it is a real directory
 /// (not a symlink), owned by us, and not readable or writable by anyone else.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),

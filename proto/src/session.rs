@@ -5,8 +5,14 @@ use serde::{Deserialize, Serialize};
 /// What `connect` should reach: a Host of the user's OpenSSH config, or an explicit pair.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnectTarget {
-    Alias { alias: String },
-    Direct { host: String, user: String, port: Option<u16> },
+    Alias {
+        alias: String,
+    },
+    Direct {
+        host: String,
+        user: String,
+        port: Option<u16>,
+    },
 }
 
 impl ConnectTarget {
@@ -14,8 +20,16 @@ impl ConnectTarget {
     pub fn display(&self) -> String {
         match self {
             Self::Alias { alias } => alias.clone(),
-            Self::Direct { host, user, port: Some(port) } => format!("{user}@{host}:{port}"),
-            Self::Direct { host, user, port: None } => format!("{user}@{host}"),
+            Self::Direct {
+                host,
+                user,
+                port: Some(port),
+            } => format!("{user}@{host}:{port}"),
+            Self::Direct {
+                host,
+                user,
+                port: None,
+            } => format!("{user}@{host}"),
         }
     }
 }

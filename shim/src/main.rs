@@ -1,1 +1,67 @@
-fn main(){}
+//! The `sshmcp-mcp` binary: a stdio MCP server an agent launches. Logs go to stderr; stdout
+//! carries MCP only.
+
+mod answer;
+mod args;
+mod link;
+mod server;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use rmcp::ServiceExt;
+
+/// Stdio MCP server for sshmcp: connect to SSH hosts and run commands through the sshmcp daemon.
+#[derive(Parser)]
+#[command(name = "sshmcp-mcp", version)]
+struct Flags {
+    /// Where this agent's downloads, uploads and spooled output live (absolute path).
+    #[arg(long, env = "SSHMCP_LOCAL_ROOT")]
+    local_root: Option<PathBuf>,
+    /// Daemon runtime directory (socket); defaults to the per-user one.
+    #[arg(long, env = "SSHMCP_RUNTIME_DIR")]
+    runtime_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SSHMCP_SHIM_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sshmcp-mcp: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let flags = Flags::parse();
+    if let Some(root) = &flags.local_root {
+        anyhow::ensure!(root.is_absolute(), "--local-root must be an absolute path");
+    }
+    let paths = sshmcp_proto::paths::RuntimePaths::resolve(flags.runtime_dir);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let shim = server::Shim::new(link::DaemonLink::new(paths), flags.local_root);
+        let service = match shim.serve(rmcp::transport::stdio()).await {
+            Ok(service) => service,
+            // stdin closed before initialize: nothing to serve, not an error.
+            Err(e) if e.to_string().contains("connection closed") => return Ok(()),
+            Err(e) => return Err(e).context("MCP handshake"),
+        };
+        service.waiting().await.context("MCP session")?;
+        Ok(())
+    })
+}

@@ -1,1 +1,51 @@
+//! End-to-end tests: the real `sshmcp-mcp`, `sshmcpd` and `sshmcp` binaries, OpenSSH and a
+//! real sshd on 127.0.0.1. Each test owns a temp root and its own daemon, so they run in
+//! parallel.
 
+mod cli;
+mod connect;
+mod daemon;
+mod exec;
+mod exec_limits;
+mod surface;
+
+use serde_json::{Value, json};
+use sshmcp_tests::{McpClient, TestEnv};
+
+/// Connects to the `testbed` alias and returns (session_id, session_key).
+pub async fn connect(mcp: &McpClient) -> (String, String) {
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    assert_eq!(r["ok"], true, "connect failed: {r}");
+    (
+        r["session_id"].as_str().unwrap().into(),
+        r["session_key"].as_str().unwrap().into(),
+    )
+}
+
+/// Runs `command` with extra exec arguments merged in.
+pub async fn exec(
+    mcp: &McpClient,
+    session: &(String, String),
+    command: &str,
+    extra: Value,
+) -> Value {
+    let mut args = json!({"session_id": session.0, "session_key": session.1, "command": command});
+    if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
+        args.extend(extra.clone());
+    }
+    mcp.call("exec", args).await
+}
+
+/// The error code of a failed answer.
+pub fn code(answer: &Value) -> &str {
+    assert_eq!(answer["ok"], false, "expected a failure: {answer}");
+    answer["error"]["code"].as_str().unwrap()
+}
+
+/// A world plus a connected MCP client and session, for the many tests that need just that.
+pub async fn connected() -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let session = connect(&mcp).await;
+    (env, mcp, session)
+}

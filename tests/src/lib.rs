@@ -1,1 +1,13 @@
+//! The end-to-end test harness: a throwaway sshd on 127.0.0.1, non-root test users, one
+//! temp root per test with the daemon pointed at it, and an MCP client that drives the real
+//! `sshmcp-mcp` binary over stdio.
 
+pub mod bins;
+pub mod env;
+pub mod mcp;
+pub mod sshd;
+pub mod users;
+
+pub use env::TestEnv;
+pub use mcp::McpClient;
+pub use sshd::{Sshd, SshdOptions};

@@ -63,7 +63,10 @@ impl Capture {
             let skip = utf8_tail_boundary(&tail);
             tail.drain(..skip);
             let end = self.total - tail.len() as u64;
-            Some(ByteRange { start: head.len() as u64, end })
+            Some(ByteRange {
+                start: head.len() as u64,
+                end,
+            })
         } else {
             None
         };
@@ -95,7 +98,10 @@ fn utf8_head_boundary(head: &[u8]) -> usize {
 
 /// How many leading bytes of `tail` are continuation bytes of a character cut in half.
 fn utf8_tail_boundary(tail: &[u8]) -> usize {
-    tail.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count()
+    tail.iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count()
 }
 
 #[cfg(test)]
@@ -147,7 +153,10 @@ mod tests {
         assert_eq!(out.encoding, Encoding::Utf8);
         assert_eq!(out.data, "éé");
         let omitted = out.omitted.unwrap();
-        assert_eq!(omitted.end - omitted.start + out.captured_bytes, out.total_bytes);
+        assert_eq!(
+            omitted.end - omitted.start + out.captured_bytes,
+            out.total_bytes
+        );
     }
 
     #[test]
@@ -160,6 +169,9 @@ mod tests {
     #[test]
     fn zero_limit_keeps_nothing_but_counts() {
         let out = capture(0, &[b"abc"]);
-        assert_eq!((out.captured_bytes, out.total_bytes, out.truncated), (0, 3, true));
+        assert_eq!(
+            (out.captured_bytes, out.total_bytes, out.truncated),
+            (0, 3, true)
+        );
     }
 }

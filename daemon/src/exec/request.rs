@@ -16,7 +16,10 @@ pub fn check_command(command: &str) -> Result<(), DaemonError> {
         ));
     }
     if command.contains('\0') {
-        return Err(DaemonError::new(ErrorCode::InvalidCommand, "command contains a NUL byte"));
+        return Err(DaemonError::new(
+            ErrorCode::InvalidCommand,
+            "command contains a NUL byte",
+        ));
     }
     Ok(())
 }
@@ -36,9 +39,9 @@ pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
 pub fn check_cwd(cwd: Option<&str>) -> Result<(), DaemonError> {
     match cwd {
         Some("") => Err(DaemonError::invalid_arguments("cwd must not be empty")),
-        Some(c) if c.contains(['\n', '\0']) => {
-            Err(DaemonError::invalid_arguments("cwd must not contain a newline or NUL byte"))
-        }
+        Some(c) if c.contains(['\n', '\0']) => Err(DaemonError::invalid_arguments(
+            "cwd must not contain a newline or NUL byte",
+        )),
         _ => Ok(()),
     }
 }
@@ -61,7 +64,10 @@ mod tests {
         assert!(check_timeout(Some(0.1)).is_ok());
         assert!(check_timeout(Some(86_400.0)).is_ok());
         for bad in [0.09, 86_400.01, f64::NAN, f64::INFINITY, -1.0] {
-            assert_eq!(check_timeout(Some(bad)).unwrap_err().code, ErrorCode::InvalidArguments);
+            assert_eq!(
+                check_timeout(Some(bad)).unwrap_err().code,
+                ErrorCode::InvalidArguments
+            );
         }
     }
 

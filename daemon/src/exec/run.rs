@@ -71,7 +71,9 @@ impl Drop for KillOnDrop {
 async fn kill_group(control_path: &Path, pgid: u32) -> Option<String> {
     let deadline = Instant::now() + KILL_BUDGET;
     let mut session =
-        channel::open_with_retry(control_path, &wrapper::kill_command(pgid), deadline).await.ok()?;
+        channel::open_with_retry(control_path, &wrapper::kill_command(pgid), deadline)
+            .await
+            .ok()?;
     drop(session.stdin);
     let mut out = String::new();
     let read = session.stdout.read_to_string(&mut out);
@@ -125,14 +127,22 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
         },
         _ = spec.cancel.cancelled() => return Err(RunError::Cancelled),
     };
-    let mux::MuxSession { mut control, mut stdin, mut stdout, mut stderr } = session;
+    let mux::MuxSession {
+        mut control,
+        mut stdin,
+        mut stdout,
+        mut stderr,
+    } = session;
     let payload = wrapper::stdin_payload(spec.cwd, spec.command);
     let feed = async move {
         // A write error means the remote side stopped reading; its exit tells the rest.
         let _ = stdin.write_all(&payload).await;
     };
     tokio::pin!(feed);
-    let mut guard = KillOnDrop { control_path: spec.control_path.to_path_buf(), pgid: None };
+    let mut guard = KillOnDrop {
+        control_path: spec.control_path.to_path_buf(),
+        pgid: None,
+    };
     let mut header = HeaderParser::default();
     let (mut fed, mut out_eof, mut err_eof, mut closed) = (false, false, false, false);
     let mut exit_status = None;
@@ -179,6 +189,15 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
             _ = tokio::time::sleep_until(give_up_at.unwrap_or(deadline)), if give_up_at.is_some() => break,
         }
     }
+    // The streams may close before the kill command reports; its answer names the signal,
+    // and waiting for it means the group is gone when we answer.
+    if let (Some(handle), None) = (kill.as_mut(), give_up_at) {
+        kill_signal = tokio::time::timeout(KILL_BUDGET, handle)
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .flatten();
+    }
     // The command is over (or abandoned after the kill): nothing is left to kill on drop.
     guard.pgid = None;
     let spools = finish_spools(out_spool, err_spool)?;
@@ -186,7 +205,13 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
         return Err(RunError::Cancelled);
     }
     if kill.is_some() {
-        return Ok(timed_out_result(started, kill_signal, stdout_cap, stderr_cap, spools));
+        return Ok(timed_out_result(
+            started,
+            kill_signal,
+            stdout_cap,
+            stderr_cap,
+            spools,
+        ));
     }
     if header.header() == Some(Header::NoCwd) {
         return Err(RunError::NoCwd);

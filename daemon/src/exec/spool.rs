@@ -45,7 +45,10 @@ pub fn create_pair(root: &Path, session_id: &str) -> io::Result<(Spool, Spool)> 
             .create_new(true)
             .mode(0o600)
             .open(&path)?;
-        Ok(Spool { path, out: BufWriter::new(file) })
+        Ok(Spool {
+            path,
+            out: BufWriter::new(file),
+        })
     };
     Ok((open("stdout")?, open("stderr")?))
 }

@@ -26,12 +26,13 @@ pub fn stdin_payload(cwd: Option<&str>, command: &str) -> Vec<u8> {
 }
 
 /// A shell line that terminates the process group `pgid`: TERM, up to a second for it to go,
-/// then KILL. It prints which signal ended it.
+/// then KILL. It prints which signal ended it. (dash's `kill` takes no `--`, so the negative
+/// pid directly follows the signal.)
 pub fn kill_command(pgid: u32) -> String {
     format!(
-        "exec /bin/sh -c 'kill -TERM -- -{pgid} 2>/dev/null || exit 0; i=0; \
-         while [ $i -lt 20 ]; do kill -0 -- -{pgid} 2>/dev/null || {{ echo TERM; exit 0; }}; \
-         sleep 0.05; i=$((i+1)); done; kill -KILL -- -{pgid} 2>/dev/null; echo KILL'"
+        "exec /bin/sh -c 'kill -TERM -{pgid} 2>/dev/null || exit 0; i=0; \
+         while [ $i -lt 20 ]; do kill -0 -{pgid} 2>/dev/null || {{ echo TERM; exit 0; }}; \
+         sleep 0.05; i=$((i+1)); done; kill -KILL -{pgid} 2>/dev/null; echo KILL'"
     )
 }
 

@@ -88,7 +88,9 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// packet and the fds go out back to back; any error drops the socket at once, which unblocks
 /// the master.
 pub async fn open_session(control_path: &Path, command: &str) -> Result<MuxSession, MuxError> {
-    let mut control = UnixStream::connect(control_path).await.map_err(MuxError::Unreachable)?;
+    let mut control = UnixStream::connect(control_path)
+        .await
+        .map_err(MuxError::Unreachable)?;
     let (stdin_remote, stdin_local) = pipe_pair()?;
     let (stdout_local, stdout_remote) = pipe_pair()?;
     let (stderr_local, stderr_remote) = pipe_pair()?;
@@ -104,7 +106,10 @@ pub async fn open_session(control_path: &Path, command: &str) -> Result<MuxSessi
     expect_hello(&mut control, &mut packets).await?;
     match read_reply(&mut control, &mut packets).await? {
         Reply::SessionOpened { .. } => Ok(MuxSession {
-            control: SessionControl { stream: control, packets },
+            control: SessionControl {
+                stream: control,
+                packets,
+            },
             stdin: pipe::Sender::from_owned_fd(stdin_local)?,
             stdout: pipe::Receiver::from_owned_fd(stdout_local)?,
             stderr: pipe::Receiver::from_owned_fd(stderr_local)?,
@@ -146,11 +151,10 @@ pub async fn watch_until_closed(control_path: &Path) -> Result<u32, MuxError> {
     Ok(pid)
 }
 
-async fn request(
-    control_path: &Path,
-    kind: u32,
-) -> Result<(UnixStream, PacketBuffer), MuxError> {
-    let mut control = UnixStream::connect(control_path).await.map_err(MuxError::Unreachable)?;
+async fn request(control_path: &Path, kind: u32) -> Result<(UnixStream, PacketBuffer), MuxError> {
+    let mut control = UnixStream::connect(control_path)
+        .await
+        .map_err(MuxError::Unreachable)?;
     let mut bytes = wire::hello();
     bytes.extend(wire::simple_request(kind, 1));
     control.write_all(&bytes).await?;
@@ -159,16 +163,27 @@ async fn request(
     Ok((control, packets))
 }
 
-async fn expect_hello(control: &mut UnixStream, packets: &mut PacketBuffer) -> Result<(), MuxError> {
+async fn expect_hello(
+    control: &mut UnixStream,
+    packets: &mut PacketBuffer,
+) -> Result<(), MuxError> {
     match read_reply(control, packets).await? {
-        Reply::Hello { version: wire::MUX_VERSION } => Ok(()),
+        Reply::Hello {
+            version: wire::MUX_VERSION,
+        } => Ok(()),
         other => Err(MuxError::Protocol(format!("expected hello, got {other:?}"))),
     }
 }
 
-async fn read_reply(control: &mut UnixStream, packets: &mut PacketBuffer) -> Result<Reply, MuxError> {
+async fn read_reply(
+    control: &mut UnixStream,
+    packets: &mut PacketBuffer,
+) -> Result<Reply, MuxError> {
     loop {
-        if let Some(reply) = packets.next_reply().map_err(|e| MuxError::Protocol(e.to_string()))? {
+        if let Some(reply) = packets
+            .next_reply()
+            .map_err(|e| MuxError::Protocol(e.to_string()))?
+        {
             return Ok(reply);
         }
         let mut buf = [0u8; 512];

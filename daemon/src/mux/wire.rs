@@ -18,15 +18,33 @@ pub const MUX_VERSION: u32 = 4;
 /// A packet the master sent, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    Hello { version: u32 },
-    Ok { request_id: u32 },
-    SessionOpened { request_id: u32, session_id: u32 },
+    Hello {
+        version: u32,
+    },
+    Ok {
+        request_id: u32,
+    },
+    SessionOpened {
+        request_id: u32,
+        session_id: u32,
+    },
     /// `MUX_S_FAILURE` or `MUX_S_PERMISSION_DENIED`, with the master's reason.
-    Refused { request_id: u32, reason: String },
-    ExitMessage { session_id: u32, status: u32 },
-    Alive { request_id: u32, pid: u32 },
+    Refused {
+        request_id: u32,
+        reason: String,
+    },
+    ExitMessage {
+        session_id: u32,
+        status: u32,
+    },
+    Alive {
+        request_id: u32,
+        pid: u32,
+    },
     TtyAllocFail,
-    Unknown { kind: u32 },
+    Unknown {
+        kind: u32,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -141,13 +159,25 @@ fn decode(body: &[u8]) -> Result<Reply, WireError> {
     let kind = r.u32()?;
     Ok(match kind {
         MSG_HELLO => Reply::Hello { version: r.u32()? },
-        S_OK => Reply::Ok { request_id: r.u32()? },
-        S_SESSION_OPENED => Reply::SessionOpened { request_id: r.u32()?, session_id: r.u32()? },
-        S_FAILURE | S_PERMISSION_DENIED => {
-            Reply::Refused { request_id: r.u32()?, reason: r.string()? }
-        }
-        S_EXIT_MESSAGE => Reply::ExitMessage { session_id: r.u32()?, status: r.u32()? },
-        S_ALIVE => Reply::Alive { request_id: r.u32()?, pid: r.u32()? },
+        S_OK => Reply::Ok {
+            request_id: r.u32()?,
+        },
+        S_SESSION_OPENED => Reply::SessionOpened {
+            request_id: r.u32()?,
+            session_id: r.u32()?,
+        },
+        S_FAILURE | S_PERMISSION_DENIED => Reply::Refused {
+            request_id: r.u32()?,
+            reason: r.string()?,
+        },
+        S_EXIT_MESSAGE => Reply::ExitMessage {
+            session_id: r.u32()?,
+            status: r.u32()?,
+        },
+        S_ALIVE => Reply::Alive {
+            request_id: r.u32()?,
+            pid: r.u32()?,
+        },
         S_TTY_ALLOC_FAIL => Reply::TtyAllocFail,
         kind => Reply::Unknown { kind },
     })
@@ -187,7 +217,10 @@ mod tests {
         assert_eq!(buf.next_reply(), Ok(Some(Reply::Hello { version: 4 })));
         assert_eq!(
             buf.next_reply(),
-            Ok(Some(Reply::SessionOpened { request_id: 1, session_id: 2 }))
+            Ok(Some(Reply::SessionOpened {
+                request_id: 1,
+                session_id: 2
+            }))
         );
         assert_eq!(buf.next_reply(), Ok(None));
     }
@@ -202,7 +235,10 @@ mod tests {
         buf.push(&packet(body));
         assert_eq!(
             buf.next_reply(),
-            Ok(Some(Reply::Refused { request_id: 1, reason: "Session open refused by peer".into() }))
+            Ok(Some(Reply::Refused {
+                request_id: 1,
+                reason: "Session open refused by peer".into()
+            }))
         );
     }
 

@@ -38,7 +38,9 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
     let mut user = None;
     let mut has_keepalive = false;
     for line in output.lines() {
-        let Some((key, value)) = line.split_once(' ') else { continue };
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
         match key {
             "hostname" => host = Some(value.to_ascii_lowercase()),
             "port" => port = value.parse().ok(),
@@ -47,7 +49,12 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
             _ => {}
         }
     }
-    Some(Resolved { host: host?, port: port?, user: user?, has_keepalive })
+    Some(Resolved {
+        host: host?,
+        port: port?,
+        user: user?,
+        has_keepalive,
+    })
 }
 
 /// A host, user or alias that could be read as an option or smuggle a second word is refused
@@ -60,7 +67,9 @@ pub fn check_word(field: &str, value: &str) -> Result<(), String> {
         return Err(format!("{field} must not start with '-'"));
     }
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{field} must not contain whitespace or control characters"));
+        return Err(format!(
+            "{field} must not contain whitespace or control characters"
+        ));
     }
     Ok(())
 }
@@ -73,16 +82,25 @@ mod tests {
     fn parses_effective_identity() {
         let out = "user bob\nhostname Example.COM\nport 2222\nserveraliveinterval 0\n";
         let r = parse_ssh_g(out).unwrap();
-        assert_eq!((r.host.as_str(), r.port, r.user.as_str()), ("example.com", 2222, "bob"));
+        assert_eq!(
+            (r.host.as_str(), r.port, r.user.as_str()),
+            ("example.com", 2222, "bob")
+        );
         assert!(!r.has_keepalive);
         assert!(parse_ssh_g("hostname x\n").is_none());
     }
 
     #[test]
     fn direct_target_args() {
-        let t = ConnectTarget::Direct { host: "h".into(), user: "u".into(), port: Some(2) };
+        let t = ConnectTarget::Direct {
+            host: "h".into(),
+            user: "u".into(),
+            port: Some(2),
+        };
         assert_eq!(target_args(&t), ["-l", "u", "-p", "2", "--", "h"]);
-        let a = ConnectTarget::Alias { alias: "box".into() };
+        let a = ConnectTarget::Alias {
+            alias: "box".into(),
+        };
         assert_eq!(target_args(&a), ["--", "box"]);
     }
 

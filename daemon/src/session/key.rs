@@ -41,7 +41,11 @@ impl KeyHash {
     /// how much of a guess was right.
     pub fn matches(&self, key: &str) -> bool {
         let other = Self::of(key);
-        self.0.iter().zip(other.0.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
     }
 
     pub fn to_hex(self) -> String {

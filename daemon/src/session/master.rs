@@ -8,9 +8,11 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use sshmcp_proto::session::ConnectTarget;
 use tokio_util::sync::CancellationToken;
 
+use super::askpass;
 use super::identity::{self, Resolved};
 use crate::mux;
 
@@ -19,13 +21,22 @@ pub const ASKPASS_MESSAGE: &str = "SSH authentication requires an interactive sy
 
 /// Keepalives added when the user's configuration has none, so a dead link makes the session
 /// `lost` within seconds rather than when TCP gives up.
-const KEEPALIVE: [&str; 4] = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"];
+const KEEPALIVE: [&str; 4] = [
+    "-o",
+    "ServerAliveInterval=15",
+    "-o",
+    "ServerAliveCountMax=3",
+];
 
 /// `ssh -G` for `target`: evaluates the configuration, connects nowhere.
 pub fn resolve_args(ssh_config: Option<&Path>, target: &ConnectTarget) -> Vec<OsString> {
     let mut args = config_args(ssh_config);
     args.extend(["-G".into(), "-T".into()]);
-    args.extend(identity::target_args(target).into_iter().map(OsString::from));
+    args.extend(
+        identity::target_args(target)
+            .into_iter()
+            .map(OsString::from),
+    );
     args
 }
 
@@ -39,7 +50,11 @@ pub fn master_args(
     connect_timeout: Duration,
 ) -> Vec<OsString> {
     let mut args = config_args(ssh_config);
-    args.extend(["-M".into(), "-S".into(), control_path.as_os_str().to_owned()]);
+    args.extend([
+        "-M".into(),
+        "-S".into(),
+        control_path.as_os_str().to_owned(),
+    ]);
     for opt in [
         "ControlMaster=yes",
         "ControlPersist=no",
@@ -54,7 +69,11 @@ pub fn master_args(
         args.extend(KEEPALIVE.iter().map(OsString::from));
     }
     args.extend(["-N".into(), "-f".into()]);
-    args.extend(identity::target_args(target).into_iter().map(OsString::from));
+    args.extend(
+        identity::target_args(target)
+            .into_iter()
+            .map(OsString::from),
+    );
     args
 }
 
@@ -66,7 +85,10 @@ fn config_args(ssh_config: Option<&Path>) -> Vec<OsString> {
 }
 
 /// Runs `ssh -G` and reads the server's identity from it.
-pub async fn resolve(ssh_config: Option<&Path>, target: &ConnectTarget) -> Result<Resolved, String> {
+pub async fn resolve(
+    ssh_config: Option<&Path>,
+    target: &ConnectTarget,
+) -> Result<Resolved, String> {
     let output = tokio::process::Command::new("ssh")
         .args(resolve_args(ssh_config, target))
         .stdin(Stdio::null())
@@ -111,7 +133,12 @@ pub async fn start(
         .map_err(failed)?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(log_path, std::fs::Permissions::from_mode(0o600)).map_err(failed)?;
+    let marker = log_path.with_extension("prompt");
+    let _ = std::fs::remove_file(&marker);
     let mut cmd = tokio::process::Command::new("ssh");
+    if !askpass::usable_route() {
+        cmd.envs(askpass::probe_env(&marker));
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(failed)?)
@@ -138,7 +165,12 @@ pub async fn start(
         return Ok(());
     }
     let stderr = read_tail(log_path);
-    Err(StartFailure::Failed(classify(&stderr, status.code())))
+    let prompt_needed = marker.exists();
+    Err(StartFailure::Failed(classify(
+        &stderr,
+        prompt_needed,
+        status.code(),
+    )))
 }
 
 /// Kills the start attempt's process group (the foreground ssh and anything it forked).
@@ -158,16 +190,17 @@ fn read_tail(path: &Path) -> String {
     String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
-/// Maps OpenSSH's stderr to a short status: the raw text never leaves the daemon. The order
-/// matters: an unknown host key under `StrictHostKeyChecking ask` also fails to open a prompt,
-/// and a failed passphrase prompt is followed by "Permission denied".
-pub fn classify(stderr: &str, status: Option<i32>) -> String {
+/// Maps OpenSSH's stderr (and whether the askpass probe saw a prompt) to a short status: the
+/// raw text never leaves the daemon. The order matters: an unknown host key under
+/// `StrictHostKeyChecking ask` also asks for a prompt, and a declined passphrase prompt is
+/// followed by "Permission denied".
+pub fn classify(stderr: &str, prompt_needed: bool, status: Option<i32>) -> String {
     let has = |needle: &str| stderr.contains(needle);
     if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
         "the server's host key has changed; check the server, then fix known_hosts".into()
     } else if has("Host key verification failed") || has("host key is known") {
         "the server's host key is not known; add it to known_hosts first".into()
-    } else if has("read_passphrase: can't open /dev/tty") || has("ssh_askpass: ") {
+    } else if prompt_needed || has("read_passphrase: can't open /dev/tty") {
         ASKPASS_MESSAGE.into()
     } else if has("Permission denied") || has("Too many authentication failures") {
         "authentication was refused by the server".into()
@@ -185,22 +218,50 @@ pub fn classify(stderr: &str, status: Option<i32>) -> String {
     }
 }
 
-/// Stops a master: asks it over the control socket, then makes sure by pid.
+/// Stops a master: asks it over the control socket, then makes sure by pid (TERM, then KILL).
 pub async fn stop(control_path: &Path, pid: Option<u32>) {
     let asked = mux::terminate(control_path).await.is_ok();
     if let Some(pid) = pid {
-        let pid = nix::unistd::Pid::from_raw(pid as i32);
-        for _ in 0..50 {
-            if nix::sys::signal::kill(pid, None).is_err() {
+        let signals = if asked {
+            [None, Some(Signal::SIGTERM)]
+        } else {
+            [Some(Signal::SIGTERM), Some(Signal::SIGKILL)]
+        };
+        for signal in signals {
+            if let Some(signal) = signal {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
+            }
+            if exited_within(pid, Duration::from_secs(2)).await {
                 break;
             }
-            if !asked {
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     let _ = std::fs::remove_file(control_path);
+}
+
+/// Waits for `pid` to exit. The master is not our child (ssh -f forked it), so there is no
+/// exit event to wait on; a short poll of /proc is the honest option. A zombie counts as gone.
+async fn exited_within(pid: u32, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if !process_alive(pid) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -209,7 +270,9 @@ mod tests {
 
     #[test]
     fn master_argv() {
-        let target = ConnectTarget::Alias { alias: "box".into() };
+        let target = ConnectTarget::Alias {
+            alias: "box".into(),
+        };
         let args = master_args(
             Some(Path::new("/c")),
             Path::new("/r/m/s1"),
@@ -217,9 +280,15 @@ mod tests {
             true,
             Duration::from_secs(30),
         );
-        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         let joined = args.join(" ");
-        assert!(joined.starts_with("-F /c -M -S /r/m/s1 -o ControlMaster=yes"), "{joined}");
+        assert!(
+            joined.starts_with("-F /c -M -S /r/m/s1 -o ControlMaster=yes"),
+            "{joined}"
+        );
         assert!(joined.contains("-o ConnectTimeout=30"));
         assert!(joined.contains("ServerAliveInterval=15"));
         assert!(joined.ends_with("-N -f -- box"), "{joined}");
@@ -227,17 +296,39 @@ mod tests {
 
     #[test]
     fn failure_classes() {
-        assert!(classify("Host key verification failed.\r\n", Some(255)).contains("not known"));
-        assert!(classify("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@", Some(255))
-            .contains("changed"));
-        let askpass = "read_passphrase: can't open /dev/tty: No such device or address\r\n\
-                       u@h: Permission denied (publickey).";
-        assert_eq!(classify(askpass, Some(255)), ASKPASS_MESSAGE);
-        assert!(classify("u@h: Permission denied (publickey).", Some(255)).contains("refused"));
-        assert!(classify("ssh: connect to host 127.0.0.1 port 1: Connection refused", Some(255))
-            .contains("connection was refused"));
-        assert!(classify("ssh: Could not resolve hostname x: Name or service not known", Some(255))
-            .contains("resolved"));
-        assert_eq!(classify("weird secret text", Some(3)), "the ssh master exited with status 3");
+        assert!(
+            classify("Host key verification failed.\r\n", true, Some(255)).contains("not known")
+        );
+        assert!(
+            classify(
+                "@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@",
+                false,
+                Some(255)
+            )
+            .contains("changed")
+        );
+        let denied = "u@h: Permission denied (publickey).";
+        assert_eq!(classify(denied, true, Some(255)), ASKPASS_MESSAGE);
+        assert!(classify(denied, false, Some(255)).contains("refused"));
+        assert!(
+            classify(
+                "ssh: connect to host 127.0.0.1 port 1: Connection refused",
+                false,
+                Some(255)
+            )
+            .contains("connection was refused")
+        );
+        assert!(
+            classify(
+                "ssh: Could not resolve hostname x: Name or service not known",
+                false,
+                Some(255)
+            )
+            .contains("resolved")
+        );
+        assert_eq!(
+            classify("weird secret text", false, Some(3)),
+            "the ssh master exited with status 3"
+        );
     }
 }

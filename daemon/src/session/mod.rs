@@ -1,5 +1,6 @@
 //! Sessions: one OpenSSH master each, their lifecycle and the registry that owns them.
 
+pub mod askpass;
 pub mod identity;
 pub mod key;
 pub mod master;
@@ -81,12 +82,18 @@ impl Session {
             cancel: CancellationToken::new(),
             active_commands: watch::channel(0).0,
             active_transfers: AtomicU32::new(0),
-            inner: Mutex::new(Inner { state: SessionState::Starting, master_pid: None, last_used: now }),
+            inner: Mutex::new(Inner {
+                state: SessionState::Starting,
+                master_pid: None,
+                last_used: now,
+            }),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn state(&self) -> SessionState {
@@ -138,12 +145,14 @@ impl Session {
                 "the session is still authenticating; retry when connect has answered",
             )),
             SessionState::Lost => Err(lost_error()),
-            SessionState::Closing => {
-                Err(DaemonError::new(ErrorCode::SessionClosing, "the session is closing"))
-            }
-            SessionState::Closed => {
-                Err(DaemonError::new(ErrorCode::SessionClosed, "the session is closed"))
-            }
+            SessionState::Closing => Err(DaemonError::new(
+                ErrorCode::SessionClosing,
+                "the session is closing",
+            )),
+            SessionState::Closed => Err(DaemonError::new(
+                ErrorCode::SessionClosed,
+                "the session is closed",
+            )),
         }
     }
 
@@ -151,7 +160,9 @@ impl Session {
     pub fn begin_command(self: &Arc<Self>) -> CommandGuard {
         self.active_commands.send_modify(|n| *n += 1);
         self.touch();
-        CommandGuard { session: self.clone() }
+        CommandGuard {
+            session: self.clone(),
+        }
     }
 
     /// Waits until no command runs on this session.

@@ -44,16 +44,22 @@ impl Registry {
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn len(&self) -> usize {
+    pub fn session_count(&self) -> usize {
         self.sessions().len()
     }
 
     pub fn list(&self) -> Vec<SessionSummary> {
         let mut rows: Vec<SessionSummary> = self.sessions().values().map(|s| s.summary()).collect();
-        rows.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.session_id.cmp(&b.session_id)));
+        rows.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then(a.session_id.cmp(&b.session_id))
+        });
         rows
     }
 
@@ -75,14 +81,19 @@ impl Registry {
     pub async fn connect(self: &Arc<Self>, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let timeout = check_connect_request(&req)?;
         if self.closing.load(Ordering::SeqCst) {
-            return Err(DaemonError::new(ErrorCode::ServerClosing, "the daemon is shutting down"));
+            return Err(DaemonError::new(
+                ErrorCode::ServerClosing,
+                "the daemon is shutting down",
+            ));
         }
         let ssh_config = self.settings.ssh_config.as_deref();
         let resolved = master::resolve(ssh_config, &req.target)
             .await
             .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
         let (session, session_key) = self.reserve(&req.target, &resolved)?;
-        let result = self.authenticate(&session, &req.target, resolved.has_keepalive, timeout).await;
+        let result = self
+            .authenticate(&session, &req.target, resolved.has_keepalive, timeout)
+            .await;
         match result {
             Ok((master_pid, remote)) => {
                 tracing::info!(session = %session.id, target = %session.target, master_pid, "session ready");
@@ -166,7 +177,12 @@ impl Registry {
         has_keepalive: bool,
         timeout: Duration,
     ) -> Result<(u32, RemoteFacts), DaemonError> {
-        let closed = || DaemonError::new(ErrorCode::SessionClosed, "the session was disconnected while connecting");
+        let closed = || {
+            DaemonError::new(
+                ErrorCode::SessionClosed,
+                "the session was disconnected while connecting",
+            )
+        };
         let start_failed = |m: String| DaemonError::new(ErrorCode::ConnectionStartFailed, m);
         let _turn = tokio::select! {
             turn = self.authenticating.lock() => turn,
@@ -179,7 +195,10 @@ impl Registry {
             !has_keepalive,
             timeout,
         );
-        let log = self.settings.masters_log_dir().join(format!("{}.log", session.id));
+        let log = self
+            .settings
+            .masters_log_dir()
+            .join(format!("{}.log", session.id));
         match master::start(args, &log, timeout, &session.cancel).await {
             Ok(()) => {}
             Err(StartFailure::Cancelled) => return Err(closed()),
@@ -273,7 +292,10 @@ impl Registry {
         self.sessions().remove(session_id);
         self.persist();
         tracing::info!(session = %session_id, "session closed");
-        Ok(Disconnected { session_id: session_id.to_string(), state: SessionState::Closed })
+        Ok(Disconnected {
+            session_id: session_id.to_string(),
+            state: SessionState::Closed,
+        })
     }
 
     /// Refuses new sessions and closes every existing one (daemon stop).
@@ -306,7 +328,7 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
         }
     }
     let secs = req.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT_SECS);
-    if !secs.is_finite() || secs < 1.0 || secs > MAX_CONNECT_TIMEOUT_SECS {
+    if !secs.is_finite() || !(1.0..=MAX_CONNECT_TIMEOUT_SECS).contains(&secs) {
         return Err(invalid(format!(
             "connect_timeout must be between 1 and {MAX_CONNECT_TIMEOUT_SECS} seconds"
         )));

@@ -1,0 +1,43 @@
+//! The command line grammar of `sshmcp`.
+
+use clap::{Parser, Subcommand};
+
+/// Manage the sshmcp daemon and its SSH sessions.
+#[derive(Debug, Parser)]
+#[command(name = "sshmcp", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every session of the daemon (never keys).
+    Sessions {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close a session: cancel its commands and stop its SSH connection.
+    Disconnect {
+        /// The session id, as `sshmcp sessions` shows it.
+        session_id: String,
+    },
+    /// Inspect or stop the daemon.
+    Daemon {
+        #[command(subcommand)]
+        command: DaemonCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonCommand {
+    /// Show whether the daemon runs, where, and with which settings.
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close every session and stop the daemon.
+    Stop,
+}

@@ -1,0 +1,60 @@
+//! The MCP server: the tool routers of `tools/`, the instructions that teach an agent the
+//! workflow, and the local root this shim sends with its calls.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, tool_handler};
+
+use crate::link::DaemonLink;
+
+#[derive(Clone)]
+pub struct Shim {
+    pub daemon: Arc<DaemonLink>,
+    /// The local root the person configured for this agent, if any; else the daemon's.
+    pub local_root: Option<PathBuf>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl Shim {
+    pub fn new(daemon: DaemonLink, local_root: Option<PathBuf>) -> Self {
+        Self {
+            daemon: Arc::new(daemon),
+            local_root,
+            tool_router: Self::session_router() + Self::exec_router(),
+        }
+    }
+
+    pub fn local_root_arg(&self) -> Option<String> {
+        self.local_root.as_ref().map(|p| p.display().to_string())
+    }
+
+    fn instructions(&self) -> String {
+        let root = match &self.local_root {
+            Some(root) => format!("The local root for this agent is {}.", root.display()),
+            None => "The local root is the daemon's default (see `sshmcp doctor`).".to_string(),
+        };
+        format!(
+            "sshmcp runs commands on remote machines over SSH, using the user's OpenSSH \
+             configuration, keys and agent.\n\
+             Workflow: 1) `connect` with an `alias` (a Host of ~/.ssh/config) or `host` + `user`; \
+             keep the returned `session_id` and `session_key` (the key is shown only once). \
+             2) `exec` with both to run non-interactive /bin/sh commands; each call is a fresh \
+             shell, so pass `cwd` instead of `cd`. 3) `disconnect` when done. \
+             `session_list` shows every session (never keys).\n\
+             Every answer has `ok`; failures carry `error.code`, a stable identifier to act on. \
+             A lost key cannot be recovered: disconnect the session and connect again.\n{root}"
+        )
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Shim {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("sshmcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions())
+    }
+}

@@ -1,0 +1,5 @@
+//! The MCP tools, one file per group. Each takes its raw arguments (see `args`), calls the
+//! daemon, and shapes the answer (see `answer`).
+
+pub mod exec;
+pub mod session;

@@ -1,0 +1,82 @@
+//! The human CLI against a live daemon: sessions table and JSON, disconnect, status, stop.
+
+use serde_json::{Value, json};
+use sshmcp_tests::TestEnv;
+
+use crate::{connect, connected};
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn sessions_lists_as_table_and_json_without_keys() {
+    let (env, mcp, s) = connected().await;
+    let out = env.cli(&["sessions"]);
+    assert!(out.status.success());
+    let table = stdout(&out);
+    assert!(
+        table.starts_with("SESSION ") && table.contains(" STATE "),
+        "{table}"
+    );
+    assert!(table.contains(&s.0) && table.contains("testbed"));
+    let out = env.cli(&["sessions", "--json"]);
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["session_id"], s.0.as_str());
+    assert_eq!(rows[0]["state"], "ready");
+    assert!(!stdout(&out).contains(&s.1));
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn disconnect_by_id_and_clear_errors() {
+    let (env, mcp, s) = connected().await;
+    let out = env.cli(&["disconnect", &s.0]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), format!("session {} closed\n", s.0));
+    let out = env.cli(&["disconnect", &s.0]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("session_not_found"), "{err}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn status_and_stop_close_every_master() {
+    let env = TestEnv::new();
+    let out = env.cli(&["daemon", "status"]);
+    assert_eq!(out.status.code(), Some(3), "not running yet");
+    assert!(stdout(&out).contains("not running"));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let master = r["master_pid"].as_u64().unwrap();
+    let out = env.cli(&["daemon", "status", "--json"]);
+    assert!(out.status.success());
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["sessions"], 1);
+    assert_eq!(status["pid"], env.daemon_pid().unwrap());
+    let out = env.cli(&["daemon", "status"]);
+    assert!(stdout(&out).contains("is running"));
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!master_alive(master), "daemon stop must close the master");
+    assert!(!env.runtime_dir.join("sshmcpd.sock").exists());
+    assert_eq!(env.cli(&["daemon", "status"]).status.code(), Some(3));
+    // The shim starts a fresh daemon on its next call.
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], false, "the old connection is gone: {r}");
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["sessions"], json!([]));
+    connect(&mcp).await;
+    mcp.close().await;
+}
+
+fn master_alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}

@@ -1,0 +1,254 @@
+//! Sessions through the real binaries: connect, identity and limits, failure classes,
+//! disconnect, lost masters, sharing between shims.
+
+use serde_json::json;
+use sshmcp_tests::{SshdOptions, TestEnv};
+
+use crate::{code, connect, connected, exec};
+
+#[tokio::test]
+async fn connect_reports_the_session_and_remote_facts() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["state"], "ready");
+    assert_eq!(r["target"], "testbed");
+    assert_eq!(r["server_host"], "127.0.0.1");
+    assert_eq!(r["server_port"], env.sshd.port);
+    assert_eq!(r["remote"]["user"], env.sshd.user.as_str());
+    assert!(r["remote"]["uname"].as_str().unwrap().starts_with("Linux"));
+    assert!(r["remote"]["home"].as_str().unwrap().starts_with('/'));
+    assert_eq!(r["session_key"].as_str().unwrap().len(), 43);
+    let pid = r["master_pid"].as_u64().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn one_session_per_server_identity() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let (id, _key) = connect(&mcp).await;
+    // The same HostName and Port through a direct pair, with another case: the same server.
+    let direct = json!({"host": "127.0.0.1", "user": env.sshd.user, "port": env.sshd.port});
+    let r = mcp.call("connect", direct).await;
+    assert_eq!(code(&r), "already_connected");
+    assert!(r["error"]["message"].as_str().unwrap().contains(&id), "{r}");
+    env.sshd.add_host_block(&format!(
+        "Host upper\n  HostName LOCALHOST\n  Port {}\n  User {}",
+        env.sshd.port, env.sshd.user
+    ));
+    // "localhost" is another identity (DNS is not resolved) ...
+    let r = mcp.call("connect", json!({"alias": "upper"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["server_host"], "localhost");
+    // ... and the same one whatever its case.
+    let lower = json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port});
+    let r = mcp.call("connect", lower).await;
+    assert_eq!(code(&r), "already_connected");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn session_limit_counts_every_session() {
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_MAX_SESSIONS", "1")]);
+    let mcp = env.mcp().await;
+    connect(&mcp).await;
+    let other = json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port});
+    let r = mcp.call("connect", other).await;
+    assert_eq!(code(&r), "session_limit_reached");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn failures_have_concise_classes_and_never_raw_stderr() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "127.0.0.1", "user": "x", "port": closed_port}),
+        )
+        .await;
+    assert_eq!(code(&r), "connection_start_failed");
+    assert_eq!(r["error"]["message"], "the connection was refused");
+    let empty_kh = env.root.path().join("empty_known_hosts");
+    std::fs::write(&empty_kh, "").unwrap();
+    env.sshd.add_host_block(&format!(
+        "Host unknownkey\n  HostName localhost\n  Port {}\n  User {}\n  UserKnownHostsFile {}",
+        env.sshd.port,
+        env.sshd.user,
+        empty_kh.display()
+    ));
+    let r = mcp.call("connect", json!({"alias": "unknownkey"})).await;
+    assert_eq!(code(&r), "connection_start_failed");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("host key is not known"),
+        "{r}"
+    );
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "127.0.0.1", "user": "nosuchuser", "port": env.sshd.port}),
+        )
+        .await;
+    assert_eq!(code(&r), "connection_start_failed");
+    assert_eq!(
+        r["error"]["message"],
+        "authentication was refused by the server"
+    );
+    // No identity was left reserved by the failures.
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["sessions"], json!([]));
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_needed_prompt_without_askpass_route_has_the_exact_message() {
+    let env = TestEnv::new();
+    let key = env.sshd.authorize_new_key("locked_key", "correct horse");
+    // `locked` is outside the shared `Host *` defaults, so this key is the only identity.
+    env.sshd.add_host_block(&format!(
+        "Host locked\n  HostName localhost\n  Port {}\n  User {}\n  IdentityFile {}\n  \
+         IdentitiesOnly yes\n  UserKnownHostsFile {}\n  StrictHostKeyChecking yes\n  BatchMode no",
+        env.sshd.port,
+        env.sshd.user,
+        key.display(),
+        env.sshd.known_hosts.display()
+    ));
+    let r = mcp_connect(&env, "locked").await;
+    assert_eq!(code(&r), "connection_start_failed");
+    assert_eq!(
+        r["error"]["message"],
+        "SSH authentication requires an interactive system prompt, but no usable user session environment was available"
+    );
+}
+
+async fn mcp_connect(env: &TestEnv, alias: &str) -> serde_json::Value {
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": alias})).await;
+    mcp.close().await;
+    r
+}
+
+#[tokio::test]
+async fn disconnect_closes_and_forgets() {
+    let (_env, mcp, s) = connected().await;
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r, json!({"ok": true, "session_id": s.0, "state": "closed"}));
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(code(&r), "session_not_found");
+    let r = exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(code(&r), "session_not_found");
+    // The server can be connected again afterwards.
+    connect(&mcp).await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn disconnect_cancels_running_commands() {
+    let (_env, mcp, s) = connected().await;
+    let args =
+        json!({"session_id": s.0, "session_key": s.1, "command": "sleep 42", "timeout": 120});
+    let (_, rx) = mcp.start_call("exec", args).await;
+    let mut started = false;
+    for _ in 0..200 {
+        let list = mcp.call("session_list", json!({})).await;
+        if list["sessions"][0]["active_commands"] == 1 {
+            started = true;
+            break;
+        }
+    }
+    assert!(started);
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["state"], "closed");
+    let answer = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+    assert_eq!(code(&answer), "session_closed");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_killed_master_makes_the_session_lost() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let s = (
+        r["session_id"].as_str().unwrap().to_string(),
+        r["session_key"].as_str().unwrap().to_string(),
+    );
+    let pid = r["master_pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut lost = false;
+    for _ in 0..500 {
+        let list = mcp.call("session_list", json!({})).await;
+        if list["sessions"][0]["state"] == "lost" {
+            lost = true;
+            break;
+        }
+    }
+    assert!(lost, "the session never became lost");
+    let r = exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(code(&r), "connection_lost");
+    // It does not reconnect by itself, and still owns its server until disconnected.
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    assert_eq!(code(&r), "already_connected");
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["state"], "closed");
+    connect(&mcp).await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn two_shims_share_one_daemon_and_one_session() {
+    let env = TestEnv::new();
+    let a = env.mcp().await;
+    let b = env.mcp().await;
+    let s = connect(&a).await;
+    let r = exec(&b, &s, "echo from-b", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "from-b\n");
+    let list = b.call("session_list", json!({})).await;
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+    assert!(
+        !list.to_string().contains(&s.1),
+        "session_list must never show a key"
+    );
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_session_outlives_the_shim_that_opened_it() {
+    let env = TestEnv::new();
+    let first = env.mcp().await;
+    let s = connect(&first).await;
+    first.kill().await;
+    let out = env.cli(&["sessions"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(table.contains(&s.0) && table.contains("ready"), "{table}");
+    let second = env.mcp().await;
+    let r = exec(&second, &s, "echo still-here", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "still-here\n");
+    let out = env.cli(&["disconnect", &s.0]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = exec(&second, &s, "true", json!({})).await;
+    assert_eq!(code(&r), "session_not_found");
+    second.close().await;
+}

@@ -1,0 +1,141 @@
+//! The daemon's process model: one instance however many clients start it, stale sockets,
+//! private runtime directories, masters outliving a crashed daemon, and keys never logged.
+
+use serde_json::json;
+use sshmcp_tests::TestEnv;
+
+use crate::{connect, exec};
+
+#[tokio::test]
+async fn concurrent_first_use_starts_exactly_one_daemon() {
+    let env = TestEnv::new();
+    // All six start together, so their daemon starts really race.
+    let shims = futures::future::join_all((0..6).map(|_| env.mcp())).await;
+    let calls = shims
+        .iter()
+        .map(|shim| shim.call("session_list", json!({})));
+    for r in futures::future::join_all(calls).await {
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    let pid = env.daemon_pid().expect("a daemon");
+    let runtime = env.runtime_dir.display().to_string();
+    let daemons = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| {
+            let c = String::from_utf8_lossy(c);
+            c.contains("sshmcpd") && c.contains(&runtime)
+        })
+        .count();
+    assert_eq!(daemons, 1, "exactly one daemon (pid {pid})");
+    for shim in shims {
+        shim.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_crashed_daemon_leaves_masters_running_and_a_stale_socket_is_replaced() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let master = r["master_pid"].as_i64().unwrap() as i32;
+    let daemon = env.daemon_pid().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    mcp.close().await;
+    assert!(
+        env.runtime_dir.join("sshmcpd.sock").exists(),
+        "the socket is left behind"
+    );
+    assert!(
+        std::path::Path::new(&format!("/proc/{master}")).exists(),
+        "the master survives"
+    );
+    // A new client finds the stale socket, starts a new daemon, and works.
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_ne!(env.daemon_pid().unwrap() as i32, daemon);
+    // Re-adopting the orphaned master is a later feature; clean it up here.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_runtime_dir_open_to_others_is_refused() {
+    let env = TestEnv::new();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(&env.runtime_dir).unwrap();
+    std::fs::set_permissions(&env.runtime_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["error"]["code"], "daemon_unavailable");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("0700"),
+        "{r}"
+    );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn session_keys_never_reach_logs_or_state_files() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    exec(&mcp, &s, "echo hi", json!({})).await;
+    exec(
+        &mcp,
+        &(s.0.clone(), format!("{}x", s.1)),
+        "echo hi",
+        json!({}),
+    )
+    .await;
+    mcp.call("session_list", json!({})).await;
+    mcp.call("disconnect", json!({"session_id": s.0})).await;
+    mcp.close().await;
+    let mut checked = 0;
+    for dir in [
+        &env.state_dir,
+        &env.runtime_dir,
+        &env.local_root,
+        &env.logs_dir(),
+    ] {
+        for file in walk(dir) {
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(&s.1),
+                "session key found in {}",
+                file.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "the daemon log and the shim log were checked");
+    assert!(
+        env.daemon_log().contains(&s.0),
+        "the log does name the session"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else if path.is_file() {
+            files.push(path);
+        }
+    }
+    files
+}

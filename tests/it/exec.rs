@@ -1,0 +1,223 @@
+//! exec through the real binaries: streams, exit codes, cwd, stdin, encodings, timeouts,
+//! cancellation, concurrency beyond MaxSessions, spooling.
+
+use serde_json::json;
+use sshmcp_tests::{SshdOptions, TestEnv};
+
+use crate::{code, connect, connected, exec};
+
+#[tokio::test]
+async fn splits_streams_and_reports_exit_code() {
+    let (_env, mcp, s) = connected().await;
+    let r = exec(&mcp, &s, "echo out; echo err >&2; exit 3", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["exit_code"], 3);
+    assert_eq!(r["signal"], json!(null));
+    assert_eq!(r["timed_out"], false);
+    assert_eq!(r["stdout"]["data"], "out\n");
+    assert_eq!(r["stderr"]["data"], "err\n");
+    assert_eq!(r["stdout"]["encoding"], "utf-8");
+    assert_eq!(r["stdout"]["total_bytes"], 4);
+    assert!(r["duration"].as_f64().unwrap() > 0.0);
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn runs_as_the_session_user_in_posix_sh_with_empty_stdin() {
+    let (env, mcp, s) = connected().await;
+    // `cat` must see EOF at once; $0-independent check that this is dash/sh, not bash.
+    let r = exec(&mcp, &s, "id -un; cat; echo \"[$BASH_VERSION]\"", json!({})).await;
+    assert_eq!(r["stdout"]["data"], format!("{}\n[]\n", env.sshd.user));
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
+    let (_env, mcp, s) = connected().await;
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
+    assert_eq!(r["stdout"]["data"], "/tmp\n");
+    let r = exec(&mcp, &s, "pwd", json!({})).await;
+    assert_ne!(r["stdout"]["data"], "/tmp\n", "cwd must not persist");
+    let r = exec(
+        &mcp,
+        &s,
+        "mkdir -p \"/tmp/sshmcp a'b\" && cd /tmp && touch x",
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 0);
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp a'b"})).await;
+    assert_eq!(r["stdout"]["data"], "/tmp/sshmcp a'b\n");
+    let r = exec(&mcp, &s, "echo ran", json!({"cwd": "/no/such/dir"})).await;
+    assert_eq!(code(&r), "remote_path_not_found");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn command_text_reaches_sh_unchanged() {
+    let (_env, mcp, s) = connected().await;
+    let command = "printf '%s|' \"a  b\" '$HOME' \"it's\" '!x' '\\n'; echo";
+    let r = exec(&mcp, &s, command, json!({})).await;
+    assert_eq!(r["stdout"]["data"], "a  b|$HOME|it's|!x|\\n|\n");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn binary_output_is_base64_and_text_stays_text() {
+    let (_env, mcp, s) = connected().await;
+    let r = exec(
+        &mcp,
+        &s,
+        "printf '\\377\\000A'; printf 'h\\303\\251' >&2",
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["stdout"]["encoding"], "base64");
+    assert_eq!(r["stdout"]["data"], "/wBB");
+    assert_eq!(r["stderr"]["encoding"], "utf-8");
+    assert_eq!(r["stderr"]["data"], "hé");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn timeout_terminates_the_remote_process_group() {
+    let (_env, mcp, s) = connected().await;
+    let marker = "sshmcp_timeout_marker";
+    let command = format!("sh -c 'sleep 30; echo {marker}' & sleep 31; echo never");
+    let r = exec(&mcp, &s, &command, json!({"timeout": 0.5})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["timed_out"], true);
+    assert_eq!(r["exit_code"], json!(null));
+    assert!(matches!(r["signal"].as_str(), Some("TERM" | "KILL")), "{r}");
+    assert!(r["duration"].as_f64().unwrap() < 10.0);
+    let left = exec(&mcp, &s, "pgrep -f 'sleep 3[01]' || echo none", json!({})).await;
+    assert_eq!(
+        left["stdout"]["data"], "none\n",
+        "the whole group must be gone"
+    );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn mcp_cancellation_kills_the_remote_command() {
+    let (_env, mcp, s) = connected().await;
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": "sleep 41; echo finished", "timeout": 120});
+    let (id, _rx) = mcp.start_call("exec", args).await;
+    // Wait until the command really runs remotely before cancelling.
+    let mut running = false;
+    for _ in 0..200 {
+        let r = exec(
+            &mcp,
+            &s,
+            "pgrep -f 'sleep 41' >/dev/null && echo yes || echo no",
+            json!({}),
+        )
+        .await;
+        if r["stdout"]["data"] == "yes\n" {
+            running = true;
+            break;
+        }
+    }
+    assert!(running, "the command never started");
+    mcp.cancel(id).await;
+    let mut gone = false;
+    for _ in 0..200 {
+        let r = exec(
+            &mcp,
+            &s,
+            "pgrep -f 'sleep 41' >/dev/null && echo yes || echo no",
+            json!({}),
+        )
+        .await;
+        if r["stdout"]["data"] == "no\n" {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the cancelled command still runs");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connection() {
+    let env = TestEnv::with(&SshdOptions { max_sessions: 10 }, &[]);
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let accepted_before = env.sshd.accepted_connections();
+    let mut calls = Vec::new();
+    for i in 0..12 {
+        let args = json!({"session_id": s.0, "session_key": s.1,
+                          "command": format!("sleep 0.5; echo $(id -un) {i}")});
+        calls.push(mcp.start_call("exec", args).await.1);
+    }
+    for (i, rx) in calls.into_iter().enumerate() {
+        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["exit_code"], 0, "{r}");
+        assert_eq!(r["stdout"]["data"], format!("{} {i}\n", env.sshd.user));
+    }
+    assert_eq!(
+        env.sshd.accepted_connections(),
+        accepted_before,
+        "no call may fall back to a fresh SSH connection"
+    );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn spool_output_keeps_complete_streams_under_the_local_root() {
+    let env = TestEnv::with(
+        &SshdOptions::default(),
+        &[("SSHMCP_MAX_OUTPUT_BYTES", "100")],
+    );
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let r = exec(
+        &mcp,
+        &s,
+        "seq 1 5000; echo e >&2",
+        json!({"spool_output": true}),
+    )
+    .await;
+    assert_eq!(r["stdout"]["truncated"], true);
+    let path = r["stdout"]["spool_path"].as_str().expect("spool path");
+    assert!(
+        path.starts_with(&env.local_root.join(".sshmcp/spool").display().to_string()),
+        "{path}"
+    );
+    let expected: String = (1..=5000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+    let err = r["stderr"]["spool_path"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(err).unwrap(), "e\n");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(env.local_root.join(".sshmcp"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn wrong_key_and_unknown_session_are_refused() {
+    let (_env, mcp, s) = connected().await;
+    let r = exec(
+        &mcp,
+        &(s.0.clone(), "not-the-key".into()),
+        "true",
+        json!({}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_session_key");
+    assert!(!r.to_string().contains("not-the-key"));
+    let r = exec(
+        &mcp,
+        &("s0000000000".into(), s.1.clone()),
+        "true",
+        json!({}),
+    )
+    .await;
+    assert_eq!(code(&r), "session_not_found");
+    mcp.close().await;
+}

@@ -1,0 +1,83 @@
+//! What an MCP client sees: the tool list and its schemas, the instructions, and the
+//! `invalid_arguments` rule (field names only, never values or unknown names).
+
+use serde_json::json;
+use sshmcp_tests::TestEnv;
+
+use crate::{code, connected, exec};
+
+#[tokio::test]
+async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let tools = mcp.list_tools().await;
+    let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["connect", "disconnect", "exec", "session_list"]);
+    for tool in &tools {
+        let name = &tool["name"];
+        assert_eq!(tool["inputSchema"]["type"], "object", "{name}");
+        assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{name}");
+        assert_eq!(tool["outputSchema"]["type"], "object", "{name}");
+        assert!(
+            tool["outputSchema"]["properties"]["ok"].is_object(),
+            "{name}"
+        );
+        assert!(
+            tool["outputSchema"]["properties"]["error"].is_object(),
+            "{name}"
+        );
+        assert!(tool["annotations"]["readOnlyHint"].is_boolean(), "{name}");
+        assert!(!tool["description"].as_str().unwrap().is_empty(), "{name}");
+    }
+    let exec = tools.iter().find(|t| t["name"] == "exec").unwrap();
+    let required: Vec<&str> = exec["inputSchema"]["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(required, ["session_id", "session_key", "command"]);
+    assert_eq!(exec["annotations"]["destructiveHint"], true);
+    let list = tools.iter().find(|t| t["name"] == "session_list").unwrap();
+    assert_eq!(list["annotations"]["readOnlyHint"], true);
+    let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
+    assert!(instructions.contains("session_key"));
+    assert!(
+        instructions.contains(&env.local_root.display().to_string()),
+        "{instructions}"
+    );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
+    let (_env, mcp, s) = connected().await;
+    let r = mcp.call("exec", json!({"command": "true"})).await;
+    assert_eq!(code(&r), "invalid_arguments");
+    assert_eq!(
+        r["error"]["message"],
+        "missing required fields: session_id, session_key"
+    );
+    let r = exec(&mcp, &s, "true", json!({"zz_secret_field": "v"})).await;
+    assert_eq!(r["error"]["message"], "unknown fields were sent");
+    assert!(!r.to_string().contains("zz_secret_field"));
+    let r = exec(&mcp, &s, "true", json!({"timeout": "SECRET-VALUE"})).await;
+    assert_eq!(r["error"]["message"], "invalid value for field: timeout");
+    assert!(!r.to_string().contains("SECRET-VALUE"));
+    let r = mcp
+        .call("connect", json!({"alias": "testbed", "host": "h"}))
+        .await;
+    assert_eq!(code(&r), "invalid_arguments");
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "-oProxyCommand=evil", "user": "u"}),
+        )
+        .await;
+    assert_eq!(code(&r), "invalid_arguments");
+    assert!(!r.to_string().contains("evil"));
+    let r = mcp.call("session_list", json!({"x": 1})).await;
+    assert_eq!(r["error"]["message"], "unknown fields were sent");
+    mcp.close().await;
+}

@@ -1,0 +1,147 @@
+//! One test's world: a temp root holding the sshd, the daemon's runtime and state
+//! directories and the local root, a cleared environment pointing every binary at them, and a
+//! guard that stops the daemon (printing its log when the test failed).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use crate::bins;
+use crate::mcp::McpClient;
+use crate::sshd::{Sshd, SshdOptions};
+
+pub struct TestEnv {
+    pub root: tempfile::TempDir,
+    pub sshd: Sshd,
+    pub runtime_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub local_root: PathBuf,
+    pub home: PathBuf,
+    extra: Vec<(String, String)>,
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        Self::with(&SshdOptions::default(), &[])
+    }
+
+    /// A world whose sshd has `opts` and whose binaries get `extra` environment variables.
+    pub fn with(opts: &SshdOptions, extra: &[(&str, &str)]) -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("sshmcp-")
+            .tempdir_in("/tmp")
+            .expect("temp root");
+        // The test user's sshd must traverse into root/sshd.
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let sshd = Sshd::start(&root.path().join("sshd"), opts);
+        let home = root.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        Self {
+            runtime_dir: root.path().join("run"),
+            state_dir: root.path().join("state"),
+            local_root: root.path().join("local"),
+            home,
+            sshd,
+            root,
+            extra: extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The whole environment of every binary a test starts: nothing leaks in from the
+    /// developer's shell.
+    pub fn env_vars(&self) -> Vec<(String, String)> {
+        let mut vars = vec![
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            ),
+            ("HOME".to_string(), self.home.display().to_string()),
+            (
+                "SSHMCP_RUNTIME_DIR".to_string(),
+                self.runtime_dir.display().to_string(),
+            ),
+            (
+                "SSHMCP_STATE_DIR".to_string(),
+                self.state_dir.display().to_string(),
+            ),
+            (
+                "SSHMCP_LOCAL_ROOT".to_string(),
+                self.local_root.display().to_string(),
+            ),
+            (
+                "SSHMCP_SSH_CONFIG".to_string(),
+                self.sshd.ssh_config.display().to_string(),
+            ),
+            ("SSHMCP_LOG".to_string(), "debug".to_string()),
+        ];
+        for (k, v) in &self.extra {
+            vars.retain(|(name, _)| name != k);
+            vars.push((k.clone(), v.clone()));
+        }
+        vars.retain(|(_, v)| !v.is_empty());
+        vars
+    }
+
+    /// Starts `sshmcp-mcp` and completes the MCP handshake.
+    pub async fn mcp(&self) -> McpClient {
+        McpClient::start(
+            &bins::path("sshmcp-mcp"),
+            &self.env_vars(),
+            &self.logs_dir(),
+        )
+        .await
+    }
+
+    /// Runs the `sshmcp` CLI to completion.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(bins::path("sshmcp"))
+            .args(args)
+            .env_clear()
+            .envs(self.env_vars())
+            .output()
+            .expect("run sshmcp")
+    }
+
+    /// The pid recorded by the running daemon, if any.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.runtime_dir.join("sshmcpd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Where each shim's stderr is kept (outside the daemon's private state directory).
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.path().join("logs")
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.state_dir.join("sshmcpd.log")).unwrap_or_default()
+    }
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("----- daemon log -----\n{}", self.daemon_log());
+            let sshd = self.sshd.log_text();
+            let tail: Vec<&str> = sshd.lines().rev().take(40).collect();
+            eprintln!("----- sshd log (last lines) -----");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        // An orderly stop closes every master this test opened.
+        let _ = self.cli(&["daemon", "stop"]);
+    }
+}

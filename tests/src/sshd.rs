@@ -1,0 +1,219 @@
+//! A throwaway OpenSSH server on 127.0.0.1: its own host key, client key, known_hosts and an
+//! ssh_config with aliases, all inside one temp directory, stopped on drop.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+#[derive(Debug, Clone)]
+pub struct SshdOptions {
+    /// sshd's MaxSessions (channels per connection); OpenSSH's default is 10.
+    pub max_sessions: u32,
+}
+
+impl Default for SshdOptions {
+    fn default() -> Self {
+        Self { max_sessions: 10 }
+    }
+}
+
+pub struct Sshd {
+    pub dir: PathBuf,
+    pub port: u16,
+    /// The remote login user of the `testbed` alias.
+    pub user: String,
+    pub client_key: PathBuf,
+    pub known_hosts: PathBuf,
+    pub ssh_config: PathBuf,
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl Sshd {
+    /// Starts sshd in `dir`. Panics (loudly, never skipping) when sshd is not installed.
+    pub fn start(dir: &Path, opts: &SshdOptions) -> Self {
+        assert!(
+            Path::new(SSHD).exists(),
+            "{SSHD} is missing: these tests need a real sshd (apt-get install -y openssh-server)"
+        );
+        if nix::unistd::geteuid().is_root() {
+            std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
+        }
+        std::fs::create_dir_all(dir).expect("sshd dir");
+        // sshd reads authorized_keys as the target user: the path must be traversable.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let user = crate::users::test_user();
+        let host_key = dir.join("host_key");
+        let client_key = dir.join("client_key");
+        keygen(&host_key, "");
+        keygen(&client_key, "");
+        let authorized = dir.join("authorized_keys");
+        std::fs::copy(client_key.with_extension("pub"), &authorized).expect("authorized_keys");
+        std::fs::set_permissions(&authorized, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let log = dir.join("sshd.log");
+        for _attempt in 0..5 {
+            let port = free_port();
+            let config = dir.join("sshd_config");
+            std::fs::write(&config, sshd_config(dir, port, opts)).expect("sshd_config");
+            if let Some(child) = spawn_until_listening(&config, &log) {
+                let known_hosts = dir.join("known_hosts");
+                let host_pub = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
+                let host_pub: Vec<&str> = host_pub.split_whitespace().take(2).collect();
+                let line = host_pub.join(" ");
+                std::fs::write(
+                    &known_hosts,
+                    format!("[127.0.0.1]:{port} {line}\n[localhost]:{port} {line}\n"),
+                )
+                .unwrap();
+                let ssh_config = dir.join("ssh_config");
+                let sshd = Self {
+                    dir: dir.into(),
+                    port,
+                    user,
+                    client_key,
+                    known_hosts,
+                    ssh_config,
+                    log,
+                    child,
+                };
+                std::fs::write(&sshd.ssh_config, sshd.client_config()).unwrap();
+                return sshd;
+            }
+        }
+        panic!(
+            "sshd did not start; its log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// The client configuration: alias `testbed` for the test user, and defaults every host
+    /// of this server shares (key, known_hosts, batch mode).
+    fn client_config(&self) -> String {
+        format!(
+            "Host testbed\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n\n\
+             Host * !locked\n  IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  \
+             StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
+            port = self.port,
+            user = self.user,
+            key = self.client_key.display(),
+            kh = self.known_hosts.display(),
+        )
+    }
+
+    /// Puts `block` (a `Host ...` section) before the shared defaults, so it wins.
+    pub fn add_host_block(&self, block: &str) {
+        let config = std::fs::read_to_string(&self.ssh_config).unwrap();
+        std::fs::write(&self.ssh_config, format!("{block}\n\n{config}")).unwrap();
+    }
+
+    /// Creates a client key protected by `passphrase`, authorized on this server.
+    pub fn authorize_new_key(&self, name: &str, passphrase: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        keygen(&path, passphrase);
+        let public = std::fs::read_to_string(path.with_extension("pub")).unwrap();
+        let authorized = self.dir.join("authorized_keys");
+        let mut keys = std::fs::read_to_string(&authorized).unwrap();
+        keys.push_str(&public);
+        std::fs::write(&authorized, keys).unwrap();
+        path
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many SSH connections authenticated so far.
+    pub fn accepted_connections(&self) -> usize {
+        self.log_text().matches("Accepted publickey").count()
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn keygen(path: &Path, passphrase: &str) {
+    let out = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-C",
+            "sshmcp-test",
+            "-N",
+            passphrase,
+            "-f",
+        ])
+        .arg(path)
+        .output()
+        .expect("ssh-keygen (apt-get install -y openssh-client)");
+    assert!(
+        out.status.success(),
+        "ssh-keygen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn sshd_config(dir: &Path, port: u16, opts: &SshdOptions) -> String {
+    format!(
+        "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
+         AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
+         PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+         PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
+         MaxStartups 100:30:200\nLogLevel VERBOSE\n",
+        d = dir.display(),
+        max = opts.max_sessions,
+    )
+}
+
+/// Spawns sshd and waits for its "Server listening" line; copies its log to `log` from then
+/// on. None when it exited first (typically: the port was taken meanwhile).
+fn spawn_until_listening(config: &Path, log: &Path) -> Option<Child> {
+    let mut child = Command::new(SSHD)
+        .args(["-D", "-e", "-f"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sshd");
+    let stderr = child.stderr.take().unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(file, "{line}");
+            if line.contains("Server listening on") {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    match ready_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(()) => Some(child),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+    }
+}

@@ -26,13 +26,19 @@ pub fn stdin_payload(cwd: Option<&str>, command: &str) -> Vec<u8> {
 }
 
 /// A shell line that terminates the process group `pgid`: TERM, up to a second for it to go,
-/// then KILL. It prints which signal ended it. (dash's `kill` takes no `--`, so the negative
-/// pid directly follows the signal.)
+/// then KILL. It prints which signal ended it. A group counts as gone when only zombies are
+/// left in it (where /proc exists): in containers whose init does not reap, a killed process
+/// lingers as a zombie and `kill -0` still finds it. (dash's `kill` takes no `--`, so the
+/// negative pid directly follows the signal.)
 pub fn kill_command(pgid: u32) -> String {
     format!(
-        "exec /bin/sh -c 'kill -TERM -{pgid} 2>/dev/null || exit 0; i=0; \
-         while [ $i -lt 20 ]; do kill -0 -{pgid} 2>/dev/null || {{ echo TERM; exit 0; }}; \
-         sleep 0.05; i=$((i+1)); done; kill -KILL -{pgid} 2>/dev/null; echo KILL'"
+        "exec /bin/sh -c 'g={pgid}; alive() {{ kill -0 -$g 2>/dev/null || return 1; \
+         [ -r /proc/self/stat ] || return 0; for f in /proc/[0-9]*/stat; do \
+         read -r s < $f 2>/dev/null || continue; set -- ${{s##*)}}; \
+         [ \"$3\" = $g ] && case $1 in Z) ;; *) return 0;; esac; done; return 1; }}; \
+         kill -TERM -$g 2>/dev/null || exit 0; i=0; while [ $i -lt 20 ]; do \
+         alive || {{ echo TERM; exit 0; }}; sleep 0.05; i=$((i+1)); done; \
+         kill -KILL -$g 2>/dev/null; echo KILL'"
     )
 }
 
@@ -115,6 +121,14 @@ mod tests {
         assert!(!REMOTE_COMMAND.contains('\\'));
         assert!(!REMOTE_COMMAND.contains('\n'));
         assert_eq!(REMOTE_COMMAND.matches('\'').count(), 2);
+    }
+
+    #[test]
+    fn kill_command_is_shell_neutral() {
+        let k = kill_command(42);
+        assert!(!k.contains('!') && !k.contains('\\') && !k.contains('\n'));
+        assert_eq!(k.matches('\'').count(), 2);
+        assert!(k.contains("g=42;"));
     }
 
     #[test]

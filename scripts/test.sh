@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: unit tests and the end-to-end tests against a real sshd on
+# 127.0.0.1 (each test starts its own). Installs what the tests need first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+# The end-to-end tests drive the real binaries: build them all first.
+cargo build --workspace --bins
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+else
+  cargo test --workspace --no-fail-fast "$@"
+fi

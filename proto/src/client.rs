@@ -208,3 +208,56 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::{SinkExt, StreamExt};
+    use tarpc::{ClientMessage, Response};
+
+    use super::*;
+    use crate::service::{Codec, DaemonRequest, DaemonResponse};
+
+    /// A daemon of another protocol version answers `hello`: the client reports the mismatch
+    /// and leaves that daemon alone.
+    #[tokio::test]
+    async fn a_daemon_of_another_protocol_is_reported_not_replaced() {
+        let dir = std::env::temp_dir().join(format!("sshmcp-client-{}", std::process::id()));
+        let paths = RuntimePaths::resolve(Some(dir.clone()));
+        paths.ensure().unwrap();
+        let listener = tokio::net::UnixListener::bind(paths.socket()).unwrap();
+        let fake = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let codec = Codec::<ClientMessage<DaemonRequest>, Response<DaemonResponse>>::default();
+            let mut transport = tarpc::serde_transport::new(framed(stream), codec);
+            while let Some(Ok(message)) = transport.next().await {
+                if let ClientMessage::Request(request) = message {
+                    let hello = Hello { protocol_version: 999, daemon_version: "9".into(), pid: 1 };
+                    let response = Response {
+                        request_id: request.id,
+                        message: Ok(DaemonResponse::Hello(hello)),
+                    };
+                    transport.send(response).await.unwrap();
+                }
+            }
+        });
+        let err = connect_or_start(&paths, Path::new("/nonexistent/sshmcpd")).await.err().unwrap();
+        assert!(
+            matches!(err, ClientError::VersionMismatch { daemon: 999, client: PROTOCOL_VERSION }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("sshmcp daemon stop"));
+        assert!(paths.socket().exists(), "the other daemon's socket is left alone");
+        fake.abort();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn no_daemon_and_no_program_is_a_clear_start_error() {
+        let dir = std::env::temp_dir().join(format!("sshmcp-client-none-{}", std::process::id()));
+        let paths = RuntimePaths::resolve(Some(dir.clone()));
+        let err = connect_or_start(&paths, Path::new("/nonexistent/sshmcpd")).await.err().unwrap();
+        assert!(matches!(err, ClientError::Start { .. }), "{err}");
+        assert!(err.to_string().contains("/nonexistent/sshmcpd"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

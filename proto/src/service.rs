@@ -82,3 +82,141 @@ pub fn context_with_timeout(d: Duration) -> tarpc::context::Context {
 /// How long a client waits for `exec` beyond the command's own timeout: queuing for a channel
 /// and terminating the remote process group both happen inside the daemon after the timeout.
 pub const EXEC_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+    use std::pin::Pin;
+
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use tarpc::tokio_serde::{Deserializer, Serializer};
+    use tarpc::tokio_util::bytes::BytesMut;
+
+    use super::*;
+    use crate::ErrorCode;
+    use crate::exec::{ByteRange, Encoding, StreamOutput};
+    use crate::session::{ConnectTarget, RemoteFacts, SessionAuth, SessionState};
+
+    /// Encodes and decodes `value` with the wire codec; bincode mistakes (skipped fields,
+    /// untagged enums) show up here instead of in production.
+    fn roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug + Unpin>(value: T) {
+        let mut codec = Codec::<T, T>::default();
+        let bytes = Pin::new(&mut codec).serialize(&value).expect("encode");
+        let back: T = Pin::new(&mut codec).deserialize(&BytesMut::from(&bytes[..])).expect("decode");
+        assert_eq!(back, value);
+    }
+
+    fn stream(truncated: bool) -> StreamOutput {
+        StreamOutput {
+            data: "héllo".into(),
+            encoding: if truncated { Encoding::Base64 } else { Encoding::Utf8 },
+            captured_bytes: 6,
+            total_bytes: if truncated { 600 } else { 6 },
+            truncated,
+            omitted: truncated.then_some(ByteRange { start: 3, end: 597 }),
+            spool_path: truncated.then(|| "/r/.sshmcp/spool/x".into()),
+        }
+    }
+
+    #[test]
+    fn every_wire_type_roundtrips() {
+        roundtrip(Hello { protocol_version: PROTOCOL_VERSION, daemon_version: "0.1.0".into(), pid: 7 });
+        roundtrip(DaemonStatus {
+            pid: 1,
+            daemon_version: "0.1.0".into(),
+            protocol_version: 1,
+            started_at: "2026-11-30T00:00:00.000Z".into(),
+            socket: "/s".into(),
+            state_dir: "/st".into(),
+            log_file: "/st/l".into(),
+            default_local_root: "/r".into(),
+            ssh_config: None,
+            sessions: 0,
+            max_sessions: 32,
+            max_output_bytes: 65_536,
+            max_transfers: 4,
+        });
+        for target in [
+            ConnectTarget::Alias { alias: "box".into() },
+            ConnectTarget::Direct { host: "h".into(), user: "u".into(), port: Some(22) },
+            ConnectTarget::Direct { host: "h".into(), user: "u".into(), port: None },
+        ] {
+            roundtrip(ConnectRequest { target, connect_timeout: Some(1.5) });
+        }
+        let connected = Connected {
+            session_id: "s1".into(),
+            session_key: "k".into(),
+            target: "box".into(),
+            server_host: "h".into(),
+            server_port: 22,
+            state: SessionState::Ready,
+            master_pid: 9,
+            remote: RemoteFacts {
+                uname: "Linux".into(),
+                os_pretty_name: None,
+                user: "u".into(),
+                home: "/home/u".into(),
+            },
+        };
+        roundtrip(Ok::<_, DaemonError>(connected));
+        for state in [
+            SessionState::Starting,
+            SessionState::Ready,
+            SessionState::Lost,
+            SessionState::Closing,
+            SessionState::Closed,
+        ] {
+            roundtrip(Disconnected { session_id: "s".into(), state });
+        }
+        roundtrip(vec![SessionSummary {
+            session_id: "s".into(),
+            state: SessionState::Lost,
+            target: "t".into(),
+            server_host: "h".into(),
+            server_port: 2,
+            master_pid: None,
+            created_at: "c".into(),
+            last_used_at: "l".into(),
+            active_commands: 3,
+            active_transfers: 0,
+        }]);
+        roundtrip(ExecRequest {
+            auth: SessionAuth { session_id: "s".into(), session_key: "k".into() },
+            command: "echo".into(),
+            cwd: Some("/tmp".into()),
+            timeout: None,
+            spool_output: true,
+            local_root: None,
+        });
+        for truncated in [false, true] {
+            roundtrip(Ok::<_, DaemonError>(ExecResult {
+                exit_code: (!truncated).then_some(3),
+                signal: truncated.then(|| "TERM".into()),
+                duration: 0.25,
+                timed_out: truncated,
+                stdout: stream(truncated),
+                stderr: stream(!truncated),
+            }));
+        }
+        for code in ErrorCode::ALL {
+            roundtrip(Err::<(), _>(DaemonError::new(code, "m")));
+        }
+    }
+
+    #[test]
+    fn session_auth_debug_hides_the_key() {
+        let auth = SessionAuth { session_id: "s1".into(), session_key: "SECRET".into() };
+        let shown = format!("{auth:?}");
+        assert!(shown.contains("s1") && !shown.contains("SECRET"));
+    }
+
+    #[test]
+    fn every_error_code_is_documented() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/errors.md"))
+            .expect("docs/errors.md");
+        for code in ErrorCode::ALL {
+            assert!(doc.contains(&format!("| `{code}` |")), "docs/errors.md lacks {code}");
+        }
+    }
+}

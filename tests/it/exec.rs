@@ -221,3 +221,31 @@ async fn wrong_key_and_unknown_session_are_refused() {
     assert_eq!(code(&r), "session_not_found");
     mcp.close().await;
 }
+
+#[tokio::test]
+async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
+    let (env, first, s) = connected().await;
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": "sleep 43", "timeout": 120});
+    let (_id, _rx) = first.start_call("exec", args).await;
+    let watcher = env.mcp().await;
+    let probe = "pgrep -f 'sleep 43' >/dev/null && echo yes || echo no";
+    let mut started = false;
+    for _ in 0..200 {
+        if exec(&watcher, &s, probe, json!({})).await["stdout"]["data"] == "yes\n" {
+            started = true;
+            break;
+        }
+    }
+    assert!(started, "the command never started");
+    // The agent crashes: its connection to the daemon closes and the call's work is aborted.
+    first.kill().await;
+    let mut gone = false;
+    for _ in 0..200 {
+        if exec(&watcher, &s, probe, json!({})).await["stdout"]["data"] == "no\n" {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the orphaned command still runs");
+    watcher.close().await;
+}

@@ -81,3 +81,31 @@ async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
     assert_eq!(r["error"]["message"], "unknown fields were sent");
     mcp.close().await;
 }
+
+/// rmcp also speaks the 2026-07-28 revision, which has no initialize handshake: the metadata
+/// rides on each request. The tools must work that way too.
+#[tokio::test]
+async fn stateless_protocol_requests_work_without_initialize() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let env = TestEnv::new();
+    let mut child = tokio::process::Command::new(sshmcp_tests::bins::path("sshmcp-mcp"))
+        .env_clear()
+        .envs(env.env_vars())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "session_list", "arguments": {}, "_meta": meta}});
+    stdin.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+    let line = lines.next_line().await.unwrap().expect("an answer");
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["result"]["structuredContent"], json!({"ok": true, "sessions": []}), "{answer}");
+    drop(stdin);
+    assert!(child.wait().await.unwrap().success());
+}

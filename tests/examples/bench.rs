@@ -1,0 +1,90 @@
+//! Exec round-trip latency through the whole stack (MCP client → sshmcp-mcp → sshmcpd →
+//! native mux → sshd) against `ssh -S CTL host true` on the same master in the same run, and
+//! the daemon's idle memory. Run with `scripts/bench.sh` (release build); figures go to
+//! docs/benchmarks.md.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sshmcp_tests::TestEnv;
+
+const WARMUP: usize = 20;
+const RUNS: usize = 300;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn summary(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "| {name} | {} | {:.2} | {:.2} | {:.2} |",
+        samples.len(),
+        ms(percentile(&samples, 50.0)),
+        ms(percentile(&samples, 90.0)),
+        ms(percentile(&samples, 99.0)),
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::main]
+async fn main() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], true);
+    let pid = env.daemon_pid().unwrap();
+    let idle_empty = rss_kib(pid);
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let (id, key) = (r["session_id"].as_str().unwrap(), r["session_key"].as_str().unwrap());
+    let args = json!({"session_id": id, "session_key": key, "command": "true"});
+
+    let mut mcp_samples = Vec::new();
+    for i in 0..WARMUP + RUNS {
+        let t = Instant::now();
+        let r = mcp.call("exec", args.clone()).await;
+        let elapsed = t.elapsed();
+        assert_eq!(r["exit_code"], 0, "{r}");
+        if i >= WARMUP {
+            mcp_samples.push(elapsed);
+        }
+    }
+
+    let control = env.runtime_dir.join("m").join(id);
+    let mut ssh_samples = Vec::new();
+    for i in 0..WARMUP + RUNS {
+        let t = Instant::now();
+        let status = std::process::Command::new("ssh")
+            .args(["-F", "/dev/null", "-S"])
+            .arg(&control)
+            .args(["host", "true"])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        let elapsed = t.elapsed();
+        assert!(status.success());
+        if i >= WARMUP {
+            ssh_samples.push(elapsed);
+        }
+    }
+    let idle_session = rss_kib(pid);
+
+    println!("| path | runs | median ms | p90 ms | p99 ms |");
+    println!("|---|---|---|---|---|");
+    summary("`exec true` through MCP (sshmcp-mcp → sshmcpd → mux)", mcp_samples);
+    summary("`ssh -S CTL host true` (fork + exec of ssh)", ssh_samples);
+    println!();
+    println!("daemon RSS: {idle_empty} KiB idle without sessions, {idle_session} KiB with one idle session after the runs");
+    mcp.call("disconnect", json!({"session_id": id})).await;
+    mcp.close().await;
+}

@@ -231,7 +231,11 @@ mod tests {
             let mut transport = tarpc::serde_transport::new(framed(stream), codec);
             while let Some(Ok(message)) = transport.next().await {
                 if let ClientMessage::Request(request) = message {
-                    let hello = Hello { protocol_version: 999, daemon_version: "9".into(), pid: 1 };
+                    let hello = Hello {
+                        protocol_version: 999,
+                        daemon_version: "9".into(),
+                        pid: 1,
+                    };
                     let response = Response {
                         request_id: request.id,
                         message: Ok(DaemonResponse::Hello(hello)),
@@ -240,13 +244,25 @@ mod tests {
                 }
             }
         });
-        let err = connect_or_start(&paths, Path::new("/nonexistent/sshmcpd")).await.err().unwrap();
+        let err = connect_or_start(&paths, Path::new("/nonexistent/sshmcpd"))
+            .await
+            .err()
+            .unwrap();
         assert!(
-            matches!(err, ClientError::VersionMismatch { daemon: 999, client: PROTOCOL_VERSION }),
+            matches!(
+                err,
+                ClientError::VersionMismatch {
+                    daemon: 999,
+                    client: PROTOCOL_VERSION
+                }
+            ),
             "{err}"
         );
         assert!(err.to_string().contains("sshmcp daemon stop"));
-        assert!(paths.socket().exists(), "the other daemon's socket is left alone");
+        assert!(
+            paths.socket().exists(),
+            "the other daemon's socket is left alone"
+        );
         fake.abort();
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -255,7 +271,10 @@ mod tests {
     async fn no_daemon_and_no_program_is_a_clear_start_error() {
         let dir = std::env::temp_dir().join(format!("sshmcp-client-none-{}", std::process::id()));
         let paths = RuntimePaths::resolve(Some(dir.clone()));
-        let err = connect_or_start(&paths, Path::new("/nonexistent/sshmcpd")).await.err().unwrap();
+        let err = connect_or_start(&paths, Path::new("/nonexistent/sshmcpd"))
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(err, ClientError::Start { .. }), "{err}");
         assert!(err.to_string().contains("/nonexistent/sshmcpd"));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -103,14 +103,20 @@ mod tests {
     fn roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug + Unpin>(value: T) {
         let mut codec = Codec::<T, T>::default();
         let bytes = Pin::new(&mut codec).serialize(&value).expect("encode");
-        let back: T = Pin::new(&mut codec).deserialize(&BytesMut::from(&bytes[..])).expect("decode");
+        let back: T = Pin::new(&mut codec)
+            .deserialize(&BytesMut::from(&bytes[..]))
+            .expect("decode");
         assert_eq!(back, value);
     }
 
     fn stream(truncated: bool) -> StreamOutput {
         StreamOutput {
             data: "héllo".into(),
-            encoding: if truncated { Encoding::Base64 } else { Encoding::Utf8 },
+            encoding: if truncated {
+                Encoding::Base64
+            } else {
+                Encoding::Utf8
+            },
             captured_bytes: 6,
             total_bytes: if truncated { 600 } else { 6 },
             truncated,
@@ -121,7 +127,11 @@ mod tests {
 
     #[test]
     fn every_wire_type_roundtrips() {
-        roundtrip(Hello { protocol_version: PROTOCOL_VERSION, daemon_version: "0.1.0".into(), pid: 7 });
+        roundtrip(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            daemon_version: "0.1.0".into(),
+            pid: 7,
+        });
         roundtrip(DaemonStatus {
             pid: 1,
             daemon_version: "0.1.0".into(),
@@ -138,11 +148,24 @@ mod tests {
             max_transfers: 4,
         });
         for target in [
-            ConnectTarget::Alias { alias: "box".into() },
-            ConnectTarget::Direct { host: "h".into(), user: "u".into(), port: Some(22) },
-            ConnectTarget::Direct { host: "h".into(), user: "u".into(), port: None },
+            ConnectTarget::Alias {
+                alias: "box".into(),
+            },
+            ConnectTarget::Direct {
+                host: "h".into(),
+                user: "u".into(),
+                port: Some(22),
+            },
+            ConnectTarget::Direct {
+                host: "h".into(),
+                user: "u".into(),
+                port: None,
+            },
         ] {
-            roundtrip(ConnectRequest { target, connect_timeout: Some(1.5) });
+            roundtrip(ConnectRequest {
+                target,
+                connect_timeout: Some(1.5),
+            });
         }
         let connected = Connected {
             session_id: "s1".into(),
@@ -167,7 +190,10 @@ mod tests {
             SessionState::Closing,
             SessionState::Closed,
         ] {
-            roundtrip(Disconnected { session_id: "s".into(), state });
+            roundtrip(Disconnected {
+                session_id: "s".into(),
+                state,
+            });
         }
         roundtrip(vec![SessionSummary {
             session_id: "s".into(),
@@ -182,7 +208,10 @@ mod tests {
             active_transfers: 0,
         }]);
         roundtrip(ExecRequest {
-            auth: SessionAuth { session_id: "s".into(), session_key: "k".into() },
+            auth: SessionAuth {
+                session_id: "s".into(),
+                session_key: "k".into(),
+            },
             command: "echo".into(),
             cwd: Some("/tmp".into()),
             timeout: None,
@@ -206,17 +235,24 @@ mod tests {
 
     #[test]
     fn session_auth_debug_hides_the_key() {
-        let auth = SessionAuth { session_id: "s1".into(), session_key: "SECRET".into() };
+        let auth = SessionAuth {
+            session_id: "s1".into(),
+            session_key: "SECRET".into(),
+        };
         let shown = format!("{auth:?}");
         assert!(shown.contains("s1") && !shown.contains("SECRET"));
     }
 
     #[test]
     fn every_error_code_is_documented() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/errors.md"))
-            .expect("docs/errors.md");
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/errors.md"))
+                .expect("docs/errors.md");
         for code in ErrorCode::ALL {
-            assert!(doc.contains(&format!("| `{code}` |")), "docs/errors.md lacks {code}");
+            assert!(
+                doc.contains(&format!("| `{code}` |")),
+                "docs/errors.md lacks {code}"
+            );
         }
     }
 }

@@ -46,7 +46,10 @@ async fn main() {
     let pid = env.daemon_pid().unwrap();
     let idle_empty = rss_kib(pid);
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
-    let (id, key) = (r["session_id"].as_str().unwrap(), r["session_key"].as_str().unwrap());
+    let (id, key) = (
+        r["session_id"].as_str().unwrap(),
+        r["session_key"].as_str().unwrap(),
+    );
     let args = json!({"session_id": id, "session_key": key, "command": "true"});
 
     let mut mcp_samples = Vec::new();
@@ -81,10 +84,15 @@ async fn main() {
 
     println!("| path | runs | median ms | p90 ms | p99 ms |");
     println!("|---|---|---|---|---|");
-    summary("`exec true` through MCP (sshmcp-mcp → sshmcpd → mux)", mcp_samples);
+    summary(
+        "`exec true` through MCP (sshmcp-mcp → sshmcpd → mux)",
+        mcp_samples,
+    );
     summary("`ssh -S CTL host true` (fork + exec of ssh)", ssh_samples);
     println!();
-    println!("daemon RSS: {idle_empty} KiB idle without sessions, {idle_session} KiB with one idle session after the runs");
+    println!(
+        "daemon RSS: {idle_empty} KiB idle without sessions, {idle_session} KiB with one idle session after the runs"
+    );
     mcp.call("disconnect", json!({"session_id": id})).await;
     mcp.close().await;
 }

@@ -5,7 +5,10 @@ use serde_json::{Value, json};
 use sshmcp_tests::TestEnv;
 
 fn show(step: &str, answer: &Value) {
-    println!("\n== {step}\n{}", serde_json::to_string_pretty(answer).unwrap());
+    println!(
+        "\n== {step}\n{}",
+        serde_json::to_string_pretty(answer).unwrap()
+    );
 }
 
 #[tokio::main]
@@ -18,12 +21,22 @@ async fn main() {
         env.sshd.ssh_config.display()
     );
     let mcp = env.mcp().await;
-    let tools: Vec<String> =
-        mcp.list_tools().await.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-    println!("sshmcp-mcp is up (it started the daemon); tools: {}", tools.join(", "));
+    let tools: Vec<String> = mcp
+        .list_tools()
+        .await
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    println!(
+        "sshmcp-mcp is up (it started the daemon); tools: {}",
+        tools.join(", ")
+    );
 
     let mut connected = mcp.call("connect", json!({"alias": "testbed"})).await;
-    let id = connected["session_id"].as_str().expect("connected").to_string();
+    let id = connected["session_id"]
+        .as_str()
+        .expect("connected")
+        .to_string();
     let key = connected["session_key"].as_str().unwrap().to_string();
     // The key is a secret: show only that one was issued.
     connected["session_key"] = json!(format!("{}… (secret, returned once)", &key[..4]));
@@ -31,21 +44,39 @@ async fn main() {
 
     let run = |command: &str, extra: Value| {
         let mut args = json!({"session_id": id, "session_key": key, "command": command});
-        args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         args
     };
-    let r = mcp.call("exec", run("uname -sr; id -un; echo oops >&2; exit 3", json!({}))).await;
+    let r = mcp
+        .call(
+            "exec",
+            run("uname -sr; id -un; echo oops >&2; exit 3", json!({})),
+        )
+        .await;
     show("exec: uname -sr; id -un; echo oops >&2; exit 3", &r);
-    let r = mcp.call("exec", run("sleep 30", json!({"timeout": 1}))).await;
-    show("exec: sleep 30 with timeout 1 (the remote process group is killed)", &r);
+    let r = mcp
+        .call("exec", run("sleep 30", json!({"timeout": 1})))
+        .await;
+    show(
+        "exec: sleep 30 with timeout 1 (the remote process group is killed)",
+        &r,
+    );
     let r = mcp.call("session_list", json!({})).await;
     show("session_list (never shows keys)", &r);
 
     let out = env.cli(&["sessions"]);
-    println!("\n== sshmcp sessions\n{}", String::from_utf8_lossy(&out.stdout));
+    println!(
+        "\n== sshmcp sessions\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let r = mcp.call("disconnect", json!({"session_id": id})).await;
     show("disconnect", &r);
     mcp.close().await;
     let out = env.cli(&["daemon", "stop"]);
-    println!("\n== sshmcp daemon stop\n{}", String::from_utf8_lossy(&out.stdout));
+    println!(
+        "\n== sshmcp daemon stop\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

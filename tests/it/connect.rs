@@ -4,7 +4,7 @@
 use serde_json::json;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
-use crate::{code, connect, connected, exec};
+use crate::{code, connect, connected, exec, first_session_until};
 
 #[tokio::test]
 async fn connect_reports_the_session_and_remote_facts() {
@@ -160,15 +160,8 @@ async fn disconnect_cancels_running_commands() {
     let args =
         json!({"session_id": s.0, "session_key": s.1, "command": "sleep 42", "timeout": 120});
     let (_, rx) = mcp.start_call("exec", args).await;
-    let mut started = false;
-    for _ in 0..200 {
-        let list = mcp.call("session_list", json!({})).await;
-        if list["sessions"][0]["active_commands"] == 1 {
-            started = true;
-            break;
-        }
-    }
-    assert!(started);
+    let running = first_session_until(&mcp, |row| row["active_commands"] == 1).await;
+    assert!(running, "the command never started");
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["state"], "closed");
     let answer = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
@@ -191,14 +184,7 @@ async fn a_killed_master_makes_the_session_lost() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let mut lost = false;
-    for _ in 0..500 {
-        let list = mcp.call("session_list", json!({})).await;
-        if list["sessions"][0]["state"] == "lost" {
-            lost = true;
-            break;
-        }
-    }
+    let lost = first_session_until(&mcp, |row| row["state"] == "lost").await;
     assert!(lost, "the session never became lost");
     let r = exec(&mcp, &s, "true", json!({})).await;
     assert_eq!(code(&r), "connection_lost");

@@ -4,7 +4,7 @@
 use serde_json::json;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
-use crate::{code, connect, connected, exec};
+use crate::{code, connect, connected, exec, remote_until};
 
 #[tokio::test]
 async fn splits_streams_and_reports_exit_code() {
@@ -104,38 +104,17 @@ async fn mcp_cancellation_kills_the_remote_command() {
     let args = json!({"session_id": s.0, "session_key": s.1,
                       "command": "sleep 41; echo finished", "timeout": 120});
     let (id, _rx) = mcp.start_call("exec", args).await;
+    let probe = "pgrep -f 'sleep 41' >/dev/null && echo yes || echo no";
     // Wait until the command really runs remotely before cancelling.
-    let mut running = false;
-    for _ in 0..200 {
-        let r = exec(
-            &mcp,
-            &s,
-            "pgrep -f 'sleep 41' >/dev/null && echo yes || echo no",
-            json!({}),
-        )
-        .await;
-        if r["stdout"]["data"] == "yes\n" {
-            running = true;
-            break;
-        }
-    }
-    assert!(running, "the command never started");
+    assert!(
+        remote_until(&mcp, &s, probe, "yes\n").await,
+        "the command never started"
+    );
     mcp.cancel(id).await;
-    let mut gone = false;
-    for _ in 0..200 {
-        let r = exec(
-            &mcp,
-            &s,
-            "pgrep -f 'sleep 41' >/dev/null && echo yes || echo no",
-            json!({}),
-        )
-        .await;
-        if r["stdout"]["data"] == "no\n" {
-            gone = true;
-            break;
-        }
-    }
-    assert!(gone, "the cancelled command still runs");
+    assert!(
+        remote_until(&mcp, &s, probe, "no\n").await,
+        "the cancelled command still runs"
+    );
     mcp.close().await;
 }
 
@@ -225,27 +204,20 @@ async fn wrong_key_and_unknown_session_are_refused() {
 #[tokio::test]
 async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
     let (env, first, s) = connected().await;
-    let args = json!({"session_id": s.0, "session_key": s.1, "command": "sleep 43", "timeout": 120});
+    let args =
+        json!({"session_id": s.0, "session_key": s.1, "command": "sleep 43", "timeout": 120});
     let (_id, _rx) = first.start_call("exec", args).await;
     let watcher = env.mcp().await;
     let probe = "pgrep -f 'sleep 43' >/dev/null && echo yes || echo no";
-    let mut started = false;
-    for _ in 0..200 {
-        if exec(&watcher, &s, probe, json!({})).await["stdout"]["data"] == "yes\n" {
-            started = true;
-            break;
-        }
-    }
-    assert!(started, "the command never started");
+    assert!(
+        remote_until(&watcher, &s, probe, "yes\n").await,
+        "the command never started"
+    );
     // The agent crashes: its connection to the daemon closes and the call's work is aborted.
     first.kill().await;
-    let mut gone = false;
-    for _ in 0..200 {
-        if exec(&watcher, &s, probe, json!({})).await["stdout"]["data"] == "no\n" {
-            gone = true;
-            break;
-        }
-    }
-    assert!(gone, "the orphaned command still runs");
+    assert!(
+        remote_until(&watcher, &s, probe, "no\n").await,
+        "the orphaned command still runs"
+    );
     watcher.close().await;
 }

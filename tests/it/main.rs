@@ -49,3 +49,30 @@ pub async fn connected() -> (TestEnv, McpClient, (String, String)) {
     let session = connect(&mcp).await;
     (env, mcp, session)
 }
+
+/// Polls the remote host with `probe` until it prints `expected` (a remote process has no
+/// event to wait on). Each try is one exec round trip; gives up after 200.
+pub async fn remote_until(
+    mcp: &McpClient,
+    s: &(String, String),
+    probe: &str,
+    expected: &str,
+) -> bool {
+    for _ in 0..200 {
+        if exec(mcp, s, probe, json!({})).await["stdout"]["data"] == expected {
+            return true;
+        }
+    }
+    false
+}
+
+/// Polls `session_list` until `ready` holds for its first session; gives up after 500 tries.
+pub async fn first_session_until(mcp: &McpClient, ready: impl Fn(&Value) -> bool) -> bool {
+    for _ in 0..500 {
+        let list = mcp.call("session_list", json!({})).await;
+        if ready(&list["sessions"][0]) {
+            return true;
+        }
+    }
+    false
+}

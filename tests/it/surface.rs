@@ -102,10 +102,17 @@ async fn stateless_protocol_requests_work_without_initialize() {
                       "io.modelcontextprotocol/clientCapabilities": {}});
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "session_list", "arguments": {}, "_meta": meta}});
-    stdin.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+    stdin
+        .write_all(format!("{request}\n").as_bytes())
+        .await
+        .unwrap();
     let line = lines.next_line().await.unwrap().expect("an answer");
     let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(answer["result"]["structuredContent"], json!({"ok": true, "sessions": []}), "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"ok": true, "sessions": []}),
+        "{answer}"
+    );
     drop(stdin);
     assert!(child.wait().await.unwrap().success());
 }

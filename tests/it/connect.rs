@@ -238,3 +238,21 @@ async fn a_session_outlives_the_shim_that_opened_it() {
     assert_eq!(code(&r), "session_not_found");
     second.close().await;
 }
+
+#[tokio::test]
+async fn a_silent_server_times_out_within_connect_timeout() {
+    let env = TestEnv::new();
+    // Accepts TCP (the kernel completes the handshake) but never sends an SSH banner.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let mcp = env.mcp().await;
+    let args =
+        json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 1});
+    let r = mcp.call("connect", args).await;
+    assert_eq!(code(&r), "connection_start_failed");
+    assert_eq!(r["error"]["message"], "the connection timed out");
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["sessions"], json!([]));
+    drop(silent);
+    mcp.close().await;
+}

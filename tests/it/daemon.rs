@@ -139,3 +139,42 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// Another user cannot use the daemon even when the socket is reachable: the daemon checks the
+/// peer's uid. (The 0700 runtime directory normally stops them earlier; it is opened up here
+/// to reach the daemon's own check.) Switching uid needs root, as in CI.
+#[tokio::test]
+async fn clients_of_another_uid_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test switches uid and must run as root"
+    );
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    assert_eq!(mcp.call("session_list", json!({})).await["ok"], true);
+    let open = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(env.root.path(), open.clone()).unwrap();
+    std::fs::set_permissions(&env.runtime_dir, open).unwrap();
+    let socket = env.runtime_dir.join("sshmcpd.sock");
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["daemon", "status"])
+        .env_clear()
+        .envs(env.env_vars())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot reach the daemon"), "{err}");
+    assert!(
+        env.daemon_log()
+            .contains("refusing a client of another user")
+    );
+    // The owner still gets in.
+    assert!(env.cli(&["daemon", "status"]).status.success());
+    mcp.close().await;
+}

@@ -221,3 +221,24 @@ async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
     );
     watcher.close().await;
 }
+
+#[tokio::test]
+async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
+    let env = TestEnv::with(&SshdOptions { max_sessions: 2 }, &[]);
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let mut calls = Vec::new();
+    for i in 0..8 {
+        let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep 0.2; echo {i}")});
+        calls.push(mcp.start_call("exec", args).await.1);
+    }
+    for (i, rx) in calls.into_iter().enumerate() {
+        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+        assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
+    }
+    assert!(
+        env.sshd.log_text().contains("no more sessions"),
+        "sshd did refuse channels"
+    );
+    mcp.close().await;
+}

@@ -5,6 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh
+# One test logs in as a user whose login shell is tcsh, to prove commands reach /bin/sh
+# unchanged whatever the login shell.
+if [ ! -x /usr/bin/tcsh ]; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tcsh >/dev/null
+  else
+    echo "the tests need tcsh: sudo apt-get install -y tcsh" >&2
+    exit 1
+  fi
+fi
 # The end-to-end tests drive the real binaries: build them all first.
 cargo build --workspace --bins
 if cargo nextest --version >/dev/null 2>&1; then

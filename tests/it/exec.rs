@@ -242,3 +242,34 @@ async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
     );
     mcp.close().await;
 }
+
+/// The command reaches /bin/sh unchanged even when the login shell is csh-like, whose quoting
+/// and `!` history rules differ from sh's. Needs root to create the tcsh user.
+#[tokio::test]
+async fn commands_run_in_sh_whatever_the_login_shell() {
+    let env = TestEnv::new();
+    let user = sshmcp_tests::users::user_with_shell("sshmcp-tcsh", "/usr/bin/tcsh");
+    env.sshd.add_host_block(&format!(
+        "Host tcshbed\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "tcshbed"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let s = (
+        r["session_id"].as_str().unwrap().to_string(),
+        r["session_key"].as_str().unwrap().to_string(),
+    );
+    let r = exec(
+        &mcp,
+        &s,
+        "getent passwd \"$(id -un)\" | cut -d: -f7",
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["stdout"]["data"], "/usr/bin/tcsh\n", "{r}");
+    let command = "x='!$ \"q\" `b`'; for w in a 'b c'; do printf '%s|' \"$w\"; done; echo \"$x\"";
+    let r = exec(&mcp, &s, command, json!({"cwd": "/tmp"})).await;
+    assert_eq!(r["stdout"]["data"], "a|b c|!$ \"q\" `b`\n", "{r}");
+    mcp.close().await;
+}

@@ -16,12 +16,26 @@ pub fn test_user() -> String {
             .map(|u| u.name)
             .expect("current user name");
     }
-    ensure_user(TEST_USER);
+    ensure_user(TEST_USER, "/bin/bash");
     TEST_USER.to_string()
 }
 
-/// Creates `name` once, whatever number of test processes ask at the same time.
-fn ensure_user(name: &str) {
+/// A test user whose login shell is `shell` (root only: it creates the account).
+pub fn user_with_shell(name: &str, shell: &str) -> String {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "creating user {name} needs root"
+    );
+    assert!(
+        std::path::Path::new(shell).exists(),
+        "{shell} is missing (scripts/test.sh installs it)"
+    );
+    ensure_user(name, shell);
+    name.to_string()
+}
+
+/// Creates `name` with `shell` once, whatever number of test processes ask at the same time.
+fn ensure_user(name: &str, shell: &str) {
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -31,7 +45,7 @@ fn ensure_user(name: &str) {
         .expect("user lock");
     lock.lock().expect("lock users");
     if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        run(Command::new("useradd").args(["-m", "-s", "/bin/bash", name]));
+        run(Command::new("useradd").args(["-m", "-s", shell, name]));
     }
     // useradd leaves a locked password ("!"), which sshd refuses without PAM.
     run(Command::new("usermod").args(["-p", "*", name]));

@@ -184,7 +184,7 @@ impl Registry {
             )
         };
         let start_failed = |m: String| DaemonError::new(ErrorCode::ConnectionStartFailed, m);
-        let _turn = tokio::select! {
+        let turn = tokio::select! {
             turn = self.authenticating.lock() => turn,
             _ = session.cancel.cancelled() => return Err(closed()),
         };
@@ -199,7 +199,10 @@ impl Registry {
             .settings
             .masters_log_dir()
             .join(format!("{}.log", session.id));
-        match master::start(args, &log, timeout, &session.cancel).await {
+        let started = master::start(args, &log, timeout, &session.cancel).await;
+        // Authentication is over: the next connect may prompt while this one gathers facts.
+        drop(turn);
+        match started {
             Ok(()) => {}
             Err(StartFailure::Cancelled) => return Err(closed()),
             Err(StartFailure::Failed(message)) => return Err(start_failed(message)),

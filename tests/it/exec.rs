@@ -26,8 +26,14 @@ async fn splits_streams_and_reports_exit_code() {
 async fn runs_as_the_session_user_in_posix_sh_with_empty_stdin() {
     let (env, mcp, s) = connected().await;
     // `cat` must see EOF at once; $0-independent check that this is dash/sh, not bash.
-    let r = exec(&mcp, &s, "id -un; cat; echo \"[$BASH_VERSION]\"", json!({})).await;
-    assert_eq!(r["stdout"]["data"], format!("{}\n[]\n", env.sshd.user));
+    // The command cannot read its own source either (fd 3 is closed before it runs).
+    let command =
+        "id -un; cat; echo \"[$BASH_VERSION]\"; [ -e /dev/fd/3 ] && echo fd3 || echo no-fd3";
+    let r = exec(&mcp, &s, command, json!({})).await;
+    assert_eq!(
+        r["stdout"]["data"],
+        format!("{}\n[]\nno-fd3\n", env.sshd.user)
+    );
     mcp.close().await;
 }
 
@@ -48,6 +54,10 @@ async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
     assert_eq!(r["exit_code"], 0);
     let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp a'b"})).await;
     assert_eq!(r["stdout"]["data"], "/tmp/sshmcp a'b\n");
+    let r = exec(&mcp, &s, "mkdir -p '/tmp/sshmcp\nnl'", json!({})).await;
+    assert_eq!(r["exit_code"], 0);
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp\nnl"})).await;
+    assert_eq!(r["stdout"]["data"], "/tmp/sshmcp\nnl\n");
     let r = exec(&mcp, &s, "echo ran", json!({"cwd": "/no/such/dir"})).await;
     assert_eq!(code(&r), "remote_path_not_found");
     mcp.close().await;

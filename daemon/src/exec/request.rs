@@ -35,12 +35,12 @@ pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// The working directory travels as one line to the remote wrapper.
+/// A working directory is a non-empty path; a shell word cannot hold a NUL byte.
 pub fn check_cwd(cwd: Option<&str>) -> Result<(), DaemonError> {
     match cwd {
         Some("") => Err(DaemonError::invalid_arguments("cwd must not be empty")),
-        Some(c) if c.contains(['\n', '\0']) => Err(DaemonError::invalid_arguments(
-            "cwd must not contain a newline or NUL byte",
+        Some(c) if c.contains('\0') => Err(DaemonError::invalid_arguments(
+            "cwd must not contain a NUL byte",
         )),
         _ => Ok(()),
     }
@@ -76,6 +76,7 @@ mod tests {
         assert!(check_cwd(None).is_ok());
         assert!(check_cwd(Some("/a b/'c'")).is_ok());
         assert!(check_cwd(Some("")).is_err());
-        assert!(check_cwd(Some("a\nb")).is_err());
+        assert!(check_cwd(Some("a\nb")).is_ok());
+        assert!(check_cwd(Some("a\0b")).is_err());
     }
 }

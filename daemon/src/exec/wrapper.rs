@@ -3,26 +3,37 @@
 //!
 //! The command text cannot travel as an argument (Linux caps one argument at 128 KiB and the
 //! login shell would parse it), so the login shell only ever sees a short, fixed line that
-//! execs `/bin/sh`. That shell reads the working directory and the command from stdin, points
-//! stdin at `/dev/null`, reports its pid (the remote process group, since sshd starts every
-//! session in a new session) and `eval`s the command unchanged.
+//! execs `/bin/sh`. That shell moves the session's stdin to fd 3, points stdin at `/dev/null`,
+//! and sources fd 3: a prelude we generate (report the pid, which is the remote process group
+//! since sshd starts every session in a new session; enter the working directory), then the
+//! command unchanged. Sourcing costs no extra process, where `$(cat)` cost a millisecond.
 
 /// What the login shell runs. One line, single-quoted, with no `!` or backslash, so bash,
-/// dash, zsh, csh and fish all hand it to `/bin/sh` unchanged.
-pub const REMOTE_COMMAND: &str = "exec /bin/sh -c 'IFS= read -r sshmcp_cwd; \
-sshmcp_cmd=$(cat); exec </dev/null; printf \"sshmcp %s \" $$ >&2; \
-if [ -n \"$sshmcp_cwd\" ]; then cd -- \"$sshmcp_cwd\" 2>/dev/null || { echo nocwd >&2; exit 125; }; fi; \
-echo run >&2; unset sshmcp_cwd; eval \"$sshmcp_cmd\"'";
+/// dash, zsh, csh and fish all hand it to `/bin/sh` unchanged. `/proc/self/fd` stands in for
+/// `/dev/fd` on systems without it.
+pub const REMOTE_COMMAND: &str = "exec /bin/sh -c 'exec 3<&0 </dev/null; \
+if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi'";
 
-/// The bytes written to the wrapper's stdin: the working directory on the first line (empty
-/// for the login directory), then the command. The caller guarantees `cwd` has no newline.
+/// The bytes written to the wrapper's stdin: the prelude line, then the command.
 pub fn stdin_payload(cwd: Option<&str>, command: &str) -> Vec<u8> {
-    let cwd = cwd.unwrap_or("");
-    let mut payload = Vec::with_capacity(cwd.len() + command.len() + 1);
-    payload.extend_from_slice(cwd.as_bytes());
-    payload.push(b'\n');
+    let enter = match cwd {
+        Some(dir) => format!(
+            "cd -- {} 2>/dev/null || {{ echo nocwd >&2; exit 125; }}; ",
+            sh_quote(dir)
+        ),
+        None => String::new(),
+    };
+    // fd 3 is closed first so the command cannot read its own source.
+    let prelude = format!("exec 3<&-; printf 'sshmcp %s ' $$ >&2; {enter}echo run >&2\n");
+    let mut payload = Vec::with_capacity(prelude.len() + command.len());
+    payload.extend_from_slice(prelude.as_bytes());
     payload.extend_from_slice(command.as_bytes());
     payload
+}
+
+/// One sh word holding exactly `s`: single quotes, with each `'` written as `'\''`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// A shell line that terminates the process group `pgid`: TERM, up to a second for it to go,
@@ -158,8 +169,22 @@ mod tests {
     }
 
     #[test]
-    fn payload_puts_cwd_first() {
-        assert_eq!(stdin_payload(Some("/tmp"), "ls\n"), b"/tmp\nls\n");
-        assert_eq!(stdin_payload(None, "ls"), b"\nls");
+    fn payload_is_prelude_then_command() {
+        let p = String::from_utf8(stdin_payload(Some("/a b/it's\nx"), "ls\n")).unwrap();
+        assert!(p.starts_with("exec 3<&-; printf 'sshmcp %s ' $$ >&2; cd -- '/a b/it'\\''s\nx' "));
+        assert!(p.ends_with("echo run >&2\nls\n"), "{p}");
+        let p = String::from_utf8(stdin_payload(None, "ls")).unwrap();
+        assert_eq!(p, "exec 3<&-; printf 'sshmcp %s ' $$ >&2; echo run >&2\nls");
+    }
+
+    #[test]
+    fn quoting_round_trips_through_sh() {
+        let tricky = "a b'c\"d$e`f\\g\nh";
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("printf %s {}", sh_quote(tricky)))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), tricky);
     }
 }

@@ -38,6 +38,14 @@ pub enum DaemonCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Start the daemon if none runs (agents' MCP servers also start it on first use).
+    Start,
     /// Close every session and stop the daemon.
     Stop,
+    /// Print the end of the daemon's log.
+    Logs {
+        /// How many lines from the end.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: usize,
+    },
 }

@@ -1,4 +1,4 @@
-//! What people see: the sessions table and the status text.
+//! What people see: the sessions table, the status text, and their JSON forms.
 
 use sshmcp_proto::DaemonStatus;
 use sshmcp_proto::session::SessionSummary;
@@ -79,4 +79,37 @@ pub fn status_text(s: &DaemonStatus) -> String {
         max = s.max_sessions,
         out = s.max_output_bytes,
     )
+}
+
+pub fn session_json(s: &SessionSummary) -> serde_json::Value {
+    serde_json::json!({
+        "session_id": s.session_id,
+        "state": s.state.as_str(),
+        "target": s.target,
+        "server_host": s.server_host,
+        "server_port": s.server_port,
+        "master_pid": s.master_pid,
+        "created_at": s.created_at,
+        "last_used_at": s.last_used_at,
+        "active_commands": s.active_commands,
+        "active_transfers": s.active_transfers,
+    })
+}
+
+pub fn status_json(s: &DaemonStatus) -> serde_json::Value {
+    serde_json::json!({
+        "pid": s.pid,
+        "daemon_version": s.daemon_version,
+        "protocol_version": s.protocol_version,
+        "started_at": s.started_at,
+        "socket": s.socket,
+        "state_dir": s.state_dir,
+        "log_file": s.log_file,
+        "default_local_root": s.default_local_root,
+        "ssh_config": s.ssh_config,
+        "sessions": s.sessions,
+        "max_sessions": s.max_sessions,
+        "max_output_bytes": s.max_output_bytes,
+        "max_transfers": s.max_transfers,
+    })
 }

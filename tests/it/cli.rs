@@ -80,3 +80,42 @@ fn master_alive(pid: u64) -> bool {
         .map(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
         .unwrap_or(false)
 }
+
+#[tokio::test]
+async fn daemon_start_and_logs() {
+    let env = TestEnv::new();
+    let out = env.cli(&["daemon", "start"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).contains("is running"));
+    let pid = env.daemon_pid().expect("started");
+    let again = env.cli(&["daemon", "start"]);
+    assert!(again.status.success());
+    assert_eq!(env.daemon_pid(), Some(pid), "a running daemon is reused");
+    let out = env.cli(&["daemon", "logs", "-n", "5"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("daemon ready"), "{}", stdout(&out));
+}
+
+#[test]
+fn help_names_every_command() {
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = stdout(&out);
+    for command in ["sessions", "disconnect", "daemon"] {
+        assert!(help.contains(command), "{help}");
+    }
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["daemon", "--help"])
+        .output()
+        .unwrap();
+    let help = stdout(&out);
+    for command in ["status", "start", "stop", "logs"] {
+        assert!(help.contains(command), "{help}");
+    }
+}

@@ -3,6 +3,7 @@
 
 use serde_json::json;
 use sshmcp_tests::TestEnv;
+use sshmcp_tests::env::files_under;
 
 use crate::{connect, exec};
 
@@ -84,6 +85,8 @@ async fn a_runtime_dir_open_to_others_is_refused() {
     mcp.close().await;
 }
 
+/// Every test's world also checks this on drop (see `TestEnv`); this one makes sure the
+/// check has something to find: the daemon log names the session, a wrong key was tried.
 #[tokio::test]
 async fn session_keys_never_reach_logs_or_state_files() {
     let env = TestEnv::new();
@@ -100,46 +103,31 @@ async fn session_keys_never_reach_logs_or_state_files() {
     mcp.call("session_list", json!({})).await;
     mcp.call("disconnect", json!({"session_id": s.0})).await;
     mcp.close().await;
-    let mut checked = 0;
-    for dir in [
-        &env.state_dir,
-        &env.runtime_dir,
-        &env.local_root,
-        &env.logs_dir(),
-    ] {
-        for file in walk(dir) {
-            let bytes = std::fs::read(&file).unwrap_or_default();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(&s.1),
-                "session key found in {}",
-                file.display()
-            );
-            checked += 1;
-        }
+    let files: Vec<_> = [&env.state_dir, &env.logs_dir()]
+        .iter()
+        .flat_map(|d| files_under(d))
+        .collect();
+    assert!(
+        files.iter().any(|f| f.ends_with("sshmcpd.log")),
+        "{files:?}"
+    );
+    assert!(
+        files.iter().any(|f| f.ends_with("sessions.json")),
+        "{files:?}"
+    );
+    for file in &files {
+        let text = String::from_utf8_lossy(&std::fs::read(file).unwrap()).into_owned();
+        assert!(
+            !text.contains(&s.1),
+            "session key found in {}",
+            file.display()
+        );
     }
-    assert!(checked >= 2, "the daemon log and the shim log were checked");
     assert!(
         env.daemon_log().contains(&s.0),
         "the log does name the session"
     );
 }
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return files;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else if path.is_file() {
-            files.push(path);
-        }
-    }
-    files
-}
-
 /// Another user cannot use the daemon even when the socket is reachable: the daemon checks the
 /// peer's uid. (The 0700 runtime directory normally stops them earlier; it is opened up here
 /// to reach the daemon's own check.) Switching uid needs root, as in CI.

@@ -18,6 +18,8 @@ pub struct TestEnv {
     pub local_root: PathBuf,
     pub home: PathBuf,
     extra: Vec<(String, String)>,
+    /// Every session key an MCP client of this world received; none may reach a file.
+    issued_keys: crate::mcp::IssuedKeys,
 }
 
 impl TestEnv {
@@ -47,6 +49,7 @@ impl TestEnv {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            issued_keys: Default::default(),
         }
     }
 
@@ -91,6 +94,7 @@ impl TestEnv {
             &bins::path("sshmcp-mcp"),
             &self.env_vars(),
             &self.logs_dir(),
+            self.issued_keys.clone(),
         )
         .await
     }
@@ -143,5 +147,50 @@ impl Drop for TestEnv {
         }
         // An orderly stop closes every master this test opened.
         let _ = self.cli(&["daemon", "stop"]);
+        if !std::thread::panicking() {
+            self.assert_no_key_in_files();
+        }
     }
+}
+
+impl TestEnv {
+    /// Session keys are secrets: after every test, no file the daemon, the shims or the
+    /// spool wrote may contain one.
+    fn assert_no_key_in_files(&self) {
+        let keys = self.issued_keys.lock().unwrap().clone();
+        let dirs = [
+            &self.state_dir,
+            &self.runtime_dir,
+            &self.local_root,
+            &self.logs_dir(),
+        ];
+        for file in dirs.iter().flat_map(|d| files_under(d)) {
+            let text =
+                String::from_utf8_lossy(&std::fs::read(&file).unwrap_or_default()).into_owned();
+            for key in &keys {
+                assert!(
+                    !text.contains(key.as_str()),
+                    "a session key leaked into {}",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
+/// Every regular file below `dir` (none when it does not exist).
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else if path.is_file() {
+            files.push(path);
+        }
+    }
+    files
 }

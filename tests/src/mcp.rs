@@ -16,6 +16,9 @@ use tokio::sync::oneshot;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 
+/// Session keys seen in `connect` answers, shared with the test's world.
+pub type IssuedKeys = Arc<Mutex<Vec<String>>>;
+
 pub struct McpClient {
     child: Child,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
@@ -30,7 +33,12 @@ pub struct McpClient {
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl McpClient {
-    pub async fn start(bin: &Path, env: &[(String, String)], log_dir: &Path) -> Self {
+    pub async fn start(
+        bin: &Path,
+        env: &[(String, String)],
+        log_dir: &Path,
+        keys: IssuedKeys,
+    ) -> Self {
         std::fs::create_dir_all(log_dir).ok();
         static SHIMS: AtomicU64 = AtomicU64::new(0);
         let n = SHIMS.fetch_add(1, Ordering::Relaxed);
@@ -52,7 +60,7 @@ impl McpClient {
         let stdout = child.stdout.take().unwrap();
         let pending: Pending = Arc::default();
         let stray: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (p, s) = (pending.clone(), stray.clone());
+        let (p, s, k) = (pending.clone(), stray.clone(), keys);
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -63,6 +71,9 @@ impl McpClient {
                         continue;
                     }
                 };
+                if let Some(key) = msg["result"]["structuredContent"]["session_key"].as_str() {
+                    k.lock().unwrap().push(key.to_string());
+                }
                 let waiter = msg
                     .get("id")
                     .and_then(Value::as_u64)

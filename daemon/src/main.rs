@@ -45,10 +45,26 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
         .with_ansi(false)
         .with_env_filter(filter)
         .init();
+    raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let result = runtime.block_on(lifecycle::run(settings, report));
     drop(pidfile);
     result.context("daemon")
+}
+
+/// Each running command holds a control socket and three pipes: raise the soft descriptor limit
+/// to the hard one so a busy daemon does not run out at the common default of 1024.
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!("cannot raise the open file limit from {soft}: {e}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot read the open file limit: {e}"),
+    }
 }

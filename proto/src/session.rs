@@ -76,7 +76,7 @@ pub struct RemoteFacts {
 }
 
 /// The answer to a successful `connect`. It is the only place a session key ever appears.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connected {
     pub session_id: String,
     pub session_key: String,
@@ -86,6 +86,22 @@ pub struct Connected {
     pub state: SessionState,
     pub master_pid: u32,
     pub remote: RemoteFacts,
+}
+
+// Hand-written so the key never lands in a log line through `{:?}`.
+impl std::fmt::Debug for Connected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connected")
+            .field("session_id", &self.session_id)
+            .field("session_key", &"<redacted>")
+            .field("target", &self.target)
+            .field("server_host", &self.server_host)
+            .field("server_port", &self.server_port)
+            .field("state", &self.state)
+            .field("master_pid", &self.master_pid)
+            .field("remote", &self.remote)
+            .finish()
+    }
 }
 
 /// One row of `session_list`: never a key.

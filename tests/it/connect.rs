@@ -256,3 +256,80 @@ async fn a_silent_server_times_out_within_connect_timeout() {
     drop(silent);
     mcp.close().await;
 }
+
+/// Sessions still authenticating own their server, count toward the limit, show as
+/// `starting`, can be disconnected, and authenticate one at a time.
+#[tokio::test]
+async fn starting_sessions_own_their_server_count_and_authenticate_one_at_a_time() {
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_MAX_SESSIONS", "2")]);
+    // Two servers that accept TCP but never answer: their connects stay in authentication.
+    let silent_a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port_a = silent_a.local_addr().unwrap().port();
+    let port_b = silent_b.local_addr().unwrap().port();
+    let mcp = env.mcp().await;
+    let target = |port: u16| json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 60});
+    let (_, pending_a) = mcp.start_call("connect", target(port_a)).await;
+    let (_, pending_b) = mcp.start_call("connect", target(port_b)).await;
+    let mut rows = serde_json::Value::Null;
+    for _ in 0..500 {
+        rows = mcp.call("session_list", json!({})).await["sessions"].clone();
+        if rows.as_array().unwrap().len() == 2 {
+            break;
+        }
+    }
+    let rows = rows.as_array().unwrap().clone();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r["state"] == "starting" && r["master_pid"].is_null())
+    );
+    // Only one of them is authenticating: one ssh master process for this daemon, once the
+    // first has been spawned.
+    let masters_dir = env.runtime_dir.join("m").display().to_string();
+    let count_masters = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .filter(|c| String::from_utf8_lossy(c).contains(&masters_dir))
+            .count()
+    };
+    let mut masters = 0;
+    for _ in 0..500 {
+        masters = count_masters();
+        if masters > 0 {
+            break;
+        }
+        mcp.call("session_list", json!({})).await;
+    }
+    assert_eq!(masters, 1, "authentication is serialized");
+    let id_a = rows.iter().find(|r| r["server_port"] == port_a).unwrap()["session_id"].clone();
+    let r = mcp.call("connect", target(port_a)).await;
+    assert_eq!(code(&r), "already_connected");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(id_a.as_str().unwrap()),
+        "{r}"
+    );
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("starting"),
+        "{r}"
+    );
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    assert_eq!(code(&r), "session_limit_reached");
+    for row in &rows {
+        let r = mcp
+            .call("disconnect", json!({"session_id": row["session_id"]}))
+            .await;
+        assert_eq!(r["state"], "closed", "{r}");
+    }
+    for pending in [pending_a, pending_b] {
+        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(pending).await);
+        assert_eq!(code(&r), "session_closed", "{r}");
+    }
+    connect(&mcp).await;
+    drop((silent_a, silent_b));
+    mcp.close().await;
+}

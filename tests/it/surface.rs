@@ -116,3 +116,22 @@ async fn stateless_protocol_requests_work_without_initialize() {
     drop(stdin);
     assert!(child.wait().await.unwrap().success());
 }
+
+/// What agents see, kept in review: the full `tools/list` (names, descriptions, schemas,
+/// annotations). After an intended change, regenerate with
+/// `SSHMCP_UPDATE_SNAPSHOTS=1 cargo nextest run -E 'test(tools_list_snapshot)'`.
+#[tokio::test]
+async fn tools_list_snapshot() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let mut tools = mcp.list_tools().await;
+    tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let live = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/tools_list.json");
+    if std::env::var_os("SSHMCP_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(path, &live).unwrap();
+    }
+    let stored = std::fs::read_to_string(path).expect("snapshot (see this test's doc)");
+    assert!(live == stored, "tools/list changed; review and update {path}");
+    mcp.close().await;
+}

@@ -29,6 +29,7 @@ pub struct ExecArgs {
     /// Remote working directory for this call only; an error if it does not exist.
     pub cwd: Option<String>,
     /// Seconds before the remote process group is terminated (0.1..86400); default 60.
+    #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Also write the complete streams to files under the local root and return their paths.
     pub spool_output: Option<bool>,

@@ -23,8 +23,10 @@ pub struct ConnectArgs {
     /// SSH user name (with `host`).
     pub user: Option<String>,
     /// SSH port (with `host`); default 22.
+    #[schemars(range(min = 1))]
     pub port: Option<u16>,
     /// Seconds allowed for connecting and authenticating (1..3600); default 60.
+    #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
 

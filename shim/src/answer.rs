@@ -25,8 +25,16 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// The answer for a tool body's outcome.
+pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult {
+    match outcome {
+        Ok(result) => success(result),
+        Err(e) => failure(e.code, e.message),
+    }
+}
+
 /// A successful answer.
-pub fn success<T: Serialize>(result: T) -> CallToolResult {
+fn success<T: Serialize>(result: T) -> CallToolResult {
     let answer = Answer {
         ok: true,
         result: Some(result),
@@ -42,7 +50,7 @@ pub fn success<T: Serialize>(result: T) -> CallToolResult {
 }
 
 /// A failed answer (`isError: true`).
-pub fn failure(code: ErrorCode, message: impl Into<String>) -> CallToolResult {
+fn failure(code: ErrorCode, message: impl Into<String>) -> CallToolResult {
     let answer: Answer<()> = Answer {
         ok: false,
         result: None,
@@ -52,12 +60,4 @@ pub fn failure(code: ErrorCode, message: impl Into<String>) -> CallToolResult {
         }),
     };
     CallToolResult::structured_error(serde_json::to_value(answer).unwrap_or_default())
-}
-
-pub fn daemon_failure(e: DaemonError) -> CallToolResult {
-    failure(e.code, e.message)
-}
-
-pub fn invalid_arguments(message: String) -> CallToolResult {
-    failure(ErrorCode::InvalidArguments, message)
 }

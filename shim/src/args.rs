@@ -5,9 +5,19 @@
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use sshmcp_proto::DaemonError;
 
-/// Decodes `args` into `T`, or returns the `invalid_arguments` message.
-pub fn decode<T: DeserializeOwned + JsonSchema + 'static>(args: JsonObject) -> Result<T, String> {
+/// Decodes `args` into `T`, or fails with `invalid_arguments`.
+pub fn decode<T: DeserializeOwned + JsonSchema + 'static>(
+    args: JsonObject,
+) -> Result<T, DaemonError> {
+    decode_message(args).map_err(DaemonError::invalid_arguments)
+}
+
+/// The decoding itself; the error is the message.
+fn decode_message<T: DeserializeOwned + JsonSchema + 'static>(
+    args: JsonObject,
+) -> Result<T, String> {
     let schema = rmcp::handler::server::common::schema_for_type::<T>();
     let known: Vec<&str> = schema
         .get("properties")
@@ -68,14 +78,14 @@ mod tests {
 
     #[test]
     fn names_missing_fields() {
-        let err = decode::<Probe>(obj(serde_json::json!({}))).unwrap_err();
+        let err = decode_message::<Probe>(obj(serde_json::json!({}))).unwrap_err();
         assert_eq!(err, "missing required fields: session_id, session_key");
     }
 
     #[test]
     fn unknown_fields_are_not_named() {
         let args = serde_json::json!({"session_id": "a", "session_key": "b", "s3cr3t_name": 1});
-        let err = decode::<Probe>(obj(args)).unwrap_err();
+        let err = decode_message::<Probe>(obj(args)).unwrap_err();
         assert_eq!(err, "unknown fields were sent");
         assert!(!err.contains("s3cr3t_name"));
     }
@@ -84,13 +94,13 @@ mod tests {
     fn invalid_values_are_not_echoed() {
         let args =
             serde_json::json!({"session_id": "a", "session_key": "b", "timeout": "SECRETVALUE"});
-        let err = decode::<Probe>(obj(args)).unwrap_err();
+        let err = decode_message::<Probe>(obj(args)).unwrap_err();
         assert_eq!(err, "invalid value for field: timeout");
     }
 
     #[test]
     fn decodes_valid_input() {
         let args = serde_json::json!({"session_id": "a", "session_key": "b"});
-        assert_eq!(decode::<Probe>(obj(args)).unwrap().timeout, None);
+        assert_eq!(decode_message::<Probe>(obj(args)).unwrap().timeout, None);
     }
 }

@@ -132,6 +132,9 @@ async fn tools_list_snapshot() {
         std::fs::write(path, &live).unwrap();
     }
     let stored = std::fs::read_to_string(path).expect("snapshot (see this test's doc)");
-    assert!(live == stored, "tools/list changed; review and update {path}");
+    assert!(
+        live == stored,
+        "tools/list changed; review and update {path}"
+    );
     mcp.close().await;
 }

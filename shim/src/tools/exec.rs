@@ -5,7 +5,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sshmcp_proto::exec::{ExecRequest, StreamOutput};
+use sshmcp_proto::exec::{ExecRequest, ExecResult, StreamOutput};
 use sshmcp_proto::limits::DEFAULT_TIMEOUT_SECS;
 use sshmcp_proto::service::{EXEC_DEADLINE_MARGIN, context_with_timeout};
 use sshmcp_proto::session::SessionAuth;
@@ -89,6 +89,19 @@ pub struct ExecOut {
     pub stderr: StreamOut,
 }
 
+impl From<ExecResult> for ExecOut {
+    fn from(r: ExecResult) -> Self {
+        Self {
+            exit_code: r.exit_code,
+            signal: r.signal,
+            duration: r.duration,
+            timed_out: r.timed_out,
+            stdout: r.stdout.into(),
+            stderr: r.stderr.into(),
+        }
+    }
+}
+
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
     /// Run one non-interactive, non-PTY /bin/sh command on the session's host and return its
@@ -102,42 +115,36 @@ impl Shim {
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn exec(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
-        let a = match args::decode::<ExecArgs>(raw) {
-            Ok(a) => a,
-            Err(message) => return answer::invalid_arguments(message),
-        };
-        let timeout = a.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
-        let deadline =
-            Duration::try_from_secs_f64(timeout).unwrap_or(Duration::ZERO) + EXEC_DEADLINE_MARGIN;
-        let req = ExecRequest {
-            auth: SessionAuth {
-                session_id: a.session_id,
-                session_key: a.session_key,
-            },
-            command: a.command,
-            cwd: a.cwd,
-            timeout: a.timeout,
-            spool_output: a.spool_output.unwrap_or(false),
-            local_root: self.local_root_arg(),
-        };
-        // Dropping the call on cancellation makes tarpc cancel it in the daemon, whose
-        // command guard then kills the remote process group.
-        let ctx = context_with_timeout(deadline);
-        let call = self.daemon.call(|c| async move { c.exec(ctx, req).await });
-        let result = tokio::select! {
-            r = call => r,
-            _ = cancel.cancelled() => Err(DaemonError::new(ErrorCode::InternalError, "cancelled")),
-        };
-        match result {
-            Ok(r) => answer::success(ExecOut {
-                exit_code: r.exit_code,
-                signal: r.signal,
-                duration: r.duration,
-                timed_out: r.timed_out,
-                stdout: r.stdout.into(),
-                stderr: r.stderr.into(),
-            }),
-            Err(e) => answer::daemon_failure(e),
-        }
+        answer::respond(
+            async {
+                let a: ExecArgs = args::decode(raw)?;
+                let timeout = a.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+                let deadline = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::ZERO)
+                    + EXEC_DEADLINE_MARGIN;
+                let req = ExecRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    command: a.command,
+                    cwd: a.cwd,
+                    timeout: a.timeout,
+                    spool_output: a.spool_output.unwrap_or(false),
+                    local_root: self.local_root_arg(),
+                };
+                let ctx = context_with_timeout(deadline);
+                // Dropping the call on cancellation makes tarpc cancel it in the daemon, whose
+                // command guard then kills the remote process group.
+                let call = self.daemon.call(|c| async move { c.exec(ctx, req).await });
+                let result = tokio::select! {
+                    r = call => r?,
+                    _ = cancel.cancelled() => {
+                        return Err(DaemonError::new(ErrorCode::InternalError, "cancelled"));
+                    }
+                };
+                Ok(ExecOut::from(result))
+            }
+            .await,
+        )
     }
 }

@@ -1,13 +1,17 @@
 //! The session tools: connect, disconnect, session_list.
 
+use std::time::Duration;
+
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::service::context_with_timeout;
-use sshmcp_proto::session::{ConnectRequest, ConnectTarget, SessionSummary};
-use std::time::Duration;
+use sshmcp_proto::session::{
+    ConnectRequest, ConnectTarget, Connected, Disconnected, SessionSummary,
+};
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -68,11 +72,40 @@ pub struct ConnectOut {
     pub remote: RemoteOut,
 }
 
+impl From<Connected> for ConnectOut {
+    fn from(c: Connected) -> Self {
+        Self {
+            session_id: c.session_id,
+            session_key: c.session_key,
+            target: c.target,
+            server_host: c.server_host,
+            server_port: c.server_port,
+            state: c.state.as_str().to_string(),
+            master_pid: c.master_pid,
+            remote: RemoteOut {
+                uname: c.remote.uname,
+                os_pretty_name: c.remote.os_pretty_name,
+                user: c.remote.user,
+                home: c.remote.home,
+            },
+        }
+    }
+}
+
 #[derive(Serialize, JsonSchema)]
 pub struct DisconnectOut {
     pub session_id: String,
     /// Always `closed`.
     pub state: String,
+}
+
+impl From<Disconnected> for DisconnectOut {
+    fn from(d: Disconnected) -> Self {
+        Self {
+            session_id: d.session_id,
+            state: d.state.as_str().to_string(),
+        }
+    }
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -113,7 +146,8 @@ pub struct SessionListOut {
 }
 
 /// Turns the arguments into a target, naming only fields in any complaint.
-fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, String> {
+fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, DaemonError> {
+    let invalid = |m: &str| Err(DaemonError::invalid_arguments(m));
     let target = match (a.alias, a.host, a.user) {
         (Some(alias), None, None) if a.port.is_none() => ConnectTarget::Alias { alias },
         (None, Some(host), Some(user)) => ConnectTarget::Direct {
@@ -121,10 +155,10 @@ fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, String> {
             user,
             port: a.port,
         },
-        (None, Some(_), None) => return Err("missing required fields: user".into()),
-        (None, None, Some(_)) => return Err("missing required fields: host".into()),
-        (None, None, None) => return Err("give either alias, or host and user".into()),
-        _ => return Err("alias cannot be combined with host, user or port".into()),
+        (None, Some(_), None) => return invalid("missing required fields: user"),
+        (None, None, Some(_)) => return invalid("missing required fields: host"),
+        (None, None, None) => return invalid("give either alias, or host and user"),
+        _ => return invalid("alias cannot be combined with host, user or port"),
     };
     Ok(ConnectRequest {
         target,
@@ -145,36 +179,22 @@ impl Shim {
                     destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn connect(&self, raw: JsonObject) -> CallToolResult {
-        let req = match args::decode::<ConnectArgs>(raw).and_then(connect_request) {
-            Ok(req) => req,
-            Err(message) => return answer::invalid_arguments(message),
-        };
-        // Authentication may wait behind other connects, then for a dialog: a generous bound.
-        let secs = req.connect_timeout.unwrap_or(60.0).clamp(1.0, 3600.0);
-        let deadline = Duration::from_secs_f64(secs) * 2 + Duration::from_secs(60);
-        let ctx = context_with_timeout(deadline);
-        let result = self
-            .daemon
-            .call(|c| async move { c.connect(ctx, req).await })
-            .await;
-        match result {
-            Ok(c) => answer::success(ConnectOut {
-                session_id: c.session_id,
-                session_key: c.session_key,
-                target: c.target,
-                server_host: c.server_host,
-                server_port: c.server_port,
-                state: c.state.as_str().to_string(),
-                master_pid: c.master_pid,
-                remote: RemoteOut {
-                    uname: c.remote.uname,
-                    os_pretty_name: c.remote.os_pretty_name,
-                    user: c.remote.user,
-                    home: c.remote.home,
-                },
-            }),
-            Err(e) => answer::daemon_failure(e),
-        }
+        answer::respond(
+            async {
+                let req = connect_request(args::decode(raw)?)?;
+                // Authentication may wait behind other connects, then for a dialog.
+                let secs = req.connect_timeout.unwrap_or(60.0).clamp(1.0, 3600.0);
+                let ctx = context_with_timeout(
+                    Duration::from_secs_f64(secs) * 2 + Duration::from_secs(60),
+                );
+                let c = self
+                    .daemon
+                    .call(|c| async move { c.connect(ctx, req).await })
+                    .await?;
+                Ok(ConnectOut::from(c))
+            }
+            .await,
+        )
     }
 
     /// Close a session by id (no key needed): cancels its running commands and stops its SSH
@@ -186,22 +206,18 @@ impl Shim {
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn disconnect(&self, raw: JsonObject) -> CallToolResult {
-        let a = match args::decode::<DisconnectArgs>(raw) {
-            Ok(a) => a,
-            Err(message) => return answer::invalid_arguments(message),
-        };
-        let ctx = context_with_timeout(Duration::from_secs(60));
-        match self
-            .daemon
-            .call(|c| async move { c.disconnect(ctx, a.session_id).await })
-            .await
-        {
-            Ok(d) => answer::success(DisconnectOut {
-                session_id: d.session_id,
-                state: d.state.as_str().to_string(),
-            }),
-            Err(e) => answer::daemon_failure(e),
-        }
+        answer::respond(
+            async {
+                let a: DisconnectArgs = args::decode(raw)?;
+                let ctx = context_with_timeout(Duration::from_secs(60));
+                let d = self
+                    .daemon
+                    .call(|c| async move { c.disconnect(ctx, a.session_id).await })
+                    .await?;
+                Ok(DisconnectOut::from(d))
+            }
+            .await,
+        )
     }
 
     /// List every session of the daemon (never keys, never opens SSH): state, target,
@@ -213,19 +229,19 @@ impl Shim {
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     pub async fn session_list(&self, raw: JsonObject) -> CallToolResult {
-        if let Err(message) = args::decode::<NoArgs>(raw) {
-            return answer::invalid_arguments(message);
-        }
-        let ctx = context_with_timeout(Duration::from_secs(10));
-        match self
-            .daemon
-            .call(|c| async move { c.session_list(ctx).await.map(Ok) })
-            .await
-        {
-            Ok(rows) => answer::success(SessionListOut {
-                sessions: rows.into_iter().map(SessionRow::from).collect(),
-            }),
-            Err(e) => answer::daemon_failure(e),
-        }
+        answer::respond(
+            async {
+                args::decode::<NoArgs>(raw)?;
+                let ctx = context_with_timeout(Duration::from_secs(10));
+                let rows = self
+                    .daemon
+                    .call(|c| async move { c.session_list(ctx).await.map(Ok) })
+                    .await?;
+                Ok(SessionListOut {
+                    sessions: rows.into_iter().map(SessionRow::from).collect(),
+                })
+            }
+            .await,
+        )
     }
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
-use crate::{code, connect, connected, exec, remote_until};
+use crate::{code, connect, connected, exec, exec_all, remote_until};
 
 #[tokio::test]
 async fn splits_streams_and_reports_exit_code() {
@@ -134,14 +134,10 @@ async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connecti
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
     let accepted_before = env.sshd.accepted_connections();
-    let mut calls = Vec::new();
-    for i in 0..12 {
-        let args = json!({"session_id": s.0, "session_key": s.1,
-                          "command": format!("sleep 0.5; echo $(id -un) {i}")});
-        calls.push(mcp.start_call("exec", args).await.1);
-    }
-    for (i, rx) in calls.into_iter().enumerate() {
-        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+    let commands: Vec<String> = (0..12)
+        .map(|i| format!("sleep 0.5; echo $(id -un) {i}"))
+        .collect();
+    for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
         assert_eq!(r["ok"], true, "{r}");
         assert_eq!(r["exit_code"], 0, "{r}");
         assert_eq!(r["stdout"]["data"], format!("{} {i}\n", env.sshd.user));
@@ -237,13 +233,8 @@ async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
     let env = TestEnv::with(&SshdOptions { max_sessions: 2 }, &[]);
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
-    let mut calls = Vec::new();
-    for i in 0..8 {
-        let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep 0.2; echo {i}")});
-        calls.push(mcp.start_call("exec", args).await.1);
-    }
-    for (i, rx) in calls.into_iter().enumerate() {
-        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+    let commands: Vec<String> = (0..8).map(|i| format!("sleep 0.2; echo {i}")).collect();
+    for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
         assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
     }
     assert!(

@@ -76,3 +76,19 @@ pub async fn first_session_until(mcp: &McpClient, ready: impl Fn(&Value) -> bool
     }
     false
 }
+
+/// Starts every command at once on one MCP client, then returns their answers in order.
+pub async fn exec_all(mcp: &McpClient, s: &(String, String), commands: &[String]) -> Vec<Value> {
+    let mut pending = Vec::new();
+    for command in commands {
+        let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+        pending.push(mcp.start_call("exec", args).await.1);
+    }
+    let mut answers = Vec::new();
+    for rx in pending {
+        answers.push(sshmcp_tests::mcp::tool_answer(
+            sshmcp_tests::mcp::wait_answer(rx).await,
+        ));
+    }
+    answers
+}

@@ -274,3 +274,34 @@ async fn commands_run_in_sh_whatever_the_login_shell() {
     assert_eq!(r["stdout"]["data"], "a|b c|!$ \"q\" `b`\n", "{r}");
     mcp.close().await;
 }
+
+/// A call that cannot get a channel within its own timeout answers `timed_out` and never runs.
+#[tokio::test]
+async fn a_call_queued_past_its_timeout_times_out_without_running() {
+    let (env, mcp, s) = connected().await;
+    // Beside the temp root, where the remote test user may write.
+    let marker = std::path::PathBuf::from(format!("{}-queued", env.root.path().display()));
+    // Eight long commands hold every channel slot of the session.
+    let mut holders = Vec::new();
+    for _ in 0..8 {
+        let args = json!({"session_id": s.0, "session_key": s.1, "command": "sleep 2"});
+        holders.push(mcp.start_call("exec", args).await.1);
+    }
+    let first_session = |row: &serde_json::Value| row["active_commands"] == 8;
+    assert!(crate::first_session_until(&mcp, first_session).await);
+    let command = format!("touch '{}'", marker.display());
+    let r = exec(&mcp, &s, &command, json!({"timeout": 0.3})).await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert_eq!(r["exit_code"], json!(null));
+    for rx in holders {
+        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+        assert_eq!(r["exit_code"], 0, "{r}");
+    }
+    assert!(!marker.exists(), "the queued command must never run");
+    // The same command with a free channel does run: the check above could have failed.
+    let r = exec(&mcp, &s, &command, json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+    mcp.close().await;
+}

@@ -146,13 +146,11 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
     let mut header = HeaderParser::default();
     let (mut fed, mut out_eof, mut err_eof, mut closed) = (false, false, false, false);
     let mut exit_status = None;
-    let mut cancelled = false;
-    let mut kill: Option<tokio::task::JoinHandle<Option<String>>> = None;
-    let mut kill_signal: Option<String> = None;
-    let mut give_up_at: Option<Instant> = None;
+    let mut stopping: Option<Stopping> = None;
     let mut out_buf = vec![0u8; 64 * 1024];
     let mut err_buf = vec![0u8; 64 * 1024];
     while !(out_eof && err_eof && closed) {
+        let give_up_at = stopping.as_ref().map_or(deadline, |s| s.give_up_at);
         tokio::select! {
             _ = &mut feed, if !fed => fed = true,
             r = stdout.read(&mut out_buf), if !out_eof => match r {
@@ -167,7 +165,11 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
                     Ok(0) | Err(_) => { err_eof = true; header.finish() }
                     Ok(n) => header.feed(&err_buf[..n]).into_owned(),
                 };
-                if let Some(Header::Running { pgid }) = header.header() { guard.pgid = Some(pgid); }
+                if let Some(Header::Running { pgid }) = header.header() {
+                    guard.pgid = Some(pgid);
+                    // A stop asked for before the pid was known is carried out now.
+                    if let Some(stop) = stopping.as_mut() { stop.kill_if_known(&guard); }
+                }
                 stderr_cap.push(&bytes);
                 if let Some(s) = err_spool.as_mut() { s.write(&bytes).map_err(spool_err)?; }
             },
@@ -175,43 +177,36 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
                 Ok(ControlEvent::Exit(status)) => exit_status = Some(status),
                 Ok(ControlEvent::Closed) | Err(_) => closed = true,
             },
-            _ = tokio::time::sleep_until(deadline), if kill.is_none() && !cancelled => {
-                kill = Some(start_kill(&guard));
+            _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
+                stopping = Some(Stopping::begin(StopReason::TimedOut, &guard));
             },
-            _ = spec.cancel.cancelled(), if kill.is_none() && !cancelled => {
-                cancelled = true;
-                kill = Some(start_kill(&guard));
+            _ = spec.cancel.cancelled(), if stopping.is_none() => {
+                stopping = Some(Stopping::begin(StopReason::Cancelled, &guard));
             },
-            r = async { kill.as_mut().expect("guarded").await }, if kill.is_some() && give_up_at.is_none() => {
-                kill_signal = r.ok().flatten();
-                give_up_at = Some(Instant::now() + DRAIN_AFTER_KILL);
+            signal = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
+                if stopping.as_ref().is_some_and(Stopping::killing) => {
+                if let Some(stop) = stopping.as_mut() { stop.killed(signal.ok().flatten()); }
             },
-            _ = tokio::time::sleep_until(give_up_at.unwrap_or(deadline)), if give_up_at.is_some() => break,
+            _ = tokio::time::sleep_until(give_up_at), if stopping.is_some() => break,
         }
-    }
-    // The streams may close before the kill command reports; its answer names the signal,
-    // and waiting for it means the group is gone when we answer.
-    if let (Some(handle), None) = (kill.as_mut(), give_up_at) {
-        kill_signal = tokio::time::timeout(KILL_BUDGET, handle)
-            .await
-            .ok()
-            .and_then(|r| r.ok())
-            .flatten();
     }
     // The command is over (or abandoned after the kill): nothing is left to kill on drop.
     guard.pgid = None;
     let spools = finish_spools(out_spool, err_spool)?;
-    if cancelled {
-        return Err(RunError::Cancelled);
-    }
-    if kill.is_some() {
-        return Ok(timed_out_result(
-            started,
-            kill_signal,
-            stdout_cap,
-            stderr_cap,
-            spools,
-        ));
+    if let Some(mut stop) = stopping {
+        // The streams may close before the kill command reports; its answer names the signal,
+        // and waiting for it means the group is gone when we answer.
+        stop.finish_kill().await;
+        return match stop.reason {
+            StopReason::Cancelled => Err(RunError::Cancelled),
+            StopReason::TimedOut => Ok(timed_out_result(
+                started,
+                stop.signal,
+                stdout_cap,
+                stderr_cap,
+                spools,
+            )),
+        };
     }
     if header.header() == Some(Header::NoCwd) {
         return Err(RunError::NoCwd);
@@ -235,17 +230,65 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
     })
 }
 
-/// Starts terminating the command's process group. Before the wrapper reported its pid
-/// nothing of the command runs yet, so there is nothing to kill.
-fn start_kill(guard: &KillOnDrop) -> tokio::task::JoinHandle<Option<String>> {
-    let control_path = guard.control_path.clone();
-    let pgid = guard.pgid;
-    tokio::spawn(async move {
-        match pgid {
-            Some(pgid) => kill_group(&control_path, pgid).await,
-            None => None,
+/// Why a command is being stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    TimedOut,
+    Cancelled,
+}
+
+/// A stop in progress: the kill command (once the process group is known), its result, and
+/// how long we still wait for the streams to close.
+struct Stopping {
+    reason: StopReason,
+    kill: Option<tokio::task::JoinHandle<Option<String>>>,
+    kill_done: bool,
+    signal: Option<String>,
+    give_up_at: Instant,
+}
+
+impl Stopping {
+    fn begin(reason: StopReason, guard: &KillOnDrop) -> Self {
+        let mut stop = Self {
+            reason,
+            kill: None,
+            kill_done: false,
+            signal: None,
+            give_up_at: Instant::now() + KILL_BUDGET + DRAIN_AFTER_KILL,
+        };
+        stop.kill_if_known(guard);
+        stop
+    }
+
+    /// Starts the kill command once the wrapper has reported its process group.
+    fn kill_if_known(&mut self, guard: &KillOnDrop) {
+        if let (None, Some(pgid)) = (&self.kill, guard.pgid) {
+            let control_path = guard.control_path.clone();
+            self.kill = Some(tokio::spawn(async move {
+                kill_group(&control_path, pgid).await
+            }));
         }
-    })
+    }
+
+    fn killing(&self) -> bool {
+        self.kill.is_some() && !self.kill_done
+    }
+
+    fn killed(&mut self, signal: Option<String>) {
+        self.kill_done = true;
+        self.signal = signal;
+        self.give_up_at = self.give_up_at.min(Instant::now() + DRAIN_AFTER_KILL);
+    }
+
+    async fn finish_kill(&mut self) {
+        if let (Some(handle), false) = (self.kill.as_mut(), self.kill_done) {
+            let signal = tokio::time::timeout(KILL_BUDGET, handle)
+                .await
+                .ok()
+                .and_then(|r| r.ok());
+            self.killed(signal.flatten());
+        }
+    }
 }
 
 fn spool_err(e: std::io::Error) -> RunError {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what sshmcp's demo and tests need on Debian/Ubuntu: OpenSSH server and client,
-# rsync and sudo. As root it installs them with apt; otherwise it prints the command to run.
+# rsync, sudo and iproute2 (network namespaces for the link-loss test). As root it installs
+# them with apt; otherwise it prints the command to run.
 set -euo pipefail
 
 missing=()
@@ -9,6 +10,7 @@ command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v sudo >/dev/null 2>&1 || missing+=(sudo)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 
 if [ ${#missing[@]} -gt 0 ]; then
   pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')

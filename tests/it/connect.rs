@@ -333,3 +333,30 @@ async fn starting_sessions_own_their_server_count_and_authenticate_one_at_a_time
     drop((silent_a, silent_b));
     mcp.close().await;
 }
+
+/// A link that goes down makes the session `lost` once the master's keepalives give up (here
+/// the configuration asks for 1 s × 2; the daemon adds 15 s × 3 when it asks for none).
+/// Needs root for the network namespaces.
+#[tokio::test]
+async fn a_dead_link_makes_the_session_lost() {
+    let env = TestEnv::across_network(&[]);
+    env.sshd.add_host_block(&format!(
+        "Host netbed\n  HostName {}\n  Port {}\n  User {}\n  ServerAliveInterval 1\n  ServerAliveCountMax 2",
+        env.sshd.addr, env.sshd.port, env.sshd.user
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "netbed"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let s = (
+        r["session_id"].as_str().unwrap().to_string(),
+        r["session_key"].as_str().unwrap().to_string(),
+    );
+    let r = exec(&mcp, &s, "echo across", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "across\n");
+    env.netns.as_ref().unwrap().set_link(false);
+    let lost = first_session_until(&mcp, |row| row["state"] == "lost").await;
+    assert!(lost, "the session never became lost");
+    let r = exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(code(&r), "connection_lost");
+    mcp.close().await;
+}

@@ -130,7 +130,13 @@ async fn mcp_cancellation_kills_the_remote_command() {
 
 #[tokio::test]
 async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connection() {
-    let env = TestEnv::with(&SshdOptions { max_sessions: 10 }, &[]);
+    let env = TestEnv::with(
+        &SshdOptions {
+            max_sessions: 10,
+            ..SshdOptions::default()
+        },
+        &[],
+    );
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
     let accepted_before = env.sshd.accepted_connections();
@@ -230,7 +236,13 @@ async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
 
 #[tokio::test]
 async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
-    let env = TestEnv::with(&SshdOptions { max_sessions: 2 }, &[]);
+    let env = TestEnv::with(
+        &SshdOptions {
+            max_sessions: 2,
+            ..SshdOptions::default()
+        },
+        &[],
+    );
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
     let commands: Vec<String> = (0..8).map(|i| format!("sleep 0.2; echo {i}")).collect();

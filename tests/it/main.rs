@@ -50,29 +50,34 @@ pub async fn connected() -> (TestEnv, McpClient, (String, String)) {
     (env, mcp, session)
 }
 
-/// Polls the remote host with `probe` until it prints `expected` (a remote process has no
-/// event to wait on). Each try is one exec round trip; gives up after 200.
+/// Polls the remote host with `probe` until it prints `expected`, for up to 15 s (a remote
+/// process has no event to wait on).
 pub async fn remote_until(
     mcp: &McpClient,
     s: &(String, String),
     probe: &str,
     expected: &str,
 ) -> bool {
-    for _ in 0..200 {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::time::Instant::now() < give_up {
         if exec(mcp, s, probe, json!({})).await["stdout"]["data"] == expected {
             return true;
         }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     false
 }
 
-/// Polls `session_list` until `ready` holds for its first session; gives up after 500 tries.
+/// Polls `session_list` until `ready` holds for its first session, for up to 15 s (the daemon
+/// pushes no events to MCP clients, and a link loss takes seconds to notice).
 pub async fn first_session_until(mcp: &McpClient, ready: impl Fn(&Value) -> bool) -> bool {
-    for _ in 0..500 {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::time::Instant::now() < give_up {
         let list = mcp.call("session_list", json!({})).await;
         if ready(&list["sessions"][0]) {
             return true;
         }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     false
 }

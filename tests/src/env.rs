@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use crate::bins;
 use crate::mcp::McpClient;
+use crate::netns::NetnsPair;
 use crate::sshd::{Sshd, SshdOptions};
 
 pub struct TestEnv {
@@ -20,11 +21,27 @@ pub struct TestEnv {
     extra: Vec<(String, String)>,
     /// Every session key an MCP client of this world received; none may reach a file.
     issued_keys: crate::mcp::IssuedKeys,
+    /// When set, sshd runs in the server namespace and the shim (so the daemon and its
+    /// masters) in the client namespace. Declared last: dropped after sshd is stopped.
+    pub netns: Option<NetnsPair>,
 }
 
 impl TestEnv {
     pub fn new() -> Self {
         Self::with(&SshdOptions::default(), &[])
+    }
+
+    /// A world split by a network link: sshd in one namespace, the shim, daemon and masters
+    /// in another, joined by a veth pair the test can take down. Root only.
+    pub fn across_network(extra: &[(&str, &str)]) -> Self {
+        let pair = NetnsPair::create();
+        let opts = SshdOptions {
+            netns: Some(pair.server_ns.clone()),
+            ..SshdOptions::default()
+        };
+        let mut env = Self::with(&opts, extra);
+        env.netns = Some(pair);
+        env
     }
 
     /// A world whose sshd has `opts` and whose binaries get `extra` environment variables.
@@ -50,6 +67,7 @@ impl TestEnv {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             issued_keys: Default::default(),
+            netns: None,
         }
     }
 
@@ -90,8 +108,13 @@ impl TestEnv {
 
     /// Starts `sshmcp-mcp` and completes the MCP handshake.
     pub async fn mcp(&self) -> McpClient {
+        let mut argv = match &self.netns {
+            Some(pair) => NetnsPair::exec_in(&pair.client_ns),
+            None => Vec::new(),
+        };
+        argv.push(bins::path("sshmcp-mcp").display().to_string());
         McpClient::start(
-            &bins::path("sshmcp-mcp"),
+            &argv,
             &self.env_vars(),
             &self.logs_dir(),
             self.issued_keys.clone(),

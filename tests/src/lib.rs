@@ -5,6 +5,7 @@
 pub mod bins;
 pub mod env;
 pub mod mcp;
+pub mod netns;
 pub mod sshd;
 pub mod users;
 

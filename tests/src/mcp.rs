@@ -33,8 +33,9 @@ pub struct McpClient {
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl McpClient {
+    /// Starts `argv` (the shim, possibly behind a wrapper such as `ip netns exec`).
     pub async fn start(
-        bin: &Path,
+        argv: &[String],
         env: &[(String, String)],
         log_dir: &Path,
         keys: IssuedKeys,
@@ -48,7 +49,8 @@ impl McpClient {
             .append(true)
             .open(stderr_log)
             .unwrap();
-        let mut child = Command::new(bin)
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())

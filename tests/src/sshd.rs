@@ -1,5 +1,6 @@
-//! A throwaway OpenSSH server on 127.0.0.1: its own host key, client key, known_hosts and an
-//! ssh_config with aliases, all inside one temp directory, stopped on drop.
+//! A throwaway OpenSSH server on 127.0.0.1 (or inside a network namespace of the test's): its
+//! own host key, client key, known_hosts and an ssh_config with aliases, all inside one temp
+//! directory, stopped on drop.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -15,16 +16,23 @@ const SSHD: &str = "/usr/sbin/sshd";
 pub struct SshdOptions {
     /// sshd's MaxSessions (channels per connection); OpenSSH's default is 10.
     pub max_sessions: u32,
+    /// Run sshd inside this network namespace, listening on `netns::SERVER_ADDR`.
+    pub netns: Option<String>,
 }
 
 impl Default for SshdOptions {
     fn default() -> Self {
-        Self { max_sessions: 10 }
+        Self {
+            max_sessions: 10,
+            netns: None,
+        }
     }
 }
 
 pub struct Sshd {
     pub dir: PathBuf,
+    /// Where it listens: 127.0.0.1, or the server address of its network namespace.
+    pub addr: String,
     pub port: u16,
     /// The remote login user of the `testbed` alias.
     pub user: String,
@@ -57,23 +65,33 @@ impl Sshd {
         std::fs::copy(client_key.with_extension("pub"), &authorized).expect("authorized_keys");
         std::fs::set_permissions(&authorized, std::fs::Permissions::from_mode(0o644)).unwrap();
         let log = dir.join("sshd.log");
+        let addr = match &opts.netns {
+            Some(_) => crate::netns::SERVER_ADDR.to_string(),
+            None => "127.0.0.1".to_string(),
+        };
         for _attempt in 0..5 {
-            let port = free_port();
+            // A fresh namespace has every port free.
+            let port = if opts.netns.is_some() {
+                2222
+            } else {
+                free_port()
+            };
             let config = dir.join("sshd_config");
-            std::fs::write(&config, sshd_config(dir, port, opts)).expect("sshd_config");
-            if let Some(child) = spawn_until_listening(&config, &log) {
+            std::fs::write(&config, sshd_config(dir, &addr, port, opts)).expect("sshd_config");
+            if let Some(child) = spawn_until_listening(&config, &log, opts.netns.as_deref()) {
                 let known_hosts = dir.join("known_hosts");
                 let host_pub = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
                 let host_pub: Vec<&str> = host_pub.split_whitespace().take(2).collect();
                 let line = host_pub.join(" ");
                 std::fs::write(
                     &known_hosts,
-                    format!("[127.0.0.1]:{port} {line}\n[localhost]:{port} {line}\n"),
+                    format!("[{addr}]:{port} {line}\n[localhost]:{port} {line}\n"),
                 )
                 .unwrap();
                 let ssh_config = dir.join("ssh_config");
                 let sshd = Self {
                     dir: dir.into(),
+                    addr,
                     port,
                     user,
                     client_key,
@@ -96,9 +114,10 @@ impl Sshd {
     /// of this server shares (key, known_hosts, batch mode).
     fn client_config(&self) -> String {
         format!(
-            "Host testbed\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n\n\
+            "Host testbed\n  HostName {addr}\n  Port {port}\n  User {user}\n\n\
              Host * !locked\n  IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  \
              StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
+            addr = self.addr,
             port = self.port,
             user = self.user,
             key = self.client_key.display(),
@@ -170,9 +189,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn sshd_config(dir: &Path, port: u16, opts: &SshdOptions) -> String {
+fn sshd_config(dir: &Path, addr: &str, port: u16, opts: &SshdOptions) -> String {
     format!(
-        "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
+        "Port {port}\nListenAddress {addr}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
          AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
@@ -184,8 +203,13 @@ fn sshd_config(dir: &Path, port: u16, opts: &SshdOptions) -> String {
 
 /// Spawns sshd and waits for its "Server listening" line; copies its log to `log` from then
 /// on. None when it exited first (typically: the port was taken meanwhile).
-fn spawn_until_listening(config: &Path, log: &Path) -> Option<Child> {
-    let mut child = Command::new(SSHD)
+fn spawn_until_listening(config: &Path, log: &Path, netns: Option<&str>) -> Option<Child> {
+    let mut argv: Vec<String> = netns
+        .map(crate::netns::NetnsPair::exec_in)
+        .unwrap_or_default();
+    argv.push(SSHD.into());
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
         .args(["-D", "-e", "-f"])
         .arg(config)
         .stdin(Stdio::null())

@@ -26,6 +26,10 @@ fn main() -> ExitCode {
 
 fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
     let settings = Settings::load(flags).map_err(anyhow::Error::msg)?;
+    settings
+        .runtime
+        .check_length()
+        .map_err(anyhow::Error::msg)?;
     settings.runtime.ensure().context("runtime directory")?;
     // The lock comes before the runtime and the log: a losing duplicate touches nothing.
     let pidfile = match lifecycle::claim_instance(settings.runtime.pidfile())? {

@@ -57,19 +57,18 @@ pub async fn connect_or_start(
     paths: &RuntimePaths,
     program: &Path,
 ) -> Result<Connection, ClientError> {
-    paths.ensure().map_err(|source| ClientError::RuntimeDir {
+    let runtime_dir_error = |source| ClientError::RuntimeDir {
         dir: paths.dir.clone(),
         source,
-    })?;
+    };
+    paths
+        .check_length()
+        .map_err(|reason| runtime_dir_error(io::Error::other(reason)))?;
+    paths.ensure().map_err(runtime_dir_error)?;
     if let Some(conn) = connect_existing(paths).await? {
         return Ok(conn);
     }
-    let _guard = StartLock::acquire(paths)
-        .await
-        .map_err(|source| ClientError::RuntimeDir {
-            dir: paths.dir.clone(),
-            source,
-        })?;
+    let _guard = StartLock::acquire(paths).await.map_err(runtime_dir_error)?;
     if let Some(conn) = connect_existing(paths).await? {
         return Ok(conn);
     }

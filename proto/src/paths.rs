@@ -5,6 +5,9 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// The longest path a Unix socket can be bound to (`sun_path` is 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
 /// The per-user runtime directory and the files in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimePaths {
@@ -21,17 +24,34 @@ impl RuntimePaths {
     /// Like [`from_env`](Self::from_env) with an explicit override taking the place of the
     /// environment variable.
     pub fn resolve(explicit: Option<PathBuf>) -> Self {
+        let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+        Self::choose(explicit, xdg, nix::unistd::getuid().as_raw())
+    }
+
+    /// The choice itself: explicit, else `$XDG_RUNTIME_DIR/sshmcp`, else `/tmp/sshmcp-$UID`.
+    fn choose(explicit: Option<PathBuf>, xdg_runtime_dir: Option<PathBuf>, uid: u32) -> Self {
+        let set = |p: &PathBuf| !p.as_os_str().is_empty();
         let dir = explicit
-            .filter(|p| !p.as_os_str().is_empty())
-            .or_else(|| {
-                std::env::var_os("XDG_RUNTIME_DIR")
-                    .filter(|v| !v.is_empty())
-                    .map(|v| PathBuf::from(v).join("sshmcp"))
-            })
-            .unwrap_or_else(|| {
-                PathBuf::from(format!("/tmp/sshmcp-{}", nix::unistd::getuid().as_raw()))
-            });
+            .filter(set)
+            .or_else(|| xdg_runtime_dir.filter(set).map(|d| d.join("sshmcp")))
+            .unwrap_or_else(|| PathBuf::from(format!("/tmp/sshmcp-{uid}")));
         Self { dir }
+    }
+
+    /// Unix socket paths are limited to 107 bytes; OpenSSH creates each master's socket
+    /// under a temporary name 17 bytes longer than the final one. Refuses a runtime directory
+    /// too long for either.
+    pub fn check_length(&self) -> Result<(), String> {
+        // `<dir>/m/<11-byte session id>.<16 random characters>`
+        let longest = self.masters_dir().join("s0123456789").as_os_str().len() + 17;
+        if longest > MAX_SOCKET_PATH {
+            return Err(format!(
+                "the runtime directory {} is too long for Unix sockets: at most {} bytes",
+                self.dir.display(),
+                self.dir.as_os_str().len() - (longest - MAX_SOCKET_PATH)
+            ));
+        }
+        Ok(())
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -127,9 +147,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn explicit_dir_wins() {
-        let p = RuntimePaths::resolve(Some("/x/y".into()));
+    fn runtime_dir_choice() {
+        let xdg = Some(PathBuf::from("/run/user/7"));
+        let p = RuntimePaths::choose(Some("/x/y".into()), xdg.clone(), 7);
         assert_eq!(p.socket(), PathBuf::from("/x/y/sshmcpd.sock"));
+        assert_eq!(
+            RuntimePaths::choose(None, xdg, 7).dir,
+            PathBuf::from("/run/user/7/sshmcp")
+        );
+        assert_eq!(
+            RuntimePaths::choose(None, None, 7).dir,
+            PathBuf::from("/tmp/sshmcp-7")
+        );
+        let empty = Some(PathBuf::new());
+        assert_eq!(
+            RuntimePaths::choose(empty.clone(), empty, 7).dir,
+            PathBuf::from("/tmp/sshmcp-7")
+        );
+    }
+
+    #[test]
+    fn runtime_dir_length_edge() {
+        // "/m/s0123456789" is 14 bytes and OpenSSH adds 17: a 76-byte directory is the longest.
+        let fits = RuntimePaths {
+            dir: PathBuf::from(format!("/{}", "a".repeat(75))),
+        };
+        assert!(fits.check_length().is_ok());
+        let over = RuntimePaths {
+            dir: PathBuf::from(format!("/{}", "a".repeat(76))),
+        };
+        let err = over.check_length().unwrap_err();
+        assert!(err.contains("at most 76 bytes"), "{err}");
     }
 
     #[test]

@@ -166,3 +166,24 @@ async fn clients_of_another_uid_are_refused() {
     assert!(env.cli(&["daemon", "status"]).status.success());
     mcp.close().await;
 }
+
+#[tokio::test]
+async fn a_runtime_dir_too_long_for_unix_sockets_is_refused_clearly() {
+    let long = format!("/tmp/{}", "d".repeat(90));
+    let env = TestEnv::with(
+        &sshmcp_tests::SshdOptions::default(),
+        &[("SSHMCP_RUNTIME_DIR", &long)],
+    );
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["error"]["code"], "daemon_unavailable");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too long for Unix sockets"),
+        "{r}"
+    );
+    assert!(!std::path::Path::new(&long).exists(), "nothing is created");
+    mcp.close().await;
+}

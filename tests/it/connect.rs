@@ -360,3 +360,30 @@ async fn a_dead_link_makes_the_session_lost() {
     assert_eq!(code(&r), "connection_lost");
     mcp.close().await;
 }
+
+/// An agent that dies while its connect is authenticating leaves no half-made session behind
+/// to block the server.
+#[tokio::test]
+async fn an_abandoned_connect_leaves_nothing_behind() {
+    let env = TestEnv::new();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let args =
+        json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 60});
+    let first = env.mcp().await;
+    let (_, _pending) = first.start_call("connect", args.clone()).await;
+    let watcher = env.mcp().await;
+    assert!(first_session_until(&watcher, |row| row["state"] == "starting").await);
+    first.kill().await;
+    assert!(
+        first_session_until(&watcher, |row| row.is_null()).await,
+        "the abandoned session must go away"
+    );
+    // The server is free again (this connect then times out by itself, quickly).
+    let mut retry = args;
+    retry["connect_timeout"] = json!(1);
+    let r = watcher.call("connect", retry).await;
+    assert_eq!(r["error"]["message"], "the connection timed out", "{r}");
+    drop(silent);
+    watcher.close().await;
+}

@@ -91,31 +91,31 @@ impl Registry {
             .await
             .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
         let (session, session_key) = self.reserve(&req.target, &resolved)?;
-        let result = self
+        // Undoes the reservation unless connect completes, also when the caller goes away
+        // mid-way and this future is dropped: a half-made session must not own its server.
+        let _reservation = Reservation {
+            registry: self.clone(),
+            session: session.clone(),
+        };
+        let (master_pid, remote) = self
             .authenticate(&session, &req.target, resolved.has_keepalive, timeout)
-            .await;
-        match result {
-            Ok((master_pid, remote)) => {
-                tracing::info!(session = %session.id, target = %session.target, master_pid, "session ready");
-                self.spawn_watcher(&session);
-                self.persist();
-                Ok(Connected {
-                    session_id: session.id.clone(),
-                    session_key,
-                    target: session.target.clone(),
-                    server_host: session.server_host.clone(),
-                    server_port: session.server_port,
-                    state: SessionState::Ready,
-                    master_pid,
-                    remote,
-                })
-            }
-            Err(e) => {
+            .await
+            .inspect_err(|e| {
                 tracing::info!(session = %session.id, code = %e.code, "connect failed: {}", e.message);
-                self.sessions().remove(&session.id);
-                Err(e)
-            }
-        }
+            })?;
+        tracing::info!(session = %session.id, target = %session.target, master_pid, "session ready");
+        self.spawn_watcher(&session);
+        self.persist();
+        Ok(Connected {
+            session_id: session.id.clone(),
+            session_key,
+            target: session.target.clone(),
+            server_host: session.server_host.clone(),
+            server_port: session.server_port,
+            state: SessionState::Ready,
+            master_pid,
+            remote,
+        })
     }
 
     /// Claims the server identity and a session slot, or says who holds it.
@@ -313,6 +313,30 @@ impl Registry {
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         if let Err(e) = record::write(&self.settings.record_file(), &sessions) {
             tracing::warn!("cannot write the session record: {e}");
+        }
+    }
+}
+
+/// A session reserved by a connect in progress. Dropped while the session is still
+/// `starting` (the connect failed, or its caller went away and the connect was dropped), it
+/// forgets the session and stops any master the attempt left behind. A session that became
+/// `ready`, or that `disconnect` took over, is left alone.
+struct Reservation {
+    registry: Arc<Registry>,
+    session: Arc<Session>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let session = &self.session;
+        if session.state() != SessionState::Starting {
+            return;
+        }
+        session.cancel.cancel();
+        self.registry.sessions().remove(&session.id);
+        let control_path = session.control_path.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { master::stop(&control_path, None).await });
         }
     }
 }

@@ -387,3 +387,26 @@ async fn an_abandoned_connect_leaves_nothing_behind() {
     drop(silent);
     watcher.close().await;
 }
+
+/// A disconnect whose caller dies half-way still finishes: the session must not stay
+/// `closing` forever. (The command ignores TERM, so closing takes a second.)
+#[tokio::test]
+async fn an_abandoned_disconnect_still_finishes() {
+    let (env, runner, s) = connected().await;
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": "trap '' TERM; sleep 30", "timeout": 120});
+    let (_, _running) = runner.start_call("exec", args).await;
+    assert!(first_session_until(&runner, |row| row["active_commands"] == 1).await);
+    let closer = env.mcp().await;
+    let (_, _pending) = closer
+        .start_call("disconnect", json!({"session_id": s.0}))
+        .await;
+    assert!(first_session_until(&runner, |row| row["state"] == "closing").await);
+    closer.kill().await;
+    assert!(
+        first_session_until(&runner, |row| row.is_null()).await,
+        "the session must finish closing"
+    );
+    connect(&runner).await;
+    runner.close().await;
+}

@@ -276,8 +276,13 @@ impl Registry {
         });
     }
 
-    /// Closes a session in any state: cancels its work, stops its master, forgets it.
-    pub async fn disconnect(&self, session_id: &str) -> Result<Disconnected, DaemonError> {
+    /// Closes a session in any state: cancels its work, stops its master, forgets it. The
+    /// closing runs as its own task, so it completes even if the caller goes away meanwhile
+    /// (a session stuck in `closing` could never be closed again).
+    pub async fn disconnect(
+        self: &Arc<Self>,
+        session_id: &str,
+    ) -> Result<Disconnected, DaemonError> {
         let session = self.find(session_id)?;
         let previous = session.begin_closing();
         if previous == SessionState::Closing {
@@ -286,23 +291,29 @@ impl Registry {
                 "the session is already being closed",
             ));
         }
-        session.cancel.cancel();
-        let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
-        if previous != SessionState::Starting {
-            master::stop(&session.control_path, session.master_pid()).await;
-        }
-        session.slots.close();
-        self.sessions().remove(session_id);
-        self.persist();
-        tracing::info!(session = %session_id, "session closed");
+        let registry = self.clone();
+        tokio::spawn(async move { registry.finish_closing(&session).await })
+            .await
+            .map_err(|e| DaemonError::internal(format!("closing the session failed: {e}")))?;
         Ok(Disconnected {
             session_id: session_id.to_string(),
             state: SessionState::Closed,
         })
     }
 
+    async fn finish_closing(&self, session: &Session) {
+        session.cancel.cancel();
+        let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
+        // Also for a session still starting: its master may have come up meanwhile.
+        master::stop(&session.control_path, session.master_pid()).await;
+        session.slots.close();
+        self.sessions().remove(&session.id);
+        self.persist();
+        tracing::info!(session = %session.id, "session closed");
+    }
+
     /// Refuses new sessions and closes every existing one (daemon stop).
-    pub async fn close_all(&self) {
+    pub async fn close_all(self: &Arc<Self>) {
         self.closing.store(true, Ordering::SeqCst);
         let ids: Vec<String> = self.sessions().keys().cloned().collect();
         let closes = ids.iter().map(|id| self.disconnect(id));

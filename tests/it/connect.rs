@@ -95,6 +95,27 @@ async fn failures_have_concise_classes_and_never_raw_stderr() {
             .contains("host key is not known"),
         "{r}"
     );
+    // A known_hosts entry with another key for this server: a changed host key.
+    let wrong_kh = env.root.path().join("wrong_known_hosts");
+    let other_key = std::fs::read_to_string(env.sshd.client_key.with_extension("pub")).unwrap();
+    let other_key: Vec<&str> = other_key.split_whitespace().take(2).collect();
+    std::fs::write(
+        &wrong_kh,
+        format!("[localhost]:{} {}\n", env.sshd.port, other_key.join(" ")),
+    )
+    .unwrap();
+    env.sshd.add_host_block(&format!(
+        "Host changedkey\n  HostName localhost\n  Port {}\n  User {}\n  UserKnownHostsFile {}",
+        env.sshd.port,
+        env.sshd.user,
+        wrong_kh.display()
+    ));
+    let r = mcp.call("connect", json!({"alias": "changedkey"})).await;
+    assert_eq!(code(&r), "connection_start_failed");
+    assert_eq!(
+        r["error"]["message"],
+        "the server's host key has changed; check the server, then fix known_hosts"
+    );
     let r = mcp
         .call(
             "connect",

@@ -96,10 +96,10 @@ impl ReadyReport {
     }
 }
 
-/// Creates the daemon's directories with private modes.
+/// Creates the daemon's remaining directories with private modes (`main` already made the
+/// runtime and state directories, before logging started).
 fn prepare_dirs(settings: &Settings) -> io::Result<()> {
     sshmcp_proto::paths::ensure_private_dir(&settings.runtime.masters_dir())?;
-    sshmcp_proto::paths::ensure_private_dir(&settings.state_dir)?;
     sshmcp_proto::paths::ensure_private_dir(&settings.masters_log_dir())?;
     Ok(())
 }

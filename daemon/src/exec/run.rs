@@ -56,14 +56,18 @@ struct KillOnDrop {
     pgid: Option<u32>,
 }
 
+impl KillOnDrop {
+    /// Starts terminating the command's process group, if the wrapper has reported it.
+    fn spawn_kill(&self) -> Option<tokio::task::JoinHandle<Option<String>>> {
+        let (pgid, control_path) = (self.pgid?, self.control_path.clone());
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        Some(rt.spawn(async move { kill_group(&control_path, pgid).await }))
+    }
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if let (Some(pgid), Ok(rt)) = (self.pgid, tokio::runtime::Handle::try_current()) {
-            let control_path = std::mem::take(&mut self.control_path);
-            rt.spawn(async move {
-                kill_group(&control_path, pgid).await;
-            });
-        }
+        self.spawn_kill();
     }
 }
 
@@ -262,11 +266,8 @@ impl Stopping {
 
     /// Starts the kill command once the wrapper has reported its process group.
     fn kill_if_known(&mut self, guard: &KillOnDrop) {
-        if let (None, Some(pgid)) = (&self.kill, guard.pgid) {
-            let control_path = guard.control_path.clone();
-            self.kill = Some(tokio::spawn(async move {
-                kill_group(&control_path, pgid).await
-            }));
+        if self.kill.is_none() {
+            self.kill = guard.spawn_kill();
         }
     }
 

@@ -82,20 +82,21 @@ impl HeaderParser {
         self.pending.extend_from_slice(bytes);
         let Some(newline) = self.pending.iter().position(|b| *b == b'\n') else {
             if self.pending.len() > MAX_HEADER {
-                return self.give_up().into();
+                return self.finish().into();
             }
             return Vec::new().into();
         };
         self.header = parse_header(&self.pending[..newline]);
         if self.header.is_none() {
-            return self.give_up().into();
+            return self.finish().into();
         }
         self.done = true;
         self.pending.drain(..=newline);
         std::mem::take(&mut self.pending).into()
     }
 
-    /// Bytes held back at the end of the stream (an incomplete header is user output).
+    /// Stops looking for a header and returns the bytes held back: at the end of the
+    /// stream, or when they turned out not to be a header, they are the command's output.
     pub fn finish(&mut self) -> Vec<u8> {
         self.done = true;
         std::mem::take(&mut self.pending)
@@ -103,11 +104,6 @@ impl HeaderParser {
 
     pub fn header(&self) -> Option<Header> {
         self.header
-    }
-
-    fn give_up(&mut self) -> Vec<u8> {
-        self.done = true;
-        std::mem::take(&mut self.pending)
     }
 }
 

@@ -121,11 +121,7 @@ pub async fn open_session(control_path: &Path, command: &str) -> Result<MuxSessi
 
 /// Asks the master for its pid: a cheap (~0.1 ms) proof that it is alive.
 pub async fn alive_check(control_path: &Path) -> Result<u32, MuxError> {
-    let (mut control, mut packets) = request(control_path, wire::C_ALIVE_CHECK).await?;
-    match read_reply(&mut control, &mut packets).await? {
-        Reply::Alive { pid, .. } => Ok(pid),
-        other => Err(MuxError::Protocol(format!("{other:?}"))),
-    }
+    alive_connection(control_path).await.map(|(_, pid)| pid)
 }
 
 /// Asks the master to exit, closing its connection to the server.
@@ -140,15 +136,20 @@ pub async fn terminate(control_path: &Path) -> Result<(), MuxError> {
 
 /// Holds an idle control connection open and returns when the master closes it, which it only
 /// does when it exits: the event that turns a session `lost`, with no polling.
-pub async fn watch_until_closed(control_path: &Path) -> Result<u32, MuxError> {
-    let (mut control, mut packets) = request(control_path, wire::C_ALIVE_CHECK).await?;
-    let pid = match read_reply(&mut control, &mut packets).await? {
-        Reply::Alive { pid, .. } => pid,
-        other => return Err(MuxError::Protocol(format!("{other:?}"))),
-    };
+pub async fn watch_until_closed(control_path: &Path) -> Result<(), MuxError> {
+    let (mut control, _pid) = alive_connection(control_path).await?;
     let mut buf = [0u8; 256];
     while control.read(&mut buf).await? > 0 {}
-    Ok(pid)
+    Ok(())
+}
+
+/// A control connection that has just answered an ALIVE_CHECK, and the master's pid.
+async fn alive_connection(control_path: &Path) -> Result<(UnixStream, u32), MuxError> {
+    let (mut control, mut packets) = request(control_path, wire::C_ALIVE_CHECK).await?;
+    match read_reply(&mut control, &mut packets).await? {
+        Reply::Alive { pid, .. } => Ok((control, pid)),
+        other => Err(MuxError::Protocol(format!("{other:?}"))),
+    }
 }
 
 async fn request(control_path: &Path, kind: u32) -> Result<(UnixStream, PacketBuffer), MuxError> {

@@ -28,15 +28,6 @@ fn summary(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[tokio::main]
 async fn main() {
     let env = TestEnv::new();
@@ -44,7 +35,7 @@ async fn main() {
     let r = mcp.call("session_list", json!({})).await;
     assert_eq!(r["ok"], true);
     let pid = env.daemon_pid().unwrap();
-    let idle_empty = rss_kib(pid);
+    let idle_empty = sshmcp_tests::process::status_kib(pid, "VmRSS");
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let (id, key) = (
         r["session_id"].as_str().unwrap(),
@@ -80,7 +71,7 @@ async fn main() {
             ssh_samples.push(elapsed);
         }
     }
-    let idle_session = rss_kib(pid);
+    let idle_session = sshmcp_tests::process::status_kib(pid, "VmRSS");
 
     println!("| path | runs | median ms | p90 ms | p99 ms |");
     println!("|---|---|---|---|---|");

@@ -64,7 +64,7 @@ async fn status_and_stop_close_every_master() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        sshmcp_tests::env::process_gone(master as u32),
+        sshmcp_tests::process::gone(master as u32),
         "daemon stop must close the master"
     );
     assert!(!env.runtime_dir.join("sshmcpd.sock").exists());

@@ -2,6 +2,7 @@
 //! disconnect, lost masters, sharing between shims.
 
 use serde_json::json;
+use sshmcp_tests::process::count_matching;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::{code, connect, connected, exec, first_session_until};
@@ -30,7 +31,7 @@ async fn one_session_per_server_identity() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
     let (id, _key) = connect(&mcp).await;
-    // The same HostName and Port through a direct pair, with another case: the same server.
+    // The same HostName and Port through a direct pair instead of the alias: the same server.
     let direct = json!({"host": "127.0.0.1", "user": env.sshd.user, "port": env.sshd.port});
     let r = mcp.call("connect", direct).await;
     assert_eq!(code(&r), "already_connected");
@@ -185,7 +186,7 @@ async fn disconnect_cancels_running_commands() {
     assert!(running, "the command never started");
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["state"], "closed");
-    let answer = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+    let answer = sshmcp_tests::mcp::answer(rx).await;
     assert_eq!(code(&answer), "session_closed");
     mcp.close().await;
 }
@@ -195,10 +196,7 @@ async fn a_killed_master_makes_the_session_lost() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
-    let s = (
-        r["session_id"].as_str().unwrap().to_string(),
-        r["session_key"].as_str().unwrap().to_string(),
-    );
+    let s = sshmcp_tests::mcp::session_of(&r);
     let pid = r["master_pid"].as_i64().unwrap() as i32;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
@@ -263,9 +261,7 @@ async fn a_session_outlives_the_shim_that_opened_it() {
 #[tokio::test]
 async fn a_silent_server_times_out_within_connect_timeout() {
     let env = TestEnv::new();
-    // Accepts TCP (the kernel completes the handshake) but never sends an SSH banner.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = silent.local_addr().unwrap().port();
+    let (silent, port) = silent_server();
     let mcp = env.mcp().await;
     let args =
         json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 1});
@@ -284,10 +280,8 @@ async fn a_silent_server_times_out_within_connect_timeout() {
 async fn starting_sessions_own_their_server_count_and_authenticate_one_at_a_time() {
     let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_MAX_SESSIONS", "2")]);
     // Two servers that accept TCP but never answer: their connects stay in authentication.
-    let silent_a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port_a = silent_a.local_addr().unwrap().port();
-    let port_b = silent_b.local_addr().unwrap().port();
+    let (silent_a, port_a) = silent_server();
+    let (silent_b, port_b) = silent_server();
     let mcp = env.mcp().await;
     let target = |port: u16| json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 60});
     let (_, pending_a) = mcp.start_call("connect", target(port_a)).await;
@@ -308,16 +302,9 @@ async fn starting_sessions_own_their_server_count_and_authenticate_one_at_a_time
     // Only one of them is authenticating: one ssh master process for this daemon, once the
     // first has been spawned.
     let masters_dir = env.runtime_dir.join("m").display().to_string();
-    let count_masters = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-            .filter(|c| String::from_utf8_lossy(c).contains(&masters_dir))
-            .count()
-    };
     let mut masters = 0;
     for _ in 0..500 {
-        masters = count_masters();
+        masters = count_matching(&[&masters_dir]);
         if masters > 0 {
             break;
         }
@@ -347,7 +334,7 @@ async fn starting_sessions_own_their_server_count_and_authenticate_one_at_a_time
         assert_eq!(r["state"], "closed", "{r}");
     }
     for pending in [pending_a, pending_b] {
-        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(pending).await);
+        let r = sshmcp_tests::mcp::answer(pending).await;
         assert_eq!(code(&r), "session_closed", "{r}");
     }
     connect(&mcp).await;
@@ -368,10 +355,7 @@ async fn a_dead_link_makes_the_session_lost() {
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "netbed"})).await;
     assert_eq!(r["ok"], true, "{r}");
-    let s = (
-        r["session_id"].as_str().unwrap().to_string(),
-        r["session_key"].as_str().unwrap().to_string(),
-    );
+    let s = sshmcp_tests::mcp::session_of(&r);
     let r = exec(&mcp, &s, "echo across", json!({})).await;
     assert_eq!(r["stdout"]["data"], "across\n");
     env.netns.as_ref().unwrap().set_link(false);
@@ -387,8 +371,7 @@ async fn a_dead_link_makes_the_session_lost() {
 #[tokio::test]
 async fn an_abandoned_connect_leaves_nothing_behind() {
     let env = TestEnv::new();
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = silent.local_addr().unwrap().port();
+    let (silent, port) = silent_server();
     let args =
         json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 60});
     let first = env.mcp().await;
@@ -430,4 +413,12 @@ async fn an_abandoned_disconnect_still_finishes() {
     );
     connect(&runner).await;
     runner.close().await;
+}
+
+/// A server that accepts TCP (the kernel completes the handshake) but never sends an SSH
+/// banner: connects to it stay in authentication until their timeout. Keep the listener alive.
+fn silent_server() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    (listener, port)
 }

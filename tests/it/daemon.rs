@@ -5,7 +5,7 @@ use serde_json::json;
 use sshmcp_tests::TestEnv;
 use sshmcp_tests::env::files_under;
 
-use crate::{connect, exec};
+use crate::{connected, exec};
 
 #[tokio::test]
 async fn concurrent_first_use_starts_exactly_one_daemon() {
@@ -20,14 +20,7 @@ async fn concurrent_first_use_starts_exactly_one_daemon() {
     }
     let pid = env.daemon_pid().expect("a daemon");
     let runtime = env.runtime_dir.display().to_string();
-    let daemons = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-        .filter(|c| {
-            let c = String::from_utf8_lossy(c);
-            c.contains("sshmcpd") && c.contains(&runtime)
-        })
-        .count();
+    let daemons = sshmcp_tests::process::count_matching(&["sshmcpd", &runtime]);
     assert_eq!(daemons, 1, "exactly one daemon (pid {pid})");
     for shim in shims {
         shim.close().await;
@@ -47,7 +40,7 @@ async fn a_crashed_daemon_leaves_masters_running_and_a_stale_socket_is_replaced(
     )
     .unwrap();
     assert!(
-        sshmcp_tests::env::process_gone(daemon as u32),
+        sshmcp_tests::process::gone(daemon as u32),
         "the daemon died"
     );
     mcp.close().await;
@@ -93,9 +86,7 @@ async fn a_runtime_dir_open_to_others_is_refused() {
 /// check has something to find: the daemon log names the session, a wrong key was tried.
 #[tokio::test]
 async fn session_keys_never_reach_logs_or_state_files() {
-    let env = TestEnv::new();
-    let mcp = env.mcp().await;
-    let s = connect(&mcp).await;
+    let (env, mcp, s) = connected().await;
     exec(&mcp, &s, "echo hi", json!({})).await;
     exec(
         &mcp,

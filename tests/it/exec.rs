@@ -4,7 +4,7 @@
 use serde_json::json;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
-use crate::{code, connect, connected, exec, exec_all, remote_until};
+use crate::{code, connected, connected_with, exec, exec_all, remote_until};
 
 #[tokio::test]
 async fn splits_streams_and_reports_exit_code() {
@@ -130,15 +130,14 @@ async fn mcp_cancellation_kills_the_remote_command() {
 
 #[tokio::test]
 async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connection() {
-    let env = TestEnv::with(
+    let (env, mcp, s) = connected_with(
         &SshdOptions {
             max_sessions: 10,
             ..SshdOptions::default()
         },
         &[],
-    );
-    let mcp = env.mcp().await;
-    let s = connect(&mcp).await;
+    )
+    .await;
     let accepted_before = env.sshd.accepted_connections();
     let commands: Vec<String> = (0..12)
         .map(|i| format!("sleep 0.5; echo $(id -un) {i}"))
@@ -158,12 +157,11 @@ async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connecti
 
 #[tokio::test]
 async fn spool_output_keeps_complete_streams_under_the_local_root() {
-    let env = TestEnv::with(
+    let (env, mcp, s) = connected_with(
         &SshdOptions::default(),
         &[("SSHMCP_MAX_OUTPUT_BYTES", "100")],
-    );
-    let mcp = env.mcp().await;
-    let s = connect(&mcp).await;
+    )
+    .await;
     let r = exec(
         &mcp,
         &s,
@@ -236,15 +234,14 @@ async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
 
 #[tokio::test]
 async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
-    let env = TestEnv::with(
+    let (env, mcp, s) = connected_with(
         &SshdOptions {
             max_sessions: 2,
             ..SshdOptions::default()
         },
         &[],
-    );
-    let mcp = env.mcp().await;
-    let s = connect(&mcp).await;
+    )
+    .await;
     let commands: Vec<String> = (0..8).map(|i| format!("sleep 0.2; echo {i}")).collect();
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
         assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
@@ -269,10 +266,7 @@ async fn commands_run_in_sh_whatever_the_login_shell() {
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "tcshbed"})).await;
     assert_eq!(r["ok"], true, "{r}");
-    let s = (
-        r["session_id"].as_str().unwrap().to_string(),
-        r["session_key"].as_str().unwrap().to_string(),
-    );
+    let s = sshmcp_tests::mcp::session_of(&r);
     let r = exec(
         &mcp,
         &s,
@@ -306,7 +300,7 @@ async fn a_call_queued_past_its_timeout_times_out_without_running() {
     assert_eq!(r["timed_out"], true, "{r}");
     assert_eq!(r["exit_code"], json!(null));
     for rx in holders {
-        let r = sshmcp_tests::mcp::tool_answer(sshmcp_tests::mcp::wait_answer(rx).await);
+        let r = sshmcp_tests::mcp::answer(rx).await;
         assert_eq!(r["exit_code"], 0, "{r}");
     }
     assert!(!marker.exists(), "the queued command must never run");

@@ -2,9 +2,9 @@
 //! stays bounded whatever a command prints.
 
 use serde_json::json;
-use sshmcp_tests::{SshdOptions, TestEnv};
+use sshmcp_tests::SshdOptions;
 
-use crate::{code, connect, connected, exec};
+use crate::{code, connected, connected_with, exec};
 
 const MIB: usize = 1_048_576;
 
@@ -48,12 +48,11 @@ async fn timeout_range_edges() {
 
 #[tokio::test]
 async fn output_exactly_at_the_cap_is_whole_and_one_byte_more_is_truncated() {
-    let env = TestEnv::with(
+    let (_env, mcp, s) = connected_with(
         &SshdOptions::default(),
         &[("SSHMCP_MAX_OUTPUT_BYTES", "1000")],
-    );
-    let mcp = env.mcp().await;
-    let s = connect(&mcp).await;
+    )
+    .await;
     let r = exec(&mcp, &s, "head -c 1000 /dev/zero | tr '\\0' a", json!({})).await;
     assert_eq!(r["stdout"]["truncated"], false);
     assert_eq!(r["stdout"]["captured_bytes"], 1000);
@@ -74,9 +73,7 @@ async fn output_exactly_at_the_cap_is_whole_and_one_byte_more_is_truncated() {
 
 #[tokio::test]
 async fn huge_output_keeps_daemon_memory_bounded() {
-    let env = TestEnv::new();
-    let mcp = env.mcp().await;
-    let s = connect(&mcp).await;
+    let (env, mcp, s) = connected().await;
     let r = exec(
         &mcp,
         &s,
@@ -91,12 +88,7 @@ async fn huge_output_keeps_daemon_memory_bounded() {
     );
     assert_eq!(r["stdout"]["truncated"], true);
     let pid = env.daemon_pid().expect("daemon pid");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let hwm_kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmHWM");
+    let hwm_kb = sshmcp_tests::process::status_kib(pid, "VmHWM");
     assert!(
         hwm_kb < 100 * 1024,
         "daemon peak RSS {hwm_kb} kB for 300 MB of output"

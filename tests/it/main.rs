@@ -10,16 +10,12 @@ mod exec_limits;
 mod surface;
 
 use serde_json::{Value, json};
-use sshmcp_tests::{McpClient, TestEnv};
+use sshmcp_tests::mcp::{answer, session_of};
+use sshmcp_tests::{McpClient, SshdOptions, TestEnv};
 
 /// Connects to the `testbed` alias and returns (session_id, session_key).
 pub async fn connect(mcp: &McpClient) -> (String, String) {
-    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
-    assert_eq!(r["ok"], true, "connect failed: {r}");
-    (
-        r["session_id"].as_str().unwrap().into(),
-        r["session_key"].as_str().unwrap().into(),
-    )
+    session_of(&mcp.call("connect", json!({"alias": "testbed"})).await)
 }
 
 /// Runs `command` with extra exec arguments merged in.
@@ -44,7 +40,15 @@ pub fn code(answer: &Value) -> &str {
 
 /// A world plus a connected MCP client and session, for the many tests that need just that.
 pub async fn connected() -> (TestEnv, McpClient, (String, String)) {
-    let env = TestEnv::new();
+    connected_with(&SshdOptions::default(), &[]).await
+}
+
+/// Like [`connected`], with sshd options and extra environment for the binaries.
+pub async fn connected_with(
+    opts: &SshdOptions,
+    extra: &[(&str, &str)],
+) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::with(opts, extra);
     let mcp = env.mcp().await;
     let session = connect(&mcp).await;
     (env, mcp, session)
@@ -91,9 +95,7 @@ pub async fn exec_all(mcp: &McpClient, s: &(String, String), commands: &[String]
     }
     let mut answers = Vec::new();
     for rx in pending {
-        answers.push(sshmcp_tests::mcp::tool_answer(
-            sshmcp_tests::mcp::wait_answer(rx).await,
-        ));
+        answers.push(answer(rx).await);
     }
     answers
 }

@@ -230,22 +230,3 @@ pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     files
 }
-
-/// Waits (up to 10 s) until `pid` has exited; a zombie counts as exited (its parent may be an
-/// init that does not reap). Processes we did not start give no exit event to wait on.
-pub fn process_gone(pid: u32) -> bool {
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::time::Instant::now() < give_up {
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(false);
-        if !alive {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    false
-}

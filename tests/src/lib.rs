@@ -6,6 +6,7 @@ pub mod bins;
 pub mod env;
 pub mod mcp;
 pub mod netns;
+pub mod process;
 pub mod sshd;
 pub mod users;
 

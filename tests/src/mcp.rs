@@ -209,3 +209,19 @@ pub fn tool_answer(response: Value) -> Value {
     );
     structured
 }
+
+/// The structured answer of a call started with [`McpClient::start_call`].
+pub async fn answer(rx: oneshot::Receiver<Value>) -> Value {
+    tool_answer(wait_answer(rx).await)
+}
+
+/// The (session_id, session_key) pair of a successful `connect` answer.
+pub fn session_of(connected: &Value) -> (String, String) {
+    let field = |name: &str| {
+        connected[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("connect failed: {connected}"))
+            .to_string()
+    };
+    (field("session_id"), field("session_key"))
+}

@@ -82,13 +82,5 @@ impl Drop for NetnsPair {
 }
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("ip (apt-get install -y iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::process::run(Command::new("ip").args(args), "apt-get install -y iproute2");
 }

@@ -161,25 +161,19 @@ impl Drop for Sshd {
 }
 
 fn keygen(path: &Path, passphrase: &str) {
-    let out = Command::new("ssh-keygen")
-        .args([
-            "-q",
-            "-t",
-            "ed25519",
-            "-C",
-            "sshmcp-test",
-            "-N",
-            passphrase,
-            "-f",
-        ])
-        .arg(path)
-        .output()
-        .expect("ssh-keygen (apt-get install -y openssh-client)");
-    assert!(
-        out.status.success(),
-        "ssh-keygen: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args([
+        "-q",
+        "-t",
+        "ed25519",
+        "-C",
+        "sshmcp-test",
+        "-N",
+        passphrase,
+        "-f",
+    ])
+    .arg(path);
+    crate::process::run(&mut cmd, "apt-get install -y openssh-client");
 }
 
 fn free_port() -> u16 {

@@ -5,6 +5,8 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 
+use crate::process::run;
+
 pub const TEST_USER: &str = "sshmcp-test";
 
 /// The login name for test sessions, creating the test user when running as root.
@@ -45,19 +47,11 @@ fn ensure_user(name: &str, shell: &str) {
         .expect("user lock");
     lock.lock().expect("lock users");
     if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        run(Command::new("useradd").args(["-m", "-s", shell, name]));
+        run(
+            Command::new("useradd").args(["-m", "-s", shell, name]),
+            "passwd",
+        );
     }
     // useradd leaves a locked password ("!"), which sshd refuses without PAM.
-    run(Command::new("usermod").args(["-p", "*", name]));
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run(Command::new("usermod").args(["-p", "*", name]), "passwd");
 }

@@ -1,0 +1,59 @@
+//! Processes the tests run or look at: running a setup command that must succeed, finding
+//! processes by command line, waiting for one to exit, and reading its memory figures.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs a setup command; panics with its stderr (and `hint`, what to install) when it fails.
+pub fn run(cmd: &mut Command, hint: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?} ({hint}): {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How many live processes have a command line containing every one of `needles`
+/// (a zombie has an empty command line, so it never counts).
+pub fn count_matching(needles: &[&str]) -> usize {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| {
+            let c = String::from_utf8_lossy(c);
+            needles.iter().all(|n| c.contains(n))
+        })
+        .count()
+}
+
+/// Waits (up to 10 s) until `pid` has exited; a zombie counts as exited (its parent may be an
+/// init that does not reap). Processes we did not start give no exit event to wait on.
+pub fn gone(pid: u32) -> bool {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < give_up {
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false);
+        if !alive {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// A memory figure of `/proc/PID/status` in KiB, e.g. `VmRSS` or `VmHWM` (peak).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}

@@ -23,7 +23,7 @@ pub enum Command {
         /// The session id, as `sshmcp sessions` shows it.
         session_id: String,
     },
-    /// Inspect or stop the daemon.
+    /// Inspect, start or stop the daemon, or read its log.
     Daemon {
         #[command(subcommand)]
         command: DaemonCommand,

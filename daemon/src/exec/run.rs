@@ -166,8 +166,9 @@ pub async fn run_command(spec: CommandSpec<'_>) -> Result<ExecResult, RunError> 
             },
             r = stderr.read(&mut err_buf), if !err_eof => {
                 let bytes = match r {
-                    Ok(0) | Err(_) => { err_eof = true; header.finish() }
-                    Ok(n) => header.feed(&err_buf[..n]).into_owned(),
+                    Ok(0) | Err(_) => { err_eof = true; header.finish().into() }
+                    // Borrowed once the header is past: no copy per read on the hot path.
+                    Ok(n) => header.feed(&err_buf[..n]),
                 };
                 if let Some(Header::Running { pgid }) = header.header() {
                     guard.pgid = Some(pgid);

@@ -4,7 +4,9 @@
 pub mod config;
 pub mod exec;
 pub mod lifecycle;
+pub mod local_process;
 pub mod mux;
+pub mod remote;
 pub mod server;
 pub mod service;
 pub mod session;

@@ -1,20 +1,18 @@
 //! The daemon's side of the tarpc trait: each call checked, routed to the registry or the exec
 //! engine, and converted to wire types.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sshmcp_proto::exec::{ExecRequest, ExecResult};
 use sshmcp_proto::service::{Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
-use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionSummary};
+use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::check_local_root;
-use crate::exec::{CommandSpec, RunError, request, run_command, spool};
-use crate::session::Registry;
+use crate::exec;
 use crate::session::registry::connection_lost;
+use crate::session::{Registry, Session};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -81,47 +79,31 @@ impl Daemon for DaemonService {
     }
 
     async fn exec(self, _: Context, req: ExecRequest) -> Result<ExecResult, DaemonError> {
-        request::check_command(&req.command)?;
-        request::check_cwd(req.cwd.as_deref())?;
-        let timeout = request::check_timeout(req.timeout)?;
-        let session = self.registry.authorize(&req.auth)?;
-        let settings = &self.registry.settings;
-        let spool = if req.spool_output {
-            let root = match &req.local_root {
-                Some(root) => {
-                    let root = PathBuf::from(root);
-                    check_local_root(&root)
-                        .map_err(|m| DaemonError::new(ErrorCode::InvalidLocalPath, m))?;
-                    root
-                }
-                None => settings.local_root.clone(),
-            };
-            Some(spool::create_pair(&root, &session.id).map_err(|e| {
-                DaemonError::new(
-                    ErrorCode::InvalidLocalPath,
-                    format!("cannot create spool files under the local root: {e}"),
-                )
-            })?)
-        } else {
-            None
-        };
-        let _running = session.begin_command();
-        let outcome = run_command(CommandSpec {
-            control_path: &session.control_path,
-            slots: &session.slots,
-            command: &req.command,
-            cwd: req.cwd.as_deref(),
-            timeout,
-            max_output_bytes: settings.max_output_bytes,
-            spool,
-            cancel: &session.cancel,
+        exec::check(&req)?;
+        let auth = req.auth.clone();
+        let settings = self.registry.settings.clone();
+        self.on_session(&auth, |session| async move {
+            exec::exec(&session, &settings, req).await
         })
-        .await;
-        outcome.map_err(|e| match e {
-            RunError::ConnectionLost => connection_lost(&session),
-            RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
-            RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
-            RunError::Failed(m) => DaemonError::internal(m),
+        .await
+    }
+}
+
+impl DaemonService {
+    /// The one path of every tool that works on a session: check the key and the session's
+    /// state, run the operation, and when it found the master gone, mark the session lost.
+    async fn on_session<T, F, Fut>(&self, auth: &SessionAuth, op: F) -> Result<T, DaemonError>
+    where
+        F: FnOnce(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, DaemonError>>,
+    {
+        let session = self.registry.authorize(auth)?;
+        session.touch();
+        let outcome = op(session.clone()).await;
+        session.touch();
+        outcome.map_err(|e| match e.code {
+            ErrorCode::ConnectionLost => connection_lost(&session),
+            _ => e,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! cancellation, concurrency beyond MaxSessions, spooling.
 
 use serde_json::json;
+use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::{code, connected, connected_with, exec, exec_all, remote_until};
@@ -92,15 +93,16 @@ async fn binary_output_is_base64_and_text_stays_text() {
 #[tokio::test]
 async fn timeout_terminates_the_remote_process_group() {
     let (_env, mcp, s) = connected().await;
-    let marker = "sshmcp_timeout_marker";
-    let command = format!("sh -c 'sleep 30; echo {marker}' & sleep 31; echo never");
+    let (inner, outer) = (unique_sleep(30), unique_sleep(31));
+    let command = format!("sh -c 'sleep {inner}; echo marker' & sleep {outer}; echo never");
     let r = exec(&mcp, &s, &command, json!({"timeout": 0.5})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["timed_out"], true);
     assert_eq!(r["exit_code"], json!(null));
     assert_eq!(r["signal"], "TERM", "sleep ends on TERM: {r}");
     assert!(r["duration"].as_f64().unwrap() < 10.0);
-    let left = exec(&mcp, &s, "pgrep -f 'sleep 3[01]' || echo none", json!({})).await;
+    let probe = format!("pgrep -f 'sleep ({inner}|{outer})' || echo none");
+    let left = exec(&mcp, &s, &probe, json!({})).await;
     assert_eq!(
         left["stdout"]["data"], "none\n",
         "the whole group must be gone"
@@ -111,10 +113,11 @@ async fn timeout_terminates_the_remote_process_group() {
 #[tokio::test]
 async fn mcp_cancellation_kills_the_remote_command() {
     let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(41);
     let args = json!({"session_id": s.0, "session_key": s.1,
-                      "command": "sleep 41; echo finished", "timeout": 120});
+                      "command": format!("sleep {secs}; echo finished"), "timeout": 120});
     let (id, _rx) = mcp.start_call("exec", args).await;
-    let probe = "pgrep -f 'sleep 41' >/dev/null && echo yes || echo no";
+    let probe = &format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
     // Wait until the command really runs remotely before cancelling.
     assert!(
         remote_until(&mcp, &s, probe, "yes\n").await,
@@ -214,11 +217,12 @@ async fn wrong_key_and_unknown_session_are_refused() {
 #[tokio::test]
 async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
     let (env, first, s) = connected().await;
-    let args =
-        json!({"session_id": s.0, "session_key": s.1, "command": "sleep 43", "timeout": 120});
+    let secs = unique_sleep(43);
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": format!("sleep {secs}"), "timeout": 120});
     let (_id, _rx) = first.start_call("exec", args).await;
     let watcher = env.mcp().await;
-    let probe = "pgrep -f 'sleep 43' >/dev/null && echo yes || echo no";
+    let probe = &format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
     assert!(
         remote_until(&watcher, &s, probe, "yes\n").await,
         "the command never started"

@@ -57,3 +57,21 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
+
+/// A sleep length no other test of this run uses (`30.01234567`): run as `sleep <it>`, it is a
+/// marker that finds this test's remote processes with `pgrep -f`, never a leftover of
+/// another test or an earlier run.
+pub fn unique_sleep(secs: u32) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{secs}.{:04}{:04}",
+        std::process::id() % 10_000,
+        (nanos / 1000 + n) % 10_000
+    )
+}

@@ -4,6 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
+use std::time::Duration;
 
 use nix::fcntl::OFlag;
 use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
@@ -12,6 +13,11 @@ use tokio::net::UnixStream;
 use tokio::net::unix::pipe;
 
 use super::wire::{self, PacketBuffer, Reply};
+
+/// The longest any exchange with a master may take. A live master answers in well under a
+/// millisecond (plus one round trip to sshd when opening a channel); one that says nothing for
+/// this long is stopped or wedged.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MuxError {
@@ -25,6 +31,8 @@ pub enum MuxError {
     Protocol(String),
     #[error("mux i/o failed: {0}")]
     Io(#[from] io::Error),
+    #[error("the master did not answer within {}s", EXCHANGE_TIMEOUT.as_secs())]
+    Silent,
 }
 
 impl MuxError {
@@ -121,23 +129,37 @@ pub async fn open_session(control_path: &Path, command: &str) -> Result<MuxSessi
 
 /// Asks the master for its pid: a cheap (~0.1 ms) proof that it is alive.
 pub async fn alive_check(control_path: &Path) -> Result<u32, MuxError> {
-    alive_connection(control_path).await.map(|(_, pid)| pid)
+    bounded(alive_connection(control_path))
+        .await
+        .map(|(_, pid)| pid)
 }
 
 /// Asks the master to exit, closing its connection to the server.
 pub async fn terminate(control_path: &Path) -> Result<(), MuxError> {
-    let (mut control, mut packets) = request(control_path, wire::C_TERMINATE).await?;
-    match read_reply(&mut control, &mut packets).await? {
-        Reply::Ok { .. } => Ok(()),
-        Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
-        other => Err(MuxError::Protocol(format!("{other:?}"))),
-    }
+    bounded(async {
+        let (mut control, mut packets) = request(control_path, wire::C_TERMINATE).await?;
+        match read_reply(&mut control, &mut packets).await? {
+            Reply::Ok { .. } => Ok(()),
+            Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
+            other => Err(MuxError::Protocol(format!("{other:?}"))),
+        }
+    })
+    .await
+}
+
+/// Bounds one exchange by [`EXCHANGE_TIMEOUT`].
+async fn bounded<T>(
+    exchange: impl std::future::Future<Output = Result<T, MuxError>>,
+) -> Result<T, MuxError> {
+    tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
+        .await
+        .unwrap_or(Err(MuxError::Silent))
 }
 
 /// Holds an idle control connection open and returns when the master closes it, which it only
 /// does when it exits: the event that turns a session `lost`, with no polling.
 pub async fn watch_until_closed(control_path: &Path) -> Result<(), MuxError> {
-    let (mut control, _pid) = alive_connection(control_path).await?;
+    let (mut control, _pid) = bounded(alive_connection(control_path)).await?;
     let mut buf = [0u8; 256];
     while control.read(&mut buf).await? > 0 {}
     Ok(())

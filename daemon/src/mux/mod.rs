@@ -6,5 +6,6 @@ pub mod client;
 pub mod wire;
 
 pub use client::{
-    ControlEvent, MuxError, MuxSession, alive_check, open_session, terminate, watch_until_closed,
+    ControlEvent, EXCHANGE_TIMEOUT, MuxError, MuxSession, alive_check, open_session, terminate,
+    watch_until_closed,
 };

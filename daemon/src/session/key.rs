@@ -7,7 +7,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 /// Random bytes from the kernel.
-fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+pub(crate) fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
     let mut buf = [0u8; N];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(buf)
@@ -60,7 +60,7 @@ impl std::fmt::Debug for KeyHash {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

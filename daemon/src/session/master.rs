@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::askpass;
 use super::identity::{self, Resolved};
+use crate::local_process::ProcessId;
 use crate::mux;
 
 /// The exact text the contract requires when a prompt is needed and cannot be shown.
@@ -218,51 +219,32 @@ pub fn classify(stderr: &str, prompt_needed: bool, status: Option<i32>) -> Strin
     }
 }
 
-/// Stops a master: asks it over the control socket, then makes sure by pid (TERM, then KILL).
-pub async fn stop(control_path: &Path, pid: Option<u32>) {
-    let asked = mux::terminate(control_path).await.is_ok();
-    if let Some(pid) = pid {
-        let signals = if asked {
-            [None, Some(Signal::SIGTERM)]
-        } else {
-            [Some(Signal::SIGTERM), Some(Signal::SIGKILL)]
-        };
-        for signal in signals {
-            if let Some(signal) = signal {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
-            }
-            if exited_within(pid, Duration::from_secs(2)).await {
-                break;
-            }
+/// Stops a master: asks it over the control socket, then makes sure through its process
+/// (TERM with CONT, so a stopped master can act on it, then KILL). Signals go only to the
+/// process the master was when it came up, never to whatever now has its pid.
+pub async fn stop(control_path: &Path, master: Option<ProcessId>) {
+    // A live master answers at once; a stopped one would hold us for the whole exchange bound.
+    let asked = matches!(
+        tokio::time::timeout(STOP_ASK, mux::terminate(control_path)).await,
+        Ok(Ok(()))
+    );
+    if let Some(master) = master
+        && !(asked && master.exited_within(STOP_WAIT).await)
+    {
+        master.signal(Signal::SIGTERM);
+        master.signal(Signal::SIGCONT);
+        if !master.exited_within(STOP_WAIT).await {
+            master.signal(Signal::SIGKILL);
+            master.exited_within(STOP_WAIT).await;
         }
     }
     let _ = std::fs::remove_file(control_path);
 }
 
-/// Waits for `pid` to exit. The master is not our child (ssh -f forked it), so there is no
-/// exit event to wait on; a short poll of /proc is the honest option. A zombie counts as gone.
-async fn exited_within(pid: u32, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if !process_alive(pid) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state letter follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
+/// How long a master may take to answer the request to exit.
+const STOP_ASK: Duration = Duration::from_secs(1);
+/// How long a master may take to exit after each request or signal.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

@@ -9,15 +9,15 @@ pub mod registry;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use sshmcp_proto::session::{SessionState, SessionSummary};
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
-use tokio::sync::{Semaphore, watch};
-use tokio_util::sync::CancellationToken;
 
+use crate::local_process::ProcessId;
+use crate::remote::Host;
 use key::KeyHash;
 
 pub use registry::Registry;
@@ -30,34 +30,17 @@ pub struct Session {
     pub target: String,
     pub server_host: String,
     pub server_port: u16,
-    pub control_path: PathBuf,
     pub created_at: SystemTime,
-    /// Command channels this session may have open at once (see `exec::channel`).
-    pub slots: Arc<Semaphore>,
-    /// Fired by `disconnect`: running commands terminate, a pending connect gives up.
-    pub cancel: CancellationToken,
-    /// Commands in flight; `disconnect` waits for it to reach zero before stopping the master.
-    active_commands: watch::Sender<u32>,
+    /// Where its programs run: the master's socket, channel slots, the closing signal
+    /// (`disconnect` fires it: runs end, a pending connect gives up) and the runs in flight.
+    pub host: Host,
     active_transfers: AtomicU32,
     inner: Mutex<Inner>,
 }
 
 struct Inner {
     state: SessionState,
-    master_pid: Option<u32>,
     last_used: SystemTime,
-}
-
-/// Counts one running command for as long as it lives.
-pub struct CommandGuard {
-    session: Arc<Session>,
-}
-
-impl Drop for CommandGuard {
-    fn drop(&mut self) {
-        self.session.active_commands.send_modify(|n| *n -= 1);
-        self.session.touch();
-    }
 }
 
 impl Session {
@@ -76,15 +59,11 @@ impl Session {
             target,
             server_host,
             server_port,
-            control_path,
             created_at: now,
-            slots: Arc::new(Semaphore::new(crate::exec::channel::CHANNEL_SLOTS)),
-            cancel: CancellationToken::new(),
-            active_commands: watch::channel(0).0,
+            host: Host::new(control_path),
             active_transfers: AtomicU32::new(0),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,
-                master_pid: None,
                 last_used: now,
             }),
         }
@@ -101,13 +80,16 @@ impl Session {
     }
 
     pub fn master_pid(&self) -> Option<u32> {
-        self.lock().master_pid
+        self.master().map(|m| m.pid)
     }
 
-    fn set_ready(&self, master_pid: u32) {
-        let mut inner = self.lock();
-        inner.state = SessionState::Ready;
-        inner.master_pid = Some(master_pid);
+    /// The master process, once it is up.
+    pub fn master(&self) -> Option<ProcessId> {
+        self.host.master.get().copied()
+    }
+
+    fn set_ready(&self) {
+        self.lock().state = SessionState::Ready;
     }
 
     /// Moves to `to` only from `from`; says whether it did.
@@ -156,18 +138,9 @@ impl Session {
         }
     }
 
-    /// Registers a running command until the guard drops.
-    pub fn begin_command(self: &Arc<Self>) -> CommandGuard {
-        self.active_commands.send_modify(|n| *n += 1);
-        self.touch();
-        CommandGuard {
-            session: self.clone(),
-        }
-    }
-
     /// Waits until no command runs on this session.
     async fn commands_drained(&self) {
-        let mut rx = self.active_commands.subscribe();
+        let mut rx = self.host.active.subscribe();
         let _ = rx.wait_for(|n| *n == 0).await;
     }
 
@@ -179,10 +152,10 @@ impl Session {
             target: self.target.clone(),
             server_host: self.server_host.clone(),
             server_port: self.server_port,
-            master_pid: inner.master_pid,
+            master_pid: self.master_pid(),
             created_at: rfc3339(self.created_at),
             last_used_at: rfc3339(inner.last_used),
-            active_commands: *self.active_commands.borrow(),
+            active_commands: *self.host.active.borrow(),
             active_transfers: self.active_transfers.load(Ordering::Relaxed),
         }
     }

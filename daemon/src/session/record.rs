@@ -18,7 +18,7 @@ pub fn write(path: &Path, sessions: &[std::sync::Arc<Session>]) -> io::Result<()
                 "target": s.target,
                 "server_host": s.server_host,
                 "server_port": s.server_port,
-                "control_path": s.control_path,
+                "control_path": s.host.control_path,
                 "master_pid": s.master_pid(),
                 "state": s.state().as_str(),
                 "created_at": sshmcp_proto::time::rfc3339(s.created_at),

@@ -16,11 +16,14 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use super::master::{self, StartFailure};
 use super::{Session, identity, key, lost_error, record};
 use crate::config::Settings;
-use crate::exec::{CommandSpec, run_command};
+use crate::local_process::ProcessId;
 use crate::mux;
+use crate::remote::{self, Program};
 
 /// How long `disconnect` lets running commands terminate before it stops the master anyway.
-const DRAIN_ON_CLOSE: Duration = Duration::from_secs(5);
+const DRAIN_ON_CLOSE: Duration = Duration::from_secs(3);
+/// How long the lost-watcher waits before it looks at a master whose socket failed again.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
 
 /// Every session of this daemon.
 pub struct Registry {
@@ -186,11 +189,11 @@ impl Registry {
         let start_failed = |m: String| DaemonError::new(ErrorCode::ConnectionStartFailed, m);
         let turn = tokio::select! {
             turn = self.authenticating.lock() => turn,
-            _ = session.cancel.cancelled() => return Err(closed()),
+            _ = session.host.closing.cancelled() => return Err(closed()),
         };
         let args = master::master_args(
             self.settings.ssh_config.as_deref(),
-            &session.control_path,
+            &session.host.control_path,
             target,
             !has_keepalive,
             timeout,
@@ -199,7 +202,7 @@ impl Registry {
             .settings
             .masters_log_dir()
             .join(format!("{}.log", session.id));
-        let started = master::start(args, &log, timeout, &session.cancel).await;
+        let started = master::start(args, &log, timeout, &session.host.closing).await;
         // Authentication is over: the next connect may prompt while this one gathers facts.
         drop(turn);
         match started {
@@ -207,25 +210,31 @@ impl Registry {
             Err(StartFailure::Cancelled) => return Err(closed()),
             Err(StartFailure::Failed(message)) => return Err(start_failed(message)),
         }
-        let pid = match mux::alive_check(&session.control_path).await {
-            Ok(pid) => pid,
+        let control_path = &session.host.control_path;
+        let master = match mux::alive_check(control_path).await {
+            Ok(pid) => ProcessId::of(pid),
             Err(e) => {
-                master::stop(&session.control_path, None).await;
+                master::stop(control_path, None).await;
                 return Err(start_failed(format!("the master did not answer: {e}")));
             }
         };
+        let Some(master) = master else {
+            master::stop(control_path, None).await;
+            return Err(start_failed("the master exited at once".into()));
+        };
+        let _ = session.host.master.set(master);
         let facts = self.remote_facts(session).await;
-        if session.cancel.is_cancelled() || session.state() != SessionState::Starting {
-            master::stop(&session.control_path, Some(pid)).await;
+        if session.host.closing.is_cancelled() || session.state() != SessionState::Starting {
+            master::stop(control_path, Some(master)).await;
             return Err(closed());
         }
         match facts {
             Ok(facts) => {
-                session.set_ready(pid);
-                Ok((pid, facts))
+                session.set_ready();
+                Ok((master.pid, facts))
             }
             Err(message) => {
-                master::stop(&session.control_path, Some(pid)).await;
+                master::stop(control_path, Some(master)).await;
                 Err(start_failed(message))
             }
         }
@@ -235,18 +244,10 @@ impl Registry {
     async fn remote_facts(&self, session: &Session) -> Result<RemoteFacts, String> {
         const SCRIPT: &str = "uname -srm; printf '%s\\n' \"$HOME\"; id -un; \
             if [ -r /etc/os-release ]; then . /etc/os-release; printf '%s\\n' \"$PRETTY_NAME\"; fi";
-        let result = run_command(CommandSpec {
-            control_path: &session.control_path,
-            slots: &session.slots,
-            command: SCRIPT,
-            cwd: None,
-            timeout: Duration::from_secs(30),
-            max_output_bytes: 16 * 1024,
-            spool: None,
-            cancel: &session.cancel,
-        })
-        .await
-        .map_err(|e| format!("the master could not run a command: {e}"))?;
+        let program = Program::new(SCRIPT, Duration::from_secs(30), 16 * 1024);
+        let result = remote::run(&session.host, program)
+            .await
+            .map_err(|e| format!("the master could not run a command: {e}"))?;
         let text = result.stdout.data;
         let mut lines = text.lines();
         let mut next = || lines.next().unwrap_or("").to_string();
@@ -259,16 +260,33 @@ impl Registry {
         })
     }
 
-    /// Holds a control connection to the master; when the master closes it, a ready session
-    /// becomes `lost`.
+    /// Holds a control connection to the master; when the master closes it and its process
+    /// is confirmed gone, a ready session becomes `lost`. A socket that fails while the
+    /// process lives (this daemon out of descriptors, a stopped master) is tried again.
     fn spawn_watcher(self: &Arc<Self>, session: &Arc<Session>) {
         let registry = Arc::downgrade(self);
         let session = session.clone();
         tokio::spawn(async move {
-            let _ = mux::watch_until_closed(&session.control_path).await;
+            let Some(master) = session.master() else {
+                return;
+            };
+            loop {
+                let watched = mux::watch_until_closed(&session.host.control_path).await;
+                // A master closes its control connections as it exits: give it a moment.
+                if !master.alive() || master.exited_within(Duration::from_secs(2)).await {
+                    break;
+                }
+                if let Err(e) = watched {
+                    tracing::debug!(session = %session.id, "cannot watch the master: {e}");
+                }
+                if session.host.closing.is_cancelled() {
+                    return;
+                }
+                tokio::time::sleep(WATCH_RETRY).await;
+            }
             if session.transition(SessionState::Ready, SessionState::Lost) {
                 tracing::warn!(session = %session.id, "master exited; session lost");
-                session.slots.close();
+                session.host.slots.close();
                 if let Some(registry) = registry.upgrade() {
                     registry.persist();
                 }
@@ -302,11 +320,11 @@ impl Registry {
     }
 
     async fn finish_closing(&self, session: &Session) {
-        session.cancel.cancel();
+        session.host.closing.cancel();
         let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
         // Also for a session still starting: its master may have come up meanwhile.
-        master::stop(&session.control_path, session.master_pid()).await;
-        session.slots.close();
+        master::stop(&session.host.control_path, session.master()).await;
+        session.host.slots.close();
         self.sessions().remove(&session.id);
         self.persist();
         tracing::info!(session = %session.id, "session closed");
@@ -343,11 +361,11 @@ impl Drop for Reservation {
         if session.state() != SessionState::Starting {
             return;
         }
-        session.cancel.cancel();
+        session.host.closing.cancel();
         self.registry.sessions().remove(&session.id);
-        let control_path = session.control_path.clone();
+        let (control_path, master) = (session.host.control_path.clone(), session.master());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { master::stop(&control_path, None).await });
+            rt.spawn(async move { master::stop(&control_path, master).await });
         }
     }
 }
@@ -374,8 +392,10 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Whether a session lost its master: commands fail with this error.
+/// A run found the session's master confirmed gone: the session is lost, the call fails.
 pub fn connection_lost(session: &Session) -> DaemonError {
-    session.transition(SessionState::Ready, SessionState::Lost);
+    if session.transition(SessionState::Ready, SessionState::Lost) {
+        session.host.slots.close();
+    }
     lost_error()
 }

@@ -21,6 +21,11 @@ impl Spool {
         self.out.write_all(bytes)
     }
 
+    /// Removes the file: a run that gives no output leaves no spool behind.
+    pub fn discard(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
     /// Flushes and returns the absolute path.
     pub fn finish(mut self) -> io::Result<String> {
         self.out.flush()?;

@@ -47,8 +47,9 @@ impl Capture {
         }
     }
 
-    pub fn total(&self) -> u64 {
-        self.total
+    /// The byte budget this capture was made with.
+    pub fn limit(&self) -> u64 {
+        (self.head_limit + self.tail_limit) as u64
     }
 
     /// The answer for this stream. When bytes were dropped, the head is cut back and the tail

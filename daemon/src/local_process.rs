@@ -1,0 +1,111 @@
+//! Processes on this machine that the daemon did not start as children (each master is forked
+//! by `ssh -f`): named by pid and start time, so a pid the kernel has since given to another
+//! process is never signalled, and never taken for a live master.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+/// A process as it was when first seen: its pid and its start time (clock ticks since boot,
+/// field 22 of `/proc/PID/stat`), which a recycled pid does not share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessId {
+    pub pid: u32,
+    start_time: u64,
+}
+
+impl ProcessId {
+    /// The process `pid` now is, if it exists and is not a zombie.
+    pub fn of(pid: u32) -> Option<Self> {
+        let stat = read_stat(pid)?;
+        (stat.state != 'Z').then_some(Self {
+            pid,
+            start_time: stat.start_time,
+        })
+    }
+
+    /// Whether this very process still runs (a zombie counts as gone: in containers whose
+    /// init does not reap, an exited process lingers as one).
+    pub fn alive(&self) -> bool {
+        read_stat(self.pid).is_some_and(|s| s.start_time == self.start_time && s.state != 'Z')
+    }
+
+    /// Sends `signal` only if the pid still names this process; says whether it was sent.
+    pub fn signal(&self, signal: Signal) -> bool {
+        self.alive()
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), signal).is_ok()
+    }
+
+    /// Waits up to `limit` for the process to be gone. It is not our child, so there is no
+    /// exit event to wait on: a short poll of /proc is the honest option.
+    pub async fn exited_within(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if !self.alive() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+struct Stat {
+    state: char,
+    start_time: u64,
+}
+
+fn read_stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// Fields after the parenthesised command name (which may itself hold spaces or parentheses):
+/// the state is the first, the start time the 20th.
+fn parse_stat(text: &str) -> Option<Stat> {
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start_time = fields.nth(18)?.parse().ok()?;
+    Some(Stat { state, start_time })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_state_and_start_time_past_odd_names() {
+        let line = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1 2 3";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!((stat.state, stat.start_time), ('S', 987_654));
+    }
+
+    #[test]
+    fn a_live_process_is_itself_and_a_recycled_pid_is_not() {
+        let me = ProcessId::of(std::process::id()).unwrap();
+        assert!(me.alive());
+        let impostor = ProcessId {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        assert!(!impostor.alive());
+        assert!(!impostor.signal(Signal::SIGTERM), "never signalled");
+    }
+
+    #[tokio::test]
+    async fn an_exited_child_is_gone() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let id = ProcessId::of(child.id()).unwrap();
+        assert!(id.signal(Signal::SIGKILL));
+        // Not reaped yet: a zombie already counts as gone.
+        assert!(id.exited_within(Duration::from_secs(5)).await);
+        child.wait().unwrap();
+        assert!(!id.alive());
+    }
+}

@@ -1,0 +1,69 @@
+//! Opening command channels on a master without ever exceeding what sshd allows: a per-session
+//! slot limit below the server's MaxSessions, a short retry of the refusals sshd still sends
+//! near its limit (it frees a slot only after the client has seen EOF), and a bound on every
+//! exchange with the master, which may be stopped or wedged.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::mux::{self, MuxError, MuxSession};
+
+/// Channels one session keeps open at once: OpenSSH's default MaxSessions is 10, and sshd
+/// refuses a little before its limit, so we stay two below it and queue the rest.
+pub const CHANNEL_SLOTS: usize = 8;
+
+/// Why a channel could not be had.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The deadline passed while waiting for a slot, for the master, or retrying refusals.
+    TimedOut,
+    /// The session's slots were closed: its master was confirmed gone.
+    SlotsClosed,
+    /// The master's socket failed in a way a retry will not mend (it may be gone, or this
+    /// daemon may be out of descriptors: the caller tells the two apart).
+    Mux(MuxError),
+}
+
+/// Waits for one of the session's slots until `deadline`.
+pub async fn acquire_slot(
+    slots: &Arc<Semaphore>,
+    deadline: Instant,
+) -> Result<OwnedSemaphorePermit, OpenError> {
+    match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        Ok(Err(_closed)) => Err(OpenError::SlotsClosed),
+        Err(_) => Err(OpenError::TimedOut),
+    }
+}
+
+/// Opens a session running `command`, retrying channel refusals (short backoff) and silent
+/// masters until `deadline`. An attempt cut short leaves nothing running: the caller writes
+/// the program only once the channel is open.
+pub async fn open_with_retry(
+    control_path: &Path,
+    command: &str,
+    deadline: Instant,
+) -> Result<MuxSession, OpenError> {
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let attempt_deadline = deadline.min(Instant::now() + mux::EXCHANGE_TIMEOUT);
+        let attempt = mux::open_session(control_path, command);
+        match tokio::time::timeout_at(attempt_deadline, attempt).await {
+            Ok(Ok(session)) => return Ok(session),
+            Ok(Err(e)) if e.is_channel_refusal() => {
+                if Instant::now() + backoff >= deadline {
+                    return Err(OpenError::TimedOut);
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(50));
+            }
+            Ok(Err(e)) => return Err(OpenError::Mux(e)),
+            Err(_) if Instant::now() >= deadline => return Err(OpenError::TimedOut),
+            Err(_) => tracing::debug!("the master did not answer a session request; retrying"),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Ending a remote process group: a small program run through the same building block (so
+//! the login shell's noise cannot garble its answer) that sends TERM, gives the group a second
+//! to go, then sends KILL, and says which signal ended it.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::{Host, Program};
+
+/// How long a kill may take, from asking for a channel to its answer.
+pub const KILL_BUDGET: Duration = Duration::from_secs(4);
+
+/// The kill program for process group `pgid`. A group counts as gone when only zombies are
+/// left in it (where /proc exists): in containers whose init does not reap, a killed process
+/// lingers as a zombie and `kill -0` still finds it. CONT follows TERM so a stopped group
+/// can act on it. (dash's `kill` takes no `--`, so the negative pid follows the signal.)
+pub fn kill_script(pgid: u32) -> String {
+    format!(
+        r#"g={pgid}
+alive() {{
+  kill -0 -$g 2>/dev/null || return 1
+  [ -r /proc/self/stat ] || return 0
+  for f in /proc/[0-9]*/stat; do
+    read -r s 2>/dev/null < $f || continue
+    set -- ${{s##*)}}
+    [ "$3" = $g ] && case $1 in Z) ;; *) return 0;; esac
+  done
+  return 1
+}}
+kill -TERM -$g 2>/dev/null || exit 0
+kill -CONT -$g 2>/dev/null
+i=0
+while [ $i -lt 20 ]; do
+  alive || {{ echo TERM; exit 0; }}
+  sleep 0.05
+  i=$((i+1))
+done
+kill -KILL -$g 2>/dev/null
+echo KILL"#
+    )
+}
+
+/// Ends process group `pgid` on `host`; returns the signal that ended it, or None when the
+/// group was already gone or the kill could not run. Boxed: a run starts kills, and a kill
+/// is a run.
+pub fn kill_group(host: Host, pgid: u32) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let mut program = Program::new(kill_script(pgid), KILL_BUDGET, 64);
+        program.control = true;
+        let result = super::run(&host, program).await.ok()?;
+        let signal = result.stdout.data.trim();
+        matches!(signal, "TERM" | "KILL").then(|| signal.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The script against a real local process group: a sleeping group ends on TERM, one that
+    /// ignores TERM ends on KILL, and a group that is gone gets no signal at all.
+    #[test]
+    fn kills_a_local_group() {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::process::CommandExt;
+        let run_kill = |pgid: u32| {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(kill_script(pgid))
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        for (body, expected) in [
+            ("sleep 30 & echo ready; wait", "TERM\n"),
+            ("trap '' TERM; sleep 30 & echo ready; wait", "KILL\n"),
+        ] {
+            let mut child = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(body)
+                .stdout(std::process::Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            // Kill only once the trap is set and the sleep runs.
+            let mut ready = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut ready)
+                .unwrap();
+            assert_eq!(run_kill(child.id()), expected, "{body}");
+            child.wait().unwrap();
+        }
+        assert_eq!(run_kill(999_999), "");
+    }
+}

@@ -1,0 +1,145 @@
+//! The one building block for remote work: run a fixed `/bin/sh` program on a session's
+//! master, with this stdin, under these limits, and get its exact streams and exit status.
+//! `exec` is a program of the caller's text; every later tool is a fixed program plus a parser
+//! of its output.
+//!
+//! Each run is a task of its own, apart from the call that asked for it: a caller that goes
+//! away, a timeout, or the session closing stops the run, and the task then ends the remote
+//! process group whatever instant that came at (see `job`). The framing that keeps the login
+//! shell's noise out of the streams is in `framing`, the channel slots in `channel`, the kill
+//! in `kill`, the bounded capture in `capture` and the complete copies in `spool`.
+
+pub mod capture;
+pub mod channel;
+pub mod framing;
+mod job;
+pub mod kill;
+pub mod spool;
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use sshmcp_proto::exec::ExecResult;
+use tokio::sync::{Semaphore, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::local_process::ProcessId;
+
+/// Where programs run: one session's master and what every run on it shares.
+#[derive(Clone)]
+pub struct Host {
+    pub control_path: PathBuf,
+    /// Channels this master may have open at once (see `channel`).
+    pub slots: Arc<Semaphore>,
+    /// Fired when the session closes: every run on it stops and kills its program.
+    pub closing: CancellationToken,
+    /// Runs in progress, kills excluded: the session's active commands.
+    pub active: Arc<watch::Sender<u32>>,
+    /// The master process, once it is up: only its confirmed death makes a run report the
+    /// connection lost (a failed socket call may just be this daemon out of descriptors).
+    pub master: Arc<OnceLock<ProcessId>>,
+}
+
+impl Host {
+    pub fn new(control_path: PathBuf) -> Self {
+        Self {
+            control_path,
+            slots: Arc::new(Semaphore::new(channel::CHANNEL_SLOTS)),
+            closing: CancellationToken::new(),
+            active: Arc::new(watch::channel(0).0),
+            master: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Whether the master is known and confirmed gone (exited, or its pid now belongs to
+    /// another process).
+    pub fn master_gone(&self) -> bool {
+        self.master.get().is_some_and(|m| !m.alive())
+    }
+}
+
+/// A program to run: shell text for `/bin/sh`, and the limits it runs under.
+pub struct Program {
+    /// Shell text, run as one group after the working directory is entered. No NUL byte.
+    pub script: String,
+    /// The program's stdin; empty when absent.
+    pub stdin: Option<Vec<u8>>,
+    pub cwd: Option<String>,
+    /// From the call's start: queuing for a channel counts.
+    pub timeout: Duration,
+    /// Bytes kept of each stream (head and tail halves).
+    pub max_output_bytes: u64,
+    /// Complete copies of both streams, when asked for.
+    pub spool: Option<(spool::Spool, spool::Spool)>,
+    /// A control program (a kill): it skips the channel queue and is not counted as active,
+    /// so it runs even while every slot is taken by the commands it is meant to end.
+    pub control: bool,
+}
+
+impl Program {
+    /// A program with the usual settings: no stdin, no working directory, no spool.
+    pub fn new(script: impl Into<String>, timeout: Duration, max_output_bytes: u64) -> Self {
+        Self {
+            script: script.into(),
+            stdin: None,
+            cwd: None,
+            timeout,
+            max_output_bytes,
+            spool: None,
+            control: false,
+        }
+    }
+}
+
+/// Why a run produced no result.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The master is confirmed gone.
+    #[error("the session's master is gone")]
+    ConnectionLost,
+    #[error("the working directory does not exist or cannot be entered")]
+    NoCwd,
+    /// The session closed while the program ran (it was killed).
+    #[error("the session was closed while the command ran")]
+    Cancelled,
+    /// The login shell ended before it started `/bin/sh` (its startup files exited, or it
+    /// cannot run commands).
+    #[error(
+        "the remote login shell ended (status {0}) before it ran the command; \
+         check the startup files of the remote user's shell"
+    )]
+    LoginShell(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Runs `program` on `host` and waits for its result. Dropping this future stops the run:
+/// its task then ends the remote process group, also when that group is not known yet.
+pub async fn run(host: &Host, program: Program) -> Result<ExecResult, RunError> {
+    let stop = CancellationToken::new();
+    let stop_when_dropped = stop.clone().drop_guard();
+    let (answer, result) = oneshot::channel();
+    tokio::spawn(job::drive(host.clone(), program, stop, answer));
+    let result = result
+        .await
+        .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
+    // Answered: what the run still does (a channel closing, children that outlive the
+    // program until its timeout) is its own business now.
+    stop_when_dropped.disarm();
+    result
+}
+
+/// How a run's failure reads on the wire. `ConnectionLost` is the session's business too: the
+/// service marks the session lost when an operation answers with it.
+impl From<RunError> for sshmcp_proto::DaemonError {
+    fn from(e: RunError) -> Self {
+        use sshmcp_proto::{DaemonError, ErrorCode};
+        match e {
+            RunError::ConnectionLost => crate::session::lost_error(),
+            RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
+            RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
+            RunError::LoginShell(_) | RunError::Failed(_) => DaemonError::internal(e.to_string()),
+        }
+    }
+}

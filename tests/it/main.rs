@@ -7,6 +7,7 @@ mod connect;
 mod daemon;
 mod exec;
 mod exec_limits;
+mod login_shells;
 mod surface;
 
 use serde_json::{Value, json};

@@ -36,6 +36,55 @@ pub fn user_with_shell(name: &str, shell: &str) -> String {
     name.to_string()
 }
 
+/// The login shells of the chatty test users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chatty {
+    /// bash, whose `~/.bashrc` prints on both streams above Debian's "not interactive:
+    /// return" guard, as conda, nvm and motd scripts do.
+    Bash,
+    /// tcsh, whose `~/.cshrc` runs for every command with no guard at all.
+    Tcsh,
+}
+
+/// A test user whose login shell prints on stdout and stderr before any command runs: a line,
+/// a line that looks like one of the framing's markers, and a last word without a newline
+/// (root only: it creates the account and writes its startup file).
+pub fn chatty_user(kind: Chatty) -> String {
+    let (name, shell, file, text) = match kind {
+        Chatty::Bash => (
+            "sshmcp-chatty",
+            "/bin/bash",
+            ".bashrc",
+            "echo 'chatty rc on stdout'\necho '_sshmcp_00000000000000000000000000000000 run'\n\
+             printf 'no newline'\necho 'chatty rc on stderr' >&2\nprintf 'no newline' >&2\n\
+             case $- in *i*) ;; *) return;; esac\necho interactive only\n",
+        ),
+        Chatty::Tcsh => (
+            "sshmcp-chattycsh",
+            "/usr/bin/tcsh",
+            ".cshrc",
+            "echo 'chatty rc on stdout'\necho '_sshmcp_00000000000000000000000000000000 run'\n\
+             printf 'no newline'\nsh -c 'echo chatty rc on stderr >&2; printf \"no newline\" >&2'\n",
+        ),
+    };
+    let user = user_with_shell(name, shell);
+    let home = nix::unistd::User::from_name(&user)
+        .ok()
+        .flatten()
+        .expect("chatty user")
+        .dir;
+    // Written aside and renamed: a login shell of another test may be reading it right now.
+    let rc = home.join(file);
+    let fresh = home.join(format!("{file}.{}", std::process::id()));
+    std::fs::write(&fresh, text).expect("write the startup file");
+    run(
+        Command::new("chown").arg(format!("{user}:")).arg(&fresh),
+        "coreutils",
+    );
+    std::fs::rename(&fresh, &rc).expect("publish the startup file");
+    user
+}
+
 /// Creates `name` with `shell` once, whatever number of test processes ask at the same time.
 fn ensure_user(name: &str, shell: &str) {
     let lock = std::fs::OpenOptions::new()

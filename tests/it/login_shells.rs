@@ -1,0 +1,177 @@
+//! Users whose login shell prints before every command (bash above Debian's interactive guard,
+//! tcsh with no guard at all): every answer holds exactly the program's own streams, and the
+//! framing holds whatever the program does with its streams.
+
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::TestEnv;
+use sshmcp_tests::mcp::session_of;
+use sshmcp_tests::process::unique_sleep;
+use sshmcp_tests::users::{Chatty, chatty_user};
+
+use crate::{code, exec, remote_until};
+
+/// A world whose `chatty` alias logs in as the chatty user of `kind`, connected.
+async fn chatty(kind: Chatty) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::new();
+    let user = chatty_user(kind);
+    env.sshd.add_host_block(&format!(
+        "Host chatty\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "chatty"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["remote"]["user"], user, "remote facts are exact too: {r}");
+    // The startup file did print: the daemon dropped it (and says so at debug level).
+    assert!(env.daemon_log_shows("dropped what the login shell printed"));
+    let session = session_of(&r);
+    (env, mcp, session)
+}
+
+fn streams(r: &Value) -> (&str, &str) {
+    (
+        r["stdout"]["data"].as_str().unwrap(),
+        r["stderr"]["data"].as_str().unwrap(),
+    )
+}
+
+/// The same checks for both login shells: exact streams and status, a timeout within a second
+/// of its limit with the group gone, a missing cwd as an error, and MCP cancellation.
+async fn behaves_exactly(kind: Chatty) {
+    let (_env, mcp, s) = chatty(kind).await;
+    let r = exec(&mcp, &s, "echo out; echo err >&2; exit 3", json!({})).await;
+    assert_eq!(r["exit_code"], 3, "{r}");
+    assert_eq!(streams(&r), ("out\n", "err\n"), "{r}");
+    assert_eq!(r["stdout"]["total_bytes"], 4);
+
+    let secs = unique_sleep(30);
+    let r = exec(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert_eq!(r["signal"], "TERM", "{r}");
+    let duration = r["duration"].as_f64().unwrap();
+    assert!(
+        (1.0..2.0).contains(&duration),
+        "within 1 s of the limit: {r}"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "gone\n"
+    );
+
+    let r = exec(&mcp, &s, "echo ran", json!({"cwd": "/nonexistent"})).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
+    assert_eq!(streams(&r), ("/tmp\n", ""), "{r}");
+
+    let secs = unique_sleep(41);
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": format!("sleep {secs}"), "timeout": 120});
+    let (id, _rx) = mcp.start_call("exec", args).await;
+    let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
+    assert!(
+        remote_until(&mcp, &s, &probe, "yes\n").await,
+        "never started"
+    );
+    mcp.cancel(id).await;
+    assert!(remote_until(&mcp, &s, &probe, "no\n").await, "still runs");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_chatty_bashrc_changes_nothing() {
+    behaves_exactly(Chatty::Bash).await;
+}
+
+#[tokio::test]
+async fn a_chatty_cshrc_changes_nothing() {
+    behaves_exactly(Chatty::Tcsh).await;
+}
+
+/// Programs that do unusual things with their streams are answered exactly.
+#[tokio::test]
+async fn the_framing_holds_whatever_the_program_does() {
+    let (env, mcp, s) = chatty(Chatty::Bash).await;
+    let heredoc = "cat <<EOF\nline $((2+3))\nEOF\ncat <<'RAW' >&2\n$HOME `x`\nRAW";
+    let r = exec(&mcp, &s, heredoc, json!({})).await;
+    assert_eq!(streams(&r), ("line 5\n", "$HOME `x`\n"), "{r}");
+
+    // Everything the program prints goes to a file: both streams are empty, the file exact.
+    let file = format!("{}-redirected", env.root.path().display());
+    let r = exec(
+        &mcp,
+        &s,
+        &format!("exec >'{file}' 2>&1; echo to-file; echo err-to-file >&2"),
+        json!({}),
+    )
+    .await;
+    assert_eq!((r["exit_code"].clone(), streams(&r)), (json!(0), ("", "")));
+    let r = exec(&mcp, &s, &format!("cat '{file}'; rm '{file}'"), json!({})).await;
+    assert_eq!(streams(&r), ("to-file\nerr-to-file\n", ""), "{r}");
+
+    let r = exec(&mcp, &s, "exec >&-; echo only-err >&2", json!({})).await;
+    assert_eq!(
+        (r["exit_code"].clone(), streams(&r)),
+        (json!(0), ("", "only-err\n"))
+    );
+    let r = exec(&mcp, &s, "exec 2>&-; echo only-out", json!({})).await;
+    assert_eq!(
+        (r["exit_code"].clone(), streams(&r)),
+        (json!(0), ("only-out\n", ""))
+    );
+
+    // Output that imitates the framing's markers is the program's own.
+    let fake = "_sshmcp_00000000000000000000000000000000";
+    let r = exec(
+        &mcp,
+        &s,
+        &format!("echo '{fake} run'; echo '{fake} 1' >&2; printf '{fake}'"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        streams(&r),
+        (
+            format!("{fake} run\n{fake}").as_str(),
+            format!("{fake} 1\n").as_str()
+        ),
+        "{r}"
+    );
+    mcp.close().await;
+}
+
+/// A background child that keeps the streams open does not hold the answer: it comes right
+/// after the shell exits, with the exit code and what was printed; the child is ended at the
+/// command's timeout. A child that let go of the streams (nohup, redirected) keeps running.
+#[tokio::test]
+async fn background_children_neither_hold_the_answer_nor_outlive_the_timeout() {
+    let (_env, mcp, s) = chatty(Chatty::Bash).await;
+    let held = unique_sleep(50);
+    let command = format!("echo before; sleep {held} & echo after; exit 4");
+    let r = exec(&mcp, &s, &command, json!({"timeout": 3})).await;
+    assert_eq!(r["exit_code"], 4, "{r}");
+    assert_eq!(r["timed_out"], false, "{r}");
+    assert_eq!(streams(&r), ("before\nafter\n", ""), "{r}");
+    assert!(r["duration"].as_f64().unwrap() < 2.0, "{r}");
+    let probe = format!("pgrep -f 'sleep {held}' >/dev/null && echo yes || echo no");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "yes\n"
+    );
+    assert!(
+        remote_until(&mcp, &s, &probe, "no\n").await,
+        "the child holding the streams must end at the timeout"
+    );
+
+    let detached = unique_sleep(51);
+    let command = format!("nohup sleep {detached} >/dev/null 2>&1 & echo started");
+    let r = exec(&mcp, &s, &command, json!({"timeout": 1})).await;
+    assert_eq!(streams(&r), ("started\n", ""), "{r}");
+    let probe = format!("pgrep -f 'sleep {detached}' >/dev/null && echo yes || echo no");
+    // Past the first command's timeout, the detached child still runs.
+    let r = exec(&mcp, &s, &format!("sleep 1.5; {probe}"), json!({})).await;
+    assert_eq!(r["stdout"]["data"], "yes\n", "{r}");
+    exec(&mcp, &s, &format!("pkill -f 'sleep {detached}'"), json!({})).await;
+    mcp.close().await;
+}

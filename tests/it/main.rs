@@ -9,6 +9,7 @@ mod exec;
 mod exec_limits;
 mod login_shells;
 mod surface;
+mod wedged;
 
 use serde_json::{Value, json};
 use sshmcp_tests::mcp::{answer, session_of};

@@ -22,7 +22,7 @@ pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum MuxError {
     /// The control socket does not accept connections: the master is gone.
-    #[error("the master's control socket is unreachable: {0}")]
+    #[error("cannot connect to the master's control socket: {0}")]
     Unreachable(io::Error),
     /// The master answered the request with a failure, e.g. sshd refused the channel.
     #[error("the master refused the request: {0}")]

@@ -1,0 +1,111 @@
+//! Masters that stop answering and sockets that fail: nothing waits forever, and a session is
+//! `lost` only when its master is really gone.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+use sshmcp_tests::process::{gone, run, unique_sleep};
+
+use crate::{code, connected, exec, remote_until};
+
+fn master_pid(connected: &serde_json::Value) -> u32 {
+    connected["sessions"][0]["master_pid"].as_u64().unwrap() as u32
+}
+
+/// A SIGSTOPped master: a running command still answers at its timeout (plus the stop's
+/// grace), a new one within its timeout, the session stays `ready`, and disconnect finishes
+/// within its cap and ends the master.
+#[tokio::test]
+async fn a_stopped_master_wedges_neither_exec_nor_disconnect() {
+    let (_env, mcp, s) = connected().await;
+    let pid = master_pid(&mcp.call("session_list", json!({})).await);
+    let secs = unique_sleep(60);
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": format!("sleep {secs}"), "timeout": 2});
+    let (_, running) = mcp.start_call("exec", args).await;
+    let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
+    assert!(remote_until(&mcp, &s, &probe, "yes\n").await);
+    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
+
+    let r = sshmcp_tests::mcp::answer(running).await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert!(r["duration"].as_f64().unwrap() < 4.5, "{r}");
+
+    let asked = Instant::now();
+    let r = exec(&mcp, &s, "echo never", json!({"timeout": 3})).await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert_eq!(r["stdout"]["data"], "", "{r}");
+    assert!(asked.elapsed() < Duration::from_millis(3500), "{r}");
+    let list = mcp.call("session_list", json!({})).await;
+    assert_eq!(list["sessions"][0]["state"], "ready", "stopped is not lost");
+
+    let asked = Instant::now();
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["state"], "closed", "{r}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(gone(pid), "the stopped master must be ended");
+    mcp.close().await;
+}
+
+/// `sshmcp daemon stop` with a stopped master finishes within its cap too.
+#[tokio::test]
+async fn daemon_stop_finishes_with_a_stopped_master() {
+    let (env, mcp, _s) = connected().await;
+    let pid = master_pid(&mcp.call("session_list", json!({})).await);
+    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
+    let asked = Instant::now();
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(gone(pid));
+    drop(mcp);
+}
+
+/// A socket call that fails inside the daemon (here: out of descriptors) fails that call with
+/// a clear error; the session stays `ready` and works again once descriptors are back.
+#[tokio::test]
+async fn a_failed_socket_call_does_not_lose_a_healthy_session() {
+    let (env, mcp, s) = connected().await;
+    let daemon = env.daemon_pid().expect("daemon pid");
+    let open = std::fs::read_dir(format!("/proc/{daemon}/fd"))
+        .unwrap()
+        .count();
+    // The soft limit only: the hard one cannot be raised back.
+    let soft_limit = |n: &str| {
+        run(
+            std::process::Command::new("prlimit")
+                .arg(format!("--pid={daemon}"))
+                .arg(format!("--nofile={n}:")),
+            "util-linux",
+        )
+    };
+    let before = std::fs::read_to_string(format!("/proc/{daemon}/limits")).unwrap();
+    let soft = before
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .expect("the soft limit")
+        .to_string();
+    soft_limit(&open.to_string());
+    let r = exec(&mcp, &s, "echo hi", json!({"timeout": 5})).await;
+    soft_limit(&soft);
+    assert_eq!(code(&r), "internal_error", "{r}");
+    let list = mcp.call("session_list", json!({})).await;
+    assert_eq!(
+        list["sessions"][0]["state"], "ready",
+        "a healthy session stays ready"
+    );
+    let r = exec(&mcp, &s, "echo back", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "back\n", "{r}");
+    mcp.close().await;
+}

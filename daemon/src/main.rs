@@ -8,8 +8,8 @@ use sshmcpd::config::{Flags, Settings};
 use sshmcpd::lifecycle::{self, Instance, ReadyReport};
 
 fn main() -> ExitCode {
-    // OpenSSH runs us as its askpass program when no prompt route exists (see askpass.rs).
-    if let Some(status) = sshmcpd::session::askpass::run_probe_if_requested() {
+    // OpenSSH runs us as its askpass program for every prompt (see askpass.rs).
+    if let Some(status) = sshmcpd::session::askpass::run_if_requested() {
         return ExitCode::from(status);
     }
     let flags = Flags::parse();

@@ -68,6 +68,11 @@ impl RuntimePaths {
         self.dir.join("start.lock")
     }
 
+    /// Taken by the askpass relay for as long as a prompt is shown: one prompt at a time.
+    pub fn askpass_lock(&self) -> PathBuf {
+        self.dir.join("askpass.lock")
+    }
+
     /// Control sockets of the OpenSSH masters; kept short for the 108-byte socket path limit.
     pub fn masters_dir(&self) -> PathBuf {
         self.dir.join("m")

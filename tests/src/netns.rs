@@ -7,6 +7,7 @@ use std::process::Command;
 /// The server side's address inside its namespace.
 pub const SERVER_ADDR: &str = "10.231.0.1";
 const CLIENT_ADDR: &str = "10.231.0.2";
+const BLACK_HOLE_ADDR: &str = "10.231.0.9";
 
 pub struct NetnsPair {
     pub server_ns: String,
@@ -51,6 +52,26 @@ impl NetnsPair {
             ip(&["-n", ns, "link", "set", link, "up"]);
         }
         pair
+    }
+
+    /// An address on the link that swallows every packet the client namespace sends it: its
+    /// neighbour entry names a hardware address nobody owns, so the server's end drops the
+    /// frames and a TCP connect hangs until its own timeout. Nothing leaves the namespaces.
+    pub fn black_hole(&self) -> &'static str {
+        ip(&[
+            "-n",
+            &self.client_ns,
+            "neigh",
+            "replace",
+            BLACK_HOLE_ADDR,
+            "lladdr",
+            "02:00:00:00:00:09",
+            "dev",
+            &self.client_link,
+            "nud",
+            "permanent",
+        ]);
+        BLACK_HOLE_ADDR
     }
 
     /// Takes the client's end of the link down (or up again).

@@ -115,7 +115,7 @@ impl Sshd {
     fn client_config(&self) -> String {
         format!(
             "Host testbed\n  HostName {addr}\n  Port {port}\n  User {user}\n\n\
-             Host * !locked\n  IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  \
+             Host * !locked*\n  IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  \
              StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n",
             addr = self.addr,
             port = self.port,

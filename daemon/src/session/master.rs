@@ -122,6 +122,7 @@ pub enum StartFailure {
 pub async fn start(
     args: Vec<OsString>,
     log_path: &Path,
+    askpass_lock: &Path,
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<(), StartFailure> {
@@ -137,9 +138,7 @@ pub async fn start(
     let marker = log_path.with_extension("prompt");
     let _ = std::fs::remove_file(&marker);
     let mut cmd = tokio::process::Command::new("ssh");
-    if !askpass::usable_route() {
-        cmd.envs(askpass::probe_env(&marker));
-    }
+    cmd.envs(askpass::env(&marker, askpass_lock));
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(failed)?)

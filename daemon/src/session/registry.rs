@@ -29,9 +29,6 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 pub struct Registry {
     pub settings: Arc<Settings>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// One authentication at a time, daemon-wide: each passphrase dialog or key touch then
-    /// belongs to exactly one pending connect.
-    authenticating: tokio::sync::Mutex<()>,
     /// Set once shutdown begins: no new sessions.
     closing: AtomicBool,
 }
@@ -41,7 +38,6 @@ impl Registry {
         Arc::new(Self {
             settings,
             sessions: Mutex::new(HashMap::new()),
-            authenticating: tokio::sync::Mutex::new(()),
             closing: AtomicBool::new(false),
         })
     }
@@ -187,10 +183,6 @@ impl Registry {
             )
         };
         let start_failed = |m: String| DaemonError::new(ErrorCode::ConnectionStartFailed, m);
-        let turn = tokio::select! {
-            turn = self.authenticating.lock() => turn,
-            _ = session.host.closing.cancelled() => return Err(closed()),
-        };
         let args = master::master_args(
             self.settings.ssh_config.as_deref(),
             &session.host.control_path,
@@ -202,9 +194,9 @@ impl Registry {
             .settings
             .masters_log_dir()
             .join(format!("{}.log", session.id));
-        let started = master::start(args, &log, timeout, &session.host.closing).await;
-        // Authentication is over: the next connect may prompt while this one gathers facts.
-        drop(turn);
+        // Prompts take turns daemon-wide inside the askpass relay; the rest runs in parallel.
+        let lock = self.settings.runtime.askpass_lock();
+        let started = master::start(args, &log, &lock, timeout, &session.host.closing).await;
         match started {
             Ok(()) => {}
             Err(StartFailure::Cancelled) => return Err(closed()),

@@ -82,7 +82,7 @@ impl Daemon for DaemonService {
         exec::check(&req)?;
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
-        self.on_session(&auth, |session| async move {
+        self.on_session("exec", &auth, |session| async move {
             exec::exec(&session, &settings, req).await
         })
         .await
@@ -92,18 +92,32 @@ impl Daemon for DaemonService {
 impl DaemonService {
     /// The one path of every tool that works on a session: check the key and the session's
     /// state, run the operation, and when it found the master gone, mark the session lost.
-    async fn on_session<T, F, Fut>(&self, auth: &SessionAuth, op: F) -> Result<T, DaemonError>
+    async fn on_session<T, F, Fut>(
+        &self,
+        tool: &'static str,
+        auth: &SessionAuth,
+        op: F,
+    ) -> Result<T, DaemonError>
     where
         F: FnOnce(Arc<Session>) -> Fut,
         Fut: Future<Output = Result<T, DaemonError>>,
     {
         let session = self.registry.authorize(auth)?;
         session.touch();
+        let started = std::time::Instant::now();
         let outcome = op(session.clone()).await;
         session.touch();
-        outcome.map_err(|e| match e.code {
+        let outcome = outcome.map_err(|e| match e.code {
             ErrorCode::ConnectionLost => connection_lost(&session),
             _ => e,
-        })
+        });
+        tracing::debug!(
+            tool,
+            session = %session.id,
+            outcome = outcome.as_ref().err().map_or("ok", |e| e.code.as_str()),
+            seconds = started.elapsed().as_secs_f64(),
+            "call done"
+        );
+        outcome
     }
 }

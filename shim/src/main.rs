@@ -26,14 +26,19 @@ struct Flags {
     runtime_dir: Option<PathBuf>,
 }
 
+/// Log targets capped whatever `SSHMCP_SHIM_LOG` asks: rmcp prints every request's arguments
+/// and every answer at debug (the session key is in both), and tarpc prints requests at trace.
+/// MCP hosts keep the shim's stderr in files.
+const SECRET_SAFE_CAPS: &str = "rmcp=info,tarpc=warn";
+
 fn main() -> ExitCode {
+    let asked = std::env::var("SSHMCP_SHIM_LOG").unwrap_or_else(|_| "warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(format!("{asked},{SECRET_SAFE_CAPS}"))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,{SECRET_SAFE_CAPS}")));
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SSHMCP_SHIM_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(filter)
         .init();
     match run() {
         Ok(()) => ExitCode::SUCCESS,

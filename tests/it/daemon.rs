@@ -2,10 +2,10 @@
 //! private runtime directories, masters outliving a crashed daemon, and keys never logged.
 
 use serde_json::json;
-use sshmcp_tests::TestEnv;
 use sshmcp_tests::env::files_under;
+use sshmcp_tests::{SshdOptions, TestEnv};
 
-use crate::{connected, exec};
+use crate::exec;
 
 #[tokio::test]
 async fn concurrent_first_use_starts_exactly_one_daemon() {
@@ -86,7 +86,9 @@ async fn a_runtime_dir_open_to_others_is_refused() {
 /// check has something to find: the daemon log names the session, a wrong key was tried.
 #[tokio::test]
 async fn session_keys_never_reach_logs_or_state_files() {
-    let (env, mcp, s) = connected().await;
+    // Every log at its most verbose.
+    let trace = [("SSHMCP_LOG", "trace"), ("SSHMCP_SHIM_LOG", "trace")];
+    let (env, mcp, s) = crate::connected_with(&SshdOptions::default(), &trace).await;
     exec(&mcp, &s, "echo hi", json!({})).await;
     exec(
         &mcp,
@@ -110,6 +112,13 @@ async fn session_keys_never_reach_logs_or_state_files() {
         files.iter().any(|f| f.ends_with("sessions.json")),
         "{files:?}"
     );
+    // The shim did log (at trace), and so did the daemon.
+    let shim_log: u64 = std::fs::read_dir(env.logs_dir())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(shim_log > 0, "the shim logged nothing at trace");
+    assert!(env.daemon_log().contains("TRACE") || env.daemon_log().contains("DEBUG"));
     for file in &files {
         let text = String::from_utf8_lossy(&std::fs::read(file).unwrap()).into_owned();
         assert!(

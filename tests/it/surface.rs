@@ -52,7 +52,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
 
 #[tokio::test]
 async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
-    let (_env, mcp, s) = connected().await;
+    let (env, mcp, s) = connected().await;
     let r = mcp.call("exec", json!({"command": "true"})).await;
     assert_eq!(code(&r), "invalid_arguments");
     assert_eq!(
@@ -77,6 +77,20 @@ async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
         .await;
     assert_eq!(code(&r), "invalid_arguments");
     assert!(!r.to_string().contains("evil"));
+    // Shell syntax in a target could run in a local shell wherever the user's configuration
+    // expands %h or %u into a command (OpenSSH before 9.6): refused before ssh sees it.
+    let touched = format!("{}-touched", env.root.path().display());
+    for args in [
+        json!({"host": format!("$(touch {touched})"), "user": "u"}),
+        json!({"host": "h", "user": format!("`touch {touched}`")}),
+        json!({"alias": format!("box;touch {touched}")}),
+        json!({"host": "h|id", "user": "u"}),
+    ] {
+        let r = mcp.call("connect", args).await;
+        assert_eq!(code(&r), "invalid_arguments", "{r}");
+        assert!(!r.to_string().contains("touch"), "{r}");
+    }
+    assert!(!std::path::Path::new(&touched).exists());
     let r = mcp.call("session_list", json!({"x": 1})).await;
     assert_eq!(r["error"]["message"], "unknown fields were sent");
     mcp.close().await;

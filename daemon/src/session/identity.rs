@@ -57,19 +57,60 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
     })
 }
 
-/// A host, user or alias that could be read as an option or smuggle a second word is refused
-/// before it reaches `ssh`.
-pub fn check_word(field: &str, value: &str) -> Result<(), String> {
+/// The fields of a connect target, each with the characters it may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Word {
+    /// A host name, an IPv4 address or an IPv6 address (no brackets).
+    Host,
+    /// A user name (`@` for directory users such as `user@domain`).
+    User,
+    /// A Host of the user's OpenSSH configuration, possibly as `user@host`.
+    Alias,
+}
+
+impl Word {
+    fn field(self) -> &'static str {
+        match self {
+            Self::Host => "host",
+            Self::User => "user",
+            Self::Alias => "alias",
+        }
+    }
+
+    fn allows(self, c: char) -> bool {
+        c.is_ascii_alphanumeric()
+            || matches!(c, '.' | '-' | '_')
+            || c == ':' && self != Self::User
+            || c == '@' && self != Self::Host
+    }
+
+    fn allowed(self) -> &'static str {
+        match self {
+            Self::Host => "letters, digits and . - _ :",
+            Self::User => "letters, digits and . - _ @",
+            Self::Alias => "letters, digits and . - _ : @",
+        }
+    }
+}
+
+/// Accepts only what host names, addresses, user names and config Hosts need. Anything else
+/// is refused before it reaches `ssh`: a leading `-` would read as an option, and shell
+/// characters (`$()`, backticks, `;`, `|`) would run in a local shell wherever the user's
+/// configuration expands `%h` or `%u` into a `ProxyCommand`, `LocalCommand` or `Match exec`
+/// (OpenSSH before 9.6 does not check them itself). The value is never repeated.
+pub fn check_word(word: Word, value: &str) -> Result<(), String> {
+    let field = word.field();
     if value.is_empty() {
         return Err(format!("{field} must not be empty"));
     }
-    if value.starts_with('-') {
-        return Err(format!("{field} must not start with '-'"));
+    if value.len() > 255 {
+        return Err(format!("{field} must be at most 255 bytes"));
     }
-    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "{field} must not contain whitespace or control characters"
-        ));
+    if value.starts_with(['-', '.', '@']) {
+        return Err(format!("{field} must start with a letter, a digit, _ or :"));
+    }
+    if !value.chars().all(|c| word.allows(c)) {
+        return Err(format!("{field} may contain only {}", word.allowed()));
     }
     Ok(())
 }
@@ -105,10 +146,42 @@ mod tests {
     }
 
     #[test]
-    fn refuses_option_like_words() {
-        assert!(check_word("host", "-oProxyCommand=x").is_err());
-        assert!(check_word("host", "a b").is_err());
-        assert!(check_word("host", "").is_err());
-        assert!(check_word("host", "db-1.example.com").is_ok());
+    fn refuses_option_like_and_shell_words() {
+        for bad in [
+            "-oProxyCommand=x",
+            "a b",
+            "",
+            "$(touch x)",
+            "`id`",
+            "h;id",
+            "h|id",
+            "h&",
+            "h%d",
+            "prod-*",
+            "it's",
+            "a\nb",
+            ".hidden",
+        ] {
+            for word in [Word::Host, Word::User, Word::Alias] {
+                let err = check_word(word, bad).unwrap_err();
+                assert!(bad.is_empty() || !err.contains(bad), "{err}");
+            }
+        }
+        assert!(check_word(Word::Host, &"a".repeat(255)).is_ok());
+        assert!(check_word(Word::Host, &"a".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn accepts_names_addresses_and_users() {
+        for host in ["db-1.example.com", "10.0.0.1", "::1", "fe80::1", "my_host"] {
+            assert_eq!(check_word(Word::Host, host), Ok(()), "{host}");
+            assert_eq!(check_word(Word::Alias, host), Ok(()), "{host}");
+        }
+        for user in ["alice", "svc_deploy", "first.last", "user@corp.example"] {
+            assert_eq!(check_word(Word::User, user), Ok(()), "{user}");
+        }
+        assert!(check_word(Word::Alias, "bob@box").is_ok());
+        assert!(check_word(Word::Host, "bob@box").is_err());
+        assert!(check_word(Word::User, "a:b").is_err());
     }
 }

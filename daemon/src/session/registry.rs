@@ -13,6 +13,7 @@ use sshmcp_proto::session::{
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
 
+use super::identity::{Word, check_word};
 use super::master::{self, StartFailure};
 use super::{Session, identity, key, lost_error, record};
 use crate::config::Settings;
@@ -366,10 +367,10 @@ impl Drop for Reservation {
 fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> {
     let invalid = DaemonError::invalid_arguments;
     match &req.target {
-        ConnectTarget::Alias { alias } => identity::check_word("alias", alias).map_err(invalid)?,
+        ConnectTarget::Alias { alias } => check_word(Word::Alias, alias).map_err(invalid)?,
         ConnectTarget::Direct { host, user, port } => {
-            identity::check_word("host", host).map_err(invalid)?;
-            identity::check_word("user", user).map_err(invalid)?;
+            check_word(Word::Host, host).map_err(invalid)?;
+            check_word(Word::User, user).map_err(invalid)?;
             if *port == Some(0) {
                 return Err(invalid("port must be between 1 and 65535".into()));
             }

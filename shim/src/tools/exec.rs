@@ -17,7 +17,8 @@ use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecArgs {
     /// The session to run in (from connect).

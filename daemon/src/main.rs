@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     if let Some(status) = sshmcpd::session::askpass::run_if_requested() {
         return ExitCode::from(status);
     }
+    close_inherited_descriptors();
     let flags = Flags::parse();
     let report = ReadyReport::new(flags.report_ready);
     match run(&flags, &report) {
@@ -56,6 +57,24 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
     let result = runtime.block_on(lifecycle::run(settings, report));
     drop(pidfile);
     result.context("daemon")
+}
+
+/// Closes every descriptor above stderr that whoever started us leaked (a client's sockets or
+/// pipes without close-on-exec): a long-lived daemon holding them would keep their other ends
+/// from ever seeing EOF. The askpass relay never gets here, so ssh's descriptors stay its own.
+fn close_inherited_descriptors() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: nothing in this process owns a descriptor yet, so closing one cannot pull
+        // it from under an owner; the directory's own is already closed (EBADF, ignored).
+        unsafe { nix::libc::close(fd) };
+    }
 }
 
 /// Each running command holds a control socket and three pipes: raise the soft descriptor limit

@@ -22,10 +22,14 @@ impl RuntimePaths {
     }
 
     /// Like [`from_env`](Self::from_env) with an explicit override taking the place of the
-    /// environment variable.
+    /// environment variable. Without one, the config file's `runtime-dir` comes next: a client
+    /// must find the socket where a daemon configured there listens.
     pub fn resolve(explicit: Option<PathBuf>) -> Self {
         let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-        Self::choose(explicit, xdg, nix::unistd::getuid().as_raw())
+        let chosen = explicit
+            .filter(|p| !p.as_os_str().is_empty())
+            .or_else(|| ConfiguredDirs::read().runtime_dir);
+        Self::choose(chosen, xdg, nix::unistd::getuid().as_raw())
     }
 
     /// The choice itself: explicit, else `$XDG_RUNTIME_DIR/sshmcp`, else `/tmp/sshmcp-$UID`.
@@ -85,12 +89,41 @@ impl RuntimePaths {
     }
 }
 
-/// The daemon's state directory: `SSHMCP_STATE_DIR`, else the platform state dir.
+/// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
+/// the platform state dir.
 pub fn state_dir_from_env() -> Option<PathBuf> {
     std::env::var_os("SSHMCP_STATE_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+        .or_else(|| ConfiguredDirs::read().state_dir)
         .or_else(|| project_dirs().and_then(|d| d.state_dir().map(Path::to_path_buf)))
+}
+
+/// The directories the config file sets, as every client reads them (the daemon reads the
+/// whole file in its own settings).
+#[derive(Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct ConfiguredDirs {
+    runtime_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+}
+
+impl ConfiguredDirs {
+    /// From `SSHMCP_CONFIG`, else the default config file; nothing when absent or unreadable
+    /// (the daemon reports a broken file; a client only looks for its socket).
+    fn read() -> Self {
+        let path = std::env::var_os("SSHMCP_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(default_config_file);
+        path.and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|text| Self::parse(&text))
+            .unwrap_or_default()
+    }
+
+    fn parse(text: &str) -> Self {
+        toml::from_str(text).unwrap_or_default()
+    }
 }
 
 /// The daemon's default local root when nobody configured one: a dedicated folder under the
@@ -168,6 +201,17 @@ mod tests {
         assert_eq!(
             RuntimePaths::choose(empty.clone(), empty, 7).dir,
             PathBuf::from("/tmp/sshmcp-7")
+        );
+    }
+
+    #[test]
+    fn configured_dirs_come_from_the_file_among_other_keys() {
+        let dirs = ConfiguredDirs::parse("max-sessions = 3\nruntime-dir = \"/r\"\n");
+        assert_eq!(dirs.runtime_dir, Some(PathBuf::from("/r")));
+        assert_eq!(dirs.state_dir, None);
+        assert_eq!(
+            ConfiguredDirs::parse("not toml ["),
+            ConfiguredDirs::default()
         );
     }
 

@@ -34,7 +34,8 @@ impl Shim {
     fn instructions(&self) -> String {
         let root = match &self.local_root {
             Some(root) => format!("The local root for this agent is {}.", root.display()),
-            None => "The local root is the daemon's default (see `sshmcp doctor`).".to_string(),
+            None => "The local root is the daemon's default (`sshmcp daemon status` shows it)."
+                .to_string(),
         };
         format!(
             "sshmcp runs commands on remote machines over SSH, using the user's OpenSSH \

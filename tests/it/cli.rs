@@ -123,3 +123,33 @@ fn help_lists_exactly_the_commands() {
         ["status", "start", "stop", "logs", "help"]
     );
 }
+
+/// The config file's `runtime-dir` is where the CLI and the shim look for the daemon (and
+/// where the daemon they start listens), with no environment variable saying so.
+#[tokio::test]
+async fn clients_find_the_daemon_where_the_config_file_puts_it() {
+    let env = TestEnv::with(
+        &sshmcp_tests::SshdOptions::default(),
+        &[("SSHMCP_RUNTIME_DIR", "")],
+    );
+    let config = env.home.join(".config/sshmcp/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!("runtime-dir = \"{}\"\n", env.runtime_dir.display()),
+    )
+    .unwrap();
+    let out = env.cli(&["daemon", "start"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(env.runtime_dir.join("sshmcpd.sock").exists());
+    let mcp = env.mcp().await;
+    connect(&mcp).await;
+    let out = env.cli(&["sessions", "--json"]);
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        rows.as_array().unwrap().len(),
+        1,
+        "the CLI sees the shim's session"
+    );
+    mcp.close().await;
+}

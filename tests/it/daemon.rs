@@ -188,3 +188,28 @@ async fn a_runtime_dir_too_long_for_unix_sockets_is_refused_clearly() {
     assert!(!std::path::Path::new(&long).exists(), "nothing is created");
     mcp.close().await;
 }
+
+/// A descriptor its starter leaked (no close-on-exec) is not kept by the long-lived daemon:
+/// the other end of that pipe sees EOF once the starter is gone.
+#[tokio::test]
+async fn the_daemon_keeps_no_descriptor_its_starter_leaked() {
+    let env = TestEnv::new();
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["daemon", "start"])
+        .env_clear()
+        .envs(env.env_vars())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    drop(write_end);
+    use std::os::fd::AsRawFd;
+    let leaked = std::fs::read_link(format!("/proc/self/fd/{}", read_end.as_raw_fd())).unwrap();
+    let daemon = env.daemon_pid().expect("daemon pid");
+    let held: Vec<_> = std::fs::read_dir(format!("/proc/{daemon}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| *target == leaked)
+        .collect();
+    assert!(held.is_empty(), "the daemon holds {leaked:?}");
+}

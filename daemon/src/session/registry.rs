@@ -30,6 +30,9 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 pub struct Registry {
     pub settings: Arc<Settings>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Held while the session record is written: one writer at a time, each with a snapshot
+    /// taken under it, so the newest state is the one that lands.
+    record_writer: Mutex<()>,
     /// Set once shutdown begins: no new sessions.
     closing: AtomicBool,
 }
@@ -39,6 +42,7 @@ impl Registry {
         Arc::new(Self {
             settings,
             sessions: Mutex::new(HashMap::new()),
+            record_writer: Mutex::new(()),
             closing: AtomicBool::new(false),
         })
     }
@@ -332,6 +336,10 @@ impl Registry {
     }
 
     fn persist(&self) {
+        let _writing = self
+            .record_writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         if let Err(e) = record::write(&self.settings.record_file(), &sessions) {
             tracing::warn!("cannot write the session record: {e}");

@@ -286,13 +286,10 @@ async fn starting_sessions_own_their_server_count_and_authenticate_in_parallel()
     let target = |port: u16| json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 60});
     let (_, pending_a) = mcp.start_call("connect", target(port_a)).await;
     let (_, pending_b) = mcp.start_call("connect", target(port_b)).await;
-    let mut rows = serde_json::Value::Null;
-    for _ in 0..500 {
-        rows = mcp.call("session_list", json!({})).await["sessions"].clone();
-        if rows.as_array().unwrap().len() == 2 {
-            break;
-        }
-    }
+    assert!(first_session_until(&mcp, |_| true).await);
+    let second = |row: &serde_json::Value| row.is_object();
+    assert!(crate::nth_session_until(&mcp, 1, second).await);
+    let rows = mcp.call("session_list", json!({})).await["sessions"].clone();
     let rows = rows.as_array().unwrap().clone();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(

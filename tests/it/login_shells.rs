@@ -15,8 +15,9 @@ use crate::{code, exec, remote_until};
 async fn chatty(kind: Chatty) -> (TestEnv, McpClient, (String, String)) {
     let env = TestEnv::new();
     let user = chatty_user(kind);
+    let alias = "chatty";
     env.sshd.add_host_block(&format!(
-        "Host chatty\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        "Host {alias}\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
         env.sshd.port
     ));
     let mcp = env.mcp().await;
@@ -173,5 +174,41 @@ async fn background_children_neither_hold_the_answer_nor_outlive_the_timeout() {
     let r = exec(&mcp, &s, &format!("sleep 1.5; {probe}"), json!({})).await;
     assert_eq!(r["stdout"]["data"], "yes\n", "{r}");
     exec(&mcp, &s, &format!("pkill -f 'sleep {detached}'"), json!({})).await;
+    mcp.close().await;
+}
+
+/// A cancel that arrives after the command was sent but before its group is known (the login
+/// shell is still starting) ends the command as soon as it starts: it never runs on unowned.
+#[tokio::test]
+async fn a_cancel_before_the_group_is_known_still_ends_the_command() {
+    let (env, mcp, s) = chatty(Chatty::SlowBash).await;
+    let marker = format!("{}-started", env.root.path().display());
+    let secs = unique_sleep(44);
+    let channels = |env: &TestEnv| env.sshd.log_text().matches("Starting session:").count();
+    let before = channels(&env);
+    let args = json!({"session_id": s.0, "session_key": s.1, "timeout": 120,
+                      "command": format!("touch '{marker}'; sleep {secs}")});
+    let (id, _rx) = mcp.start_call("exec", args).await;
+    // The channel is open and the command on its way; the login shell sleeps half a second.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while channels(&env) == before && std::time::Instant::now() < give_up {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(
+        channels(&env) > before,
+        "the command's channel never opened"
+    );
+    mcp.cancel(id).await;
+    let started = format!("test -e '{marker}' && echo yes || echo no");
+    assert!(
+        remote_until(&mcp, &s, &started, "yes\n").await,
+        "it never started"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
+    assert!(
+        remote_until(&mcp, &s, &probe, "no\n").await,
+        "it runs on unowned"
+    );
+    std::fs::remove_file(&marker).ok();
     mcp.close().await;
 }

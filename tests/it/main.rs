@@ -77,10 +77,15 @@ pub async fn remote_until(
 /// Polls `session_list` until `ready` holds for its first session, for up to 15 s (the daemon
 /// pushes no events to MCP clients, and a link loss takes seconds to notice).
 pub async fn first_session_until(mcp: &McpClient, ready: impl Fn(&Value) -> bool) -> bool {
+    nth_session_until(mcp, 0, ready).await
+}
+
+/// Like [`first_session_until`] for the `n`th session of the listing (null while absent).
+pub async fn nth_session_until(mcp: &McpClient, n: usize, ready: impl Fn(&Value) -> bool) -> bool {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while std::time::Instant::now() < give_up {
         let list = mcp.call("session_list", json!({})).await;
-        if ready(&list["sessions"][0]) {
+        if ready(&list["sessions"][n]) {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

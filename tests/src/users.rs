@@ -44,6 +44,9 @@ pub enum Chatty {
     Bash,
     /// tcsh, whose `~/.cshrc` runs for every command with no guard at all.
     Tcsh,
+    /// bash whose `~/.bashrc` takes half a second before the guard (a slow network mount, a
+    /// version manager's start-up): a window in which a command was sent but has not started.
+    SlowBash,
 }
 
 /// A test user whose login shell prints on stdout and stderr before any command runs: a line,
@@ -58,6 +61,12 @@ pub fn chatty_user(kind: Chatty) -> String {
             "echo 'chatty rc on stdout'\necho '_sshmcp_00000000000000000000000000000000 run'\n\
              printf 'no newline'\necho 'chatty rc on stderr' >&2\nprintf 'no newline' >&2\n\
              case $- in *i*) ;; *) return;; esac\necho interactive only\n",
+        ),
+        Chatty::SlowBash => (
+            "sshmcp-slowrc",
+            "/bin/bash",
+            ".bashrc",
+            "echo 'slow rc'\nsleep 0.5\ncase $- in *i*) ;; *) return;; esac\n",
         ),
         Chatty::Tcsh => (
             "sshmcp-chattycsh",

@@ -44,7 +44,6 @@ async fn sessions(
         None => Vec::new(),
     };
     if json {
-        let rows: Vec<serde_json::Value> = rows.iter().map(render::session_json).collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
     } else {
         write!(out, "{}", render::sessions_table(&rows))?;

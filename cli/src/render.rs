@@ -81,21 +81,6 @@ pub fn status_text(s: &DaemonStatus) -> String {
     )
 }
 
-pub fn session_json(s: &SessionSummary) -> serde_json::Value {
-    serde_json::json!({
-        "session_id": s.session_id,
-        "state": s.state.as_str(),
-        "target": s.target,
-        "server_host": s.server_host,
-        "server_port": s.server_port,
-        "master_pid": s.master_pid,
-        "created_at": s.created_at,
-        "last_used_at": s.last_used_at,
-        "active_commands": s.active_commands,
-        "active_transfers": s.active_transfers,
-    })
-}
-
 pub fn status_json(s: &DaemonStatus) -> serde_json::Value {
     serde_json::json!({
         "pid": s.pid,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sshmcp_proto::exec::{ExecRequest, ExecResult};
-use sshmcp_proto::service::{Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
+use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
@@ -86,6 +86,10 @@ impl Daemon for DaemonService {
             exec::exec(&session, &settings, req).await
         })
         .await
+    }
+
+    async fn capabilities(self, _: Context) -> Vec<String> {
+        CAPABILITIES.iter().map(|c| c.to_string()).collect()
     }
 }
 

@@ -35,6 +35,8 @@ pub enum ClientError {
 pub struct Connection {
     pub client: DaemonClient,
     pub hello: Hello,
+    /// The tools the daemon serves (see [`CAPABILITIES`](crate::service::CAPABILITIES)).
+    pub capabilities: Vec<String>,
 }
 
 /// Connects to the daemon of `paths`, or returns `None` when no daemon is running there.
@@ -114,7 +116,18 @@ async fn handshake(
             client: PROTOCOL_VERSION,
         });
     }
-    Ok(Connection { client, hello })
+    let capabilities = client
+        .capabilities(context_with_timeout(HELLO_TIMEOUT))
+        .await
+        .map_err(|e| ClientError::Unreachable {
+            socket: paths.socket(),
+            reason: e.to_string(),
+        })?;
+    Ok(Connection {
+        client,
+        hello,
+        capabilities,
+    })
 }
 
 /// A socket that is missing or refuses connections has no daemon behind it (a refused

@@ -16,10 +16,14 @@ pub struct ExecRequest {
     pub local_root: Option<String>,
 }
 
-/// How `data` carries the bytes: as text when they are valid UTF-8, else base64.
+/// How `data` carries the bytes: `utf-8` (data is the text itself) or `base64` (the bytes were
+/// not valid UTF-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Encoding {
+    #[serde(rename = "utf-8")]
     Utf8,
+    #[serde(rename = "base64")]
     Base64,
 }
 
@@ -34,34 +38,45 @@ impl Encoding {
 
 /// A half-open byte range `[start, end)` of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ByteRange {
+    /// Offset of the first byte left out.
     pub start: u64,
+    /// Offset one past the last byte left out.
     pub end: u64,
 }
 
-/// One stream of a finished command.
+/// One output stream of a command, bounded: long output keeps its head and its tail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StreamOutput {
-    /// The kept bytes: the whole stream, or its head followed by its tail when truncated.
+    /// The kept output: all of it, or its head followed by its tail when truncated.
     pub data: String,
     pub encoding: Encoding,
+    /// Bytes kept in `data` (before any base64).
     pub captured_bytes: u64,
+    /// Bytes the command wrote to this stream in all.
     pub total_bytes: u64,
+    /// True when bytes were left out between head and tail (see `omitted`).
     pub truncated: bool,
-    /// The bytes left out between head and tail, when truncated.
+    /// The byte range left out between head and tail, when truncated.
     pub omitted: Option<ByteRange>,
-    /// The complete stream on local disk, when `spool_output` was asked for.
+    /// Absolute local path of the complete stream, when `spool_output` was asked for.
     pub spool_path: Option<String>,
 }
 
+/// What a finished command left: its status and both streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExecResult {
-    /// None when the command was killed by a signal.
+    /// Exit status of the command; null when it was killed by a signal or timed out.
     pub exit_code: Option<i32>,
-    /// The signal that ended the command (`TERM`, `KILL`, ...), when one did and it is known.
+    /// The signal that ended it (`TERM` or `KILL` from a timeout or cancellation, `unknown`
+    /// when another signal ended the shell itself), else null.
     pub signal: Option<String>,
-    /// Seconds from the call's start to its end.
+    /// Seconds from the call's start to its answer.
     pub duration: f64,
+    /// True when the timeout ended the command (its whole process group was terminated).
     pub timed_out: bool,
     pub stdout: StreamOutput,
     pub stderr: StreamOutput,

@@ -11,9 +11,17 @@ use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionSummary};
 
-/// Bumped on every incompatible change of the trait or a wire type. `hello` stays the first
-/// method with an unchanged signature forever, so any two versions can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
+/// type. New tools never bump it: their methods are appended to the trait (existing variants
+/// keep their wire index) and named in [`CAPABILITIES`], so a newer client asks an older daemon
+/// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
+/// stays the first method with an unchanged signature and answer forever, so any two versions
+/// can compare numbers.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
+/// per tool. A client checks a tool's name here before calling it.
+pub const CAPABILITIES: &[&str] = &["connect", "disconnect", "session_list", "exec"];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
 /// `--max-output-bytes`; the margin only keeps one oversized answer from killing the connection.
@@ -56,6 +64,8 @@ pub trait Daemon {
     async fn disconnect(session_id: String) -> Result<Disconnected, DaemonError>;
     async fn session_list() -> Vec<SessionSummary>;
     async fn exec(req: ExecRequest) -> Result<ExecResult, DaemonError>;
+    /// The daemon's [`CAPABILITIES`]. Methods are only ever appended below this line.
+    async fn capabilities() -> Vec<String>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -127,6 +137,12 @@ mod tests {
 
     #[test]
     fn every_wire_type_roundtrips() {
+        roundtrip(
+            CAPABILITIES
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>(),
+        );
         roundtrip(Hello {
             protocol_version: PROTOCOL_VERSION,
             daemon_version: "0.1.0".into(),

@@ -41,8 +41,11 @@ pub struct ConnectRequest {
     pub connect_timeout: Option<f64>,
 }
 
-/// The lifecycle of a session. `Closed` only appears in `disconnect`'s answer.
+/// The lifecycle of a session: `starting` (authenticating), `ready`, `lost` (its SSH
+/// connection is gone), `closing`; `closed` only appears in `disconnect`'s answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
 pub enum SessionState {
     Starting,
     Ready,
@@ -65,25 +68,35 @@ impl SessionState {
 
 /// Facts about the remote host, gathered once at connect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RemoteFacts {
-    /// `uname -srm`.
+    /// `uname -srm` of the remote host.
     pub uname: String,
-    /// `PRETTY_NAME` of `/etc/os-release`, when the host has one.
+    /// PRETTY_NAME of the remote /etc/os-release, when present.
     pub os_pretty_name: Option<String>,
-    /// The login user, as the remote side sees it.
+    /// The remote login user.
     pub user: String,
+    /// The remote home directory.
     pub home: String,
 }
 
 /// The answer to a successful `connect`. It is the only place a session key ever appears.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Connected {
+    /// Public id of the new session.
     pub session_id: String,
+    /// Secret key of the session, returned only this once: keep it for every later call.
     pub session_key: String,
+    /// The target as given: the alias, or `user@host[:port]`.
     pub target: String,
+    /// The server's effective host name (from the OpenSSH configuration), lower case.
     pub server_host: String,
+    /// The server's effective port.
     pub server_port: u16,
+    /// Always `ready`.
     pub state: SessionState,
+    /// Local pid of the session's OpenSSH master.
     pub master_pid: u32,
     pub remote: RemoteFacts,
 }
@@ -106,22 +119,34 @@ impl std::fmt::Debug for Connected {
 
 /// One row of `session_list`: never a key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionSummary {
     pub session_id: String,
     pub state: SessionState,
+    /// The target as given at connect.
     pub target: String,
+    /// The server's effective host name.
     pub server_host: String,
+    /// The server's effective port.
     pub server_port: u16,
+    /// Local pid of the session's OpenSSH master; null until it is up.
     pub master_pid: Option<u32>,
+    /// RFC 3339 UTC.
     pub created_at: String,
+    /// RFC 3339 UTC: the last call that used the session.
     pub last_used_at: String,
+    /// Commands running on the session now.
     pub active_commands: u32,
+    /// Transfers running on the session now.
     pub active_transfers: u32,
 }
 
+/// The answer to `disconnect`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Disconnected {
     pub session_id: String,
+    /// Always `closed`.
     pub state: SessionState,
 }
 

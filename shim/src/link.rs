@@ -12,7 +12,14 @@ use tarpc::client::RpcError;
 pub struct DaemonLink {
     paths: RuntimePaths,
     program: PathBuf,
-    client: tokio::sync::Mutex<Option<DaemonClient>>,
+    client: tokio::sync::Mutex<Option<Linked>>,
+}
+
+/// A live connection and the tools its daemon serves.
+#[derive(Clone)]
+struct Linked {
+    client: DaemonClient,
+    capabilities: Vec<String>,
 }
 
 impl DaemonLink {
@@ -24,27 +31,41 @@ impl DaemonLink {
         }
     }
 
-    async fn client(&self) -> Result<DaemonClient, DaemonError> {
+    async fn linked(&self) -> Result<Linked, DaemonError> {
         let mut slot = self.client.lock().await;
-        if let Some(client) = slot.as_ref() {
-            return Ok(client.clone());
+        if let Some(linked) = slot.as_ref() {
+            return Ok(linked.clone());
         }
         let conn = connect_or_start(&self.paths, &self.program)
             .await
             .map_err(|e| DaemonError::new(ErrorCode::DaemonUnavailable, e.to_string()))?;
-        *slot = Some(conn.client.clone());
-        Ok(conn.client)
+        let linked = Linked {
+            client: conn.client,
+            capabilities: conn.capabilities,
+        };
+        *slot = Some(linked.clone());
+        Ok(linked)
     }
 
-    /// Runs one call. A transport failure is reported, not retried: the call may have
-    /// reached the daemon, and running a command twice is worse than asking again.
-    pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, DaemonError>
+    /// Runs one call of `tool`. A daemon older than this shim that does not serve the tool is
+    /// told apart from a failure. A transport failure is reported, not retried: the call may
+    /// have reached the daemon, and running a command twice is worse than asking again.
+    pub async fn call<T, F, Fut>(&self, tool: &str, f: F) -> Result<T, DaemonError>
     where
         F: FnOnce(DaemonClient) -> Fut,
         Fut: Future<Output = Result<Result<T, DaemonError>, RpcError>>,
     {
-        let client = self.client().await?;
-        match f(client).await {
+        let linked = self.linked().await?;
+        if !linked.capabilities.iter().any(|c| c == tool) {
+            return Err(DaemonError::new(
+                ErrorCode::DaemonUnavailable,
+                format!(
+                    "the running daemon is older than this server and does not offer {tool}; \
+                     restart it with `sshmcp daemon stop` once its sessions are no longer needed"
+                ),
+            ));
+        }
+        match f(linked.client).await {
             Ok(answer) => answer,
             Err(RpcError::DeadlineExceeded) => Err(DaemonError::new(
                 ErrorCode::InternalError,

@@ -46,103 +46,9 @@ pub struct DisconnectArgs {
 pub struct NoArgs {}
 
 #[derive(Serialize, JsonSchema)]
-pub struct RemoteOut {
-    /// `uname -srm` of the remote host.
-    pub uname: String,
-    /// PRETTY_NAME of /etc/os-release, when present.
-    pub os_pretty_name: Option<String>,
-    /// The remote login user.
-    pub user: String,
-    /// The remote home directory.
-    pub home: String,
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct ConnectOut {
-    /// Public id of the new session.
-    pub session_id: String,
-    /// Secret key of the session, returned only this once: keep it for every later call.
-    pub session_key: String,
-    pub target: String,
-    pub server_host: String,
-    pub server_port: u16,
-    /// Always `ready`.
-    pub state: String,
-    pub master_pid: u32,
-    pub remote: RemoteOut,
-}
-
-impl From<Connected> for ConnectOut {
-    fn from(c: Connected) -> Self {
-        Self {
-            session_id: c.session_id,
-            session_key: c.session_key,
-            target: c.target,
-            server_host: c.server_host,
-            server_port: c.server_port,
-            state: c.state.as_str().to_string(),
-            master_pid: c.master_pid,
-            remote: RemoteOut {
-                uname: c.remote.uname,
-                os_pretty_name: c.remote.os_pretty_name,
-                user: c.remote.user,
-                home: c.remote.home,
-            },
-        }
-    }
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct DisconnectOut {
-    pub session_id: String,
-    /// Always `closed`.
-    pub state: String,
-}
-
-impl From<Disconnected> for DisconnectOut {
-    fn from(d: Disconnected) -> Self {
-        Self {
-            session_id: d.session_id,
-            state: d.state.as_str().to_string(),
-        }
-    }
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct SessionRow {
-    pub session_id: String,
-    /// `starting`, `ready`, `lost` or `closing`.
-    pub state: String,
-    pub target: String,
-    pub server_host: String,
-    pub server_port: u16,
-    pub master_pid: Option<u32>,
-    pub created_at: String,
-    pub last_used_at: String,
-    pub active_commands: u32,
-    pub active_transfers: u32,
-}
-
-impl From<SessionSummary> for SessionRow {
-    fn from(s: SessionSummary) -> Self {
-        Self {
-            session_id: s.session_id,
-            state: s.state.as_str().to_string(),
-            target: s.target,
-            server_host: s.server_host,
-            server_port: s.server_port,
-            master_pid: s.master_pid,
-            created_at: s.created_at,
-            last_used_at: s.last_used_at,
-            active_commands: s.active_commands,
-            active_transfers: s.active_transfers,
-        }
-    }
-}
-
-#[derive(Serialize, JsonSchema)]
 pub struct SessionListOut {
-    pub sessions: Vec<SessionRow>,
+    /// Every session of the daemon, oldest first.
+    pub sessions: Vec<SessionSummary>,
 }
 
 /// Turns the arguments into a target, naming only fields in any complaint.
@@ -174,7 +80,7 @@ impl Shim {
     /// connect fails with `already_connected` naming the existing session.
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<ConnectOut>>(),
+        output_schema = schema_for_output::<Answer<Connected>>(),
         annotations(title = "Connect to an SSH host", read_only_hint = false,
                     destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
@@ -187,11 +93,9 @@ impl Shim {
                 let ctx = context_with_timeout(
                     Duration::from_secs_f64(secs) * 2 + Duration::from_secs(60),
                 );
-                let c = self
-                    .daemon
-                    .call(|c| async move { c.connect(ctx, req).await })
-                    .await?;
-                Ok(ConnectOut::from(c))
+                self.daemon
+                    .call("connect", |c| async move { c.connect(ctx, req).await })
+                    .await
             }
             .await,
         )
@@ -201,7 +105,7 @@ impl Shim {
     /// connection. Answers the final state `closed`.
     #[tool(
         input_schema = schema_for_input::<DisconnectArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<DisconnectOut>>(),
+        output_schema = schema_for_output::<Answer<Disconnected>>(),
         annotations(title = "Disconnect a session", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -210,11 +114,11 @@ impl Shim {
             async {
                 let a: DisconnectArgs = args::decode(raw)?;
                 let ctx = context_with_timeout(Duration::from_secs(60));
-                let d = self
-                    .daemon
-                    .call(|c| async move { c.disconnect(ctx, a.session_id).await })
-                    .await?;
-                Ok(DisconnectOut::from(d))
+                self.daemon
+                    .call("disconnect", |c| async move {
+                        c.disconnect(ctx, a.session_id).await
+                    })
+                    .await
             }
             .await,
         )
@@ -233,13 +137,13 @@ impl Shim {
             async {
                 args::decode::<NoArgs>(raw)?;
                 let ctx = context_with_timeout(Duration::from_secs(10));
-                let rows = self
+                let sessions = self
                     .daemon
-                    .call(|c| async move { c.session_list(ctx).await.map(Ok) })
+                    .call("session_list", |c| async move {
+                        c.session_list(ctx).await.map(Ok)
+                    })
                     .await?;
-                Ok(SessionListOut {
-                    sessions: rows.into_iter().map(SessionRow::from).collect(),
-                })
+                Ok(SessionListOut { sessions })
             }
             .await,
         )

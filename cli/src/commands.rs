@@ -86,10 +86,10 @@ async fn status(
         writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&render::status_json(&s))?
+            serde_json::to_string_pretty(&render::status_json(&s, &c.capabilities))?
         )?;
     } else {
-        write!(out, "{}", render::status_text(&s))?;
+        write!(out, "{}", render::status_text(&s, &c.capabilities))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -104,7 +104,7 @@ async fn start(
         None => connect_or_start(paths, &daemon_program()).await?,
     };
     let s = c.client.status(context_with_timeout(QUICK)).await?;
-    write!(out, "{}", render::status_text(&s))?;
+    write!(out, "{}", render::status_text(&s, &c.capabilities))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -56,7 +56,7 @@ pub fn sessions_table(rows: &[SessionSummary]) -> String {
     out
 }
 
-pub fn status_text(s: &DaemonStatus) -> String {
+pub fn status_text(s: &DaemonStatus, tools: &[String]) -> String {
     format!(
         "sshmcpd {version} is running (pid {pid}, protocol {proto}, since {since})\n\
          socket:      {socket}\n\
@@ -65,7 +65,8 @@ pub fn status_text(s: &DaemonStatus) -> String {
          local root:  {root} (default for agents that set none)\n\
          ssh config:  {cfg}\n\
          sessions:    {n} of at most {max}\n\
-         output cap:  {out} bytes per stream\n",
+         output cap:  {out} bytes per stream\n\
+         tools:       {tools}\n",
         version = s.daemon_version,
         pid = s.pid,
         proto = s.protocol_version,
@@ -78,23 +79,13 @@ pub fn status_text(s: &DaemonStatus) -> String {
         n = s.sessions,
         max = s.max_sessions,
         out = s.max_output_bytes,
+        tools = tools.join(", "),
     )
 }
 
-pub fn status_json(s: &DaemonStatus) -> serde_json::Value {
-    serde_json::json!({
-        "pid": s.pid,
-        "daemon_version": s.daemon_version,
-        "protocol_version": s.protocol_version,
-        "started_at": s.started_at,
-        "socket": s.socket,
-        "state_dir": s.state_dir,
-        "log_file": s.log_file,
-        "default_local_root": s.default_local_root,
-        "ssh_config": s.ssh_config,
-        "sessions": s.sessions,
-        "max_sessions": s.max_sessions,
-        "max_output_bytes": s.max_output_bytes,
-        "max_transfers": s.max_transfers,
-    })
+/// The status as JSON: the daemon's own fields plus the tools it serves.
+pub fn status_json(s: &DaemonStatus, tools: &[String]) -> serde_json::Value {
+    let mut value = serde_json::to_value(s).unwrap_or_default();
+    value["tools"] = serde_json::json!(tools);
+    value
 }

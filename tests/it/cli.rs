@@ -55,8 +55,14 @@ async fn status_and_stop_close_every_master() {
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["sessions"], 1);
     assert_eq!(status["pid"], env.daemon_pid().unwrap());
+    assert_eq!(
+        status["tools"],
+        json!(["connect", "disconnect", "session_list", "exec"]),
+        "the capabilities of the handshake"
+    );
     let out = env.cli(&["daemon", "status"]);
     assert!(stdout(&out).contains("is running"));
+    assert!(stdout(&out).contains("tools:       connect, disconnect, session_list, exec"));
     let out = env.cli(&["daemon", "stop"]);
     assert!(
         out.status.success(),

@@ -40,8 +40,11 @@ pub struct ExecArgs {
 impl Shim {
     /// Run one non-interactive, non-PTY /bin/sh command on the session's host and return its
     /// exit code and separate stdout/stderr (bounded: long output keeps head and tail). No shell
-    /// state persists between calls; use `cwd` for the directory. Cancelling the call kills the
-    /// remote command.
+    /// state persists between calls; use `cwd` for the directory. `ok: true` means the command
+    /// ran: read `exit_code`. A timeout or cancelling the call kills the command's whole
+    /// process group. Background jobs that keep the output open do not delay the answer and
+    /// are killed at the timeout; detach them (`nohup cmd >log 2>&1 &`) to keep them running.
+    /// Errors: `remote_path_not_found` (cwd), `connection_lost` (disconnect, then connect).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

@@ -217,3 +217,28 @@ async fn the_daemon_keeps_no_descriptor_its_starter_leaked() {
         .collect();
     assert!(held.is_empty(), "the daemon holds {leaked:?}");
 }
+
+/// Clients connecting, running a command and disconnecting over and over leave the daemon's
+/// descriptors, child processes and masters where they were after the first round. (The
+/// minute-long, 50-client figures are in docs/reliability.md: `examples/churn.rs`.)
+#[tokio::test]
+async fn churn_leaves_no_descriptors_processes_or_masters_behind() {
+    use sshmcp_tests::churn::{Footprint, churn};
+    let opts = SshdOptions {
+        extra_ports: 7,
+        ..SshdOptions::default()
+    };
+    let env = TestEnv::with(&opts, &[("SSHMCP_LOG", "info")]);
+    // The idle daemon, no client connected: the footprint churn must return to.
+    assert!(env.cli(&["daemon", "start"]).status.success());
+    let idle = Footprint::of(&env);
+    assert_eq!((idle.children, idle.masters), (0, 0), "{idle:?}");
+    let report = churn(&env, 8, 4, std::time::Duration::from_secs(120)).await;
+    assert_eq!((report.cycles, report.failures), (32, 0), "{report:?}");
+    let after = Footprint::settle_to(&env, idle).await;
+    assert_eq!(
+        (after.fds, after.children, after.masters),
+        (idle.fds, 0, 0),
+        "idle {idle:?}, after {after:?}"
+    );
+}

@@ -3,6 +3,7 @@
 //! `sshmcp-mcp` binary over stdio.
 
 pub mod bins;
+pub mod churn;
 pub mod env;
 pub mod mcp;
 pub mod netns;

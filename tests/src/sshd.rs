@@ -18,6 +18,8 @@ pub struct SshdOptions {
     pub max_sessions: u32,
     /// Run sshd inside this network namespace, listening on `netns::SERVER_ADDR`.
     pub netns: Option<String>,
+    /// Ports beyond the first, each a server identity of its own (loopback only).
+    pub extra_ports: usize,
 }
 
 impl Default for SshdOptions {
@@ -25,6 +27,7 @@ impl Default for SshdOptions {
         Self {
             max_sessions: 10,
             netns: None,
+            extra_ports: 0,
         }
     }
 }
@@ -34,6 +37,8 @@ pub struct Sshd {
     /// Where it listens: 127.0.0.1, or the server address of its network namespace.
     pub addr: String,
     pub port: u16,
+    /// Every port it listens on, `port` first.
+    pub ports: Vec<u16>,
     /// The remote login user of the `testbed` alias.
     pub user: String,
     pub client_key: PathBuf,
@@ -71,28 +76,31 @@ impl Sshd {
         };
         for _attempt in 0..5 {
             // A fresh namespace has every port free.
-            let port = if opts.netns.is_some() {
-                2222
+            let ports = if opts.netns.is_some() {
+                vec![2222]
             } else {
-                free_port()
+                free_ports(1 + opts.extra_ports)
             };
+            let port = ports[0];
             let config = dir.join("sshd_config");
-            std::fs::write(&config, sshd_config(dir, &addr, port, opts)).expect("sshd_config");
-            if let Some(child) = spawn_until_listening(&config, &log, opts.netns.as_deref()) {
+            std::fs::write(&config, sshd_config(dir, &addr, &ports, opts)).expect("sshd_config");
+            let netns = opts.netns.as_deref();
+            if let Some(child) = spawn_until_listening(&config, &log, netns, ports.len()) {
                 let known_hosts = dir.join("known_hosts");
                 let host_pub = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
                 let host_pub: Vec<&str> = host_pub.split_whitespace().take(2).collect();
                 let line = host_pub.join(" ");
-                std::fs::write(
-                    &known_hosts,
-                    format!("[{addr}]:{port} {line}\n[localhost]:{port} {line}\n"),
-                )
-                .unwrap();
+                let known: String = ports
+                    .iter()
+                    .map(|p| format!("[{addr}]:{p} {line}\n[localhost]:{p} {line}\n"))
+                    .collect();
+                std::fs::write(&known_hosts, known).unwrap();
                 let ssh_config = dir.join("ssh_config");
                 let sshd = Self {
                     dir: dir.into(),
                     addr,
                     port,
+                    ports,
                     user,
                     client_key,
                     known_hosts,
@@ -176,16 +184,20 @@ fn keygen(path: &Path, passphrase: &str) {
     crate::process::run(&mut cmd, "apt-get install -y openssh-client");
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+/// `n` distinct free ports (each held until all are chosen).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("free port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("port").port())
+        .collect()
 }
 
-fn sshd_config(dir: &Path, addr: &str, port: u16, opts: &SshdOptions) -> String {
+fn sshd_config(dir: &Path, addr: &str, ports: &[u16], opts: &SshdOptions) -> String {
+    let ports: String = ports.iter().map(|p| format!("Port {p}\n")).collect();
     format!(
-        "Port {port}\nListenAddress {addr}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
+        "{ports}ListenAddress {addr}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
          AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
@@ -195,9 +207,14 @@ fn sshd_config(dir: &Path, addr: &str, port: u16, opts: &SshdOptions) -> String 
     )
 }
 
-/// Spawns sshd and waits for its "Server listening" line; copies its log to `log` from then
-/// on. None when it exited first (typically: the port was taken meanwhile).
-fn spawn_until_listening(config: &Path, log: &Path, netns: Option<&str>) -> Option<Child> {
+/// Spawns sshd and waits for its `listeners` "Server listening" lines; copies its log to `log`
+/// from then on. None when it exited first (typically: a port was taken meanwhile).
+fn spawn_until_listening(
+    config: &Path,
+    log: &Path,
+    netns: Option<&str>,
+    listeners: usize,
+) -> Option<Child> {
     let mut argv: Vec<String> = netns
         .map(crate::netns::NetnsPair::exec_in)
         .unwrap_or_default();
@@ -219,10 +236,14 @@ fn spawn_until_listening(config: &Path, log: &Path, netns: Option<&str>) -> Opti
         .unwrap();
     let (ready_tx, ready_rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut listening = 0;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let _ = writeln!(file, "{line}");
             if line.contains("Server listening on") {
-                let _ = ready_tx.send(());
+                listening += 1;
+                if listening == listeners {
+                    let _ = ready_tx.send(());
+                }
             }
         }
     });

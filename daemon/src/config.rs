@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sshmcp_proto::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_TRANSFERS};
+use sshmcp_proto::limits::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SPOOL_BYTES, DEFAULT_MAX_TRANSFERS,
+};
 use sshmcp_proto::paths::{self, RuntimePaths};
 
 /// The largest `--max-output-bytes`: both streams of one answer must fit a wire frame with room
@@ -39,6 +41,9 @@ pub struct Flags {
     /// Most transfers active at once per session.
     #[arg(long, env = "SSHMCP_MAX_TRANSFERS")]
     pub max_transfers: Option<u32>,
+    /// Bytes each spooled stream may take on the local disk (`spool_output`).
+    #[arg(long, env = "SSHMCP_MAX_SPOOL_BYTES")]
+    pub max_spool_bytes: Option<u64>,
     /// Log filter, e.g. `info` or `debug`.
     #[arg(long, env = "SSHMCP_LOG")]
     pub log: Option<String>,
@@ -61,6 +66,7 @@ struct FileSettings {
     max_sessions: Option<u32>,
     max_output_bytes: Option<u64>,
     max_transfers: Option<u32>,
+    max_spool_bytes: Option<u64>,
     log: Option<String>,
 }
 
@@ -74,6 +80,7 @@ pub struct Settings {
     pub max_sessions: u32,
     pub max_output_bytes: u64,
     pub max_transfers: u32,
+    pub max_spool_bytes: u64,
     pub log: String,
 }
 
@@ -112,6 +119,10 @@ impl Settings {
                 .max_transfers
                 .or(file.max_transfers)
                 .unwrap_or(DEFAULT_MAX_TRANSFERS),
+            max_spool_bytes: flags
+                .max_spool_bytes
+                .or(file.max_spool_bytes)
+                .unwrap_or(DEFAULT_MAX_SPOOL_BYTES),
             log: flags
                 .log
                 .clone()

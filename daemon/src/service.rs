@@ -48,6 +48,7 @@ impl Daemon for DaemonService {
             max_sessions: s.max_sessions,
             max_output_bytes: s.max_output_bytes,
             max_transfers: s.max_transfers,
+            max_spool_bytes: s.max_spool_bytes,
         }
     }
 

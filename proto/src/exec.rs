@@ -63,6 +63,9 @@ pub struct StreamOutput {
     pub omitted: Option<ByteRange>,
     /// Absolute local path of the complete stream, when `spool_output` was asked for.
     pub spool_path: Option<String>,
+    /// True when the spool file stopped at the daemon's `max-spool-bytes`: it holds the
+    /// stream's first bytes only.
+    pub spool_truncated: bool,
 }
 
 /// What a finished command left: its status and both streams.

@@ -18,3 +18,5 @@ pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 60.0;
 pub const DEFAULT_MAX_SESSIONS: u32 = 32;
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 65_536;
 pub const DEFAULT_MAX_TRANSFERS: u32 = 4;
+/// Bytes one spooled stream may take on the local disk.
+pub const DEFAULT_MAX_SPOOL_BYTES: u64 = 1 << 30;

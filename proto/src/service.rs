@@ -51,6 +51,7 @@ pub struct DaemonStatus {
     pub max_sessions: u32,
     pub max_output_bytes: u64,
     pub max_transfers: u32,
+    pub max_spool_bytes: u64,
 }
 
 #[tarpc::service]
@@ -132,6 +133,7 @@ mod tests {
             truncated,
             omitted: truncated.then_some(ByteRange { start: 3, end: 597 }),
             spool_path: truncated.then(|| "/r/.sshmcp/spool/x".into()),
+            spool_truncated: truncated,
         }
     }
 
@@ -162,6 +164,7 @@ mod tests {
             max_sessions: 32,
             max_output_bytes: 65_536,
             max_transfers: 4,
+            max_spool_bytes: 1 << 30,
         });
         for target in [
             ConnectTarget::Alias {

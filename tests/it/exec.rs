@@ -315,3 +315,39 @@ async fn a_call_queued_past_its_timeout_times_out_without_running() {
     std::fs::remove_file(&marker).unwrap();
     mcp.close().await;
 }
+
+/// A spooled stream stops at `max-spool-bytes`, exactly at the limit and one past it, and
+/// says so; a call that fails leaves no spool file behind.
+#[tokio::test]
+async fn spool_files_are_capped_and_removed_when_the_call_fails() {
+    let (env, mcp, s) = connected_with(
+        &SshdOptions::default(),
+        &[("SSHMCP_MAX_SPOOL_BYTES", "1000")],
+    )
+    .await;
+    let spool = json!({"spool_output": true});
+    // `head -c N` prints exactly N bytes.
+    let r = exec(&mcp, &s, "yes | head -c 1000", spool.clone()).await;
+    let path = r["stdout"]["spool_path"].as_str().unwrap().to_string();
+    assert_eq!(r["stdout"]["spool_truncated"], false, "{r}");
+    assert_eq!(std::fs::read(&path).unwrap().len(), 1000);
+    let r = exec(&mcp, &s, "yes | head -c 1001", spool.clone()).await;
+    let path = r["stdout"]["spool_path"].as_str().unwrap().to_string();
+    assert_eq!(r["stdout"]["spool_truncated"], true, "{r}");
+    assert_eq!(
+        r["stdout"]["total_bytes"], 1001,
+        "the answer still counts all"
+    );
+    assert_eq!(std::fs::read(&path).unwrap().len(), 1000);
+    assert_eq!(r["stderr"]["spool_truncated"], false);
+
+    let dir = env.local_root.join(".sshmcp/spool").join(&s.0);
+    let files = || std::fs::read_dir(&dir).unwrap().count();
+    let before = files();
+    let mut failing = spool.clone();
+    failing["cwd"] = json!("/nonexistent");
+    let r = exec(&mcp, &s, "echo never", failing).await;
+    assert_eq!(code(&r), "remote_path_not_found");
+    assert_eq!(files(), before, "no spool file left by a failed call");
+    mcp.close().await;
+}

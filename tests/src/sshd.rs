@@ -45,8 +45,13 @@ pub struct Sshd {
     pub known_hosts: PathBuf,
     pub ssh_config: PathBuf,
     pub log: PathBuf,
-    child: Child,
+    /// One sshd per [`PORTS_PER_SSHD`] ports.
+    children: Vec<Child>,
 }
+
+/// sshd listens on at most 16 sockets (its MAX_LISTEN_SOCKS): more identities take more
+/// sshd processes, sharing keys, users and log.
+const PORTS_PER_SSHD: usize = 16;
 
 impl Sshd {
     /// Starts sshd in `dir`. Panics (loudly, never skipping) when sshd is not installed.
@@ -82,10 +87,25 @@ impl Sshd {
                 free_ports(1 + opts.extra_ports)
             };
             let port = ports[0];
-            let config = dir.join("sshd_config");
-            std::fs::write(&config, sshd_config(dir, &addr, &ports, opts)).expect("sshd_config");
             let netns = opts.netns.as_deref();
-            if let Some(child) = spawn_until_listening(&config, &log, netns, ports.len()) {
+            let mut children = Vec::new();
+            for (n, chunk) in ports.chunks(PORTS_PER_SSHD).enumerate() {
+                let config = dir.join(format!("sshd_config.{n}"));
+                let text = sshd_config(dir, n, &addr, chunk, opts);
+                std::fs::write(&config, text).expect("sshd_config");
+                match spawn_until_listening(&config, &log, netns, chunk.len()) {
+                    Some(child) => children.push(child),
+                    None => break,
+                }
+            }
+            if children.len() < ports.len().div_ceil(PORTS_PER_SSHD) {
+                for mut child in children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                continue;
+            }
+            {
                 let known_hosts = dir.join("known_hosts");
                 let host_pub = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
                 let host_pub: Vec<&str> = host_pub.split_whitespace().take(2).collect();
@@ -106,7 +126,7 @@ impl Sshd {
                     known_hosts,
                     ssh_config,
                     log,
-                    child,
+                    children,
                 };
                 std::fs::write(&sshd.ssh_config, sshd.client_config()).unwrap();
                 return sshd;
@@ -163,8 +183,10 @@ impl Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -194,10 +216,10 @@ fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
-fn sshd_config(dir: &Path, addr: &str, ports: &[u16], opts: &SshdOptions) -> String {
+fn sshd_config(dir: &Path, n: usize, addr: &str, ports: &[u16], opts: &SshdOptions) -> String {
     let ports: String = ports.iter().map(|p| format!("Port {p}\n")).collect();
     format!(
-        "{ports}ListenAddress {addr}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
+        "{ports}ListenAddress {addr}\nHostKey {d}/host_key\nPidFile {d}/sshd.{n}.pid\n\
          AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\

@@ -38,7 +38,8 @@ pub async fn exec(
             }
             None => settings.local_root.clone(),
         };
-        program.spool = Some(spool::create_pair(&root, &session.id).map_err(|e| {
+        let cap = settings.max_spool_bytes;
+        program.spool = Some(spool::create_pair(&root, &session.id, cap).map_err(|e| {
             DaemonError::new(
                 ErrorCode::InvalidLocalPath,
                 format!("cannot create spool files under the local root: {e}"),

@@ -5,6 +5,8 @@ use std::collections::VecDeque;
 
 use sshmcp_proto::exec::{ByteRange, StreamOutput, encode_bytes};
 
+use super::spool::Spooled;
+
 /// Head and tail of a stream under a byte budget, with its exact total.
 pub struct Capture {
     head_limit: usize,
@@ -54,7 +56,7 @@ impl Capture {
 
     /// The answer for this stream. When bytes were dropped, the head is cut back and the tail
     /// cut forward to character boundaries, so text never turns into base64 because of a cut.
-    pub fn finish(self, spool_path: Option<String>) -> StreamOutput {
+    pub fn finish(self, spooled: Option<Spooled>) -> StreamOutput {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let mut head = self.head;
         let mut tail: Vec<u8> = self.tail.into();
@@ -81,7 +83,8 @@ impl Capture {
             total_bytes: self.total,
             truncated,
             omitted,
-            spool_path,
+            spool_truncated: spooled.as_ref().is_some_and(|s| s.truncated),
+            spool_path: spooled.map(|s| s.path),
         }
     }
 }

@@ -25,7 +25,7 @@ use super::capture::Capture;
 use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan};
 use super::kill::{self, KILL_BUDGET};
-use super::spool::Spool;
+use super::spool::{Spool, Spooled};
 use super::{Host, Program, RunError};
 use crate::mux::{self, ControlEvent};
 
@@ -490,7 +490,7 @@ fn take_streams(
 
 fn finish_spools(
     spools: (Option<Spool>, Option<Spool>),
-) -> Result<(Option<String>, Option<String>), RunError> {
+) -> Result<(Option<Spooled>, Option<Spooled>), RunError> {
     let out = spools.0.map(Spool::finish).transpose().map_err(spool_err)?;
     let err = spools.1.map(Spool::finish).transpose().map_err(spool_err)?;
     Ok((out, err))

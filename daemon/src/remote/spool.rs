@@ -10,15 +10,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Distinguishes spool files created in the same millisecond.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
-/// One stream's spool file.
+/// One stream's spool file, bounded by the daemon's `max-spool-bytes` so a command that
+/// prints without end cannot fill the local disk.
 pub struct Spool {
     path: PathBuf,
     out: BufWriter<File>,
+    /// Bytes the file may still take.
+    room: u64,
+    /// Whether bytes were dropped at the cap.
+    truncated: bool,
+}
+
+/// A finished spool file.
+pub struct Spooled {
+    /// Absolute path.
+    pub path: String,
+    /// True when the file stopped at the cap: it holds the stream's first bytes only.
+    pub truncated: bool,
 }
 
 impl Spool {
+    /// Writes what fits under the cap; drops (and records) the rest.
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.out.write_all(bytes)
+        let fits = bytes
+            .len()
+            .min(usize::try_from(self.room).unwrap_or(usize::MAX));
+        self.truncated |= fits < bytes.len();
+        self.room -= fits as u64;
+        self.out.write_all(&bytes[..fits])
     }
 
     /// Removes the file: a run that gives no output leaves no spool behind.
@@ -26,16 +45,19 @@ impl Spool {
         let _ = std::fs::remove_file(&self.path);
     }
 
-    /// Flushes and returns the absolute path.
-    pub fn finish(mut self) -> io::Result<String> {
+    /// Flushes; returns the absolute path and whether the cap was reached.
+    pub fn finish(mut self) -> io::Result<Spooled> {
         self.out.flush()?;
-        Ok(self.path.to_string_lossy().into_owned())
+        Ok(Spooled {
+            path: self.path.to_string_lossy().into_owned(),
+            truncated: self.truncated,
+        })
     }
 }
 
 /// Creates the stdout and stderr spool files of one command under
-/// `<root>/.sshmcp/spool/<session>/`.
-pub fn create_pair(root: &Path, session_id: &str) -> io::Result<(Spool, Spool)> {
+/// `<root>/.sshmcp/spool/<session>/`, each holding at most `cap` bytes.
+pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool, Spool)> {
     let private = root.join(".sshmcp");
     sshmcp_proto::paths::ensure_private_dir(&private)?;
     let dir = private.join("spool").join(session_id);
@@ -53,7 +75,28 @@ pub fn create_pair(root: &Path, session_id: &str) -> io::Result<(Spool, Spool)> 
         Ok(Spool {
             path,
             out: BufWriter::new(file),
+            room: cap,
+            truncated: false,
         })
     };
     Ok((open("stdout")?, open("stderr")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_keeps_the_first_bytes_exactly_at_and_one_past_it() {
+        let root = tempfile::tempdir().unwrap();
+        let (mut at, mut past) = create_pair(root.path(), "s1", 10).unwrap();
+        at.write(b"01234").unwrap();
+        at.write(b"56789").unwrap();
+        past.write(b"0123456789A").unwrap();
+        past.write(b"more").unwrap();
+        let (at, past) = (at.finish().unwrap(), past.finish().unwrap());
+        assert!(!at.truncated && past.truncated);
+        assert_eq!(std::fs::read(&at.path).unwrap(), b"0123456789");
+        assert_eq!(std::fs::read(&past.path).unwrap(), b"0123456789");
+    }
 }

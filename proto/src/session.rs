@@ -121,6 +121,7 @@ impl std::fmt::Debug for Connected {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionSummary {
+    /// The session's public id.
     pub session_id: String,
     pub state: SessionState,
     /// The target as given at connect.
@@ -145,6 +146,7 @@ pub struct SessionSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Disconnected {
+    /// The closed session's id.
     pub session_id: String,
     /// Always `closed`.
     pub state: SessionState,

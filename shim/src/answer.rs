@@ -13,10 +13,12 @@ pub struct Answer<T> {
     pub ok: bool,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub result: Option<T>,
+    /// Present when `ok` is false: the call did not happen as asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
 }
 
+/// Why a call failed.
 #[derive(Serialize, JsonSchema)]
 pub struct ErrorBody {
     /// A stable identifier: automation matches on this, never on `message`.

@@ -46,7 +46,11 @@ impl Shim {
              shell, so pass `cwd` instead of `cd`. 3) `disconnect` when done. \
              `session_list` shows every session (never keys).\n\
              Every answer has `ok`; failures carry `error.code`, a stable identifier to act on. \
-             A lost key cannot be recovered: disconnect the session and connect again.\n{root}"
+             A lost key cannot be recovered, and a session that answers `connection_lost` does \
+             not come back: disconnect it and connect again.\n\
+             Limits: one session per server; a command of at most 1 MiB, 60 s by default \
+             (`timeout` up to 86400); output kept per stream up to the daemon's cap (head and \
+             tail). Long work: start it detached (`nohup cmd >log 2>&1 &`) and poll the log.\n{root}"
         )
     }
 }

@@ -38,13 +38,19 @@ pub struct ExecArgs {
 
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
-    /// Run one non-interactive, non-PTY /bin/sh command on the session's host and return its
-    /// exit code and separate stdout/stderr (bounded: long output keeps head and tail). No shell
-    /// state persists between calls; use `cwd` for the directory. `ok: true` means the command
-    /// ran: read `exit_code`. A timeout or cancelling the call kills the command's whole
-    /// process group. Background jobs that keep the output open do not delay the answer and
-    /// are killed at the timeout; detach them (`nohup cmd >log 2>&1 &`) to keep them running.
-    /// Errors: `remote_path_not_found` (cwd), `connection_lost` (disconnect, then connect).
+    /// Run one non-interactive /bin/sh command on the session's host (no TTY, empty stdin: use
+    /// `sudo -n`, a password prompt fails) and return its exit code and separate
+    /// stdout/stderr. Each stream keeps at most the daemon's output cap (64 KiB by default,
+    /// half head, half tail); `spool_output` keeps everything in local files. No shell state
+    /// persists between calls; use `cwd` for the directory. Several calls may run at once on
+    /// one session. `ok: true` means the command ran: read `exit_code`. A timeout, or
+    /// cancelling the call, kills the command's whole process group (TERM, then KILL).
+    /// It answers when /bin/sh exits; background jobs still holding its output are killed at
+    /// the timeout, so detach one to keep it (`nohup cmd >log 2>&1 &`). For work that may
+    /// outlast your client's patience (about a minute), start it detached and poll its log.
+    /// Errors: `remote_path_not_found` (cwd), `connection_lost` (disconnect, then connect),
+    /// `invalid_session_key` / `session_not_found` (use the pair `connect` returned),
+    /// `session_not_ready` (still authenticating: retry shortly).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

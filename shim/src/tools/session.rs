@@ -37,7 +37,7 @@ pub struct ConnectArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisconnectArgs {
-    /// The session to close.
+    /// The session to close (from `connect` or `session_list`).
     pub session_id: String,
 }
 
@@ -74,10 +74,15 @@ fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, DaemonError> {
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a new SSH session (one OpenSSH master) to a host of the user's OpenSSH config
-    /// (`alias`) or to `host` + `user` [+ `port`]. Returns `session_id` and a one-time secret
-    /// `session_key`: keep both, every other tool needs them. One session per server: a second
-    /// connect fails with `already_connected` naming the existing session.
+    /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config
+    /// (`alias`) or to `host` + `user` [+ `port`]. Returns `session_id` and a secret
+    /// `session_key` shown only this once: keep both, every other tool needs them. One session
+    /// per server (its effective HostName and Port; the user is not part of it). May wait for
+    /// a passphrase or key-touch prompt on the user's desktop; unknown host keys are never
+    /// accepted. Errors: `already_connected` (the message names the session: use it if you
+    /// hold its key, else `disconnect` it and connect again), `session_limit_reached`
+    /// (disconnect a session you no longer need), `connection_start_failed` (authentication,
+    /// host key or network: tell the user the message; retrying will not help).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),
@@ -101,8 +106,11 @@ impl Shim {
         )
     }
 
-    /// Close a session by id (no key needed): cancels its running commands and stops its SSH
-    /// connection. Answers the final state `closed`.
+    /// Close a session: kills its running commands and stops its SSH connection. Needs no key,
+    /// so it closes any session, another agent's too: close only sessions you opened, or ones
+    /// that are `lost`. Use it when the work is done, after `connection_lost`, or when a
+    /// session's key is lost. Works in every state, `starting` included. Errors:
+    /// `session_not_found` (already closed: nothing to do).
     #[tool(
         input_schema = schema_for_input::<DisconnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Disconnected>>(),
@@ -124,8 +132,10 @@ impl Shim {
         )
     }
 
-    /// List every session of the daemon (never keys, never opens SSH): state, target,
-    /// server, master pid, times and active work.
+    /// List every session of the daemon, other agents' included (never keys; opens no SSH
+    /// connection). Use it to find the session an `already_connected` names, or to spot `lost`
+    /// ones (`disconnect`, then `connect` again). A listed session is usable only with the key
+    /// its `connect` returned.
     #[tool(
         input_schema = schema_for_input::<NoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<SessionListOut>>(),

@@ -26,20 +26,30 @@ struct Flags {
     runtime_dir: Option<PathBuf>,
 }
 
-/// Log targets capped whatever `SSHMCP_SHIM_LOG` asks: rmcp prints every request's arguments
-/// and every answer at debug (the session key is in both), and tarpc prints requests at trace.
-/// MCP hosts keep the shim's stderr in files.
-const SECRET_SAFE_CAPS: &str = "rmcp=info,tarpc=warn";
+/// Log targets capped whatever `SSHMCP_SHIM_LOG` asks, as a filter of its own that no
+/// directive can widen: rmcp prints every request's arguments and every answer at debug (the
+/// session key is in both), and tarpc prints requests at trace. MCP hosts keep the shim's
+/// stderr in files.
+fn secret_safe_caps() -> tracing_subscriber::filter::Targets {
+    use tracing::level_filters::LevelFilter;
+    tracing_subscriber::filter::Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("rmcp", LevelFilter::INFO)
+        .with_target("tarpc", LevelFilter::WARN)
+}
 
 fn main() -> ExitCode {
-    let asked = std::env::var("SSHMCP_SHIM_LOG").unwrap_or_else(|_| "warn".into());
-    let filter = tracing_subscriber::EnvFilter::try_new(format!("{asked},{SECRET_SAFE_CAPS}"))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,{SECRET_SAFE_CAPS}")));
-    tracing_subscriber::fmt()
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::FilterExt as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let asked = tracing_subscriber::EnvFilter::try_from_env("SSHMCP_SHIM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(filter)
-        .init();
+        .with_filter(asked.and(secret_safe_caps()));
+    tracing_subscriber::registry().with(layer).init();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -178,16 +178,25 @@ async fn disconnect_closes_and_forgets() {
 
 #[tokio::test]
 async fn disconnect_cancels_running_commands() {
-    let (_env, mcp, s) = connected().await;
-    let args =
-        json!({"session_id": s.0, "session_key": s.1, "command": "sleep 42", "timeout": 120});
+    let (env, mcp, s) = connected().await;
+    let secs = sshmcp_tests::process::unique_sleep(42);
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": format!("sleep {secs}"), "timeout": 120});
     let (_, rx) = mcp.start_call("exec", args).await;
     let running = first_session_until(&mcp, |row| row["active_commands"] == 1).await;
     assert!(running, "the command never started");
+    let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
+    let watcher = crate::connect_watcher(&env).await;
+    assert!(crate::remote_until(&watcher.0, &watcher.1, &probe, "yes\n").await);
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["state"], "closed");
     let answer = sshmcp_tests::mcp::answer(rx).await;
     assert_eq!(code(&answer), "session_closed");
+    assert!(
+        crate::remote_until(&watcher.0, &watcher.1, &probe, "no\n").await,
+        "disconnect must end the remote command"
+    );
+    watcher.0.close().await;
     mcp.close().await;
 }
 

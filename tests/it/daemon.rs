@@ -87,7 +87,14 @@ async fn a_runtime_dir_open_to_others_is_refused() {
 #[tokio::test]
 async fn session_keys_never_reach_logs_or_state_files() {
     // Every log at its most verbose.
-    let trace = [("SSHMCP_LOG", "trace"), ("SSHMCP_SHIM_LOG", "trace")];
+    // A directive naming rmcp's own module must not widen the caps either.
+    let trace = [
+        ("SSHMCP_LOG", "trace"),
+        (
+            "SSHMCP_SHIM_LOG",
+            "trace,rmcp::service=trace,tarpc::client=trace",
+        ),
+    ];
     let (env, mcp, s) = crate::connected_with(&SshdOptions::default(), &trace).await;
     exec(&mcp, &s, "echo hi", json!({})).await;
     exec(

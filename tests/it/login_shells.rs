@@ -212,3 +212,26 @@ async fn a_cancel_before_the_group_is_known_still_ends_the_command() {
     std::fs::remove_file(&marker).ok();
     mcp.close().await;
 }
+
+/// A startup file that sends stderr to stdout for good: the command's stderr lands in stdout
+/// (the login shell's doing), the markers are still told apart, and a timeout still kills.
+#[tokio::test]
+async fn a_startup_file_that_merges_the_streams_still_frames_and_kills() {
+    let (_env, mcp, s) = chatty(Chatty::MergedBash).await;
+    let r = exec(&mcp, &s, "echo out; echo err >&2; exit 5", json!({})).await;
+    assert_eq!(r["exit_code"], 5, "{r}");
+    assert_eq!(streams(&r), ("out\nerr\n", ""), "{r}");
+    let secs = unique_sleep(31);
+    let r = exec(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
+    assert_eq!(
+        (r["timed_out"].clone(), r["signal"].clone()),
+        (json!(true), json!("TERM")),
+        "{r}"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "gone\n"
+    );
+    mcp.close().await;
+}

@@ -106,3 +106,14 @@ pub async fn exec_all(mcp: &McpClient, s: &(String, String), commands: &[String]
     }
     answers
 }
+
+/// A second session on the same sshd (through its other name, `localhost`: a server identity
+/// of its own) to look at the remote host while the first is busy or gone.
+pub async fn connect_watcher(env: &TestEnv) -> (McpClient, (String, String)) {
+    let mcp = env.mcp().await;
+    let args = json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port});
+    let r = mcp.call("connect", args).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let session = session_of(&r);
+    (mcp, session)
+}

@@ -22,7 +22,10 @@ impl NetnsPair {
             nix::unistd::geteuid().is_root(),
             "network namespaces need root"
         );
-        let id = std::process::id();
+        // Unique per pair: tests run as threads of one process under `cargo test`.
+        static PAIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = PAIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{}{n}", std::process::id() % 100_000);
         let pair = Self {
             server_ns: format!("smcs{id}"),
             client_ns: format!("smcc{id}"),

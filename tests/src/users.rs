@@ -44,6 +44,8 @@ pub enum Chatty {
     Bash,
     /// tcsh, whose `~/.cshrc` runs for every command with no guard at all.
     Tcsh,
+    /// bash whose `~/.bashrc` sends stderr to stdout for everything after it (`exec 2>&1`).
+    MergedBash,
     /// bash whose `~/.bashrc` takes half a second before the guard (a slow network mount, a
     /// version manager's start-up): a window in which a command was sent but has not started.
     SlowBash,
@@ -61,6 +63,12 @@ pub fn chatty_user(kind: Chatty) -> String {
             "echo 'chatty rc on stdout'\necho '_sshmcp_00000000000000000000000000000000 run'\n\
              printf 'no newline'\necho 'chatty rc on stderr' >&2\nprintf 'no newline' >&2\n\
              case $- in *i*) ;; *) return;; esac\necho interactive only\n",
+        ),
+        Chatty::MergedBash => (
+            "sshmcp-mergedrc",
+            "/bin/bash",
+            ".bashrc",
+            "echo 'merging' >&2\nexec 2>&1\ncase $- in *i*) ;; *) return;; esac\n",
         ),
         Chatty::SlowBash => (
             "sshmcp-slowrc",

@@ -28,65 +28,77 @@ use base64::Engine as _;
 pub const BOOTSTRAP: &str = "exec /bin/sh -c 'exec 3<&0 </dev/null; \
 if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi'";
 
-/// The payload's prelude, up to the working directory. `{N}` is the nonce. It asks the kernel
+/// The payload's prelude, up to the working directory. `{E}` is the stderr nonce. Builtins
+/// go through `command`, so functions a login environment exports (bash as `/bin/sh` imports
+/// them) cannot stand in for them. It asks the kernel
 /// for the process group: `kill -0 -$$` succeeds when group `$$` exists, which (a group's id
 /// being its creator's pid) means this shell leads it, as it does under sshd, for one system
 /// call; otherwise field 5 of `/proc/$$/stat` (after the parenthesised name; dash reads it a
 /// byte at a time, 0.2 ms), else `ps`. It reports the group on stderr and leaves no variable
 /// or positional parameter behind.
-const PRELUDE: &str = "exec 3<&-; if kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
-elif read -r _sshmcp_g </proc/$$/stat 2>/dev/null; then _sshmcp_g=${_sshmcp_g##*) }; \
+const PRELUDE: &str = "exec 3<&-; if command kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
+elif command read -r _sshmcp_g </proc/$$/stat 2>/dev/null; then _sshmcp_g=${_sshmcp_g##*) }; \
 set -- $_sshmcp_g; _sshmcp_g=$3; set --; \
 else set -- $(ps -o pgid= -p $$ 2>/dev/null); _sshmcp_g=$1; set --; fi; \
-printf '%s %s\\n' {N} \"${_sshmcp_g:-$$}\" >&2; unset _sshmcp_g; ";
+_sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; ";
 
 /// The exit status of a run whose working directory could not be entered.
 pub const NO_CWD_STATUS: u32 = 125;
 
-/// One run's framing: its nonce, and the payload built around it.
+/// One run's framing: a nonce per stream, and the payload built around them. Each stream
+/// has its own, so a login shell that merges or swaps them (`exec 2>&1` in an rc file) cannot
+/// make one stream's marker pass for the other's.
 pub struct Framing {
-    nonce: String,
+    out_nonce: String,
+    err_nonce: String,
 }
 
 impl Framing {
-    /// A framing with a fresh random nonce.
+    /// A framing with fresh random nonces.
     pub fn new() -> std::io::Result<Self> {
-        let bytes: [u8; 16] = crate::session::key::random_bytes()?;
-        Ok(Self::with_nonce(format!(
-            "_sshmcp_{}",
-            crate::session::key::hex(&bytes)
-        )))
+        let bytes: [u8; 32] = crate::session::key::random_bytes()?;
+        let nonce = |half: &[u8]| format!("_sshmcp_{}", crate::session::key::hex(half));
+        Ok(Self::with_nonces(nonce(&bytes[..16]), nonce(&bytes[16..])))
     }
 
-    fn with_nonce(nonce: String) -> Self {
-        Self { nonce }
+    fn with_nonces(out_nonce: String, err_nonce: String) -> Self {
+        Self {
+            out_nonce,
+            err_nonce,
+        }
     }
 
-    /// The bytes fed on the channel's stdin: the prelude, the working directory, the stdout
-    /// marker, then `script` as one group, with `stdin` (when given) as the group's input.
+    /// The bytes fed on the channel's stdin: the prelude (the stderr marker with the process
+    /// group), the working directory, the stdout marker (`run` or `nocwd`, and the group
+    /// again), then `script` as one group, with `stdin` (when given) as the group's input.
     pub fn payload(&self, script: &str, cwd: Option<&str>, stdin: Option<&[u8]>) -> Vec<u8> {
-        let n = &self.nonce;
-        let mut out = PRELUDE.replace("{N}", n);
+        let (o, n) = (&self.out_nonce, &self.err_nonce);
+        let mut out = PRELUDE.replace("{E}", n);
         if let Some(dir) = cwd {
+            // An exported CDPATH would turn a relative cwd into another directory.
             let _ = write!(
                 out,
-                "cd -- {} >/dev/null 2>&1 || {{ printf '%s nocwd\\n' {n}; exit {NO_CWD_STATUS}; }}; ",
+                "CDPATH= command cd -- {} >/dev/null 2>&1 || {{ command printf '%s nocwd %s\\n' \
+                 {o} \"$_sshmcp_g\"; exit {NO_CWD_STATUS}; }}; ",
                 sh_quote(dir)
             );
         }
-        let _ = writeln!(out, "printf '%s run\\n' {n}");
+        let _ = writeln!(
+            out,
+            "command printf '%s run %s\\n' {o} \"$_sshmcp_g\"; unset _sshmcp_g"
+        );
         match stdin {
             // The input travels as base64 in a here-document (shell text cannot hold a NUL),
             // decoded into the group's stdin. The delimiter is the nonce: no base64 line can
             // equal it.
             Some(bytes) => {
-                let _ = writeln!(out, "base64 -d <<'{n}' | {{");
+                let _ = writeln!(out, "base64 -d <<'{o}' | {{");
                 let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
                 for line in encoded.as_bytes().chunks(76) {
                     out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
                     out.push('\n');
                 }
-                let _ = writeln!(out, "{n}");
+                let _ = writeln!(out, "{o}");
             }
             None => out.push_str("{\n"),
         }
@@ -96,9 +108,45 @@ impl Framing {
         payload
     }
 
-    /// A scanner for the marker of one stream.
-    pub fn scanner(&self) -> MarkerScan {
-        MarkerScan::new(self.nonce.as_bytes())
+    /// A scanner for stdout's marker.
+    pub fn stdout_scanner(&self) -> MarkerScan {
+        MarkerScan::new(self.out_nonce.as_bytes())
+    }
+
+    /// A scanner for stderr's marker.
+    pub fn stderr_scanner(&self) -> MarkerScan {
+        MarkerScan::new(self.err_nonce.as_bytes())
+    }
+}
+
+/// What the markers say, once either has been seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Markers {
+    /// The program's process group: from stderr's marker (written before the working
+    /// directory is entered), else stdout's. Only a real group: 0 and 1 are never one (0 is
+    /// what `/proc` shows for a leader outside the pid namespace, and `kill -1` means every
+    /// process of the user).
+    pub group: Option<u32>,
+    /// Whether the working directory could not be entered (nothing ran).
+    pub no_cwd: bool,
+    /// Whether stdout's marker was seen: the program's group started.
+    pub started: bool,
+}
+
+impl Markers {
+    pub fn read(out: &MarkerScan, err: &MarkerScan) -> Self {
+        let mut words = out.marker().unwrap_or("").split(' ');
+        let state = words.next().filter(|w| !w.is_empty());
+        let group = err
+            .marker()
+            .and_then(|m| m.parse().ok())
+            .or_else(|| words.next().and_then(|w| w.parse().ok()))
+            .filter(|g: &u32| *g > 1);
+        Self {
+            group,
+            no_cwd: state == Some("nocwd"),
+            started: state == Some("run"),
+        }
     }
 }
 
@@ -226,7 +274,7 @@ mod tests {
     use super::*;
 
     fn framing() -> Framing {
-        Framing::with_nonce("_sshmcp_0123abcd".into())
+        Framing::with_nonces("_sshmcp_0123abcd".into(), "_sshmcp_4567ef01".into())
     }
 
     #[test]
@@ -239,7 +287,7 @@ mod tests {
 
     #[test]
     fn noise_before_the_marker_is_dropped_even_split_across_reads() {
-        let mut scan = framing().scanner();
+        let mut scan = framing().stdout_scanner();
         assert!(
             scan.feed(b"conda says hi\nno newline _sshmcp_01")
                 .is_empty()
@@ -258,7 +306,7 @@ mod tests {
 
     #[test]
     fn a_stream_without_marker_is_all_noise() {
-        let mut scan = framing().scanner();
+        let mut scan = framing().stdout_scanner();
         assert!(scan.feed(b"bash: line 1: /bin/sh: not found\n").is_empty());
         scan.finish();
         assert_eq!(scan.marker(), None);
@@ -267,7 +315,7 @@ mod tests {
 
     #[test]
     fn noise_is_bounded_in_memory() {
-        let mut scan = framing().scanner();
+        let mut scan = framing().stdout_scanner();
         for _ in 0..1000 {
             scan.feed(&[b'x'; 4096]);
         }
@@ -279,6 +327,7 @@ mod tests {
 
     /// What a local run of a payload gave: each stream's marker and own bytes, and the status.
     struct LocalRun {
+        markers: Markers,
         out_marker: Option<String>,
         out: Vec<u8>,
         err_marker: Option<String>,
@@ -323,10 +372,12 @@ mod tests {
             .write_all(&f.payload(script, cwd, stdin))
             .unwrap();
         let out = child.wait_with_output().unwrap();
-        let (mut so, mut se) = (f.scanner(), f.scanner());
+        let (mut so, mut se) = (f.stdout_scanner(), f.stderr_scanner());
         let stdout = so.feed(&out.stdout).into_owned();
         let stderr = se.feed(&out.stderr).into_owned();
+        let markers = Markers::read(&so, &se);
         LocalRun {
+            markers,
             out_marker: so.marker().map(str::to_string),
             out: stdout,
             err_marker: se.marker().map(str::to_string),
@@ -342,7 +393,7 @@ mod tests {
         let script = "printf '%s|' \"$#\" \"$0\" \"${_sshmcp_g-unset}\"; echo out; echo err >&2; \
                       cat <<EOF\nheredoc $((1+1))\nEOF\nexit 3";
         let run = run_local(&f, script, None, None);
-        assert_eq!(run.out_marker.as_deref(), Some("run"));
+        assert!(run.markers.started && !run.markers.no_cwd);
         assert_eq!(
             String::from_utf8(run.out).unwrap(),
             "0|/bin/sh|unset|out\nheredoc 2\n"
@@ -352,6 +403,8 @@ mod tests {
         // Not a group leader: the group is read from /proc, and it is ours.
         let ours = nix::unistd::getpgrp().as_raw() as u32;
         assert_eq!(run.err_marker.unwrap().parse::<u32>().unwrap(), ours);
+        assert_eq!(run.markers.group, Some(ours));
+        assert_eq!(run.out_marker, Some(format!("run {ours}")));
     }
 
     #[test]
@@ -364,10 +417,10 @@ mod tests {
     fn cwd_is_entered_or_reported() {
         let f = framing();
         let run = run_local(&f, "pwd", Some("/tmp"), None);
-        assert_eq!(run.out_marker.as_deref(), Some("run"));
+        assert!(run.markers.started);
         assert_eq!(run.out, b"/tmp\n");
         let run = run_local(&f, "echo ran", Some("/no/such dir"), None);
-        assert_eq!(run.out_marker.as_deref(), Some("nocwd"));
+        assert!(run.markers.no_cwd && !run.markers.started);
         assert!(run.out.is_empty() && run.err.is_empty());
         assert_eq!(run.status, Some(NO_CWD_STATUS as i32));
     }
@@ -401,6 +454,48 @@ mod tests {
             })
             .unwrap();
         assert!(!String::from_utf8_lossy(&out.stdout).contains("ran-anyway"));
+    }
+
+    #[test]
+    fn markers_survive_merged_streams_and_give_only_real_groups() {
+        let f = framing();
+        // An rc file that sends stderr to stdout: both markers arrive on stdout.
+        let mut out = f.stdout_scanner();
+        let err = f.stderr_scanner();
+        let merged = b"_sshmcp_4567ef01 4242\n_sshmcp_0123abcd run 4242\nown";
+        assert_eq!(out.feed(merged).as_ref(), b"own");
+        let m = Markers::read(&out, &err);
+        assert_eq!((m.group, m.started), (Some(4242), true));
+        let (mut out, mut err) = (f.stdout_scanner(), f.stderr_scanner());
+        out.feed(b"_sshmcp_0123abcd run 1\n");
+        err.feed(b"_sshmcp_4567ef01 0\n");
+        assert_eq!(Markers::read(&out, &err).group, None, "never 0 or 1");
+    }
+
+    #[test]
+    fn an_exported_cdpath_does_not_move_a_relative_cwd() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(base.path().join("decoy/sub")).unwrap();
+        std::fs::create_dir_all(base.path().join("home/sub")).unwrap();
+        let f = framing();
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(BOOTSTRAP)
+            .current_dir(base.path().join("home"))
+            .env("CDPATH", base.path().join("decoy"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                let payload = f.payload("pwd", Some("sub"), None);
+                child.stdin.take().unwrap().write_all(&payload)?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        let mut scan = f.stdout_scanner();
+        let pwd = scan.feed(&out.stdout).into_owned();
+        assert!(String::from_utf8(pwd).unwrap().ends_with("/home/sub\n"));
     }
 
     #[test]

@@ -5,16 +5,19 @@
 //! The rules that make a stop impossible to lose:
 //! - Nothing runs until the payload's closing brace is written, so a stop while the payload is
 //!   still being fed closes stdin early and nothing of the program runs.
-//! - Once the payload is out, the task stays until the group is known (the stderr marker
-//!   carries it) and killed, or the channel closes: a stop before the pid is known kills as
-//!   soon as it is, not never.
+//! - Once the payload is out, the task stays until the group is known (the markers carry it)
+//!   and killed, or the channel closes: a stop before the group is known kills as soon as it
+//!   is, not never. Only a login shell that stays silent for `MARKER_WAIT` after the stop is
+//!   given up on.
+//! - A kill is tried again until it confirms the group gone (see `kill`); the session closing
+//!   does not cancel kills, and a kill is never itself killed.
 //! - The caller's answer and the task's end are apart: the answer comes when the program is
 //!   done (or at most `ANSWER_GRACE` after a stop), while the task keeps its channel slot until
 //!   the channel really closes.
 
 use std::time::Duration;
 
-use sshmcp_proto::exec::ExecResult;
+use sshmcp_proto::exec::{ExecResult, StreamOutput};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -23,21 +26,24 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::Capture;
 use super::channel::{self, OpenError};
-use super::framing::{self, Framing, MarkerScan};
-use super::kill::{self, KILL_BUDGET};
+use super::framing::{self, Framing, MarkerScan, Markers};
+use super::kill::{self, KILL_BUDGET, Killed};
 use super::spool::{Spool, Spooled};
 use super::{Host, Program, RunError};
 use crate::mux::{self, ControlEvent};
 
-/// After the program's shell exited, how long its streams may stay open before the answer
-/// goes without them: a background child that holds them would otherwise hold the call.
+/// After the program's shell exited, how long its streams may stay quiet but open before the
+/// answer goes without them: a background child that holds them would otherwise hold the
+/// call. Counted from the last byte, so output still in flight on a slow link is not cut.
 const BACKGROUND_GRACE: Duration = Duration::from_millis(200);
 /// After a stop, the longest the caller waits for its answer (the kill normally takes a few
-/// milliseconds; a stopped master or a stuck login shell may never let it run).
+/// milliseconds; a stopped master or a stuck login shell may not let it run).
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// After the kill finished, how long the streams may take to close before the task lets the
 /// channel go (a daemonized grandchild may hold them open forever).
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
+/// After a stop, how long the task waits for a silent login shell to report the group.
+const MARKER_WAIT: Duration = Duration::from_secs(60);
 
 type Answer = oneshot::Sender<Result<ExecResult, RunError>>;
 
@@ -45,7 +51,7 @@ type Answer = oneshot::Sender<Result<ExecResult, RunError>>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StopReason {
     TimedOut,
-    /// The caller went away, or the session is closing.
+    /// The caller went away, the session is closing, or the spool failed.
     Cancelled,
 }
 
@@ -59,6 +65,16 @@ struct Stream {
 }
 
 impl Stream {
+    fn new(pipe: tokio::net::unix::pipe::Receiver, scan: MarkerScan, program: &Program) -> Self {
+        Self {
+            pipe,
+            scan,
+            capture: Capture::new(program.max_output_bytes),
+            spool: None,
+            eof: false,
+        }
+    }
+
     /// Takes one read's bytes; returns an error only when the spool cannot be written.
     fn take(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let own = self.scan.feed(bytes);
@@ -72,6 +88,15 @@ impl Stream {
     fn end(&mut self) {
         self.eof = true;
         self.scan.finish();
+    }
+
+    /// The stream's answer: the capture so far and the finished spool. Later output (of
+    /// children that outlive the program) is read and dropped.
+    fn answer(&mut self) -> std::io::Result<StreamOutput> {
+        let limit = self.capture.limit();
+        let capture = std::mem::replace(&mut self.capture, Capture::new(limit));
+        let spooled: Option<Spooled> = self.spool.take().map(Spool::finish).transpose()?;
+        Ok(capture.finish(spooled))
     }
 }
 
@@ -113,13 +138,25 @@ impl Feed {
 /// A stop in progress.
 struct Stopping {
     reason: StopReason,
-    /// False when the payload was cut before its group: nothing can run, nothing to kill.
-    group_sent: bool,
-    kill: Option<JoinHandle<Option<String>>>,
-    kill_done: bool,
-    signal: Option<String>,
+    /// False when the payload was cut before its group (nothing can run), and for control
+    /// programs (a kill is never killed): nothing to kill.
+    must_kill: bool,
+    kill: Option<JoinHandle<Killed>>,
+    killed: Option<Killed>,
     answer_by: Instant,
-    give_up_at: Option<Instant>,
+    /// When the task lets the channel go: after the kill's drain, or when the group never
+    /// became known.
+    give_up_at: Instant,
+}
+
+impl Stopping {
+    fn kill_over(&self) -> bool {
+        !self.must_kill || self.killed.is_some()
+    }
+
+    fn killing(&self) -> bool {
+        self.kill.is_some() && self.killed.is_none()
+    }
 }
 
 /// Runs `program` on `host`; sends the result on `answer` as soon as it is known, then
@@ -154,21 +191,23 @@ fn spool_err(e: std::io::Error) -> RunError {
 }
 
 /// The run itself. Returns the outcome still to be sent, or None when it was sent already.
+/// Spool files not handed to an answer remove themselves when the run ends.
 async fn run(
     host: &Host,
-    program: Program,
+    mut program: Program,
     stop: &CancellationToken,
     answer: &mut Option<Answer>,
 ) -> Option<Result<ExecResult, RunError>> {
     let started = Instant::now();
     let deadline = started + program.timeout;
+    // A kill must run while its session closes: that is when kills are needed most.
+    let closing = match program.control {
+        true => CancellationToken::new(),
+        false => host.closing.clone(),
+    };
     let framing = match Framing::new() {
         Ok(f) => f,
         Err(e) => return Some(Err(RunError::Failed(format!("no randomness: {e}")))),
-    };
-    let (out_spool, err_spool) = match program.spool {
-        Some((o, e)) => (Some(o), Some(e)),
-        None => (None, None),
     };
     let opened = async {
         let permit = match program.control {
@@ -183,29 +222,32 @@ async fn run(
         r = opened => r,
         // Nothing was sent yet: nothing runs.
         _ = stop.cancelled() => return Some(Err(RunError::Cancelled)),
-        _ = host.closing.cancelled() => return Some(Err(RunError::Cancelled)),
+        _ = closing.cancelled() => return Some(Err(RunError::Cancelled)),
     };
     let (_permit, session) = match opened {
         Ok(pair) => pair,
         Err(OpenError::TimedOut) => {
             // Nothing ran: no channel could be had within the timeout.
-            let paths = match finish_spools((out_spool, err_spool)) {
-                Ok(paths) => paths,
-                Err(e) => return Some(Err(e)),
-            };
+            let spooled = |spool: Option<Spool>| spool.map(Spool::finish).transpose();
+            let (out_spool, err_spool) = program.spool.take().unzip();
             let empty = || Capture::new(program.max_output_bytes);
-            return Some(Ok(ExecResult {
-                exit_code: None,
-                signal: None,
-                duration: started.elapsed().as_secs_f64(),
-                timed_out: true,
-                stdout: empty().finish(paths.0),
-                stderr: empty().finish(paths.1),
-            }));
+            let streams = spooled(out_spool)
+                .and_then(|o| Ok((empty().finish(o), empty().finish(spooled(err_spool)?))));
+            return Some(
+                streams
+                    .map_err(spool_err)
+                    .map(|(stdout, stderr)| ExecResult {
+                        exit_code: None,
+                        signal: None,
+                        duration: started.elapsed().as_secs_f64(),
+                        timed_out: true,
+                        stdout,
+                        stderr,
+                    }),
+            );
         }
         Err(OpenError::SlotsClosed) => return Some(Err(RunError::ConnectionLost)),
         Err(OpenError::Mux(e)) => {
-            discard_spools((out_spool, err_spool));
             return Some(Err(if host.master_gone() {
                 RunError::ConnectionLost
             } else {
@@ -228,23 +270,13 @@ async fn run(
         ),
         written: 0,
     };
-    let mut out = Stream {
-        pipe: stdout,
-        scan: framing.scanner(),
-        capture: Capture::new(program.max_output_bytes),
-        spool: out_spool,
-        eof: false,
-    };
-    let mut err = Stream {
-        pipe: stderr,
-        scan: framing.scanner(),
-        capture: Capture::new(program.max_output_bytes),
-        spool: err_spool,
-        eof: false,
-    };
+    let mut out = Stream::new(stdout, framing.stdout_scanner(), &program);
+    let mut err = Stream::new(stderr, framing.stderr_scanner(), &program);
+    (out.spool, err.spool) = program.spool.take().unzip();
     let mut closed = false;
     let mut exit_status: Option<u32> = None;
-    let mut exited_at: Option<Instant> = None;
+    // Since when the streams have been quiet after the shell exited.
+    let mut quiet_since: Option<Instant> = None;
     let mut stopping: Option<Stopping> = None;
     let mut spool_failure: Option<RunError> = None;
     let mut out_buf = vec![0u8; 64 * 1024];
@@ -253,21 +285,16 @@ async fn run(
     loop {
         let streams_done = out.eof && err.eof;
         // The program's own end: its shell exited and its streams closed, or a background
-        // child holds them past the grace.
+        // child holds them, quiet, past the grace.
         let program_done = (exit_status.is_some() || closed) && streams_done
-            || exited_at.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
+            || quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
         if let Some(failure) = spool_failure.take() {
             // The complete copy asked for cannot be kept: the run is abandoned and ended.
             if let Some(a) = answer.take() {
                 let _ = a.send(Err(failure));
             }
             if stopping.is_none() {
-                stopping = Some(begin_stop(
-                    StopReason::Cancelled,
-                    &mut feed,
-                    host,
-                    &err.scan,
-                ));
+                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, &program));
             }
         }
         if answer.is_some() && stopping.is_none() && program_done {
@@ -277,75 +304,71 @@ async fn run(
             }
         }
         if let Some(stop) = stopping.as_mut() {
-            let kill_over = stop.kill_done || !stop.group_sent;
+            if stop.kill.is_none() && stop.must_kill {
+                start_kill(stop, host, &out.scan, &err.scan);
+            }
             if answer.is_some()
-                && (kill_over && (closed || streams_done) || Instant::now() >= stop.answer_by)
+                && (stop.kill_over() && (closed || streams_done)
+                    || Instant::now() >= stop.answer_by)
             {
                 let result = stopped_result(stop, started, &mut out, &mut err);
                 if let Some(a) = answer.take() {
                     let _ = a.send(result);
                 }
             }
-            if kill_over && stop.give_up_at.is_none() {
-                stop.give_up_at = Some(Instant::now() + DRAIN_AFTER_KILL);
-            }
         }
-        let killing = stopping
-            .as_ref()
-            .is_some_and(|s| s.kill.is_some() && !s.kill_done);
+        let killing = stopping.as_ref().is_some_and(Stopping::killing);
         // The kill's answer names the signal, and waiting for it means the group is gone.
         if closed && streams_done && !killing {
             break;
         }
-        let answer_timer = match (&stopping, answer.is_some()) {
-            (Some(s), true) => s.answer_by,
-            _ => match exited_at {
-                Some(at) if answer.is_some() => at + BACKGROUND_GRACE,
-                _ => far,
-            },
+        let answer_timer = match (&stopping, answer.is_some(), quiet_since) {
+            (Some(s), true, _) => s.answer_by,
+            (None, true, Some(at)) => at + BACKGROUND_GRACE,
+            _ => far,
         };
-        let give_up_at = stopping.as_ref().and_then(|s| s.give_up_at).unwrap_or(far);
+        let give_up_at = stopping.as_ref().map_or(far, |s| s.give_up_at);
         tokio::select! {
             _ = feed.step(), if !feed.done() => {}
             r = out.pipe.read(&mut out_buf), if !out.eof => match r {
                 Ok(0) | Err(_) => out.end(),
-                Ok(n) => if let Err(e) = out.take(&out_buf[..n]) {
-                    spool_failure.get_or_insert(spool_err(e));
-                },
-            },
-            r = err.pipe.read(&mut err_buf), if !err.eof => {
-                match r {
-                    Ok(0) | Err(_) => err.end(),
-                    Ok(n) => if let Err(e) = err.take(&err_buf[..n]) {
+                Ok(n) => {
+                    quiet_since = quiet_since.map(|_| Instant::now());
+                    if let Err(e) = out.take(&out_buf[..n]) {
                         spool_failure.get_or_insert(spool_err(e));
-                    },
+                    }
                 }
-                // A stop asked for before the group was known is carried out now.
-                if let Some(stop) = stopping.as_mut() {
-                    start_kill(stop, host, &err.scan);
+            },
+            r = err.pipe.read(&mut err_buf), if !err.eof => match r {
+                Ok(0) | Err(_) => err.end(),
+                Ok(n) => {
+                    quiet_since = quiet_since.map(|_| Instant::now());
+                    if let Err(e) = err.take(&err_buf[..n]) {
+                        spool_failure.get_or_insert(spool_err(e));
+                    }
                 }
             },
             ev = control.next_event(), if !closed => match ev {
                 Ok(ControlEvent::Exit(status)) => {
                     exit_status = Some(status);
-                    exited_at = Some(Instant::now());
+                    quiet_since = Some(Instant::now());
                 }
                 Ok(ControlEvent::Closed) | Err(_) => closed = true,
             },
             _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, host, &err.scan));
+                stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, &program));
             },
             _ = stop.cancelled(), if stopping.is_none() => {
-                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, host, &err.scan));
+                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, &program));
             },
-            _ = host.closing.cancelled(), if stopping.is_none() => {
-                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, host, &err.scan));
+            _ = closing.cancelled(), if stopping.is_none() => {
+                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, &program));
             },
-            signal = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
+            killed = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
                 if killing => {
                 if let Some(stop) = stopping.as_mut() {
-                    stop.kill_done = true;
-                    stop.signal = signal.ok().flatten();
+                    stop.killed = Some(killed.unwrap_or(Killed::Unconfirmed));
+                    stop.give_up_at = Instant::now() + DRAIN_AFTER_KILL;
                 }
             },
             _ = tokio::time::sleep_until(answer_timer), if answer_timer < far => {}
@@ -355,41 +378,42 @@ async fn run(
     log_noise(&out.scan, "stdout");
     log_noise(&err.scan, "stderr");
     // Whatever is still to say (the channel closed before a stop could answer).
-    match (answer.is_some(), stopping.as_mut()) {
+    match (answer.is_some(), stopping.as_ref()) {
         (false, _) => None,
         (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
         (true, None) => Some(complete(host, &mut out, &mut err, exit_status, started).await),
     }
 }
 
-fn begin_stop(reason: StopReason, feed: &mut Feed, host: &Host, scan: &MarkerScan) -> Stopping {
+fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stopping {
     // Closing stdin now means a group not yet sent whole never runs.
     feed.pipe = None;
-    let group_sent = feed.group_sent();
-    let mut stop = Stopping {
+    let must_kill = feed.group_sent() && !program.control;
+    let now = Instant::now();
+    Stopping {
         reason,
-        group_sent,
+        must_kill,
         kill: None,
-        kill_done: false,
-        signal: None,
-        answer_by: Instant::now() + ANSWER_GRACE,
-        give_up_at: None,
-    };
-    start_kill(&mut stop, host, scan);
-    stop
+        killed: None,
+        answer_by: now + ANSWER_GRACE,
+        give_up_at: now
+            + if must_kill {
+                MARKER_WAIT
+            } else {
+                DRAIN_AFTER_KILL
+            },
+    }
 }
 
-/// Starts the kill once the group is known (and only if the program's group could run).
-fn start_kill(stop: &mut Stopping, host: &Host, scan: &MarkerScan) {
-    if stop.kill.is_some() || !stop.group_sent {
-        return;
-    }
-    if let Some(pgid) = scan.marker().and_then(|m| m.parse::<u32>().ok()) {
-        stop.kill = Some(tokio::spawn(kill::kill_group(host.clone(), pgid)));
+/// Starts the kill once the group is known.
+fn start_kill(stop: &mut Stopping, host: &Host, out: &MarkerScan, err: &MarkerScan) {
+    if let Some(group) = Markers::read(out, err).group {
+        stop.kill = Some(tokio::spawn(kill::kill_group(host.clone(), group)));
         // The kill has its own budget; the drain starts when it is over.
         stop.answer_by = stop
             .answer_by
             .max(Instant::now() + KILL_BUDGET.min(ANSWER_GRACE));
+        stop.give_up_at = Instant::now() + Duration::from_secs(400 * 86_400);
     }
 }
 
@@ -401,21 +425,15 @@ fn stopped_result(
     err: &mut Stream,
 ) -> Result<ExecResult, RunError> {
     match stop.reason {
-        StopReason::Cancelled => {
-            discard_spools((out.spool.take(), err.spool.take()));
-            Err(RunError::Cancelled)
-        }
-        StopReason::TimedOut => {
-            let (stdout, stderr) = take_streams(out, err)?;
-            Ok(ExecResult {
-                exit_code: None,
-                signal: stop.signal.clone(),
-                duration: started.elapsed().as_secs_f64(),
-                timed_out: true,
-                stdout,
-                stderr,
-            })
-        }
+        StopReason::Cancelled => Err(RunError::Cancelled),
+        StopReason::TimedOut => Ok(ExecResult {
+            exit_code: None,
+            signal: stop.killed.as_ref().and_then(Killed::signal),
+            duration: started.elapsed().as_secs_f64(),
+            timed_out: true,
+            stdout: out.answer().map_err(spool_err)?,
+            stderr: err.answer().map_err(spool_err)?,
+        }),
     }
 }
 
@@ -427,16 +445,15 @@ async fn complete(
     exit_status: Option<u32>,
     started: Instant,
 ) -> Result<ExecResult, RunError> {
+    let markers = Markers::read(&out.scan, &err.scan);
     if out.scan.marker().is_none() && err.scan.marker().is_none() {
-        discard_spools((out.spool.take(), err.spool.take()));
         return Err(match exit_status {
             Some(status) => RunError::LoginShell(status.to_string()),
             None if lost(host).await => RunError::ConnectionLost,
             None => RunError::LoginShell("unknown".into()),
         });
     }
-    if out.scan.marker() == Some("nocwd") {
-        discard_spools((out.spool.take(), err.spool.take()));
+    if markers.no_cwd {
         return Err(RunError::NoCwd);
     }
     let signal = match exit_status {
@@ -446,14 +463,13 @@ async fn complete(
         None if lost(host).await => return Err(RunError::ConnectionLost),
         None => Some("unknown".to_string()),
     };
-    let (stdout, stderr) = take_streams(out, err)?;
     Ok(ExecResult {
         exit_code: exit_status.map(|s| s as i32),
         signal,
         duration: started.elapsed().as_secs_f64(),
         timed_out: false,
-        stdout,
-        stderr,
+        stdout: out.answer().map_err(spool_err)?,
+        stderr: err.answer().map_err(spool_err)?,
     })
 }
 
@@ -461,45 +477,7 @@ async fn complete(
 async fn lost(host: &Host) -> bool {
     match host.master.get() {
         Some(master) => !master.alive(),
-        None => {
-            let check = mux::alive_check(&host.control_path);
-            !matches!(
-                tokio::time::timeout(Duration::from_secs(5), check).await,
-                Ok(Ok(_))
-            )
-        }
-    }
-}
-
-fn take_streams(
-    out: &mut Stream,
-    err: &mut Stream,
-) -> Result<
-    (
-        sshmcp_proto::exec::StreamOutput,
-        sshmcp_proto::exec::StreamOutput,
-    ),
-    RunError,
-> {
-    let limit = out.capture.limit();
-    let out_cap = std::mem::replace(&mut out.capture, Capture::new(limit));
-    let err_cap = std::mem::replace(&mut err.capture, Capture::new(limit));
-    let paths = finish_spools((out.spool.take(), err.spool.take()))?;
-    Ok((out_cap.finish(paths.0), err_cap.finish(paths.1)))
-}
-
-fn finish_spools(
-    spools: (Option<Spool>, Option<Spool>),
-) -> Result<(Option<Spooled>, Option<Spooled>), RunError> {
-    let out = spools.0.map(Spool::finish).transpose().map_err(spool_err)?;
-    let err = spools.1.map(Spool::finish).transpose().map_err(spool_err)?;
-    Ok((out, err))
-}
-
-/// A run that gives no output leaves no spool files behind.
-fn discard_spools(spools: (Option<Spool>, Option<Spool>)) {
-    for spool in [spools.0, spools.1].into_iter().flatten() {
-        spool.discard();
+        None => mux::alive_check(&host.control_path).await.is_err(),
     }
 }
 

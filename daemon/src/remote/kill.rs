@@ -1,6 +1,8 @@
 //! Ending a remote process group: a small program run through the same building block (so
 //! the login shell's noise cannot garble its answer) that sends TERM, gives the group a second
-//! to go, then sends KILL, and says which signal ended it.
+//! to go, then sends KILL, and says which signal ended it. A kill is tried again until its
+//! answer confirms the group gone, or the master is: a slow login shell, a busy master or a
+//! master stopped for a while delay it, they do not cancel it.
 
 use std::time::Duration;
 
@@ -8,8 +10,12 @@ use futures::future::BoxFuture;
 
 use super::{Host, Program};
 
-/// How long a kill may take, from asking for a channel to its answer.
+/// How long one kill attempt may take, from asking for a channel to its answer.
 pub const KILL_BUDGET: Duration = Duration::from_secs(4);
+/// How long attempts go on before the group is reported as not confirmed gone.
+const KILL_RETRY_WINDOW: Duration = Duration::from_secs(120);
+/// The pause between attempts.
+const KILL_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// The kill program for process group `pgid`. A group counts as gone when only zombies are
 /// left in it (where /proc exists): in containers whose init does not reap, a killed process
@@ -28,7 +34,7 @@ alive() {{
   done
   return 1
 }}
-kill -TERM -$g 2>/dev/null || exit 0
+kill -TERM -$g 2>/dev/null || {{ echo GONE; exit 0; }}
 kill -CONT -$g 2>/dev/null
 i=0
 while [ $i -lt 20 ]; do
@@ -41,16 +47,48 @@ echo KILL"#
     )
 }
 
-/// Ends process group `pgid` on `host`; returns the signal that ended it, or None when the
-/// group was already gone or the kill could not run. Boxed: a run starts kills, and a kill
-/// is a run.
-pub fn kill_group(host: Host, pgid: u32) -> BoxFuture<'static, Option<String>> {
+/// How a kill ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Killed {
+    /// The group is gone; this signal ended it (`TERM` or `KILL`).
+    By(String),
+    /// The group was gone before any signal.
+    AlreadyGone,
+    /// No attempt could confirm it: the master is gone, or the retry window passed.
+    Unconfirmed,
+}
+
+impl Killed {
+    /// The signal name an answer reports.
+    pub fn signal(&self) -> Option<String> {
+        match self {
+            Self::By(signal) => Some(signal.clone()),
+            Self::AlreadyGone | Self::Unconfirmed => None,
+        }
+    }
+}
+
+/// Ends process group `pgid` on `host`, trying again until the group or the master is
+/// confirmed gone. Boxed: a run starts kills, and a kill is a run.
+pub fn kill_group(host: Host, pgid: u32) -> BoxFuture<'static, Killed> {
     Box::pin(async move {
-        let mut program = Program::new(kill_script(pgid), KILL_BUDGET, 64);
-        program.control = true;
-        let result = super::run(&host, program).await.ok()?;
-        let signal = result.stdout.data.trim();
-        matches!(signal, "TERM" | "KILL").then(|| signal.to_string())
+        let give_up = tokio::time::Instant::now() + KILL_RETRY_WINDOW;
+        loop {
+            let mut program = Program::new(kill_script(pgid), KILL_BUDGET, 64);
+            program.control = true;
+            if let Ok(result) = super::run(&host, program).await {
+                match result.stdout.data.trim() {
+                    "GONE" => return Killed::AlreadyGone,
+                    signal @ ("TERM" | "KILL") => return Killed::By(signal.to_string()),
+                    _ => {}
+                }
+            }
+            if host.master_gone() || tokio::time::Instant::now() >= give_up {
+                tracing::warn!(pgid, "could not confirm the end of a remote process group");
+                return Killed::Unconfirmed;
+            }
+            tokio::time::sleep(KILL_RETRY_PAUSE).await;
+        }
     })
 }
 
@@ -91,6 +129,6 @@ mod tests {
             assert_eq!(run_kill(child.id()), expected, "{body}");
             child.wait().unwrap();
         }
-        assert_eq!(run_kill(999_999), "");
+        assert_eq!(run_kill(999_999), "GONE\n");
     }
 }

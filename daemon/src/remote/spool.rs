@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 /// One stream's spool file, bounded by the daemon's `max-spool-bytes` so a command that
-/// prints without end cannot fill the local disk.
+/// prints without end cannot fill the local disk. Dropped without [`Spool::finish`] (the call
+/// failed, was cancelled, or never ran), it removes its file.
 pub struct Spool {
     path: PathBuf,
     out: BufWriter<File>,
@@ -19,6 +20,16 @@ pub struct Spool {
     room: u64,
     /// Whether bytes were dropped at the cap.
     truncated: bool,
+    /// Set by `finish`: the file is an answer's now.
+    kept: bool,
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// A finished spool file.
@@ -40,14 +51,10 @@ impl Spool {
         self.out.write_all(&bytes[..fits])
     }
 
-    /// Removes the file: a run that gives no output leaves no spool behind.
-    pub fn discard(self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-
     /// Flushes; returns the absolute path and whether the cap was reached.
     pub fn finish(mut self) -> io::Result<Spooled> {
         self.out.flush()?;
+        self.kept = true;
         Ok(Spooled {
             path: self.path.to_string_lossy().into_owned(),
             truncated: self.truncated,
@@ -77,6 +84,7 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
             out: BufWriter::new(file),
             room: cap,
             truncated: false,
+            kept: false,
         })
     };
     Ok((open("stdout")?, open("stderr")?))
@@ -98,5 +106,15 @@ mod tests {
         assert!(!at.truncated && past.truncated);
         assert_eq!(std::fs::read(&at.path).unwrap(), b"0123456789");
         assert_eq!(std::fs::read(&past.path).unwrap(), b"0123456789");
+    }
+
+    #[test]
+    fn an_unfinished_spool_leaves_no_file() {
+        let root = tempfile::tempdir().unwrap();
+        let (out, err) = create_pair(root.path(), "s2", 10).unwrap();
+        let dir = root.path().join(".sshmcp/spool/s2");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        drop((out, err));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     }
 }

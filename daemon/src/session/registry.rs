@@ -317,6 +317,10 @@ impl Registry {
     }
 
     async fn finish_closing(&self, session: &Session) {
+        // A stopped master could run none of the kills: it is about to end anyway.
+        if let Some(master) = session.master() {
+            master.signal(nix::sys::signal::Signal::SIGCONT);
+        }
         session.host.closing.cancel();
         let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
         // Also for a session still starting: its master may have come up meanwhile.

@@ -25,7 +25,8 @@ pub struct ExecArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// Shell command text for /bin/sh, at most 1048576 bytes. Stdin is empty.
+    /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs (a
+    /// syntax error anywhere, such as an unterminated here-document, runs nothing).
     pub command: String,
     /// Remote working directory for this call only; an error if it does not exist.
     pub cwd: Option<String>,

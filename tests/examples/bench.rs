@@ -1,6 +1,6 @@
 //! Exec round-trip latency through the whole stack (MCP client → sshmcp-mcp → sshmcpd →
-//! native mux → sshd) against `ssh -S CTL host true` on the same master in the same run, and
-//! the daemon's idle memory. Run with `scripts/bench.sh` (release build); figures go to
+//! native mux → sshd) against `ssh -S CTL host true` on the same master in the same run,
+//! calls/s with 8 concurrent callers on one session, and the daemon's idle memory. Run with `scripts/bench.sh` (release build); figures go to
 //! docs/benchmarks.md.
 
 use std::time::{Duration, Instant};
@@ -10,6 +10,8 @@ use sshmcp_tests::TestEnv;
 
 const WARMUP: usize = 20;
 const RUNS: usize = 300;
+const CALLERS: usize = 8;
+const CALLS_EACH: usize = 50;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
@@ -73,6 +75,29 @@ async fn main() {
     }
     let idle_session = sshmcp_tests::process::status_kib(pid, "VmRSS");
 
+    // 8 callers at once on the one session, 50 calls each, all through the one MCP client.
+    let mcp = std::sync::Arc::new(mcp);
+    let t = Instant::now();
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let (mcp, args) = (mcp.clone(), args.clone());
+            tokio::spawn(async move {
+                let mut failed = 0;
+                for _ in 0..CALLS_EACH {
+                    if mcp.call("exec", args.clone()).await["exit_code"] != 0 {
+                        failed += 1;
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for caller in callers {
+        failed += caller.await.unwrap();
+    }
+    let concurrent = t.elapsed();
+
     println!("| path | runs | median ms | p90 ms | p99 ms |");
     println!("|---|---|---|---|---|");
     summary(
@@ -81,9 +106,17 @@ async fn main() {
     );
     summary("`ssh -S CTL host true` (fork + exec of ssh)", ssh_samples);
     println!();
+    println!();
+    let calls = CALLERS * CALLS_EACH;
+    println!(
+        "{CALLERS} callers × {CALLS_EACH} `exec true`: {:.0} calls/s, {failed} failed",
+        calls as f64 / concurrent.as_secs_f64()
+    );
     println!(
         "daemon RSS: {idle_empty} KiB idle without sessions, {idle_session} KiB with one idle session after the runs"
     );
     mcp.call("disconnect", json!({"session_id": id})).await;
-    mcp.close().await;
+    if let Ok(mcp) = std::sync::Arc::try_unwrap(mcp) {
+        mcp.close().await;
+    }
 }

@@ -47,6 +47,30 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         instructions.contains(&env.local_root.display().to_string()),
         "{instructions}"
     );
+    // Every tool the instructions name in backquotes exists (or is a field or a state).
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mentioned = instructions.split('`').skip(1).step_by(2);
+    let not_tools = [
+        "alias",
+        "host",
+        "user",
+        "session_id",
+        "session_key",
+        "cwd",
+        "cd",
+        "timeout",
+        "connection_lost",
+        "error.code",
+        "ok",
+    ];
+    for word in mentioned {
+        let command = word.starts_with("nohup") || word.starts_with("sshmcp daemon");
+        assert!(
+            names.contains(&word) || not_tools.contains(&word) || command,
+            "the instructions name `{word}`, which is no tool: {instructions}"
+        );
+    }
+    assert!(!instructions.contains("doctor"), "{instructions}");
     mcp.close().await;
 }
 

@@ -103,13 +103,14 @@ async fn handshake(
 ) -> Result<Connection, ClientError> {
     let transport = tarpc::serde_transport::new(framed(stream), crate::service::Codec::default());
     let client = DaemonClient::new(tarpc::client::Config::default(), transport).spawn();
+    let unreachable = |e: tarpc::client::RpcError| ClientError::Unreachable {
+        socket: paths.socket(),
+        reason: e.to_string(),
+    };
     let hello = client
         .hello(context_with_timeout(HELLO_TIMEOUT))
         .await
-        .map_err(|e| ClientError::Unreachable {
-            socket: paths.socket(),
-            reason: e.to_string(),
-        })?;
+        .map_err(unreachable)?;
     if hello.protocol_version != PROTOCOL_VERSION {
         return Err(ClientError::VersionMismatch {
             daemon: hello.protocol_version,
@@ -119,10 +120,7 @@ async fn handshake(
     let capabilities = client
         .capabilities(context_with_timeout(HELLO_TIMEOUT))
         .await
-        .map_err(|e| ClientError::Unreachable {
-            socket: paths.socket(),
-            reason: e.to_string(),
-        })?;
+        .map_err(unreachable)?;
     Ok(Connection {
         client,
         hello,

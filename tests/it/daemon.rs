@@ -236,16 +236,16 @@ async fn churn_leaves_no_descriptors_processes_or_masters_behind() {
         ..SshdOptions::default()
     };
     let env = TestEnv::with(&opts, &[("SSHMCP_LOG", "info")]);
-    // The idle daemon, no client connected: the footprint churn must return to.
+    // The idle daemon: the footprint churn must come back to. (The CLI that started it may
+    // still count with one descriptor for a moment: a leak is growth past it.)
     assert!(env.cli(&["daemon", "start"]).status.success());
     let idle = Footprint::of(&env);
     assert_eq!((idle.children, idle.masters), (0, 0), "{idle:?}");
     let report = churn(&env, 8, 4, std::time::Duration::from_secs(120)).await;
     assert_eq!((report.cycles, report.failures), (32, 0), "{report:?}");
     let after = Footprint::settle_to(&env, idle).await;
-    assert_eq!(
-        (after.fds, after.children, after.masters),
-        (idle.fds, 0, 0),
+    assert!(
+        after.fds <= idle.fds && (after.children, after.masters) == (0, 0),
         "idle {idle:?}, after {after:?}"
     );
 }

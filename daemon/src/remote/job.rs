@@ -58,6 +58,7 @@ enum StopReason {
 /// One output stream: the marker scan in front, then the bounded capture and the spool.
 struct Stream {
     pipe: tokio::net::unix::pipe::Receiver,
+    buf: Vec<u8>,
     scan: MarkerScan,
     capture: Capture,
     spool: Option<Spool>,
@@ -68,6 +69,7 @@ impl Stream {
     fn new(pipe: tokio::net::unix::pipe::Receiver, scan: MarkerScan, program: &Program) -> Self {
         Self {
             pipe,
+            buf: vec![0u8; 64 * 1024],
             scan,
             capture: Capture::new(program.max_output_bytes),
             spool: None,
@@ -75,19 +77,25 @@ impl Stream {
         }
     }
 
-    /// Takes one read's bytes; returns an error only when the spool cannot be written.
-    fn take(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let own = self.scan.feed(bytes);
+    /// Reads the next chunk into `buf`; 0 at the end of the stream (or a failed read).
+    async fn read(&mut self) -> usize {
+        self.pipe.read(&mut self.buf).await.unwrap_or(0)
+    }
+
+    /// Takes what `read` returned: `n` bytes of `buf`, or the end of the stream. Says whether
+    /// bytes came; fails only when the spool cannot be written.
+    fn absorb(&mut self, n: usize) -> std::io::Result<bool> {
+        if n == 0 {
+            self.eof = true;
+            self.scan.finish();
+            return Ok(false);
+        }
+        let own = self.scan.feed(&self.buf[..n]);
         self.capture.push(&own);
         if let Some(spool) = self.spool.as_mut() {
             spool.write(&own)?;
         }
-        Ok(())
-    }
-
-    fn end(&mut self) {
-        self.eof = true;
-        self.scan.finish();
+        Ok(true)
     }
 
     /// The stream's answer: the capture so far and the finished spool. Later output (of
@@ -279,8 +287,6 @@ async fn run(
     let mut quiet_since: Option<Instant> = None;
     let mut stopping: Option<Stopping> = None;
     let mut spool_failure: Option<RunError> = None;
-    let mut out_buf = vec![0u8; 64 * 1024];
-    let mut err_buf = vec![0u8; 64 * 1024];
     let far = started + Duration::from_secs(400 * 86_400);
     loop {
         let streams_done = out.eof && err.eof;
@@ -290,6 +296,7 @@ async fn run(
             || quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
         if let Some(failure) = spool_failure.take() {
             // The complete copy asked for cannot be kept: the run is abandoned and ended.
+            drop_spools(&mut out, &mut err);
             if let Some(a) = answer.take() {
                 let _ = a.send(Err(failure));
             }
@@ -330,23 +337,11 @@ async fn run(
         let give_up_at = stopping.as_ref().map_or(far, |s| s.give_up_at);
         tokio::select! {
             _ = feed.step(), if !feed.done() => {}
-            r = out.pipe.read(&mut out_buf), if !out.eof => match r {
-                Ok(0) | Err(_) => out.end(),
-                Ok(n) => {
-                    quiet_since = quiet_since.map(|_| Instant::now());
-                    if let Err(e) = out.take(&out_buf[..n]) {
-                        spool_failure.get_or_insert(spool_err(e));
-                    }
-                }
+            n = out.read(), if !out.eof => {
+                absorbed(out.absorb(n), &mut quiet_since, &mut spool_failure);
             },
-            r = err.pipe.read(&mut err_buf), if !err.eof => match r {
-                Ok(0) | Err(_) => err.end(),
-                Ok(n) => {
-                    quiet_since = quiet_since.map(|_| Instant::now());
-                    if let Err(e) = err.take(&err_buf[..n]) {
-                        spool_failure.get_or_insert(spool_err(e));
-                    }
-                }
+            n = err.read(), if !err.eof => {
+                absorbed(err.absorb(n), &mut quiet_since, &mut spool_failure);
             },
             ev = control.next_event(), if !closed => match ev {
                 Ok(ControlEvent::Exit(status)) => {
@@ -382,6 +377,22 @@ async fn run(
         (false, _) => None,
         (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
         (true, None) => Some(complete(host, &mut out, &mut err, exit_status, started).await),
+    }
+}
+
+/// Bytes that came after the shell exited restart the quiet grace; a spool that cannot be
+/// written fails the run.
+fn absorbed(
+    absorbed: std::io::Result<bool>,
+    quiet_since: &mut Option<Instant>,
+    spool_failure: &mut Option<RunError>,
+) {
+    match absorbed {
+        Ok(true) => *quiet_since = quiet_since.map(|_| Instant::now()),
+        Ok(false) => {}
+        Err(e) => {
+            spool_failure.get_or_insert(spool_err(e));
+        }
     }
 }
 
@@ -425,7 +436,10 @@ fn stopped_result(
     err: &mut Stream,
 ) -> Result<ExecResult, RunError> {
     match stop.reason {
-        StopReason::Cancelled => Err(RunError::Cancelled),
+        StopReason::Cancelled => {
+            drop_spools(out, err);
+            Err(RunError::Cancelled)
+        }
         StopReason::TimedOut => Ok(ExecResult {
             exit_code: None,
             signal: stop.killed.as_ref().and_then(Killed::signal),
@@ -447,6 +461,7 @@ async fn complete(
 ) -> Result<ExecResult, RunError> {
     let markers = Markers::read(&out.scan, &err.scan);
     if out.scan.marker().is_none() && err.scan.marker().is_none() {
+        drop_spools(out, err);
         return Err(match exit_status {
             Some(status) => RunError::LoginShell(status.to_string()),
             None if lost(host).await => RunError::ConnectionLost,
@@ -454,13 +469,17 @@ async fn complete(
         });
     }
     if markers.no_cwd {
+        drop_spools(out, err);
         return Err(RunError::NoCwd);
     }
     let signal = match exit_status {
         Some(_) => None,
         // No exit message: the remote shell was killed by a signal (the master drops its
         // name), or the master died.
-        None if lost(host).await => return Err(RunError::ConnectionLost),
+        None if lost(host).await => {
+            drop_spools(out, err);
+            return Err(RunError::ConnectionLost);
+        }
         None => Some("unknown".to_string()),
     };
     Ok(ExecResult {
@@ -471,6 +490,12 @@ async fn complete(
         stdout: out.answer().map_err(spool_err)?,
         stderr: err.answer().map_err(spool_err)?,
     })
+}
+
+/// A failed run's spool files go before its answer does (each removes its file on drop).
+fn drop_spools(out: &mut Stream, err: &mut Stream) {
+    out.spool = None;
+    err.spool = None;
 }
 
 /// Whether the master is gone: confirmed by its process when known, else by its socket.

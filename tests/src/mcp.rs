@@ -163,6 +163,11 @@ impl McpClient {
         .await;
     }
 
+    /// The server process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("a running server")
+    }
+
     pub async fn list_tools(&self) -> Vec<Value> {
         let r = self.request("tools/list", json!({})).await;
         r["result"]["tools"].as_array().cloned().expect("tools")

@@ -1,0 +1,523 @@
+//! The side-by-side performance figures of docs/benchmarks.md: sshmcp, fast-mcp-ssh (the
+//! fastest peer) and raw OpenSSH against one throwaway sshd on loopback, in one run, with each
+//! goal of issue 6 beside its ratio. Run it with `scripts/perf.sh` (release build; installs
+//! fast-mcp-ssh from crates.io when missing). A measurement, never a test: it fails on nothing.
+//!
+//! `perf [FAST_MCP_SSH_BINARY]`; without one, fast-mcp-ssh is left out.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sshmcp_tests::churn::Footprint;
+use sshmcp_tests::process::status_kib;
+use sshmcp_tests::{McpClient, SshdOptions, TestEnv, bins};
+
+const WARMUP: usize = 20;
+const SEQUENTIAL: usize = 200;
+const CALLERS: usize = 8;
+const CALLS_EACH: usize = 50;
+const BIG_RUNS: usize = 5;
+const BIG_BYTES: usize = 10 * 1024 * 1024;
+const STARTS: usize = 10;
+/// Sessions (and server identities) of the wide run, and concurrent execs on each.
+const WIDE_SESSIONS: usize = 100;
+const WIDE_EXECS: usize = 10;
+
+/// A server under test, as an agent drives it.
+#[derive(Clone)]
+enum Server {
+    Sshmcp { session: (String, String) },
+    Fast,
+}
+
+impl Server {
+    /// Runs `command`; true when it ran and exited 0.
+    async fn exec(&self, mcp: &McpClient, command: &str) -> bool {
+        match self {
+            Self::Sshmcp { session } => {
+                let args = json!({"session_id": session.0, "session_key": session.1,
+                                  "command": command, "timeout": 120});
+                mcp.call("exec", args).await["exit_code"] == 0
+            }
+            Self::Fast => {
+                let args = json!({"host": "bench", "cmd": command});
+                let r = mcp
+                    .request("tools/call", json!({"name": "exec", "arguments": args}))
+                    .await;
+                r["result"]["isError"] != true && r["error"].is_null()
+            }
+        }
+    }
+}
+
+/// Percentile `p` (0..=100) of sorted samples, in milliseconds.
+fn ms(sorted: &[Duration], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0
+}
+
+async fn timed<F: std::future::Future<Output = bool>>(f: F) -> (Duration, bool) {
+    let t = Instant::now();
+    let ok = f.await;
+    (t.elapsed(), ok)
+}
+
+/// `runs` sequential calls after the warm-up: sorted durations and failures.
+async fn sequential(
+    mcp: &McpClient,
+    server: &Server,
+    command: &str,
+    runs: usize,
+) -> (Vec<Duration>, usize) {
+    for _ in 0..WARMUP.min(runs) {
+        server.exec(mcp, "true").await;
+    }
+    let mut samples = Vec::new();
+    let mut failed = 0;
+    for _ in 0..runs {
+        let (d, ok) = timed(server.exec(mcp, command)).await;
+        samples.push(d);
+        failed += usize::from(!ok);
+    }
+    samples.sort();
+    (samples, failed)
+}
+
+/// `CALLERS` concurrent callers × `CALLS_EACH` `exec true`: calls/s and failures.
+async fn concurrent(mcp: &Arc<McpClient>, server: &Server) -> (f64, usize) {
+    let t = Instant::now();
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let (mcp, server) = (mcp.clone(), server.clone());
+            tokio::spawn(async move {
+                let mut failed = 0;
+                for _ in 0..CALLS_EACH {
+                    failed += usize::from(!server.exec(&mcp, "true").await);
+                }
+                failed
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for c in callers {
+        failed += c.await.unwrap();
+    }
+    (
+        (CALLERS * CALLS_EACH) as f64 / t.elapsed().as_secs_f64(),
+        failed,
+    )
+}
+
+/// The command that prints `BIG_BYTES` of text.
+fn big_command() -> String {
+    format!("head -c {BIG_BYTES} /dev/zero | tr '\\0' x")
+}
+
+/// Starts `argv` as an MCP server and times start → initialize → first `tools/list`.
+async fn start_to_tools_list(
+    env: &TestEnv,
+    argv: &[String],
+    vars: &[(String, String)],
+) -> (Duration, McpClient) {
+    let t = Instant::now();
+    let mcp = McpClient::start(argv, vars, &env.logs_dir(), Default::default()).await;
+    assert!(!mcp.list_tools().await.is_empty());
+    (t.elapsed(), mcp)
+}
+
+/// fast-mcp-ssh's home: a config naming the test sshd as host `bench`, JSON answers, no
+/// audit and no guards (neither slows sshmcp either), the key pinned on first use.
+fn fast_home(env: &TestEnv) -> PathBuf {
+    let home = env.root.path().join("fast-mcp-ssh");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("hosts.toml"),
+        format!(
+            "[defaults]\noutput = \"json\"\naudit_log = false\nstrict_host_key_checking = \"off\"\n\
+             [defaults.guards]\nuse_default_deny = false\nuse_default_confirm = false\n\n\
+             [host.bench]\naddr = \"127.0.0.1\"\nuser = \"{}\"\nport = {}\nauth = \"key\"\nkey = \"{}\"\n",
+            env.sshd.user,
+            env.sshd.port,
+            env.sshd.client_key.display()
+        ),
+    )
+    .unwrap();
+    home
+}
+
+/// fast-mcp-ssh's figures of the run.
+struct Peer {
+    starts: Vec<Duration>,
+    first_exec: Duration,
+    seq: Vec<Duration>,
+    seq_failed: usize,
+    rate: f64,
+    rate_failed: usize,
+    big: Vec<Duration>,
+    rss_kib: u64,
+}
+
+/// fast-mcp-ssh, on the same sshd as the same user, in the same run.
+async fn measure_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, String)]) -> Peer {
+    let home = fast_home(env);
+    let mut vars = vars.to_vec();
+    vars.push(("FAST_MCP_SSH_HOME".into(), home.display().to_string()));
+    let argv = vec![bin.display().to_string()];
+    let mut starts = Vec::new();
+    for _ in 0..STARTS {
+        let (d, f) = start_to_tools_list(env, &argv, &vars).await;
+        starts.push(d);
+        f.close().await;
+    }
+    starts.sort();
+    let f = McpClient::start(&argv, &vars, &env.logs_dir(), Default::default()).await;
+    let (first_exec, ok) = timed(Server::Fast.exec(&f, "true")).await;
+    assert!(
+        ok,
+        "fast-mcp-ssh cannot run a command; its stderr is in {}",
+        env.logs_dir().display()
+    );
+    let (seq, seq_failed) = sequential(&f, &Server::Fast, "true", SEQUENTIAL).await;
+    let f = Arc::new(f);
+    let (rate, rate_failed) = concurrent(&f, &Server::Fast).await;
+    let (big, _) = sequential(&f, &Server::Fast, &big_command(), BIG_RUNS).await;
+    let rss_kib = status_kib(f.pid(), "VmRSS");
+    Peer {
+        starts,
+        first_exec,
+        seq,
+        seq_failed,
+        rate,
+        rate_failed,
+        big,
+        rss_kib,
+    }
+}
+
+/// Raw OpenSSH: a master started as sshmcp starts one, then `ssh -S` per command.
+struct Raw {
+    control: PathBuf,
+    config: PathBuf,
+}
+
+impl Raw {
+    fn start(env: &TestEnv) -> (Self, Duration) {
+        let control = env.root.path().join("raw.ctl");
+        let config = env.sshd.ssh_config.clone();
+        let t = Instant::now();
+        let ok = std::process::Command::new("ssh")
+            .arg("-F")
+            .arg(&config)
+            .args(["-M", "-S"])
+            .arg(&control)
+            .args(["-o", "ControlPersist=no", "-N", "-f", "testbed"])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "raw master");
+        (Self { control, config }, t.elapsed())
+    }
+
+    fn exec(&self, command: &str) -> (Duration, bool) {
+        let t = Instant::now();
+        let out = std::process::Command::new("ssh")
+            .arg("-F")
+            .arg(&self.config)
+            .arg("-S")
+            .arg(&self.control)
+            .args(["testbed", command])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        (t.elapsed(), out.success())
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ssh")
+            .arg("-F")
+            .arg(&self.config)
+            .arg("-S")
+            .arg(&self.control)
+            .args(["-O", "exit", "testbed"])
+            .output();
+    }
+}
+
+struct Row {
+    figure: &'static str,
+    sshmcp: String,
+    fast: String,
+    raw: String,
+    ratio: Option<f64>,
+    goal: &'static str,
+    /// Whether the goal holds, when there is one to judge.
+    met: Option<bool>,
+}
+
+fn print(rows: &[Row]) {
+    println!("| figure | sshmcp | fast-mcp-ssh | raw OpenSSH | ratio | goal | met |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in rows {
+        let ratio = r.ratio.map_or("–".into(), |x| format!("{x:.2}×"));
+        let met = match r.met {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "–",
+        };
+        println!(
+            "| {} | {} | {} | {} | {ratio} | {} | {met} |",
+            r.figure, r.sshmcp, r.fast, r.raw, r.goal
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let fast_bin: Option<PathBuf> = std::env::args().nth(1).map(PathBuf::from);
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
+    let shim = vec![bins::path("sshmcp-mcp").display().to_string()];
+    let vars = env.env_vars();
+    let mut rows = Vec::new();
+
+    // Start to first tools/list: cold (no daemon; the shim starts one only on a tool call,
+    // so cold and warm differ only when a call comes first) and warm.
+    let mut starts = Vec::new();
+    for _ in 0..STARTS {
+        let (d, mcp) = start_to_tools_list(&env, &shim, &vars).await;
+        starts.push(d);
+        mcp.close().await;
+    }
+    starts.sort();
+
+    // Connect with the daemon cold: the first call of a new shim starts the daemon too.
+    let t = Instant::now();
+    let mcp = McpClient::start(&shim, &vars, &env.logs_dir(), Default::default()).await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let connect_cold = t.elapsed();
+    let session = sshmcp_tests::mcp::session_of(&r);
+    let server = Server::Sshmcp { session };
+    // Connect with the daemon running, to another identity of the same sshd.
+    let t = Instant::now();
+    let other = mcp
+        .call(
+            "connect",
+            json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port}),
+        )
+        .await;
+    let connect_warm = t.elapsed();
+    let first_exec = timed(server.exec(&mcp, "true")).await.0;
+    let (raw, raw_master) = Raw::start(&env);
+
+    let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
+    let mut raw_seq: Vec<Duration> = (0..SEQUENTIAL).map(|_| raw.exec("true").0).collect();
+    raw_seq.sort();
+    let mcp = Arc::new(mcp);
+    let (rate, rate_failed) = concurrent(&mcp, &server).await;
+    let (big, big_failed) = sequential(&mcp, &server, &big_command(), BIG_RUNS).await;
+    let mut raw_big: Vec<Duration> = (0..BIG_RUNS).map(|_| raw.exec(&big_command()).0).collect();
+    raw_big.sort();
+    let shim_rss = status_kib(mcp.pid(), "VmRSS");
+    let with_sessions = Footprint::of(&env).rss_kib;
+    mcp.call("disconnect", json!({"session_id": other["session_id"]}))
+        .await;
+
+    let fast = match &fast_bin {
+        Some(bin) => Some(measure_peer(&env, bin, &vars).await),
+        None => None,
+    };
+    let f = |x: f64| format!("{x:.2} ms");
+    let fast_col = |g: &dyn Fn(&Peer) -> String| fast.as_ref().map_or("not run".into(), g);
+    let ratio_to_fast =
+        |ours: f64, pick: &dyn Fn(&Peer) -> f64| fast.as_ref().map(|x| ours / pick(x));
+
+    let median = ms(&seq, 50.0);
+    let r = ratio_to_fast(median, &|x| ms(&x.seq, 50.0));
+    rows.push(Row {
+        figure: "exec `true`, median (200 sequential)",
+        sshmcp: f(median),
+        fast: fast_col(&|x| f(ms(&x.seq, 50.0))),
+        raw: format!("{} (`ssh -S`)", f(ms(&raw_seq, 50.0))),
+        ratio: r,
+        goal: "≤ 1.0× fast-mcp-ssh",
+        met: r.map(|r| r <= 1.0),
+    });
+    let p99 = ms(&seq, 99.0);
+    rows.push(Row {
+        figure: "exec `true`, p99",
+        sshmcp: format!("{} ({seq_failed} failed)", f(p99)),
+        fast: fast_col(&|x| format!("{} ({} failed)", f(ms(&x.seq, 99.0)), x.seq_failed)),
+        raw: f(ms(&raw_seq, 99.0)),
+        ratio: Some(p99 / median),
+        goal: "p99 ≤ 1.5× our median",
+        met: Some(p99 / median <= 1.5),
+    });
+    let r = fast.as_ref().map(|x| rate / x.rate);
+    rows.push(Row {
+        figure: "8 callers × 50, calls/s",
+        sshmcp: format!("{rate:.0} ({rate_failed} failed)"),
+        fast: fast_col(&|x| format!("{:.0} ({} failed)", x.rate, x.rate_failed)),
+        raw: "–".into(),
+        ratio: r,
+        goal: "≥ 1.0× fast-mcp-ssh, 0 failed",
+        met: r.map(|r| r >= 1.0 && rate_failed == 0),
+    });
+    let big_median = ms(&big, 50.0);
+    let r = ratio_to_fast(big_median, &|x| ms(&x.big, 50.0));
+    rows.push(Row {
+        figure: "10 MiB of output, median of 5",
+        sshmcp: format!("{} ({big_failed} failed)", f(big_median)),
+        fast: fast_col(&|x| f(ms(&x.big, 50.0))),
+        raw: format!("{} (all 10 MiB)", f(ms(&raw_big, 50.0))),
+        ratio: r,
+        goal: "≤ 1.0× fast-mcp-ssh",
+        met: r.map(|r| r <= 1.0),
+    });
+    let cold = connect_cold.as_secs_f64() * 1000.0;
+    let raw_ms = raw_master.as_secs_f64() * 1000.0;
+    rows.push(Row {
+        figure: "connect, daemon cold (shim start → answer)",
+        sshmcp: f(cold),
+        fast: fast_col(&|x| {
+            format!(
+                "lazy; first exec {}",
+                f(x.first_exec.as_secs_f64() * 1000.0)
+            )
+        }),
+        raw: format!("{} (`ssh -M -N -f`)", f(raw_ms)),
+        ratio: Some(cold / raw_ms),
+        goal: "–",
+        met: None,
+    });
+    let warm = connect_warm.as_secs_f64() * 1000.0;
+    rows.push(Row {
+        figure: "connect, daemon running (remote facts included)",
+        sshmcp: f(warm),
+        fast: "–".into(),
+        raw: f(raw_ms),
+        ratio: Some(warm / raw_ms),
+        goal: "≤ 1.1× raw master start",
+        met: Some(warm / raw_ms <= 1.1),
+    });
+    let first = first_exec.as_secs_f64() * 1000.0;
+    rows.push(Row {
+        figure: "first exec after connect",
+        sshmcp: f(first),
+        fast: "–".into(),
+        raw: "–".into(),
+        ratio: Some(first / median),
+        goal: "no slower than the rest (≤ 1.0× median)",
+        met: Some(first <= median * 1.0),
+    });
+    let start = ms(&starts, 50.0);
+    rows.push(Row {
+        figure: "start → first `tools/list`, median of 10",
+        sshmcp: f(start),
+        fast: fast_col(&|x| f(ms(&x.starts, 50.0))),
+        raw: "–".into(),
+        ratio: None,
+        goal: "≤ 50 ms",
+        met: Some(start <= 50.0),
+    });
+    let idle = Footprint::of(&env);
+    rows.push(Row {
+        figure: "memory (VmRSS)",
+        sshmcp: format!(
+            "shim {} KiB; daemon {} KiB with 2 sessions, {} KiB with 1",
+            shim_rss, with_sessions, idle.rss_kib
+        ),
+        fast: fast_col(&|x| format!("{} KiB", x.rss_kib)),
+        raw: "–".into(),
+        ratio: None,
+        goal: "daemon ≤ 15 MB, shim ≤ 10 MB",
+        met: Some(idle.rss_kib <= 15 * 1024 && shim_rss <= 10 * 1024),
+    });
+    drop(raw);
+    if let Ok(mcp) = Arc::try_unwrap(mcp) {
+        mcp.close().await;
+    }
+
+    // The wide run: WIDE_SESSIONS identities (sshd listens on 16 ports a process), each with
+    // WIDE_EXECS concurrent execs.
+    let wide = wide_run().await;
+
+    println!();
+    print(&rows);
+    println!();
+    println!("{wide}");
+}
+
+/// 100 sessions on 100 server identities, 10 concurrent `exec true` on each, all at once.
+async fn wide_run() -> String {
+    let opts = SshdOptions {
+        extra_ports: WIDE_SESSIONS - 1,
+        ..SshdOptions::default()
+    };
+    let env = TestEnv::with(
+        &opts,
+        &[("SSHMCP_LOG", "warn"), ("SSHMCP_MAX_SESSIONS", "128")],
+    );
+    let mcp = Arc::new(env.mcp().await);
+    let mut connects = Vec::new();
+    for port in env.sshd.ports.clone() {
+        let (mcp, user) = (mcp.clone(), env.sshd.user.clone());
+        connects.push(tokio::spawn(async move {
+            let r = mcp
+                .call(
+                    "connect",
+                    json!({"host": "127.0.0.1", "user": user, "port": port}),
+                )
+                .await;
+            sshmcp_tests::mcp::session_of(&r)
+        }));
+    }
+    let mut sessions = Vec::new();
+    for c in connects {
+        sessions.push(c.await.unwrap());
+    }
+    let t = Instant::now();
+    let mut calls = Vec::new();
+    for session in &sessions {
+        for _ in 0..WIDE_EXECS {
+            let (mcp, server) = (
+                mcp.clone(),
+                Server::Sshmcp {
+                    session: session.clone(),
+                },
+            );
+            calls.push(tokio::spawn(async move {
+                timed(server.exec(&mcp, "true")).await
+            }));
+        }
+    }
+    let mut samples = Vec::new();
+    let mut failed = 0;
+    for c in calls {
+        let (d, ok) = c.await.unwrap();
+        samples.push(d);
+        failed += usize::from(!ok);
+    }
+    let wall = t.elapsed();
+    samples.sort();
+    let daemon_rss = Footprint::of(&env).rss_kib;
+    let line = format!(
+        "{WIDE_SESSIONS} sessions × {WIDE_EXECS} concurrent `exec true`: {} calls in {:.2} s, \
+         {failed} failed, median {:.1} ms, p99 {:.1} ms; daemon {daemon_rss} KiB with {WIDE_SESSIONS} sessions",
+        samples.len(),
+        wall.as_secs_f64(),
+        ms(&samples, 50.0),
+        ms(&samples, 99.0)
+    );
+    for s in &sessions {
+        mcp.call("disconnect", json!({"session_id": s.0})).await;
+    }
+    if let Ok(mcp) = Arc::try_unwrap(mcp) {
+        mcp.close().await;
+    }
+    line
+}

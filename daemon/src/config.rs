@@ -12,6 +12,11 @@ use sshmcp_proto::paths::{self, RuntimePaths};
 /// to spare.
 pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
 
+/// Standby channels per session by default, and at most: they share the session's channel
+/// slots (8, below sshd's usual MaxSessions of 10) with running commands.
+pub const DEFAULT_STANDBY_CHANNELS: usize = 2;
+pub const MAX_STANDBY_CHANNELS: usize = 4;
+
 /// Command-line flags; clap reads the environment variable of each one it is not given.
 #[derive(Debug, Default, clap::Parser)]
 #[command(
@@ -44,6 +49,10 @@ pub struct Flags {
     /// Bytes each spooled stream may take on the local disk (`spool_output`).
     #[arg(long, env = "SSHMCP_MAX_SPOOL_BYTES")]
     pub max_spool_bytes: Option<u64>,
+    /// Channels each session keeps open ahead of need (0 to 4): a command that takes one
+    /// skips opening a channel and starting the login shell. 0 turns them off.
+    #[arg(long, env = "SSHMCP_STANDBY_CHANNELS")]
+    pub standby_channels: Option<usize>,
     /// Log filter, e.g. `info` or `debug`.
     #[arg(long, env = "SSHMCP_LOG")]
     pub log: Option<String>,
@@ -67,6 +76,7 @@ struct FileSettings {
     max_output_bytes: Option<u64>,
     max_transfers: Option<u32>,
     max_spool_bytes: Option<u64>,
+    standby_channels: Option<usize>,
     log: Option<String>,
 }
 
@@ -81,6 +91,7 @@ pub struct Settings {
     pub max_output_bytes: u64,
     pub max_transfers: u32,
     pub max_spool_bytes: u64,
+    pub standby_channels: usize,
     pub log: String,
 }
 
@@ -123,6 +134,10 @@ impl Settings {
                 .max_spool_bytes
                 .or(file.max_spool_bytes)
                 .unwrap_or(DEFAULT_MAX_SPOOL_BYTES),
+            standby_channels: flags
+                .standby_channels
+                .or(file.standby_channels)
+                .unwrap_or(DEFAULT_STANDBY_CHANNELS),
             log: flags
                 .log
                 .clone()
@@ -139,6 +154,11 @@ impl Settings {
         }
         if self.max_transfers == 0 {
             return Err("max-transfers must be at least 1".into());
+        }
+        if self.standby_channels > MAX_STANDBY_CHANNELS {
+            return Err(format!(
+                "standby-channels must be at most {MAX_STANDBY_CHANNELS}"
+            ));
         }
         if self.max_output_bytes > MAX_OUTPUT_BYTES_CEILING {
             return Err(format!(

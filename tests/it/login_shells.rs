@@ -13,7 +13,15 @@ use crate::{code, exec, remote_until};
 
 /// A world whose `chatty` alias logs in as the chatty user of `kind`, connected.
 async fn chatty(kind: Chatty) -> (TestEnv, McpClient, (String, String)) {
-    let env = TestEnv::new();
+    chatty_with(kind, &[]).await
+}
+
+/// Like [`chatty`], with extra environment for the binaries.
+async fn chatty_with(
+    kind: Chatty,
+    extra: &[(&str, &str)],
+) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::with(&sshmcp_tests::SshdOptions::default(), extra);
     let user = chatty_user(kind);
     let alias = "chatty";
     env.sshd.add_host_block(&format!(
@@ -181,7 +189,9 @@ async fn background_children_neither_hold_the_answer_nor_outlive_the_timeout() {
 /// shell is still starting) ends the command as soon as it starts: it never runs on unowned.
 #[tokio::test]
 async fn a_cancel_before_the_group_is_known_still_ends_the_command() {
-    let (env, mcp, s) = chatty(Chatty::SlowBash).await;
+    // A fresh channel per command: its slow login shell opens the window this test needs.
+    let fresh = [("SSHMCP_STANDBY_CHANNELS", "0")];
+    let (env, mcp, s) = chatty_with(Chatty::SlowBash, &fresh).await;
     let marker = format!("{}-started", env.root.path().display());
     let secs = unique_sleep(44);
     let channels = |env: &TestEnv| env.sshd.log_text().matches("Starting session:").count();

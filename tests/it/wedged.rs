@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
+use sshmcp_tests::SshdOptions;
 use sshmcp_tests::process::{gone, run, unique_sleep};
 
 use crate::{code, connected, exec, remote_until};
@@ -83,7 +84,9 @@ async fn daemon_stop_finishes_with_a_stopped_master() {
 /// a clear error; the session stays `ready` and works again once descriptors are back.
 #[tokio::test]
 async fn a_failed_socket_call_does_not_lose_a_healthy_session() {
-    let (env, mcp, s) = connected().await;
+    // Without standby channels every call must open a channel (and so fail here).
+    let no_standby = [("SSHMCP_STANDBY_CHANNELS", "0")];
+    let (env, mcp, s) = crate::connected_with(&SshdOptions::default(), &no_standby).await;
     let daemon = env.daemon_pid().expect("daemon pid");
     let open = std::fs::read_dir(format!("/proc/{daemon}/fd"))
         .unwrap()

@@ -69,6 +69,17 @@ pub struct SessionControl {
 }
 
 impl SessionControl {
+    /// Whether the master has said nothing about this session yet (no exit, no close): a
+    /// channel opened ahead of need is still waiting for its program.
+    pub fn is_quiet(&self) -> bool {
+        let mut probe = [0u8; 1];
+        self.packets.is_empty()
+            && matches!(
+                self.stream.try_read(&mut probe),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock
+            )
+    }
+
     /// Waits for the next thing the master says about this session.
     pub async fn next_event(&mut self) -> io::Result<ControlEvent> {
         loop {

@@ -114,6 +114,11 @@ impl PacketBuffer {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Whether no byte is waiting to be decoded.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
     /// The next complete packet, if one is buffered.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, WireError> {
         if self.buf.len() < 4 {

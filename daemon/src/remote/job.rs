@@ -29,7 +29,7 @@ use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan, Markers};
 use super::kill::{self, KILL_BUDGET, Killed};
 use super::spool::{Spool, Spooled};
-use super::{Host, Program, RunError};
+use super::{Host, Program, RunError, standby};
 use crate::mux::{self, ControlEvent};
 
 /// After the program's shell exited, how long its streams may stay quiet but open before the
@@ -170,11 +170,15 @@ impl Stopping {
 /// Runs `program` on `host`; sends the result on `answer` as soon as it is known, then
 /// finishes the run's business (a kill, a channel still closing) before returning.
 pub(super) async fn drive(host: Host, program: Program, stop: CancellationToken, answer: Answer) {
-    let _active = (!program.control).then(|| ActiveRun::new(&host));
+    let active = (!program.control).then(|| ActiveRun::new(&host));
     let mut answer = Some(answer);
     let outcome = run(&host, program, &stop, &mut answer).await;
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
         let _ = answer.send(outcome);
+    }
+    // The run's slot is free again: keep channels ready for the next command.
+    if active.is_some() {
+        standby::refill(&host);
     }
 }
 
@@ -218,6 +222,14 @@ async fn run(
         Err(e) => return Some(Err(RunError::Failed(format!("no randomness: {e}")))),
     };
     let opened = async {
+        // A channel opened ahead of need already runs the bootstrap: it only needs the payload.
+        if !program.control
+            && let Some(warm) = host.standby.take()
+        {
+            standby::refill(host);
+            return Ok((Some(warm.permit), warm.session));
+        }
+        let _opening = (!program.control).then(|| host.standby.opening());
         let permit = match program.control {
             true => None,
             false => Some(channel::acquire_slot(&host.slots, deadline).await?),
@@ -314,8 +326,11 @@ async fn run(
             if stop.kill.is_none() && stop.must_kill {
                 start_kill(stop, host, &out.scan, &err.scan);
             }
+            // With no kill under way (the group is not known yet, or nothing ran) there is
+            // nothing to wait for: the answer goes now, and a kill follows once it can.
             if answer.is_some()
-                && (stop.kill_over() && (closed || streams_done)
+                && (stop.kill.is_none()
+                    || stop.kill_over() && (closed || streams_done)
                     || Instant::now() >= stop.answer_by)
             {
                 let result = stopped_result(stop, started, &mut out, &mut err);

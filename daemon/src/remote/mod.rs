@@ -6,8 +6,9 @@
 //! Each run is a task of its own, apart from the call that asked for it: a caller that goes
 //! away, a timeout, or the session closing stops the run, and the task then ends the remote
 //! process group whatever instant that came at (see `job`). The framing that keeps the login
-//! shell's noise out of the streams is in `framing`, the channel slots in `channel`, the kill
-//! in `kill`, the bounded capture in `capture` and the complete copies in `spool`.
+//! shell's noise out of the streams is in `framing`, the channel slots in `channel`, the
+//! channels opened ahead of need in `standby`, the kill in `kill`, the bounded capture in
+//! `capture` and the complete copies in `spool`.
 
 pub mod capture;
 pub mod channel;
@@ -15,6 +16,7 @@ pub mod framing;
 mod job;
 pub mod kill;
 pub mod spool;
+pub mod standby;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -39,16 +41,20 @@ pub struct Host {
     /// The master process, once it is up: only its confirmed death makes a run report the
     /// connection lost (a failed socket call may just be this daemon out of descriptors).
     pub master: Arc<OnceLock<ProcessId>>,
+    /// Channels opened ahead of need (see `standby`).
+    pub standby: Arc<standby::Standby>,
 }
 
 impl Host {
-    pub fn new(control_path: PathBuf) -> Self {
+    /// A host keeping `standby_channels` channels open ahead of need.
+    pub fn new(control_path: PathBuf, standby_channels: usize) -> Self {
         Self {
             control_path,
             slots: Arc::new(Semaphore::new(channel::CHANNEL_SLOTS)),
             closing: CancellationToken::new(),
             active: Arc::new(watch::channel(0).0),
             master: Arc::new(OnceLock::new()),
+            standby: Arc::new(standby::Standby::new(standby_channels)),
         }
     }
 

@@ -51,6 +51,7 @@ impl Session {
         server_host: String,
         server_port: u16,
         control_path: PathBuf,
+        standby_channels: usize,
     ) -> Self {
         let now = SystemTime::now();
         Self {
@@ -60,7 +61,7 @@ impl Session {
             server_host,
             server_port,
             created_at: now,
-            host: Host::new(control_path),
+            host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,

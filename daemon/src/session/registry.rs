@@ -169,6 +169,7 @@ impl Registry {
             resolved.host.clone(),
             resolved.port,
             control_path,
+            self.settings.standby_channels,
         ));
         sessions.insert(id, session.clone());
         Ok((session, session_key))
@@ -221,6 +222,8 @@ impl Registry {
         };
         let _ = session.host.master.set(master);
         let facts = self.remote_facts(session).await;
+        // Channels for the first commands, ready when connect answers.
+        remote::standby::fill(&session.host).await;
         if session.host.closing.is_cancelled() || session.state() != SessionState::Starting {
             master::stop(control_path, Some(master)).await;
             return Err(closed());
@@ -284,6 +287,7 @@ impl Registry {
             if session.transition(SessionState::Ready, SessionState::Lost) {
                 tracing::warn!(session = %session.id, "master exited; session lost");
                 session.host.slots.close();
+                session.host.standby.clear();
                 if let Some(registry) = registry.upgrade() {
                     registry.persist();
                 }
@@ -322,6 +326,7 @@ impl Registry {
             master.signal(nix::sys::signal::Signal::SIGCONT);
         }
         session.host.closing.cancel();
+        session.host.standby.clear();
         let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
         // Also for a session still starting: its master may have come up meanwhile.
         master::stop(&session.host.control_path, session.master()).await;
@@ -367,6 +372,7 @@ impl Drop for Reservation {
             return;
         }
         session.host.closing.cancel();
+        session.host.standby.clear();
         self.registry.sessions().remove(&session.id);
         let (control_path, master) = (session.host.control_path.clone(), session.master());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -401,6 +407,7 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
 pub fn connection_lost(session: &Session) -> DaemonError {
     if session.transition(SessionState::Ready, SessionState::Lost) {
         session.host.slots.close();
+        session.host.standby.clear();
     }
     lost_error()
 }

@@ -202,7 +202,9 @@ impl Registry {
             .join(format!("{}.log", session.id));
         // Prompts take turns daemon-wide inside the askpass relay; the rest runs in parallel.
         let lock = self.settings.runtime.askpass_lock();
+        let clock = std::time::Instant::now();
         let started = master::start(args, &log, &lock, timeout, &session.host.closing).await;
+        let master_ms = clock.elapsed().as_secs_f64() * 1000.0;
         match started {
             Ok(()) => {}
             Err(StartFailure::Cancelled) => return Err(closed()),
@@ -221,9 +223,20 @@ impl Registry {
             return Err(start_failed("the master exited at once".into()));
         };
         let _ = session.host.master.set(master);
+        // The first channel of a connection waits about 45 ms for sshd to finish its post-
+        // authentication setup (raw `ssh -S` shows the same); the facts pay it.
+        let clock = std::time::Instant::now();
         let facts = self.remote_facts(session).await;
+        let facts_ms = clock.elapsed().as_secs_f64() * 1000.0;
         // Channels for the first commands, ready when connect answers.
         remote::standby::fill(&session.host).await;
+        tracing::debug!(
+            session = %session.id,
+            master_ms,
+            facts_ms,
+            standby_ms = clock.elapsed().as_secs_f64() * 1000.0 - facts_ms,
+            "connect steps"
+        );
         if session.host.closing.is_cancelled() || session.state() != SessionState::Starting {
             master::stop(control_path, Some(master)).await;
             return Err(closed());

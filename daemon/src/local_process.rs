@@ -30,6 +30,12 @@ impl ProcessId {
         read_stat(self.pid).is_some_and(|s| s.start_time == self.start_time && s.state != 'Z')
     }
 
+    /// Whether this process is stopped (by a signal, or a tracer).
+    pub fn stopped(&self) -> bool {
+        read_stat(self.pid)
+            .is_some_and(|s| s.start_time == self.start_time && matches!(s.state, 'T' | 't'))
+    }
+
     /// Sends `signal` only if the pid still names this process; says whether it was sent.
     pub fn signal(&self, signal: Signal) -> bool {
         self.alive()

@@ -351,3 +351,28 @@ async fn spool_files_are_capped_and_removed_when_the_call_fails() {
     assert_eq!(files(), before, "no spool file left by a failed call");
     mcp.close().await;
 }
+
+/// On a server that allows few sessions (MaxSessions 2, taken by the command and a standby
+/// channel), a timeout still kills the command: the kill may use the standby channel, and a
+/// refused channel gives one back.
+#[tokio::test]
+async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
+    let opts = SshdOptions {
+        max_sessions: 2,
+        ..SshdOptions::default()
+    };
+    let (_env, mcp, s) = connected_with(&opts, &[]).await;
+    let secs = unique_sleep(33);
+    let r = exec(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
+    assert_eq!(
+        (r["timed_out"].clone(), r["signal"].clone()),
+        (json!(true), json!("TERM")),
+        "{r}"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "gone\n"
+    );
+    mcp.close().await;
+}

@@ -35,8 +35,9 @@ async fn a_stopped_master_wedges_neither_exec_nor_disconnect() {
     // The timeout plus the stop's grace (the kill cannot run while the master is stopped).
     assert!(r["duration"].as_f64().unwrap() < 6.0, "{r}");
 
+    let never = format!("{}-never", env.root.path().display());
     let asked = Instant::now();
-    let r = exec(&mcp, &s, "echo never", json!({"timeout": 3})).await;
+    let r = exec(&mcp, &s, &format!("touch '{never}'"), json!({"timeout": 3})).await;
     assert_eq!(r["timed_out"], true, "{r}");
     assert_eq!(r["stdout"]["data"], "", "{r}");
     assert!(asked.elapsed() < Duration::from_secs(4), "{r}");
@@ -52,6 +53,12 @@ async fn a_stopped_master_wedges_neither_exec_nor_disconnect() {
         asked.elapsed()
     );
     assert!(gone(pid), "the stopped master must be ended");
+    // The call that timed out against the stopped master never ran, not even once the
+    // master was let go on the way out.
+    assert!(
+        !std::path::Path::new(&never).exists(),
+        "a timed-out call ran later"
+    );
     // The command that ran when the master stopped was killed on the way out.
     let (watcher, w) = crate::connect_watcher(&env).await;
     assert!(

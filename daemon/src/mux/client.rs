@@ -72,11 +72,13 @@ impl SessionControl {
     /// Whether the master has said nothing about this session yet (no exit, no close): a
     /// channel opened ahead of need is still waiting for its program.
     pub fn is_quiet(&self) -> bool {
+        // Peeks at the socket itself: tokio's own readiness may not have seen a close yet.
         let mut probe = [0u8; 1];
+        let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
         self.packets.is_empty()
             && matches!(
-                self.stream.try_read(&mut probe),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock
+                nix::sys::socket::recv(self.stream.as_raw_fd(), &mut probe, flags),
+                Err(nix::errno::Errno::EAGAIN)
             )
     }
 
@@ -101,17 +103,6 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
 
-/// What an output pipe holds before the master must wait for us: 4 times Linux's default, so
-/// a command printing megabytes costs a quarter of the wake-ups (the pages are taken only as
-/// they fill). Best effort: a smaller pipe still works.
-const OUTPUT_PIPE_BYTES: i32 = 256 * 1024;
-
-fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = pipe_pair()?;
-    let _ = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETPIPE_SZ(OUTPUT_PIPE_BYTES));
-    Ok((read, write))
-}
-
 /// Opens a session running `command` through the remote login shell.
 ///
 /// The master takes the three fds with a blocking wait inside its single event loop, so the
@@ -122,8 +113,8 @@ pub async fn open_session(control_path: &Path, command: &str) -> Result<MuxSessi
         .await
         .map_err(MuxError::Unreachable)?;
     let (stdin_remote, stdin_local) = pipe_pair()?;
-    let (stdout_local, stdout_remote) = output_pipe()?;
-    let (stderr_local, stderr_remote) = output_pipe()?;
+    let (stdout_local, stdout_remote) = pipe_pair()?;
+    let (stderr_local, stderr_remote) = pipe_pair()?;
     let mut request = wire::hello();
     request.extend(wire::new_session(1, command.as_bytes()));
     control.write_all(&request).await?;

@@ -40,13 +40,14 @@ pub async fn acquire_slot(
     }
 }
 
-/// Opens a session running `command`, retrying channel refusals (short backoff) and silent
-/// masters until `deadline`. An attempt cut short leaves nothing running: the caller writes
-/// the program only once the channel is open.
+/// Opens a session running `command`, retrying channel refusals (short backoff; `refused` is
+/// called on each) and silent masters until `deadline`. An attempt cut short leaves nothing
+/// running: the caller writes the program only once the channel is open.
 pub async fn open_with_retry(
     control_path: &Path,
     command: &str,
     deadline: Instant,
+    refused: impl Fn(),
 ) -> Result<MuxSession, OpenError> {
     let mut backoff = Duration::from_millis(1);
     loop {
@@ -55,6 +56,7 @@ pub async fn open_with_retry(
         match tokio::time::timeout_at(attempt_deadline, attempt).await {
             Ok(Ok(session)) => return Ok(session),
             Ok(Err(e)) if e.is_channel_refusal() => {
+                refused();
                 if Instant::now() + backoff >= deadline {
                     return Err(OpenError::TimedOut);
                 }

@@ -44,6 +44,8 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// After a stop, how long the task waits for a silent login shell to report the group.
 const MARKER_WAIT: Duration = Duration::from_secs(60);
+/// An output pipe's size once its command prints in bulk: 4 times Linux's default.
+const BULK_PIPE_BYTES: i32 = 256 * 1024;
 
 type Answer = oneshot::Sender<Result<ExecResult, RunError>>;
 
@@ -58,6 +60,8 @@ enum StopReason {
 /// One output stream: the marker scan in front, then the bounded capture and the spool.
 struct Stream {
     pipe: tokio::net::unix::pipe::Receiver,
+    /// Whether the pipe was enlarged for bulk output.
+    enlarged: bool,
     buf: Vec<u8>,
     scan: MarkerScan,
     capture: Capture,
@@ -66,8 +70,21 @@ struct Stream {
 }
 
 impl Stream {
+    /// A full read means the command prints in bulk: a larger pipe lets the master and the
+    /// daemon wake a quarter as often. Only then: Linux charges every enlarged pipe to the
+    /// user's pipe allowance, whose exhaustion shrinks the pipes of all the user's programs.
+    /// Best effort: a smaller pipe still works.
+    fn enlarge(&mut self) {
+        self.enlarged = true;
+        let _ = nix::fcntl::fcntl(
+            &self.pipe,
+            nix::fcntl::FcntlArg::F_SETPIPE_SZ(BULK_PIPE_BYTES),
+        );
+    }
+
     fn new(pipe: tokio::net::unix::pipe::Receiver, scan: MarkerScan, program: &Program) -> Self {
         Self {
+            enlarged: false,
             pipe,
             buf: vec![0u8; 64 * 1024],
             scan,
@@ -89,6 +106,9 @@ impl Stream {
             self.eof = true;
             self.scan.finish();
             return Ok(false);
+        }
+        if n == self.buf.len() && !self.enlarged {
+            self.enlarge();
         }
         let own = self.scan.feed(&self.buf[..n]);
         self.capture.push(&own);
@@ -176,8 +196,11 @@ pub(super) async fn drive(host: Host, program: Program, stop: CancellationToken,
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
         let _ = answer.send(outcome);
     }
-    // The run's slot is free again: keep channels ready for the next command.
+    // The run is over: channels opened before now are stale, and its slot is free again to
+    // ready one for the next command.
     if active.is_some() {
+        drop(active);
+        host.standby.run_ended();
         standby::refill(&host);
     }
 }
@@ -222,11 +245,13 @@ async fn run(
         Err(e) => return Some(Err(RunError::Failed(format!("no randomness: {e}")))),
     };
     let opened = async {
-        // A channel opened ahead of need already runs the bootstrap: it only needs the payload.
-        if !program.control
+        // A channel opened ahead of need already runs the bootstrap: it only needs the payload
+        // (a kill may take one too: on a server with few sessions it may hold the last one).
+        // Not while the master is stopped: the payload would wait in its buffers and run
+        // whenever it resumes.
+        if !host.master_stopped()
             && let Some(warm) = host.standby.take()
         {
-            standby::refill(host);
             return Ok((Some(warm.permit), warm.session));
         }
         let _opening = (!program.control).then(|| host.standby.opening());
@@ -234,8 +259,12 @@ async fn run(
             true => None,
             false => Some(channel::acquire_slot(&host.slots, deadline).await?),
         };
+        // A refusal means sshd allows fewer sessions than our slots: a standby channel gives
+        // its session back.
+        let refused = || host.standby.release_one();
         let session =
-            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline).await?;
+            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused)
+                .await?;
         Ok::<_, OpenError>((permit, session))
     };
     let opened = tokio::select! {
@@ -326,10 +355,10 @@ async fn run(
             if stop.kill.is_none() && stop.must_kill {
                 start_kill(stop, host, &out.scan, &err.scan);
             }
-            // With no kill under way (the group is not known yet, or nothing ran) there is
-            // nothing to wait for: the answer goes now, and a kill follows once it can.
+            // Nothing to kill (nothing of the program ran): the answer goes now. Otherwise it
+            // waits for the kill, at most until `answer_by`.
             if answer.is_some()
-                && (stop.kill.is_none()
+                && (!stop.must_kill
                     || stop.kill_over() && (closed || streams_done)
                     || Instant::now() >= stop.answer_by)
             {

@@ -63,6 +63,11 @@ impl Host {
     pub fn master_gone(&self) -> bool {
         self.master.get().is_some_and(|m| !m.alive())
     }
+
+    /// Whether the master is stopped (SIGSTOP): it forwards nothing until it continues.
+    pub fn master_stopped(&self) -> bool {
+        self.master.get().is_some_and(ProcessId::stopped)
+    }
 }
 
 /// A program to run: shell text for `/bin/sh`, and the limits it runs under.

@@ -4,13 +4,21 @@
 //! for one program, exactly like a channel opened for it; it holds a channel slot while it
 //! waits, and a few are kept per session (the daemon's `standby-channels`, 2 by default).
 //!
-//! A standby channel is only ever fed a whole payload: until then its shell runs nothing.
-//! One that has been waiting too long, or whose master has said anything about it (it ended),
-//! is dropped instead of used; dropping closes its stdin, and the shell, reading an empty
-//! script, exits.
+//! The rules that keep them invisible:
+//! - A standby channel is only ever fed a whole payload: until then its shell runs nothing.
+//!   Dropping one closes its stdin, and the shell, reading an empty script, exits.
+//! - Its login shell read its startup files after the last command of the session finished
+//!   (channels are opened only once a run has ended, and one opened before the latest end is
+//!   dropped), so a command sees what the commands before it left, as with a fresh channel.
+//! - One waiting longer than `MAX_AGE`, or whose master has said anything about it (it ended),
+//!   is dropped instead of used.
+//! - None is opened or kept while a command opens a channel of its own, and a refused channel
+//!   open gives one back: a command never waits for a slot or an sshd session that a standby
+//!   channel holds.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -20,8 +28,7 @@ use super::Host;
 use super::framing::BOOTSTRAP;
 use crate::mux::{self, MuxSession};
 
-/// A standby channel older than this is replaced rather than used: the login shell read its
-/// startup files when it opened, and they may have changed since.
+/// A standby channel older than this is replaced rather than used.
 const MAX_AGE: Duration = Duration::from_secs(60);
 
 /// A channel waiting for its program, with the slot it holds.
@@ -29,19 +36,29 @@ pub struct Warm {
     pub permit: OwnedSemaphorePermit,
     pub session: MuxSession,
     opened_at: Instant,
+    /// The session's run ends counted when this channel was opened.
+    generation: u64,
 }
 
 /// A session's standby channels.
 pub struct Standby {
     /// How many to keep (the daemon's `standby-channels`).
     target: usize,
-    ready: Mutex<Vec<Warm>>,
-    /// Set while a refill task runs: one at a time per session.
+    ready: Mutex<Ready>,
+    /// Set while a fill runs: one at a time per session.
     filling: AtomicBool,
     /// Runs opening a channel of their own now (waiting for a slot, or for sshd to accept
-    /// one): while any does, no standby channel is opened or kept, so a standby channel never
-    /// takes the slot or the sshd session a command is waiting for.
+    /// one): while any does, no standby channel is opened or kept.
     opening: AtomicUsize,
+    /// Run ends so far: a channel opened before the latest is stale.
+    generation: AtomicU64,
+}
+
+#[derive(Default)]
+struct Ready {
+    channels: VecDeque<Warm>,
+    /// Set when the session closes or is lost: nothing is kept any more.
+    closed: bool,
 }
 
 /// Counts a run as opening a channel for as long as it lives.
@@ -60,24 +77,38 @@ impl Standby {
             ready: Mutex::default(),
             filling: AtomicBool::new(false),
             opening: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 
-    fn ready(&self) -> std::sync::MutexGuard<'_, Vec<Warm>> {
+    fn ready(&self) -> std::sync::MutexGuard<'_, Ready> {
         self.ready
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A live standby channel, if one is ready. Stale or ended ones are dropped on the way.
+    fn fresh(&self, warm: &Warm) -> bool {
+        warm.generation == self.generation.load(Ordering::Acquire)
+            && warm.opened_at.elapsed() < MAX_AGE
+            && warm.session.control.is_quiet()
+    }
+
+    /// A usable standby channel, oldest first, if one is ready; stale or ended ones are
+    /// dropped on the way.
     pub fn take(&self) -> Option<Warm> {
         let mut ready = self.ready();
-        while let Some(warm) = ready.pop() {
-            if warm.opened_at.elapsed() < MAX_AGE && warm.session.control.is_quiet() {
+        while let Some(warm) = ready.channels.pop_front() {
+            if self.fresh(&warm) {
                 return Some(warm);
             }
         }
         None
+    }
+
+    /// Gives one standby channel back (its slot, and its sshd session): a channel open was
+    /// refused, so the server allows fewer sessions than the slots.
+    pub fn release_one(&self) {
+        drop(self.ready().channels.pop_back());
     }
 
     /// Marks a run as opening a channel of its own until the guard drops.
@@ -90,37 +121,44 @@ impl Standby {
         self.opening.load(Ordering::Acquire) > 0
     }
 
-    /// Drops every standby channel (the session is closing or lost).
-    pub fn clear(&self) {
-        self.ready().clear();
+    /// Counts a run's end: channels opened before it are stale from now on.
+    pub fn run_ended(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Drops every standby channel and keeps none from now on (the session is closing or
+    /// lost).
+    pub fn close(&self) {
+        let mut ready = self.ready();
+        ready.closed = true;
+        ready.channels.clear();
     }
 }
 
-/// Tops the session's standby channels up to their target in the background, using
-/// only slots no run holds or waits for: a command never waits behind a standby channel.
+/// Tops the session's standby channels up to their target in the background.
 pub fn refill(host: &Host) {
-    if host.closing.is_cancelled() || host.standby.filling.swap(true, Ordering::AcqRel) {
+    let host = host.clone();
+    tokio::spawn(async move { fill(&host).await });
+}
+
+/// Opens standby channels until there are enough, a run opens its own, or no slot is free;
+/// returns when done (at once when another fill is under way).
+pub async fn fill(host: &Host) {
+    let standby = &host.standby;
+    if standby.target == 0 || standby.filling.swap(true, Ordering::AcqRel) {
         return;
     }
-    let host = host.clone();
-    tokio::spawn(async move {
-        fill(&host).await;
-        host.standby.filling.store(false, Ordering::Release);
-    });
-}
-
-/// Opens standby channels until there are enough or no slot is spare; returns when done.
-pub async fn fill(host: &Host) {
     loop {
-        let standby = &host.standby;
-        if standby.ready().len() >= standby.target
-            || standby.contended()
-            || host.closing.is_cancelled()
+        let generation = standby.generation.load(Ordering::Acquire);
         {
-            return;
+            let mut ready = standby.ready();
+            ready.channels.retain(|warm| standby.fresh(warm));
+            if ready.closed || ready.channels.len() >= standby.target || standby.contended() {
+                break;
+            }
         }
         let Ok(permit) = host.slots.clone().try_acquire_owned() else {
-            return;
+            break;
         };
         let opened = tokio::time::timeout(
             mux::EXCHANGE_TIMEOUT,
@@ -128,16 +166,21 @@ pub async fn fill(host: &Host) {
         )
         .await;
         let Ok(Ok(session)) = opened else {
-            return;
+            break;
         };
-        // A run that began waiting meanwhile gets the slot: this channel closes unused.
-        if host.closing.is_cancelled() || standby.contended() {
-            return;
-        }
-        host.standby.ready().push(Warm {
+        let warm = Warm {
             permit,
             session,
             opened_at: Instant::now(),
-        });
+            generation,
+        };
+        let mut ready = standby.ready();
+        // A run that began opening its own channel meanwhile gets the slot, and a closed
+        // session keeps nothing: the channel closes unused.
+        if ready.closed || standby.contended() {
+            break;
+        }
+        ready.channels.push_back(warm);
     }
+    standby.filling.store(false, Ordering::Release);
 }

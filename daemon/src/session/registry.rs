@@ -300,7 +300,7 @@ impl Registry {
             if session.transition(SessionState::Ready, SessionState::Lost) {
                 tracing::warn!(session = %session.id, "master exited; session lost");
                 session.host.slots.close();
-                session.host.standby.clear();
+                session.host.standby.close();
                 if let Some(registry) = registry.upgrade() {
                     registry.persist();
                 }
@@ -339,7 +339,7 @@ impl Registry {
             master.signal(nix::sys::signal::Signal::SIGCONT);
         }
         session.host.closing.cancel();
-        session.host.standby.clear();
+        session.host.standby.close();
         let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
         // Also for a session still starting: its master may have come up meanwhile.
         master::stop(&session.host.control_path, session.master()).await;
@@ -385,7 +385,7 @@ impl Drop for Reservation {
             return;
         }
         session.host.closing.cancel();
-        session.host.standby.clear();
+        session.host.standby.close();
         self.registry.sessions().remove(&session.id);
         let (control_path, master) = (session.host.control_path.clone(), session.master());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -420,7 +420,7 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
 pub fn connection_lost(session: &Session) -> DaemonError {
     if session.transition(SessionState::Ready, SessionState::Lost) {
         session.host.slots.close();
-        session.host.standby.clear();
+        session.host.standby.close();
     }
     lost_error()
 }

@@ -13,8 +13,10 @@ use sshmcp_proto::paths::{self, RuntimePaths};
 pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
 
 /// Standby channels per session by default, and at most: they share the session's channel
-/// slots (8, below sshd's usual MaxSessions of 10) with running commands.
-pub const DEFAULT_STANDBY_CHANNELS: usize = 2;
+/// slots (8, below sshd's usual MaxSessions of 10) with running commands. One is enough: a
+/// standby channel is opened only after a command ends (so its login shell sees what that
+/// command left), and one opened during a command is dropped when it ends.
+pub const DEFAULT_STANDBY_CHANNELS: usize = 1;
 pub const MAX_STANDBY_CHANNELS: usize = 4;
 
 /// Command-line flags; clap reads the environment variable of each one it is not given.

@@ -249,8 +249,9 @@ async fn run(
         // (a kill may take one too: on a server with few sessions it may hold the last one).
         // Not while the master is stopped: the payload would wait in its buffers and run
         // whenever it resumes.
+        let alone = *host.active.borrow() <= 1;
         if !host.master_stopped()
-            && let Some(warm) = host.standby.take()
+            && let Some(warm) = host.standby.take_soon(alone, deadline).await
         {
             return Ok((Some(warm.permit), warm.session));
         }

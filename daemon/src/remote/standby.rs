@@ -2,7 +2,7 @@
 //! payload, so a command that takes one skips the mux exchange, sshd's channel open, and the
 //! start of the login shell and of `/bin/sh`: most of what a command costs. Each is used once,
 //! for one program, exactly like a channel opened for it; it holds a channel slot while it
-//! waits, and a few are kept per session (the daemon's `standby-channels`, 2 by default).
+//! waits, and a few are kept per session (the daemon's `standby-channels`, 1 by default).
 //!
 //! The rules that keep them invisible:
 //! - A standby channel is only ever fed a whole payload: until then its shell runs nothing.
@@ -52,6 +52,8 @@ pub struct Standby {
     opening: AtomicUsize,
     /// Run ends so far: a channel opened before the latest is stale.
     generation: AtomicU64,
+    /// Woken when a fill pushes a channel or ends.
+    changed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -78,6 +80,7 @@ impl Standby {
             filling: AtomicBool::new(false),
             opening: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -103,6 +106,27 @@ impl Standby {
             }
         }
         None
+    }
+
+    /// Like [`take`](Self::take), but when a fill is under way and `alone` (no other run on
+    /// the session), waits for its channel (until `deadline`, at most a second) instead of
+    /// opening one beside it: back-to-back commands would otherwise start two shells each.
+    pub async fn take_soon(&self, alone: bool, deadline: Instant) -> Option<Warm> {
+        let give_up = deadline.min(Instant::now() + Duration::from_secs(1));
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(warm) = self.take() {
+                return Some(warm);
+            }
+            if !alone || !self.filling.load(Ordering::Acquire) {
+                return None;
+            }
+            if tokio::time::timeout_at(give_up, changed).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Gives one standby channel back (its slot, and its sshd session): a channel open was
@@ -181,6 +205,9 @@ pub async fn fill(host: &Host) {
             break;
         }
         ready.channels.push_back(warm);
+        drop(ready);
+        standby.changed.notify_waiters();
     }
     standby.filling.store(false, Ordering::Release);
+    standby.changed.notify_waiters();
 }

@@ -362,17 +362,6 @@ async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
         ..SshdOptions::default()
     };
     let (_env, mcp, s) = connected_with(&opts, &[]).await;
-    let secs = unique_sleep(33);
-    let r = exec(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
-    assert_eq!(
-        (r["timed_out"].clone(), r["signal"].clone()),
-        (json!(true), json!("TERM")),
-        "{r}"
-    );
-    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
-    assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
-        "gone\n"
-    );
+    crate::assert_timeout_kills(&mcp, &s).await;
     mcp.close().await;
 }

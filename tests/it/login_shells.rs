@@ -231,17 +231,6 @@ async fn a_startup_file_that_merges_the_streams_still_frames_and_kills() {
     let r = exec(&mcp, &s, "echo out; echo err >&2; exit 5", json!({})).await;
     assert_eq!(r["exit_code"], 5, "{r}");
     assert_eq!(streams(&r), ("out\nerr\n", ""), "{r}");
-    let secs = unique_sleep(31);
-    let r = exec(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
-    assert_eq!(
-        (r["timed_out"].clone(), r["signal"].clone()),
-        (json!(true), json!("TERM")),
-        "{r}"
-    );
-    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
-    assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
-        "gone\n"
-    );
+    crate::assert_timeout_kills(&mcp, &s).await;
     mcp.close().await;
 }

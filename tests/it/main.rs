@@ -117,3 +117,20 @@ pub async fn connect_watcher(env: &TestEnv) -> (McpClient, (String, String)) {
     let session = session_of(&r);
     (mcp, session)
 }
+
+/// Runs a sleep with a one-second timeout and checks it ends as a timeout should: answered
+/// `timed_out` with `TERM`, and nothing of it left on the host.
+pub async fn assert_timeout_kills(mcp: &McpClient, s: &(String, String)) {
+    let secs = sshmcp_tests::process::unique_sleep(31);
+    let r = exec(mcp, s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
+    assert_eq!(
+        (r["timed_out"].clone(), r["signal"].clone()),
+        (json!(true), json!("TERM")),
+        "{r}"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    assert_eq!(
+        exec(mcp, s, &probe, json!({})).await["stdout"]["data"],
+        "gone\n"
+    );
+}

@@ -280,8 +280,44 @@ fn print(rows: &[Row]) {
     }
 }
 
+/// With `SSHMCP_PERF_LOAD=SECONDS`: only 8 callers on one session for that long, for a
+/// profiler to watch (`perf record -a`); prints the calls/s.
+async fn load(seconds: u64) {
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
+    let mcp = Arc::new(env.mcp().await);
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let server = Server::Sshmcp {
+        session: sshmcp_tests::mcp::session_of(&r),
+    };
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let (mcp, server) = (mcp.clone(), server.clone());
+            tokio::spawn(async move {
+                let mut calls = 0u64;
+                while Instant::now() < until {
+                    server.exec(&mcp, "true").await;
+                    calls += 1;
+                }
+                calls
+            })
+        })
+        .collect();
+    let mut calls = 0;
+    for c in callers {
+        calls += c.await.unwrap();
+    }
+    println!("{} calls/s over {seconds} s", calls / seconds);
+}
+
 #[tokio::main]
 async fn main() {
+    if let Some(seconds) = std::env::var("SSHMCP_PERF_LOAD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return load(seconds).await;
+    }
     let fast_bin: Option<PathBuf> = std::env::args().nth(1).map(PathBuf::from);
     // `SSHMCP_STANDBY_CHANNELS` in perf's own environment reaches the daemon (to compare).
     let standby = std::env::var("SSHMCP_STANDBY_CHANNELS").unwrap_or_default();

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use sshmcp_proto::exec::{ExecRequest, ExecResult};
+use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use sshmcp_proto::{DaemonError, ErrorCode};
@@ -91,6 +91,15 @@ impl Daemon for DaemonService {
 
     async fn capabilities(self, _: Context) -> Vec<String> {
         CAPABILITIES.iter().map(|c| c.to_string()).collect()
+    }
+
+    async fn sudo_exec(self, _: Context, req: SudoExecRequest) -> Result<ExecResult, DaemonError> {
+        let auth = req.auth.clone();
+        let settings = self.registry.settings.clone();
+        self.on_session("sudo_exec", &auth, |session| async move {
+            exec::sudo::sudo_exec(&session, &settings, req).await
+        })
+        .await
     }
 }
 

@@ -16,6 +16,16 @@ pub struct ExecRequest {
     pub local_root: Option<String>,
 }
 
+/// `sudo_exec`: a command run by root through `sudo -n -k /bin/bash --noprofile --norc -s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SudoExecRequest {
+    pub auth: SessionAuth,
+    pub command: String,
+    pub cwd: Option<String>,
+    /// Seconds; the contract's default when absent.
+    pub timeout: Option<f64>,
+}
+
 /// How `data` carries the bytes: `utf-8` (data is the text itself) or `base64` (the bytes were
 /// not valid UTF-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use tarpc::tokio_serde::formats::Bincode;
 use tarpc::tokio_util::codec::LengthDelimitedCodec;
 
 use crate::error::DaemonError;
-use crate::exec::{ExecRequest, ExecResult};
+use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionSummary};
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
@@ -21,7 +21,7 @@ pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
 /// per tool. A client checks a tool's name here before calling it.
-pub const CAPABILITIES: &[&str] = &["connect", "disconnect", "session_list", "exec"];
+pub const CAPABILITIES: &[&str] = &["connect", "disconnect", "session_list", "exec", "sudo_exec"];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
 /// `--max-output-bytes`; the margin only keeps one oversized answer from killing the connection.
@@ -67,6 +67,7 @@ pub trait Daemon {
     async fn exec(req: ExecRequest) -> Result<ExecResult, DaemonError>;
     /// The daemon's [`CAPABILITIES`]. Methods are only ever appended below this line.
     async fn capabilities() -> Vec<String>;
+    async fn sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -236,6 +237,15 @@ mod tests {
             timeout: None,
             spool_output: true,
             local_root: None,
+        });
+        roundtrip(SudoExecRequest {
+            auth: SessionAuth {
+                session_id: "s".into(),
+                session_key: "k".into(),
+            },
+            command: "id -u".into(),
+            cwd: None,
+            timeout: Some(3.0),
         });
         for truncated in [false, true] {
             roundtrip(Ok::<_, DaemonError>(ExecResult {

@@ -57,12 +57,14 @@ async fn status_and_stop_close_every_master() {
     assert_eq!(status["pid"], env.daemon_pid().unwrap());
     assert_eq!(
         status["tools"],
-        json!(["connect", "disconnect", "session_list", "exec"]),
+        json!(["connect", "disconnect", "session_list", "exec", "sudo_exec"]),
         "the capabilities of the handshake"
     );
     let out = env.cli(&["daemon", "status"]);
     assert!(stdout(&out).contains("is running"));
-    assert!(stdout(&out).contains("tools:       connect, disconnect, session_list, exec"));
+    assert!(
+        stdout(&out).contains("tools:       connect, disconnect, session_list, exec, sudo_exec")
+    );
     let out = env.cli(&["daemon", "stop"]);
     assert!(
         out.status.success(),

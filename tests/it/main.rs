@@ -8,6 +8,7 @@ mod daemon;
 mod exec;
 mod exec_limits;
 mod login_shells;
+mod sudo;
 mod surface;
 mod wedged;
 

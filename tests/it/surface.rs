@@ -13,7 +13,10 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
     let tools = mcp.list_tools().await;
     let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["connect", "disconnect", "exec", "session_list"]);
+    assert_eq!(
+        names,
+        ["connect", "disconnect", "exec", "session_list", "sudo_exec"]
+    );
     for tool in &tools {
         let name = &tool["name"];
         assert_eq!(tool["inputSchema"]["type"], "object", "{name}");

@@ -121,3 +121,33 @@ fn ensure_user(name: &str, shell: &str) {
     // useradd leaves a locked password ("!"), which sshd refuses without PAM.
     run(Command::new("usermod").args(["-p", "*", name]), "passwd");
 }
+
+/// What sudoers allows a sudo test user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SudoRule {
+    /// Everything as root, no password.
+    NoPassword,
+    /// Everything as root, after a password (which sshmcp never sends).
+    PasswordRequired,
+}
+
+/// A user whose sudoers rule is `rule` (root only: creates the account and writes
+/// `/etc/sudoers.d/sshmcp-tests`). The default test user is in no sudoers rule.
+pub fn sudo_user(rule: SudoRule) -> String {
+    let name = match rule {
+        SudoRule::NoPassword => "sshmcp-sudo",
+        SudoRule::PasswordRequired => "sshmcp-sudopw",
+    };
+    let user = user_with_shell(name, "/bin/bash");
+    let rules = "sshmcp-sudo ALL=(ALL) NOPASSWD: ALL\nsshmcp-sudopw ALL=(ALL) ALL\n";
+    let path = std::path::Path::new("/etc/sudoers.d/sshmcp-tests");
+    if std::fs::read_to_string(path).ok().as_deref() != Some(rules) {
+        // Written aside and renamed: another test's sudo may be reading it.
+        let fresh = path.with_extension(format!("{}", std::process::id()));
+        std::fs::write(&fresh, rules).expect("write the sudoers rule");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o440)).unwrap();
+        std::fs::rename(&fresh, path).expect("publish the sudoers rule");
+    }
+    user
+}

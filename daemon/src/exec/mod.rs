@@ -2,6 +2,7 @@
 //! the request's limits, with complete copies of its streams when asked for.
 
 pub mod request;
+pub mod sudo;
 
 use std::path::PathBuf;
 

@@ -169,6 +169,8 @@ struct Stopping {
     /// False when the payload was cut before its group (nothing can run), and for control
     /// programs (a kill is never killed): nothing to kill.
     must_kill: bool,
+    /// The group holds root processes: the kill runs through sudo.
+    kill_as_root: bool,
     kill: Option<JoinHandle<Killed>>,
     killed: Option<Killed>,
     answer_by: Instant,
@@ -449,6 +451,7 @@ fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stoppin
     Stopping {
         reason,
         must_kill,
+        kill_as_root: program.kill_as_root,
         kill: None,
         killed: None,
         answer_by: now + ANSWER_GRACE,
@@ -464,7 +467,8 @@ fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stoppin
 /// Starts the kill once the group is known.
 fn start_kill(stop: &mut Stopping, host: &Host, out: &MarkerScan, err: &MarkerScan) {
     if let Some(group) = Markers::read(out, err).group {
-        stop.kill = Some(tokio::spawn(kill::kill_group(host.clone(), group)));
+        let as_root = stop.kill_as_root;
+        stop.kill = Some(tokio::spawn(kill::kill_group(host.clone(), group, as_root)));
         // The kill has its own budget; the drain starts when it is over.
         stop.answer_by = stop
             .answer_by

@@ -68,13 +68,25 @@ impl Killed {
     }
 }
 
+/// The program that runs the kill as root, for groups holding root processes: the kill script
+/// on the stdin of the one program the sudo rule allows (the user cannot signal them).
+pub const AS_ROOT: &str = "sudo -n -k /bin/bash --noprofile --norc -s";
+
 /// Ends process group `pgid` on `host`, trying again until the group or the master is
-/// confirmed gone. Boxed: a run starts kills, and a kill is a run.
-pub fn kill_group(host: Host, pgid: u32) -> BoxFuture<'static, Killed> {
+/// confirmed gone; `as_root` runs the kill through sudo. Boxed: a run starts kills, and a kill
+/// is a run.
+pub fn kill_group(host: Host, pgid: u32, as_root: bool) -> BoxFuture<'static, Killed> {
     Box::pin(async move {
         let give_up = tokio::time::Instant::now() + KILL_RETRY_WINDOW;
         loop {
-            let mut program = Program::new(kill_script(pgid), KILL_BUDGET, 64);
+            let mut program = match as_root {
+                true => {
+                    let mut p = Program::new(AS_ROOT, KILL_BUDGET, 64);
+                    p.stdin = Some(kill_script(pgid).into_bytes());
+                    p
+                }
+                false => Program::new(kill_script(pgid), KILL_BUDGET, 64),
+            };
             program.control = true;
             if let Ok(result) = super::run(&host, program).await {
                 match result.stdout.data.trim() {

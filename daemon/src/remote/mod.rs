@@ -86,6 +86,9 @@ pub struct Program {
     /// A control program (a kill): it skips the channel queue and is not counted as active,
     /// so it runs even while every slot is taken by the commands it is meant to end.
     pub control: bool,
+    /// The program runs root processes (sudo): its kill must run as root too, through the
+    /// same sudo rule.
+    pub kill_as_root: bool,
 }
 
 impl Program {
@@ -99,6 +102,7 @@ impl Program {
             max_output_bytes,
             spool: None,
             control: false,
+            kill_as_root: false,
         }
     }
 }

@@ -5,7 +5,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use sshmcp_proto::exec::{ExecRequest, ExecResult};
+use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use sshmcp_proto::limits::DEFAULT_TIMEOUT_SECS;
 use sshmcp_proto::service::{EXEC_DEADLINE_MARGIN, context_with_timeout};
 use sshmcp_proto::session::SessionAuth;
@@ -37,6 +37,43 @@ pub struct ExecArgs {
     pub spool_output: Option<bool>,
 }
 
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SudoExecArgs {
+    /// The session to run in (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// Shell text for root's bash, at most 1048576 bytes, read from its stdin.
+    pub command: String,
+    /// Remote working directory for this call only; an error if it does not exist.
+    pub cwd: Option<String>,
+    /// Seconds before the remote process group is terminated (0.1..86400); default 60.
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub timeout: Option<f64>,
+}
+
+/// The call's deadline: the command's own timeout plus room for queuing and the kill.
+fn deadline(timeout: Option<f64>) -> tarpc::context::Context {
+    let secs = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    let command = Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO);
+    context_with_timeout(command + EXEC_DEADLINE_MARGIN)
+}
+
+/// Runs a daemon call until it answers or the MCP client cancels. Dropping the call on
+/// cancellation makes tarpc cancel it in the daemon, whose run then kills the remote process
+/// group.
+async fn unless_cancelled<T>(
+    call: impl std::future::Future<Output = Result<T, DaemonError>>,
+    cancel: CancellationToken,
+) -> Result<T, DaemonError> {
+    tokio::select! {
+        r = call => r,
+        _ = cancel.cancelled() => Err(DaemonError::new(ErrorCode::InternalError, "cancelled")),
+    }
+}
+
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
     /// Run one non-interactive /bin/sh command on the session's host (no TTY, empty stdin: use
@@ -62,9 +99,7 @@ impl Shim {
         answer::respond(
             async {
                 let a: ExecArgs = args::decode(raw)?;
-                let timeout = a.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
-                let deadline = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::ZERO)
-                    + EXEC_DEADLINE_MARGIN;
+                let ctx = deadline(a.timeout);
                 let req = ExecRequest {
                     auth: SessionAuth {
                         session_id: a.session_id,
@@ -76,18 +111,47 @@ impl Shim {
                     spool_output: a.spool_output.unwrap_or(false),
                     local_root: self.local_root_arg(),
                 };
-                let ctx = context_with_timeout(deadline);
-                // Dropping the call on cancellation makes tarpc cancel it in the daemon, whose
-                // command guard then kills the remote process group.
                 let call = self
                     .daemon
                     .call("exec", |c| async move { c.exec(ctx, req).await });
-                tokio::select! {
-                    r = call => r,
-                    _ = cancel.cancelled() => {
-                        Err(DaemonError::new(ErrorCode::InternalError, "cancelled"))
-                    }
-                }
+                unless_cancelled(call, cancel).await
+            }
+            .await,
+        )
+    }
+
+    /// Run one command as root: `sudo -n -k` starts `/bin/bash --noprofile --norc -s` (bash,
+    /// not /bin/sh) with the command on its stdin, so it works only where the host's sudoers
+    /// allows that without a password; no password is ever asked for or sent. Same limits,
+    /// answer, timeout and cancellation as `exec`; `ok: true` means the command ran as root:
+    /// read `exit_code`. Use `exec` for everything that needs no root. Errors:
+    /// `sudo_password_required` (sudoers wants a password: the user must allow NOPASSWD for
+    /// that program, or do it themselves), `sudo_not_allowed` (policy denies it),
+    /// `sudo_unavailable` (no sudo on the host), and those of `exec`.
+    #[tool(
+        input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<ExecResult>>(),
+        annotations(title = "Run a command as root", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn sudo_exec(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: SudoExecArgs = args::decode(raw)?;
+                let ctx = deadline(a.timeout);
+                let req = SudoExecRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    command: a.command,
+                    cwd: a.cwd,
+                    timeout: a.timeout,
+                };
+                let call = self
+                    .daemon
+                    .call("sudo_exec", |c| async move { c.sudo_exec(ctx, req).await });
+                unless_cancelled(call, cancel).await
             }
             .await,
         )

@@ -1,0 +1,99 @@
+//! sudo_exec through the real binaries: root with a NOPASSWD rule, and each refusal.
+
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::TestEnv;
+use sshmcp_tests::mcp::session_of;
+use sshmcp_tests::users::{SudoRule, sudo_user};
+
+use crate::code;
+
+/// A world whose `sudoer` alias logs in as `user`, connected.
+async fn as_user(user: &str) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::new();
+    env.sshd.add_host_block(&format!(
+        "Host sudoer\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "sudoer"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let session = session_of(&r);
+    (env, mcp, session)
+}
+
+async fn sudo(mcp: &McpClient, s: &(String, String), command: &str, extra: Value) -> Value {
+    let mut args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+    if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
+        args.extend(extra.clone());
+    }
+    mcp.call("sudo_exec", args).await
+}
+
+#[tokio::test]
+async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let (_env, mcp, s) = as_user(&user).await;
+    let r = sudo(
+        &mcp,
+        &s,
+        "id -u; echo \"$BASH_VERSION\" | cut -c1; echo err >&2; exit 7",
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 7, "{r}");
+    assert_eq!(r["stdout"]["data"], "0\n5\n", "root, in bash: {r}");
+    assert_eq!(r["stderr"]["data"], "err\n", "{r}");
+    let r = sudo(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
+    assert_eq!(r["stdout"]["data"], "/tmp\n", "{r}");
+    let r = sudo(&mcp, &s, "true", json!({"cwd": "/nonexistent"})).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    // A command that fails under sudo is an ordinary answer, even one that prints sudo's
+    // own words.
+    let r = sudo(
+        &mcp,
+        &s,
+        "echo 'sudo: a password is required' >&2; exit 1",
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 1, "{r}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_user_whose_sudo_wants_a_password_is_told_so() {
+    let user = sudo_user(SudoRule::PasswordRequired);
+    let (_env, mcp, s) = as_user(&user).await;
+    let r = sudo(&mcp, &s, "id -u", json!({})).await;
+    assert_eq!(code(&r), "sudo_password_required", "{r}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_user_in_no_sudoers_rule_is_not_allowed() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let s = crate::connect(&mcp).await;
+    let r = sudo(&mcp, &s, "id -u", json!({})).await;
+    assert_eq!(code(&r), "sudo_not_allowed", "{r}");
+    mcp.close().await;
+}
+
+/// A timeout ends a command running as root too: sudo relays the TERM the kill sends to its
+/// process group.
+#[tokio::test]
+async fn a_timeout_ends_a_command_running_as_root() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let (_env, mcp, s) = as_user(&user).await;
+    let secs = sshmcp_tests::process::unique_sleep(34);
+    let r = sudo(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    let r = crate::exec(&mcp, &s, &probe, json!({})).await;
+    assert_eq!(
+        r["stdout"]["data"], "gone\n",
+        "the root process must be gone: {r}"
+    );
+    mcp.close().await;
+}

@@ -97,3 +97,19 @@ async fn a_timeout_ends_a_command_running_as_root() {
     );
     mcp.close().await;
 }
+
+#[tokio::test]
+async fn a_host_without_sudo_says_so() {
+    let opts = sshmcp_tests::SshdOptions {
+        without_sudo: true,
+        ..sshmcp_tests::SshdOptions::default()
+    };
+    let env = TestEnv::with(&opts, &[]);
+    let mcp = env.mcp().await;
+    let s = crate::connect(&mcp).await;
+    let r = crate::exec(&mcp, &s, "command -v sudo || echo none", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "none\n", "sudo is hidden: {r}");
+    let r = sudo(&mcp, &s, "id -u", json!({})).await;
+    assert_eq!(code(&r), "sudo_unavailable", "{r}");
+    mcp.close().await;
+}

@@ -20,6 +20,9 @@ pub struct SshdOptions {
     pub netns: Option<String>,
     /// Ports beyond the first, each a server identity of its own (loopback only).
     pub extra_ports: usize,
+    /// Run sshd (and so every session) in a private mount namespace where `sudo` is covered
+    /// by `/dev/null`: a host without sudo. Root only.
+    pub without_sudo: bool,
 }
 
 impl Default for SshdOptions {
@@ -28,6 +31,7 @@ impl Default for SshdOptions {
             max_sessions: 10,
             netns: None,
             extra_ports: 0,
+            without_sudo: false,
         }
     }
 }
@@ -93,7 +97,7 @@ impl Sshd {
                 let config = dir.join(format!("sshd_config.{n}"));
                 let text = sshd_config(dir, n, &addr, chunk, opts);
                 std::fs::write(&config, text).expect("sshd_config");
-                match spawn_until_listening(&config, &log, netns, chunk.len()) {
+                match spawn_until_listening(&config, &log, netns, opts.without_sudo, chunk.len()) {
                     Some(child) => children.push(child),
                     None => break,
                 }
@@ -237,11 +241,28 @@ fn spawn_until_listening(
     config: &Path,
     log: &Path,
     netns: Option<&str>,
+    without_sudo: bool,
     listeners: usize,
 ) -> Option<Child> {
     let mut argv: Vec<String> = netns
         .map(crate::netns::NetnsPair::exec_in)
         .unwrap_or_default();
+    if without_sudo {
+        // A file that is not executable stands where sudo was: `command -v sudo` finds none.
+        let hide = "mount --bind /dev/null \"$(command -v sudo)\" && exec \"$@\"";
+        for word in [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            hide,
+            "sh",
+        ] {
+            argv.push(word.into());
+        }
+    }
     argv.push(SSHD.into());
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])

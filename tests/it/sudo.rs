@@ -44,6 +44,9 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     assert_eq!(r["exit_code"], 7, "{r}");
     assert_eq!(r["stdout"]["data"], "0\n5\n", "root, in bash: {r}");
     assert_eq!(r["stderr"]["data"], "err\n", "{r}");
+    // The command's stdin is empty: reading it cannot eat the command's own next lines.
+    let r = sudo(&mcp, &s, "read x; echo \"[$x]\"\necho second", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "[]\nsecond\n", "{r}");
     let r = sudo(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
     assert_eq!(r["stdout"]["data"], "/tmp\n", "{r}");
     let r = sudo(&mcp, &s, "true", json!({"cwd": "/nonexistent"})).await;
@@ -67,6 +70,15 @@ async fn a_user_whose_sudo_wants_a_password_is_told_so() {
     let (_env, mcp, s) = as_user(&user).await;
     let r = sudo(&mcp, &s, "id -u", json!({})).await;
     assert_eq!(code(&r), "sudo_password_required", "{r}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_user_with_rules_for_other_commands_only_is_not_allowed() {
+    let user = sudo_user(SudoRule::OnlyId);
+    let (_env, mcp, s) = as_user(&user).await;
+    let r = sudo(&mcp, &s, "id -u", json!({})).await;
+    assert_eq!(code(&r), "sudo_not_allowed", "{r}");
     mcp.close().await;
 }
 

@@ -129,6 +129,8 @@ pub enum SudoRule {
     NoPassword,
     /// Everything as root, after a password (which sshmcp never sends).
     PasswordRequired,
+    /// Only `/usr/bin/id` as root, without a password: no rule for bash.
+    OnlyId,
 }
 
 /// A user whose sudoers rule is `rule` (root only: creates the account and writes
@@ -137,9 +139,11 @@ pub fn sudo_user(rule: SudoRule) -> String {
     let name = match rule {
         SudoRule::NoPassword => "sshmcp-sudo",
         SudoRule::PasswordRequired => "sshmcp-sudopw",
+        SudoRule::OnlyId => "sshmcp-sudoid",
     };
     let user = user_with_shell(name, "/bin/bash");
-    let rules = "sshmcp-sudo ALL=(ALL) NOPASSWD: ALL\nsshmcp-sudopw ALL=(ALL) ALL\n";
+    let rules = "sshmcp-sudo ALL=(ALL) NOPASSWD: ALL\nsshmcp-sudopw ALL=(ALL) ALL\n\
+                 sshmcp-sudoid ALL=(ALL) NOPASSWD: /usr/bin/id\n";
     let path = std::path::Path::new("/etc/sudoers.d/sshmcp-tests");
     if std::fs::read_to_string(path).ok().as_deref() != Some(rules) {
         // Written aside and renamed: another test's sudo may be reading it.

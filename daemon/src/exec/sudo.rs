@@ -1,56 +1,39 @@
-//! The `sudo_exec` tool's operation: the caller's text as the stdin of
-//! `sudo -n -k /bin/bash --noprofile --norc -s`, so it runs as root only where sudoers allows
-//! that without a password. No password is ever asked for, stored or sent.
+//! The `sudo_exec` tool's operation: the caller's text run by root's
+//! `/bin/bash --noprofile --norc -s` under `sudo -n -k`, so it runs as root only where
+//! sudoers allows that without a password. No password is ever asked for, stored or sent.
 //!
-//! One program does it all in one round trip. The first line root's bash reads creates a file
-//! in a fresh private directory: when sudo did not start bash, the file is missing, and the
-//! program asks `sudo -n -v` why (sudo words "not in sudoers" and "password required" the same
-//! for the command itself) and says so on stderr after a line with a fresh nonce, which no
-//! output can imitate. When bash started, the answer is the command's, whatever it exits with.
+//! Root's bash first prints a gate line with a fresh nonce on stderr, then runs the command
+//! as one group with an empty stdin (its own stdin is the script: a command reading stdin
+//! must not eat the lines after it). When the gate line came, the answer is the command's,
+//! whatever it exits with, and sudo's own warnings before the gate are dropped. When it never
+//! came, sudo did not start bash, and a second program asks sudo why: `sudo` words "not in
+//! sudoers" and "password required" the same for the command itself.
 
 use sshmcp_proto::exec::{ExecResult, SudoExecRequest};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
-use crate::remote::{self, Program, kill};
+use crate::remote::{self, Program, RunError, kill};
 use crate::session::Session;
 
-/// The program. `{N}` is the nonce. Its stdin (the command) reaches root's bash after the
-/// line that proves bash started.
-const SCRIPT: &str = r#"command -v sudo >/dev/null 2>&1 || { printf '\n%s unavailable\n' {N} >&2; exit 1; }
-_sshmcp_t=$(mktemp -d "${TMPDIR:-/tmp}/sshmcp-sudo.XXXXXXXX") || exit 1
-{ printf 'touch %s/started\n' "$_sshmcp_t"; cat; } | {AS_ROOT}
-_sshmcp_s=$?
-if [ -e "$_sshmcp_t/started" ]; then rm -rf "$_sshmcp_t"; exit $_sshmcp_s; fi
-rm -rf "$_sshmcp_t"
-_sshmcp_v=$(LC_ALL=C sudo -n -v 2>&1) && _sshmcp_c=not_allowed || case $_sshmcp_v in
-  *"may not run sudo"*) _sshmcp_c=not_allowed;;
-  *) _sshmcp_c=password_required;;
-esac
-printf '\n%s %s\n' {N} "$_sshmcp_c" >&2
-exit 1"#;
+/// The program: sudo, or a word saying there is none. `{N}` is the nonce.
+const RUN: &str = "command -v sudo >/dev/null 2>&1 || { printf '%s unavailable\\n' {N}; exit 1; }\nexec {AS_ROOT}";
 
-/// Why sudo did not start the command, from the program's last stderr line.
-fn refusal(stderr: &str, nonce: &str) -> Option<DaemonError> {
-    let last = stderr.trim_end().rsplit('\n').next()?;
-    let why = last.strip_prefix(nonce)?.trim();
-    Some(match why {
-        "unavailable" => DaemonError::new(
-            ErrorCode::SudoUnavailable,
-            "sudo is not installed on the host; run the command with exec, or install sudo",
-        ),
-        "password_required" => DaemonError::new(
-            ErrorCode::SudoPasswordRequired,
-            "sudo wants a password for this user, and none is ever sent; the host's sudoers \
-             must allow NOPASSWD for /bin/bash --noprofile --norc -s",
-        ),
-        "not_allowed" => DaemonError::new(
-            ErrorCode::SudoNotAllowed,
-            "sudoers does not allow this user to run /bin/bash --noprofile --norc -s as root",
-        ),
-        _ => return None,
-    })
-}
+/// Why sudo did not start bash, asked of sudo itself (with messages in English): a rule that
+/// lets the user run it without a password (`-l` answers 0), no rule for it among others
+/// (`-l` says nothing), not in sudoers at all (`-v`: "may not run sudo"), a password wanted,
+/// or something else.
+const WHY: &str = r#"_l=$(LC_ALL=C sudo -n -l /bin/bash --noprofile --norc -s 2>&1); _r=$?
+if [ $_r -eq 0 ]; then echo allowed
+elif [ -z "$_l" ]; then echo not_allowed
+else
+  _v=$(LC_ALL=C sudo -n -v 2>&1)
+  case $_v in
+    *"may not run sudo"*) echo not_allowed;;
+    *"password is required"*) echo password_required;;
+    *) echo other;;
+  esac
+fi"#;
 
 /// Runs the command as root and answers with its streams and exit status.
 pub async fn sudo_exec(
@@ -61,27 +44,82 @@ pub async fn sudo_exec(
     super::request::check_command(&req.command)?;
     super::request::check_cwd(req.cwd.as_deref())?;
     let timeout = super::request::check_timeout(req.timeout)?;
-    let bytes: [u8; 16] = crate::session::key::random_bytes()
-        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
-    let nonce = format!("_sshmcp_sudo_{}", crate::session::key::hex(&bytes));
+    let nonce = fresh_nonce()?;
+    let gate = fresh_nonce()?;
     let mut program = Program::new(
-        SCRIPT
-            .replace("{N}", &nonce)
+        RUN.replace("{N}", &nonce)
             .replace("{AS_ROOT}", kill::AS_ROOT),
         timeout,
         settings.max_output_bytes,
     );
     program.cwd = req.cwd;
-    program.stdin = Some(req.command.into_bytes());
+    program.stdin = Some(
+        format!(
+            "printf '%s\\n' {gate} >&2\n{{\n{}\n}} </dev/null\n",
+            req.command
+        )
+        .into_bytes(),
+    );
+    program.gate = Some(gate);
     program.kill_as_root = true;
-    let result = remote::run(&session.host, program).await?;
-    // Only a run that ended by itself with status 1 can be a refusal.
-    if result.exit_code == Some(1)
-        && let Some(refused) = refusal(&result.stderr.data, &nonce)
-    {
-        return Err(refused);
+    match remote::run(&session.host, program).await {
+        Ok(result) => Ok(result),
+        Err(RunError::NotStarted { said, stderr }) => {
+            Err(refused(session, &nonce, &said, &stderr).await)
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(result)
+}
+
+fn fresh_nonce() -> Result<String, DaemonError> {
+    let bytes: [u8; 16] = crate::session::key::random_bytes()
+        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+    Ok(format!("_sshmcp_sudo_{}", crate::session::key::hex(&bytes)))
+}
+
+/// The error for a command sudo did not start, with sudo's own first words.
+async fn refused(session: &Session, nonce: &str, said: &str, stderr: &str) -> DaemonError {
+    if said.trim() == format!("{nonce} unavailable") {
+        return DaemonError::new(
+            ErrorCode::SudoUnavailable,
+            "sudo is not installed on the host; run the command with exec, or install sudo",
+        );
+    }
+    let sudo_said = stderr
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let program = Program::new(WHY, std::time::Duration::from_secs(20), 4096);
+    let why = remote::run(&session.host, program)
+        .await
+        .map(|r| r.stdout.data.trim().to_string())
+        .unwrap_or_default();
+    classify(&why, sudo_said)
+}
+
+fn classify(why: &str, sudo_said: &str) -> DaemonError {
+    let quoted = |m: &str| match sudo_said {
+        "" => m.to_string(),
+        said => format!("{m} (sudo said: {said})"),
+    };
+    match why {
+        "password_required" => DaemonError::new(
+            ErrorCode::SudoPasswordRequired,
+            quoted(
+                "sudo wants a password for this user and none is ever sent; ask the host's \
+                 administrator for a NOPASSWD rule for /bin/bash --noprofile --norc -s",
+            ),
+        ),
+        "not_allowed" => DaemonError::new(
+            ErrorCode::SudoNotAllowed,
+            quoted("sudoers does not let this user run /bin/bash --noprofile --norc -s as root"),
+        ),
+        _ => DaemonError::new(
+            ErrorCode::SudoNotAllowed,
+            quoted("sudo refused to start /bin/bash --noprofile --norc -s"),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -89,42 +127,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_nonce_line_says_why() {
-        let n = "_sshmcp_sudo_ab";
-        let sudo_said = format!("sudo: a password is required\n\n{n} password_required\n");
-        assert_eq!(
-            refusal(&sudo_said, n).unwrap().code,
-            ErrorCode::SudoPasswordRequired
+    fn each_answer_of_sudo_has_its_code_and_keeps_sudo_s_words() {
+        let e = classify("password_required", "sudo: a password is required");
+        assert_eq!(e.code, ErrorCode::SudoPasswordRequired);
+        assert!(
+            e.message
+                .ends_with("(sudo said: sudo: a password is required)")
         );
-        assert_eq!(
-            refusal(&format!("\n{n} not_allowed\n"), n).unwrap().code,
-            ErrorCode::SudoNotAllowed
-        );
-        assert_eq!(
-            refusal(&format!("\n{n} unavailable"), n).unwrap().code,
-            ErrorCode::SudoUnavailable
-        );
-        // The command's own output, even one imitating the words, is no refusal.
-        assert!(refusal("_sshmcp_sudo_other password_required\n", n).is_none());
-        assert!(refusal("password_required\n", n).is_none());
+        assert_eq!(classify("not_allowed", "").code, ErrorCode::SudoNotAllowed);
+        let e = classify("allowed", "sudo: sorry, you must have a tty to run sudo");
+        assert_eq!(e.code, ErrorCode::SudoNotAllowed);
+        assert!(e.message.contains("must have a tty"));
     }
 
     #[test]
-    fn the_script_is_shell_text_that_parses() {
-        let out = std::process::Command::new("/bin/sh")
-            .arg("-n")
-            .arg("-c")
-            .arg(
-                SCRIPT
-                    .replace("{N}", "_sshmcp_sudo_x")
-                    .replace("{AS_ROOT}", kill::AS_ROOT),
-            )
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    fn the_programs_are_shell_text_that_parses() {
+        for text in [
+            RUN.replace("{N}", "_sshmcp_sudo_x")
+                .replace("{AS_ROOT}", kill::AS_ROOT),
+            WHY.to_string(),
+        ] {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-n")
+                .arg("-c")
+                .arg(&text)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }

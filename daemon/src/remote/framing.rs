@@ -185,7 +185,8 @@ const MAX_MARKER_REST: usize = 64;
 const NOISE_SAMPLE: usize = 512;
 
 impl MarkerScan {
-    fn new(nonce: &[u8]) -> Self {
+    /// A scanner for the marker line that starts with `nonce`.
+    pub fn new(nonce: &[u8]) -> Self {
         Self {
             nonce: nonce.to_vec(),
             pending: Vec::new(),

@@ -60,6 +60,8 @@ enum StopReason {
 /// One output stream: the marker scan in front, then the bounded capture and the spool.
 struct Stream {
     pipe: tokio::net::unix::pipe::Receiver,
+    /// The program's second-stage marker, after the framing's (see `Program::gate`).
+    gate: Option<MarkerScan>,
     /// Whether the pipe was enlarged for bulk output.
     enlarged: bool,
     buf: Vec<u8>,
@@ -84,6 +86,7 @@ impl Stream {
 
     fn new(pipe: tokio::net::unix::pipe::Receiver, scan: MarkerScan, program: &Program) -> Self {
         Self {
+            gate: None,
             enlarged: false,
             pipe,
             buf: vec![0u8; 64 * 1024],
@@ -105,12 +108,19 @@ impl Stream {
         if n == 0 {
             self.eof = true;
             self.scan.finish();
+            if let Some(gate) = self.gate.as_mut() {
+                gate.finish();
+            }
             return Ok(false);
         }
         if n == self.buf.len() && !self.enlarged {
             self.enlarge();
         }
-        let own = self.scan.feed(&self.buf[..n]);
+        let framed = self.scan.feed(&self.buf[..n]);
+        let own = match self.gate.as_mut() {
+            Some(gate) => std::borrow::Cow::Owned(gate.feed(&framed).into_owned()),
+            None => framed,
+        };
         self.capture.push(&own);
         if let Some(spool) = self.spool.as_mut() {
             spool.write(&own)?;
@@ -324,6 +334,10 @@ async fn run(
     };
     let mut out = Stream::new(stdout, framing.stdout_scanner(), &program);
     let mut err = Stream::new(stderr, framing.stderr_scanner(), &program);
+    err.gate = program
+        .gate
+        .as_deref()
+        .map(|g| MarkerScan::new(g.as_bytes()));
     (out.spool, err.spool) = program.spool.take().unzip();
     let mut closed = false;
     let mut exit_status: Option<u32> = None;
@@ -356,7 +370,7 @@ async fn run(
         }
         if let Some(stop) = stopping.as_mut() {
             if stop.kill.is_none() && stop.must_kill {
-                start_kill(stop, host, &out.scan, &err.scan);
+                start_kill(stop, host, &out.scan, &err);
             }
             // Nothing to kill (nothing of the program ran): the answer goes now. Otherwise it
             // waits for the kill, at most until `answer_by`.
@@ -464,10 +478,12 @@ fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stoppin
     }
 }
 
-/// Starts the kill once the group is known.
-fn start_kill(stop: &mut Stopping, host: &Host, out: &MarkerScan, err: &MarkerScan) {
-    if let Some(group) = Markers::read(out, err).group {
-        let as_root = stop.kill_as_root;
+/// Starts the kill once the group is known; as root only once the inner stage started (a
+/// root kill sudo refuses would leave the user's own processes alone).
+fn start_kill(stop: &mut Stopping, host: &Host, out: &MarkerScan, err: &Stream) {
+    if let Some(group) = Markers::read(out, &err.scan).group {
+        let started = err.gate.as_ref().is_some_and(|g| g.marker().is_some());
+        let as_root = stop.kill_as_root && started;
         stop.kill = Some(tokio::spawn(kill::kill_group(host.clone(), group, as_root)));
         // The kill has its own budget; the drain starts when it is over.
         stop.answer_by = stop
@@ -520,6 +536,12 @@ async fn complete(
     if markers.no_cwd {
         drop_spools(out, err);
         return Err(RunError::NoCwd);
+    }
+    if let Some(gate) = err.gate.as_ref().filter(|g| g.marker().is_none()) {
+        let stderr = String::from_utf8_lossy(gate.noise().1).into_owned();
+        drop_spools(out, err);
+        let said = out.answer().map_err(spool_err)?.data;
+        return Err(RunError::NotStarted { said, stderr });
     }
     let signal = match exit_status {
         Some(_) => None,

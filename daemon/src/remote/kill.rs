@@ -77,23 +77,14 @@ pub const AS_ROOT: &str = "sudo -n -k /bin/bash --noprofile --norc -s";
 /// is a run.
 pub fn kill_group(host: Host, pgid: u32, as_root: bool) -> BoxFuture<'static, Killed> {
     Box::pin(async move {
+        if as_root && let Some(killed) = attempt(&host, pgid, true).await {
+            return killed;
+        }
+        // Not as root (or sudo refused the root kill): the user's own kill, retried.
         let give_up = tokio::time::Instant::now() + KILL_RETRY_WINDOW;
         loop {
-            let mut program = match as_root {
-                true => {
-                    let mut p = Program::new(AS_ROOT, KILL_BUDGET, 64);
-                    p.stdin = Some(kill_script(pgid).into_bytes());
-                    p
-                }
-                false => Program::new(kill_script(pgid), KILL_BUDGET, 64),
-            };
-            program.control = true;
-            if let Ok(result) = super::run(&host, program).await {
-                match result.stdout.data.trim() {
-                    "GONE" => return Killed::AlreadyGone,
-                    signal @ ("TERM" | "KILL") => return Killed::By(signal.to_string()),
-                    _ => {}
-                }
+            if let Some(killed) = attempt(&host, pgid, false).await {
+                return killed;
             }
             if host.master_gone() || tokio::time::Instant::now() >= give_up {
                 tracing::warn!(pgid, "could not confirm the end of a remote process group");
@@ -102,6 +93,25 @@ pub fn kill_group(host: Host, pgid: u32, as_root: bool) -> BoxFuture<'static, Ki
             tokio::time::sleep(KILL_RETRY_PAUSE).await;
         }
     })
+}
+
+/// One kill attempt; None when it gave no answer (no channel, or sudo refused).
+async fn attempt(host: &Host, pgid: u32, as_root: bool) -> Option<Killed> {
+    let mut program = match as_root {
+        true => {
+            let mut p = Program::new(AS_ROOT, KILL_BUDGET, 64);
+            p.stdin = Some(kill_script(pgid).into_bytes());
+            p
+        }
+        false => Program::new(kill_script(pgid), KILL_BUDGET, 64),
+    };
+    program.control = true;
+    let result = super::run(host, program).await.ok()?;
+    match result.stdout.data.trim() {
+        "GONE" => Some(Killed::AlreadyGone),
+        signal @ ("TERM" | "KILL") => Some(Killed::By(signal.to_string())),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -86,9 +86,13 @@ pub struct Program {
     /// A control program (a kill): it skips the channel queue and is not counted as active,
     /// so it runs even while every slot is taken by the commands it is meant to end.
     pub control: bool,
-    /// The program runs root processes (sudo): its kill must run as root too, through the
-    /// same sudo rule.
+    /// The program runs root processes (sudo): once its gate opened, its kill runs as root
+    /// too, through the same sudo rule.
     pub kill_as_root: bool,
+    /// A second-stage marker (a nonce): the program's inner stage (root's bash under sudo)
+    /// prints it on stderr as it starts, and only what follows it is the command's stderr.
+    /// When it never appears the run fails with [`RunError::NotStarted`].
+    pub gate: Option<String>,
 }
 
 impl Program {
@@ -103,6 +107,7 @@ impl Program {
             spool: None,
             control: false,
             kill_as_root: false,
+            gate: None,
         }
     }
 }
@@ -125,6 +130,10 @@ pub enum RunError {
          check the startup files of the remote user's shell"
     )]
     LoginShell(String),
+    /// The program's gate never opened: its inner stage did not start. What the program said
+    /// on stdout, and the start of its stderr, tell why.
+    #[error("the command did not start")]
+    NotStarted { said: String, stderr: String },
     #[error("{0}")]
     Failed(String),
 }
@@ -154,7 +163,9 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             RunError::ConnectionLost => crate::session::lost_error(),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
-            RunError::LoginShell(_) | RunError::Failed(_) => DaemonError::internal(e.to_string()),
+            RunError::LoginShell(_) | RunError::NotStarted { .. } | RunError::Failed(_) => {
+                DaemonError::internal(e.to_string())
+            }
         }
     }
 }

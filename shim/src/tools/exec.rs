@@ -45,7 +45,7 @@ pub struct SudoExecArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// Shell text for root's bash, at most 1048576 bytes, read from its stdin.
+    /// Shell text for root's bash, at most 1048576 bytes, parsed whole before any of it runs.
     pub command: String,
     /// Remote working directory for this call only; an error if it does not exist.
     pub cwd: Option<String>,
@@ -121,13 +121,15 @@ impl Shim {
     }
 
     /// Run one command as root: `sudo -n -k` starts `/bin/bash --noprofile --norc -s` (bash,
-    /// not /bin/sh) with the command on its stdin, so it works only where the host's sudoers
-    /// allows that without a password; no password is ever asked for or sent. Same limits,
-    /// answer, timeout and cancellation as `exec`; `ok: true` means the command ran as root:
-    /// read `exit_code`. Use `exec` for everything that needs no root. Errors:
-    /// `sudo_password_required` (sudoers wants a password: the user must allow NOPASSWD for
-    /// that program, or do it themselves), `sudo_not_allowed` (policy denies it),
-    /// `sudo_unavailable` (no sudo on the host), and those of `exec`.
+    /// not /bin/sh; sudo's own PATH and root's HOME) and the command runs in it with an empty
+    /// stdin, so it works only where the host's sudoers allows that program without a
+    /// password; no password is ever asked for or sent. `cwd` is entered as the login user,
+    /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`;
+    /// `ok: true` means the command ran as root: read `exit_code`. Use `exec` for everything
+    /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
+    /// NOPASSWD rule; never pipe a password through `exec`), `sudo_not_allowed` (the policy
+    /// denies that program; a narrower `sudo -n CMD` through `exec` may still be allowed),
+    /// `sudo_unavailable` (no sudo on the host); the message quotes sudo.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

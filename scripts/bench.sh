@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Measures exec latency through MCP against `ssh -S` on the same master, and the daemon's
-# idle memory, with release builds. Prints a markdown table (see docs/benchmarks.md).
+# The quick latency check: sshmcp's own figures from the side-by-side benchmark (perf.sh)
+# without a peer (raw OpenSSH still runs beside it). Release builds; see docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh
 cargo build --release --workspace --bins --examples -q
-exec target/release/examples/bench
+exec target/release/examples/perf

@@ -362,6 +362,6 @@ async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
         ..SshdOptions::default()
     };
     let (_env, mcp, s) = connected_with(&opts, &[]).await;
-    crate::assert_timeout_kills(&mcp, &s).await;
+    crate::assert_timeout_kills(&mcp, &s, "exec").await;
     mcp.close().await;
 }

@@ -231,6 +231,6 @@ async fn a_startup_file_that_merges_the_streams_still_frames_and_kills() {
     let r = exec(&mcp, &s, "echo out; echo err >&2; exit 5", json!({})).await;
     assert_eq!(r["exit_code"], 5, "{r}");
     assert_eq!(streams(&r), ("out\nerr\n", ""), "{r}");
-    crate::assert_timeout_kills(&mcp, &s).await;
+    crate::assert_timeout_kills(&mcp, &s, "exec").await;
     mcp.close().await;
 }

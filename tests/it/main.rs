@@ -119,11 +119,14 @@ pub async fn connect_watcher(env: &TestEnv) -> (McpClient, (String, String)) {
     (mcp, session)
 }
 
-/// Runs a sleep with a one-second timeout and checks it ends as a timeout should: answered
-/// `timed_out` with `TERM`, and nothing of it left on the host.
-pub async fn assert_timeout_kills(mcp: &McpClient, s: &(String, String)) {
+/// Runs a sleep through `tool` (`exec` or `sudo_exec`) with a one-second timeout and checks
+/// it ends as a timeout should: answered `timed_out` with `TERM`, and nothing of it left on
+/// the host.
+pub async fn assert_timeout_kills(mcp: &McpClient, s: &(String, String), tool: &str) {
     let secs = sshmcp_tests::process::unique_sleep(31);
-    let r = exec(mcp, s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
+    let args = json!({"session_id": s.0, "session_key": s.1, "timeout": 1,
+                      "command": format!("sleep {secs}")});
+    let r = mcp.call(tool, args).await;
     assert_eq!(
         (r["timed_out"].clone(), r["signal"].clone()),
         (json!(true), json!("TERM")),

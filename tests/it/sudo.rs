@@ -92,21 +92,13 @@ async fn a_user_in_no_sudoers_rule_is_not_allowed() {
     mcp.close().await;
 }
 
-/// A timeout ends a command running as root too: sudo relays the TERM the kill sends to its
-/// process group.
+/// A timeout ends a command running as root too: the kill runs as root, through the same
+/// sudo rule (the user's own kill reaches only sudo, which passes it to bash alone).
 #[tokio::test]
 async fn a_timeout_ends_a_command_running_as_root() {
     let user = sudo_user(SudoRule::NoPassword);
     let (_env, mcp, s) = as_user(&user).await;
-    let secs = sshmcp_tests::process::unique_sleep(34);
-    let r = sudo(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
-    assert_eq!(r["timed_out"], true, "{r}");
-    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
-    let r = crate::exec(&mcp, &s, &probe, json!({})).await;
-    assert_eq!(
-        r["stdout"]["data"], "gone\n",
-        "the root process must be gone: {r}"
-    );
+    crate::assert_timeout_kills(&mcp, &s, "sudo_exec").await;
     mcp.close().await;
 }
 

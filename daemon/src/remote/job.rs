@@ -44,6 +44,8 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// After a stop, how long the task waits for a silent login shell to report the group.
 const MARKER_WAIT: Duration = Duration::from_secs(60);
+/// A time no timer reaches: the "never" of the loop's optional timers.
+const NEVER: Duration = Duration::from_secs(400 * 86_400);
 /// An output pipe's size once its command prints in bulk: 4 times Linux's default.
 const BULK_PIPE_BYTES: i32 = 256 * 1024;
 
@@ -261,7 +263,8 @@ async fn run(
         // (a kill may take one too: on a server with few sessions it may hold the last one).
         // Not while the master is stopped: the payload would wait in its buffers and run
         // whenever it resumes.
-        let alone = *host.active.borrow() <= 1;
+        // A kill never waits for a fill: it takes a ready channel or opens its own.
+        let alone = !program.control && *host.active.borrow() <= 1;
         if !host.master_stopped()
             && let Some(warm) = host.standby.take_soon(alone, deadline).await
         {
@@ -345,7 +348,7 @@ async fn run(
     let mut quiet_since: Option<Instant> = None;
     let mut stopping: Option<Stopping> = None;
     let mut spool_failure: Option<RunError> = None;
-    let far = started + Duration::from_secs(400 * 86_400);
+    let far = started + NEVER;
     loop {
         let streams_done = out.eof && err.eof;
         // The program's own end: its shell exited and its streams closed, or a background
@@ -489,7 +492,7 @@ fn start_kill(stop: &mut Stopping, host: &Host, out: &MarkerScan, err: &Stream) 
         stop.answer_by = stop
             .answer_by
             .max(Instant::now() + KILL_BUDGET.min(ANSWER_GRACE));
-        stop.give_up_at = Instant::now() + Duration::from_secs(400 * 86_400);
+        stop.give_up_at = Instant::now() + NEVER;
     }
 }
 

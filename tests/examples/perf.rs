@@ -280,34 +280,69 @@ fn print(rows: &[Row]) {
     }
 }
 
-/// With `SSHMCP_PERF_LOAD=SECONDS`: only 8 callers on one session for that long, for a
-/// profiler to watch (`perf record -a`); prints the calls/s.
+/// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
+/// to watch (`perf record -a`); prints the calls/s and the median call. `SSHMCP_PERF_CALLERS`
+/// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
+/// `big` for the 10 MiB command) shape the load; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
+/// daemon's log.
 async fn load(seconds: u64) {
-    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
+    let var = |name: &str| std::env::var(name).ok();
+    let callers: usize = var("SSHMCP_PERF_CALLERS")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(CALLERS);
+    let pause = Duration::from_millis(
+        var("SSHMCP_PERF_PAUSE_MS")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+    );
+    let command = match var("SSHMCP_PERF_COMMAND").as_deref() {
+        None => "true".to_string(),
+        Some("big") => big_command(),
+        Some(other) => other.to_string(),
+    };
+    let standby = var("SSHMCP_STANDBY_CHANNELS").unwrap_or_default();
+    let env = TestEnv::with(
+        &SshdOptions::default(),
+        &[
+            ("SSHMCP_LOG", &var("SSHMCP_LOG").unwrap_or("warn".into())),
+            ("SSHMCP_STANDBY_CHANNELS", &standby),
+        ],
+    );
     let mcp = Arc::new(env.mcp().await);
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let server = Server::Sshmcp {
         session: sshmcp_tests::mcp::session_of(&r),
     };
     let until = Instant::now() + Duration::from_secs(seconds);
-    let callers: Vec<_> = (0..CALLERS)
+    let tasks: Vec<_> = (0..callers)
         .map(|_| {
-            let (mcp, server) = (mcp.clone(), server.clone());
+            let (mcp, server, command) = (mcp.clone(), server.clone(), command.clone());
             tokio::spawn(async move {
-                let mut calls = 0u64;
+                let mut took = Vec::new();
                 while Instant::now() < until {
-                    server.exec(&mcp, "true").await;
-                    calls += 1;
+                    tokio::time::sleep(pause).await;
+                    took.push(timed(server.exec(&mcp, &command)).await.0);
                 }
-                calls
+                took
             })
         })
         .collect();
-    let mut calls = 0;
-    for c in callers {
-        calls += c.await.unwrap();
+    let mut took = Vec::new();
+    for task in tasks {
+        took.extend(task.await.unwrap());
     }
-    println!("{} calls/s over {seconds} s", calls / seconds);
+    took.sort();
+    println!(
+        "{} calls/s over {seconds} s, median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        took.len() as u64 / seconds,
+        ms(&took, 50.0),
+        ms(&took, 90.0),
+        ms(&took, 99.0)
+    );
+    // `SSHMCP_PERF_KEEP_LOG=PATH` keeps the daemon's log (with `SSHMCP_LOG=debug`, say).
+    if let Some(path) = var("SSHMCP_PERF_KEEP_LOG") {
+        std::fs::write(path, env.daemon_log()).expect("the log copy");
+    }
 }
 
 #[tokio::main]

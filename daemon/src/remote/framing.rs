@@ -5,11 +5,13 @@
 //! sshd runs every channel through the user's login shell, whose startup files may print
 //! anything on stdout or stderr (conda, nvm, motd scripts; tcsh reads `.cshrc` with no
 //! interactive guard at all). So the login shell only ever sees a short fixed line that execs
-//! `/bin/sh`, and that shell sources the payload from the channel's stdin. The payload first
-//! prints a marker carrying a random nonce on each stream: everything before it is the login
-//! shell's noise and is dropped; everything after it is the program's own output, untouched.
-//! The nonce is fresh per run, so no noise can contain it, and the program's own output comes
-//! after the markers, so it may print anything at all, the nonce included.
+//! `/bin/sh`, which then reads programs from the channel's stdin (see `runner`); each program
+//! is a payload its own `/bin/sh` sources. The payload first prints a marker carrying a random
+//! nonce on each stream: everything before it is the login shell's noise (or what an earlier
+//! program's escaped processes wrote) and is dropped; everything after it is the program's own
+//! output, untouched, up to the end marker. The nonces are fresh per run, so no noise can
+//! contain them, and the program's own output comes after the markers, so it may print
+//! anything at all, the nonces included.
 //!
 //! The stderr marker carries the process group, read from the kernel (`/proc`, else `ps`)
 //! before anything else can block, so a stop can kill from then on. The stdout marker says
@@ -21,12 +23,19 @@ use std::fmt::Write as _;
 
 use base64::Engine as _;
 
-/// What the login shell runs. One line, single-quoted, with no `!` or backslash, so bash,
-/// dash, zsh, csh and fish all hand it to `/bin/sh` unchanged. `/proc/self/fd` stands in for
-/// `/dev/fd` on systems without it. The command's stdin is `/dev/null`; the payload arrives on
-/// fd 3, which the payload closes first so the program cannot read its own source.
-pub const BOOTSTRAP: &str = "exec /bin/sh -c 'exec 3<&0 </dev/null; \
-if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi'";
+use super::runner;
+
+/// What the login shell runs: one word pair with no quote, `!` or backslash, so bash, dash,
+/// zsh, csh and fish all hand it to `/bin/sh` unchanged. That shell reads programs from the
+/// channel's stdin (see `runner`).
+pub const BOOTSTRAP: &str = "exec /bin/sh";
+
+/// What a program's own `/bin/sh` runs: its payload arrives on stdin (a here-document of the
+/// channel's shell), moved to fd 3, which the payload closes first so the program cannot read
+/// its own source; the program's stdin is `/dev/null`. `/proc/self/fd` stands in for
+/// `/dev/fd` on systems without it. No single quote: it travels single-quoted.
+pub const INNER_BOOTSTRAP: &str = "exec 3<&0 </dev/null; \
+if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi";
 
 /// The payload's prelude, up to the working directory. `{E}` is the stderr nonce. Builtins
 /// go through `command`, so functions a login environment exports (bash as `/bin/sh` imports
@@ -35,12 +44,15 @@ if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi'";
 /// being its creator's pid) means this shell leads it, as it does under sshd, for one system
 /// call; otherwise field 5 of `/proc/$$/stat` (after the parenthesised name; dash reads it a
 /// byte at a time, 0.2 ms), else `ps`. It reports the group on stderr and leaves no variable
-/// or positional parameter behind.
+/// or positional parameter behind. It also tells the channel's shell on fd 5 the group, the
+/// end nonces and whether the channel may serve another program (`{R}`), and closes that
+/// descriptor and the channel's start date (fd 4) so nothing the program starts holds them.
 const PRELUDE: &str = "exec 3<&-; if command kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
 elif command read -r _sshmcp_g </proc/$$/stat 2>/dev/null; then _sshmcp_g=${_sshmcp_g##*) }; \
 set -- $_sshmcp_g; _sshmcp_g=$3; set --; \
-else set -- $(ps -o pgid= -p $$ 2>/dev/null); _sshmcp_g=$1; set --; fi; \
-_sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; ";
+else set -- $(ps -o pgid= -p $$ </dev/null 2>/dev/null); _sshmcp_g=$1; set --; fi; \
+_sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
+command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&-; ";
 
 /// The exit status of a run whose working directory could not be entered.
 pub const NO_CWD_STATUS: u32 = 125;
@@ -51,29 +63,74 @@ pub const NO_CWD_STATUS: u32 = 125;
 pub struct Framing {
     out_nonce: String,
     err_nonce: String,
+    /// The delimiter of the here-document the payload travels in.
+    feed_nonce: String,
+    /// The end markers (see `runner`).
+    end_out: String,
+    end_err: String,
 }
 
 impl Framing {
     /// A framing with fresh random nonces.
     pub fn new() -> std::io::Result<Self> {
-        let bytes: [u8; 32] = crate::session::key::random_bytes()?;
-        let nonce = |half: &[u8]| format!("_sshmcp_{}", crate::session::key::hex(half));
-        Ok(Self::with_nonces(nonce(&bytes[..16]), nonce(&bytes[16..])))
+        let bytes: [u8; 80] = crate::session::key::random_bytes()?;
+        let mut nonces = bytes
+            .chunks(16)
+            .map(|part| format!("_sshmcp_{}", crate::session::key::hex(part)));
+        let mut next = || nonces.next().expect("five nonces");
+        Ok(Self::with_nonces([next(), next(), next(), next(), next()]))
     }
 
-    fn with_nonces(out_nonce: String, err_nonce: String) -> Self {
+    fn with_nonces([out_nonce, err_nonce, feed_nonce, end_out, end_err]: [String; 5]) -> Self {
         Self {
             out_nonce,
             err_nonce,
+            feed_nonce,
+            end_out,
+            end_err,
         }
     }
 
-    /// The bytes fed on the channel's stdin: the prelude (the stderr marker with the process
+    /// What a channel opened for this program reads: the runner, with `payload` as its
+    /// first program (see `runner`).
+    pub fn fresh_text(&self, payload: &[u8]) -> Vec<u8> {
+        runner::fresh_text(payload, &self.feed_nonce)
+    }
+
+    /// What the waiting program shell of a channel that waited reads (see `runner`).
+    pub fn warm_text(&self, payload: &[u8]) -> Vec<u8> {
+        runner::warm_text(payload, &self.out_nonce)
+    }
+
+    /// A scanner for stdout's end marker.
+    pub fn stdout_end(&self) -> runner::EndScan {
+        runner::EndScan::new(&self.end_out)
+    }
+
+    /// A scanner for stderr's end marker.
+    pub fn stderr_end(&self) -> runner::EndScan {
+        runner::EndScan::new(&self.end_err)
+    }
+
+    /// The program its own `/bin/sh` reads: the prelude (the stderr marker with the process
     /// group), the working directory, the stdout marker (`run` or `nocwd`, and the group
     /// again), then `script` as one group, with `stdin` (when given) as the group's input.
-    pub fn payload(&self, script: &str, cwd: Option<&str>, stdin: Option<&[u8]>) -> Vec<u8> {
+    /// `reusable`: the channel may serve another program after this one.
+    pub fn payload(
+        &self,
+        script: &str,
+        cwd: Option<&str>,
+        stdin: Option<&[u8]>,
+        reusable: bool,
+    ) -> Vec<u8> {
         let (o, n) = (&self.out_nonce, &self.err_nonce);
-        let mut out = PRELUDE.replace("{E}", n);
+        let report = format!(
+            "{} {} {}",
+            self.end_out,
+            self.end_err,
+            if reusable { "more" } else { "last" }
+        );
+        let mut out = PRELUDE.replace("{E}", n).replace("{R}", &report);
         if let Some(dir) = cwd {
             // An exported CDPATH would turn a relative cwd into another directory.
             let _ = write!(
@@ -104,7 +161,13 @@ impl Framing {
         }
         let mut payload = out.into_bytes();
         payload.extend_from_slice(script.as_bytes());
-        payload.extend_from_slice(b"\n}\n");
+        // The group's stdin is /dev/null unless given (the shell reads its program from the
+        // channel's stdin), and the shell exits right after it: it must not wait for more.
+        payload.extend_from_slice(b"\n}");
+        payload.extend_from_slice(match stdin {
+            Some(_) => AFTER_GROUP_WITH_STDIN.as_bytes(),
+            None => AFTER_GROUP.as_bytes(),
+        });
         payload
     }
 
@@ -131,6 +194,8 @@ pub struct Markers {
     pub no_cwd: bool,
     /// Whether stdout's marker was seen: the program's group started.
     pub started: bool,
+    /// The channel's shell found its login files changed and ran nothing (see `runner`).
+    pub stale: bool,
 }
 
 impl Markers {
@@ -146,13 +211,21 @@ impl Markers {
             group,
             no_cwd: state == Some("nocwd"),
             started: state == Some("run"),
+            stale: state == Some("stale"),
         }
     }
 }
 
-/// How many bytes at the end of a payload still matter after the group's closing brace: a
-/// payload cut short by more than this ran none of its group.
-pub const PAYLOAD_TAIL_AFTER_GROUP: usize = 1;
+/// What follows a program's group: its stdin (the shell reads its program from the channel's
+/// stdin), and the shell's end, right after the group, so it never waits for more.
+const AFTER_GROUP: &str = " </dev/null; exit\n";
+/// The same when the group reads the given stdin from a pipe.
+const AFTER_GROUP_WITH_STDIN: &str = "; exit\n";
+
+/// How many bytes at most follow a text's closing brace: a text cut short by more than this
+/// ran none of its group (a cut after the brace may have run it, since the end of input ends
+/// the last command as a newline would).
+pub const PAYLOAD_TAIL_AFTER_GROUP: usize = AFTER_GROUP.len();
 
 /// One sh word holding exactly `s`: single quotes, with each `'` written as `'\''`.
 pub fn sh_quote(s: &str) -> String {
@@ -272,18 +345,20 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::runner;
     use super::*;
 
     fn framing() -> Framing {
-        Framing::with_nonces("_sshmcp_0123abcd".into(), "_sshmcp_4567ef01".into())
+        Framing::with_nonces(
+            ["0123abcd", "4567ef01", "feed", "endout", "enderr"].map(|n| format!("_sshmcp_{n}")),
+        )
     }
 
     #[test]
-    fn bootstrap_is_shell_neutral() {
-        assert!(!BOOTSTRAP.contains('!'));
-        assert!(!BOOTSTRAP.contains('\\'));
-        assert!(!BOOTSTRAP.contains('\n'));
-        assert_eq!(BOOTSTRAP.matches('\'').count(), 2);
+    fn bootstraps_are_shell_neutral() {
+        for text in [BOOTSTRAP, INNER_BOOTSTRAP] {
+            assert!(!text.contains(['!', '\\', '\n', '\'']), "{text}");
+        }
     }
 
     #[test]
@@ -326,92 +401,152 @@ mod tests {
         assert_eq!(scan.noise().0, 4096 * 1000);
     }
 
-    /// What a local run of a payload gave: each stream's marker and own bytes, and the status.
+    /// A channel's shell run locally: `/bin/sh -c BOOTSTRAP` after a login shell's noise, fed
+    /// texts on its stdin as the daemon feeds them (the next only after the last one's end),
+    /// its streams kept whole.
+    struct LocalChannel {
+        child: std::process::Child,
+        streams: std::sync::Arc<(std::sync::Mutex<[Vec<u8>; 2]>, std::sync::Condvar)>,
+        readers: Vec<std::thread::JoinHandle<()>>,
+    }
+
+    impl LocalChannel {
+        fn start(configure: impl FnOnce(&mut std::process::Command)) -> Self {
+            let mut command = std::process::Command::new("/bin/sh");
+            configure(&mut command);
+            let mut child = command
+                .arg("-c")
+                .arg(format!("echo noise; echo noise >&2; {BOOTSTRAP}"))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let streams = std::sync::Arc::new((std::sync::Mutex::default(), Default::default()));
+            let pipes: [Box<dyn std::io::Read + Send>; 2] = [
+                Box::new(child.stdout.take().unwrap()),
+                Box::new(child.stderr.take().unwrap()),
+            ];
+            let readers = pipes
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut pipe)| {
+                    let streams = streams.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                            let (lock, changed): &(
+                                std::sync::Mutex<[Vec<u8>; 2]>,
+                                std::sync::Condvar,
+                            ) = &streams;
+                            lock.lock().unwrap()[i].extend_from_slice(&buf[..n]);
+                            changed.notify_all();
+                        }
+                    })
+                })
+                .collect();
+            Self {
+                child,
+                streams,
+                readers,
+            }
+        }
+
+        fn feed(&mut self, text: &[u8]) {
+            use std::io::Write;
+            self.child.stdin.as_mut().unwrap().write_all(text).unwrap();
+        }
+
+        /// Waits until stdout holds `needle` (a program's end marker).
+        fn wait_for(&self, needle: &str) {
+            let (lock, changed) = &*self.streams;
+            let held =
+                |s: &[Vec<u8>; 2]| !s[0].windows(needle.len()).any(|w| w == needle.as_bytes());
+            let timeout = std::time::Duration::from_secs(10);
+            let (_guard, waited) = changed
+                .wait_timeout_while(lock.lock().unwrap(), timeout, |s| held(s))
+                .unwrap();
+            assert!(!waited.timed_out(), "no {needle} on stdout");
+        }
+
+        /// Closes stdin and waits: the shell reads to its end and exits. Returns both streams.
+        fn finish(mut self) -> [Vec<u8>; 2] {
+            drop(self.child.stdin.take());
+            self.child.wait().unwrap();
+            for reader in self.readers.drain(..) {
+                reader.join().unwrap();
+            }
+            std::mem::take(&mut *self.streams.0.lock().unwrap())
+        }
+    }
+
+    /// One program's share of a channel's streams, split by its own markers.
     struct LocalRun {
         markers: Markers,
         out_marker: Option<String>,
         out: Vec<u8>,
         err_marker: Option<String>,
         err: Vec<u8>,
-        status: Option<i32>,
-        pid: u32,
+        end: Option<runner::End>,
     }
 
-    /// Runs a payload through a real `/bin/sh -c BOOTSTRAP`, as sshd's login shell would after
-    /// printing noise, and splits the streams with the scanners.
+    impl LocalRun {
+        fn split(f: &Framing, [stdout, stderr]: &[Vec<u8>; 2]) -> Self {
+            let (mut so, mut se) = (f.stdout_scanner(), f.stderr_scanner());
+            let (mut eo, mut ee) = (f.stdout_end(), f.stderr_end());
+            let out = eo.feed(&so.feed(stdout)).into_owned();
+            let err = ee.feed(&se.feed(stderr)).into_owned();
+            assert_eq!(eo.end(), ee.end(), "both streams end alike");
+            Self {
+                markers: Markers::read(&so, &se),
+                out_marker: so.marker().map(str::to_string),
+                out,
+                err_marker: se.marker().map(str::to_string),
+                err,
+                end: eo.end(),
+            }
+        }
+
+        fn status(&self) -> Option<u32> {
+            self.end.map(|e| e.status)
+        }
+    }
+
+    /// Runs one payload on a fresh local channel.
     fn run_local(f: &Framing, script: &str, cwd: Option<&str>, stdin: Option<&[u8]>) -> LocalRun {
-        run_local_as(f, script, cwd, stdin, false)
-    }
-
-    /// `leader`: the shell leads its own process group, as under sshd.
-    fn run_local_as(
-        f: &Framing,
-        script: &str,
-        cwd: Option<&str>,
-        stdin: Option<&[u8]>,
-        leader: bool,
-    ) -> LocalRun {
-        use std::io::Write;
-        use std::os::unix::process::CommandExt;
-        let mut command = std::process::Command::new("/bin/sh");
-        if leader {
-            command.process_group(0);
-        }
-        let mut child = command
-            .arg("-c")
-            .arg(format!("echo noise; echo noise >&2; {BOOTSTRAP}"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(&f.payload(script, cwd, stdin))
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let (mut so, mut se) = (f.stdout_scanner(), f.stderr_scanner());
-        let stdout = so.feed(&out.stdout).into_owned();
-        let stderr = se.feed(&out.stderr).into_owned();
-        let markers = Markers::read(&so, &se);
-        LocalRun {
-            markers,
-            out_marker: so.marker().map(str::to_string),
-            out: stdout,
-            err_marker: se.marker().map(str::to_string),
-            err: stderr,
-            status: out.status.code(),
-            pid,
-        }
+        let mut channel = LocalChannel::start(|_| {});
+        channel.feed(&f.fresh_text(&f.payload(script, cwd, stdin, true)));
+        LocalRun::split(f, &channel.finish())
     }
 
     #[test]
     fn payload_runs_exactly_the_script() {
         let f = framing();
         let script = "printf '%s|' \"$#\" \"$0\" \"${_sshmcp_g-unset}\"; echo out; echo err >&2; \
-                      cat <<EOF\nheredoc $((1+1))\nEOF\nexit 3";
+                      cat <<EOF\nheredoc $((1+1))\nEOF\ncase x in x) echo ')';; esac\nexit 3";
         let run = run_local(&f, script, None, None);
         assert!(run.markers.started && !run.markers.no_cwd);
         assert_eq!(
-            String::from_utf8(run.out).unwrap(),
-            "0|/bin/sh|unset|out\nheredoc 2\n"
+            String::from_utf8_lossy(&run.out),
+            "0|/bin/sh|unset|out\nheredoc 2\n)\n"
         );
         assert_eq!(run.err, b"err\n");
-        assert_eq!(run.status, Some(3));
-        // Not a group leader: the group is read from /proc, and it is ours.
-        let ours = nix::unistd::getpgrp().as_raw() as u32;
-        assert_eq!(run.err_marker.unwrap().parse::<u32>().unwrap(), ours);
-        assert_eq!(run.markers.group, Some(ours));
-        assert_eq!(run.out_marker, Some(format!("run {ours}")));
+        assert_eq!(run.status(), Some(3));
+        assert_eq!(run.end.unwrap().after, runner::After::Idle);
     }
 
     #[test]
-    fn a_group_leader_reports_its_own_group() {
-        let run = run_local_as(&framing(), "true", None, None, true);
-        assert_eq!(run.err_marker.unwrap().parse::<u32>().unwrap(), run.pid);
+    fn a_program_runs_in_a_group_of_its_own() {
+        let f = framing();
+        let run = run_local(&f, "ps -o pgid= -p $$", None, None);
+        let group: u32 = run.err_marker.unwrap().parse().unwrap();
+        assert_ne!(group, nix::unistd::getpgrp().as_raw() as u32);
+        assert_eq!(run.markers.group, Some(group));
+        assert_eq!(run.out_marker, Some(format!("run {group}")));
+        assert_eq!(
+            String::from_utf8(run.out).unwrap().trim(),
+            group.to_string()
+        );
     }
 
     #[test]
@@ -423,7 +558,7 @@ mod tests {
         let run = run_local(&f, "echo ran", Some("/no/such dir"), None);
         assert!(run.markers.no_cwd && !run.markers.started);
         assert!(run.out.is_empty() && run.err.is_empty());
-        assert_eq!(run.status, Some(NO_CWD_STATUS as i32));
+        assert_eq!(run.status(), Some(NO_CWD_STATUS));
     }
 
     #[test]
@@ -431,30 +566,113 @@ mod tests {
         let f = framing();
         let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
         let run = run_local(&f, "cat", None, Some(&data));
-        assert_eq!(run.status, Some(0));
+        assert_eq!(run.status(), Some(0));
         assert_eq!(run.out, data);
     }
 
     #[test]
-    fn a_payload_cut_before_its_closing_brace_runs_nothing() {
+    fn a_text_cut_before_its_closing_brace_runs_nothing() {
         let f = framing();
-        let payload = f.payload("echo ran-anyway", None, None);
-        let cut = &payload[..payload.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
+        let home = tempfile::tempdir().unwrap();
+        let payload = |f: &Framing| f.payload("echo ran-anyway", None, None, true);
+        // The first program, cut in its channel's text.
+        let text = f.fresh_text(&payload(&f));
+        let mut channel = LocalChannel::start(|_| {});
+        channel.feed(&text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1]);
+        let [out, _] = channel.finish();
+        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
+        // A later program, cut in its own text.
+        let mut channel = LocalChannel::start(|c| {
+            c.env("HOME", home.path());
+        });
+        channel.feed(&f.fresh_text(&f.payload("true", None, None, true)));
+        channel.wait_for(&f.end_out);
+        let later = Framing::new().unwrap();
+        let text = later.warm_text(&payload(&later));
+        let cut = &text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
         assert!(cut.ends_with(b"ran-anyway\n"));
-        let out = std::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(BOOTSTRAP)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child.stdin.take().unwrap().write_all(cut)?;
-                child.wait_with_output()
-            })
-            .unwrap();
-        assert!(!String::from_utf8_lossy(&out.stdout).contains("ran-anyway"));
+        channel.feed(cut);
+        let [out, _] = channel.finish();
+        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
+    }
+
+    /// Programs one after another on one channel: each is exact, each starts from the login
+    /// environment, and interrupts reach them (no signal is ignored).
+    #[test]
+    fn one_channel_runs_program_after_program() {
+        let home = tempfile::tempdir().unwrap();
+        let mut channel = LocalChannel::start(|c| {
+            c.env("HOME", home.path());
+        });
+        let runs: Vec<(Framing, &str)> = vec![
+            (Framing::new().unwrap(), "export LEAK=1; cd /; printf one"),
+            (
+                Framing::new().unwrap(),
+                "printf '%s|%s' \"${LEAK-none}\" \"$PWD\" >&2; exit 4",
+            ),
+            (Framing::new().unwrap(), "grep SigIgn /proc/$$/status"),
+            (Framing::new().unwrap(), "cat"),
+        ];
+        for (i, (f, script)) in runs.iter().enumerate() {
+            let stdin = (i == 3).then_some(&b"given\n"[..]);
+            let payload = f.payload(script, None, stdin, true);
+            channel.feed(&match i {
+                0 => f.fresh_text(&payload),
+                _ => f.warm_text(&payload),
+            });
+            channel.wait_for(&f.end_out);
+        }
+        let output = channel.finish();
+        let split: Vec<LocalRun> = runs
+            .iter()
+            .map(|(f, _)| LocalRun::split(f, &output))
+            .collect();
+        assert_eq!(split[0].out, b"one");
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(split[1].err, format!("none|{}", here.display()).as_bytes());
+        assert_eq!(split[1].status(), Some(4));
+        // SIGINT and SIGQUIT are not ignored, as they would be in a background job.
+        let out = String::from_utf8_lossy(&split[2].out);
+        let mask = u64::from_str_radix(out.trim().trim_start_matches("SigIgn:").trim(), 16);
+        assert_eq!(mask.unwrap() & 0b110, 0, "{out}");
+        assert_eq!(split[3].out, b"given\n");
+        assert!(
+            split
+                .iter()
+                .all(|r| r.end.unwrap().after == runner::After::Idle)
+        );
+    }
+
+    /// A program whose background child outlives it keeps the channel: the channel's shell
+    /// ends after it, and says so.
+    #[test]
+    fn a_background_child_keeps_its_channel() {
+        let f = framing();
+        let run = run_local(&f, "sleep 5 >/dev/null 2>&1 & echo started", None, None);
+        assert_eq!(run.out, b"started\n");
+        assert_eq!(run.end.unwrap().after, runner::After::Left);
+    }
+
+    /// A waiting channel whose login files changed since it started runs nothing and says it
+    /// is stale.
+    #[test]
+    fn a_changed_login_file_makes_a_waiting_channel_stale() {
+        let home = tempfile::tempdir().unwrap();
+        let mut channel = LocalChannel::start(|c| {
+            c.env("HOME", home.path());
+        });
+        let (first, second) = (framing(), Framing::new().unwrap());
+        channel.feed(&first.fresh_text(&first.payload("echo x >> ~/.bashrc", None, None, true)));
+        channel.wait_for(&first.end_out);
+        channel.feed(&second.warm_text(&second.payload("echo ran-anyway", None, None, true)));
+        let output = channel.finish();
+        assert_eq!(
+            LocalRun::split(&first, &output).end.unwrap().after,
+            runner::After::Idle
+        );
+        let second = LocalRun::split(&second, &output);
+        assert!(second.markers.stale && !second.markers.started);
+        assert!(!String::from_utf8_lossy(&output[0]).contains("ran-anyway"));
     }
 
     #[test]
@@ -479,24 +697,13 @@ mod tests {
         std::fs::create_dir_all(base.path().join("decoy/sub")).unwrap();
         std::fs::create_dir_all(base.path().join("home/sub")).unwrap();
         let f = framing();
-        let out = std::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(BOOTSTRAP)
-            .current_dir(base.path().join("home"))
-            .env("CDPATH", base.path().join("decoy"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                let payload = f.payload("pwd", Some("sub"), None);
-                child.stdin.take().unwrap().write_all(&payload)?;
-                child.wait_with_output()
-            })
-            .unwrap();
-        let mut scan = f.stdout_scanner();
-        let pwd = scan.feed(&out.stdout).into_owned();
-        assert!(String::from_utf8(pwd).unwrap().ends_with("/home/sub\n"));
+        let mut channel = LocalChannel::start(|c| {
+            c.current_dir(base.path().join("home"))
+                .env("CDPATH", base.path().join("decoy"));
+        });
+        channel.feed(&f.fresh_text(&f.payload("pwd", Some("sub"), None, true)));
+        let run = LocalRun::split(&f, &channel.finish());
+        assert!(String::from_utf8(run.out).unwrap().ends_with("/home/sub\n"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use sshmcp_proto::exec::{ExecResult, StreamOutput};
 use tokio::io::AsyncReadExt;
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +28,10 @@ use super::capture::Capture;
 use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan, Markers};
 use super::kill::{self, KILL_BUDGET, Killed};
+use super::runner::{After, EndScan};
 use super::spool::{Spool, Spooled};
-use super::{Host, Program, RunError, standby};
+use super::standby::{self, Standby, Warm};
+use super::{Host, Program, RunError};
 use crate::mux::{self, ControlEvent};
 
 /// After the program's shell exited, how long its streams may stay quiet but open before the
@@ -68,6 +70,8 @@ struct Stream {
     enlarged: bool,
     buf: Vec<u8>,
     scan: MarkerScan,
+    /// The end marker, after the start marker (see `runner`).
+    end: EndScan,
     capture: Capture,
     spool: Option<Spool>,
     eof: bool,
@@ -86,13 +90,18 @@ impl Stream {
         );
     }
 
-    fn new(pipe: tokio::net::unix::pipe::Receiver, scan: MarkerScan, program: &Program) -> Self {
+    fn new(
+        pipe: tokio::net::unix::pipe::Receiver,
+        (scan, end): (MarkerScan, EndScan),
+        program: &Program,
+    ) -> Self {
         Self {
             gate: None,
             enlarged: false,
             pipe,
             buf: vec![0u8; 64 * 1024],
             scan,
+            end,
             capture: Capture::new(program.max_output_bytes),
             spool: None,
             eof: false,
@@ -110,6 +119,8 @@ impl Stream {
         if n == 0 {
             self.eof = true;
             self.scan.finish();
+            let held = self.end.take_held();
+            self.keep(&held)?;
             if let Some(gate) = self.gate.as_mut() {
                 gate.finish();
             }
@@ -119,20 +130,30 @@ impl Stream {
             self.enlarge();
         }
         let framed = self.scan.feed(&self.buf[..n]);
+        let own = self.end.feed(&framed).into_owned();
+        self.keep(&own)?;
+        Ok(true)
+    }
+
+    /// Passes the program's own bytes through the gate into the capture and the spool.
+    fn keep(&mut self, own: &[u8]) -> std::io::Result<()> {
         let own = match self.gate.as_mut() {
-            Some(gate) => std::borrow::Cow::Owned(gate.feed(&framed).into_owned()),
-            None => framed,
+            Some(gate) => gate.feed(own),
+            None => own.into(),
         };
         self.capture.push(&own);
         if let Some(spool) = self.spool.as_mut() {
             spool.write(&own)?;
         }
-        Ok(true)
+        Ok(())
     }
 
-    /// The stream's answer: the capture so far and the finished spool. Later output (of
-    /// children that outlive the program) is read and dropped.
+    /// The stream's answer: the capture so far (with what the end scan still held) and the
+    /// finished spool. Later output (of children that outlive the program) is read and
+    /// dropped.
     fn answer(&mut self) -> std::io::Result<StreamOutput> {
+        let held = self.end.take_held();
+        self.keep(&held)?;
         let limit = self.capture.limit();
         let capture = std::mem::replace(&mut self.capture, Capture::new(limit));
         let spooled: Option<Spooled> = self.spool.take().map(Spool::finish).transpose()?;
@@ -140,8 +161,9 @@ impl Stream {
     }
 }
 
-/// The payload on its way to the remote stdin, written in steps so a stop knows how much of
-/// it went out.
+/// The program text on its way to the channel's stdin, written in steps so a stop knows how
+/// much of it went out. The stdin stays open afterwards: the channel's shell waits there for
+/// its next program.
 struct Feed {
     pipe: Option<tokio::net::unix::pipe::Sender>,
     payload: Vec<u8>,
@@ -150,11 +172,10 @@ struct Feed {
 
 impl Feed {
     fn done(&self) -> bool {
-        self.pipe.is_none()
+        self.pipe.is_none() || self.written >= self.payload.len()
     }
 
-    /// Writes the next part; closes stdin once all of it is out (the sourcing shell reads to
-    /// EOF), or when the remote side stopped reading.
+    /// Writes the next part; closes stdin when the remote side stopped reading.
     async fn step(&mut self) {
         use tokio::io::AsyncWriteExt;
         let Some(pipe) = self.pipe.as_mut() else {
@@ -163,9 +184,6 @@ impl Feed {
         match pipe.write(&self.payload[self.written..]).await {
             Ok(n) if n > 0 => self.written += n,
             _ => self.pipe = None,
-        }
-        if self.written >= self.payload.len() {
-            self.pipe = None;
         }
     }
 
@@ -210,11 +228,9 @@ pub(super) async fn drive(host: Host, program: Program, stop: CancellationToken,
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
         let _ = answer.send(outcome);
     }
-    // The run is over: channels opened before now are stale, and its slot is free again to
-    // ready one for the next command.
+    // The run is over: its slot may be free again to ready a channel for the next command.
     if active.is_some() {
         drop(active);
-        host.standby.run_ended();
         standby::refill(&host);
     }
 }
@@ -239,6 +255,25 @@ fn spool_err(e: std::io::Error) -> RunError {
     RunError::Failed(format!("cannot write the spool file: {e}"))
 }
 
+/// A channel for one attempt, with the slot it holds (none for a kill's own channel).
+struct Opened {
+    permit: Option<OwnedSemaphorePermit>,
+    session: mux::MuxSession,
+    /// The channel was opened for this program (its shell needs its setup).
+    fresh: bool,
+    /// When its login shell started.
+    opened_at: Instant,
+}
+
+/// What one attempt came to. One per attempt, moved once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Attempt {
+    /// Nothing ran: the waiting channel was stale or had ended. A fresh one is needed.
+    Retry,
+    /// The outcome still to be sent, or None when it was sent already.
+    Over(Option<Result<ExecResult, RunError>>),
+}
+
 /// The run itself. Returns the outcome still to be sent, or None when it was sent already.
 /// Spool files not handed to an answer remove themselves when the run ends.
 async fn run(
@@ -258,190 +293,327 @@ async fn run(
         Ok(f) => f,
         Err(e) => return Some(Err(RunError::Failed(format!("no randomness: {e}")))),
     };
-    let opened = async {
-        // A channel opened ahead of need already runs the bootstrap: it only needs the payload
-        // (a kill may take one too: on a server with few sessions it may hold the last one).
-        // Not while the master is stopped: the payload would wait in its buffers and run
-        // whenever it resumes.
-        // A kill never waits for a fill: it takes a ready channel or opens its own.
-        let alone = !program.control && *host.active.borrow() <= 1;
-        if !host.master_stopped()
-            && let Some(warm) = host.standby.take_soon(alone, deadline).await
-        {
-            return Ok((Some(warm.permit), warm.session));
-        }
-        let _opening = (!program.control).then(|| host.standby.opening());
-        let permit = match program.control {
-            true => None,
-            false => Some(channel::acquire_slot(&host.slots, deadline).await?),
+    let mut waiting_ok = true;
+    loop {
+        let opened = tokio::select! {
+            r = open(host, &program, deadline, waiting_ok) => r,
+            // Nothing was sent yet: nothing runs.
+            _ = stop.cancelled() => return Some(Err(RunError::Cancelled)),
+            _ = closing.cancelled() => return Some(Err(RunError::Cancelled)),
         };
-        // A refusal means sshd allows fewer sessions than our slots: a standby channel gives
-        // its session back.
-        let refused = || host.standby.release_one();
-        let session =
-            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused)
-                .await?;
-        Ok::<_, OpenError>((permit, session))
-    };
-    let opened = tokio::select! {
-        r = opened => r,
-        // Nothing was sent yet: nothing runs.
-        _ = stop.cancelled() => return Some(Err(RunError::Cancelled)),
-        _ = closing.cancelled() => return Some(Err(RunError::Cancelled)),
-    };
-    let (_permit, session) = match opened {
-        Ok(pair) => pair,
-        Err(OpenError::TimedOut) => {
-            // Nothing ran: no channel could be had within the timeout.
-            let spooled = |spool: Option<Spool>| spool.map(Spool::finish).transpose();
-            let (out_spool, err_spool) = program.spool.take().unzip();
-            let empty = || Capture::new(program.max_output_bytes);
-            let streams = spooled(out_spool)
-                .and_then(|o| Ok((empty().finish(o), empty().finish(spooled(err_spool)?))));
-            return Some(
-                streams
-                    .map_err(spool_err)
-                    .map(|(stdout, stderr)| ExecResult {
-                        exit_code: None,
-                        signal: None,
-                        duration: started.elapsed().as_secs_f64(),
-                        timed_out: true,
-                        stdout,
-                        stderr,
-                    }),
-            );
+        let opened = match opened {
+            Ok(opened) => opened,
+            Err(OpenError::TimedOut) => return Some(no_channel_in_time(&mut program, started)),
+            Err(OpenError::SlotsClosed) => return Some(Err(RunError::ConnectionLost)),
+            Err(OpenError::Mux(e)) => {
+                return Some(Err(if host.master_gone() {
+                    RunError::ConnectionLost
+                } else {
+                    RunError::Failed(format!("cannot use the session's master: {e}"))
+                }));
+            }
+        };
+        let run = Run {
+            host,
+            framing: &framing,
+            started,
+            deadline,
+            stop,
+            closing: &closing,
+        };
+        match run.attempt(&mut program, opened, answer).await {
+            Attempt::Retry => {
+                tracing::debug!("the waiting channel was stale or gone; opening a fresh one");
+                waiting_ok = false;
+            }
+            Attempt::Over(outcome) => return outcome,
         }
-        Err(OpenError::SlotsClosed) => return Some(Err(RunError::ConnectionLost)),
-        Err(OpenError::Mux(e)) => {
-            return Some(Err(if host.master_gone() {
-                RunError::ConnectionLost
-            } else {
-                RunError::Failed(format!("cannot use the session's master: {e}"))
-            }));
-        }
+    }
+}
+
+/// A channel for `program`: a waiting one when `waiting_ok` and one is ready, else a new one.
+async fn open(
+    host: &Host,
+    program: &Program,
+    deadline: Instant,
+    waiting_ok: bool,
+) -> Result<Opened, OpenError> {
+    // A waiting channel only needs the program text (a kill may take one too: on a server
+    // with few sessions it may hold the last one). Not while the master is stopped: the text
+    // would wait in its buffers and run whenever it resumes. A kill never waits for a fill:
+    // it takes a ready channel or opens its own.
+    let alone = !program.control && *host.active.borrow() <= 1;
+    if waiting_ok
+        && !host.master_stopped()
+        && let Some(warm) = host.standby.take_soon(alone, deadline).await
+    {
+        return Ok(Opened {
+            permit: Some(warm.permit),
+            session: warm.session,
+            fresh: false,
+            opened_at: warm.opened_at,
+        });
+    }
+    let _opening = (!program.control).then(|| host.standby.opening());
+    let permit = match program.control {
+        true => None,
+        false => Some(channel::acquire_slot(&host.slots, deadline).await?),
     };
-    let mux::MuxSession {
-        mut control,
-        stdin,
-        stdout,
-        stderr,
-    } = session;
-    let mut feed = Feed {
-        pipe: Some(stdin),
-        payload: framing.payload(
+    // A refusal means sshd allows fewer sessions than our slots: a waiting channel gives its
+    // session back.
+    let refused = || host.standby.release_one();
+    let session =
+        channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused).await?;
+    Ok(Opened {
+        permit,
+        session,
+        fresh: true,
+        opened_at: Instant::now(),
+    })
+}
+
+/// The answer of a run that could not get a channel within its timeout: nothing ran.
+fn no_channel_in_time(program: &mut Program, started: Instant) -> Result<ExecResult, RunError> {
+    let spooled = |spool: Option<Spool>| spool.map(Spool::finish).transpose();
+    let (out_spool, err_spool) = program.spool.take().unzip();
+    let empty = || Capture::new(program.max_output_bytes);
+    let streams = spooled(out_spool)
+        .and_then(|o| Ok((empty().finish(o), empty().finish(spooled(err_spool)?))));
+    streams
+        .map_err(spool_err)
+        .map(|(stdout, stderr)| ExecResult {
+            exit_code: None,
+            signal: None,
+            duration: started.elapsed().as_secs_f64(),
+            timed_out: true,
+            stdout,
+            stderr,
+        })
+}
+
+/// What every attempt of one run shares.
+struct Run<'a> {
+    host: &'a Host,
+    framing: &'a Framing,
+    started: Instant,
+    deadline: Instant,
+    stop: &'a CancellationToken,
+    closing: &'a CancellationToken,
+}
+
+impl Run<'_> {
+    /// Runs `program` on one channel, and keeps the channel for the next program when the
+    /// program left it idle.
+    async fn attempt(
+        &self,
+        program: &mut Program,
+        opened: Opened,
+        answer: &mut Option<Answer>,
+    ) -> Attempt {
+        let (host, started, deadline) = (self.host, self.started, self.deadline);
+        let Opened {
+            permit,
+            session,
+            fresh,
+            opened_at,
+        } = opened;
+        let mux::MuxSession {
+            mut control,
+            stdin,
+            stdout,
+            stderr,
+        } = session;
+        let framing = self.framing;
+        // A program that holds root processes never shares its channel: the shell cannot tell
+        // whether they are gone.
+        let payload = framing.payload(
             &program.script,
             program.cwd.as_deref(),
             program.stdin.as_deref(),
-        ),
-        written: 0,
-    };
-    let mut out = Stream::new(stdout, framing.stdout_scanner(), &program);
-    let mut err = Stream::new(stderr, framing.stderr_scanner(), &program);
-    err.gate = program
-        .gate
-        .as_deref()
-        .map(|g| MarkerScan::new(g.as_bytes()));
-    (out.spool, err.spool) = program.spool.take().unzip();
-    let mut closed = false;
-    let mut exit_status: Option<u32> = None;
-    // Since when the streams have been quiet after the shell exited.
-    let mut quiet_since: Option<Instant> = None;
-    let mut stopping: Option<Stopping> = None;
-    let mut spool_failure: Option<RunError> = None;
-    let far = started + NEVER;
-    loop {
-        let streams_done = out.eof && err.eof;
-        // The program's own end: its shell exited and its streams closed, or a background
-        // child holds them, quiet, past the grace.
-        let program_done = (exit_status.is_some() || closed) && streams_done
-            || quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
-        if let Some(failure) = spool_failure.take() {
-            // The complete copy asked for cannot be kept: the run is abandoned and ended.
-            drop_spools(&mut out, &mut err);
-            if let Some(a) = answer.take() {
-                let _ = a.send(Err(failure));
-            }
-            if stopping.is_none() {
-                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, &program));
-            }
-        }
-        if answer.is_some() && stopping.is_none() && program_done {
-            let result = complete(host, &mut out, &mut err, exit_status, started).await;
-            if let Some(a) = answer.take() {
-                let _ = a.send(result);
-            }
-        }
-        if let Some(stop) = stopping.as_mut() {
-            if stop.kill.is_none() && stop.must_kill {
-                start_kill(stop, host, &out.scan, &err);
-            }
-            // Nothing to kill (nothing of the program ran): the answer goes now. Otherwise it
-            // waits for the kill, at most until `answer_by`.
-            if answer.is_some()
-                && (!stop.must_kill
-                    || stop.kill_over() && (closed || streams_done)
-                    || Instant::now() >= stop.answer_by)
+            !program.kill_as_root,
+        );
+        let mut feed = Feed {
+            pipe: Some(stdin),
+            payload: match fresh {
+                true => framing.fresh_text(&payload),
+                false => framing.warm_text(&payload),
+            },
+            written: 0,
+        };
+        drop(payload);
+        let mut out = Stream::new(
+            stdout,
+            (framing.stdout_scanner(), framing.stdout_end()),
+            program,
+        );
+        let mut err = Stream::new(
+            stderr,
+            (framing.stderr_scanner(), framing.stderr_end()),
+            program,
+        );
+        err.gate = program
+            .gate
+            .as_deref()
+            .map(|g| MarkerScan::new(g.as_bytes()));
+        (out.spool, err.spool) = program.spool.take().unzip();
+        let mut closed = false;
+        let mut exit_status: Option<u32> = None;
+        // Since when the streams have been quiet after the shell exited.
+        let mut quiet_since: Option<Instant> = None;
+        let mut stopping: Option<Stopping> = None;
+        let mut spool_failure: Option<RunError> = None;
+        let far = started + NEVER;
+        loop {
+            let streams_done = out.eof && err.eof;
+            let end = out.end.end().or(err.end.end());
+            if let Some(end) = end
+                && exit_status.is_none()
             {
-                let result = stopped_result(stop, started, &mut out, &mut err);
+                exit_status = Some(end.status);
+                quiet_since = Some(Instant::now());
+            }
+            // Both streams ended (by their end marker, or closed): the program's group is
+            // done with them.
+            let ended = end.is_some()
+                && (out.end.end().is_some() || out.eof)
+                && (err.end.end().is_some() || err.eof);
+            // The channel's shell waits for its next program: nothing more comes.
+            let idle = both_idle(&out, &err);
+            // Nothing ran: the waiting channel found its login files changed, or it had
+            // ended before it read the program.
+            let nothing_ran = Markers::read(&out.scan, &err.scan).stale
+                || !fresh
+                    && (closed || streams_done)
+                    && out.scan.marker().is_none()
+                    && err.scan.marker().is_none();
+            if nothing_ran && stopping.is_none() {
+                program.spool = out.spool.take().zip(err.spool.take());
+                return Attempt::Retry;
+            }
+            // The program's own end: its end markers, or its shell exited and its streams
+            // closed, or a background child holds them, quiet, past the grace.
+            let program_done = ended
+                || (exit_status.is_some() || closed) && streams_done
+                || quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
+            if let Some(failure) = spool_failure.take() {
+                // The complete copy asked for cannot be kept: the run is abandoned and ended.
+                drop_spools(&mut out, &mut err);
+                if let Some(a) = answer.take() {
+                    let _ = a.send(Err(failure));
+                }
+                if stopping.is_none() {
+                    stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
+                }
+            }
+            // A channel left idle goes back before the answer does (after the loop), so a
+            // command sent right after the answer finds it waiting.
+            if answer.is_some() && stopping.is_none() && program_done && !idle {
+                let result = complete(host, &mut out, &mut err, exit_status, started).await;
                 if let Some(a) = answer.take() {
                     let _ = a.send(result);
                 }
             }
+            if let Some(stop) = stopping.as_mut() {
+                if stop.kill.is_none() && stop.must_kill {
+                    start_kill(stop, host, &out.scan, &err);
+                }
+                // Nothing to kill (nothing of the program ran): the answer goes now.
+                // Otherwise it waits for the kill, at most until `answer_by`.
+                if answer.is_some()
+                    && (!stop.must_kill
+                        || stop.kill_over() && (closed || streams_done || ended)
+                        || Instant::now() >= stop.answer_by)
+                {
+                    let result = stopped_result(stop, started, &mut out, &mut err);
+                    if let Some(a) = answer.take() {
+                        let _ = a.send(result);
+                    }
+                }
+            }
+            let killing = stopping.as_ref().is_some_and(Stopping::killing);
+            // The kill's answer names the signal, and waiting for it means the group is gone.
+            // An end marker came but the other stream neither ended nor closed (a startup
+            // file swapped them): past the grace, the channel is let go.
+            let stuck = end.is_some_and(|e| e.after != After::Left)
+                && answer.is_none()
+                && quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
+            if (closed && streams_done || idle || stuck) && !killing {
+                break;
+            }
+            let answer_timer = match (&stopping, answer.is_some(), quiet_since) {
+                (Some(s), true, _) => s.answer_by,
+                // The grace that answers, or that lets a stuck channel go.
+                (None, answering, Some(at))
+                    if answering || end.is_some_and(|e| e.after != After::Left) =>
+                {
+                    at + BACKGROUND_GRACE
+                }
+                _ => far,
+            };
+            let give_up_at = stopping.as_ref().map_or(far, |s| s.give_up_at);
+            tokio::select! {
+                _ = feed.step(), if !feed.done() => {}
+                n = out.read(), if !out.eof => {
+                    absorbed(out.absorb(n), &mut quiet_since, &mut spool_failure);
+                },
+                n = err.read(), if !err.eof => {
+                    absorbed(err.absorb(n), &mut quiet_since, &mut spool_failure);
+                },
+                ev = control.next_event(), if !closed => match ev {
+                    Ok(ControlEvent::Exit(status)) => {
+                        exit_status.get_or_insert(status);
+                        quiet_since = Some(Instant::now());
+                    }
+                    Ok(ControlEvent::Closed) | Err(_) => closed = true,
+                },
+                _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
+                    stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, program));
+                },
+                _ = self.stop.cancelled(), if stopping.is_none() => {
+                    stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
+                },
+                _ = self.closing.cancelled(), if stopping.is_none() => {
+                    stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
+                },
+                killed = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
+                    if killing => {
+                    if let Some(stop) = stopping.as_mut() {
+                        stop.killed = Some(killed.unwrap_or(Killed::Unconfirmed));
+                        stop.give_up_at = Instant::now() + DRAIN_AFTER_KILL;
+                    }
+                },
+                _ = tokio::time::sleep_until(answer_timer), if answer_timer < far => {}
+                _ = tokio::time::sleep_until(give_up_at), if give_up_at < far => break,
+            }
         }
-        let killing = stopping.as_ref().is_some_and(Stopping::killing);
-        // The kill's answer names the signal, and waiting for it means the group is gone.
-        if closed && streams_done && !killing {
-            break;
-        }
-        let answer_timer = match (&stopping, answer.is_some(), quiet_since) {
-            (Some(s), true, _) => s.answer_by,
-            (None, true, Some(at)) => at + BACKGROUND_GRACE,
-            _ => far,
+        log_noise(&out.scan, "stdout");
+        log_noise(&err.scan, "stderr");
+        // Whatever is still to say (the channel closed before a stop could answer).
+        let outcome = match (answer.is_some(), stopping.as_ref()) {
+            (false, _) => None,
+            (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
+            (true, None) => Some(complete(host, &mut out, &mut err, exit_status, started).await),
         };
-        let give_up_at = stopping.as_ref().map_or(far, |s| s.give_up_at);
-        tokio::select! {
-            _ = feed.step(), if !feed.done() => {}
-            n = out.read(), if !out.eof => {
-                absorbed(out.absorb(n), &mut quiet_since, &mut spool_failure);
-            },
-            n = err.read(), if !err.eof => {
-                absorbed(err.absorb(n), &mut quiet_since, &mut spool_failure);
-            },
-            ev = control.next_event(), if !closed => match ev {
-                Ok(ControlEvent::Exit(status)) => {
-                    exit_status = Some(status);
-                    quiet_since = Some(Instant::now());
-                }
-                Ok(ControlEvent::Closed) | Err(_) => closed = true,
-            },
-            _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, &program));
-            },
-            _ = stop.cancelled(), if stopping.is_none() => {
-                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, &program));
-            },
-            _ = closing.cancelled(), if stopping.is_none() => {
-                stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, &program));
-            },
-            killed = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
-                if killing => {
-                if let Some(stop) = stopping.as_mut() {
-                    stop.killed = Some(killed.unwrap_or(Killed::Unconfirmed));
-                    stop.give_up_at = Instant::now() + DRAIN_AFTER_KILL;
-                }
-            },
-            _ = tokio::time::sleep_until(answer_timer), if answer_timer < far => {}
-            _ = tokio::time::sleep_until(give_up_at), if give_up_at < far => break,
+        if both_idle(&out, &err)
+            && !closed
+            && let (Some(permit), Some(stdin)) = (permit, feed.pipe)
+        {
+            let session = mux::MuxSession {
+                control,
+                stdin,
+                stdout: out.pipe,
+                stderr: err.pipe,
+            };
+            Standby::put_back(host, Warm::returned(permit, session, opened_at));
         }
+        Attempt::Over(outcome)
     }
-    log_noise(&out.scan, "stdout");
-    log_noise(&err.scan, "stderr");
-    // Whatever is still to say (the channel closed before a stop could answer).
-    match (answer.is_some(), stopping.as_ref()) {
-        (false, _) => None,
-        (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
-        (true, None) => Some(complete(host, &mut out, &mut err, exit_status, started).await),
-    }
+}
+
+/// Whether both end markers say the channel's shell waits for its next program.
+fn both_idle(out: &Stream, err: &Stream) -> bool {
+    let idle = |s: &Stream| s.end.end().is_some_and(|e| e.after == After::Idle);
+    idle(out) && idle(err)
 }
 
 /// Bytes that came after the shell exited restart the quiet grace; a spool that cannot be

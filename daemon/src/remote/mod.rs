@@ -6,15 +6,17 @@
 //! Each run is a task of its own, apart from the call that asked for it: a caller that goes
 //! away, a timeout, or the session closing stops the run, and the task then ends the remote
 //! process group whatever instant that came at (see `job`). The framing that keeps the login
-//! shell's noise out of the streams is in `framing`, the channel slots in `channel`, the
-//! channels opened ahead of need in `standby`, the kill in `kill`, the bounded capture in
-//! `capture` and the complete copies in `spool`.
+//! shell's noise out of the streams is in `framing`, the shell each channel keeps running for
+//! program after program in `runner`, the channel slots in `channel`, the channels waiting
+//! for a program in `standby`, the kill in `kill`, the bounded capture in `capture` and the
+//! complete copies in `spool`.
 
 pub mod capture;
 pub mod channel;
 pub mod framing;
 mod job;
 pub mod kill;
+pub mod runner;
 pub mod spool;
 pub mod standby;
 

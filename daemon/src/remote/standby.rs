@@ -1,24 +1,26 @@
-//! Channels opened ahead of need. Each runs the bootstrap and waits on its stdin for a
-//! payload, so a command that takes one skips the mux exchange, sshd's channel open, and the
-//! start of the login shell and of `/bin/sh`: most of what a command costs. Each is used once,
-//! for one program, exactly like a channel opened for it; it holds a channel slot while it
-//! waits, and a few are kept per session (the daemon's `standby-channels`, 1 by default).
+//! Channels waiting for a program. Each runs the channel's shell (see `runner`) and waits
+//! on its stdin, so a command that takes one skips the mux exchange, sshd's channel open, and
+//! the start of the login shell: most of what a command costs. A channel comes back here
+//! after each program that left it idle, and a few more are opened ahead of need (the
+//! daemon's `standby-channels`, 1 by default); each holds a channel slot while it waits.
 //!
 //! The rules that keep them invisible:
-//! - A standby channel is only ever fed a whole payload: until then its shell runs nothing.
-//!   Dropping one closes its stdin, and the shell, reading an empty script, exits.
-//! - Its login shell read its startup files after the last command of the session finished
-//!   (channels are opened only once a run has ended, and one opened before the latest end is
-//!   dropped), so a command sees what the commands before it left, as with a fresh channel.
-//! - One waiting longer than `MAX_AGE`, or whose master has said anything about it (it ended),
-//!   is dropped instead of used.
-//! - None is opened or kept while a command opens a channel of its own, and a refused channel
-//!   open gives one back: a command never waits for a slot or an sshd session that a standby
+//! - A waiting channel is only ever fed a whole program text: until then its shell runs
+//!   nothing. Dropping one closes its stdin, and the shell, reading the end of its input,
+//!   exits.
+//! - A program on a waiting channel sees what the programs before it left in the login files:
+//!   the channel's shell checks them first and runs nothing if one changed (see `runner`).
+//! - One whose login shell started longer than `MAX_AGE` ago, or whose master has said
+//!   anything about it (it ended), is dropped instead of used.
+//! - Beyond the target, channels that came back wait at most `IDLE_TRIM`; with a target of 0
+//!   none is kept at all.
+//! - None is opened ahead while a command opens a channel of its own, and a refused channel
+//!   open gives one back: a command never waits for a slot or an sshd session that a waiting
 //!   channel holds.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -26,18 +28,35 @@ use tokio::time::Instant;
 
 use super::Host;
 use super::framing::BOOTSTRAP;
+use super::runner;
 use crate::mux::{self, MuxSession};
 
-/// A standby channel older than this is replaced rather than used.
+/// A channel whose login shell started longer ago than this is closed rather than used: what
+/// the login environment computes (beyond its files) is at most this old.
 const MAX_AGE: Duration = Duration::from_secs(60);
+/// How long a channel beyond the target may wait for a program before it closes.
+const IDLE_TRIM: Duration = Duration::from_secs(5);
 
-/// A channel waiting for its program, with the slot it holds.
+/// A channel waiting for its program, with the slot it holds (none for a kill's own channel,
+/// which is never kept).
 pub struct Warm {
     pub permit: OwnedSemaphorePermit,
     pub session: MuxSession,
-    opened_at: Instant,
-    /// The session's run ends counted when this channel was opened.
-    generation: u64,
+    /// When its login shell started.
+    pub opened_at: Instant,
+    idle_since: Instant,
+}
+
+impl Warm {
+    /// A channel that just ran a program and is idle again.
+    pub fn returned(permit: OwnedSemaphorePermit, session: MuxSession, opened_at: Instant) -> Self {
+        Self {
+            permit,
+            session,
+            opened_at,
+            idle_since: Instant::now(),
+        }
+    }
 }
 
 /// A session's standby channels.
@@ -50,8 +69,8 @@ pub struct Standby {
     /// Runs opening a channel of their own now (waiting for a slot, or for sshd to accept
     /// one): while any does, no standby channel is opened or kept.
     opening: AtomicUsize,
-    /// Run ends so far: a channel opened before the latest is stale.
-    generation: AtomicU64,
+    /// Set while a trim waits: one at a time per session.
+    trimming: AtomicBool,
     /// Woken when a fill pushes a channel or ends.
     changed: tokio::sync::Notify,
 }
@@ -79,7 +98,7 @@ impl Standby {
             ready: Mutex::default(),
             filling: AtomicBool::new(false),
             opening: AtomicUsize::new(0),
-            generation: AtomicU64::new(0),
+            trimming: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
         }
     }
@@ -90,18 +109,16 @@ impl Standby {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn fresh(&self, warm: &Warm) -> bool {
-        warm.generation == self.generation.load(Ordering::Acquire)
-            && warm.opened_at.elapsed() < MAX_AGE
-            && warm.session.control.is_quiet()
+    fn fresh(warm: &Warm) -> bool {
+        warm.opened_at.elapsed() < MAX_AGE && warm.session.control.is_quiet()
     }
 
-    /// A usable standby channel, oldest first, if one is ready; stale or ended ones are
+    /// A usable waiting channel, the latest idle first, if one is ready; old or ended ones are
     /// dropped on the way.
     pub fn take(&self) -> Option<Warm> {
         let mut ready = self.ready();
-        while let Some(warm) = ready.channels.pop_front() {
-            if self.fresh(&warm) {
+        while let Some(warm) = ready.channels.pop_back() {
+            if Self::fresh(&warm) {
                 return Some(warm);
             }
         }
@@ -145,9 +162,22 @@ impl Standby {
         self.opening.load(Ordering::Acquire) > 0
     }
 
-    /// Counts a run's end: channels opened before it are stale from now on.
-    pub fn run_ended(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
+    /// Keeps a channel that ran a program and waits for the next one; closes it when the
+    /// session keeps none (closed, or a target of 0).
+    pub fn put_back(host: &Host, warm: Warm) {
+        let standby = &host.standby;
+        let mut ready = standby.ready();
+        if ready.closed || standby.target == 0 {
+            return;
+        }
+        ready.channels.push_back(warm);
+        let over_target = ready.channels.len() > standby.target;
+        drop(ready);
+        standby.changed.notify_waiters();
+        if over_target && !standby.trimming.swap(true, Ordering::AcqRel) {
+            let host = host.clone();
+            tokio::spawn(async move { trim(&host).await });
+        }
     }
 
     /// Drops every standby channel and keeps none from now on (the session is closing or
@@ -156,6 +186,28 @@ impl Standby {
         let mut ready = self.ready();
         ready.closed = true;
         ready.channels.clear();
+    }
+}
+
+/// Closes the channels beyond the target that waited `IDLE_TRIM`, the longest idle first,
+/// until the session keeps no more than its target.
+async fn trim(host: &Host) {
+    let standby = &host.standby;
+    loop {
+        tokio::time::sleep(IDLE_TRIM).await;
+        let mut ready = standby.ready();
+        while ready.channels.len() > standby.target
+            && ready
+                .channels
+                .front()
+                .is_some_and(|w| w.idle_since.elapsed() >= IDLE_TRIM)
+        {
+            ready.channels.pop_front();
+        }
+        if ready.channels.len() <= standby.target {
+            standby.trimming.store(false, Ordering::Release);
+            return;
+        }
     }
 }
 
@@ -173,10 +225,9 @@ pub async fn fill(host: &Host) {
         return;
     }
     loop {
-        let generation = standby.generation.load(Ordering::Acquire);
         {
             let mut ready = standby.ready();
-            ready.channels.retain(|warm| standby.fresh(warm));
+            ready.channels.retain(Standby::fresh);
             if ready.closed || ready.channels.len() >= standby.target || standby.contended() {
                 break;
             }
@@ -192,11 +243,18 @@ pub async fn fill(host: &Host) {
         let Ok(Ok(session)) = opened else {
             break;
         };
+        // The runner goes at once, so it dates the login files now and has a program's shell
+        // waiting; a fresh pipe holds it whole.
+        let text = runner::standby_text();
+        if !matches!(session.stdin.try_write(text.as_bytes()), Ok(n) if n == text.len()) {
+            break;
+        }
+        let now = Instant::now();
         let warm = Warm {
             permit,
             session,
-            opened_at: Instant::now(),
-            generation,
+            opened_at: now,
+            idle_since: now,
         };
         let mut ready = standby.ready();
         // A run that began opening its own channel meanwhile gets the slot, and a closed

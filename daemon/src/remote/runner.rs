@@ -1,0 +1,347 @@
+//! The shell a command channel keeps running, so one channel serves command after command:
+//! its setup, its loop (each program in a process session of its own, its end reported on
+//! both streams, the next program's shell started at once), and the check that retires it
+//! once the login files changed.
+//!
+//! Opening a channel and starting the login shell is most of what a short command costs
+//! (sshd forks a session, the login shell reads its startup files, then `/bin/sh` starts). So
+//! a channel's `/bin/sh` (the runner) keeps one `setsid /bin/sh` (a new process group: a kill
+//! ends it and not the channel) waiting on the channel's stdin, which reads its next program
+//! from there and runs it straight onto the channel's streams. The guarantees of a fresh
+//! channel hold:
+//! - Every program has its own `/bin/sh`, started from the login environment: nothing one
+//!   program does to its shell reaches the next.
+//! - A program runs on a channel only when every process of the one before it is gone (its
+//!   group is empty): a background child still running keeps its channel to itself, which
+//!   then closes as a fresh channel's would.
+//! - A program on a channel that waited sees what the programs before it left in the login
+//!   files: its shell first checks that none of them changed since the channel's login shell
+//!   read them, and otherwise ends without running anything (the run then opens a fresh
+//!   channel).
+//! - The streams stay exact: a per-run end marker closes each one, and the next program's
+//!   start markers drop anything written between the two.
+//! - Nothing but a waiting program's shell reads the channel's stdin, and nothing is written
+//!   there until the program before has ended, so no shell reads another's program.
+//!
+//! Where `setsid` is missing, the login files cannot be dated, or a startup file merged the
+//! streams, each channel runs one program, as a fresh channel would.
+
+use std::borrow::Cow;
+
+/// What the channel's shell runs once: a copy of its stdout for the programs (inside `$( )`
+/// fd 1 is the capture pipe), and on fd 4 an empty here-document, whose file (a pipe, or a
+/// deleted temporary file) bears the time the channel started. `_sshmcp_t` is left empty when
+/// the channel serves one program only (stderr merged into stdout ends only when the channel
+/// closes).
+const SETUP: &str = "exec 6>&1 4<<'_sshmcp_started'\n_sshmcp_started\n\
+if [ -e /dev/fd/4 ] || [ -e /proc/self/fd/4 ]; then _sshmcp_t=1; else _sshmcp_t=; fi\n\
+if [ /dev/fd/1 -ef /dev/fd/2 ]; then _sshmcp_t=; fi\n\
+if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; fi\n";
+
+/// Starts the next program's shell, reading its program from the channel's stdin. Fd 5 is the
+/// capture pipe: the program's prelude reports there its group, its end nonces, and whether
+/// it may share the channel.
+const SPAWN: &str = "_sshmcp_p=$($_sshmcp_ss /bin/sh 5>&1 1>&6 6>&-); _sshmcp_s=$?\n";
+
+/// After each program: the end markers (with the status, and whether the channel goes on),
+/// then the next program's shell, or the end of the channel. A program whose shell reported
+/// nothing never started (its stdin ended, or its channel was stale).
+const LOOP: &str = "while :; do set -- $_sshmcp_p; if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
+case $1 in *[!0-9]*|0|1) _sshmcp_r=last ;; \
+*) if command kill -0 -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
+elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
+else _sshmcp_r=idle; fi ;; esac\n\
+command printf '%s %s %s\\n' \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\"; \
+command printf '%s %s %s\\n' \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" >&2\n\
+if [ \"$_sshmcp_r\" != idle ]; then exit \"$_sshmcp_s\"; fi\n";
+
+/// Files that shape a login environment (the startup files of bash, zsh, csh-likes, ksh and
+/// fish, and what sshd reads for each session). A channel whose login shell read them before
+/// one of them changed is stale. A file written in the same clock tick as the channel started
+/// counts as changed: a needless new channel beats a missed change.
+const LOGIN_FILES: &[&str] = &[
+    "$HOME/.bashrc",
+    "$HOME/.bash_profile",
+    "$HOME/.bash_login",
+    "$HOME/.profile",
+    "$HOME/.zshenv",
+    "$HOME/.zprofile",
+    "$HOME/.zshrc",
+    "$HOME/.zlogin",
+    "$HOME/.cshrc",
+    "$HOME/.tcshrc",
+    "$HOME/.login",
+    "$HOME/.kshrc",
+    "$HOME/.mkshrc",
+    "$HOME/.config/fish/config.fish",
+    "$HOME/.config/fish/conf.d",
+    "$HOME/.ssh/environment",
+    "$HOME/.ssh/rc",
+    "$HOME/.pam_environment",
+    "/etc/environment",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/bashrc",
+    "/etc/zsh/zshenv",
+    "/etc/zshenv",
+    "/etc/csh.cshrc",
+    "/etc/ssh/sshrc",
+];
+
+/// The text of a channel opened ahead of need: its setup and loop, with a program's shell
+/// already waiting on stdin.
+pub fn standby_text() -> String {
+    format!("{SETUP}{{ {SPAWN}{LOOP}{SPAWN}done; }}\n")
+}
+
+/// The text of a channel opened for `payload`: its setup and loop, the first program
+/// arriving in a here-document delimited by `feed_nonce` (everything on stdin is the
+/// runner's until its loop runs). One `{ }` group, so a text cut short runs nothing.
+pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
+    let mut text = format!(
+        "{SETUP}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' 5>&1 1>&6 6>&- <<'{feed_nonce}'\n",
+        super::framing::INNER_BOOTSTRAP
+    )
+    .into_bytes();
+    text.extend_from_slice(payload);
+    let tail = format!("{feed_nonce}\n); _sshmcp_s=$?\n{LOOP}{SPAWN}done; }}\n");
+    text.extend_from_slice(tail.as_bytes());
+    text
+}
+
+/// The text for a channel that waited: the check of its login files (when one changed, the
+/// stale marker on stdout, and nothing runs), then `payload`.
+pub fn warm_text(payload: &[u8], out_nonce: &str) -> Vec<u8> {
+    let mut text = String::from(
+        "if [ -e /dev/fd/4 ]; then _sshmcp_t=/dev/fd/4; elif [ -e /proc/self/fd/4 ]; then \
+         _sshmcp_t=/proc/self/fd/4; else _sshmcp_t=; fi; _sshmcp_x=${_sshmcp_t:+fresh}; \
+         for _sshmcp_f in",
+    );
+    for file in LOGIN_FILES {
+        text.push_str(" \"");
+        text.push_str(file);
+        text.push('"');
+    }
+    text.push_str(&format!(
+        "; do if [ -z \"$_sshmcp_x\" ]; then break; fi; if [ -e \"$_sshmcp_f\" ] && \
+         ! [ \"$_sshmcp_t\" -nt \"$_sshmcp_f\" ]; then _sshmcp_x=; fi; done; \
+         if [ -z \"$_sshmcp_x\" ]; then command printf '%s stale\\n' {out_nonce}; exit 0; fi; \
+         unset _sshmcp_t _sshmcp_x _sshmcp_f\n"
+    ));
+    let mut text = text.into_bytes();
+    text.extend_from_slice(payload);
+    text
+}
+
+/// How one program's run left the channel, as its end marker says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// The program's group is empty and the channel waits for the next program.
+    Idle,
+    /// Processes of the program's group still run: the channel's shell has exited, and the
+    /// channel stays theirs until they end or are killed.
+    Left,
+    /// The channel's shell has exited (it serves one program: no `setsid`, no start time,
+    /// merged streams, or a program that must not share its channel).
+    Last,
+}
+
+/// A program's end, from its end marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct End {
+    /// The status of the program's shell (128 + n for a signal n).
+    pub status: u32,
+    pub after: After,
+}
+
+/// Finds a stream's end marker in the program's output: passes the bytes before it, reads the
+/// marker line, and drops what follows: the answer is the program's, and what its background
+/// children print later (or the other stream's marker, when a startup file merged them) is
+/// not part of it.
+pub struct EndScan {
+    finder: memchr::memmem::Finder<'static>,
+    /// Bytes held back: a possible start of the marker, or the marker line being read.
+    pending: Vec<u8>,
+    state: EndState,
+}
+
+enum EndState {
+    Searching,
+    InLine,
+    Seen(End),
+}
+
+/// The longest end marker line after its nonce.
+const MAX_END_REST: usize = 64;
+
+impl EndScan {
+    pub fn new(nonce: &str) -> Self {
+        Self {
+            finder: memchr::memmem::Finder::new(nonce.as_bytes()).into_owned(),
+            pending: Vec::new(),
+            state: EndState::Searching,
+        }
+    }
+
+    /// The end, once its marker line was read.
+    pub fn end(&self) -> Option<End> {
+        match self.state {
+            EndState::Seen(end) => Some(end),
+            _ => None,
+        }
+    }
+
+    /// Feeds output bytes; returns those that belong to the program.
+    pub fn feed<'a>(&mut self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        match self.state {
+            EndState::Seen(_) => return Cow::Borrowed(&[]),
+            EndState::InLine => {
+                self.pending.extend_from_slice(bytes);
+                self.read_line();
+                return Cow::Borrowed(&[]);
+            }
+            EndState::Searching => {}
+        }
+        let joined: Cow<'a, [u8]> = if self.pending.is_empty() {
+            Cow::Borrowed(bytes)
+        } else {
+            let mut joined = std::mem::take(&mut self.pending);
+            joined.extend_from_slice(bytes);
+            Cow::Owned(joined)
+        };
+        let nonce_len = self.finder.needle().len();
+        match self.finder.find(&joined) {
+            Some(at) => {
+                self.pending = joined[at + nonce_len..].to_vec();
+                self.state = EndState::InLine;
+                self.read_line();
+                match joined {
+                    Cow::Borrowed(b) => Cow::Borrowed(&b[..at]),
+                    Cow::Owned(mut v) => {
+                        v.truncate(at);
+                        Cow::Owned(v)
+                    }
+                }
+            }
+            None => {
+                let keep = possible_start(&joined, self.finder.needle());
+                self.pending = joined[joined.len() - keep..].to_vec();
+                match joined {
+                    Cow::Borrowed(b) => Cow::Borrowed(&b[..b.len() - keep]),
+                    Cow::Owned(mut v) => {
+                        v.truncate(v.len() - keep);
+                        Cow::Owned(v)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the marker line once it is whole.
+    fn read_line(&mut self) {
+        let line_end = match self.pending.iter().position(|b| *b == b'\n') {
+            Some(newline) => newline,
+            None if self.pending.len() > MAX_END_REST => self.pending.len(),
+            None => return,
+        };
+        let end = parse_end(&String::from_utf8_lossy(&self.pending[..line_end]));
+        self.state = EndState::Seen(end);
+        self.pending = Vec::new();
+    }
+
+    /// What is still held back, for an answer given before the stream ended: all of it is
+    /// the program's when no marker is being read.
+    pub fn take_held(&mut self) -> Vec<u8> {
+        match self.state {
+            EndState::Searching => std::mem::take(&mut self.pending),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// How many bytes at the end of `bytes` could start `needle`.
+fn possible_start(bytes: &[u8], needle: &[u8]) -> usize {
+    (1..needle.len().min(bytes.len() + 1))
+        .rev()
+        .find(|&k| bytes.ends_with(&needle[..k]))
+        .unwrap_or(0)
+}
+
+/// Reads ` <status> <idle|left|last>`; anything else is a channel that serves no more.
+fn parse_end(rest: &str) -> End {
+    let mut words = rest.split_whitespace();
+    let status = words.next().and_then(|w| w.parse().ok()).unwrap_or(255);
+    let after = match words.next() {
+        Some("idle") => After::Idle,
+        Some("left") => After::Left,
+        _ => After::Last,
+    };
+    End { status, after }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NONCE: &str = "_sshmcp_end0123";
+
+    fn feed_all(scan: &mut EndScan, chunks: &[&[u8]]) -> Vec<u8> {
+        chunks
+            .iter()
+            .flat_map(|c| scan.feed(c).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_marker_ends_the_program_output_even_split_across_reads() {
+        let mut scan = EndScan::new(NONCE);
+        let own = feed_all(
+            &mut scan,
+            &[
+                b"no newline at the end _sshm",
+                b"cp_end01",
+                b"23 7 id",
+                b"le\nlater",
+            ],
+        );
+        assert_eq!(own, b"no newline at the end ");
+        assert_eq!(
+            scan.end(),
+            Some(End {
+                status: 7,
+                after: After::Idle
+            })
+        );
+    }
+
+    #[test]
+    fn a_near_miss_is_output_and_nothing_is_held_for_ever() {
+        let mut scan = EndScan::new(NONCE);
+        let own = feed_all(&mut scan, &[b"_sshmcp_end012", b"x and _ssh"]);
+        assert_eq!(own, b"_sshmcp_end012x and ");
+        assert_eq!(scan.take_held(), b"_ssh");
+        assert_eq!(scan.end(), None);
+    }
+
+    #[test]
+    fn nothing_after_the_marker_is_output() {
+        let mut scan = EndScan::new(NONCE);
+        let own = feed_all(&mut scan, &[b"a_sshmcp_end0123 0 left\nb", b"c"]);
+        assert_eq!(own, b"a");
+        assert_eq!(scan.end().unwrap().after, After::Left);
+        let mut scan = EndScan::new(NONCE);
+        assert_eq!(feed_all(&mut scan, &[b"x_sshmcp_end0123 1 garbage"]), b"x");
+        assert_eq!(scan.end(), None, "the line is not whole yet");
+        assert_eq!(feed_all(&mut scan, &[b"\ny"]), b"");
+        assert_eq!(scan.end().unwrap().after, After::Last);
+    }
+
+    #[test]
+    fn the_possible_start_is_the_longest_nonce_prefix_at_the_end() {
+        assert_eq!(possible_start(b"abc_ss", b"_sshmcp"), 3);
+        assert_eq!(possible_start(b"abc", b"_sshmcp"), 0);
+        assert_eq!(possible_start(b"_", b"_sshmcp"), 1);
+        assert_eq!(possible_start(b"", b"_sshmcp"), 0);
+    }
+}

@@ -7,11 +7,11 @@ use sshmcp_tests::McpClient;
 use sshmcp_tests::TestEnv;
 use sshmcp_tests::mcp::session_of;
 use sshmcp_tests::process::unique_sleep;
-use sshmcp_tests::users::{Chatty, chatty_user};
+use sshmcp_tests::users::{Chatty, chatty_user, rc_editing_user};
 
 use crate::{code, exec, remote_until};
 
-/// A world whose `chatty` alias logs in as the chatty user of `kind`, connected.
+/// A world logged in as the chatty user of `kind`, connected.
 async fn chatty(kind: Chatty) -> (TestEnv, McpClient, (String, String)) {
     chatty_with(kind, &[]).await
 }
@@ -21,19 +21,26 @@ async fn chatty_with(
     kind: Chatty,
     extra: &[(&str, &str)],
 ) -> (TestEnv, McpClient, (String, String)) {
+    let (env, mcp, session) = logged_in_as(&chatty_user(kind), extra).await;
+    // The startup file did print: the daemon dropped it (and says so at debug level).
+    assert!(env.daemon_log_shows("dropped what the login shell printed"));
+    (env, mcp, session)
+}
+
+/// A world whose `other` alias logs in as `user`, connected.
+async fn logged_in_as(
+    user: &str,
+    extra: &[(&str, &str)],
+) -> (TestEnv, McpClient, (String, String)) {
     let env = TestEnv::with(&sshmcp_tests::SshdOptions::default(), extra);
-    let user = chatty_user(kind);
-    let alias = "chatty";
     env.sshd.add_host_block(&format!(
-        "Host {alias}\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
         env.sshd.port
     ));
     let mcp = env.mcp().await;
-    let r = mcp.call("connect", json!({"alias": "chatty"})).await;
+    let r = mcp.call("connect", json!({"alias": "other"})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["remote"]["user"], user, "remote facts are exact too: {r}");
-    // The startup file did print: the daemon dropped it (and says so at debug level).
-    assert!(env.daemon_log_shows("dropped what the login shell printed"));
     let session = session_of(&r);
     (env, mcp, session)
 }
@@ -225,12 +232,55 @@ async fn a_cancel_before_the_group_is_known_still_ends_the_command() {
 
 /// A startup file that sends stderr to stdout for good: the command's stderr lands in stdout
 /// (the login shell's doing), the markers are still told apart, and a timeout still kills.
+/// Such a channel serves one command, so commands back to back each take the channel opened
+/// ahead while the one before ran, often before its login shell is done: every one is exact.
 #[tokio::test]
 async fn a_startup_file_that_merges_the_streams_still_frames_and_kills() {
     let (_env, mcp, s) = chatty(Chatty::MergedBash).await;
-    let r = exec(&mcp, &s, "echo out; echo err >&2; exit 5", json!({})).await;
-    assert_eq!(r["exit_code"], 5, "{r}");
-    assert_eq!(streams(&r), ("out\nerr\n", ""), "{r}");
+    for i in 0..10 {
+        let r = exec(
+            &mcp,
+            &s,
+            &format!("echo out{i}; echo err >&2; exit 5"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(r["exit_code"], 5, "{r}");
+        assert_eq!(streams(&r), (&*format!("out{i}\nerr\n"), ""), "{r}");
+    }
     crate::assert_timeout_kills(&mcp, &s, "exec").await;
+    mcp.close().await;
+}
+
+/// Commands share a channel (the same runner shell is the parent of each command's shell, on
+/// a host whose `/bin/sh` is dash), yet each sees what the one before left in the startup
+/// files: the channel that waited finds the file changed, runs nothing, and a fresh channel
+/// runs the command. Each command's shell holds no descriptor of the channel's plumbing.
+#[tokio::test]
+async fn commands_share_a_channel_yet_see_a_changed_startup_file() {
+    let (_env, mcp, s) = logged_in_as(&rc_editing_user(), &[]).await;
+    let probe = "echo \"$PPID ${SSHMCP_RC_MARK-unset}\"; \
+                 for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && echo \"open $fd\"; done; true";
+    let first = exec(&mcp, &s, probe, json!({})).await;
+    let second = exec(&mcp, &s, probe, json!({})).await;
+    let (first, second) = (streams(&first).0, streams(&second).0);
+    assert!(first.ends_with(" unset\n"), "{first}");
+    assert_eq!(first, second, "one channel, nothing else open");
+    let r = exec(
+        &mcp,
+        &s,
+        "echo 'export SSHMCP_RC_MARK=seen' >> ~/.bashrc",
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let third = exec(&mcp, &s, probe, json!({})).await;
+    let third = streams(&third).0;
+    assert!(third.ends_with(" seen\n"), "{third}");
+    assert_ne!(
+        first.split(' ').next(),
+        third.split(' ').next(),
+        "a fresh channel"
+    );
     mcp.close().await;
 }

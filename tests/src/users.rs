@@ -84,11 +84,21 @@ pub fn chatty_user(kind: Chatty) -> String {
              printf 'no newline'\nsh -c 'echo chatty rc on stderr >&2; printf \"no newline\" >&2'\n",
         ),
     };
+    user_with_startup_file(name, shell, file, text)
+}
+
+/// A bash user whose `~/.bashrc` is empty at each call, for a test that edits it (root only).
+pub fn rc_editing_user() -> String {
+    user_with_startup_file("sshmcp-rcedit", "/bin/bash", ".bashrc", "")
+}
+
+/// A user of `shell` whose startup `file` holds `text` (root only).
+fn user_with_startup_file(name: &str, shell: &str, file: &str, text: &str) -> String {
     let user = user_with_shell(name, shell);
     let home = nix::unistd::User::from_name(&user)
         .ok()
         .flatten()
-        .expect("chatty user")
+        .expect("the user just made")
         .dir;
     // Written aside and renamed: a login shell of another test may be reading it right now.
     let rc = home.join(file);

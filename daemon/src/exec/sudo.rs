@@ -72,9 +72,8 @@ pub async fn sudo_exec(
 }
 
 fn fresh_nonce() -> Result<String, DaemonError> {
-    let bytes: [u8; 16] = crate::session::key::random_bytes()
-        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
-    Ok(format!("_sshmcp_sudo_{}", crate::session::key::hex(&bytes)))
+    crate::session::key::nonce("_sshmcp_sudo_")
+        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))
 }
 
 /// The error for a command sudo did not start, with sudo's own first words.

@@ -73,12 +73,14 @@ pub struct Framing {
 impl Framing {
     /// A framing with fresh random nonces.
     pub fn new() -> std::io::Result<Self> {
-        let bytes: [u8; 80] = crate::session::key::random_bytes()?;
-        let mut nonces = bytes
-            .chunks(16)
-            .map(|part| format!("_sshmcp_{}", crate::session::key::hex(part)));
-        let mut next = || nonces.next().expect("five nonces");
-        Ok(Self::with_nonces([next(), next(), next(), next(), next()]))
+        let next = || crate::session::key::nonce("_sshmcp_");
+        Ok(Self::with_nonces([
+            next()?,
+            next()?,
+            next()?,
+            next()?,
+            next()?,
+        ]))
     }
 
     fn with_nonces([out_nonce, err_nonce, feed_nonce, end_out, end_err]: [String; 5]) -> Self {
@@ -336,6 +338,19 @@ impl MarkerScan {
     /// The noise dropped so far: its size and its start, for the debug log.
     pub fn noise(&self) -> (u64, &[u8]) {
         (self.noise_bytes, &self.noise_sample)
+    }
+
+    /// Logs the noise dropped (at debug level): dropped from answers, kept for debugging.
+    pub fn log_noise(&self, stream: &str) {
+        let (bytes, sample) = self.noise();
+        if bytes > 0 {
+            tracing::debug!(
+                stream,
+                bytes,
+                sample = %String::from_utf8_lossy(sample).escape_debug(),
+                "dropped what the login shell printed"
+            );
+        }
     }
 }
 

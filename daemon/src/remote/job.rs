@@ -586,8 +586,8 @@ impl Run<'_> {
                 _ = tokio::time::sleep_until(give_up_at), if give_up_at < far => break,
             }
         }
-        log_noise(&out.scan, "stdout");
-        log_noise(&err.scan, "stderr");
+        out.scan.log_noise("stdout");
+        err.scan.log_noise("stderr");
         // Whatever is still to say (the channel closed before a stop could answer).
         let outcome = match (answer.is_some(), stopping.as_ref()) {
             (false, _) => None,
@@ -749,18 +749,5 @@ async fn lost(host: &Host) -> bool {
     match host.master.get() {
         Some(master) => !master.alive(),
         None => mux::alive_check(&host.control_path).await.is_err(),
-    }
-}
-
-/// What the login shell printed before the markers: dropped from answers, kept for debugging.
-fn log_noise(scan: &MarkerScan, stream: &str) {
-    let (bytes, sample) = scan.noise();
-    if bytes > 0 {
-        tracing::debug!(
-            stream,
-            bytes,
-            sample = %String::from_utf8_lossy(sample).escape_debug(),
-            "dropped what the login shell printed"
-        );
     }
 }

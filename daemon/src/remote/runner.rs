@@ -90,9 +90,11 @@ const LOGIN_FILES: &[&str] = &[
 ];
 
 /// The text of a channel opened ahead of need: its setup and loop, with a program's shell
-/// already waiting on stdin.
-pub fn standby_text() -> String {
-    format!("{SETUP}{{ {SPAWN}{LOOP}{SPAWN}done; }}\n")
+/// already waiting on stdin. The runner prints `ready` on stdout once it has read its whole
+/// text (a group is read whole before it runs): until then, a program written to stdin could
+/// be read by the runner along with its text, and never reach the program's shell.
+pub fn standby_text(ready: &str) -> String {
+    format!("{SETUP}{{ command printf '%s\\n' {ready}; {SPAWN}{LOOP}{SPAWN}done; }}\n")
 }
 
 /// The text of a channel opened for `payload`: its setup and loop, the first program

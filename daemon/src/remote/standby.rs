@@ -28,12 +28,16 @@ use tokio::time::Instant;
 
 use super::Host;
 use super::framing::BOOTSTRAP;
+use super::framing::MarkerScan;
 use super::runner;
 use crate::mux::{self, MuxSession};
 
 /// A channel whose login shell started longer ago than this is closed rather than used: what
 /// the login environment computes (beyond its files) is at most this old.
 const MAX_AGE: Duration = Duration::from_secs(60);
+/// How long a channel opened ahead of need may take to start its runner (its login shell
+/// reads the startup files first).
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a channel beyond the target may wait for a program before it closes.
 const IDLE_TRIM: Duration = Duration::from_secs(5);
 
@@ -211,6 +215,22 @@ async fn trim(host: &Host) {
     }
 }
 
+/// Reads `stdout` up to the line starting with `nonce`, dropping (and logging) what the login
+/// shell printed before it; false when the stream ends first.
+async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut scan = MarkerScan::new(nonce.as_bytes());
+    let mut buf = vec![0u8; 4096];
+    while scan.marker().is_none() {
+        match stdout.read(&mut buf).await {
+            Ok(n @ 1..) => drop(scan.feed(&buf[..n])),
+            _ => return false,
+        }
+    }
+    scan.log_noise("stdout");
+    true
+}
+
 /// Tops the session's standby channels up to their target in the background.
 pub fn refill(host: &Host) {
     let host = host.clone();
@@ -244,9 +264,17 @@ pub async fn fill(host: &Host) {
             break;
         };
         // The runner goes at once, so it dates the login files now and has a program's shell
-        // waiting; a fresh pipe holds it whole.
-        let text = runner::standby_text();
+        // waiting; a fresh pipe holds it whole. The channel is ready once the runner says so.
+        let Ok(ready) = crate::session::key::nonce("_sshmcp_") else {
+            break;
+        };
+        let text = runner::standby_text(&ready);
         if !matches!(session.stdin.try_write(text.as_bytes()), Ok(n) if n == text.len()) {
+            break;
+        }
+        let mut session = session;
+        let said_ready = tokio::time::timeout(READY_TIMEOUT, said(&mut session.stdout, &ready));
+        if !matches!(said_ready.await, Ok(true)) {
             break;
         }
         let now = Instant::now();

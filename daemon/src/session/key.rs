@@ -60,6 +60,13 @@ impl std::fmt::Debug for KeyHash {
     }
 }
 
+/// A fresh random word for shell text, `{prefix}` then 32 hex digits: no output can contain
+/// it by chance, and nothing outside this daemon can know it.
+pub(crate) fn nonce(prefix: &str) -> std::io::Result<String> {
+    let bytes: [u8; 16] = random_bytes()?;
+    Ok(format!("{prefix}{}", hex(&bytes)))
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

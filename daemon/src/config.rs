@@ -12,10 +12,10 @@ use sshmcp_proto::paths::{self, RuntimePaths};
 /// to spare.
 pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
 
-/// Standby channels per session by default, and at most: they share the session's channel
-/// slots (8, below sshd's usual MaxSessions of 10) with running commands. One is enough: a
-/// standby channel is opened only after a command ends (so its login shell sees what that
-/// command left), and one opened during a command is dropped when it ends.
+/// Channels each session keeps waiting for a command by default, and at most: they share the
+/// session's channel slots (8, below sshd's usual MaxSessions of 10) with running commands.
+/// One is enough for an agent's commands one after another; more wait only briefly (see
+/// `remote::standby`).
 pub const DEFAULT_STANDBY_CHANNELS: usize = 1;
 pub const MAX_STANDBY_CHANNELS: usize = 4;
 
@@ -51,8 +51,8 @@ pub struct Flags {
     /// Bytes each spooled stream may take on the local disk (`spool_output`).
     #[arg(long, env = "SSHMCP_MAX_SPOOL_BYTES")]
     pub max_spool_bytes: Option<u64>,
-    /// Channels each session keeps open ahead of need (0 to 4): a command that takes one
-    /// skips opening a channel and starting the login shell. 0 turns them off.
+    /// Channels each session keeps waiting for a command (0 to 4): a command that takes one
+    /// skips opening a channel and starting the login shell. 0: every command opens its own.
     #[arg(long, env = "SSHMCP_STANDBY_CHANNELS")]
     pub standby_channels: Option<usize>,
     /// Log filter, e.g. `info` or `debug`.

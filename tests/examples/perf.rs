@@ -284,7 +284,7 @@ fn print(rows: &[Row]) {
 /// to watch (`perf record -a`); prints the calls/s and the median call. `SSHMCP_PERF_CALLERS`
 /// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
 /// `big` for the 10 MiB command) shape the load; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
-/// daemon's log.
+/// daemon's log; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, say).
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
     let callers: usize = var("SSHMCP_PERF_CALLERS")
@@ -306,6 +306,8 @@ async fn load(seconds: u64) {
         &[
             ("SSHMCP_LOG", &var("SSHMCP_LOG").unwrap_or("warn".into())),
             ("SSHMCP_STANDBY_CHANNELS", &standby),
+            // A wrapper (valgrind, say) may stand in for the daemon.
+            ("SSHMCP_DAEMON", &var("SSHMCP_DAEMON").unwrap_or_default()),
         ],
     );
     let mcp = Arc::new(env.mcp().await);

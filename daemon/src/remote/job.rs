@@ -48,6 +48,11 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 const MARKER_WAIT: Duration = Duration::from_secs(60);
 /// A time no timer reaches: the "never" of the loop's optional timers.
 const NEVER: Duration = Duration::from_secs(400 * 86_400);
+/// The read buffer of a stream at first: most commands print little, and a buffer is zeroed
+/// when made.
+const FIRST_READ_BYTES: usize = 4096;
+/// The read buffer once a read filled the first one.
+const BULK_READ_BYTES: usize = 64 * 1024;
 /// An output pipe's size once its command prints in bulk: 4 times Linux's default.
 const BULK_PIPE_BYTES: i32 = 256 * 1024;
 
@@ -99,7 +104,7 @@ impl Stream {
             gate: None,
             enlarged: false,
             pipe,
-            buf: vec![0u8; 64 * 1024],
+            buf: vec![0u8; FIRST_READ_BYTES],
             scan,
             end,
             capture: Capture::new(program.max_output_bytes),
@@ -126,8 +131,12 @@ impl Stream {
             }
             return Ok(false);
         }
-        if n == self.buf.len() && !self.enlarged {
-            self.enlarge();
+        if n == self.buf.len() {
+            if self.buf.len() < BULK_READ_BYTES {
+                self.buf.resize(BULK_READ_BYTES, 0);
+            } else if !self.enlarged {
+                self.enlarge();
+            }
         }
         let framed = self.scan.feed(&self.buf[..n]);
         let own = self.end.feed(&framed).into_owned();

@@ -112,26 +112,26 @@ pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
     text
 }
 
+/// The check a program on a channel that waited runs first, up to the stale marker's nonce:
+/// its shell inherited the channel's start date on fd 4; a login file not older than that
+/// makes the channel stale.
+static WARM_CHECK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let files: String = LOGIN_FILES.iter().map(|f| format!(" \"{f}\"")).collect();
+    format!(
+        "if [ -e /dev/fd/4 ]; then _sshmcp_t=/dev/fd/4; elif [ -e /proc/self/fd/4 ]; then \
+         _sshmcp_t=/proc/self/fd/4; else _sshmcp_t=; fi; _sshmcp_x=${{_sshmcp_t:+fresh}}; \
+         for _sshmcp_f in{files}; do if [ -z \"$_sshmcp_x\" ]; then break; fi; \
+         if [ -e \"$_sshmcp_f\" ] && ! [ \"$_sshmcp_t\" -nt \"$_sshmcp_f\" ]; then \
+         _sshmcp_x=; fi; done; if [ -z \"$_sshmcp_x\" ]; then command printf '%s stale\\n' "
+    )
+});
+
 /// The text for a channel that waited: the check of its login files (when one changed, the
 /// stale marker on stdout, and nothing runs), then `payload`.
 pub fn warm_text(payload: &[u8], out_nonce: &str) -> Vec<u8> {
-    let mut text = String::from(
-        "if [ -e /dev/fd/4 ]; then _sshmcp_t=/dev/fd/4; elif [ -e /proc/self/fd/4 ]; then \
-         _sshmcp_t=/proc/self/fd/4; else _sshmcp_t=; fi; _sshmcp_x=${_sshmcp_t:+fresh}; \
-         for _sshmcp_f in",
-    );
-    for file in LOGIN_FILES {
-        text.push_str(" \"");
-        text.push_str(file);
-        text.push('"');
-    }
-    text.push_str(&format!(
-        "; do if [ -z \"$_sshmcp_x\" ]; then break; fi; if [ -e \"$_sshmcp_f\" ] && \
-         ! [ \"$_sshmcp_t\" -nt \"$_sshmcp_f\" ]; then _sshmcp_x=; fi; done; \
-         if [ -z \"$_sshmcp_x\" ]; then command printf '%s stale\\n' {out_nonce}; exit 0; fi; \
-         unset _sshmcp_t _sshmcp_x _sshmcp_f\n"
-    ));
-    let mut text = text.into_bytes();
+    let mut text = WARM_CHECK.as_bytes().to_vec();
+    text.extend_from_slice(out_nonce.as_bytes());
+    text.extend_from_slice(b"; exit 0; fi; unset _sshmcp_t _sshmcp_x _sshmcp_f\n");
     text.extend_from_slice(payload);
     text
 }

@@ -68,7 +68,13 @@ pub(crate) fn nonce(prefix: &str) -> std::io::Result<String> {
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)].into());
+        out.push(DIGITS[usize::from(b & 0xf)].into());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -84,6 +90,13 @@ mod tests {
         assert!(!hash.matches(""));
         let (other, _) = new_session_key().unwrap();
         assert_ne!(key, other);
+    }
+
+    #[test]
+    fn hex_is_two_lowercase_digits_a_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
+        assert!(nonce("_p_").unwrap().starts_with("_p_"));
+        assert_eq!(nonce("").unwrap().len(), 32);
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub const BOOTSTRAP: &str = "exec /bin/sh";
 pub const INNER_BOOTSTRAP: &str = "exec 3<&0 </dev/null; \
 if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi";
 
+/// The end of [`INNER_BOOTSTRAP`]: sources the payload on fd 3.
+pub const SOURCE_FD3: &str = "if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /proc/self/fd/3; fi";
+
 /// The payload's prelude, up to the working directory. `{E}` is the stderr nonce. Builtins
 /// go through `command`, so functions a login environment exports (bash as `/bin/sh` imports
 /// them) cannot stand in for them. It asks the kernel
@@ -101,7 +104,7 @@ impl Framing {
 
     /// What the waiting program shell of a channel that waited reads (see `runner`).
     pub fn warm_text(&self, payload: &[u8]) -> Vec<u8> {
-        runner::warm_text(payload, &self.out_nonce)
+        runner::warm_text(payload, &self.out_nonce, &self.feed_nonce)
     }
 
     /// A scanner for stdout's end marker.
@@ -224,10 +227,10 @@ const AFTER_GROUP: &str = " </dev/null; exit\n";
 /// The same when the group reads the given stdin from a pipe.
 const AFTER_GROUP_WITH_STDIN: &str = "; exit\n";
 
-/// How many bytes at most follow a text's closing brace: a text cut short by more than this
-/// ran none of its group (a cut after the brace may have run it, since the end of input ends
-/// the last command as a newline would).
-pub const PAYLOAD_TAIL_AFTER_GROUP: usize = AFTER_GROUP.len();
+/// How many bytes at the end of a channel text may be missing while its program may still run:
+/// the shell runs a text's last line (the runner's group, or the line sourcing the program)
+/// only once it is whole, and the end of input ends a line as a newline would.
+pub const PAYLOAD_TAIL_AFTER_GROUP: usize = 1;
 
 /// One sh word holding exactly `s`: single quotes, with each `'` written as `'\''`.
 pub fn sh_quote(s: &str) -> String {
@@ -374,6 +377,7 @@ mod tests {
         for text in [BOOTSTRAP, INNER_BOOTSTRAP] {
             assert!(!text.contains(['!', '\\', '\n', '\'']), "{text}");
         }
+        assert!(INNER_BOOTSTRAP.ends_with(SOURCE_FD3));
     }
 
     #[test]
@@ -416,6 +420,13 @@ mod tests {
         assert_eq!(scan.noise().0, 4096 * 1000);
     }
 
+    /// The `/bin/sh` of a local channel's host.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Sh {
+        Dash,
+        Bash,
+    }
+
     /// A channel's shell run locally: `/bin/sh -c BOOTSTRAP` after a login shell's noise, fed
     /// texts on its stdin as the daemon feeds them (the next only after the last one's end),
     /// its streams kept whole.
@@ -427,11 +438,33 @@ mod tests {
 
     impl LocalChannel {
         fn start(configure: impl FnOnce(&mut std::process::Command)) -> Self {
-            let mut command = std::process::Command::new("/bin/sh");
+            Self::start_as(Sh::Dash, configure)
+        }
+
+        /// A channel on a host whose `/bin/sh` is `sh`: bash is bind-mounted over it in a
+        /// private mount namespace (root only, as the test suite runs).
+        fn start_as(sh: Sh, configure: impl FnOnce(&mut std::process::Command)) -> Self {
+            let login = format!("echo noise; echo noise >&2; {BOOTSTRAP}");
+            let mut command = match sh {
+                Sh::Dash => std::process::Command::new("/bin/sh"),
+                Sh::Bash => {
+                    assert!(
+                        nix::unistd::geteuid().is_root(),
+                        "bash as /bin/sh needs root"
+                    );
+                    let mut c = std::process::Command::new("unshare");
+                    c.args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
+                        .arg(format!(
+                            "mount --bind /bin/bash /bin/sh && exec /bin/sh -c '{login}'"
+                        ));
+                    c
+                }
+            };
             configure(&mut command);
+            if sh == Sh::Dash {
+                command.arg("-c").arg(&login);
+            }
             let mut child = command
-                .arg("-c")
-                .arg(format!("echo noise; echo noise >&2; {BOOTSTRAP}"))
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
@@ -474,9 +507,14 @@ mod tests {
 
         /// Waits until stdout holds `needle` (a program's end marker).
         fn wait_for(&self, needle: &str) {
+            self.wait_for_on(0, needle);
+        }
+
+        /// Waits until stream `i` (0 stdout, 1 stderr) holds `needle`.
+        fn wait_for_on(&self, i: usize, needle: &str) {
             let (lock, changed) = &*self.streams;
             let held =
-                |s: &[Vec<u8>; 2]| !s[0].windows(needle.len()).any(|w| w == needle.as_bytes());
+                |s: &[Vec<u8>; 2]| !s[i].windows(needle.len()).any(|w| w == needle.as_bytes());
             let timeout = std::time::Duration::from_secs(10);
             let (_guard, waited) = changed
                 .wait_timeout_while(lock.lock().unwrap(), timeout, |s| held(s))
@@ -493,6 +531,17 @@ mod tests {
             }
             std::mem::take(&mut *self.streams.0.lock().unwrap())
         }
+    }
+
+    /// A home directory whose own date is an hour old: a channel started in the same clock
+    /// tick as its creation would count it as a changed login file.
+    fn old_home() -> tempfile::TempDir {
+        let home = tempfile::tempdir().unwrap();
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::open(home.path())
+            .and_then(|dir| dir.set_modified(hour_ago))
+            .unwrap();
+        home
     }
 
     /// One program's share of a channel's streams, split by its own markers.
@@ -588,7 +637,7 @@ mod tests {
     #[test]
     fn a_text_cut_before_its_closing_brace_runs_nothing() {
         let f = framing();
-        let home = tempfile::tempdir().unwrap();
+        let home = old_home();
         let payload = |f: &Framing| f.payload("echo ran-anyway", None, None, true);
         // The first program, cut in its channel's text.
         let text = f.fresh_text(&payload(&f));
@@ -605,8 +654,19 @@ mod tests {
         let later = Framing::new().unwrap();
         let text = later.warm_text(&payload(&later));
         let cut = &text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
-        assert!(cut.ends_with(b"ran-anyway\n"));
+        assert!(cut.ends_with(b"; f"), "the sourcing line is cut");
         channel.feed(cut);
+        let [out, _] = channel.finish();
+        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
+        // Cut inside its here-document, right after the program's group.
+        let mut channel = LocalChannel::start(|c| {
+            c.env("HOME", home.path());
+        });
+        channel.feed(&f.fresh_text(&f.payload("true", None, None, true)));
+        channel.wait_for(&f.end_out);
+        let text = later.warm_text(&payload(&later));
+        let group_end = text.windows(2).rposition(|w| w == b"\n}").unwrap() + 2;
+        channel.feed(&text[..group_end]);
         let [out, _] = channel.finish();
         assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
     }
@@ -615,8 +675,17 @@ mod tests {
     /// environment, and interrupts reach them (no signal is ignored).
     #[test]
     fn one_channel_runs_program_after_program() {
-        let home = tempfile::tempdir().unwrap();
-        let mut channel = LocalChannel::start(|c| {
+        program_after_program(Sh::Dash);
+    }
+
+    #[test]
+    fn one_channel_runs_program_after_program_where_sh_is_bash() {
+        program_after_program(Sh::Bash);
+    }
+
+    fn program_after_program(sh: Sh) {
+        let home = old_home();
+        let mut channel = LocalChannel::start_as(sh, |c| {
             c.env("HOME", home.path());
         });
         let runs: Vec<(Framing, &str)> = vec![
@@ -625,8 +694,11 @@ mod tests {
                 Framing::new().unwrap(),
                 "printf '%s|%s' \"${LEAK-none}\" \"$PWD\" >&2; exit 4",
             ),
-            (Framing::new().unwrap(), "grep SigIgn /proc/$$/status"),
+            (Framing::new().unwrap(), "grep SigIgn /proc/self/status"),
             (Framing::new().unwrap(), "cat"),
+            // A syntax error ends its program at once, on a channel that waited too.
+            (Framing::new().unwrap(), "echo \"unterminated"),
+            (Framing::new().unwrap(), "echo after"),
         ];
         for (i, (f, script)) in runs.iter().enumerate() {
             let stdin = (i == 3).then_some(&b"given\n"[..]);
@@ -646,16 +718,45 @@ mod tests {
         let here = std::env::current_dir().unwrap();
         assert_eq!(split[1].err, format!("none|{}", here.display()).as_bytes());
         assert_eq!(split[1].status(), Some(4));
-        // SIGINT and SIGQUIT are not ignored, as they would be in a background job.
+        // SIGINT and SIGQUIT are not ignored by the commands, as in a background job.
         let out = String::from_utf8_lossy(&split[2].out);
         let mask = u64::from_str_radix(out.trim().trim_start_matches("SigIgn:").trim(), 16);
         assert_eq!(mask.unwrap() & 0b110, 0, "{out}");
         assert_eq!(split[3].out, b"given\n");
+        assert_eq!(split[4].status(), Some(2));
+        assert!(!split[4].err.is_empty());
+        assert_eq!(split[5].out, b"after\n");
         assert!(
             split
                 .iter()
                 .all(|r| r.end.unwrap().after == runner::After::Idle)
         );
+    }
+
+    /// A program killed by a signal leaves the channel idle, with nothing on its stderr about
+    /// the kill (dash reports a killed command substitution on the runner's own stderr).
+    #[test]
+    fn a_killed_program_leaves_its_stderr_and_the_channel_clean() {
+        for sh in [Sh::Dash, Sh::Bash] {
+            let f = framing();
+            let mut channel = LocalChannel::start_as(sh, |_| {});
+            channel.feed(&f.fresh_text(&f.payload("echo started; sleep 30", None, None, true)));
+            channel.wait_for("started");
+            let streams = channel.streams.0.lock().unwrap().clone();
+            let group = LocalRun::split(&f, &streams)
+                .markers
+                .group
+                .expect("the group");
+            nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .unwrap();
+            channel.wait_for_on(1, &f.end_err);
+            let run = LocalRun::split(&f, &channel.finish());
+            assert_eq!(run.err, b"", "{sh:?}");
+            assert_eq!(run.status(), Some(143), "{sh:?}");
+        }
     }
 
     /// A program whose background child outlives it keeps the channel: the channel's shell
@@ -672,21 +773,43 @@ mod tests {
     /// is stale.
     #[test]
     fn a_changed_login_file_makes_a_waiting_channel_stale() {
-        let home = tempfile::tempdir().unwrap();
-        let mut channel = LocalChannel::start(|c| {
+        for sh in [Sh::Dash, Sh::Bash] {
+            for edit in ["echo x >> ~/.bashrc", "rm ~/.bashrc"] {
+                changed_login_file_makes_stale(sh, edit);
+            }
+        }
+    }
+
+    /// `edit` changes a login file that is an hour old, in a home an hour old.
+    fn changed_login_file_makes_stale(sh: Sh, edit: &str) {
+        let home = old_home();
+        let rc = home.path().join(".bashrc");
+        std::fs::write(&rc, "").unwrap();
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for path in [rc.as_path(), home.path()] {
+            std::fs::File::open(path)
+                .and_then(|f| f.set_modified(hour_ago))
+                .unwrap();
+        }
+        let mut channel = LocalChannel::start_as(sh, |c| {
             c.env("HOME", home.path());
         });
-        let (first, second) = (framing(), Framing::new().unwrap());
-        channel.feed(&first.fresh_text(&first.payload("echo x >> ~/.bashrc", None, None, true)));
+        let (first, same, second) = (framing(), Framing::new().unwrap(), Framing::new().unwrap());
+        channel.feed(&first.fresh_text(&first.payload("true", None, None, true)));
         channel.wait_for(&first.end_out);
+        // Nothing changed yet: the channel serves the next program.
+        channel.feed(&same.warm_text(&same.payload(edit, None, None, true)));
+        channel.wait_for(&same.end_out);
         channel.feed(&second.warm_text(&second.payload("echo ran-anyway", None, None, true)));
         let output = channel.finish();
-        assert_eq!(
-            LocalRun::split(&first, &output).end.unwrap().after,
-            runner::After::Idle
-        );
+        let same = LocalRun::split(&same, &output);
+        assert!(same.markers.started, "{sh:?} {edit}");
+        assert_eq!(same.end.unwrap().after, runner::After::Idle);
         let second = LocalRun::split(&second, &output);
-        assert!(second.markers.stale && !second.markers.started);
+        assert!(
+            second.markers.stale && !second.markers.started,
+            "{sh:?} {edit}"
+        );
         assert!(!String::from_utf8_lossy(&output[0]).contains("ran-anyway"));
     }
 

@@ -433,13 +433,15 @@ impl Run<'_> {
             stderr,
         } = session;
         let framing = self.framing;
-        // A program that holds root processes never shares its channel: the shell cannot tell
-        // whether they are gone.
+        // A program that holds root processes never shares its channel (the shell cannot tell
+        // whether they are gone), nor does one whose channel will not be kept: its shell then
+        // ends with the program instead of starting the next program's shell for nothing.
+        let keep = permit.is_some() && host.standby.keeps_channels() && !program.kill_as_root;
         let payload = framing.payload(
             &program.script,
             program.cwd.as_deref(),
             program.stdin.as_deref(),
-            !program.kill_as_root,
+            keep,
         );
         let mut feed = Feed {
             pipe: Some(stdin),

@@ -29,19 +29,22 @@
 use std::borrow::Cow;
 
 /// What the channel's shell runs once: a copy of its stdout for the programs (inside `$( )`
-/// fd 1 is the capture pipe), and on fd 4 an empty here-document, whose file (a pipe, or a
-/// deleted temporary file) bears the time the channel started. `_sshmcp_t` is left empty when
-/// the channel serves one program only (stderr merged into stdout ends only when the channel
-/// closes).
-const SETUP: &str = "exec 6>&1 4<<'_sshmcp_started'\n_sshmcp_started\n\
+/// fd 1 is the capture pipe); on fd 4 a here-document of one line, whose file (a pipe, or a
+/// deleted temporary file, both made now) bears the time the channel started; its stderr on
+/// fd 7 for the programs and the end marker, and its own stderr sent to `/dev/null` (dash
+/// reports a program shell killed by a signal there: "Terminated"). `_sshmcp_t` is left empty
+/// when the channel serves one program only (stderr merged into stdout ends only when the
+/// channel closes).
+const SETUP: &str = "exec 6>&1 4<<'_sshmcp_started'\nstarted\n_sshmcp_started\n\
 if [ -e /dev/fd/4 ] || [ -e /proc/self/fd/4 ]; then _sshmcp_t=1; else _sshmcp_t=; fi\n\
 if [ /dev/fd/1 -ef /dev/fd/2 ]; then _sshmcp_t=; fi\n\
+exec 7>&2 2>/dev/null\n\
 if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; fi\n";
 
-/// Starts the next program's shell, reading its program from the channel's stdin. Fd 5 is the
-/// capture pipe: the program's prelude reports there its group, its end nonces, and whether
-/// it may share the channel.
-const SPAWN: &str = "_sshmcp_p=$($_sshmcp_ss /bin/sh 5>&1 1>&6 6>&-); _sshmcp_s=$?\n";
+/// How a program's shell gets the channel's streams: stdout from the runner's copy, stderr
+/// from fd 7, and fd 5 as the capture pipe, where the program's prelude reports its group, its
+/// end nonces, and whether it may share the channel.
+const PROGRAM_FDS: &str = "5>&1 1>&6 6>&- 2>&7 7>&-";
 
 /// After each program: the end markers (with the status, and whether the channel goes on),
 /// then the next program's shell, or the end of the channel. A program whose shell reported
@@ -52,22 +55,31 @@ case $1 in *[!0-9]*|0|1) _sshmcp_r=last ;; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
 else _sshmcp_r=idle; fi ;; esac\n\
 command printf '%s %s %s\\n' \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\"; \
-command printf '%s %s %s\\n' \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" >&2\n\
+command printf '%s %s %s\\n' \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" >&7\n\
 if [ \"$_sshmcp_r\" != idle ]; then exit \"$_sshmcp_s\"; fi\n";
+
+/// Starts the next program's shell, which reads its program from the channel's stdin.
+fn spawn() -> String {
+    format!("_sshmcp_p=$($_sshmcp_ss /bin/sh {PROGRAM_FDS}); _sshmcp_s=$?\n")
+}
 
 /// Files that shape a login environment (the startup files of bash, zsh, csh-likes, ksh and
 /// fish, and what sshd reads for each session). A channel whose login shell read them before
 /// one of them changed is stale. A file written in the same clock tick as the channel started
 /// counts as changed: a needless new channel beats a missed change.
 const LOGIN_FILES: &[&str] = &[
+    // A startup file deleted, renamed over or added changes its directory.
+    "$HOME",
+    "/etc",
     "$HOME/.bashrc",
+    "$HOME/.bashrc.d",
     "$HOME/.bash_profile",
     "$HOME/.bash_login",
     "$HOME/.profile",
-    "$HOME/.zshenv",
-    "$HOME/.zprofile",
-    "$HOME/.zshrc",
-    "$HOME/.zlogin",
+    "${ZDOTDIR:-$HOME}/.zshenv",
+    "${ZDOTDIR:-$HOME}/.zprofile",
+    "${ZDOTDIR:-$HOME}/.zshrc",
+    "${ZDOTDIR:-$HOME}/.zlogin",
     "$HOME/.cshrc",
     "$HOME/.tcshrc",
     "$HOME/.login",
@@ -79,6 +91,7 @@ const LOGIN_FILES: &[&str] = &[
     "$HOME/.ssh/rc",
     "$HOME/.pam_environment",
     "/etc/environment",
+    "/etc/default/locale",
     "/etc/profile",
     "/etc/profile.d",
     "/etc/bash.bashrc",
@@ -94,7 +107,8 @@ const LOGIN_FILES: &[&str] = &[
 /// text (a group is read whole before it runs): until then, a program written to stdin could
 /// be read by the runner along with its text, and never reach the program's shell.
 pub fn standby_text(ready: &str) -> String {
-    format!("{SETUP}{{ command printf '%s\\n' {ready}; {SPAWN}{LOOP}{SPAWN}done; }}\n")
+    let spawn = spawn();
+    format!("{SETUP}{{ command printf '%s\\n' {ready}; {spawn}{LOOP}{spawn}done; }}\n")
 }
 
 /// The text of a channel opened for `payload`: its setup and loop, the first program
@@ -102,12 +116,12 @@ pub fn standby_text(ready: &str) -> String {
 /// runner's until its loop runs). One `{ }` group, so a text cut short runs nothing.
 pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
     let mut text = format!(
-        "{SETUP}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' 5>&1 1>&6 6>&- <<'{feed_nonce}'\n",
+        "{SETUP}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' {PROGRAM_FDS} <<'{feed_nonce}'\n",
         super::framing::INNER_BOOTSTRAP
     )
     .into_bytes();
     text.extend_from_slice(payload);
-    let tail = format!("{feed_nonce}\n); _sshmcp_s=$?\n{LOOP}{SPAWN}done; }}\n");
+    let tail = format!("{feed_nonce}\n); _sshmcp_s=$?\n{LOOP}{}done; }}\n", spawn());
     text.extend_from_slice(tail.as_bytes());
     text
 }
@@ -127,12 +141,18 @@ static WARM_CHECK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 });
 
 /// The text for a channel that waited: the check of its login files (when one changed, the
-/// stale marker on stdout, and nothing runs), then `payload`.
-pub fn warm_text(payload: &[u8], out_nonce: &str) -> Vec<u8> {
+/// stale marker on stdout, and nothing runs), then `payload` in a here-document delimited by
+/// `feed_nonce`, sourced once whole. The shell reads it to the here-document's end, so a
+/// syntax error ends it at once instead of leaving it waiting for more on the channel's
+/// stdin, and nothing runs until the last line (which the `if` makes one command) is whole.
+pub fn warm_text(payload: &[u8], out_nonce: &str, feed_nonce: &str) -> Vec<u8> {
     let mut text = WARM_CHECK.as_bytes().to_vec();
     text.extend_from_slice(out_nonce.as_bytes());
     text.extend_from_slice(b"; exit 0; fi; unset _sshmcp_t _sshmcp_x _sshmcp_f\n");
+    text.extend_from_slice(format!("exec 3<<'{feed_nonce}'\n").as_bytes());
     text.extend_from_slice(payload);
+    let source = super::framing::SOURCE_FD3;
+    text.extend_from_slice(format!("{feed_nonce}\nexec </dev/null; {source}\n").as_bytes());
     text
 }
 

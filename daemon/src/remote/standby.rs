@@ -113,8 +113,14 @@ impl Standby {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Whether a waiting channel may take a program: young enough, not ended, and nothing
+    /// written on its streams while it waited (a process that left the last program's group
+    /// still holds them).
     fn fresh(warm: &Warm) -> bool {
-        warm.opened_at.elapsed() < MAX_AGE && warm.session.control.is_quiet()
+        warm.opened_at.elapsed() < MAX_AGE
+            && warm.session.control.is_quiet()
+            && silent(&warm.session.stdout)
+            && silent(&warm.session.stderr)
     }
 
     /// A usable waiting channel, the latest idle first, if one is ready; old or ended ones are
@@ -156,6 +162,11 @@ impl Standby {
         drop(self.ready().channels.pop_back());
     }
 
+    /// Whether channels are kept for later commands at all (a target above 0).
+    pub fn keeps_channels(&self) -> bool {
+        self.target > 0
+    }
+
     /// Marks a run as opening a channel of its own until the guard drops.
     pub fn opening(&self) -> Opening<'_> {
         self.opening.fetch_add(1, Ordering::AcqRel);
@@ -171,7 +182,9 @@ impl Standby {
     pub fn put_back(host: &Host, warm: Warm) {
         let standby = &host.standby;
         let mut ready = standby.ready();
-        if ready.closed || standby.target == 0 {
+        // A command waiting for a slot gets this one's (it opens its own channel): waiting
+        // channels never keep a command from running.
+        if ready.closed || standby.target == 0 || standby.contended() {
             return;
         }
         ready.channels.push_back(warm);
@@ -191,6 +204,15 @@ impl Standby {
         ready.closed = true;
         ready.channels.clear();
     }
+}
+
+/// Whether nothing can be read from a waiting channel's stream: no bytes, no end. Reads one
+/// byte if there is one (the channel is then dropped anyway). The pipe is non-blocking.
+fn silent(pipe: &tokio::net::unix::pipe::Receiver) -> bool {
+    matches!(
+        nix::unistd::read(pipe, &mut [0u8; 1]),
+        Err(nix::errno::Errno::EAGAIN)
+    )
 }
 
 /// Closes the channels beyond the target that waited `IDLE_TRIM`, the longest idle first,

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod exec;
+pub mod inspect;
 pub mod lifecycle;
 pub mod local_process;
 pub mod mux;

@@ -4,15 +4,18 @@
 use std::sync::Arc;
 
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
+use sshmcp_proto::inspect::{
+    FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
+};
 use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::exec;
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
+use crate::{exec, inspect};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -98,6 +101,35 @@ impl Daemon for DaemonService {
         let settings = self.registry.settings.clone();
         self.on_session("sudo_exec", &auth, |session| async move {
             exec::sudo::sudo_exec(&session, &settings, req).await
+        })
+        .await
+    }
+
+    async fn stat(self, _: Context, req: StatRequest) -> Result<FileStat, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("stat", &auth, |session| async move {
+            inspect::stat::stat(&session, req).await
+        })
+        .await
+    }
+
+    async fn list_directory(self, _: Context, req: ListRequest) -> Result<Listing, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("list_directory", &auth, |session| async move {
+            inspect::list::list(&session, req).await
+        })
+        .await
+    }
+
+    async fn read_file_range(
+        self,
+        _: Context,
+        req: ReadRangeRequest,
+    ) -> Result<FileRange, DaemonError> {
+        let auth = req.auth.clone();
+        let max_output_bytes = self.registry.settings.max_output_bytes;
+        self.on_session("read_file_range", &auth, |session| async move {
+            inspect::read::read(&session, max_output_bytes, req).await
         })
         .await
     }

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod error;
 pub mod exec;
+pub mod inspect;
 pub mod limits;
 pub mod paths;
 pub mod service;

@@ -9,6 +9,7 @@ use tarpc::tokio_util::codec::LengthDelimitedCodec;
 
 use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
+use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionSummary};
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
@@ -21,7 +22,16 @@ pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
 /// per tool. A client checks a tool's name here before calling it.
-pub const CAPABILITIES: &[&str] = &["connect", "disconnect", "session_list", "exec", "sudo_exec"];
+pub const CAPABILITIES: &[&str] = &[
+    "connect",
+    "disconnect",
+    "session_list",
+    "exec",
+    "sudo_exec",
+    "stat",
+    "list_directory",
+    "read_file_range",
+];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
 /// `--max-output-bytes`; the margin only keeps one oversized answer from killing the connection.
@@ -68,6 +78,9 @@ pub trait Daemon {
     /// The daemon's [`CAPABILITIES`]. Methods are only ever appended below this line.
     async fn capabilities() -> Vec<String>;
     async fn sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>;
+    async fn stat(req: StatRequest) -> Result<FileStat, DaemonError>;
+    async fn list_directory(req: ListRequest) -> Result<Listing, DaemonError>;
+    async fn read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -108,6 +121,7 @@ mod tests {
     use super::*;
     use crate::ErrorCode;
     use crate::exec::{ByteRange, Encoding, StreamOutput};
+    use crate::inspect::{DirEntry, FileType, RemotePath, RemoteText};
     use crate::session::{ConnectTarget, RemoteFacts, SessionAuth, SessionState};
 
     /// Encodes and decodes `value` with the wire codec; bincode mistakes (skipped fields,
@@ -247,6 +261,69 @@ mod tests {
             cwd: None,
             timeout: Some(3.0),
         });
+        let auth = SessionAuth {
+            session_id: "s".into(),
+            session_key: "k".into(),
+        };
+        let path = RemotePath {
+            path: "/tmp/a b".into(),
+            encoding: Encoding::Utf8,
+        };
+        roundtrip(StatRequest {
+            auth: auth.clone(),
+            path: path.clone(),
+            follow_symlinks: true,
+        });
+        roundtrip(ListRequest {
+            auth: auth.clone(),
+            path: path.clone(),
+            offset: 5,
+            limit: None,
+        });
+        roundtrip(ReadRangeRequest {
+            auth,
+            path,
+            offset: 0,
+            length: 10,
+        });
+        let target = RemoteText {
+            text: "/x".into(),
+            encoding: Encoding::Base64,
+        };
+        roundtrip(Ok::<_, DaemonError>(FileStat {
+            file_type: FileType::Symlink,
+            size: 2,
+            mode: "0777".into(),
+            uid: 1,
+            gid: 2,
+            owner: "o".into(),
+            group: "g".into(),
+            mtime: "m".into(),
+            atime: "a".into(),
+            ctime: "c".into(),
+            link_target: Some(target.clone()),
+        }));
+        roundtrip(Ok::<_, DaemonError>(Listing {
+            entries: vec![DirEntry {
+                name: target.clone(),
+                file_type: FileType::CharDevice,
+                size: 0,
+                mode: "0600".into(),
+                mtime: "m".into(),
+                link_target: None,
+            }],
+            total: 1,
+            offset: 0,
+            truncated: false,
+        }));
+        roundtrip(Ok::<_, DaemonError>(FileRange {
+            data: "aGk=".into(),
+            encoding: Encoding::Base64,
+            offset: 3,
+            bytes_read: 2,
+            file_size: 5,
+            eof: true,
+        }));
         for truncated in [false, true] {
             roundtrip(Ok::<_, DaemonError>(ExecResult {
                 exit_code: (!truncated).then_some(3),

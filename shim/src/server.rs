@@ -23,7 +23,7 @@ impl Shim {
         Self {
             daemon: Arc::new(daemon),
             local_root,
-            tool_router: Self::session_router() + Self::exec_router(),
+            tool_router: Self::session_router() + Self::exec_router() + Self::inspect_router(),
         }
     }
 
@@ -43,7 +43,9 @@ impl Shim {
              Workflow: 1) `connect` with an `alias` (a Host of ~/.ssh/config) or `host` + `user`; \
              keep the returned `session_id` and `session_key` (the key is shown only once). \
              2) `exec` with both to run non-interactive /bin/sh commands; each call is a fresh \
-             shell, so pass `cwd` instead of `cd`. 3) `disconnect` when done. \
+             shell, so pass `cwd` instead of `cd`; `sudo_exec` for root. To look at files \
+             use `stat`, `list_directory` and `read_file_range` (structured, any bytes in \
+             names) rather than parsing the output of ls or cat. 3) `disconnect` when done. \
              `session_list` shows every session (never keys).\n\
              Every answer has `ok`; failures carry `error.code`, a stable identifier to act on. \
              A lost key cannot be recovered, and a session that answers `connection_lost` does \

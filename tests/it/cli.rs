@@ -57,7 +57,16 @@ async fn status_and_stop_close_every_master() {
     assert_eq!(status["pid"], env.daemon_pid().unwrap());
     assert_eq!(
         status["tools"],
-        json!(["connect", "disconnect", "session_list", "exec", "sudo_exec"]),
+        json!([
+            "connect",
+            "disconnect",
+            "session_list",
+            "exec",
+            "sudo_exec",
+            "stat",
+            "list_directory",
+            "read_file_range"
+        ]),
         "the capabilities of the handshake"
     );
     let out = env.cli(&["daemon", "status"]);

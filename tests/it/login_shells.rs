@@ -7,7 +7,7 @@ use sshmcp_tests::McpClient;
 use sshmcp_tests::TestEnv;
 use sshmcp_tests::mcp::session_of;
 use sshmcp_tests::process::unique_sleep;
-use sshmcp_tests::users::{Chatty, chatty_user, rc_editing_user};
+use sshmcp_tests::users::{Chatty, chatty_user, rc_editing_user, user_without_gnu_find};
 
 use crate::{code, exec, remote_until};
 
@@ -80,6 +80,17 @@ async fn behaves_exactly(kind: Chatty) {
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
     assert_eq!(streams(&r), ("/tmp\n", ""), "{r}");
+    // The inspection tools' answers are parsed from the same streams.
+    let r = crate::on_session(&mcp, &s, "stat", json!({"path": "/"})).await;
+    assert_eq!(
+        (&r["type"], &r["owner"]),
+        (&json!("directory"), &json!("root")),
+        "{r}"
+    );
+    let args = json!({"path": "/etc/hostname", "length": 4096});
+    let r = crate::on_session(&mcp, &s, "read_file_range", args).await;
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert_eq!(r["data"], hostname, "{r}");
 
     let secs = unique_sleep(41);
     let args = json!({"session_id": s.0, "session_key": s.1,
@@ -282,5 +293,19 @@ async fn commands_share_a_channel_yet_see_a_changed_startup_file() {
         third.split(' ').next(),
         "a fresh channel"
     );
+    mcp.close().await;
+}
+
+/// A host whose `find` lacks `-printf` (BusyBox): list_directory says what is missing instead
+/// of answering wrong; stat, which needs no `find`, still works.
+#[tokio::test]
+async fn a_host_without_gnu_find_gets_an_error_naming_it() {
+    let (_env, mcp, s) = logged_in_as(&user_without_gnu_find(), &[]).await;
+    let r = crate::on_session(&mcp, &s, "list_directory", json!({"path": "/"})).await;
+    assert_eq!(code(&r), "internal_error", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("find -printf"), "{r}");
+    let r = crate::on_session(&mcp, &s, "stat", json!({"path": "/"})).await;
+    assert_eq!(r["type"], "directory", "{r}");
     mcp.close().await;
 }

@@ -7,6 +7,7 @@ mod connect;
 mod daemon;
 mod exec;
 mod exec_limits;
+mod inspect;
 mod login_shells;
 mod sudo;
 mod surface;
@@ -28,11 +29,25 @@ pub async fn exec(
     command: &str,
     extra: Value,
 ) -> Value {
-    let mut args = json!({"session_id": session.0, "session_key": session.1, "command": command});
+    let mut args = json!({"command": command});
     if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
         args.extend(extra.clone());
     }
-    mcp.call("exec", args).await
+    on_session(mcp, session, "exec", args).await
+}
+
+/// Calls `tool` on the session with `args` (an object) and the session's id and key.
+pub async fn on_session(
+    mcp: &McpClient,
+    session: &(String, String),
+    tool: &str,
+    args: Value,
+) -> Value {
+    let mut all = json!({"session_id": session.0, "session_key": session.1});
+    if let (Some(all), Some(args)) = (all.as_object_mut(), args.as_object()) {
+        all.extend(args.clone());
+    }
+    mcp.call(tool, all).await
 }
 
 /// The error code of a failed answer.

@@ -15,7 +15,16 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["connect", "disconnect", "exec", "session_list", "sudo_exec"]
+        [
+            "connect",
+            "disconnect",
+            "exec",
+            "list_directory",
+            "read_file_range",
+            "session_list",
+            "stat",
+            "sudo_exec"
+        ]
     );
     for tool in &tools {
         let name = &tool["name"];
@@ -42,8 +51,10 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         .collect();
     assert_eq!(required, ["session_id", "session_key", "command"]);
     assert_eq!(exec["annotations"]["destructiveHint"], true);
-    let list = tools.iter().find(|t| t["name"] == "session_list").unwrap();
-    assert_eq!(list["annotations"]["readOnlyHint"], true);
+    for read_only in ["session_list", "stat", "list_directory", "read_file_range"] {
+        let tool = tools.iter().find(|t| t["name"] == read_only).unwrap();
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{read_only}");
+    }
     let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
     assert!(instructions.contains("session_key"));
     assert!(

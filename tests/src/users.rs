@@ -165,3 +165,26 @@ pub fn sudo_user(rule: SudoRule) -> String {
     }
     user
 }
+
+/// A bash user whose PATH finds a `find` without `-printf` first, as on a BusyBox host (root
+/// only: it writes the fake tool and the startup file).
+pub fn user_without_gnu_find() -> String {
+    let bin = std::path::Path::new("/var/tmp/sshmcp-busybox-like");
+    std::fs::create_dir_all(bin).expect("the fake tools' directory");
+    let find = bin.join("find");
+    let fresh = bin.join(format!("find.{}", std::process::id()));
+    std::fs::write(
+        &fresh,
+        "#!/bin/sh\nfor a; do [ \"$a\" = -printf ] && { echo 'find: unrecognized: -printf' >&2; exit 1; }; done\nexec /usr/bin/find \"$@\"\n",
+    )
+    .expect("the fake find");
+    std::fs::set_permissions(&fresh, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod the fake find");
+    std::fs::rename(&fresh, &find).expect("publish the fake find");
+    user_with_startup_file(
+        "sshmcp-nogfind",
+        "/bin/bash",
+        ".bashrc",
+        &format!("export PATH={}:$PATH\n", bin.display()),
+    )
+}

@@ -2,4 +2,5 @@
 //! daemon, and shapes the answer (see `answer`).
 
 pub mod exec;
+pub mod inspect;
 pub mod session;

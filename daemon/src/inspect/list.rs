@@ -1,0 +1,115 @@
+//! `list_directory`: one page of a directory's entries, from `find -printf` sorted by name
+//! bytes, paged on the host so an answer stays small whatever the directory holds.
+
+use sshmcp_proto::inspect::{
+    DEFAULT_LIST_LIMIT, DirEntry, FileType, ListRequest, Listing, MAX_LIST_LIMIT,
+};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use super::{mode_string, number, path_bytes, prelude, remote_text, run, time};
+use crate::session::Session;
+
+/// The most bytes a page may take: names up to 255 bytes and link targets up to 4096 for
+/// each of `MAX_LIST_LIMIT` entries, with room to spare.
+const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The program. A directory is entered first (its search permission), then counted and
+/// listed: one record per entry, NUL-terminated, fields `/`-separated (a name holds neither),
+/// the link target last since it may hold `/`. Records sort by their bytes, so by name.
+fn script(offset: u64, limit: u32) -> String {
+    let skip = offset + 1;
+    format!(
+        "{}_o=$(stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+         [ \"$_o\" = directory ] || {{ echo notdir; exit 0; }}\n\
+         cd -- \"$_p\" 2>/dev/null && [ -r . ] || {{ echo denied; exit 0; }}\n\
+         find . -maxdepth 0 -printf '' 2>/dev/null || {{ echo 'missing find -printf'; exit 0; }}\n\
+         [ \"$(printf 'a\\0' | sort -z | tail -z -n +1 | head -z -n 1 | wc -c)\" -eq 2 ] || \
+         {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
+         printf 'ok %s\\n' \"$(find . -mindepth 1 -maxdepth 1 -printf x | wc -c)\"\n\
+         find . -mindepth 1 -maxdepth 1 -printf '%P/%y/%s/%m/%T@/%l\\0' | sort -z | \
+         tail -z -n +{skip} | head -z -n {limit}\n",
+        prelude("stat find sort head tail wc")
+    )
+}
+
+pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, DaemonError> {
+    let path = path_bytes(&req.path)?;
+    let limit = req.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+        return Err(DaemonError::new(
+            ErrorCode::InvalidArguments,
+            format!("`limit` must be 1..={MAX_LIST_LIMIT}"),
+        ));
+    }
+    let script = script(req.offset, limit);
+    let (total, records) = run(session, script, &path, MAX_PAGE_BYTES).await?;
+    let total: u64 = number("total", total.trim())?;
+    let entries = records
+        .split(|b| *b == 0)
+        .filter(|r| !r.is_empty())
+        .map(entry)
+        .collect::<Result<Vec<_>, _>>()?;
+    let truncated = req.offset + (entries.len() as u64) < total;
+    Ok(Listing {
+        entries,
+        total,
+        offset: req.offset,
+        truncated,
+    })
+}
+
+/// One record: `name/type/size/mode/mtime/target`.
+fn entry(record: &[u8]) -> Result<DirEntry, DaemonError> {
+    let fields: Vec<&[u8]> = record.splitn(6, |b| *b == b'/').collect();
+    let [name, kind, size, mode, mtime, target] = fields[..] else {
+        return Err(DaemonError::internal(format!(
+            "bad listing record: {:?}",
+            String::from_utf8_lossy(record)
+        )));
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let file_type = match kind {
+        b"f" => FileType::File,
+        b"d" => FileType::Directory,
+        b"l" => FileType::Symlink,
+        b"p" => FileType::Fifo,
+        b"s" => FileType::Socket,
+        b"c" => FileType::CharDevice,
+        b"b" => FileType::BlockDevice,
+        _ => FileType::Other,
+    };
+    let mode = u32::from_str_radix(&text(mode), 8)
+        .map_err(|_| DaemonError::internal(format!("bad mode: {:?}", text(mode))))?;
+    Ok(DirEntry {
+        name: remote_text(name),
+        file_type,
+        size: number("size", &text(size))?,
+        mode: mode_string(mode),
+        mtime: time(&text(mtime))?,
+        link_target: (file_type == FileType::Symlink).then(|| remote_text(target)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sshmcp_proto::exec::Encoding;
+
+    #[test]
+    fn records_keep_names_and_targets_whole() {
+        let e = entry(b"a\nb/l/4/777/1.5/../x/y").unwrap();
+        assert_eq!(
+            (e.name.text.as_str(), e.file_type),
+            ("a\nb", FileType::Symlink)
+        );
+        assert_eq!(e.link_target.unwrap().text, "../x/y");
+        assert_eq!(
+            (e.mode.as_str(), e.mtime.as_str()),
+            ("0777", "1970-01-01T00:00:01.500Z")
+        );
+        let e = entry(b"\xff/f/3/4755/0/").unwrap();
+        assert_eq!(e.name.encoding, Encoding::Base64);
+        assert_eq!((e.mode.as_str(), e.link_target), ("4755", None));
+        assert!(entry(b"short/f/1").is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! The inspection tools' operations (`stat`, `list_directory`, `read_file_range`): each one
+//! fixed `/bin/sh` program on the building block, the path on its stdin (so no byte of it is
+//! ever shell text), answering with a status line and then its data, parsed here.
+//!
+//! The programs need GNU coreutils and findutils (`stat -c`, `find -printf`, `sort -z`); a host
+//! without one gets an error naming what is missing, never a wrong answer.
+
+pub mod list;
+pub mod read;
+pub mod stat;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use sshmcp_proto::exec::{Encoding, ExecResult, StreamOutput};
+use sshmcp_proto::inspect::{FileType, RemotePath, RemoteText};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::remote::{self, Program};
+use crate::session::Session;
+
+/// How long an inspection may take on the host.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every inspection program starts with: messages in English, the path from stdin (a
+/// trailing newline kept; an empty one means `base64`, which decodes stdin, is missing), and
+/// `_sshmcp_fail`, which turns `stat`'s error into a status line.
+/// `stat` ends its message with the system's error text, so the path in it cannot be mistaken
+/// for one.
+const PRELUDE: &str = "export LC_ALL=C\n\
+for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s\\n' \"$_t\"; exit 0; }; done\n\
+_p=$(cat; printf .); _p=${_p%.}\n\
+if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
+_sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory') echo notfound ;; \
+*': Permission denied') echo denied ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
+
+/// The prelude for a program that uses `tools`.
+fn prelude(tools: &str) -> String {
+    PRELUDE.replace("{TOOLS}", tools)
+}
+
+/// The path's bytes: text, or base64 for a name that is not UTF-8. Empty paths and NUL bytes
+/// name nothing.
+pub fn path_bytes(path: &RemotePath) -> Result<Vec<u8>, DaemonError> {
+    let bytes = match path.encoding {
+        Encoding::Utf8 => path.path.clone().into_bytes(),
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD
+            .decode(&path.path)
+            .map_err(|_| invalid("path", "is not valid base64 (path_encoding is base64)"))?,
+    };
+    if bytes.is_empty() {
+        return Err(invalid("path", "is empty"));
+    }
+    if bytes.contains(&0) {
+        return Err(invalid("path", "contains a NUL byte"));
+    }
+    Ok(bytes)
+}
+
+fn invalid(field: &str, why: &str) -> DaemonError {
+    DaemonError::new(ErrorCode::InvalidArguments, format!("`{field}` {why}"))
+}
+
+/// Bytes as JSON text: the text itself when UTF-8, else base64.
+pub fn remote_text(bytes: &[u8]) -> RemoteText {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => RemoteText {
+            text: text.to_string(),
+            encoding: Encoding::Utf8,
+        },
+        Err(_) => RemoteText {
+            text: base64::engine::general_purpose::STANDARD.encode(bytes),
+            encoding: Encoding::Base64,
+        },
+    }
+}
+
+/// Runs `script` with the path on stdin; returns what followed an `ok` status line (the
+/// rest of that line, and the bytes after it), or the error the status line names.
+async fn run(
+    session: &Session,
+    script: String,
+    path: &[u8],
+    max_output_bytes: u64,
+) -> Result<(String, Vec<u8>), DaemonError> {
+    let mut program = Program::new(script, TIMEOUT, max_output_bytes);
+    program.stdin = Some(path.to_vec());
+    let result: ExecResult = remote::run(&session.host, program).await?;
+    let shown = || String::from_utf8_lossy(path).into_owned();
+    if result.timed_out {
+        return Err(DaemonError::internal(format!(
+            "the host did not answer within {} s for {}",
+            TIMEOUT.as_secs(),
+            shown()
+        )));
+    }
+    let out = stream_bytes(&result.stdout)?;
+    let (line, rest) = match out.iter().position(|b| *b == b'\n') {
+        Some(newline) => (&out[..newline], out[newline + 1..].to_vec()),
+        None => (&out[..], Vec::new()),
+    };
+    let line = String::from_utf8_lossy(line);
+    let (word, detail) = line.split_once(' ').unwrap_or((&line, ""));
+    match word {
+        "ok" if result.exit_code == Some(0) => Ok((detail.to_string(), rest)),
+        "notfound" => Err(DaemonError::new(
+            ErrorCode::RemotePathNotFound,
+            format!("no such path on the host: {}", shown()),
+        )),
+        "denied" => Err(DaemonError::new(
+            ErrorCode::RemotePermissionDenied,
+            format!("the session's user may not read {}", shown()),
+        )),
+        "notdir" => Err(DaemonError::new(
+            ErrorCode::InvalidRemoteType,
+            format!("not a directory: {}", shown()),
+        )),
+        "notfile" => Err(DaemonError::new(
+            ErrorCode::InvalidRemoteType,
+            format!("not a regular file: {}", shown()),
+        )),
+        "missing" => Err(DaemonError::internal(format!(
+            "the host lacks `{detail}`, which this tool needs (GNU coreutils and findutils)"
+        ))),
+        "error" => Err(DaemonError::internal(format!("the host said: {detail}"))),
+        _ => Err(DaemonError::internal(format!(
+            "unexpected answer from the host (exit {:?}): {}",
+            result.exit_code,
+            String::from_utf8_lossy(&stream_bytes(&result.stderr).unwrap_or_default())
+        ))),
+    }
+}
+
+/// A stream's complete bytes; an answer cut by the capture bound is an error, not data.
+fn stream_bytes(stream: &StreamOutput) -> Result<Vec<u8>, DaemonError> {
+    if stream.truncated {
+        return Err(DaemonError::internal(
+            "the host's answer was larger than expected",
+        ));
+    }
+    match stream.encoding {
+        Encoding::Utf8 => Ok(stream.data.clone().into_bytes()),
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD
+            .decode(&stream.data)
+            .map_err(|e| DaemonError::internal(format!("bad capture: {e}"))),
+    }
+}
+
+/// The type bits of a `st_mode`.
+fn file_type(mode: u32) -> FileType {
+    match mode & 0o170_000 {
+        0o100_000 => FileType::File,
+        0o040_000 => FileType::Directory,
+        0o120_000 => FileType::Symlink,
+        0o010_000 => FileType::Fifo,
+        0o140_000 => FileType::Socket,
+        0o020_000 => FileType::CharDevice,
+        0o060_000 => FileType::BlockDevice,
+        _ => FileType::Other,
+    }
+}
+
+/// Permission bits (with setuid, setgid, sticky) as four octal digits.
+fn mode_string(mode: u32) -> String {
+    format!("{:04o}", mode & 0o7777)
+}
+
+/// Seconds since the epoch (a fraction allowed) as RFC 3339 UTC; times before 1970 read as
+/// the epoch.
+fn time(secs: &str) -> Result<String, DaemonError> {
+    let secs: f64 = secs
+        .parse()
+        .map_err(|_| DaemonError::internal(format!("bad time from the host: {secs:?}")))?;
+    let at = UNIX_EPOCH + Duration::try_from_secs_f64(secs).unwrap_or_default();
+    Ok(sshmcp_proto::time::rfc3339(at.max(SystemTime::UNIX_EPOCH)))
+}
+
+fn number<T: std::str::FromStr>(field: &str, text: &str) -> Result<T, DaemonError> {
+    text.parse()
+        .map_err(|_| DaemonError::internal(format!("bad {field} from the host: {text:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_decode_and_refuse_what_names_nothing() {
+        let p = |path: &str, encoding| RemotePath {
+            path: path.into(),
+            encoding,
+        };
+        assert_eq!(path_bytes(&p("/a b", Encoding::Utf8)).unwrap(), b"/a b");
+        assert_eq!(path_bytes(&p("/w==", Encoding::Base64)).unwrap(), [0xff]);
+        for bad in [
+            p("", Encoding::Utf8),
+            p("a\0b", Encoding::Utf8),
+            p("!", Encoding::Base64),
+        ] {
+            assert_eq!(
+                path_bytes(&bad).unwrap_err().code,
+                ErrorCode::InvalidArguments
+            );
+        }
+    }
+
+    #[test]
+    fn modes_give_types_and_octal_permissions() {
+        assert_eq!(file_type(0o100_644), FileType::File);
+        assert_eq!(file_type(0o040_755), FileType::Directory);
+        assert_eq!(file_type(0o120_777), FileType::Symlink);
+        assert_eq!(mode_string(0o104_755), "4755");
+        assert_eq!(mode_string(0o100_600), "0600");
+    }
+
+    #[test]
+    fn times_are_rfc3339() {
+        assert_eq!(time("0").unwrap(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(time("1733011200.25").unwrap(), "2024-12-01T00:00:00.250Z");
+        assert!(time("x").is_err());
+    }
+
+    #[test]
+    fn text_is_utf8_or_base64() {
+        assert_eq!(remote_text(b"caf\xc3\xa9").encoding, Encoding::Utf8);
+        let t = remote_text(b"\xff");
+        assert_eq!((t.text.as_str(), t.encoding), ("/w==", Encoding::Base64));
+    }
+}

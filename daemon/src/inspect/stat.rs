@@ -1,0 +1,91 @@
+//! `stat`: one path's metadata from `stat -c`, and a symlink's target from `readlink`.
+
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::inspect::{FileStat, FileType, StatRequest};
+
+use super::{file_type, mode_string, number, path_bytes, prelude, remote_text, run, time};
+use crate::session::Session;
+
+/// The fields, one line for the numbers and one for each name (names hold no newline).
+const FORMAT: &str = "%f %s %u %g %X %Y %Z\n%U\n%G";
+
+/// The program: `stat` (following symlinks when `follow`), then the link's target.
+fn script(follow: bool) -> String {
+    let follow_flag = if follow { "-L " } else { "" };
+    let link = if follow {
+        ""
+    } else {
+        "if [ -L \"$_p\" ]; then readlink -- \"$_p\"; fi\n"
+    };
+    format!(
+        "{}_o=$(stat {follow_flag}-c '{FORMAT}' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+         printf 'ok\\n%s\\n' \"$_o\"\n{link}",
+        prelude("stat readlink")
+    )
+}
+
+pub async fn stat(session: &Session, req: StatRequest) -> Result<FileStat, DaemonError> {
+    let path = path_bytes(&req.path)?;
+    let (_, out) = run(session, script(req.follow_symlinks), &path, 64 * 1024).await?;
+    parse(&out)
+}
+
+/// Reads the three lines of `FORMAT` and, for a symlink, its target (readlink's line).
+fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
+    let mut lines = out.splitn(4, |b| *b == b'\n');
+    let mut line = || String::from_utf8_lossy(lines.next().unwrap_or_default()).into_owned();
+    let (fields, owner, group) = (line(), line(), line());
+    let rest = lines.next().unwrap_or_default();
+    let f: Vec<&str> = fields.split(' ').collect();
+    let [raw_mode, size, uid, gid, atime, mtime, ctime] = f[..] else {
+        return Err(DaemonError::internal(format!("bad stat line: {fields:?}")));
+    };
+    let mode = u32::from_str_radix(raw_mode, 16)
+        .map_err(|_| DaemonError::internal(format!("bad mode: {raw_mode:?}")))?;
+    let file_type = file_type(mode);
+    let link_target = (file_type == FileType::Symlink)
+        .then(|| remote_text(rest.strip_suffix(b"\n").unwrap_or(rest)));
+    Ok(FileStat {
+        file_type,
+        size: number("size", size)?,
+        mode: mode_string(mode),
+        uid: number("uid", uid)?,
+        gid: number("gid", gid)?,
+        owner,
+        group,
+        mtime: time(mtime)?,
+        atime: time(atime)?,
+        ctime: time(ctime)?,
+        link_target,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_keeps_every_byte_of_its_target() {
+        let out = b"a1ff 9 1000 1000 10 20 30\nme\nus\n/t\nx\xff y\n";
+        let s = parse(out).unwrap();
+        assert_eq!(s.file_type, FileType::Symlink);
+        assert_eq!((s.mode.as_str(), s.size, s.uid), ("0777", 9, 1000));
+        assert_eq!((s.owner.as_str(), s.group.as_str()), ("me", "us"));
+        assert_eq!(s.mtime, "1970-01-01T00:00:20.000Z");
+        let target = s.link_target.unwrap();
+        assert_eq!(target.encoding, sshmcp_proto::exec::Encoding::Base64);
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(target.text)
+            .unwrap();
+        assert_eq!(bytes, b"/t\nx\xff y");
+    }
+
+    #[test]
+    fn a_file_has_no_target_and_a_bad_line_is_an_error() {
+        let s = parse(b"81a4 5 0 0 1 2 3\nroot\nroot\n").unwrap();
+        assert_eq!((s.file_type, s.mode.as_str()), (FileType::File, "0644"));
+        assert!(s.link_target.is_none());
+        assert!(parse(b"81a4 5\nroot\nroot\n").is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! stat, list_directory and read_file_range through the real binaries: every kind of file,
+//! names with every awkward byte, paging a large directory, exact ranges, and the errors.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+
+use crate::{code, connected, exec, on_session};
+
+/// Runs a setup command that prints a directory; returns it.
+async fn setup(mcp: &McpClient, s: &(String, String), command: &str) -> String {
+    let r = exec(mcp, s, command, json!({"timeout": 60})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    r["stdout"]["data"].as_str().unwrap().trim_end().to_string()
+}
+
+/// The bytes a `{text, encoding}` pair carries.
+fn bytes(text: &Value) -> Vec<u8> {
+    let data = text["text"].as_str().unwrap();
+    match text["encoding"].as_str().unwrap() {
+        "utf-8" => data.as_bytes().to_vec(),
+        "base64" => base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap(),
+        other => panic!("encoding {other}"),
+    }
+}
+
+/// A path given as bytes: text when UTF-8, else base64.
+fn path_args(path: &[u8]) -> Value {
+    match std::str::from_utf8(path) {
+        Ok(p) => json!({"path": p}),
+        Err(_) => json!({"path": base64::engine::general_purpose::STANDARD.encode(path),
+                         "path_encoding": "base64"}),
+    }
+}
+
+#[tokio::test]
+async fn stat_describes_each_kind_of_file_and_names_what_went_wrong() {
+    let (env, mcp, s) = connected().await;
+    let d = setup(
+        &mcp,
+        &s,
+        "d=$(mktemp -d) && cd \"$d\" && printf hello >f && chmod 640 f && mkdir sub && \
+         ln -s f link && mkfifo fifo && mkdir locked && touch locked/x && chmod 000 locked && \
+         echo \"$d\"",
+    )
+    .await;
+    let stat = |path: String, follow: bool| {
+        let mcp = &mcp;
+        let s = &s;
+        async move {
+            on_session(
+                mcp,
+                s,
+                "stat",
+                json!({"path": path, "follow_symlinks": follow}),
+            )
+            .await
+        }
+    };
+    let r = stat(format!("{d}/f"), false).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        (&r["type"], &r["size"], &r["mode"]),
+        (&json!("file"), &json!(5), &json!("0640"))
+    );
+    assert_eq!(r["owner"], env.sshd.user, "{r}");
+    assert!(r["mtime"].as_str().unwrap().ends_with('Z'), "{r}");
+    assert_eq!(r["link_target"], Value::Null);
+    let r = stat(format!("{d}/link"), false).await;
+    assert_eq!(
+        (&r["type"], &r["link_target"]["text"]),
+        (&json!("symlink"), &json!("f")),
+        "{r}"
+    );
+    let r = stat(format!("{d}/link"), true).await;
+    assert_eq!((&r["type"], &r["size"]), (&json!("file"), &json!(5)), "{r}");
+    assert_eq!(stat(format!("{d}/sub"), false).await["type"], "directory");
+    assert_eq!(stat(format!("{d}/fifo"), false).await["type"], "fifo");
+    assert_eq!(stat("/dev/null".into(), false).await["type"], "char_device");
+    for missing in [format!("{d}/nope"), format!("{d}/f/under-a-file")] {
+        assert_eq!(code(&stat(missing, false).await), "remote_path_not_found");
+    }
+    assert_eq!(
+        code(&stat(format!("{d}/locked/x"), false).await),
+        "remote_permission_denied"
+    );
+    let r = on_session(&mcp, &s, "stat", json!({"path": ""})).await;
+    assert_eq!(code(&r), "invalid_arguments");
+    exec(
+        &mcp,
+        &s,
+        &format!("chmod 700 '{d}/locked'; rm -rf '{d}'"),
+        json!({}),
+    )
+    .await;
+    mcp.close().await;
+}
+
+/// Names with a space, a newline, a tab, a leading dash, quotes, a command substitution, a
+/// backslash and bytes that are not UTF-8: each listed exactly, each stat'ed by the name the
+/// listing gave, and nothing in them runs.
+#[tokio::test]
+async fn awkward_names_are_listed_and_stated_exactly_and_never_run() {
+    let (_env, mcp, s) = connected().await;
+    let names: Vec<&[u8]> = vec![
+        b"a space",
+        b"new\nline",
+        b"tab\there",
+        b"-dash",
+        b"quote'd",
+        b"dq\"x",
+        b"$(touch pwned)",
+        b"back\\slash",
+        b"\xff\xfe",
+        b"trailing newline\n",
+    ];
+    // Each name as printf octal escapes, so the setup itself never quotes one.
+    let escaped: Vec<String> = names
+        .iter()
+        .map(|n| n.iter().map(|b| format!("\\{b:03o}")).collect())
+        .collect();
+    let touches: String = escaped
+        .iter()
+        .map(|e| format!("n=$(printf '{e}.'); touch -- \"${{n%.}}\" && "))
+        .collect();
+    let d = setup(
+        &mcp,
+        &s,
+        &format!("d=$(mktemp -d) && cd \"$d\" && {touches} echo \"$d\""),
+    )
+    .await;
+    let r = on_session(&mcp, &s, "list_directory", json!({"path": d})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        (&r["total"], &r["truncated"]),
+        (&json!(names.len()), &json!(false)),
+        "{r}"
+    );
+    let listed: Vec<Vec<u8>> = r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| bytes(&e["name"]))
+        .collect();
+    let mut expected: Vec<Vec<u8>> = names.iter().map(|n| n.to_vec()).collect();
+    expected.sort();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(sorted, expected, "{r}");
+    for entry in r["entries"].as_array().unwrap() {
+        assert_eq!(
+            (&entry["type"], &entry["size"]),
+            (&json!("file"), &json!(0)),
+            "{entry}"
+        );
+        let mut path = format!("{d}/").into_bytes();
+        path.extend(bytes(&entry["name"]));
+        let r = on_session(&mcp, &s, "stat", path_args(&path)).await;
+        assert_eq!(
+            (&r["ok"], &r["type"]),
+            (&json!(true), &json!("file")),
+            "{r} {entry}"
+        );
+    }
+    let probe = "find / -xdev -name pwned 2>/dev/null | head -n 1";
+    let r = exec(&mcp, &s, probe, json!({"timeout": 60})).await;
+    assert_eq!(r["stdout"]["data"], "", "nothing ran: {r}");
+    exec(&mcp, &s, &format!("rm -rf '{d}'"), json!({})).await;
+    mcp.close().await;
+}
+
+/// A directory of 10,000 entries, read in pages of the largest limit: every entry once, in
+/// order, `truncated` until the last page; limits at and past their bounds.
+#[tokio::test]
+async fn a_large_directory_comes_in_pages_without_gaps_or_repeats() {
+    let (_env, mcp, s) = connected().await;
+    let d = setup(
+        &mcp,
+        &s,
+        "d=$(mktemp -d) && cd \"$d\" && seq -w 1 10000 | xargs touch && echo \"$d\"",
+    )
+    .await;
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        let args = json!({"path": d, "offset": seen.len(), "limit": 1000});
+        let r = on_session(&mcp, &s, "list_directory", args).await;
+        assert_eq!(
+            (&r["ok"], &r["total"]),
+            (&json!(true), &json!(10_000)),
+            "{r}"
+        );
+        let page = r["entries"].as_array().unwrap();
+        assert_eq!(page.len(), 1000);
+        seen.extend(
+            page.iter()
+                .map(|e| e["name"]["text"].as_str().unwrap().to_string()),
+        );
+        assert_eq!(r["truncated"], seen.len() < 10_000);
+        if seen.len() >= 10_000 {
+            break;
+        }
+    }
+    let expected: Vec<String> = (1..=10_000).map(|i| format!("{i:05}")).collect();
+    assert_eq!(seen, expected);
+    let past = json!({"path": d, "offset": 10_000});
+    let r = on_session(&mcp, &s, "list_directory", past).await;
+    assert_eq!(
+        (&r["entries"], &r["truncated"]),
+        (&json!([]), &json!(false)),
+        "{r}"
+    );
+    for limit in [0, 1001] {
+        let args = json!({"path": d, "limit": limit});
+        let r = on_session(&mcp, &s, "list_directory", args).await;
+        assert_eq!(code(&r), "invalid_arguments", "{limit}: {r}");
+    }
+    let r = on_session(
+        &mcp,
+        &s,
+        "list_directory",
+        json!({"path": format!("{d}/00001")}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_remote_type");
+    exec(&mcp, &s, &format!("rm -rf '{d}'"), json!({"timeout": 60})).await;
+    mcp.close().await;
+}
+
+/// Ranges at the start, in the middle, the exact final range, past the end, of a binary
+/// file, at the output cap and one past it; a directory, an unreadable file and a missing one.
+#[tokio::test]
+async fn read_file_range_returns_exact_ranges_and_no_more_than_the_cap() {
+    let (_env, mcp, s) = connected().await;
+    let d = setup(
+        &mcp,
+        &s,
+        "d=$(mktemp -d) && cd \"$d\" && printf 0123456789 >ten && \
+         i=0; while [ $i -lt 256 ]; do printf \"\\\\$(printf %o $i)\"; i=$((i+1)); done >bin && \
+         head -c 100000 /dev/zero | tr '\\0' x >big && printf no >unreadable && \
+         chmod 000 unreadable && echo \"$d\"",
+    )
+    .await;
+    let read = |file: &str, offset: u64, length: u64| {
+        let args = json!({"path": format!("{d}/{file}"), "offset": offset, "length": length});
+        let (mcp, s) = (&mcp, &s);
+        async move { on_session(mcp, s, "read_file_range", args).await }
+    };
+    let cases = [
+        (0, 4, "0123", false),
+        (4, 3, "456", false),
+        (6, 4, "6789", true),
+        (6, 100, "6789", true),
+        (20, 5, "", true),
+    ];
+    for (offset, length, data, eof) in cases {
+        let r = read("ten", offset, length).await;
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(
+            (&r["data"], &r["eof"], &r["file_size"], &r["offset"]),
+            (&json!(data), &json!(eof), &json!(10), &json!(offset)),
+            "{offset}+{length}: {r}"
+        );
+        assert_eq!(r["bytes_read"], data.len());
+    }
+    let r = read("bin", 0, 256).await;
+    assert_eq!(
+        (&r["encoding"], &r["eof"]),
+        (&json!("base64"), &json!(true)),
+        "{r}"
+    );
+    let got = base64::engine::general_purpose::STANDARD
+        .decode(r["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(got, (0..=255u8).collect::<Vec<_>>());
+    // The daemon's cap (64 KiB by default): exactly at it, and one past it.
+    for length in [65_536, 65_537] {
+        let r = read("big", 0, length).await;
+        assert_eq!(
+            (&r["bytes_read"], &r["eof"]),
+            (&json!(65_536), &json!(false)),
+            "{r}"
+        );
+    }
+    assert_eq!(code(&read(".", 0, 1).await), "invalid_remote_type");
+    assert_eq!(
+        code(&read("unreadable", 0, 1).await),
+        "remote_permission_denied"
+    );
+    assert_eq!(code(&read("missing", 0, 1).await), "remote_path_not_found");
+    assert_eq!(code(&read("ten", 0, 0).await), "invalid_arguments");
+    exec(&mcp, &s, &format!("rm -rf '{d}'"), json!({})).await;
+    mcp.close().await;
+}

@@ -23,6 +23,47 @@ async fn splits_streams_and_reports_exit_code() {
     mcp.close().await;
 }
 
+/// A command whose shell a signal ends reports the signal's name, whoever sent it, with a
+/// null exit code; an exit with a status above 128 is an exit; an `exec`ed program killed by
+/// a signal is named too. The channel then serves the next command.
+#[tokio::test]
+async fn signals_are_named_and_exits_above_128_stay_exits() {
+    let (_env, mcp, s) = connected().await;
+    for (command, exit_code, signal) in [
+        (
+            "echo before; kill -USR1 $$; echo not-reached",
+            json!(null),
+            json!("USR1"),
+        ),
+        ("kill -SEGV $$", json!(null), json!("SEGV")),
+        ("exec sh -c 'kill -TERM $$'", json!(null), json!("TERM")),
+        ("exit 138", json!(138), json!(null)),
+    ] {
+        let r = exec(&mcp, &s, command, json!({})).await;
+        assert_eq!(
+            (&r["exit_code"], &r["signal"]),
+            (&exit_code, &signal),
+            "{command}: {r}"
+        );
+        assert_eq!(r["stderr"]["data"], "", "{command}: {r}");
+    }
+    // A child a signal ended is the shell's business: it goes on, says so, and exits 137.
+    let r = exec(&mcp, &s, "sh -c 'kill -KILL $$'", json!({})).await;
+    assert_eq!(
+        (&r["exit_code"], &r["signal"]),
+        (&json!(137), &json!(null)),
+        "{r}"
+    );
+    assert_eq!(r["stderr"]["data"], "Killed\n", "{r}");
+    let r = exec(&mcp, &s, "echo before; kill -USR1 $$", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "before\n", "{r}");
+    assert_eq!(
+        exec(&mcp, &s, "echo next", json!({})).await["stdout"]["data"],
+        "next\n"
+    );
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn runs_as_the_session_user_in_posix_sh_with_empty_stdin() {
     let (env, mcp, s) = connected().await;

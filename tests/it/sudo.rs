@@ -61,6 +61,14 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     )
     .await;
     assert_eq!(r["exit_code"], 1, "{r}");
+    // Root's shell ended by a signal is named (an exit above 128 under sudo reads as one: see
+    // docs/tools.md).
+    let r = sudo(&mcp, &s, "kill -USR1 $$", json!({})).await;
+    assert_eq!(
+        (&r["exit_code"], &r["signal"]),
+        (&json!(null), &json!("USR1")),
+        "{r}"
+    );
     mcp.close().await;
 }
 

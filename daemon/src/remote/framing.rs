@@ -50,12 +50,20 @@ pub const SOURCE_FD3: &str = "if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /pro
 /// or positional parameter behind. It also tells the channel's shell on fd 5 the group, the
 /// end nonces and whether the channel may serve another program (`{R}`), and closes that
 /// descriptor and the channel's start date (fd 4) so nothing the program starts holds them.
+/// Last, it keeps stderr on fd 8 for the exit report ([`EXIT_TRAP`]): a shell that exits says
+/// so, so one without a report was ended by a signal (dash runs no exit trap then), even when
+/// its status looks like 128 + n.
 const PRELUDE: &str = "exec 3<&-; if command kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
 elif command read -r _sshmcp_g </proc/$$/stat 2>/dev/null; then _sshmcp_g=${_sshmcp_g##*) }; \
 set -- $_sshmcp_g; _sshmcp_g=$3; set --; \
 else set -- $(ps -o pgid= -p $$ </dev/null 2>/dev/null); _sshmcp_g=$1; set --; fi; \
 _sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
-command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&-; ";
+command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&- 8>&2; ";
+
+/// The exit report: the status of the shell it is set in, on fd 8 (see [`PRELUDE`]); `{X}` is
+/// its nonce. Quiet when fd 8 is closed (a signal that bash turns into an exit inside the
+/// program's group, where fd 8 is closed).
+const EXIT_TRAP: &str = "trap 'command printf \"%s %s\\\\n\" {X} \"$?\" 2>/dev/null >&8' EXIT";
 
 /// The exit status of a run whose working directory could not be entered.
 pub const NO_CWD_STATUS: u32 = 125;
@@ -71,6 +79,8 @@ pub struct Framing {
     /// The end markers (see `runner`).
     end_out: String,
     end_err: String,
+    /// The program shell's exit report (see `PRELUDE`).
+    exit_nonce: String,
 }
 
 impl Framing {
@@ -83,16 +93,27 @@ impl Framing {
             next()?,
             next()?,
             next()?,
+            next()?,
         ]))
     }
 
-    fn with_nonces([out_nonce, err_nonce, feed_nonce, end_out, end_err]: [String; 5]) -> Self {
+    fn with_nonces(
+        [
+            out_nonce,
+            err_nonce,
+            feed_nonce,
+            end_out,
+            end_err,
+            exit_nonce,
+        ]: [String; 6],
+    ) -> Self {
         Self {
             out_nonce,
             err_nonce,
             feed_nonce,
             end_out,
             end_err,
+            exit_nonce,
         }
     }
 
@@ -108,13 +129,19 @@ impl Framing {
     }
 
     /// A scanner for stdout's end marker.
-    pub fn stdout_end(&self) -> runner::EndScan {
-        runner::EndScan::new(&self.end_out)
+    pub fn stdout_end(&self) -> runner::LineScan {
+        runner::LineScan::end_marker(&self.end_out)
     }
 
     /// A scanner for stderr's end marker.
-    pub fn stderr_end(&self) -> runner::EndScan {
-        runner::EndScan::new(&self.end_err)
+    pub fn stderr_end(&self) -> runner::LineScan {
+        runner::LineScan::end_marker(&self.end_err)
+    }
+
+    /// A scan that takes the program shell's exit report out of a stream (it is written on
+    /// stderr, which a startup file may have merged into stdout).
+    pub fn exit_report(&self) -> runner::LineScan {
+        runner::LineScan::one_line(&self.exit_nonce)
     }
 
     /// The program its own `/bin/sh` reads: the prelude (the stderr marker with the process
@@ -136,6 +163,7 @@ impl Framing {
             if reusable { "more" } else { "last" }
         );
         let mut out = PRELUDE.replace("{E}", n).replace("{R}", &report);
+        let exit_trap = EXIT_TRAP.replace("{X}", &self.exit_nonce);
         if let Some(dir) = cwd {
             // An exported CDPATH would turn a relative cwd into another directory.
             let _ = write!(
@@ -152,9 +180,15 @@ impl Framing {
         match stdin {
             // The input travels as base64 in a here-document (shell text cannot hold a NUL),
             // decoded into the group's stdin. The delimiter is the nonce: no base64 line can
-            // equal it.
+            // equal it. The group is then a pipeline's subshell: it reports its own exit, and
+            // the shell's stderr (where dash describes a job a signal ended) is /dev/null
+            // while the group keeps the real one. All on the pipeline's first line, so the
+            // shell parses the group before any of it runs.
             Some(bytes) => {
-                let _ = writeln!(out, "base64 -d <<'{o}' | {{");
+                let _ = writeln!(
+                    out,
+                    "exec 9>&2 2>/dev/null; base64 -d <<'{o}' | {{ {exit_trap}"
+                );
                 let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
                 for line in encoded.as_bytes().chunks(76) {
                     out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
@@ -162,7 +196,9 @@ impl Framing {
                 }
                 let _ = writeln!(out, "{o}");
             }
-            None => out.push_str("{\n"),
+            None => {
+                let _ = writeln!(out, "{exit_trap}; {{");
+            }
         }
         let mut payload = out.into_bytes();
         payload.extend_from_slice(script.as_bytes());
@@ -223,9 +259,9 @@ impl Markers {
 
 /// What follows a program's group: its stdin (the shell reads its program from the channel's
 /// stdin), and the shell's end, right after the group, so it never waits for more.
-const AFTER_GROUP: &str = " </dev/null; exit\n";
-/// The same when the group reads the given stdin from a pipe.
-const AFTER_GROUP_WITH_STDIN: &str = "; exit\n";
+const AFTER_GROUP: &str = " </dev/null 8>&-; exit\n";
+/// The same when the group reads the given stdin from a pipe (and reports its own exit).
+const AFTER_GROUP_WITH_STDIN: &str = " 2>&9 9>&-; exit\n";
 
 /// How many bytes at the end of a channel text may be missing while its program may still run:
 /// the shell runs a text's last line (the runner's group, or the line sourcing the program)
@@ -368,7 +404,8 @@ mod tests {
 
     fn framing() -> Framing {
         Framing::with_nonces(
-            ["0123abcd", "4567ef01", "feed", "endout", "enderr"].map(|n| format!("_sshmcp_{n}")),
+            ["0123abcd", "4567ef01", "feed", "endout", "enderr", "exit"]
+                .map(|n| format!("_sshmcp_{n}")),
         )
     }
 
@@ -552,15 +589,19 @@ mod tests {
         err_marker: Option<String>,
         err: Vec<u8>,
         end: Option<runner::End>,
+        /// The status the program's shell reported as it exited.
+        exited: Option<u32>,
     }
 
     impl LocalRun {
         fn split(f: &Framing, [stdout, stderr]: &[Vec<u8>; 2]) -> Self {
             let (mut so, mut se) = (f.stdout_scanner(), f.stderr_scanner());
             let (mut eo, mut ee) = (f.stdout_end(), f.stderr_end());
-            let out = eo.feed(&so.feed(stdout)).into_owned();
-            let err = ee.feed(&se.feed(stderr)).into_owned();
+            let (mut xo, mut xe) = (f.exit_report(), f.exit_report());
+            let out = eo.feed(&xo.feed(&so.feed(stdout))).into_owned();
+            let err = ee.feed(&xe.feed(&se.feed(stderr))).into_owned();
             assert_eq!(eo.end(), ee.end(), "both streams end alike");
+            assert_eq!(xo.rest(), None, "the exit report goes to stderr");
             Self {
                 markers: Markers::read(&so, &se),
                 out_marker: so.marker().map(str::to_string),
@@ -568,11 +609,12 @@ mod tests {
                 err_marker: se.marker().map(str::to_string),
                 err,
                 end: eo.end(),
+                exited: xe.rest().map(|r| r.parse().unwrap()),
             }
         }
 
         fn status(&self) -> Option<u32> {
-            self.end.map(|e| e.status)
+            self.end.as_ref().map(|e| e.status)
         }
     }
 
@@ -595,7 +637,7 @@ mod tests {
             "0|/bin/sh|unset|out\nheredoc 2\n)\n"
         );
         assert_eq!(run.err, b"err\n");
-        assert_eq!(run.status(), Some(3));
+        assert_eq!((run.status(), run.exited), (Some(3), Some(3)));
         assert_eq!(run.end.unwrap().after, runner::After::Idle);
     }
 
@@ -729,33 +771,46 @@ mod tests {
         assert!(
             split
                 .iter()
-                .all(|r| r.end.unwrap().after == runner::After::Idle)
+                .all(|r| r.end.as_ref().unwrap().after == runner::After::Idle)
         );
     }
 
-    /// A program killed by a signal leaves the channel idle, with nothing on its stderr about
-    /// the kill (dash reports a killed command substitution on the runner's own stderr).
+    /// A program whose shell a signal ends: nothing on its stderr about it (dash reports a
+    /// killed command substitution on the runner's own stderr), no exit report, the signal
+    /// named by the host, and the channel idle; a shell that exits with a status above 128
+    /// is an exit, not a signal.
     #[test]
-    fn a_killed_program_leaves_its_stderr_and_the_channel_clean() {
+    fn a_signal_is_told_apart_from_an_exit_and_leaves_the_channel_clean() {
         for sh in [Sh::Dash, Sh::Bash] {
-            let f = framing();
-            let mut channel = LocalChannel::start_as(sh, |_| {});
-            channel.feed(&f.fresh_text(&f.payload("echo started; sleep 30", None, None, true)));
-            channel.wait_for("started");
-            let streams = channel.streams.0.lock().unwrap().clone();
-            let group = LocalRun::split(&f, &streams)
-                .markers
-                .group
-                .expect("the group");
-            nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(group as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            )
-            .unwrap();
-            channel.wait_for_on(1, &f.end_err);
-            let run = LocalRun::split(&f, &channel.finish());
-            assert_eq!(run.err, b"", "{sh:?}");
-            assert_eq!(run.status(), Some(143), "{sh:?}");
+            let home = old_home();
+            let mut channel = LocalChannel::start_as(sh, |c| {
+                c.env("HOME", home.path());
+            });
+            let killed = Framing::new().unwrap();
+            let payload = killed.payload(
+                "echo started; kill -USR1 $$; echo not-reached",
+                None,
+                None,
+                true,
+            );
+            channel.feed(&killed.fresh_text(&payload));
+            channel.wait_for(&killed.end_out);
+            let exits = Framing::new().unwrap();
+            channel.feed(&exits.warm_text(&exits.payload("exit 138", None, None, true)));
+            channel.wait_for(&exits.end_out);
+            let output = channel.finish();
+            let run = LocalRun::split(&killed, &output);
+            assert_eq!(
+                (run.out.as_slice(), run.err.as_slice()),
+                (&b"started\n"[..], &b""[..]),
+                "{sh:?}"
+            );
+            assert_eq!((run.status(), run.exited), (Some(138), None), "{sh:?}");
+            let end = run.end.unwrap();
+            assert_eq!(end.signal.as_deref(), Some("USR1"), "{sh:?}");
+            assert_eq!(end.after, runner::After::Idle, "{sh:?}");
+            let run = LocalRun::split(&exits, &output);
+            assert_eq!((run.status(), run.exited), (Some(138), Some(138)), "{sh:?}");
         }
     }
 

@@ -28,7 +28,7 @@ use super::capture::Capture;
 use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan, Markers};
 use super::kill::{self, KILL_BUDGET, Killed};
-use super::runner::{After, EndScan};
+use super::runner::{After, End, LineScan};
 use super::spool::{Spool, Spooled};
 use super::standby::{self, Standby, Warm};
 use super::{Host, Program, RunError};
@@ -75,8 +75,10 @@ struct Stream {
     enlarged: bool,
     buf: Vec<u8>,
     scan: MarkerScan,
-    /// The end marker, after the start marker (see `runner`).
-    end: EndScan,
+    /// The program shell's exit report, taken out after the start marker (see `framing`).
+    exit: LineScan,
+    /// The end marker (see `runner`).
+    end: LineScan,
     capture: Capture,
     spool: Option<Spool>,
     eof: bool,
@@ -97,7 +99,7 @@ impl Stream {
 
     fn new(
         pipe: tokio::net::unix::pipe::Receiver,
-        (scan, end): (MarkerScan, EndScan),
+        (scan, exit, end): (MarkerScan, LineScan, LineScan),
         program: &Program,
     ) -> Self {
         Self {
@@ -106,6 +108,7 @@ impl Stream {
             pipe,
             buf: vec![0u8; FIRST_READ_BYTES],
             scan,
+            exit,
             end,
             capture: Capture::new(program.max_output_bytes),
             spool: None,
@@ -139,7 +142,8 @@ impl Stream {
             }
         }
         let framed = self.scan.feed(&self.buf[..n]);
-        let own = self.end.feed(&framed).into_owned();
+        let reported = self.exit.feed(&framed);
+        let own = self.end.feed(&reported).into_owned();
         self.keep(&own)?;
         Ok(true)
     }
@@ -454,12 +458,20 @@ impl Run<'_> {
         drop(payload);
         let mut out = Stream::new(
             stdout,
-            (framing.stdout_scanner(), framing.stdout_end()),
+            (
+                framing.stdout_scanner(),
+                framing.exit_report(),
+                framing.stdout_end(),
+            ),
             program,
         );
         let mut err = Stream::new(
             stderr,
-            (framing.stderr_scanner(), framing.stderr_end()),
+            (
+                framing.stderr_scanner(),
+                framing.exit_report(),
+                framing.stderr_end(),
+            ),
             program,
         );
         err.gate = program
@@ -476,8 +488,8 @@ impl Run<'_> {
         let far = started + NEVER;
         loop {
             let streams_done = out.eof && err.eof;
-            let end = out.end.end().or(err.end.end());
-            if let Some(end) = end
+            let end = ended(&out, &err);
+            if let Some(end) = &end
                 && exit_status.is_none()
             {
                 exit_status = Some(end.status);
@@ -545,7 +557,7 @@ impl Run<'_> {
             // The kill's answer names the signal, and waiting for it means the group is gone.
             // An end marker came but the other stream neither ended nor closed (a startup
             // file swapped them): past the grace, the channel is let go.
-            let stuck = end.is_some_and(|e| e.after != After::Left)
+            let stuck = end.as_ref().is_some_and(|e| e.after != After::Left)
                 && answer.is_none()
                 && quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
             if (closed && streams_done || idle || stuck) && !killing {
@@ -729,24 +741,51 @@ async fn complete(
         let said = out.answer().map_err(spool_err)?.data;
         return Err(RunError::NotStarted { said, stderr });
     }
-    let signal = match exit_status {
-        Some(_) => None,
-        // No exit message: the remote shell was killed by a signal (the master drops its
-        // name), or the master died.
-        None if lost(host).await => {
+    let (exit_code, signal) = match (ended(out, err), exit_status) {
+        (Some(end), _) => exit_or_signal(&end, exited(out, err)),
+        (None, Some(status)) => (Some(status as i32), None),
+        // No end marker and no exit message: the channel's shell was killed by a signal (the
+        // master drops its name), or the master died.
+        (None, None) if lost(host).await => {
             drop_spools(out, err);
             return Err(RunError::ConnectionLost);
         }
-        None => Some("unknown".to_string()),
+        (None, None) => (None, Some("unknown".to_string())),
     };
     Ok(ExecResult {
-        exit_code: exit_status.map(|s| s as i32),
+        exit_code,
         signal,
         duration: started.elapsed().as_secs_f64(),
         timed_out: false,
         stdout: out.answer().map_err(spool_err)?,
         stderr: err.answer().map_err(spool_err)?,
     })
+}
+
+/// The program's end, from either stream's end marker.
+fn ended(out: &Stream, err: &Stream) -> Option<End> {
+    out.end.end().or_else(|| err.end.end())
+}
+
+/// The status the program shell reported as it exited, from either stream.
+fn exited(out: &Stream, err: &Stream) -> Option<u32> {
+    [out, err]
+        .iter()
+        .find_map(|s| s.exit.rest().and_then(|r| r.parse().ok()))
+}
+
+/// The answer's `exit_code` and `signal`: a shell that reported its exit exited with that
+/// status; one that did not was ended by a signal when its status says so (named by the
+/// host), else exited (an `exec` of another program replaces the shell and its report).
+fn exit_or_signal(end: &End, reported: Option<u32>) -> (Option<i32>, Option<String>) {
+    match reported {
+        Some(status) => (Some(status as i32), None),
+        None if end.status > 128 => (
+            None,
+            Some(end.signal.clone().unwrap_or_else(|| "unknown".into())),
+        ),
+        None => (Some(end.status as i32), None),
+    }
 }
 
 /// A failed run's spool files go before its answer does (each removes its file on drop).

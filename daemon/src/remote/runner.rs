@@ -46,16 +46,18 @@ if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; 
 /// end nonces, and whether it may share the channel.
 const PROGRAM_FDS: &str = "5>&1 1>&6 6>&- 2>&7 7>&-";
 
-/// After each program: the end markers (with the status, and whether the channel goes on),
-/// then the next program's shell, or the end of the channel. A program whose shell reported
+/// After each program: the end markers (with the status, whether the channel goes on, and the
+/// host's name of the signal when the status says one ended the program's shell), then the
+/// next program's shell, or the end of the channel. A program whose shell reported
 /// nothing never started (its stdin ended, or its channel was stale).
 const LOOP: &str = "while :; do set -- $_sshmcp_p; if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
 case $1 in *[!0-9]*|0|1) _sshmcp_r=last ;; \
 *) if command kill -0 -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
 else _sshmcp_r=idle; fi ;; esac\n\
-command printf '%s %s %s\\n' \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\"; \
-command printf '%s %s %s\\n' \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" >&7\n\
+_sshmcp_n=-; if [ \"$_sshmcp_s\" -gt 128 ]; then _sshmcp_n=$(command kill -l \"$_sshmcp_s\") || _sshmcp_n=-; fi\n\
+command printf '%s %s %s %s\\n' \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\"; \
+command printf '%s %s %s %s\\n' \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\" >&7\n\
 if [ \"$_sshmcp_r\" != idle ]; then exit \"$_sshmcp_s\"; fi\n";
 
 /// Starts the next program's shell, which reads its program from the channel's stdin.
@@ -170,60 +172,81 @@ pub enum After {
 }
 
 /// A program's end, from its end marker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct End {
     /// The status of the program's shell (128 + n for a signal n).
     pub status: u32,
     pub after: After,
+    /// The host's name for signal `status - 128`, when the status is above 128.
+    pub signal: Option<String>,
 }
 
-/// Finds a stream's end marker in the program's output: passes the bytes before it, reads the
-/// marker line, and drops what follows: the answer is the program's, and what its background
-/// children print later (or the other stream's marker, when a startup file merged them) is
-/// not part of it.
-pub struct EndScan {
+/// Finds a marker line in a stream: passes the bytes before it, reads the line, and then
+/// either drops what follows (an end marker: what the program's background children print
+/// later, or the other stream's marker when a startup file merged them, is not part of the
+/// answer) or passes it on (a line that only needs taking out, such as the exit report).
+pub struct LineScan {
     finder: memchr::memmem::Finder<'static>,
+    /// Whether bytes after the line still belong to the stream.
+    keep_after: bool,
     /// Bytes held back: a possible start of the marker, or the marker line being read.
     pending: Vec<u8>,
-    state: EndState,
+    state: LineState,
 }
 
-enum EndState {
+enum LineState {
     Searching,
     InLine,
-    Seen(End),
+    /// What the line said after its nonce.
+    Seen(String),
 }
 
-/// The longest end marker line after its nonce.
-const MAX_END_REST: usize = 64;
+/// The longest marker line after its nonce.
+const MAX_LINE_REST: usize = 64;
 
-impl EndScan {
-    pub fn new(nonce: &str) -> Self {
+impl LineScan {
+    /// A scan for a stream's end marker: nothing after it is the program's.
+    pub fn end_marker(nonce: &str) -> Self {
+        Self::new(nonce, false)
+    }
+
+    /// A scan that takes one line out of a stream and passes the rest.
+    pub fn one_line(nonce: &str) -> Self {
+        Self::new(nonce, true)
+    }
+
+    fn new(nonce: &str, keep_after: bool) -> Self {
         Self {
             finder: memchr::memmem::Finder::new(nonce.as_bytes()).into_owned(),
+            keep_after,
             pending: Vec::new(),
-            state: EndState::Searching,
+            state: LineState::Searching,
         }
     }
 
-    /// The end, once its marker line was read.
-    pub fn end(&self) -> Option<End> {
-        match self.state {
-            EndState::Seen(end) => Some(end),
+    /// What the line said after its nonce, once it was read.
+    pub fn rest(&self) -> Option<&str> {
+        match &self.state {
+            LineState::Seen(rest) => Some(rest),
             _ => None,
         }
     }
 
-    /// Feeds output bytes; returns those that belong to the program.
+    /// The program's end, when this scans for an end marker that was read.
+    pub fn end(&self) -> Option<End> {
+        self.rest().map(parse_end)
+    }
+
+    /// Feeds stream bytes; returns those that belong to the program.
     pub fn feed<'a>(&mut self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
         match self.state {
-            EndState::Seen(_) => return Cow::Borrowed(&[]),
-            EndState::InLine => {
+            LineState::Seen(_) if self.keep_after => return Cow::Borrowed(bytes),
+            LineState::Seen(_) => return Cow::Borrowed(&[]),
+            LineState::InLine => {
                 self.pending.extend_from_slice(bytes);
-                self.read_line();
-                return Cow::Borrowed(&[]);
+                return self.read_line().into();
             }
-            EndState::Searching => {}
+            LineState::Searching => {}
         }
         let joined: Cow<'a, [u8]> = if self.pending.is_empty() {
             Cow::Borrowed(bytes)
@@ -233,50 +256,53 @@ impl EndScan {
             Cow::Owned(joined)
         };
         let nonce_len = self.finder.needle().len();
-        match self.finder.find(&joined) {
+        let (own_len, after) = match self.finder.find(&joined) {
             Some(at) => {
                 self.pending = joined[at + nonce_len..].to_vec();
-                self.state = EndState::InLine;
-                self.read_line();
-                match joined {
-                    Cow::Borrowed(b) => Cow::Borrowed(&b[..at]),
-                    Cow::Owned(mut v) => {
-                        v.truncate(at);
-                        Cow::Owned(v)
-                    }
-                }
+                self.state = LineState::InLine;
+                (at, self.read_line())
             }
             None => {
                 let keep = possible_start(&joined, self.finder.needle());
                 self.pending = joined[joined.len() - keep..].to_vec();
-                match joined {
-                    Cow::Borrowed(b) => Cow::Borrowed(&b[..b.len() - keep]),
-                    Cow::Owned(mut v) => {
-                        v.truncate(v.len() - keep);
-                        Cow::Owned(v)
-                    }
-                }
+                (joined.len() - keep, Vec::new())
+            }
+        };
+        match joined {
+            Cow::Borrowed(b) if after.is_empty() => Cow::Borrowed(&b[..own_len]),
+            joined => {
+                let mut own = joined.into_owned();
+                own.truncate(own_len);
+                own.extend(after);
+                Cow::Owned(own)
             }
         }
     }
 
-    /// Reads the marker line once it is whole.
-    fn read_line(&mut self) {
+    /// Reads the marker line once it is whole; returns what followed it that belongs to the
+    /// stream.
+    fn read_line(&mut self) -> Vec<u8> {
         let line_end = match self.pending.iter().position(|b| *b == b'\n') {
             Some(newline) => newline,
-            None if self.pending.len() > MAX_END_REST => self.pending.len(),
-            None => return,
+            None if self.pending.len() > MAX_LINE_REST => self.pending.len(),
+            None => return Vec::new(),
         };
-        let end = parse_end(&String::from_utf8_lossy(&self.pending[..line_end]));
-        self.state = EndState::Seen(end);
+        let rest = String::from_utf8_lossy(&self.pending[..line_end])
+            .trim()
+            .to_string();
+        self.state = LineState::Seen(rest);
+        let after = self
+            .pending
+            .split_off((line_end + 1).min(self.pending.len()));
         self.pending = Vec::new();
+        if self.keep_after { after } else { Vec::new() }
     }
 
     /// What is still held back, for an answer given before the stream ended: all of it is
     /// the program's when no marker is being read.
     pub fn take_held(&mut self) -> Vec<u8> {
         match self.state {
-            EndState::Searching => std::mem::take(&mut self.pending),
+            LineState::Searching => std::mem::take(&mut self.pending),
             _ => Vec::new(),
         }
     }
@@ -290,7 +316,8 @@ fn possible_start(bytes: &[u8], needle: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-/// Reads ` <status> <idle|left|last>`; anything else is a channel that serves no more.
+/// Reads `<status> <idle|left|last> <signal name or ->`; anything else is a channel that
+/// serves no more.
 fn parse_end(rest: &str) -> End {
     let mut words = rest.split_whitespace();
     let status = words.next().and_then(|w| w.parse().ok()).unwrap_or(255);
@@ -299,7 +326,15 @@ fn parse_end(rest: &str) -> End {
         Some("left") => After::Left,
         _ => After::Last,
     };
-    End { status, after }
+    let signal = words
+        .next()
+        .filter(|w| *w != "-" && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+'))
+        .map(str::to_string);
+    End {
+        status,
+        after,
+        signal,
+    }
 }
 
 #[cfg(test)]
@@ -308,7 +343,7 @@ mod tests {
 
     const NONCE: &str = "_sshmcp_end0123";
 
-    fn feed_all(scan: &mut EndScan, chunks: &[&[u8]]) -> Vec<u8> {
+    fn feed_all(scan: &mut LineScan, chunks: &[&[u8]]) -> Vec<u8> {
         chunks
             .iter()
             .flat_map(|c| scan.feed(c).into_owned())
@@ -317,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_marker_ends_the_program_output_even_split_across_reads() {
-        let mut scan = EndScan::new(NONCE);
+        let mut scan = LineScan::end_marker(NONCE);
         let own = feed_all(
             &mut scan,
             &[
@@ -332,14 +367,15 @@ mod tests {
             scan.end(),
             Some(End {
                 status: 7,
-                after: After::Idle
+                after: After::Idle,
+                signal: None
             })
         );
     }
 
     #[test]
     fn a_near_miss_is_output_and_nothing_is_held_for_ever() {
-        let mut scan = EndScan::new(NONCE);
+        let mut scan = LineScan::end_marker(NONCE);
         let own = feed_all(&mut scan, &[b"_sshmcp_end012", b"x and _ssh"]);
         assert_eq!(own, b"_sshmcp_end012x and ");
         assert_eq!(scan.take_held(), b"_ssh");
@@ -348,15 +384,35 @@ mod tests {
 
     #[test]
     fn nothing_after_the_marker_is_output() {
-        let mut scan = EndScan::new(NONCE);
+        let mut scan = LineScan::end_marker(NONCE);
         let own = feed_all(&mut scan, &[b"a_sshmcp_end0123 0 left\nb", b"c"]);
         assert_eq!(own, b"a");
         assert_eq!(scan.end().unwrap().after, After::Left);
-        let mut scan = EndScan::new(NONCE);
+        let mut scan = LineScan::end_marker(NONCE);
         assert_eq!(feed_all(&mut scan, &[b"x_sshmcp_end0123 1 garbage"]), b"x");
         assert_eq!(scan.end(), None, "the line is not whole yet");
         assert_eq!(feed_all(&mut scan, &[b"\ny"]), b"");
         assert_eq!(scan.end().unwrap().after, After::Last);
+    }
+
+    #[test]
+    fn a_one_line_scan_takes_out_its_line_and_passes_the_rest() {
+        let mut scan = LineScan::one_line(NONCE);
+        let own = feed_all(&mut scan, &[b"err_sshmcp_end0", b"123 3\nafter", b" more"]);
+        assert_eq!(own, b"errafter more");
+        assert_eq!(scan.rest(), Some("3"));
+    }
+
+    #[test]
+    fn an_end_names_its_signal_only_when_the_host_did() {
+        assert_eq!(parse_end("138 idle USR1").signal.as_deref(), Some("USR1"));
+        assert_eq!(parse_end("138 idle -").signal, None);
+        assert_eq!(parse_end("0 idle").signal, None);
+        assert_eq!(
+            parse_end("130 idle two words").signal.as_deref(),
+            Some("two")
+        );
+        assert_eq!(parse_end("130 idle $(x)").signal, None);
     }
 
     #[test]

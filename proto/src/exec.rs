@@ -26,8 +26,8 @@ pub struct SudoExecRequest {
     pub timeout: Option<f64>,
 }
 
-/// How `data` carries the bytes: `utf-8` (data is the text itself) or `base64` (the bytes were
-/// not valid UTF-8).
+/// How a string carries bytes: `utf-8` (the string is the text itself) or `base64` (the bytes
+/// are not valid UTF-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Encoding {

@@ -60,61 +60,77 @@ pub enum FileType {
     Other,
 }
 
-/// Bytes from the remote host as JSON text: the text itself when it is UTF-8, else base64.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct RemoteText {
-    pub text: String,
-    pub encoding: Encoding,
-}
-
 /// `stat`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileStat {
+    /// What the path is (for a symlink not followed: `symlink`).
     #[serde(rename = "type")]
     pub file_type: FileType,
     /// Bytes (for a symlink: the length of its target).
     pub size: u64,
     /// Permission bits in octal, with setuid, setgid and sticky: `0644`, `4755`.
     pub mode: String,
+    /// Numeric owner.
     pub uid: u32,
+    /// Numeric group.
     pub gid: u32,
-    /// The owner's and group's names, or their numbers when the host has no name for them.
+    /// The owner's name, or the number when the host has no name for it.
     pub owner: String,
+    /// The group's name, or the number when the host has no name for it.
     pub group: String,
-    /// RFC 3339 UTC.
+    /// Last content change, RFC 3339 UTC.
     pub mtime: String,
+    /// Last access, RFC 3339 UTC.
     pub atime: String,
+    /// Last metadata change, RFC 3339 UTC.
     pub ctime: String,
-    /// For a symlink: where it points (not followed).
-    pub link_target: Option<RemoteText>,
+    /// For a symlink: where it points (not followed), as stored.
+    pub link_target: Option<String>,
+    /// How `link_target` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
+    pub link_target_encoding: Option<Encoding>,
 }
 
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DirEntry {
-    pub name: RemoteText,
+    /// The entry's name in the directory.
+    pub name: String,
+    /// How `name` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
+    pub name_encoding: Encoding,
+    /// The directory's path joined with the name: give it, with `path_encoding`, to `stat` or
+    /// `read_file_range` as it is.
+    pub path: String,
+    /// How `path` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
+    pub path_encoding: Encoding,
+    /// What the entry itself is (a symlink is not followed: `symlink`).
     #[serde(rename = "type")]
     pub file_type: FileType,
+    /// Bytes of the entry itself (a symlink: the length of its target).
     pub size: u64,
+    /// Permission bits in octal, as in `stat`.
     pub mode: String,
-    /// RFC 3339 UTC.
+    /// Last content change, RFC 3339 UTC.
     pub mtime: String,
-    pub link_target: Option<RemoteText>,
+    /// For a symlink: where it points, as stored.
+    pub link_target: Option<String>,
+    /// How `link_target` carries its bytes, when there is one.
+    pub link_target_encoding: Option<Encoding>,
 }
 
 /// `list_directory`'s answer: one page of the entries, in the listing's order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Listing {
+    /// This page's entries, sorted by name bytes.
     pub entries: Vec<DirEntry>,
-    /// Entries in the directory (`.` and `..` not counted).
+    /// Entries in the directory now (`.` and `..` not counted).
     pub total: u64,
-    /// Where this page starts.
+    /// Where this page starts in the sorted entries.
     pub offset: u64,
-    /// More entries follow this page: ask again with `offset` + the entries returned.
+    /// More entries follow this page (nothing was lost): ask with `offset` + the entries
+    /// returned.
     pub truncated: bool,
 }
 
@@ -122,11 +138,19 @@ pub struct Listing {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileRange {
+    /// The bytes read, as text or base64 (see `encoding`).
     pub data: String,
+    /// `utf-8` when the bytes read are valid UTF-8 by themselves, else `base64`: decode each
+    /// range by its own encoding before joining ranges.
     pub encoding: Encoding,
+    /// Where the range starts, as asked.
     pub offset: u64,
+    /// Bytes returned: continue at `offset` + `bytes_read`.
     pub bytes_read: u64,
+    /// The file's size as the host's `stat` reported it before the read (0 for many files
+    /// under /proc and /sys, whose size is unknown until read).
     pub file_size: u64,
-    /// The range returned reaches the end of the file.
+    /// Nothing follows the range returned: the end of the file was reached (an exact final
+    /// range included).
     pub eof: bool,
 }

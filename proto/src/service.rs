@@ -121,7 +121,7 @@ mod tests {
     use super::*;
     use crate::ErrorCode;
     use crate::exec::{ByteRange, Encoding, StreamOutput};
-    use crate::inspect::{DirEntry, FileType, RemotePath, RemoteText};
+    use crate::inspect::{DirEntry, FileType, RemotePath};
     use crate::session::{ConnectTarget, RemoteFacts, SessionAuth, SessionState};
 
     /// Encodes and decodes `value` with the wire codec; bincode mistakes (skipped fields,
@@ -286,10 +286,6 @@ mod tests {
             offset: 0,
             length: 10,
         });
-        let target = RemoteText {
-            text: "/x".into(),
-            encoding: Encoding::Base64,
-        };
         roundtrip(Ok::<_, DaemonError>(FileStat {
             file_type: FileType::Symlink,
             size: 2,
@@ -301,16 +297,21 @@ mod tests {
             mtime: "m".into(),
             atime: "a".into(),
             ctime: "c".into(),
-            link_target: Some(target.clone()),
+            link_target: Some("/x".into()),
+            link_target_encoding: Some(Encoding::Utf8),
         }));
         roundtrip(Ok::<_, DaemonError>(Listing {
             entries: vec![DirEntry {
-                name: target.clone(),
+                name: "/w==".into(),
+                name_encoding: Encoding::Base64,
+                path: "L2Qv/w==".into(),
+                path_encoding: Encoding::Base64,
                 file_type: FileType::CharDevice,
                 size: 0,
                 mode: "0600".into(),
                 mtime: "m".into(),
                 link_target: None,
+                link_target_encoding: None,
             }],
             total: 1,
             offset: 0,

@@ -47,7 +47,9 @@ impl Shim {
              use `stat`, `list_directory` and `read_file_range` (structured, any bytes in \
              names) rather than parsing the output of ls or cat. 3) `disconnect` when done. \
              `session_list` shows every session (never keys).\n\
-             Every answer has `ok`; failures carry `error.code`, a stable identifier to act on. \
+             Every answer has `ok`; failures carry `error.code`, a stable identifier to act on; \
+             any tool that takes a session may also answer `invalid_session_key`, \
+             `session_not_found`, `session_not_ready` (retry shortly) or `connection_lost`. \
              A lost key cannot be recovered, and a session that answers `connection_lost` does \
              not come back: disconnect it and connect again.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \

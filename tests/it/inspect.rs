@@ -14,10 +14,10 @@ async fn setup(mcp: &McpClient, s: &(String, String), command: &str) -> String {
     r["stdout"]["data"].as_str().unwrap().trim_end().to_string()
 }
 
-/// The bytes a `{text, encoding}` pair carries.
-fn bytes(text: &Value) -> Vec<u8> {
-    let data = text["text"].as_str().unwrap();
-    match text["encoding"].as_str().unwrap() {
+/// The bytes a string and its encoding carry.
+fn bytes(data: &Value, encoding: &Value) -> Vec<u8> {
+    let data = data.as_str().unwrap();
+    match encoding.as_str().unwrap() {
         "utf-8" => data.as_bytes().to_vec(),
         "base64" => base64::engine::general_purpose::STANDARD
             .decode(data)
@@ -70,10 +70,11 @@ async fn stat_describes_each_kind_of_file_and_names_what_went_wrong() {
     assert_eq!(r["link_target"], Value::Null);
     let r = stat(format!("{d}/link"), false).await;
     assert_eq!(
-        (&r["type"], &r["link_target"]["text"]),
+        (&r["type"], &r["link_target"]),
         (&json!("symlink"), &json!("f")),
         "{r}"
     );
+    assert_eq!(r["link_target_encoding"], "utf-8", "{r}");
     let r = stat(format!("{d}/link"), true).await;
     assert_eq!((&r["type"], &r["size"]), (&json!("file"), &json!(5)), "{r}");
     assert_eq!(stat(format!("{d}/sub"), false).await["type"], "directory");
@@ -142,13 +143,12 @@ async fn awkward_names_are_listed_and_stated_exactly_and_never_run() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| bytes(&e["name"]))
+        .map(|e| bytes(&e["name"], &e["name_encoding"]))
         .collect();
+    // In byte order, as listed.
     let mut expected: Vec<Vec<u8>> = names.iter().map(|n| n.to_vec()).collect();
     expected.sort();
-    let mut sorted = listed.clone();
-    sorted.sort();
-    assert_eq!(sorted, expected, "{r}");
+    assert_eq!(listed, expected, "{r}");
     for entry in r["entries"].as_array().unwrap() {
         assert_eq!(
             (&entry["type"], &entry["size"]),
@@ -156,16 +156,27 @@ async fn awkward_names_are_listed_and_stated_exactly_and_never_run() {
             "{entry}"
         );
         let mut path = format!("{d}/").into_bytes();
-        path.extend(bytes(&entry["name"]));
-        let r = on_session(&mcp, &s, "stat", path_args(&path)).await;
+        path.extend(bytes(&entry["name"], &entry["name_encoding"]));
+        assert_eq!(
+            bytes(&entry["path"], &entry["path_encoding"]),
+            path,
+            "{entry}"
+        );
+        // The entry's own path, passed back unchanged.
+        let args = json!({"path": entry["path"], "path_encoding": entry["path_encoding"]});
+        let r = on_session(&mcp, &s, "stat", args).await;
         assert_eq!(
             (&r["ok"], &r["type"]),
             (&json!(true), &json!("file")),
             "{r} {entry}"
         );
+        let r = on_session(&mcp, &s, "stat", path_args(&path)).await;
+        assert_eq!(r["ok"], true, "{r} {entry}");
     }
-    let probe = "find / -xdev -name pwned 2>/dev/null | head -n 1";
-    let r = exec(&mcp, &s, probe, json!({"timeout": 60})).await;
+    // A command substitution in a name would have run in the login directory or the listed
+    // one.
+    let probe = format!("ls -d ~/pwned '{d}/pwned' 2>/dev/null; true");
+    let r = exec(&mcp, &s, &probe, json!({})).await;
     assert_eq!(r["stdout"]["data"], "", "nothing ran: {r}");
     exec(&mcp, &s, &format!("rm -rf '{d}'"), json!({})).await;
     mcp.close().await;
@@ -193,10 +204,7 @@ async fn a_large_directory_comes_in_pages_without_gaps_or_repeats() {
         );
         let page = r["entries"].as_array().unwrap();
         assert_eq!(page.len(), 1000);
-        seen.extend(
-            page.iter()
-                .map(|e| e["name"]["text"].as_str().unwrap().to_string()),
-        );
+        seen.extend(page.iter().map(|e| e["name"].as_str().unwrap().to_string()));
         assert_eq!(r["truncated"], seen.len() < 10_000);
         if seen.len() >= 10_000 {
             break;
@@ -291,5 +299,81 @@ async fn read_file_range_returns_exact_ranges_and_no_more_than_the_cap() {
     assert_eq!(code(&read("missing", 0, 1).await), "remote_path_not_found");
     assert_eq!(code(&read("ten", 0, 0).await), "invalid_arguments");
     exec(&mcp, &s, &format!("rm -rf '{d}'"), json!({})).await;
+    mcp.close().await;
+}
+
+/// Relative paths are taken from the login directory, as they are: a file named `-` is that
+/// file (not stdin), and `~` is no shorthand. A file whose
+/// size `stat` does not know (/proc) still ends only at its real end; an offset too large to
+/// count to is refused.
+#[tokio::test]
+async fn relative_paths_pseudo_files_and_huge_offsets() {
+    let (_env, mcp, s) = connected().await;
+    let home = setup(
+        &mcp,
+        &s,
+        "cd && rm -rf sshmcp-rel && mkdir -p sshmcp-rel/src && \
+         printf dash > sshmcp-rel/- && touch sshmcp-rel/src/real && pwd",
+    )
+    .await;
+    let r = on_session(&mcp, &s, "stat", json!({"path": "sshmcp-rel/-"})).await;
+    assert_eq!((&r["type"], &r["size"]), (&json!("file"), &json!(4)), "{r}");
+    let r = on_session(
+        &mcp,
+        &s,
+        "read_file_range",
+        json!({"path": "sshmcp-rel/-", "length": 9}),
+    )
+    .await;
+    assert_eq!(
+        (&r["data"], &r["eof"]),
+        (&json!("dash"), &json!(true)),
+        "{r}"
+    );
+    let r = on_session(
+        &mcp,
+        &s,
+        "list_directory",
+        json!({"path": "sshmcp-rel/src"}),
+    )
+    .await;
+    assert_eq!(r["entries"][0]["name"], "real", "{r}");
+    assert_eq!(r["entries"][0]["path"], "sshmcp-rel/src/real", "{r}");
+    let r = on_session(&mcp, &s, "stat", json!({"path": "~/sshmcp-rel"})).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let r = on_session(
+        &mcp,
+        &s,
+        "stat",
+        json!({"path": format!("{home}/sshmcp-rel")}),
+    )
+    .await;
+    assert_eq!(r["type"], "directory", "{r}");
+
+    let mut whole = Vec::new();
+    loop {
+        let args = json!({"path": "/proc/self/status", "offset": whole.len(), "length": 100});
+        let r = on_session(&mcp, &s, "read_file_range", args).await;
+        assert_eq!(r["file_size"], 0, "{r}");
+        whole.extend(bytes(&r["data"], &r["encoding"]));
+        if r["eof"] == true {
+            break;
+        }
+        assert_eq!(r["bytes_read"], 100, "{r}");
+    }
+    assert!(
+        String::from_utf8_lossy(&whole).contains("\nPid:"),
+        "read to the end"
+    );
+    for tool in ["read_file_range", "list_directory"] {
+        let args = json!({"path": "/etc/hostname", "offset": u64::MAX, "length": 1});
+        let args = match tool {
+            "list_directory" => json!({"path": "/etc", "offset": u64::MAX}),
+            _ => args,
+        };
+        let r = on_session(&mcp, &s, tool, args).await;
+        assert_eq!(code(&r), "invalid_arguments", "{tool}: {r}");
+    }
+    exec(&mcp, &s, "rm -rf ~/sshmcp-rel", json!({})).await;
     mcp.close().await;
 }

@@ -74,6 +74,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "cd",
         "timeout",
         "connection_lost",
+        "invalid_session_key",
+        "session_not_found",
+        "session_not_ready",
         "error.code",
         "ok",
     ];

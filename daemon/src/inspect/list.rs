@@ -15,19 +15,20 @@ const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The program. A directory is entered first (its search permission), then counted and
 /// listed: one record per entry, NUL-terminated, fields `/`-separated (a name holds neither),
-/// the link target last since it may hold `/`. Records sort by their bytes, so by name.
-fn script(offset: u64, limit: u32) -> String {
-    let skip = offset + 1;
+/// the link target last since it may hold `/`. Records sort by their first field, the name,
+/// byte by byte.
+fn script(skip: u64, limit: u32) -> String {
     format!(
-        "{}_o=$(stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+        "{}_o=$(command stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
          [ \"$_o\" = directory ] || {{ echo notdir; exit 0; }}\n\
-         cd -- \"$_p\" 2>/dev/null && [ -r . ] || {{ echo denied; exit 0; }}\n\
-         find . -maxdepth 0 -printf '' 2>/dev/null || {{ echo 'missing find -printf'; exit 0; }}\n\
-         [ \"$(printf 'a\\0' | sort -z | tail -z -n +1 | head -z -n 1 | wc -c)\" -eq 2 ] || \
-         {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
-         printf 'ok %s\\n' \"$(find . -mindepth 1 -maxdepth 1 -printf x | wc -c)\"\n\
-         find . -mindepth 1 -maxdepth 1 -printf '%P/%y/%s/%m/%T@/%l\\0' | sort -z | \
-         tail -z -n +{skip} | head -z -n {limit}\n",
+         CDPATH= command cd -- \"$_p\" >/dev/null 2>&1 && [ -r . ] || {{ echo denied; exit 0; }}\n\
+         command find . -maxdepth 0 -printf '' 2>/dev/null || \
+         {{ echo 'missing find -printf'; exit 0; }}\n\
+         [ \"$(printf 'a\\0' | command sort -z | command tail -z -n +1 | command head -z -n 1 | \
+         command wc -c)\" -eq 2 ] || {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
+         printf 'ok %s\\n' \"$(command find . -mindepth 1 -maxdepth 1 -printf x | command wc -c)\"\n\
+         command find . -mindepth 1 -maxdepth 1 -printf '%P/%y/%s/%m/%T@/%l\\0' | \
+         command sort -z -t/ -k1,1 | command tail -z -n +{skip} | command head -z -n {limit}\n",
         prelude("stat find sort head tail wc")
     )
 }
@@ -41,13 +42,18 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
             format!("`limit` must be 1..={MAX_LIST_LIMIT}"),
         ));
     }
-    let script = script(req.offset, limit);
+    // `tail -n +N` counts from 1; an offset beyond i64 is no offset a host can count to.
+    let skip = i64::try_from(req.offset)
+        .ok()
+        .and_then(|o| o.checked_add(1))
+        .ok_or_else(|| DaemonError::new(ErrorCode::InvalidArguments, "`offset` is too large"))?;
+    let script = script(skip as u64, limit);
     let (total, records) = run(session, script, &path, MAX_PAGE_BYTES).await?;
     let total: u64 = number("total", total.trim())?;
     let entries = records
         .split(|b| *b == 0)
         .filter(|r| !r.is_empty())
-        .map(entry)
+        .map(|record| entry(&path, record))
         .collect::<Result<Vec<_>, _>>()?;
     let truncated = req.offset + (entries.len() as u64) < total;
     Ok(Listing {
@@ -58,8 +64,8 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
     })
 }
 
-/// One record: `name/type/size/mode/mtime/target`.
-fn entry(record: &[u8]) -> Result<DirEntry, DaemonError> {
+/// One record, `name/type/size/mode/mtime/target`, of the directory at `dir`.
+fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
     let fields: Vec<&[u8]> = record.splitn(6, |b| *b == b'/').collect();
     let [name, kind, size, mode, mtime, target] = fields[..] else {
         return Err(DaemonError::internal(format!(
@@ -80,13 +86,31 @@ fn entry(record: &[u8]) -> Result<DirEntry, DaemonError> {
     };
     let mode = u32::from_str_radix(&text(mode), 8)
         .map_err(|_| DaemonError::internal(format!("bad mode: {:?}", text(mode))))?;
+    let mut full = dir.to_vec();
+    if !full.ends_with(b"/") {
+        full.push(b'/');
+    }
+    full.extend_from_slice(name);
+    let (name, name_encoding) = remote_text(name);
+    let (path, path_encoding) = remote_text(&full);
+    let (link_target, link_target_encoding) = match file_type {
+        FileType::Symlink => {
+            let (text, encoding) = remote_text(target);
+            (Some(text), Some(encoding))
+        }
+        _ => (None, None),
+    };
     Ok(DirEntry {
-        name: remote_text(name),
+        name,
+        name_encoding,
+        path,
+        path_encoding,
         file_type,
         size: number("size", &text(size))?,
         mode: mode_string(mode),
         mtime: time(&text(mtime))?,
-        link_target: (file_type == FileType::Symlink).then(|| remote_text(target)),
+        link_target,
+        link_target_encoding,
     })
 }
 
@@ -97,19 +121,27 @@ mod tests {
 
     #[test]
     fn records_keep_names_and_targets_whole() {
-        let e = entry(b"a\nb/l/4/777/1.5/../x/y").unwrap();
+        let e = entry(b"/d", b"a\nb/l/4/777/1.5/../x/y").unwrap();
+        assert_eq!((e.name.as_str(), e.file_type), ("a\nb", FileType::Symlink));
         assert_eq!(
-            (e.name.text.as_str(), e.file_type),
-            ("a\nb", FileType::Symlink)
+            (e.path.as_str(), e.path_encoding),
+            ("/d/a\nb", Encoding::Utf8)
         );
-        assert_eq!(e.link_target.unwrap().text, "../x/y");
+        assert_eq!(e.link_target.as_deref(), Some("../x/y"));
         assert_eq!(
             (e.mode.as_str(), e.mtime.as_str()),
             ("0777", "1970-01-01T00:00:01.500Z")
         );
-        let e = entry(b"\xff/f/3/4755/0/").unwrap();
-        assert_eq!(e.name.encoding, Encoding::Base64);
+        let e = entry(b"/d/", b"\xff/f/3/4755/0/").unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.name_encoding),
+            ("/w==", Encoding::Base64)
+        );
+        assert_eq!(
+            (e.path.as_str(), e.path_encoding),
+            ("L2Qv/w==", Encoding::Base64)
+        );
         assert_eq!((e.mode.as_str(), e.link_target), ("4755", None));
-        assert!(entry(b"short/f/1").is_err());
+        assert!(entry(b"/d", b"short/f/1").is_err());
     }
 }

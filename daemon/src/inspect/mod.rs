@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use sshmcp_proto::exec::{Encoding, ExecResult, StreamOutput};
-use sshmcp_proto::inspect::{FileType, RemotePath, RemoteText};
+use sshmcp_proto::inspect::{FileType, RemotePath};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::remote::{self, Program};
@@ -22,17 +22,21 @@ use crate::session::Session;
 /// How long an inspection may take on the host.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What every inspection program starts with: messages in English, the path from stdin (a
-/// trailing newline kept; an empty one means `base64`, which decodes stdin, is missing), and
-/// `_sshmcp_fail`, which turns `stat`'s error into a status line.
-/// `stat` ends its message with the system's error text, so the path in it cannot be mistaken
-/// for one.
+/// What every inspection program starts with: messages in English, the tools it needs, the
+/// path from stdin (a trailing newline kept; an empty one means `base64`, which decodes stdin,
+/// is missing), made `./`-relative when relative (`stat -- -` would read stdin, and `cd -`
+/// means the last directory), and `_sshmcp_fail`, which turns `stat`'s error into a status
+/// line. `stat` ends its message with the system's error text, so the path in it cannot be
+/// mistaken for one. Tools run through `command`: a login environment's exported functions
+/// cannot stand in for them.
 const PRELUDE: &str = "export LC_ALL=C\n\
 for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s\\n' \"$_t\"; exit 0; }; done\n\
-_p=$(cat; printf .); _p=${_p%.}\n\
+_p=$(command cat; printf .); _p=${_p%.}\n\
 if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
-_sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory') echo notfound ;; \
-*': Permission denied') echo denied ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
+case $_p in /*) ;; *) _p=./$_p ;; esac\n\
+_sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|\
+*': Too many levels of symbolic links') echo notfound ;; *': Permission denied') echo denied ;; \
+*': File name too long') echo toolong ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
 
 /// The prelude for a program that uses `tools`.
 fn prelude(tools: &str) -> String {
@@ -62,16 +66,13 @@ fn invalid(field: &str, why: &str) -> DaemonError {
 }
 
 /// Bytes as JSON text: the text itself when UTF-8, else base64.
-pub fn remote_text(bytes: &[u8]) -> RemoteText {
+pub fn remote_text(bytes: &[u8]) -> (String, Encoding) {
     match std::str::from_utf8(bytes) {
-        Ok(text) => RemoteText {
-            text: text.to_string(),
-            encoding: Encoding::Utf8,
-        },
-        Err(_) => RemoteText {
-            text: base64::engine::general_purpose::STANDARD.encode(bytes),
-            encoding: Encoding::Base64,
-        },
+        Ok(text) => (text.to_string(), Encoding::Utf8),
+        Err(_) => (
+            base64::engine::general_purpose::STANDARD.encode(bytes),
+            Encoding::Base64,
+        ),
     }
 }
 
@@ -95,6 +96,7 @@ async fn run(
         )));
     }
     let out = stream_bytes(&result.stdout)?;
+    let said = stream_bytes(&result.stderr)?;
     let (line, rest) = match out.iter().position(|b| *b == b'\n') {
         Some(newline) => (&out[..newline], out[newline + 1..].to_vec()),
         None => (&out[..], Vec::new()),
@@ -102,7 +104,12 @@ async fn run(
     let line = String::from_utf8_lossy(line);
     let (word, detail) = line.split_once(' ').unwrap_or((&line, ""));
     match word {
-        "ok" if result.exit_code == Some(0) => Ok((detail.to_string(), rest)),
+        // A tool that complained (a file gone between two steps) spoils the answer.
+        "ok" if result.exit_code == Some(0) && said.is_empty() => Ok((detail.to_string(), rest)),
+        "toolong" => Err(DaemonError::new(
+            ErrorCode::InvalidArguments,
+            format!("`path` is longer than the host allows: {}", shown()),
+        )),
         "notfound" => Err(DaemonError::new(
             ErrorCode::RemotePathNotFound,
             format!("no such path on the host: {}", shown()),
@@ -126,7 +133,7 @@ async fn run(
         _ => Err(DaemonError::internal(format!(
             "unexpected answer from the host (exit {:?}): {}",
             result.exit_code,
-            String::from_utf8_lossy(&stream_bytes(&result.stderr).unwrap_or_default())
+            String::from_utf8_lossy(&said)
         ))),
     }
 }
@@ -222,8 +229,43 @@ mod tests {
 
     #[test]
     fn text_is_utf8_or_base64() {
-        assert_eq!(remote_text(b"caf\xc3\xa9").encoding, Encoding::Utf8);
-        let t = remote_text(b"\xff");
-        assert_eq!((t.text.as_str(), t.encoding), ("/w==", Encoding::Base64));
+        assert_eq!(remote_text(b"caf\xc3\xa9").1, Encoding::Utf8);
+        let (text, encoding) = remote_text(b"\xff");
+        assert_eq!((text.as_str(), encoding), ("/w==", Encoding::Base64));
+    }
+
+    /// The prelude run by a local `/bin/sh`, the path on stdin as the building block gives it:
+    /// a relative path becomes `./`-relative, and stat's errors become status words.
+    #[test]
+    fn the_prelude_reads_the_path_whole_and_classifies_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("-"), "x").unwrap();
+        std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+        let run = |path: &[u8]| {
+            let script = format!(
+                "{}printf '[%s]\\n' \"$_p\"; _o=$(stat -L -c %s -- \"$_p\" 2>&1) || \
+                 _sshmcp_fail \"$_o\"; echo \"ok $_o\"",
+                prelude("stat")
+            );
+            let mut child = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(script)
+                .current_dir(dir.path())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(path).unwrap();
+            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        };
+        assert_eq!(run(b"-"), "[./-]\nok 1\n");
+        assert_eq!(run(b"trailing\n"), "[./trailing\n]\nnotfound\n");
+        assert_eq!(run(b"loop"), "[./loop]\nnotfound\n");
+        assert_eq!(
+            run(&[b'x'; 300]),
+            format!("[./{}]\ntoolong\n", "x".repeat(300))
+        );
+        assert_eq!(run(b""), "missing base64\n");
     }
 }

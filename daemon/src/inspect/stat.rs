@@ -6,8 +6,9 @@ use sshmcp_proto::inspect::{FileStat, FileType, StatRequest};
 use super::{file_type, mode_string, number, path_bytes, prelude, remote_text, run, time};
 use crate::session::Session;
 
-/// The fields, one line for the numbers and one for each name (names hold no newline).
-const FORMAT: &str = "%f %s %u %g %X %Y %Z\n%U\n%G";
+/// The fields, one line for the numbers and one for each name (names hold no newline); times
+/// to the nanosecond.
+const FORMAT: &str = "%f %s %u %g %.9X %.9Y %.9Z\n%U\n%G";
 
 /// The program: `stat` (following symlinks when `follow`), then the link's target.
 fn script(follow: bool) -> String {
@@ -15,10 +16,10 @@ fn script(follow: bool) -> String {
     let link = if follow {
         ""
     } else {
-        "if [ -L \"$_p\" ]; then readlink -- \"$_p\"; fi\n"
+        "if [ -L \"$_p\" ]; then command readlink -- \"$_p\"; fi\n"
     };
     format!(
-        "{}_o=$(stat {follow_flag}-c '{FORMAT}' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+        "{}_o=$(command stat {follow_flag}-c '{FORMAT}' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
          printf 'ok\\n%s\\n' \"$_o\"\n{link}",
         prelude("stat readlink")
     )
@@ -43,40 +44,54 @@ fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
     let mode = u32::from_str_radix(raw_mode, 16)
         .map_err(|_| DaemonError::internal(format!("bad mode: {raw_mode:?}")))?;
     let file_type = file_type(mode);
-    let link_target = (file_type == FileType::Symlink)
-        .then(|| remote_text(rest.strip_suffix(b"\n").unwrap_or(rest)));
+    let (link_target, link_target_encoding) = match file_type {
+        FileType::Symlink => {
+            let (text, encoding) = remote_text(rest.strip_suffix(b"\n").unwrap_or(rest));
+            (Some(text), Some(encoding))
+        }
+        _ => (None, None),
+    };
+    // GNU stat says UNKNOWN for an id without a name.
+    let name_or = |name: String, id: &str| match name.as_str() {
+        "UNKNOWN" => id.to_string(),
+        _ => name,
+    };
     Ok(FileStat {
         file_type,
         size: number("size", size)?,
         mode: mode_string(mode),
         uid: number("uid", uid)?,
         gid: number("gid", gid)?,
-        owner,
-        group,
+        owner: name_or(owner, uid),
+        group: name_or(group, gid),
         mtime: time(mtime)?,
         atime: time(atime)?,
         ctime: time(ctime)?,
         link_target,
+        link_target_encoding,
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+    use sshmcp_proto::exec::Encoding;
+
     use super::*;
 
     #[test]
     fn a_symlink_keeps_every_byte_of_its_target() {
-        let out = b"a1ff 9 1000 1000 10 20 30\nme\nus\n/t\nx\xff y\n";
+        let out = b"a1ff 9 1000 54321 10.5 20.000000000 30\nme\nUNKNOWN\n/t\nx\xff y\n";
         let s = parse(out).unwrap();
         assert_eq!(s.file_type, FileType::Symlink);
         assert_eq!((s.mode.as_str(), s.size, s.uid), ("0777", 9, 1000));
-        assert_eq!((s.owner.as_str(), s.group.as_str()), ("me", "us"));
+        assert_eq!((s.owner.as_str(), s.group.as_str()), ("me", "54321"));
+        assert_eq!(s.atime, "1970-01-01T00:00:10.500Z");
         assert_eq!(s.mtime, "1970-01-01T00:00:20.000Z");
+        assert_eq!(s.link_target_encoding, Some(Encoding::Base64));
         let target = s.link_target.unwrap();
-        assert_eq!(target.encoding, sshmcp_proto::exec::Encoding::Base64);
-        use base64::Engine as _;
         let bytes = base64::engine::general_purpose::STANDARD
-            .decode(target.text)
+            .decode(target)
             .unwrap();
         assert_eq!(bytes, b"/t\nx\xff y");
     }
@@ -85,7 +100,7 @@ mod tests {
     fn a_file_has_no_target_and_a_bad_line_is_an_error() {
         let s = parse(b"81a4 5 0 0 1 2 3\nroot\nroot\n").unwrap();
         assert_eq!((s.file_type, s.mode.as_str()), (FileType::File, "0644"));
-        assert!(s.link_target.is_none());
+        assert!(s.link_target.is_none() && s.link_target_encoding.is_none());
         assert!(parse(b"81a4 5\nroot\nroot\n").is_err());
     }
 }

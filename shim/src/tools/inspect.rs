@@ -30,10 +30,11 @@ pub struct StatArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// Remote path, absolute or relative to the login directory; any bytes but NUL.
+    /// Remote path: absolute, or relative to the login directory (`~` is not expanded); any
+    /// bytes but NUL.
     pub path: String,
-    /// `utf-8` (default) or `base64`: give a name list_directory returned as base64 back as it
-    /// came.
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes (pass a
+    /// listed entry's `path` and `path_encoding` unchanged).
     pub path_encoding: Option<Encoding>,
     /// Describe what a symlink points to instead of the link itself; default false.
     pub follow_symlinks: Option<bool>,
@@ -47,12 +48,12 @@ pub struct ListArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// Remote directory, absolute or relative to the login directory (a symlink to one is
-    /// followed).
+    /// Remote directory: absolute, or relative to the login directory (`~` is not
+    /// expanded); a symlink to a directory is followed.
     pub path: String,
-    /// `utf-8` (default) or `base64`, as for stat.
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
     pub path_encoding: Option<Encoding>,
-    /// Entries to skip; default 0. For the next page pass `offset` + the entries returned.
+    /// Entries to skip in the sorted listing; default 0.
     pub offset: Option<u64>,
     /// Entries to return, 1..1000; default 200.
     #[schemars(range(min = 1, max = 1000))]
@@ -67,14 +68,15 @@ pub struct ReadArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// Remote regular file (a symlink to one is followed).
+    /// Remote regular file: absolute, or relative to the login directory (`~` is not
+    /// expanded); a symlink to one is followed.
     pub path: String,
-    /// `utf-8` (default) or `base64`, as for stat.
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
     pub path_encoding: Option<Encoding>,
     /// Byte offset to start at; default 0. Past the end gives no data and `eof: true`.
     pub offset: Option<u64>,
-    /// Bytes to return at most, at least 1; the daemon's output cap (64 KiB by default) also
-    /// bounds it.
+    /// Bytes wanted, at least 1. A length above the daemon's output cap (64 KiB by default)
+    /// is clamped to it, not refused.
     #[schemars(range(min = 1))]
     pub length: u64,
 }
@@ -95,13 +97,13 @@ fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePath {
 
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
-    /// Describe one remote path without running a shell command: `type` (file, directory,
-    /// symlink, fifo, socket, char_device, block_device, other), `size`, `mode` (octal
-    /// permission bits), `uid`/`gid` with `owner`/`group` names, `mtime`/`atime`/`ctime` (RFC
-    /// 3339 UTC) and, for a symlink, `link_target`. Any bytes in the path are safe (no
-    /// quoting). Use it to check that a path exists or what it is before acting on it.
-    /// Errors: `remote_path_not_found` (nothing there, or a parent is not a directory),
-    /// `remote_permission_denied` (a parent directory is not searchable).
+    /// Describe one remote path: its type, size, permissions, owner and times, and a
+    /// symlink's target. A fixed program runs on the host (GNU `stat`; no SFTP needed) with
+    /// the path as data, so any bytes in it are safe: no quoting. Use it to check that a path
+    /// exists and what it is before acting on it; read-only. Errors: `remote_path_not_found`
+    /// (nothing there, a parent is not a directory, or a symlink loop),
+    /// `remote_permission_denied` (a parent directory is not searchable by the session's
+    /// user: `sudo_exec` can look as root).
     #[tool(
         input_schema = schema_for_input::<StatArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileStat>>(),
@@ -126,13 +128,15 @@ impl Shim {
         )
     }
 
-    /// List one remote directory, one page at a time: each entry's `name` (with `encoding`
-    /// `base64` when the name is not UTF-8: pass it back as `path_encoding: base64`),
-    /// `type`, `size`, `mode`, `mtime` and `link_target`. Entries come sorted by name bytes,
-    /// `.` and `..` left out; `total` counts them all and `truncated` says more follow this
-    /// page (ask again with `offset` + the entries returned). Not recursive. Prefer it to
-    /// parsing `ls` through exec. Errors: `invalid_remote_type` (not a directory: use stat),
-    /// `remote_path_not_found`, `remote_permission_denied`.
+    /// List one remote directory's entries, a page at a time, sorted by name bytes (`.` and
+    /// `..` left out): each entry's name, its full `path` (give `path` and `path_encoding` to
+    /// stat or read_file_range unchanged; base64 when not UTF-8), type, size, mode, mtime and
+    /// symlink target. When `truncated`, call again with `offset` + the entries returned
+    /// until it is false. Pages are read fresh, not a snapshot: entries added or removed
+    /// between calls shift later pages. Not recursive (use exec with `find` for a tree).
+    /// Prefer it to parsing `ls` through exec; read-only. Errors: `invalid_remote_type` (not
+    /// a directory: use stat), `remote_path_not_found`, `remote_permission_denied` (not
+    /// readable or not searchable by the session's user: `sudo_exec` can list as root).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Listing>>(),
@@ -160,13 +164,15 @@ impl Shim {
         )
     }
 
-    /// Read part of a remote regular file: at most `length` bytes from `offset`, never more
-    /// than the daemon's output cap. `data` is the text itself (`encoding: utf-8`) or base64
-    /// for other bytes; `bytes_read`, `file_size`, and `eof` (true when the range returned
-    /// reaches the end of the file, an exact final range included). Read a large file in
-    /// ranges, or copy it with a transfer; use exec for computed output. Errors:
-    /// `invalid_remote_type` (not a regular file: use list_directory for a directory),
-    /// `remote_path_not_found`, `remote_permission_denied`.
+    /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
+    /// `offset`. To read a whole file, call again at `offset` + `bytes_read` until `eof` is
+    /// true (only `eof` means done; `file_size` is 0 for many /proc files). Each range is
+    /// encoded on its own (utf-8, or base64 when its bytes are not valid UTF-8, as when a
+    /// range cuts a character): decode each before joining. Use exec instead for lines,
+    /// searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle of
+    /// output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:
+    /// list_directory for a directory), `remote_path_not_found`, `remote_permission_denied`
+    /// (the session's user may not read it: `sudo_exec` with `dd` can, within the cap).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

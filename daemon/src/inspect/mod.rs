@@ -106,26 +106,22 @@ async fn run(
     match word {
         // A tool that complained (a file gone between two steps) spoils the answer.
         "ok" if result.exit_code == Some(0) && said.is_empty() => Ok((detail.to_string(), rest)),
-        "toolong" => Err(DaemonError::new(
-            ErrorCode::InvalidArguments,
-            format!("`path` is longer than the host allows: {}", shown()),
-        )),
-        "notfound" => Err(DaemonError::new(
-            ErrorCode::RemotePathNotFound,
-            format!("no such path on the host: {}", shown()),
-        )),
-        "denied" => Err(DaemonError::new(
-            ErrorCode::RemotePermissionDenied,
-            format!("the session's user may not read {}", shown()),
-        )),
-        "notdir" => Err(DaemonError::new(
-            ErrorCode::InvalidRemoteType,
-            format!("not a directory: {}", shown()),
-        )),
-        "notfile" => Err(DaemonError::new(
-            ErrorCode::InvalidRemoteType,
-            format!("not a regular file: {}", shown()),
-        )),
+        "toolong" | "notfound" | "denied" | "notdir" | "notfile" => {
+            let (code, what) = match word {
+                "toolong" => (
+                    ErrorCode::InvalidArguments,
+                    "the path is longer than the host allows",
+                ),
+                "notfound" => (ErrorCode::RemotePathNotFound, "no such path on the host"),
+                "denied" => (
+                    ErrorCode::RemotePermissionDenied,
+                    "the session's user may not read",
+                ),
+                "notdir" => (ErrorCode::InvalidRemoteType, "not a directory"),
+                _ => (ErrorCode::InvalidRemoteType, "not a regular file"),
+            };
+            Err(DaemonError::new(code, format!("{what}: {}", shown())))
+        }
         "missing" => Err(DaemonError::internal(format!(
             "the host lacks `{detail}`, which this tool needs (GNU coreutils and findutils)"
         ))),

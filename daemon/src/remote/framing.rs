@@ -542,6 +542,18 @@ mod tests {
             self.child.stdin.as_mut().unwrap().write_all(text).unwrap();
         }
 
+        /// A channel with `home` as HOME that ran one program already: the next one it is
+        /// fed is a program on a channel that waited.
+        fn after_one_program(sh: Sh, home: &std::path::Path) -> Self {
+            let mut channel = Self::start_as(sh, |c| {
+                c.env("HOME", home);
+            });
+            let first = Framing::new().unwrap();
+            channel.feed(&first.fresh_text(&first.payload("true", None, None, true)));
+            channel.wait_for(&first.end_out);
+            channel
+        }
+
         /// Waits until stdout holds `needle` (a program's end marker).
         fn wait_for(&self, needle: &str) {
             self.wait_for_on(0, needle);
@@ -688,11 +700,7 @@ mod tests {
         let [out, _] = channel.finish();
         assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
         // A later program, cut in its own text.
-        let mut channel = LocalChannel::start(|c| {
-            c.env("HOME", home.path());
-        });
-        channel.feed(&f.fresh_text(&f.payload("true", None, None, true)));
-        channel.wait_for(&f.end_out);
+        let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
         let later = Framing::new().unwrap();
         let text = later.warm_text(&payload(&later));
         let cut = &text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
@@ -701,11 +709,7 @@ mod tests {
         let [out, _] = channel.finish();
         assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
         // Cut inside its here-document, right after the program's group.
-        let mut channel = LocalChannel::start(|c| {
-            c.env("HOME", home.path());
-        });
-        channel.feed(&f.fresh_text(&f.payload("true", None, None, true)));
-        channel.wait_for(&f.end_out);
+        let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
         let text = later.warm_text(&payload(&later));
         let group_end = text.windows(2).rposition(|w| w == b"\n}").unwrap() + 2;
         channel.feed(&text[..group_end]);
@@ -846,12 +850,8 @@ mod tests {
                 .and_then(|f| f.set_modified(hour_ago))
                 .unwrap();
         }
-        let mut channel = LocalChannel::start_as(sh, |c| {
-            c.env("HOME", home.path());
-        });
-        let (first, same, second) = (framing(), Framing::new().unwrap(), Framing::new().unwrap());
-        channel.feed(&first.fresh_text(&first.payload("true", None, None, true)));
-        channel.wait_for(&first.end_out);
+        let mut channel = LocalChannel::after_one_program(sh, home.path());
+        let (same, second) = (Framing::new().unwrap(), Framing::new().unwrap());
         // Nothing changed yet: the channel serves the next program.
         channel.feed(&same.warm_text(&same.payload(edit, None, None, true)));
         channel.wait_for(&same.end_out);

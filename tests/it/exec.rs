@@ -47,7 +47,8 @@ async fn signals_are_named_and_exits_above_128_stay_exits() {
         );
         assert_eq!(r["stderr"]["data"], "", "{command}: {r}");
     }
-    // A child a signal ended is the shell's business: it goes on, says so, and exits 137.
+    // A child a signal ended is the shell's business: it goes on, says so (dash, the test
+    // host's /bin/sh), and exits 137.
     let r = exec(&mcp, &s, "sh -c 'kill -KILL $$'", json!({})).await;
     assert_eq!(
         (&r["exit_code"], &r["signal"]),

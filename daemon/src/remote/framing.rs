@@ -60,10 +60,13 @@ else set -- $(ps -o pgid= -p $$ </dev/null 2>/dev/null); _sshmcp_g=$1; set --; f
 _sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
 command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&- 8>&2; ";
 
-/// The exit report: the status of the shell it is set in, on fd 8 (see [`PRELUDE`]); `{X}` is
-/// its nonce. Quiet when fd 8 is closed (a signal that bash turns into an exit inside the
-/// program's group, where fd 8 is closed).
-const EXIT_TRAP: &str = "trap 'command printf \"%s %s\\\\n\" {X} \"$?\" 2>/dev/null >&8' EXIT";
+/// The exit report: the status of the shell it is set in, on fd 8 (see [`PRELUDE`]), after
+/// its nonce given in two halves `{X1}` `{X2}` (so the trap's own text, which `trap` lists,
+/// never holds it). Silent and harmless where fd 8 is closed (bash runs it inside the
+/// program's group, where the group closed fd 8; a failing redirection must not trip
+/// `set -e`).
+const EXIT_TRAP: &str =
+    "trap '{ command printf \"%s%s %s\\\\n\" {X1} {X2} \"$?\" >&8; } 2>/dev/null || :' EXIT";
 
 /// The exit status of a run whose working directory could not be entered.
 pub const NO_CWD_STATUS: u32 = 125;
@@ -163,7 +166,10 @@ impl Framing {
             if reusable { "more" } else { "last" }
         );
         let mut out = PRELUDE.replace("{E}", n).replace("{R}", &report);
-        let exit_trap = EXIT_TRAP.replace("{X}", &self.exit_nonce);
+        // The nonce in two halves: `trap` with no arguments lists the trap's text, which must
+        // not read as a report.
+        let (x1, x2) = self.exit_nonce.split_at(self.exit_nonce.len() / 2);
+        let exit_trap = EXIT_TRAP.replace("{X1}", x1).replace("{X2}", x2);
         if let Some(dir) = cwd {
             // An exported CDPATH would turn a relative cwd into another directory.
             let _ = write!(
@@ -187,7 +193,7 @@ impl Framing {
             Some(bytes) => {
                 let _ = writeln!(
                     out,
-                    "exec 9>&2 2>/dev/null; base64 -d <<'{o}' | {{ {exit_trap}"
+                    "exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ {exit_trap}; {{"
                 );
                 let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
                 for line in encoded.as_bytes().chunks(76) {
@@ -261,7 +267,7 @@ impl Markers {
 /// stdin), and the shell's end, right after the group, so it never waits for more.
 const AFTER_GROUP: &str = " </dev/null 8>&-; exit\n";
 /// The same when the group reads the given stdin from a pipe (and reports its own exit).
-const AFTER_GROUP_WITH_STDIN: &str = " 2>&9 9>&-; exit\n";
+const AFTER_GROUP_WITH_STDIN: &str = " 8>&-; } 2>&9 9>&-; exit\n";
 
 /// How many bytes at the end of a channel text may be missing while its program may still run:
 /// the shell runs a text's last line (the runner's group, or the line sourcing the program)
@@ -594,6 +600,7 @@ mod tests {
     }
 
     /// One program's share of a channel's streams, split by its own markers.
+    #[derive(Debug)]
     struct LocalRun {
         markers: Markers,
         out_marker: Option<String>,
@@ -779,42 +786,66 @@ mod tests {
         );
     }
 
-    /// A program whose shell a signal ends: nothing on its stderr about it (dash reports a
-    /// killed command substitution on the runner's own stderr), no exit report, the signal
-    /// named by the host, and the channel idle; a shell that exits with a status above 128
-    /// is an exit, not a signal.
+    /// How each program ended, as the answer says it (`exit_code`, `signal`), under dash and
+    /// under bash as /bin/sh, with and without given stdin: a shell a signal ended is named
+    /// and says nothing about it on stderr; an exit is an exit, above 128 too, under `set -e`
+    /// and from a function too; the trap's own listing is no report. Every program leaves
+    /// its channel idle for the next.
     #[test]
-    fn a_signal_is_told_apart_from_an_exit_and_leaves_the_channel_clean() {
+    fn signals_are_told_apart_from_exits() {
+        type Case = (
+            &'static str,
+            Option<&'static [u8]>,
+            Option<i32>,
+            Option<&'static str>,
+        );
+        let cases: [Case; 8] = [
+            ("echo started; kill -USR1 $$", None, None, Some("USR1")),
+            ("kill -TERM $$; echo not-reached", None, None, Some("TERM")),
+            ("exit 138", None, Some(138), None),
+            ("set -e; f() { exit 3; }; f", None, Some(3), None),
+            ("trap; exit 5", None, Some(5), None),
+            ("exec sh -c 'kill -SEGV $$'", None, None, Some("SEGV")),
+            ("cat; exit 7", Some(b"in\n"), Some(7), None),
+            // Last: the group is a pipeline's subshell, which may outlive the shell a moment,
+            // and then keeps the channel.
+            ("cat; kill -USR1 $$", Some(b"in\n"), None, Some("USR1")),
+        ];
+        let stdin_killed = |script: &str| script.starts_with("cat; kill");
         for sh in [Sh::Dash, Sh::Bash] {
             let home = old_home();
-            let mut channel = LocalChannel::start_as(sh, |c| {
-                c.env("HOME", home.path());
-            });
-            let killed = Framing::new().unwrap();
-            let payload = killed.payload(
-                "echo started; kill -USR1 $$; echo not-reached",
-                None,
-                None,
-                true,
-            );
-            channel.feed(&killed.fresh_text(&payload));
-            channel.wait_for(&killed.end_out);
-            let exits = Framing::new().unwrap();
-            channel.feed(&exits.warm_text(&exits.payload("exit 138", None, None, true)));
-            channel.wait_for(&exits.end_out);
+            let mut channel = LocalChannel::after_one_program(sh, home.path());
+            let framings: Vec<Framing> = cases.iter().map(|_| Framing::new().unwrap()).collect();
+            for (f, (script, stdin, _, _)) in framings.iter().zip(&cases) {
+                channel.feed(&f.warm_text(&f.payload(script, None, *stdin, true)));
+                channel.wait_for(&f.end_out);
+            }
             let output = channel.finish();
-            let run = LocalRun::split(&killed, &output);
-            assert_eq!(
-                (run.out.as_slice(), run.err.as_slice()),
-                (&b"started\n"[..], &b""[..]),
+            for (f, (script, _, exit_code, signal)) in framings.iter().zip(&cases) {
+                let run = LocalRun::split(f, &output);
+                let end = run.end.clone().expect("an end");
+                let (got_exit, got_signal) = super::super::job::exit_or_signal(&end, run.exited);
+                assert_eq!(
+                    (got_exit, got_signal.as_deref()),
+                    (*exit_code, *signal),
+                    "{sh:?} {script}: {run:?}"
+                );
+                if stdin_killed(script) {
+                    assert_ne!(end.after, runner::After::Last, "{sh:?} {script}");
+                } else {
+                    assert_eq!(end.after, runner::After::Idle, "{sh:?} {script}");
+                }
+                let err = String::from_utf8_lossy(&run.err);
+                assert!(!err.contains("_sshmcp"), "{sh:?} {script}: {err}");
+                if signal.is_some() {
+                    assert_eq!(err, "", "{sh:?} {script}");
+                }
+            }
+            let listed = LocalRun::split(&framings[4], &output);
+            assert!(
+                String::from_utf8_lossy(&listed.out).contains("trap"),
                 "{sh:?}"
             );
-            assert_eq!((run.status(), run.exited), (Some(138), None), "{sh:?}");
-            let end = run.end.unwrap();
-            assert_eq!(end.signal.as_deref(), Some("USR1"), "{sh:?}");
-            assert_eq!(end.after, runner::After::Idle, "{sh:?}");
-            let run = LocalRun::split(&exits, &output);
-            assert_eq!((run.status(), run.exited), (Some(138), Some(138)), "{sh:?}");
         }
     }
 

@@ -127,7 +127,7 @@ impl Stream {
         if n == 0 {
             self.eof = true;
             self.scan.finish();
-            let held = self.end.take_held();
+            let held = self.take_held();
             self.keep(&held)?;
             if let Some(gate) = self.gate.as_mut() {
                 gate.finish();
@@ -148,6 +148,15 @@ impl Stream {
         Ok(true)
     }
 
+    /// What the exit and end scans still hold back (a possible start of their nonces): the
+    /// program's, once no more comes.
+    fn take_held(&mut self) -> Vec<u8> {
+        let from_exit = self.exit.take_held();
+        let mut held = self.end.feed(&from_exit).into_owned();
+        held.extend(self.end.take_held());
+        held
+    }
+
     /// Passes the program's own bytes through the gate into the capture and the spool.
     fn keep(&mut self, own: &[u8]) -> std::io::Result<()> {
         let own = match self.gate.as_mut() {
@@ -165,7 +174,7 @@ impl Stream {
     /// finished spool. Later output (of children that outlive the program) is read and
     /// dropped.
     fn answer(&mut self) -> std::io::Result<StreamOutput> {
-        let held = self.end.take_held();
+        let held = self.take_held();
         self.keep(&held)?;
         let limit = self.capture.limit();
         let capture = std::mem::replace(&mut self.capture, Capture::new(limit));
@@ -774,17 +783,18 @@ fn exited(out: &Stream, err: &Stream) -> Option<u32> {
         .find_map(|s| s.exit.rest().and_then(|r| r.parse().ok()))
 }
 
-/// The answer's `exit_code` and `signal`: a shell that reported its exit exited with that
-/// status; one that did not was ended by a signal when its status says so (named by the
-/// host), else exited (an `exec` of another program replaces the shell and its report).
-fn exit_or_signal(end: &End, reported: Option<u32>) -> (Option<i32>, Option<String>) {
+/// The answer's `exit_code` and `signal`: a shell that reported the status it ended with
+/// exited; one that did not (or reported another: bash runs the exit trap before it lets a
+/// signal end it) was ended by a signal when its status says so (named by the host), else
+/// exited (an `exec` of another program replaces the shell and its report).
+pub(super) fn exit_or_signal(end: &End, reported: Option<u32>) -> (Option<i32>, Option<String>) {
     match reported {
-        Some(status) => (Some(status as i32), None),
-        None if end.status > 128 => (
+        Some(status) if status == end.status => (Some(status as i32), None),
+        _ if end.status > 128 => (
             None,
             Some(end.signal.clone().unwrap_or_else(|| "unknown".into())),
         ),
-        None => (Some(end.status as i32), None),
+        _ => (Some(end.status as i32), None),
     }
 }
 

@@ -361,7 +361,7 @@ async fn main() {
     let env = TestEnv::with(
         &SshdOptions::default(),
         &[
-            ("SSHMCP_LOG", "warn"),
+            ("SSHMCP_LOG", &std::env::var("SSHMCP_LOG").unwrap_or("warn".into())),
             ("SSHMCP_STANDBY_CHANNELS", &standby),
         ],
     );
@@ -403,6 +403,9 @@ async fn main() {
     let raw_connect = raw_master + raw.exec("true").0;
 
     let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
+    if let Ok(path) = std::env::var("SSHMCP_PERF_KEEP_LOG") {
+        std::fs::write(path, env.daemon_log()).expect("the log copy");
+    }
     // An agent thinks between calls: the same with a pause before each.
     let mut paced = Vec::new();
     for _ in 0..PACED {

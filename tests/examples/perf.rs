@@ -361,7 +361,10 @@ async fn main() {
     let env = TestEnv::with(
         &SshdOptions::default(),
         &[
-            ("SSHMCP_LOG", &std::env::var("SSHMCP_LOG").unwrap_or("warn".into())),
+            (
+                "SSHMCP_LOG",
+                &std::env::var("SSHMCP_LOG").unwrap_or("warn".into()),
+            ),
             ("SSHMCP_STANDBY_CHANNELS", &standby),
         ],
     );

@@ -82,10 +82,13 @@ pub struct StreamOutput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExecResult {
-    /// Exit status of the command; null when it was killed by a signal or timed out.
+    /// Exit status of the command's shell; null when a signal ended that shell or the
+    /// command timed out. A program the shell ran that a signal ended shows as 128 + n here
+    /// (the shell's own status), with `signal` null.
     pub exit_code: Option<i32>,
-    /// The signal that ended it (`TERM` or `KILL` from a timeout or cancellation, `unknown`
-    /// when another signal ended the shell itself), else null.
+    /// The signal that ended the command's shell (`TERM` or `KILL` from a timeout or
+    /// cancellation; otherwise the host's name, such as `SEGV` or `USR1`, or `unknown`),
+    /// else null.
     pub signal: Option<String>,
     /// Seconds from the call's start to its answer.
     pub duration: f64,

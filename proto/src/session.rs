@@ -138,7 +138,7 @@ pub struct SessionSummary {
     pub last_used_at: String,
     /// Commands running on the session now.
     pub active_commands: u32,
-    /// Transfers running on the session now.
+    /// Transfers running on the session now (no MCP tool starts one yet: 0).
     pub active_transfers: u32,
 }
 

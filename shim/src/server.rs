@@ -45,7 +45,9 @@ impl Shim {
              2) `exec` with both to run non-interactive /bin/sh commands; each call is a fresh \
              shell, so pass `cwd` instead of `cd`; `sudo_exec` for root. To look at files \
              use `stat`, `list_directory` and `read_file_range` (structured, any bytes in \
-             names) rather than parsing the output of ls or cat. 3) `disconnect` when done. \
+             names; they need GNU coreutils and findutils on the host, and say `internal_error` \
+             naming what is missing) rather than parsing the output of ls or cat. \
+             3) `disconnect` when done. \
              `session_list` shows every session (never keys).\n\
              Every answer has `ok`; failures carry `error.code`, a stable identifier to act on; \
              any tool that takes a session may also answer `invalid_session_key`, \

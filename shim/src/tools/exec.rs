@@ -124,7 +124,8 @@ impl Shim {
     /// not /bin/sh; sudo's own PATH and root's HOME) and the command runs in it with an empty
     /// stdin, so it works only where the host's sudoers allows that program without a
     /// password; no password is ever asked for or sent. `cwd` is entered as the login user,
-    /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`;
+    /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`,
+    /// without `spool_output` (`spool_path` stays null);
     /// `ok: true` means the command ran as root: read `exit_code`. Use `exec` for everything
     /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
     /// NOPASSWD rule; never pipe a password through `exec`), `sudo_not_allowed` (the policy

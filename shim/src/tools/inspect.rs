@@ -172,7 +172,9 @@ impl Shim {
     /// searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle of
     /// output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:
     /// list_directory for a directory), `remote_path_not_found`, `remote_permission_denied`
-    /// (the session's user may not read it: `sudo_exec` with `dd` can, within the cap).
+    /// (the session's user may not read it: as root, `sudo_exec` with
+    /// `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a block
+    /// comes back short; `cat` would lose the middle of a large file).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -80,7 +80,8 @@ impl Shim {
     /// per server (its effective HostName and Port; the user is not part of it). May wait for
     /// a passphrase or key-touch prompt on the user's desktop; unknown host keys are never
     /// accepted. Errors: `already_connected` (the message names the session: use it if you
-    /// hold its key, else `disconnect` it and connect again), `session_limit_reached`
+    /// hold its key; if `session_list` shows it `lost`, disconnect it and connect again;
+    /// otherwise another agent may be using it: ask the user), `session_limit_reached`
     /// (disconnect a session you no longer need), `connection_start_failed` (authentication,
     /// host key or network: tell the user the message; retrying will not help).
     #[tool(

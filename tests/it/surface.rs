@@ -77,6 +77,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "invalid_session_key",
         "session_not_found",
         "session_not_ready",
+        "internal_error",
         "error.code",
         "ok",
     ];

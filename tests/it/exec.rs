@@ -410,3 +410,45 @@ async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
     crate::assert_timeout_kills(&mcp, &s, "exec").await;
     mcp.close().await;
 }
+
+/// A process that left the command's group but kept its stdout, and wrote there while the
+/// channel waited: the next command does not take that channel, so what the process writes
+/// while that command runs is not in its answer either. (A process that stays silent until
+/// then is the documented gap.)
+#[tokio::test]
+async fn output_written_while_a_channel_waits_keeps_the_next_command_off_it() {
+    let (env, mcp, s) = connected().await;
+    let (watcher, w) = crate::connect_watcher(&env).await;
+    let tag = unique_sleep(61);
+    let file = |step: &str| format!("/tmp/sshmcp-{step}.{tag}");
+    let (go1, done1, go2, done2) = (file("go1"), file("done1"), file("go2"), file("done2"));
+    let wait = |f: &str| format!("while [ ! -e {f} ]; do sleep 0.05; done");
+    // It writes once while the channel waits, and once more while the next command runs (in
+    // a child of its own, so a closed channel cannot end it before it says it wrote).
+    let escape = format!(
+        "setsid sh -c '{}; echo LATE1; touch {done1}; {}; sh -c \"echo LATE2\"; \
+         touch {done2}' & echo started",
+        wait(&go1),
+        wait(&go2)
+    );
+    let r = exec(&mcp, &s, &escape, json!({})).await;
+    assert_eq!(r["stdout"]["data"], "started\n", "{r}");
+    exec(&watcher, &w, &format!("touch {go1}"), json!({})).await;
+    let probe = format!("[ -e {done1} ] && echo yes || echo no");
+    assert!(
+        remote_until(&watcher, &w, &probe, "yes\n").await,
+        "never wrote"
+    );
+    let next = format!("touch {go2}; {}; echo next", wait(&done2));
+    let r = exec(&mcp, &s, &next, json!({"timeout": 20})).await;
+    assert_eq!(r["stdout"]["data"], "next\n", "{r}");
+    exec(
+        &watcher,
+        &w,
+        &format!("rm -f /tmp/sshmcp-*.{tag}"),
+        json!({}),
+    )
+    .await;
+    watcher.close().await;
+    mcp.close().await;
+}

@@ -322,7 +322,10 @@ async fn load(seconds: u64) {
             tokio::spawn(async move {
                 let mut took = Vec::new();
                 while Instant::now() < until {
-                    tokio::time::sleep(pause).await;
+                    // Even a zero sleep waits for the timer's next tick (about 1 ms).
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
                     took.push(timed(server.exec(&mcp, &command)).await.0);
                 }
                 took
@@ -399,11 +402,17 @@ async fn main() {
         .await;
     let connect_warm = t.elapsed();
     let first_exec = timed(server.exec(&mcp, "true")).await.0;
+    // The raw baselines first: the raw master's start goes on in sshd for a while after
+    // `ssh -f` returns, and calls measured beside it wait for the CPU it takes; its own
+    // figures let it settle. A connection's first channel waits for sshd's
+    // post-authentication setup (~45 ms): raw OpenSSH's connect with a first command is the
+    // fair baseline for a connect that gathers facts.
     let (raw, raw_master) = Raw::start(&env);
-    // A connection's first channel waits for sshd's post-authentication setup (~45 ms): raw
-    // OpenSSH's connect with a first command is the fair baseline for a connect that gathers
-    // facts.
     let raw_connect = raw_master + raw.exec("true").0;
+    let mut raw_seq: Vec<Duration> = (0..SEQUENTIAL).map(|_| raw.exec("true").0).collect();
+    raw_seq.sort();
+    let mut raw_big: Vec<Duration> = (0..BIG_RUNS).map(|_| raw.exec(&big_command()).0).collect();
+    raw_big.sort();
 
     let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
     if let Ok(path) = std::env::var("SSHMCP_PERF_KEEP_LOG") {
@@ -416,13 +425,9 @@ async fn main() {
         paced.push(timed(server.exec(&mcp, "true")).await.0);
     }
     paced.sort();
-    let mut raw_seq: Vec<Duration> = (0..SEQUENTIAL).map(|_| raw.exec("true").0).collect();
-    raw_seq.sort();
     let mcp = Arc::new(mcp);
     let (rate, rate_failed) = concurrent(&mcp, &server).await;
     let (big, big_failed) = sequential(&mcp, &server, &big_command(), BIG_RUNS).await;
-    let mut raw_big: Vec<Duration> = (0..BIG_RUNS).map(|_| raw.exec(&big_command()).0).collect();
-    raw_big.sort();
     let shim_rss = status_kib(mcp.pid(), "VmRSS");
     let with_sessions = Footprint::of(&env).rss_kib;
     mcp.call("disconnect", json!({"session_id": other["session_id"]}))

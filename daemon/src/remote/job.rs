@@ -141,10 +141,12 @@ impl Stream {
                 self.enlarge();
             }
         }
+        // Field by field, so the program's bytes stay borrowed from the read buffer (no copy
+        // of bulk output).
         let framed = self.scan.feed(&self.buf[..n]);
         let reported = self.exit.feed(&framed);
-        let own = self.end.feed(&reported).into_owned();
-        self.keep(&own)?;
+        let own = self.end.feed(&reported);
+        keep(&mut self.gate, &mut self.capture, &mut self.spool, &own)?;
         Ok(true)
     }
 
@@ -159,15 +161,7 @@ impl Stream {
 
     /// Passes the program's own bytes through the gate into the capture and the spool.
     fn keep(&mut self, own: &[u8]) -> std::io::Result<()> {
-        let own = match self.gate.as_mut() {
-            Some(gate) => gate.feed(own),
-            None => own.into(),
-        };
-        self.capture.push(&own);
-        if let Some(spool) = self.spool.as_mut() {
-            spool.write(&own)?;
-        }
-        Ok(())
+        keep(&mut self.gate, &mut self.capture, &mut self.spool, own)
     }
 
     /// The stream's answer: the capture so far (with what the end scan still held) and the
@@ -181,6 +175,24 @@ impl Stream {
         let spooled: Option<Spooled> = self.spool.take().map(Spool::finish).transpose()?;
         Ok(capture.finish(spooled))
     }
+}
+
+/// Passes a stream's own bytes through its gate into its capture and its spool.
+fn keep(
+    gate: &mut Option<MarkerScan>,
+    capture: &mut Capture,
+    spool: &mut Option<Spool>,
+    own: &[u8],
+) -> std::io::Result<()> {
+    let own = match gate.as_mut() {
+        Some(gate) => gate.feed(own),
+        None => own.into(),
+    };
+    capture.push(&own);
+    if let Some(spool) = spool.as_mut() {
+        spool.write(&own)?;
+    }
+    Ok(())
 }
 
 /// The program text on its way to the channel's stdin, written in steps so a stop knows how

@@ -518,7 +518,7 @@ impl Run<'_> {
             }
             // Both streams ended (by their end marker, or closed): the program's group is
             // done with them.
-            let ended = end.is_some()
+            let streams_ended = end.is_some()
                 && (out.end.end().is_some() || out.eof)
                 && (err.end.end().is_some() || err.eof);
             // The channel's shell waits for its next program: nothing more comes.
@@ -536,7 +536,7 @@ impl Run<'_> {
             }
             // The program's own end: its end markers, or its shell exited and its streams
             // closed, or a background child holds them, quiet, past the grace.
-            let program_done = ended
+            let program_done = streams_ended
                 || (exit_status.is_some() || closed) && streams_done
                 || quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
             if let Some(failure) = spool_failure.take() {
@@ -565,7 +565,7 @@ impl Run<'_> {
                 // Otherwise it waits for the kill, at most until `answer_by`.
                 if answer.is_some()
                     && (!stop.must_kill
-                        || stop.kill_over() && (closed || streams_done || ended)
+                        || stop.kill_over() && (closed || streams_done || streams_ended)
                         || Instant::now() >= stop.answer_by)
                 {
                     let result = stopped_result(stop, started, &mut out, &mut err);

@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+use sshmcp_proto::command::{
+    CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
+    CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
+};
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
@@ -15,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
-use crate::{exec, inspect};
+use crate::{commands, exec, inspect};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -132,6 +136,54 @@ impl Daemon for DaemonService {
             inspect::read::read(&session, max_output_bytes, req).await
         })
         .await
+    }
+
+    async fn command_start(
+        self,
+        _: Context,
+        req: CommandStartRequest,
+    ) -> Result<CommandStarted, DaemonError> {
+        let auth = req.auth.clone();
+        let settings = self.registry.settings.clone();
+        self.on_session("command_start", &auth, |session| async move {
+            commands::start(&session, &settings, req).await
+        })
+        .await
+    }
+
+    async fn command_status(
+        self,
+        _: Context,
+        req: CommandStatusRequest,
+    ) -> Result<CommandReport, DaemonError> {
+        let session = self.registry.authorize_local(&req.auth)?;
+        commands::status(&session, &self.registry.settings, req).await
+    }
+
+    async fn command_kill(
+        self,
+        _: Context,
+        req: CommandKillRequest,
+    ) -> Result<CommandKilled, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("command_kill", &auth, |session| async move {
+            commands::kill::kill(&session, req).await
+        })
+        .await
+    }
+
+    async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
+        let session = self.registry.authorize_local(&auth)?;
+        Ok(session.commands.list())
+    }
+
+    async fn progress(
+        self,
+        _: Context,
+        req: ProgressRequest,
+    ) -> Result<Option<RunProgress>, DaemonError> {
+        let session = self.registry.authorize_local(&req.auth)?;
+        Ok(session.commands.progress(&req.key))
     }
 }
 

@@ -14,6 +14,17 @@ pub struct ExecRequest {
     pub spool_output: bool,
     /// The caller's local root (absolute), when its person configured one.
     pub local_root: Option<String>,
+    pub handoff: Handoff,
+}
+
+/// What `exec` and `sudo_exec` take beyond the command: when to hand a slow command over to a
+/// command handle, and the key a caller follows its progress by.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Handoff {
+    /// Seconds (1..=86400) after which a command still running becomes a command handle.
+    pub after: Option<f64>,
+    /// A caller-chosen key for `progress` while the call runs.
+    pub progress_key: Option<String>,
 }
 
 /// `sudo_exec`: a command run by root through `sudo -n -k /bin/bash --noprofile --norc -s`.
@@ -24,6 +35,10 @@ pub struct SudoExecRequest {
     pub cwd: Option<String>,
     /// Seconds; the contract's default when absent.
     pub timeout: Option<f64>,
+    /// The caller's local root (absolute), when its person configured one: a handed-off
+    /// command's output is kept there.
+    pub local_root: Option<String>,
+    pub handoff: Handoff,
 }
 
 /// How a string carries bytes: `utf-8` (the string is the text itself) or `base64` (the bytes
@@ -76,6 +91,9 @@ pub struct StreamOutput {
     /// True when the spool file stopped at the daemon's `max-spool-bytes`: it holds the
     /// stream's first bytes only.
     pub spool_truncated: bool,
+    /// When the command was handed off: the offset `command_status` continues this stream
+    /// from. Absent otherwise.
+    pub next_offset: Option<u64>,
 }
 
 /// What a finished command left: its status and both streams.
@@ -96,6 +114,14 @@ pub struct ExecResult {
     pub timed_out: bool,
     pub stdout: StreamOutput,
     pub stderr: StreamOutput,
+    /// True when the command outlived `handoff_after` and became a command handle: it runs
+    /// on, and `command_status` follows it. Absent without `handoff_after`.
+    pub handed_off: Option<bool>,
+    /// The command handle of a handed-off command. Absent otherwise.
+    pub handle_id: Option<String>,
+    /// The remote process group of a handed-off command (null until its shell reported it).
+    /// Absent otherwise.
+    pub pid: Option<u32>,
 }
 
 /// Bytes as the contract presents them: UTF-8 text when valid, base64 otherwise.

@@ -3,6 +3,7 @@
 //! the CLI. Nothing here knows about OpenSSH; the daemon converts its internals at this edge.
 
 pub mod client;
+pub mod command;
 pub mod error;
 pub mod exec;
 pub mod inspect;

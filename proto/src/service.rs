@@ -7,10 +7,14 @@ use serde::{Deserialize, Serialize};
 use tarpc::tokio_serde::formats::Bincode;
 use tarpc::tokio_util::codec::LengthDelimitedCodec;
 
+use crate::command::{
+    CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
+    CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
+};
 use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
-use crate::session::{ConnectRequest, Connected, Disconnected, SessionSummary};
+use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
 /// type. New tools never bump it: their methods are appended to the trait (existing variants
@@ -18,7 +22,7 @@ use crate::session::{ConnectRequest, Connected, Disconnected, SessionSummary};
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
 /// per tool. A client checks a tool's name here before calling it.
@@ -31,6 +35,11 @@ pub const CAPABILITIES: &[&str] = &[
     "stat",
     "list_directory",
     "read_file_range",
+    "command_start",
+    "command_status",
+    "command_kill",
+    "command_list",
+    "progress",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -81,6 +90,12 @@ pub trait Daemon {
     async fn stat(req: StatRequest) -> Result<FileStat, DaemonError>;
     async fn list_directory(req: ListRequest) -> Result<Listing, DaemonError>;
     async fn read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>;
+    async fn command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>;
+    async fn command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>;
+    async fn command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>;
+    async fn command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>;
+    /// What a run followed by `key` has done so far; None when no such run is going.
+    async fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -120,7 +135,8 @@ mod tests {
 
     use super::*;
     use crate::ErrorCode;
-    use crate::exec::{ByteRange, Encoding, StreamOutput};
+    use crate::command::{CommandState, CommandSummary, KillResult, StreamChunk};
+    use crate::exec::{ByteRange, Encoding, Handoff, StreamOutput};
     use crate::inspect::{DirEntry, FileType, RemotePath};
     use crate::session::{ConnectTarget, RemoteFacts, SessionAuth, SessionState};
 
@@ -149,6 +165,7 @@ mod tests {
             omitted: truncated.then_some(ByteRange { start: 3, end: 597 }),
             spool_path: truncated.then(|| "/r/.sshmcp/spool/x".into()),
             spool_truncated: truncated,
+            next_offset: truncated.then_some(600),
         }
     }
 
@@ -251,6 +268,10 @@ mod tests {
             timeout: None,
             spool_output: true,
             local_root: None,
+            handoff: Handoff {
+                after: Some(1.5),
+                progress_key: Some("p".into()),
+            },
         });
         roundtrip(SudoExecRequest {
             auth: SessionAuth {
@@ -260,6 +281,8 @@ mod tests {
             command: "id -u".into(),
             cwd: None,
             timeout: Some(3.0),
+            local_root: Some("/r".into()),
+            handoff: Handoff::default(),
         });
         let auth = SessionAuth {
             session_id: "s".into(),
@@ -281,7 +304,7 @@ mod tests {
             limit: None,
         });
         roundtrip(ReadRangeRequest {
-            auth,
+            auth: auth.clone(),
             path,
             offset: 0,
             length: 10,
@@ -333,8 +356,101 @@ mod tests {
                 timed_out: truncated,
                 stdout: stream(truncated),
                 stderr: stream(!truncated),
+                handed_off: truncated.then_some(true),
+                handle_id: truncated.then(|| "cmd-1".into()),
+                pid: truncated.then_some(42),
             }));
         }
+        roundtrip(CommandStartRequest {
+            auth: auth.clone(),
+            command: "make".into(),
+            cwd: None,
+            timeout: Some(2.0),
+            local_root: Some("/r".into()),
+        });
+        roundtrip(Ok::<_, DaemonError>(CommandStarted {
+            handle_id: "cmd-1".into(),
+            id: "cmd-1".into(),
+            pid: Some(7),
+            status: CommandState::Running,
+            started_at: "t".into(),
+        }));
+        roundtrip(CommandStatusRequest {
+            auth: auth.clone(),
+            handle_id: "cmd-1".into(),
+            wait_seconds: Some(0.5),
+            stdout_offset: Some(3),
+            stderr_offset: None,
+            max_bytes: Some(9),
+        });
+        let chunk = StreamChunk {
+            data: "x".into(),
+            encoding: Encoding::Utf8,
+            offset: 1,
+            next_offset: 2,
+            total_bytes: 5,
+        };
+        for status in [
+            CommandState::Running,
+            CommandState::Completed,
+            CommandState::TimedOut,
+            CommandState::Killed,
+            CommandState::Lost,
+        ] {
+            roundtrip(Ok::<_, DaemonError>(CommandReport {
+                handle_id: "cmd-1".into(),
+                pid: None,
+                status,
+                exit_code: Some(1),
+                signal: Some("TERM".into()),
+                started_at: "a".into(),
+                ended_at: Some("b".into()),
+                stdout: chunk.clone(),
+                stderr: chunk.clone(),
+            }));
+        }
+        roundtrip(CommandKillRequest {
+            auth: auth.clone(),
+            handle_id: "cmd-1".into(),
+            signal: Some(9),
+            force: Some(true),
+            wait_seconds: None,
+        });
+        for result in [
+            KillResult::NotRunning,
+            KillResult::Killed,
+            KillResult::AlreadyExited,
+            KillResult::FailedToKill,
+            KillResult::InvalidPid,
+            KillResult::Error,
+        ] {
+            roundtrip(Ok::<_, DaemonError>(CommandKilled {
+                handle_id: "cmd-1".into(),
+                pid: Some(3),
+                result,
+                signal: 15,
+                force_kill_used: false,
+                timestamp: "t".into(),
+            }));
+        }
+        roundtrip(Ok::<_, DaemonError>(CommandList {
+            commands: vec![CommandSummary {
+                handle_id: "cmd-1".into(),
+                preview: "make".into(),
+                status: CommandState::Completed,
+                exit_code: Some(0),
+                started_at: "a".into(),
+                ended_at: None,
+            }],
+        }));
+        roundtrip(ProgressRequest {
+            auth: auth.clone(),
+            key: "k".into(),
+        });
+        roundtrip(Ok::<_, DaemonError>(Some(RunProgress {
+            bytes: 4,
+            last_line: "l".into(),
+        })));
         for code in ErrorCode::ALL {
             roundtrip(Err::<(), _>(DaemonError::new(code, "m")));
         }

@@ -4,6 +4,7 @@
 mod answer;
 mod args;
 mod link;
+mod progress;
 mod server;
 mod tools;
 

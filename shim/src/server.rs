@@ -23,7 +23,10 @@ impl Shim {
         Self {
             daemon: Arc::new(daemon),
             local_root,
-            tool_router: Self::session_router() + Self::exec_router() + Self::inspect_router(),
+            tool_router: Self::session_router()
+                + Self::exec_router()
+                + Self::commands_router()
+                + Self::inspect_router(),
         }
     }
 
@@ -54,9 +57,14 @@ impl Shim {
              `session_not_found`, `session_not_ready` (retry shortly) or `connection_lost`. \
              A lost key cannot be recovered, and a session that answers `connection_lost` does \
              not come back: disconnect it and connect again.\n\
+             Long work: many clients give up on a call after about a minute. For a command \
+             that might be slow, give `exec` a `handoff_after` (e.g. 30): if it still runs \
+             then, it becomes a command handle and `command_status` follows it (pass back \
+             `next_offset`, long-poll with `wait_seconds`); `command_start` starts one \
+             directly; `command_kill` ends it. Handles end with their session.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
-             (`timeout` up to 86400); output kept per stream up to the daemon's cap (head and \
-             tail). Long work: start it detached (`nohup cmd >log 2>&1 &`) and poll the log.\n{root}"
+             (`timeout` up to 86400; none for `command_start`); output kept per stream up \
+             to the daemon's cap (head and tail) in an answer, complete for a handle.\n{root}"
         )
     }
 }

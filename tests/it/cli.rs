@@ -65,7 +65,12 @@ async fn status_and_stop_close_every_master() {
             "sudo_exec",
             "stat",
             "list_directory",
-            "read_file_range"
+            "read_file_range",
+            "command_start",
+            "command_status",
+            "command_kill",
+            "command_list",
+            "progress"
         ]),
         "the capabilities of the handshake"
     );

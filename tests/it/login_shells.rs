@@ -5,11 +5,10 @@
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
 use sshmcp_tests::TestEnv;
-use sshmcp_tests::mcp::session_of;
 use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::users::{Chatty, chatty_user, rc_editing_user, user_without_gnu_find};
 
-use crate::{code, exec, remote_until};
+use crate::{code, exec, logged_in_as, remote_until};
 
 /// A world logged in as the chatty user of `kind`, connected.
 async fn chatty(kind: Chatty) -> (TestEnv, McpClient, (String, String)) {
@@ -24,24 +23,6 @@ async fn chatty_with(
     let (env, mcp, session) = logged_in_as(&chatty_user(kind), extra).await;
     // The startup file did print: the daemon dropped it (and says so at debug level).
     assert!(env.daemon_log_shows("dropped what the login shell printed"));
-    (env, mcp, session)
-}
-
-/// A world whose `other` alias logs in as `user`, connected.
-async fn logged_in_as(
-    user: &str,
-    extra: &[(&str, &str)],
-) -> (TestEnv, McpClient, (String, String)) {
-    let env = TestEnv::with(&sshmcp_tests::SshdOptions::default(), extra);
-    env.sshd.add_host_block(&format!(
-        "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
-        env.sshd.port
-    ));
-    let mcp = env.mcp().await;
-    let r = mcp.call("connect", json!({"alias": "other"})).await;
-    assert_eq!(r["ok"], true, "{r}");
-    assert_eq!(r["remote"]["user"], user, "remote facts are exact too: {r}");
-    let session = session_of(&r);
     (env, mcp, session)
 }
 

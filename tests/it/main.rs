@@ -3,6 +3,7 @@
 //! parallel.
 
 mod cli;
+mod commands;
 mod connect;
 mod daemon;
 mod exec;
@@ -152,4 +153,22 @@ pub async fn assert_timeout_kills(mcp: &McpClient, s: &(String, String), tool: &
         exec(mcp, s, &probe, json!({})).await["stdout"]["data"],
         "gone\n"
     );
+}
+
+/// A world whose `other` alias logs in as `user`, connected.
+pub async fn logged_in_as(
+    user: &str,
+    extra: &[(&str, &str)],
+) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::with(&SshdOptions::default(), extra);
+    env.sshd.add_host_block(&format!(
+        "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "other"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["remote"]["user"], user, "remote facts are exact too: {r}");
+    let session = session_of(&r);
+    (env, mcp, session)
 }

@@ -16,6 +16,10 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
     assert_eq!(
         names,
         [
+            "command_kill",
+            "command_list",
+            "command_start",
+            "command_status",
             "connect",
             "disconnect",
             "exec",
@@ -51,7 +55,16 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         .collect();
     assert_eq!(required, ["session_id", "session_key", "command"]);
     assert_eq!(exec["annotations"]["destructiveHint"], true);
-    for read_only in ["session_list", "stat", "list_directory", "read_file_range"] {
+    let kill = tools.iter().find(|t| t["name"] == "command_kill").unwrap();
+    assert_eq!(kill["annotations"]["destructiveHint"], true);
+    for read_only in [
+        "session_list",
+        "stat",
+        "list_directory",
+        "read_file_range",
+        "command_status",
+        "command_list",
+    ] {
         let tool = tools.iter().find(|t| t["name"] == read_only).unwrap();
         assert_eq!(tool["annotations"]["readOnlyHint"], true, "{read_only}");
     }
@@ -80,6 +93,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "internal_error",
         "error.code",
         "ok",
+        "handoff_after",
+        "next_offset",
+        "wait_seconds",
     ];
     for word in mentioned {
         let command = word.starts_with("nohup") || word.starts_with("sshmcp daemon");

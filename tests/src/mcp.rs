@@ -26,6 +26,8 @@ pub struct McpClient {
     next_id: AtomicU64,
     /// Lines on stdout that were not JSON-RPC: must stay empty.
     stray: Arc<Mutex<Vec<String>>>,
+    /// Notifications from the server, in arrival order.
+    notifications: Arc<Mutex<Vec<Value>>>,
     pub initialize_result: Value,
 }
 
@@ -62,7 +64,8 @@ impl McpClient {
         let stdout = child.stdout.take().unwrap();
         let pending: Pending = Arc::default();
         let stray: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (p, s, k) = (pending.clone(), stray.clone(), keys);
+        let notifications: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let (p, s, k, n) = (pending.clone(), stray.clone(), keys, notifications.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -73,6 +76,10 @@ impl McpClient {
                         continue;
                     }
                 };
+                if msg.get("id").is_none() {
+                    n.lock().unwrap().push(msg);
+                    continue;
+                }
                 if let Some(key) = msg["result"]["structuredContent"]["session_key"].as_str() {
                     k.lock().unwrap().push(key.to_string());
                 }
@@ -91,6 +98,7 @@ impl McpClient {
             pending,
             next_id: AtomicU64::new(1),
             stray,
+            notifications,
             initialize_result: Value::Null,
         };
         let init = client
@@ -153,6 +161,27 @@ impl McpClient {
     pub async fn call(&self, tool: &str, args: Value) -> Value {
         let (_, rx) = self.start_call(tool, args).await;
         tool_answer(wait_answer(rx).await)
+    }
+
+    /// Calls a tool with a progress token; the `notifications/progress` for it arrive in
+    /// [`McpClient::progress_of`].
+    pub async fn call_with_progress(&self, tool: &str, args: Value, token: &str) -> Value {
+        let params = json!({"name": tool, "arguments": args, "_meta": {"progressToken": token}});
+        let (_, rx) = self.start_request("tools/call", params).await;
+        tool_answer(wait_answer(rx).await)
+    }
+
+    /// The `params` of every progress notification for `token` so far, in arrival order.
+    pub fn progress_of(&self, token: &str) -> Vec<Value> {
+        self.notifications
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                m["method"] == "notifications/progress" && m["params"]["progressToken"] == token
+            })
+            .map(|m| m["params"].clone())
+            .collect()
     }
 
     pub async fn cancel(&self, request_id: u64) {

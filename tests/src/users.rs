@@ -92,6 +92,17 @@ pub fn rc_editing_user() -> String {
     user_with_startup_file("sshmcp-rcedit", "/bin/bash", ".bashrc", "")
 }
 
+/// A bash user whose `~/.bashrc` takes 2 s before its guard: long enough that a command is
+/// handed off before its shell could report its process group (root only).
+pub fn slow_login_user() -> String {
+    user_with_startup_file(
+        "sshmcp-slowlogin",
+        "/bin/bash",
+        ".bashrc",
+        "sleep 2\ncase $- in *i*) ;; *) return;; esac\n",
+    )
+}
+
 /// A user of `shell` whose startup `file` holds `text` (root only).
 fn user_with_startup_file(name: &str, shell: &str, file: &str, text: &str) -> String {
     let user = user_with_shell(name, shell);

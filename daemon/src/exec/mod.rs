@@ -1,6 +1,8 @@
 //! The `exec` tool's operation: the caller's text as a program on the session's host, under
-//! the request's limits, with complete copies of its streams when asked for.
+//! the request's limits, with complete copies of its streams when asked for, handed off to a
+//! command handle when it runs long (see `handoff`).
 
+pub mod handoff;
 pub mod request;
 pub mod sudo;
 
@@ -10,14 +12,28 @@ use sshmcp_proto::exec::{ExecRequest, ExecResult};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::{Settings, check_local_root};
-use crate::remote::{self, Program, spool};
+use crate::remote::Program;
 use crate::session::Session;
 
 /// Checks the request before any session is looked at.
 pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {
     request::check_command(&req.command)?;
     request::check_cwd(req.cwd.as_deref())?;
+    request::check_handoff(&req.handoff)?;
     request::check_timeout(req.timeout)
+}
+
+/// The local root of a call: the caller's (checked), else the daemon's.
+pub fn local_root(given: Option<String>, settings: &Settings) -> Result<PathBuf, DaemonError> {
+    match given {
+        Some(root) => {
+            let root = PathBuf::from(root);
+            check_local_root(&root)
+                .map_err(|m| DaemonError::new(ErrorCode::InvalidLocalPath, m))?;
+            Ok(root)
+        }
+        None => Ok(settings.local_root.clone()),
+    }
 }
 
 /// Runs the command and answers with its streams and exit status.
@@ -29,23 +45,13 @@ pub async fn exec(
     let timeout = check(&req)?;
     let mut program = Program::new(req.command, timeout, settings.max_output_bytes);
     program.cwd = req.cwd;
-    if req.spool_output {
-        let root = match req.local_root {
-            Some(root) => {
-                let root = PathBuf::from(root);
-                check_local_root(&root)
-                    .map_err(|m| DaemonError::new(ErrorCode::InvalidLocalPath, m))?;
-                root
-            }
-            None => settings.local_root.clone(),
-        };
-        let cap = settings.max_spool_bytes;
-        program.spool = Some(spool::create_pair(&root, &session.id, cap).map_err(|e| {
-            DaemonError::new(
-                ErrorCode::InvalidLocalPath,
-                format!("cannot create spool files under the local root: {e}"),
-            )
-        })?);
-    }
-    Ok(remote::run(&session.host, program).await?)
+    Ok(handoff::run(
+        session,
+        settings,
+        program,
+        req.handoff,
+        req.local_root,
+        req.spool_output,
+    )
+    .await?)
 }

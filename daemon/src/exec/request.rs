@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use sshmcp_proto::command::{MAX_HANDOFF_SECS, MIN_HANDOFF_SECS};
+use sshmcp_proto::exec::Handoff;
 use sshmcp_proto::limits::{
     DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS,
 };
@@ -35,6 +37,23 @@ pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// `handoff_after` within 1..=86400 seconds; a progress key of at most 256 bytes.
+pub fn check_handoff(handoff: &Handoff) -> Result<(), DaemonError> {
+    if let Some(after) = handoff.after
+        && (!after.is_finite() || !(MIN_HANDOFF_SECS..=MAX_HANDOFF_SECS).contains(&after))
+    {
+        return Err(DaemonError::invalid_arguments(format!(
+            "handoff_after must be between {MIN_HANDOFF_SECS} and {MAX_HANDOFF_SECS} seconds"
+        )));
+    }
+    if handoff.progress_key.as_ref().is_some_and(|k| k.len() > 256) {
+        return Err(DaemonError::invalid_arguments(
+            "progress key is longer than 256 bytes",
+        ));
+    }
+    Ok(())
+}
+
 /// A working directory is a non-empty path; a shell word cannot hold a NUL byte.
 pub fn check_cwd(cwd: Option<&str>) -> Result<(), DaemonError> {
     match cwd {
@@ -66,6 +85,23 @@ mod tests {
         for bad in [0.09, 86_400.01, f64::NAN, f64::INFINITY, -1.0] {
             assert_eq!(
                 check_timeout(Some(bad)).unwrap_err().code,
+                ErrorCode::InvalidArguments
+            );
+        }
+    }
+
+    #[test]
+    fn handoff_edges() {
+        let after = |a| Handoff {
+            after: Some(a),
+            progress_key: None,
+        };
+        assert!(check_handoff(&Handoff::default()).is_ok());
+        assert!(check_handoff(&after(MIN_HANDOFF_SECS)).is_ok());
+        assert!(check_handoff(&after(MAX_HANDOFF_SECS)).is_ok());
+        for bad in [0.99, MAX_HANDOFF_SECS + 0.01, f64::NAN] {
+            assert_eq!(
+                check_handoff(&after(bad)).unwrap_err().code,
                 ErrorCode::InvalidArguments
             );
         }

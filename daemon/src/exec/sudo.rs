@@ -43,6 +43,7 @@ pub async fn sudo_exec(
 ) -> Result<ExecResult, DaemonError> {
     super::request::check_command(&req.command)?;
     super::request::check_cwd(req.cwd.as_deref())?;
+    super::request::check_handoff(&req.handoff)?;
     let timeout = super::request::check_timeout(req.timeout)?;
     let nonce = fresh_nonce()?;
     let gate = fresh_nonce()?;
@@ -62,7 +63,15 @@ pub async fn sudo_exec(
     );
     program.gate = Some(gate);
     program.kill_as_root = true;
-    match remote::run(&session.host, program).await {
+    let run = super::handoff::run(
+        session,
+        settings,
+        program,
+        req.handoff,
+        req.local_root,
+        false,
+    );
+    match run.await {
         Ok(result) => Ok(result),
         Err(RunError::NotStarted { said, stderr }) => {
             Err(refused(session, &nonce, &said, &stderr).await)

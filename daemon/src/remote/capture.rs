@@ -85,13 +85,14 @@ impl Capture {
             omitted,
             spool_truncated: spooled.as_ref().is_some_and(|s| s.truncated),
             spool_path: spooled.map(|s| s.path),
+            next_offset: None,
         }
     }
 }
 
 /// The length of `head` without a trailing incomplete UTF-8 sequence (only such a cut is
 /// undone: bytes that are invalid anyway stay).
-fn utf8_head_boundary(head: &[u8]) -> usize {
+pub(crate) fn utf8_head_boundary(head: &[u8]) -> usize {
     let start = head.len().saturating_sub(3);
     match std::str::from_utf8(&head[start..]) {
         Ok(_) => head.len(),
@@ -101,7 +102,7 @@ fn utf8_head_boundary(head: &[u8]) -> usize {
 }
 
 /// How many leading bytes of `tail` are continuation bytes of a character cut in half.
-fn utf8_tail_boundary(tail: &[u8]) -> usize {
+pub(crate) fn utf8_tail_boundary(tail: &[u8]) -> usize {
     tail.iter()
         .take(3)
         .take_while(|b| (**b & 0xC0) == 0x80)

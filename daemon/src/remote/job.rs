@@ -15,6 +15,7 @@
 //!   done (or at most `ANSWER_GRACE` after a stop), while the task keeps its channel slot until
 //!   the channel really closes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sshmcp_proto::exec::{ExecResult, StreamOutput};
@@ -28,6 +29,7 @@ use super::capture::Capture;
 use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan, Markers};
 use super::kill::{self, KILL_BUDGET, Killed};
+use super::observer::{self, Observer};
 use super::runner::{After, End, LineScan};
 use super::spool::{Spool, Spooled};
 use super::standby::{self, Standby, Warm};
@@ -46,6 +48,8 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// After a stop, how long the task waits for a silent login shell to report the group.
 const MARKER_WAIT: Duration = Duration::from_secs(60);
+/// How long a master whose channel ended without a word may take to show as exited.
+const MASTER_EXIT_WAIT: Duration = Duration::from_millis(500);
 /// A time no timer reaches: the "never" of the loop's optional timers.
 const NEVER: Duration = Duration::from_secs(400 * 86_400);
 /// The read buffer of a stream at first: most commands print little, and a buffer is zeroed
@@ -81,6 +85,8 @@ struct Stream {
     end: LineScan,
     capture: Capture,
     spool: Option<Spool>,
+    /// The run's followers, and which stream this is to them.
+    observer: Option<(Arc<Observer>, usize)>,
     eof: bool,
 }
 
@@ -101,6 +107,7 @@ impl Stream {
         pipe: tokio::net::unix::pipe::Receiver,
         (scan, exit, end): (MarkerScan, LineScan, LineScan),
         program: &Program,
+        stream: usize,
     ) -> Self {
         Self {
             gate: None,
@@ -112,6 +119,7 @@ impl Stream {
             end,
             capture: Capture::new(program.max_output_bytes),
             spool: None,
+            observer: program.observer.clone().map(|o| (o, stream)),
             eof: false,
         }
     }
@@ -146,7 +154,12 @@ impl Stream {
         let framed = self.scan.feed(&self.buf[..n]);
         let reported = self.exit.feed(&framed);
         let own = self.end.feed(&reported);
-        keep(&mut self.gate, &mut self.capture, &mut self.spool, &own)?;
+        keep(
+            &mut self.gate,
+            (&mut self.capture, &mut self.spool),
+            self.observer.as_ref(),
+            &own,
+        )?;
         Ok(true)
     }
 
@@ -161,7 +174,12 @@ impl Stream {
 
     /// Passes the program's own bytes through the gate into the capture and the spool.
     fn keep(&mut self, own: &[u8]) -> std::io::Result<()> {
-        keep(&mut self.gate, &mut self.capture, &mut self.spool, own)
+        keep(
+            &mut self.gate,
+            (&mut self.capture, &mut self.spool),
+            self.observer.as_ref(),
+            own,
+        )
     }
 
     /// The stream's answer: the capture so far (with what the end scan still held) and the
@@ -177,11 +195,12 @@ impl Stream {
     }
 }
 
-/// Passes a stream's own bytes through its gate into its capture and its spool.
+/// Passes a stream's own bytes through its gate into its capture and its spool, then counts
+/// them for the run's followers.
 fn keep(
     gate: &mut Option<MarkerScan>,
-    capture: &mut Capture,
-    spool: &mut Option<Spool>,
+    (capture, spool): (&mut Capture, &mut Option<Spool>),
+    observer: Option<&(Arc<Observer>, usize)>,
     own: &[u8],
 ) -> std::io::Result<()> {
     let own = match gate.as_mut() {
@@ -191,6 +210,9 @@ fn keep(
     capture.push(&own);
     if let Some(spool) = spool.as_mut() {
         spool.write(&own)?;
+    }
+    if let Some((observer, stream)) = observer {
+        observer.push(*stream, &own);
     }
     Ok(())
 }
@@ -422,6 +444,9 @@ fn no_channel_in_time(program: &mut Program, started: Instant) -> Result<ExecRes
             timed_out: true,
             stdout,
             stderr,
+            handed_off: None,
+            handle_id: None,
+            pid: None,
         })
 }
 
@@ -485,6 +510,7 @@ impl Run<'_> {
                 framing.stdout_end(),
             ),
             program,
+            observer::STDOUT,
         );
         let mut err = Stream::new(
             stderr,
@@ -494,6 +520,7 @@ impl Run<'_> {
                 framing.stderr_end(),
             ),
             program,
+            observer::STDERR,
         );
         err.gate = program
             .gate
@@ -508,6 +535,12 @@ impl Run<'_> {
         let mut spool_failure: Option<RunError> = None;
         let far = started + NEVER;
         loop {
+            if let Some(observer) = program.observer.as_ref()
+                && observer.pid().is_none()
+                && let Some(group) = Markers::read(&out.scan, &err.scan).group
+            {
+                observer.set_pid(group);
+            }
             let streams_done = out.eof && err.eof;
             let end = ended(&out, &err);
             if let Some(end) = &end
@@ -731,6 +764,9 @@ fn stopped_result(
             timed_out: true,
             stdout: out.answer().map_err(spool_err)?,
             stderr: err.answer().map_err(spool_err)?,
+            handed_off: None,
+            handle_id: None,
+            pid: None,
         }),
     }
 }
@@ -780,6 +816,9 @@ async fn complete(
         timed_out: false,
         stdout: out.answer().map_err(spool_err)?,
         stderr: err.answer().map_err(spool_err)?,
+        handed_off: None,
+        handle_id: None,
+        pid: None,
     })
 }
 
@@ -816,10 +855,13 @@ fn drop_spools(out: &mut Stream, err: &mut Stream) {
     err.spool = None;
 }
 
-/// Whether the master is gone: confirmed by its process when known, else by its socket.
+/// Whether the master is gone: confirmed by its process when known, else by its socket. Asked
+/// only when a channel ended without a word, which is what a dying master does: the kernel
+/// closes a killed process's descriptors a moment before it shows it gone, so that moment is
+/// waited out.
 async fn lost(host: &Host) -> bool {
     match host.master.get() {
-        Some(master) => !master.alive(),
+        Some(master) => master.exited_within(MASTER_EXIT_WAIT).await,
         None => mux::alive_check(&host.control_path).await.is_err(),
     }
 }

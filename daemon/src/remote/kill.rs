@@ -17,23 +17,27 @@ const KILL_RETRY_WINDOW: Duration = Duration::from_secs(120);
 /// The pause between attempts.
 const KILL_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
-/// The kill program for process group `pgid`. A group counts as gone when only zombies are
-/// left in it (where /proc exists): in containers whose init does not reap, a killed process
-/// lingers as a zombie and `kill -0` still finds it. CONT follows TERM so a stopped group
-/// can act on it. (dash's `kill` takes no `--`, so the negative pid follows the signal.)
-pub fn kill_script(pgid: u32) -> String {
-    format!(
-        r#"g={pgid}
-alive() {{
+/// A shell function `alive` saying whether process group `$g` still has a live process. A
+/// group counts as gone when only zombies are left in it (where /proc exists): in containers
+/// whose init does not reap, a killed process lingers as a zombie and `kill -0` still finds
+/// it. (dash's `kill` takes no `--`, so the negative pid follows the signal.)
+pub const GROUP_ALIVE: &str = r#"alive() {
   kill -0 -$g 2>/dev/null || return 1
   [ -r /proc/self/stat ] || return 0
   for f in /proc/[0-9]*/stat; do
     read -r s 2>/dev/null < $f || continue
-    set -- ${{s##*)}}
+    set -- ${s##*)}
     [ "$3" = $g ] && case $1 in Z) ;; *) return 0;; esac
   done
   return 1
-}}
+}"#;
+
+/// The kill program for process group `pgid`: TERM, a second for the group to go, then
+/// KILL. CONT follows TERM so a stopped group can act on it.
+pub fn kill_script(pgid: u32) -> String {
+    format!(
+        r#"g={pgid}
+{GROUP_ALIVE}
 kill -TERM -$g 2>/dev/null || {{ echo GONE; exit 0; }}
 kill -CONT -$g 2>/dev/null
 i=0
@@ -95,17 +99,24 @@ pub fn kill_group(host: Host, pgid: u32, as_root: bool) -> BoxFuture<'static, Ki
     })
 }
 
-/// One kill attempt; None when it gave no answer (no channel, or sudo refused).
-async fn attempt(host: &Host, pgid: u32, as_root: bool) -> Option<Killed> {
+/// A control program (it skips the channel queue) running `script` with a short answer, as
+/// root through the sudo rule when `as_root`.
+pub fn control_program(script: String, as_root: bool, timeout: Duration) -> Program {
     let mut program = match as_root {
         true => {
-            let mut p = Program::new(AS_ROOT, KILL_BUDGET, 64);
-            p.stdin = Some(kill_script(pgid).into_bytes());
+            let mut p = Program::new(AS_ROOT, timeout, 64);
+            p.stdin = Some(script.into_bytes());
             p
         }
-        false => Program::new(kill_script(pgid), KILL_BUDGET, 64),
+        false => Program::new(script, timeout, 64),
     };
     program.control = true;
+    program
+}
+
+/// One kill attempt; None when it gave no answer (no channel, or sudo refused).
+async fn attempt(host: &Host, pgid: u32, as_root: bool) -> Option<Killed> {
+    let program = control_program(kill_script(pgid), as_root, KILL_BUDGET);
     let result = super::run(host, program).await.ok()?;
     match result.stdout.data.trim() {
         "GONE" => Some(Killed::AlreadyGone),

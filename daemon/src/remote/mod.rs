@@ -8,14 +8,15 @@
 //! process group whatever instant that came at (see `job`). The framing that keeps the login
 //! shell's noise out of the streams is in `framing`, the shell each channel keeps running for
 //! program after program in `runner`, the channel slots in `channel`, the channels waiting
-//! for a program in `standby`, the kill in `kill`, the bounded capture in `capture` and the
-//! complete copies in `spool`.
+//! for a program in `standby`, the kill in `kill`, the bounded capture in `capture`, the
+//! complete copies in `spool` and what a followed run has done so far in `observer`.
 
 pub mod capture;
 pub mod channel;
 pub mod framing;
 mod job;
 pub mod kill;
+pub mod observer;
 pub mod runner;
 pub mod spool;
 pub mod standby;
@@ -95,6 +96,8 @@ pub struct Program {
     /// prints it on stderr as it starts, and only what follows it is the command's stderr.
     /// When it never appears the run fails with [`RunError::NotStarted`].
     pub gate: Option<String>,
+    /// Followers of the run (progress, a command handle), when it has any.
+    pub observer: Option<Arc<observer::Observer>>,
 }
 
 impl Program {
@@ -110,6 +113,7 @@ impl Program {
             control: false,
             kill_as_root: false,
             gate: None,
+            observer: None,
         }
     }
 }
@@ -136,24 +140,61 @@ pub enum RunError {
     /// on stdout, and the start of its stderr, tell why.
     #[error("the command did not start")]
     NotStarted { said: String, stderr: String },
+    /// The local files for the run's output could not be made.
+    #[error("{0}")]
+    LocalFiles(String),
     #[error("{0}")]
     Failed(String),
 }
 
-/// Runs `program` on `host` and waits for its result. Dropping this future stops the run:
-/// its task then ends the remote process group, also when that group is not known yet.
-pub async fn run(host: &Host, program: Program) -> Result<ExecResult, RunError> {
+/// A run going on in its own task. Dropping it stops the run (its task then ends the remote
+/// process group, also when that group is not known yet), unless it was detached.
+pub struct Running {
+    result: oneshot::Receiver<Result<ExecResult, RunError>>,
+    stop: Option<tokio_util::sync::DropGuard>,
+}
+
+/// What a detached run will answer.
+pub type Outcome = oneshot::Receiver<Result<ExecResult, RunError>>;
+
+impl Running {
+    /// Waits for the result. Cancel-safe: dropped before it answers, the run goes on until
+    /// this `Running` is dropped.
+    pub async fn result(&mut self) -> Result<ExecResult, RunError> {
+        let result = (&mut self.result)
+            .await
+            .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
+        // Answered: what the run still does (a channel closing, children that outlive the
+        // program until its timeout) is its own business now.
+        if let Some(stop) = self.stop.take() {
+            stop.disarm();
+        }
+        result
+    }
+
+    /// Lets the run go on without an owner: only its timeout or the session closing stop it.
+    pub fn detach(mut self) -> Outcome {
+        if let Some(stop) = self.stop.take() {
+            stop.disarm();
+        }
+        self.result
+    }
+}
+
+/// Starts `program` on `host`.
+pub fn start(host: &Host, program: Program) -> Running {
     let stop = CancellationToken::new();
-    let stop_when_dropped = stop.clone().drop_guard();
     let (answer, result) = oneshot::channel();
-    tokio::spawn(job::drive(host.clone(), program, stop, answer));
-    let result = result
-        .await
-        .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
-    // Answered: what the run still does (a channel closing, children that outlive the
-    // program until its timeout) is its own business now.
-    stop_when_dropped.disarm();
-    result
+    tokio::spawn(job::drive(host.clone(), program, stop.clone(), answer));
+    Running {
+        result,
+        stop: Some(stop.drop_guard()),
+    }
+}
+
+/// Runs `program` on `host` and waits for its result. Dropping this future stops the run.
+pub async fn run(host: &Host, program: Program) -> Result<ExecResult, RunError> {
+    start(host, program).result().await
 }
 
 /// How a run's failure reads on the wire. `ConnectionLost` is the session's business too: the
@@ -165,6 +206,7 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             RunError::ConnectionLost => crate::session::lost_error(),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
+            RunError::LocalFiles(_) => DaemonError::new(ErrorCode::InvalidLocalPath, e.to_string()),
             RunError::LoginShell(_) | RunError::NotStarted { .. } | RunError::Failed(_) => {
                 DaemonError::internal(e.to_string())
             }

@@ -2,7 +2,7 @@
 //! `spool_output`.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,10 +12,12 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 /// One stream's spool file, bounded by the daemon's `max-spool-bytes` so a command that
 /// prints without end cannot fill the local disk. Dropped without [`Spool::finish`] (the call
-/// failed, was cancelled, or never ran), it removes its file.
+/// failed, was cancelled, or never ran), it removes its file, unless it was
+/// [`retained`](Spool::retained). Written without a buffer: what was written can be read
+/// while the command runs (each write is a whole chunk read from the master already).
 pub struct Spool {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: File,
     /// Bytes the file may still take.
     room: u64,
     /// Whether bytes were dropped at the cap.
@@ -51,6 +53,16 @@ impl Spool {
         self.out.write_all(&bytes[..fits])
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file stays whatever becomes of the run: its owner removes it.
+    pub fn retained(mut self) -> Self {
+        self.kept = true;
+        self
+    }
+
     /// Flushes; returns the absolute path and whether the cap was reached.
     pub fn finish(mut self) -> io::Result<Spooled> {
         self.out.flush()?;
@@ -81,7 +93,7 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
             .open(&path)?;
         Ok(Spool {
             path,
-            out: BufWriter::new(file),
+            out: file,
             room: cap,
             truncated: false,
             kept: false,

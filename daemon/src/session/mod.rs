@@ -35,6 +35,8 @@ pub struct Session {
     /// (`disconnect` fires it: runs end, a pending connect gives up) and the runs in flight.
     pub host: Host,
     active_transfers: AtomicU32,
+    /// Its command handles and the runs followed by progress keys.
+    pub commands: std::sync::Arc<crate::commands::Commands>,
     inner: Mutex<Inner>,
 }
 
@@ -63,6 +65,7 @@ impl Session {
             created_at: now,
             host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
+            commands: Default::default(),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,
                 last_used: now,

@@ -74,6 +74,16 @@ impl Registry {
         Ok(session)
     }
 
+    /// Like [`Registry::authorize`] for what needs no SSH (a command handle's state and its
+    /// output kept on the local disk): a lost session still answers.
+    pub fn authorize_local(&self, auth: &SessionAuth) -> Result<Arc<Session>, DaemonError> {
+        let session = self.find(&auth.session_id)?;
+        match session.authorize(&auth.session_key) {
+            Err(e) if e.code == ErrorCode::ConnectionLost => Ok(session),
+            other => other.map(|()| session),
+        }
+    }
+
     fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
             DaemonError::new(ErrorCode::SessionNotFound, "no session has this session_id")

@@ -1,11 +1,11 @@
 //! The exec tool: one non-interactive /bin/sh command per call.
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
-use rmcp::model::{CallToolResult, JsonObject};
-use rmcp::{tool, tool_router};
+use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
+use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
+use sshmcp_proto::exec::{ExecRequest, ExecResult, Handoff, SudoExecRequest};
 use sshmcp_proto::limits::DEFAULT_TIMEOUT_SECS;
 use sshmcp_proto::service::{EXEC_DEADLINE_MARGIN, context_with_timeout};
 use sshmcp_proto::session::SessionAuth;
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::answer::{self, Answer};
 use crate::args;
+use crate::progress::{self, Progress};
 use crate::server::Shim;
 
 // No Debug: it holds the session key.
@@ -35,6 +36,11 @@ pub struct ExecArgs {
     pub timeout: Option<f64>,
     /// Also write the complete streams to files under the local root and return their paths.
     pub spool_output: Option<bool>,
+    /// Seconds (1..86400): if the command still runs then, answer at once with
+    /// `handed_off: true` and a `handle_id`; it keeps running (still under `timeout`) and
+    /// `command_status` continues its output from each stream's `next_offset`.
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub handoff_after: Option<f64>,
 }
 
 // No Debug: it holds the session key.
@@ -52,6 +58,10 @@ pub struct SudoExecArgs {
     /// Seconds before the remote process group is terminated (0.1..86400); default 60.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
+    /// Seconds (1..86400): if the command still runs then, answer at once with
+    /// `handed_off: true` and a `handle_id` (as for exec).
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub handoff_after: Option<f64>,
 }
 
 /// The call's deadline: the command's own timeout plus room for queuing and the kill.
@@ -61,10 +71,55 @@ fn deadline(timeout: Option<f64>) -> tarpc::context::Context {
     context_with_timeout(command + EXEC_DEADLINE_MARGIN)
 }
 
+/// The answer of `exec` and `sudo_exec`: the fields of a hand-off only when there was one.
+fn exec_answer(outcome: Result<ExecResult, DaemonError>) -> CallToolResult {
+    answer::respond(outcome.map(|result| {
+        let handed_off = result.handed_off.is_some();
+        let mut value = serde_json::to_value(result).unwrap_or_default();
+        if let (false, Some(fields)) = (handed_off, value.as_object_mut()) {
+            for key in ["handed_off", "handle_id", "pid"] {
+                fields.remove(key);
+            }
+            for stream in ["stdout", "stderr"] {
+                if let Some(stream) = fields.get_mut(stream).and_then(|s| s.as_object_mut()) {
+                    stream.remove("next_offset");
+                }
+            }
+        }
+        value
+    }))
+}
+
+/// Runs an exec-like call with its hand-off settings, followed under a fresh progress key
+/// when the client asked for progress.
+async fn followed<T, F, Fut>(
+    shim: &Shim,
+    auth: &SessionAuth,
+    handoff_after: Option<f64>,
+    progress: Option<Progress>,
+    call: F,
+) -> Result<T, DaemonError>
+where
+    F: FnOnce(Handoff) -> Fut,
+    Fut: std::future::Future<Output = Result<T, DaemonError>>,
+{
+    let key = progress.as_ref().map(|_| progress::new_key());
+    let poll = progress::of_run(
+        shim.daemon.clone(),
+        auth.clone(),
+        key.clone().unwrap_or_default(),
+    );
+    let handoff = Handoff {
+        after: handoff_after,
+        progress_key: key,
+    };
+    progress::follow(call(handoff), progress, poll).await
+}
+
 /// Runs a daemon call until it answers or the MCP client cancels. Dropping the call on
 /// cancellation makes tarpc cancel it in the daemon, whose run then kills the remote process
 /// group.
-async fn unless_cancelled<T>(
+pub(crate) async fn unless_cancelled<T>(
     call: impl std::future::Future<Output = Result<T, DaemonError>>,
     cancel: CancellationToken,
 ) -> Result<T, DaemonError> {
@@ -84,9 +139,12 @@ impl Shim {
     /// one session. `ok: true` means the command ran: read `exit_code`. A timeout, or
     /// cancelling the call, kills the command's whole process group (TERM, then KILL).
     /// It answers when /bin/sh exits; background jobs still holding its output are killed at
-    /// the timeout, so detach one to keep it (`nohup cmd >log 2>&1 &`). For work that may
-    /// outlast your client's patience (about a minute), start it detached and poll its log.
-    /// Errors: `remote_path_not_found` (cwd), `connection_lost` (disconnect, then connect),
+    /// the timeout, so detach one to keep it (`nohup cmd >log 2>&1 &`). When a command might
+    /// be slow (builds, tests, upgrades), pass `handoff_after` (e.g. 30): if it still runs
+    /// then, the answer comes at once with `handed_off: true`, `handle_id`, `pid` and the
+    /// output so far with each stream's `next_offset`; nothing is restarted or lost, and
+    /// `command_status` continues from those offsets. Many clients give up on a call after
+    /// about a minute, and the result is lost with it. Errors: `remote_path_not_found` (cwd), `connection_lost` (disconnect, then connect),
     /// `invalid_session_key` / `session_not_found` (use the pair `connect` returned),
     /// `session_not_ready` (still authenticating: retry shortly).
     #[tool(
@@ -95,26 +153,38 @@ impl Shim {
         annotations(title = "Run a shell command", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn exec(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
-        answer::respond(
+    pub async fn exec(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> CallToolResult {
+        exec_answer(
             async {
                 let a: ExecArgs = args::decode(raw)?;
                 let ctx = deadline(a.timeout);
-                let req = ExecRequest {
-                    auth: SessionAuth {
-                        session_id: a.session_id,
-                        session_key: a.session_key,
-                    },
-                    command: a.command,
-                    cwd: a.cwd,
-                    timeout: a.timeout,
-                    spool_output: a.spool_output.unwrap_or(false),
-                    local_root: self.local_root_arg(),
+                let auth = SessionAuth {
+                    session_id: a.session_id,
+                    session_key: a.session_key,
                 };
-                let call = self
-                    .daemon
-                    .call("exec", |c| async move { c.exec(ctx, req).await });
-                unless_cancelled(call, cancel).await
+                let progress = Progress::asked(&meta, peer);
+                let run = |handoff| {
+                    let req = ExecRequest {
+                        auth: auth.clone(),
+                        command: a.command,
+                        cwd: a.cwd,
+                        timeout: a.timeout,
+                        spool_output: a.spool_output.unwrap_or(false),
+                        local_root: self.local_root_arg(),
+                        handoff,
+                    };
+                    let call = self
+                        .daemon
+                        .call("exec", |c| async move { c.exec(ctx, req).await });
+                    unless_cancelled(call, cancel)
+                };
+                followed(self, &auth, a.handoff_after, progress, run).await
             }
             .await,
         )
@@ -125,7 +195,8 @@ impl Shim {
     /// stdin, so it works only where the host's sudoers allows that program without a
     /// password; no password is ever asked for or sent. `cwd` is entered as the login user,
     /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`,
-    /// without `spool_output` (`spool_path` stays null);
+    /// without `spool_output` (`spool_path` stays null), with `handoff_after` as for `exec`
+    /// (a handed-off root command is killed as root by `command_kill`);
     /// `ok: true` means the command ran as root: read `exit_code`. Use `exec` for everything
     /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
     /// NOPASSWD rule; never pipe a password through `exec`), `sudo_not_allowed` (the policy
@@ -137,24 +208,37 @@ impl Shim {
         annotations(title = "Run a command as root", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn sudo_exec(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
-        answer::respond(
+    pub async fn sudo_exec(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> CallToolResult {
+        exec_answer(
             async {
                 let a: SudoExecArgs = args::decode(raw)?;
                 let ctx = deadline(a.timeout);
-                let req = SudoExecRequest {
-                    auth: SessionAuth {
-                        session_id: a.session_id,
-                        session_key: a.session_key,
-                    },
-                    command: a.command,
-                    cwd: a.cwd,
-                    timeout: a.timeout,
+                let auth = SessionAuth {
+                    session_id: a.session_id,
+                    session_key: a.session_key,
                 };
-                let call = self
-                    .daemon
-                    .call("sudo_exec", |c| async move { c.sudo_exec(ctx, req).await });
-                unless_cancelled(call, cancel).await
+                let progress = Progress::asked(&meta, peer);
+                let run = |handoff| {
+                    let req = SudoExecRequest {
+                        auth: auth.clone(),
+                        command: a.command,
+                        cwd: a.cwd,
+                        timeout: a.timeout,
+                        local_root: self.local_root_arg(),
+                        handoff,
+                    };
+                    let call = self
+                        .daemon
+                        .call("sudo_exec", |c| async move { c.sudo_exec(ctx, req).await });
+                    unless_cancelled(call, cancel)
+                };
+                followed(self, &auth, a.handoff_after, progress, run).await
             }
             .await,
         )

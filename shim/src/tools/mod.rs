@@ -1,6 +1,7 @@
 //! The MCP tools, one file per group. Each takes its raw arguments (see `args`), calls the
 //! daemon, and shapes the answer (see `answer`).
 
+pub mod commands;
 pub mod exec;
 pub mod inspect;
 pub mod session;

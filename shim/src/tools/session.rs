@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
-use rmcp::model::{CallToolResult, JsonObject};
-use rmcp::{tool, tool_router};
+use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
+use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sshmcp_proto::DaemonError;
@@ -15,6 +15,7 @@ use sshmcp_proto::session::{
 
 use crate::answer::{self, Answer};
 use crate::args;
+use crate::progress::{self, Progress, Step};
 use crate::server::Shim;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -90,7 +91,12 @@ impl Shim {
         annotations(title = "Connect to an SSH host", read_only_hint = false,
                     destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn connect(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn connect(
+        &self,
+        raw: JsonObject,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> CallToolResult {
         answer::respond(
             async {
                 let req = connect_request(args::decode(raw)?)?;
@@ -99,9 +105,20 @@ impl Shim {
                 let ctx = context_with_timeout(
                     Duration::from_secs_f64(secs) * 2 + Duration::from_secs(60),
                 );
-                self.daemon
-                    .call("connect", |c| async move { c.connect(ctx, req).await })
-                    .await
+                let call = self
+                    .daemon
+                    .call("connect", |c| async move { c.connect(ctx, req).await });
+                // The one step a connect takes that lasts is the master's start.
+                let step = |seconds: u32| async move {
+                    Some(Step {
+                        value: f64::from(seconds),
+                        message: format!(
+                            "starting the SSH connection (authentication, host key check): \
+                             {seconds} s"
+                        ),
+                    })
+                };
+                progress::follow(call, Progress::asked(&meta, peer), step).await
             }
             .await,
         )

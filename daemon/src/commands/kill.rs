@@ -1,0 +1,268 @@
+//! `command_kill`, exactly the seed's `ssh_cmd_kill`: a live check of the command's process
+//! group before any signal, the signal to the whole group, SIGKILL after `wait_seconds` when
+//! forced, and one of six results. One small remote program does all of it, so the check and
+//! the signal are a few milliseconds apart on the host itself.
+
+use std::time::Duration;
+
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
+use sshmcp_proto::time::now_rfc3339;
+
+use crate::remote::kill::{GROUP_ALIVE, KILL_BUDGET, control_program};
+use crate::remote::{self, Host};
+use crate::session::Session;
+
+/// How long the group may take to go after the SIGKILL fallback.
+const AFTER_SIGKILL_SECS: u32 = 2;
+/// Checks of the group per second while waiting for it to go.
+const CHECKS_PER_SEC: f64 = 10.0;
+
+/// What a kill asks for, checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KillOrder {
+    pub signal: i32,
+    pub force: bool,
+    pub wait: f64,
+}
+
+impl KillOrder {
+    /// The order in a request's fields: signal 1..=64 (15 when absent), wait 0..=60 s (1 when
+    /// absent).
+    pub fn check(
+        signal: Option<i32>,
+        force: Option<bool>,
+        wait: Option<f64>,
+    ) -> Result<Self, DaemonError> {
+        let signal = signal.unwrap_or(15);
+        if !(1..=64).contains(&signal) {
+            return Err(DaemonError::invalid_arguments(
+                "signal must be a signal number between 1 and 64 (15 is TERM, 9 is KILL)",
+            ));
+        }
+        let wait = wait.unwrap_or(1.0);
+        if !wait.is_finite() || !(0.0..=MAX_KILL_WAIT_SECS).contains(&wait) {
+            return Err(DaemonError::invalid_arguments(format!(
+                "wait_seconds must be between 0 and {MAX_KILL_WAIT_SECS}"
+            )));
+        }
+        Ok(Self {
+            signal,
+            force: force.unwrap_or(false),
+            wait,
+        })
+    }
+
+    /// The remote program for group `pgid`; it prints one word (and `force` when the SIGKILL
+    /// fallback was attempted).
+    pub fn script(&self, pgid: u32) -> String {
+        let checks = (self.wait * CHECKS_PER_SEC).ceil() as u32;
+        let fallback = match self.force {
+            true => format!(
+                "kill -KILL -$g 2>/dev/null\nwaitgone {} && {{ echo killed force; exit 0; }}\n\
+                 echo failed_to_kill force",
+                AFTER_SIGKILL_SECS * CHECKS_PER_SEC as u32
+            ),
+            false => "echo failed_to_kill".to_string(),
+        };
+        format!(
+            r#"g={pgid}
+{GROUP_ALIVE}
+waitgone() {{
+  i=0
+  while alive; do
+    [ $i -ge $1 ] && return 1
+    sleep {pause}
+    i=$((i+1))
+  done
+}}
+alive || {{ echo not_running; exit 0; }}
+kill -{signal} -$g 2>/dev/null || {{ alive && echo failed_to_kill || echo already_exited; exit 0; }}
+waitgone {checks} && {{ echo killed; exit 0; }}
+{fallback}"#,
+            pause = 1.0 / CHECKS_PER_SEC,
+            signal = self.signal,
+        )
+    }
+
+    /// How long the program may take on the host.
+    pub fn budget(&self) -> Duration {
+        Duration::from_secs_f64(self.wait)
+            + KILL_BUDGET
+            + Duration::from_secs(2 * AFTER_SIGKILL_SECS as u64)
+    }
+}
+
+/// The result and whether the SIGKILL fallback was attempted, from the program's answer.
+pub fn parse(said: &str) -> (KillResult, bool) {
+    match said.trim() {
+        "not_running" => (KillResult::NotRunning, false),
+        "already_exited" => (KillResult::AlreadyExited, false),
+        "killed" => (KillResult::Killed, false),
+        "killed force" => (KillResult::Killed, true),
+        "failed_to_kill" => (KillResult::FailedToKill, false),
+        "failed_to_kill force" => (KillResult::FailedToKill, true),
+        _ => (KillResult::Error, false),
+    }
+}
+
+/// Runs the kill order against group `pgid` on `host`: `error` when the program gave no
+/// answer (the master is gone, the host does not answer).
+pub async fn signal_group(
+    host: &Host,
+    pgid: u32,
+    order: KillOrder,
+    as_root: bool,
+) -> (KillResult, bool) {
+    let program = control_program(order.script(pgid), as_root, order.budget());
+    match remote::run(host, program).await {
+        Ok(result) if result.exit_code == Some(0) => parse(&result.stdout.data),
+        Ok(_) | Err(_) => (KillResult::Error, false),
+    }
+}
+
+/// `command_kill`.
+pub async fn kill(
+    session: &Session,
+    req: CommandKillRequest,
+) -> Result<CommandKilled, DaemonError> {
+    let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
+    let handle = session.commands.find(&req.handle_id)?;
+    let pid = handle.pid();
+    let (result, force_kill_used) = match pid {
+        // The shell never reported a usable group: nothing can be addressed.
+        None => (KillResult::InvalidPid, false),
+        Some(pgid) => signal_group(&session.host, pgid, order, handle.as_root).await,
+    };
+    if matches!(
+        result,
+        KillResult::Killed | KillResult::AlreadyExited | KillResult::NotRunning
+    ) {
+        handle.confirm_killed();
+    }
+    if result == KillResult::Error && session.host.master_gone() {
+        return Err(crate::session::lost_error());
+    }
+    Ok(CommandKilled {
+        handle_id: handle.id.clone(),
+        pid,
+        result,
+        signal: order.signal,
+        force_kill_used,
+        timestamp: now_rfc3339(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sshmcp_proto::ErrorCode;
+
+    #[test]
+    fn order_edges() {
+        assert_eq!(
+            KillOrder::check(None, None, None).unwrap(),
+            KillOrder {
+                signal: 15,
+                force: false,
+                wait: 1.0
+            }
+        );
+        assert!(KillOrder::check(Some(64), None, Some(MAX_KILL_WAIT_SECS)).is_ok());
+        assert!(KillOrder::check(Some(1), None, Some(0.0)).is_ok());
+        for (signal, wait) in [
+            (0, 1.0),
+            (65, 1.0),
+            (-9, 1.0),
+            (9, MAX_KILL_WAIT_SECS + 0.1),
+            (9, -1.0),
+        ] {
+            assert_eq!(
+                KillOrder::check(Some(signal), None, Some(wait))
+                    .unwrap_err()
+                    .code,
+                ErrorCode::InvalidArguments
+            );
+        }
+    }
+
+    /// The program against real local process groups: one that exits on TERM, one that
+    /// ignores it (without and with force), and one that is gone.
+    #[test]
+    fn the_program_gives_each_result_on_real_groups() {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::process::CommandExt;
+        let run = |pgid: u32, order: KillOrder| {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(order.script(pgid))
+                .output()
+                .unwrap();
+            parse(&String::from_utf8(out.stdout).unwrap())
+        };
+        let order = |force| KillOrder::check(None, Some(force), Some(0.3)).unwrap();
+        for (body, force, expected) in [
+            (
+                "sleep 30 & echo ready; wait",
+                false,
+                (KillResult::Killed, false),
+            ),
+            (
+                "trap '' TERM; sleep 30 & echo ready; wait",
+                false,
+                (KillResult::FailedToKill, false),
+            ),
+            (
+                "trap '' TERM; sleep 30 & echo ready; wait",
+                true,
+                (KillResult::Killed, true),
+            ),
+        ] {
+            let mut child = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(body)
+                .stdout(std::process::Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let mut ready = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut ready)
+                .unwrap();
+            assert_eq!(
+                run(child.id(), order(force)),
+                expected,
+                "{body} force={force}"
+            );
+            if expected.0 == KillResult::FailedToKill {
+                nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .unwrap();
+            }
+            child.wait().unwrap();
+        }
+        assert_eq!(run(999_999, order(false)), (KillResult::NotRunning, false));
+    }
+
+    /// `already_exited` needs the group to go between the check and the signal, a race on a
+    /// real host. Here a `kill` function in front of the shell's builtin ends and reaps the
+    /// real group just before the signal goes out.
+    #[test]
+    fn a_group_gone_between_check_and_signal_is_already_exited() {
+        let order = KillOrder::check(None, None, Some(0.3)).unwrap();
+        let race = "setsid sleep 30 & g=$!\n\
+                    while ! command kill -0 -$g 2>/dev/null; do sleep 0.01; done\n\
+                    kill() { case $1 in -0) ;; *) command kill -KILL $g; wait $g;; esac; \
+                    command kill \"$@\"; }";
+        let script = order.script(0).replacen("g=0", race, 1);
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        let said = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(parse(&said), (KillResult::AlreadyExited, false), "{said}");
+    }
+}

@@ -1,0 +1,455 @@
+//! Command handles: commands that outlive one tool call (`command_start`, or an `exec` handed
+//! off after `handoff_after`). Each runs on the same building block as `exec`; its complete
+//! streams go to files under the local root's private directory (see `output`), and the
+//! session keeps its history until the session ends. The kill is in `kill`.
+
+pub mod kill;
+pub mod output;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use sshmcp_proto::command::{
+    CommandList, CommandReport, CommandStartRequest, CommandStarted, CommandState,
+    CommandStatusRequest, CommandSummary, HISTORY_LEN, MAX_WAIT_SECS, PREVIEW_BYTES, RunProgress,
+};
+use sshmcp_proto::exec::ExecResult;
+use sshmcp_proto::time::rfc3339;
+use sshmcp_proto::{DaemonError, ErrorCode};
+use tokio::sync::watch;
+
+use crate::config::Settings;
+use crate::exec::request;
+use crate::remote::observer::{Observer, STDERR, STDOUT};
+use crate::remote::{self, Outcome, Program, RunError};
+use crate::session::Session;
+use output::OutputFiles;
+
+/// The runtime limit of a `command_start` without `timeout`: none in practice.
+const NO_LIMIT: Duration = Duration::from_secs(365 * 86_400);
+/// How long `command_start` waits for the remote shell to report the command's process group
+/// before it answers without it (all channels busy, a slow login shell).
+const START_WAIT: Duration = Duration::from_secs(10);
+
+/// One session's command handles, and the runs followed by a caller's progress key.
+#[derive(Default)]
+pub struct Commands {
+    /// Newest first.
+    history: Mutex<VecDeque<Arc<Handle>>>,
+    followed: Mutex<HashMap<String, Arc<Observer>>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Commands {
+    /// Adds `handle` as the newest; beyond [`HISTORY_LEN`] the oldest ended handles go (with
+    /// their files). Running handles always stay.
+    fn add(&self, handle: Arc<Handle>) {
+        let mut history = locked(&self.history);
+        history.push_front(handle);
+        while history.len() > HISTORY_LEN {
+            match history.iter().rposition(|h| h.ended().is_some()) {
+                Some(oldest_ended) => history.remove(oldest_ended),
+                None => break,
+            };
+        }
+    }
+
+    fn remove(&self, id: &str) {
+        locked(&self.history).retain(|h| h.id != id);
+    }
+
+    /// The handle `id` of this session: `command_not_found` otherwise.
+    pub fn find(&self, id: &str) -> Result<Arc<Handle>, DaemonError> {
+        locked(&self.history)
+            .iter()
+            .find(|h| h.id == id)
+            .cloned()
+            .ok_or_else(|| {
+                DaemonError::new(
+                    ErrorCode::CommandNotFound,
+                    "no command with this handle_id in this session's history (handles end \
+                     with their session; command_list shows them)",
+                )
+            })
+    }
+
+    pub fn list(&self) -> CommandList {
+        CommandList {
+            commands: locked(&self.history).iter().map(|h| h.summary()).collect(),
+        }
+    }
+
+    /// Follows `observer` under `key` until the guard is dropped.
+    pub fn follow(self: &Arc<Self>, key: String, observer: Arc<Observer>) -> Following {
+        locked(&self.followed).insert(key.clone(), observer);
+        Following {
+            commands: self.clone(),
+            key,
+        }
+    }
+
+    /// What the run followed under `key` (a progress key, or a handle id) has done so far.
+    pub fn progress(&self, key: &str) -> Option<RunProgress> {
+        let observer = locked(&self.followed).get(key).cloned().or_else(|| {
+            locked(&self.history)
+                .iter()
+                .find(|h| h.id == key)
+                .map(|h| h.observer.clone())
+        })?;
+        let seen = observer.seen();
+        Some(RunProgress {
+            bytes: seen.total(),
+            last_line: seen.last_line(),
+        })
+    }
+}
+
+/// A run followed under a progress key; dropping it stops following.
+pub struct Following {
+    commands: Arc<Commands>,
+    key: String,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        locked(&self.commands.followed).remove(&self.key);
+    }
+}
+
+/// How a handle's command ended.
+#[derive(Clone)]
+pub struct Ended {
+    state: CommandState,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    at: SystemTime,
+    /// Why the run failed, when it did (the master died, the session closed).
+    error: Option<DaemonError>,
+}
+
+impl Ended {
+    fn from_outcome(outcome: Result<ExecResult, RunError>) -> Self {
+        let (state, exit_code, signal, error) = match outcome {
+            Ok(r) if r.timed_out => (CommandState::TimedOut, None, r.signal, None),
+            Ok(r) => (CommandState::Completed, r.exit_code, r.signal, None),
+            Err(RunError::Cancelled) => (CommandState::Killed, None, None, None),
+            Err(e) => (CommandState::Lost, None, None, Some(DaemonError::from(e))),
+        };
+        Self {
+            state,
+            exit_code,
+            signal,
+            at: SystemTime::now(),
+            error,
+        }
+    }
+}
+
+/// One command handle.
+pub struct Handle {
+    pub id: String,
+    preview: String,
+    started_at: SystemTime,
+    pub observer: Arc<Observer>,
+    files: OutputFiles,
+    end: watch::Sender<Option<Ended>>,
+    /// The command holds root processes (a handed-off `sudo_exec`): its kill runs as root.
+    pub as_root: bool,
+    /// Set when `command_kill` found the command gone: from then on its status is `killed`.
+    kill_confirmed: AtomicBool,
+}
+
+/// A handle in the making: its files and observer, attached to a program before it starts.
+pub struct Prepared {
+    observer: Arc<Observer>,
+    files: OutputFiles,
+    started_at: SystemTime,
+}
+
+impl Prepared {
+    /// Gives `program` complete output files under `root` and an observer (keeping one it
+    /// has already).
+    pub fn attach(
+        program: &mut Program,
+        root: &Path,
+        session: &Session,
+        settings: &Settings,
+    ) -> Result<Self, DaemonError> {
+        let (files, spools) = OutputFiles::create(root, &session.id, settings.max_spool_bytes)?;
+        program.spool = Some(spools);
+        let observer = program
+            .observer
+            .get_or_insert_with(Default::default)
+            .clone();
+        Ok(Self {
+            observer,
+            files,
+            started_at: SystemTime::now(),
+        })
+    }
+
+    /// The files the output went to, kept after this is dropped (`spool_output`).
+    pub fn keep_files(self) {
+        self.files.keep();
+    }
+
+    /// The handle of the run whose result comes on `outcome`, in `session`'s history.
+    pub fn into_handle(
+        self,
+        session: &Session,
+        command: &str,
+        outcome: Outcome,
+        as_root: bool,
+    ) -> Result<Arc<Handle>, DaemonError> {
+        let id = crate::session::key::nonce("cmd-")
+            .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+        let handle = Arc::new(Handle {
+            id: id[..20].to_string(),
+            preview: preview(command),
+            started_at: self.started_at,
+            observer: self.observer,
+            files: self.files,
+            end: watch::channel(None).0,
+            as_root,
+            kill_confirmed: AtomicBool::new(false),
+        });
+        session.commands.add(handle.clone());
+        let follower = handle.clone();
+        tokio::spawn(async move {
+            let outcome = outcome
+                .await
+                .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
+            follower
+                .end
+                .send_replace(Some(Ended::from_outcome(outcome)));
+        });
+        Ok(handle)
+    }
+}
+
+/// The first line of `command`, at most [`PREVIEW_BYTES`] (cut at a character boundary).
+fn preview(command: &str) -> String {
+    let line = command.trim_start().lines().next().unwrap_or("");
+    let mut end = line.len().min(PREVIEW_BYTES);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    let more = end < line.len() || line.len() < command.trim().len();
+    format!("{}{}", &line[..end], if more { "…" } else { "" })
+}
+
+impl Handle {
+    pub fn ended(&self) -> Option<Ended> {
+        self.end.borrow().clone()
+    }
+
+    pub fn status(&self) -> CommandState {
+        match (self.kill_confirmed.load(Ordering::SeqCst), self.ended()) {
+            (true, _) => CommandState::Killed,
+            (false, Some(ended)) => ended.state,
+            (false, None) => CommandState::Running,
+        }
+    }
+
+    /// Marks the command killed (a kill confirmed it gone).
+    pub fn confirm_killed(&self) {
+        self.kill_confirmed.store(true, Ordering::SeqCst);
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.observer.pid()
+    }
+
+    /// Waits until the command ended, or `wait` passed.
+    pub async fn wait(&self, wait: Duration) {
+        let mut end = self.end.subscribe();
+        let _ = tokio::time::timeout(wait, end.wait_for(Option::is_some)).await;
+    }
+
+    /// Waits until the remote shell reported the process group, or the command ended, or
+    /// `wait` passed.
+    async fn wait_started(&self, wait: Duration) {
+        let mut seen = self.observer.subscribe();
+        let mut end = self.end.subscribe();
+        let _ = tokio::time::timeout(wait, async {
+            tokio::select! {
+                _ = seen.wait_for(|s| s.pid.is_some()) => {}
+                _ = end.wait_for(Option::is_some) => {}
+            }
+        })
+        .await;
+    }
+
+    fn summary(&self) -> CommandSummary {
+        let ended = self.ended();
+        CommandSummary {
+            handle_id: self.id.clone(),
+            preview: self.preview.clone(),
+            status: self.status(),
+            exit_code: ended.as_ref().and_then(|e| e.exit_code),
+            started_at: rfc3339(self.started_at),
+            ended_at: ended.map(|e| rfc3339(e.at)),
+        }
+    }
+
+    /// The command's state and a piece of each stream (see [`OutputFiles::chunk`]).
+    pub fn report(
+        &self,
+        offsets: [Option<u64>; 2],
+        max_bytes: u64,
+    ) -> Result<CommandReport, DaemonError> {
+        // The end first: bytes counted before it are all there is once it ended.
+        let ended = self.ended();
+        let seen = self.observer.seen();
+        let chunk = |stream: usize| {
+            self.files
+                .chunk(stream, offsets[stream], max_bytes, seen.bytes[stream])
+        };
+        Ok(CommandReport {
+            handle_id: self.id.clone(),
+            pid: seen.pid,
+            status: self.status(),
+            exit_code: ended.as_ref().and_then(|e| e.exit_code),
+            signal: ended.as_ref().and_then(|e| e.signal.clone()),
+            started_at: rfc3339(self.started_at),
+            ended_at: ended.map(|e| rfc3339(e.at)),
+            stdout: chunk(STDOUT)?,
+            stderr: chunk(STDERR)?,
+        })
+    }
+
+    /// The first `max_bytes` of `stream` so far, as an `exec` answer's stream with the offset
+    /// to continue from.
+    pub fn so_far(
+        &self,
+        stream: usize,
+        max_bytes: u64,
+    ) -> Result<sshmcp_proto::exec::StreamOutput, DaemonError> {
+        let total = self.observer.seen().bytes[stream];
+        let chunk = self.files.chunk(stream, Some(0), max_bytes, total)?;
+        Ok(sshmcp_proto::exec::StreamOutput {
+            captured_bytes: chunk.next_offset,
+            total_bytes: total,
+            truncated: chunk.next_offset < total,
+            omitted: None,
+            spool_path: None,
+            spool_truncated: false,
+            next_offset: Some(chunk.next_offset),
+            data: chunk.data,
+            encoding: chunk.encoding,
+        })
+    }
+}
+
+/// `command_start`: starts the command as a handle and answers once its process group is
+/// known (or it ended, or [`START_WAIT`] passed).
+pub async fn start(
+    session: &Session,
+    settings: &Settings,
+    req: CommandStartRequest,
+) -> Result<CommandStarted, DaemonError> {
+    request::check_command(&req.command)?;
+    request::check_cwd(req.cwd.as_deref())?;
+    let timeout = match req.timeout {
+        None => NO_LIMIT,
+        limit => request::check_timeout(limit)?,
+    };
+    let root = crate::exec::local_root(req.local_root, settings)?;
+    // The output is read from the files: the run's own capture would only hold memory.
+    let mut program = Program::new(req.command.as_str(), timeout, 0);
+    program.cwd = req.cwd;
+    let prepared = Prepared::attach(&mut program, &root, session, settings)?;
+    let running = remote::start(&session.host, program);
+    let handle = prepared.into_handle(session, &req.command, running.detach(), false)?;
+    handle.wait_started(START_WAIT).await;
+    if handle.pid().is_none()
+        && let Some(Ended { error: Some(e), .. }) = handle.ended()
+    {
+        // It never ran (a missing cwd, a lost master): the call failed, no handle stays.
+        session.commands.remove(&handle.id);
+        return Err(e);
+    }
+    Ok(CommandStarted {
+        handle_id: handle.id.clone(),
+        id: handle.id.clone(),
+        pid: handle.pid(),
+        status: handle.status(),
+        started_at: rfc3339(handle.started_at),
+    })
+}
+
+/// `command_status`: the handle's state and output, after waiting up to `wait_seconds` for
+/// its end.
+pub async fn status(
+    session: &Session,
+    settings: &Settings,
+    req: CommandStatusRequest,
+) -> Result<CommandReport, DaemonError> {
+    let wait = check_wait(req.wait_seconds)?;
+    let max_bytes = check_max_bytes(req.max_bytes, settings.max_output_bytes)?;
+    let handle = session.commands.find(&req.handle_id)?;
+    if handle.ended().is_none() && !wait.is_zero() {
+        handle.wait(wait).await;
+    }
+    handle.report([req.stdout_offset, req.stderr_offset], max_bytes)
+}
+
+fn check_wait(wait: Option<f64>) -> Result<Duration, DaemonError> {
+    let secs = wait.unwrap_or(0.0);
+    if !secs.is_finite() || !(0.0..=MAX_WAIT_SECS).contains(&secs) {
+        return Err(DaemonError::invalid_arguments(format!(
+            "wait_seconds must be between 0 and {MAX_WAIT_SECS}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<u64, DaemonError> {
+    match max {
+        None => Ok(cap.max(1)),
+        Some(n) if (1..=cap).contains(&n) => Ok(n),
+        Some(_) => Err(DaemonError::invalid_arguments(format!(
+            "max_bytes must be between 1 and the daemon's output cap ({cap})"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_are_one_cut_line() {
+        assert_eq!(preview("make -j4"), "make -j4");
+        assert_eq!(preview("  cd x\nmake"), "cd x…");
+        let long = "é".repeat(PREVIEW_BYTES);
+        let p = preview(&long);
+        assert!(p.len() <= PREVIEW_BYTES + "…".len() && p.ends_with('…'));
+    }
+
+    #[test]
+    fn wait_and_max_bytes_edges() {
+        assert!(check_wait(Some(MAX_WAIT_SECS)).is_ok());
+        assert!(check_wait(Some(0.0)).is_ok());
+        for bad in [MAX_WAIT_SECS + 0.01, -0.1, f64::NAN] {
+            assert_eq!(
+                check_wait(Some(bad)).unwrap_err().code,
+                ErrorCode::InvalidArguments
+            );
+        }
+        assert_eq!(check_max_bytes(Some(64), 64).unwrap(), 64);
+        assert_eq!(check_max_bytes(None, 64).unwrap(), 64);
+        for bad in [0, 65] {
+            assert_eq!(
+                check_max_bytes(Some(bad), 64).unwrap_err().code,
+                ErrorCode::InvalidArguments
+            );
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! A command handle's complete output: one file per stream under the local root's private
+//! directory, written by the run as it reads, read back in pieces by byte offset, and removed
+//! with the handle.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use sshmcp_proto::command::StreamChunk;
+use sshmcp_proto::exec::encode_bytes;
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::remote::capture::{utf8_head_boundary, utf8_tail_boundary};
+use crate::remote::spool::{self, Spool};
+
+/// The two files (stdout, stderr); dropping this removes them unless they were kept.
+pub struct OutputFiles {
+    paths: [PathBuf; 2],
+    kept: bool,
+}
+
+impl Drop for OutputFiles {
+    fn drop(&mut self) {
+        if !self.kept {
+            for path in &self.paths {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+impl OutputFiles {
+    /// Creates the files under `<root>/.sshmcp/spool/<session>/`, each holding at most `cap`
+    /// bytes, and the spools the run writes them through.
+    pub fn create(
+        root: &Path,
+        session_id: &str,
+        cap: u64,
+    ) -> Result<(Self, (Spool, Spool)), DaemonError> {
+        let (out, err) = spool::create_pair(root, session_id, cap).map_err(|e| {
+            DaemonError::new(
+                ErrorCode::InvalidLocalPath,
+                format!("cannot create the output files under the local root: {e}"),
+            )
+        })?;
+        let files = Self {
+            paths: [out.path().to_path_buf(), err.path().to_path_buf()],
+            kept: false,
+        };
+        Ok((files, (out.retained(), err.retained())))
+    }
+
+    /// Leaves the files where they are: an answer names them (`spool_output`).
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+
+    /// Up to `max` bytes of `stream`, of which `total` were written so far: from `offset`,
+    /// else the last `max`. A cut never splits a character (unless the piece would then be
+    /// empty), so text stays text.
+    pub fn chunk(
+        &self,
+        stream: usize,
+        offset: Option<u64>,
+        max: u64,
+        total: u64,
+    ) -> Result<StreamChunk, DaemonError> {
+        let start = match offset {
+            Some(o) if o > total => {
+                return Err(DaemonError::invalid_arguments(format!(
+                    "{}_offset is past the end of the output ({total} bytes so far)",
+                    ["stdout", "stderr"][stream]
+                )));
+            }
+            Some(o) => o,
+            None => total.saturating_sub(max),
+        };
+        let end = total.min(start.saturating_add(max));
+        let mut bytes = read_range(&self.paths[stream], start, end).map_err(|e| {
+            DaemonError::internal(format!("cannot read the command's output file: {e}"))
+        })?;
+        let mut first = start;
+        // A character still being written (or cut by `max`) waits for the next read.
+        if offset.is_some() {
+            let keep = utf8_head_boundary(&bytes);
+            if keep > 0 {
+                bytes.truncate(keep);
+            }
+        } else if offset.is_none() && start > 0 {
+            let skip = utf8_tail_boundary(&bytes);
+            if skip < bytes.len() {
+                bytes.drain(..skip);
+                first += skip as u64;
+            }
+        }
+        let next_offset = first + bytes.len() as u64;
+        let (data, encoding) = encode_bytes(bytes);
+        Ok(StreamChunk {
+            data,
+            encoding,
+            offset: first,
+            next_offset,
+            total_bytes: total,
+        })
+    }
+}
+
+/// Bytes `[start, end)` of the file, fewer where it is shorter (it stops at the spool cap).
+fn read_range(path: &Path, start: u64, end: u64) -> std::io::Result<Vec<u8>> {
+    let file = std::fs::File::open(path)?;
+    let want = usize::try_from(end - start).unwrap_or(usize::MAX);
+    let mut bytes = vec![0u8; want];
+    let mut got = 0;
+    while got < want {
+        match file.read_at(&mut bytes[got..], start + got as u64)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    bytes.truncate(got);
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files_with(stdout: &[u8]) -> (tempfile::TempDir, OutputFiles) {
+        let root = tempfile::tempdir().unwrap();
+        let (files, (mut out, _err)) = OutputFiles::create(root.path(), "s", 1 << 20).unwrap();
+        out.write(stdout).unwrap();
+        (root, files)
+    }
+
+    #[test]
+    fn offsets_read_on_without_gap_or_repeat() {
+        let text = b"0123456789";
+        let (_root, files) = files_with(text);
+        let mut offset = 0;
+        let mut whole = String::new();
+        while offset < 10 {
+            let c = files.chunk(0, Some(offset), 3, 10).unwrap();
+            assert_eq!(c.offset, offset);
+            whole.push_str(&c.data);
+            offset = c.next_offset;
+        }
+        assert_eq!(whole, "0123456789");
+        let at_end = files.chunk(0, Some(10), 3, 10).unwrap();
+        assert_eq!((at_end.data.as_str(), at_end.next_offset), ("", 10));
+        let past = files.chunk(0, Some(11), 3, 10).unwrap_err();
+        assert_eq!(past.code, ErrorCode::InvalidArguments);
+    }
+
+    #[test]
+    fn without_an_offset_the_tail_comes() {
+        let (_root, files) = files_with(b"0123456789");
+        let c = files.chunk(0, None, 4, 10).unwrap();
+        assert_eq!((c.data.as_str(), c.offset, c.next_offset), ("6789", 6, 10));
+        // Only what was counted so far is read, whatever the file holds beyond it.
+        let c = files.chunk(0, None, 4, 5).unwrap();
+        assert_eq!((c.data.as_str(), c.offset, c.next_offset), ("1234", 1, 5));
+    }
+
+    #[test]
+    fn cuts_keep_characters_whole() {
+        let (_root, files) = files_with("aéé".as_bytes()); // 5 bytes
+        let c = files.chunk(0, Some(0), 2, 5).unwrap();
+        assert_eq!((c.data.as_str(), c.next_offset), ("a", 1));
+        let c = files.chunk(0, Some(1), 3, 5).unwrap();
+        assert_eq!((c.data.as_str(), c.next_offset), ("é", 3));
+        let tail = files.chunk(0, None, 3, 5).unwrap();
+        assert_eq!((tail.data.as_str(), tail.offset), ("é", 3));
+    }
+
+    #[test]
+    fn dropping_the_files_removes_them() {
+        let (_root, files) = files_with(b"x");
+        let path = files.paths[0].clone();
+        assert!(path.exists());
+        drop(files);
+        assert!(!path.exists());
+    }
+}

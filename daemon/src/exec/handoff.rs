@@ -1,0 +1,99 @@
+//! What `exec` and `sudo_exec` share around the run: a progress key to follow it by, complete
+//! copies of its streams (`spool_output`), and `handoff_after`: a command still running after
+//! that many seconds becomes a command handle, neither restarted nor missing a byte, since its
+//! output went to the handle's files from the start.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use sshmcp_proto::exec::{ExecResult, Handoff};
+
+use crate::commands::{Handle, Prepared};
+use crate::config::Settings;
+use crate::remote::observer::{STDERR, STDOUT};
+use crate::remote::{self, Program, RunError, spool};
+use crate::session::Session;
+
+/// Runs `program` for an `exec`-like call. `given_root` is the caller's local root, for the
+/// files of `spool_output` and of a hand-off.
+pub async fn run(
+    session: &Session,
+    settings: &Settings,
+    mut program: Program,
+    handoff: Handoff,
+    given_root: Option<String>,
+    spool_output: bool,
+) -> Result<ExecResult, RunError> {
+    let _following = handoff.progress_key.map(|key| {
+        let observer = program
+            .observer
+            .get_or_insert_with(Default::default)
+            .clone();
+        session.commands.follow(key, observer)
+    });
+    let local_files = |e: sshmcp_proto::DaemonError| RunError::LocalFiles(e.message);
+    let Some(after) = handoff.after else {
+        if spool_output {
+            let root = super::local_root(given_root, settings).map_err(local_files)?;
+            program.spool = Some(
+                spool::create_pair(&root, &session.id, settings.max_spool_bytes).map_err(|e| {
+                    RunError::LocalFiles(format!(
+                        "cannot create spool files under the local root: {e}"
+                    ))
+                })?,
+            );
+        }
+        return remote::run(&session.host, program).await;
+    };
+    let root = super::local_root(given_root, settings).map_err(local_files)?;
+    let prepared = Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
+    let (command, as_root) = (program.script.clone(), program.kill_as_root);
+    let started = Instant::now();
+    let mut running = remote::start(&session.host, program);
+    tokio::select! {
+        result = running.result() => {
+            let mut result = result?;
+            match spool_output {
+                true => prepared.keep_files(),
+                false => {
+                    for stream in [&mut result.stdout, &mut result.stderr] {
+                        stream.spool_path = None;
+                        stream.spool_truncated = false;
+                    }
+                }
+            }
+            Ok(result)
+        }
+        _ = tokio::time::sleep(std::time::Duration::from_secs_f64(after)) => {
+            let handle = prepared
+                .into_handle(session, &command, running.detach(), as_root)
+                .map_err(|e| RunError::Failed(e.message))?;
+            handed_off(&handle, started, settings.max_output_bytes)
+        }
+    }
+}
+
+/// The answer of a handed-off command: the output so far (up to the output cap per stream)
+/// and where `command_status` goes on.
+fn handed_off(
+    handle: &Arc<Handle>,
+    started: Instant,
+    max_bytes: u64,
+) -> Result<ExecResult, RunError> {
+    let so_far = |stream| {
+        handle
+            .so_far(stream, max_bytes)
+            .map_err(|e| RunError::Failed(e.message))
+    };
+    Ok(ExecResult {
+        exit_code: None,
+        signal: None,
+        duration: started.elapsed().as_secs_f64(),
+        timed_out: false,
+        stdout: so_far(STDOUT)?,
+        stderr: so_far(STDERR)?,
+        handed_off: Some(true),
+        handle_id: Some(handle.id.clone()),
+        pid: handle.pid(),
+    })
+}

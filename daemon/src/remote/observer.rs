@@ -1,0 +1,168 @@
+//! What a run has done so far, for whoever follows it while it goes (progress notifications,
+//! command handles, a hand-off): its process group, the bytes of each stream, and the last
+//! line of output. Only runs that someone follows carry one.
+
+use tokio::sync::watch;
+
+/// Bytes of a line kept for progress messages.
+pub const LINE_BYTES: usize = 200;
+
+/// The two output streams, as indexes into [`Seen::bytes`].
+pub const STDOUT: usize = 0;
+pub const STDERR: usize = 1;
+
+/// A run's progress, shared between the run and its followers.
+pub struct Observer {
+    seen: watch::Sender<Seen>,
+}
+
+/// A snapshot of a run's progress.
+#[derive(Clone, Default)]
+pub struct Seen {
+    /// The program's process group, once its shell reported it.
+    pub pid: Option<u32>,
+    /// Bytes of each stream so far (`STDOUT`, `STDERR`).
+    pub bytes: [u64; 2],
+    lines: [LineTail; 2],
+    /// The stream that printed last.
+    latest: usize,
+}
+
+/// The end of one stream: the line being printed and the last whole one, each cut to
+/// [`LINE_BYTES`].
+#[derive(Clone, Default)]
+struct LineTail {
+    current: Vec<u8>,
+    complete: Vec<u8>,
+}
+
+impl LineTail {
+    fn push(&mut self, bytes: &[u8]) {
+        let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+            append(&mut self.current, bytes);
+            return;
+        };
+        let before = &bytes[..end];
+        let line = match before.iter().rposition(|b| *b == b'\n') {
+            Some(start) => before[start + 1..].to_vec(),
+            None => {
+                append(&mut self.current, before);
+                std::mem::take(&mut self.current)
+            }
+        };
+        if !line.is_empty() {
+            self.complete = line;
+            self.complete.truncate(LINE_BYTES);
+        }
+        self.current.clear();
+        append(&mut self.current, &bytes[end + 1..]);
+    }
+
+    fn last(&self) -> &[u8] {
+        match self.current.is_empty() {
+            true => &self.complete,
+            false => &self.current,
+        }
+    }
+}
+
+fn append(line: &mut Vec<u8>, bytes: &[u8]) {
+    let room = LINE_BYTES.saturating_sub(line.len());
+    line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+impl Seen {
+    /// Bytes of both streams.
+    pub fn total(&self) -> u64 {
+        self.bytes[STDOUT] + self.bytes[STDERR]
+    }
+
+    /// The last line of output (of the stream that printed last), lossy UTF-8.
+    pub fn last_line(&self) -> String {
+        String::from_utf8_lossy(self.lines[self.latest].last()).into_owned()
+    }
+}
+
+impl Observer {
+    pub fn new() -> Self {
+        Self {
+            seen: watch::channel(Seen::default()).0,
+        }
+    }
+
+    pub fn seen(&self) -> Seen {
+        self.seen.borrow().clone()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.seen.borrow().pid
+    }
+
+    /// Wakes on every change.
+    pub fn subscribe(&self) -> watch::Receiver<Seen> {
+        self.seen.subscribe()
+    }
+
+    pub(super) fn set_pid(&self, pid: u32) {
+        self.seen.send_modify(|s| s.pid = Some(pid));
+    }
+
+    /// Counts `bytes` of `stream` (after they reached the run's spool, so a follower that
+    /// reads the spool up to this count finds them there).
+    pub(super) fn push(&self, stream: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.seen.send_modify(|s| {
+            s.bytes[stream] += bytes.len() as u64;
+            s.lines[stream].push(bytes);
+            s.latest = stream;
+        });
+    }
+}
+
+impl Default for Observer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_after(chunks: &[&[u8]]) -> String {
+        let o = Observer::new();
+        for c in chunks {
+            o.push(STDOUT, c);
+        }
+        o.seen().last_line()
+    }
+
+    #[test]
+    fn the_last_line_is_the_one_being_printed_else_the_last_whole_one() {
+        assert_eq!(last_after(&[b"a\nbb\n"]), "bb");
+        assert_eq!(last_after(&[b"a\nbb\ncc"]), "cc");
+        assert_eq!(last_after(&[b"par", b"tial\n"]), "partial");
+        assert_eq!(last_after(&[b"one\n", b"\n\n"]), "one");
+        assert_eq!(last_after(&[b""]), "");
+    }
+
+    #[test]
+    fn a_line_is_cut_at_its_limit_exactly() {
+        let at = vec![b'x'; LINE_BYTES];
+        let past = vec![b'y'; LINE_BYTES + 1];
+        assert_eq!(last_after(&[&at, b"\n"]).len(), LINE_BYTES);
+        assert_eq!(last_after(&[&past[..100], &past[100..]]).len(), LINE_BYTES);
+    }
+
+    #[test]
+    fn bytes_count_per_stream_and_the_latest_stream_speaks() {
+        let o = Observer::new();
+        o.push(STDOUT, b"out\n");
+        o.push(STDERR, b"err line\n");
+        let seen = o.seen();
+        assert_eq!((seen.bytes, seen.total()), ([4, 9], 13));
+        assert_eq!(seen.last_line(), "err line");
+    }
+}

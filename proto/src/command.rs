@@ -1,0 +1,205 @@
+//! Wire types of command handles (`command_start`, `command_status`, `command_kill`,
+//! `command_list`) and of following a run while it goes (`progress`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::exec::Encoding;
+use crate::session::SessionAuth;
+
+/// Longest `command_status` long-poll, in seconds.
+pub const MAX_WAIT_SECS: f64 = 300.0;
+/// Shortest and longest `handoff_after`, in seconds.
+pub const MIN_HANDOFF_SECS: f64 = 1.0;
+pub const MAX_HANDOFF_SECS: f64 = 86_400.0;
+/// Commands `command_list` keeps, newest first (running ones are never dropped).
+pub const HISTORY_LEN: usize = 100;
+/// Bytes of a command kept as its preview in `command_list`.
+pub const PREVIEW_BYTES: usize = 120;
+/// Longest `command_kill` wait before the SIGKILL fallback, in seconds.
+pub const MAX_KILL_WAIT_SECS: f64 = 60.0;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandStartRequest {
+    pub auth: SessionAuth,
+    pub command: String,
+    pub cwd: Option<String>,
+    /// Hard runtime limit in seconds; none when absent.
+    pub timeout: Option<f64>,
+    /// The caller's local root (absolute), when its person configured one.
+    pub local_root: Option<String>,
+}
+
+/// Where a command handle stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CommandState {
+    Running,
+    Completed,
+    TimedOut,
+    Killed,
+    /// The session's master died while the command ran: its exit is unknown.
+    Lost,
+}
+
+impl CommandState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::TimedOut => "timed_out",
+            Self::Killed => "killed",
+            Self::Lost => "lost",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CommandStarted {
+    /// The handle for command_status, command_kill and command_list.
+    pub handle_id: String,
+    /// The same value as `handle_id`.
+    pub id: String,
+    /// The remote process group of the command (its shell leads it); null until the remote
+    /// shell reported it (a slow login shell).
+    pub pid: Option<u32>,
+    pub status: CommandState,
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandStatusRequest {
+    pub auth: SessionAuth,
+    pub handle_id: String,
+    /// Seconds to wait for the command to end (0..=300); 0 or absent answers at once.
+    pub wait_seconds: Option<f64>,
+    pub stdout_offset: Option<u64>,
+    pub stderr_offset: Option<u64>,
+    /// Bytes per stream (1..=the daemon's output cap); the cap when absent.
+    pub max_bytes: Option<u64>,
+}
+
+/// A piece of one stream's complete output, addressed by byte offsets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StreamChunk {
+    pub data: String,
+    pub encoding: Encoding,
+    /// Offset of the first byte of `data` in the stream.
+    pub offset: u64,
+    /// Pass this back as the stream's offset to read on without a gap or a repeat.
+    pub next_offset: u64,
+    /// Bytes the command wrote to this stream so far.
+    pub total_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CommandReport {
+    pub handle_id: String,
+    pub pid: Option<u32>,
+    pub status: CommandState,
+    /// The command's exit status, once it exited by itself; else null.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command's shell (`TERM`, `KILL`, ...), else null.
+    pub signal: Option<String>,
+    pub started_at: String,
+    /// When the command ended; null while it runs.
+    pub ended_at: Option<String>,
+    pub stdout: StreamChunk,
+    pub stderr: StreamChunk,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandKillRequest {
+    pub auth: SessionAuth,
+    pub handle_id: String,
+    /// Signal number (1..=64); 15 (TERM) when absent.
+    pub signal: Option<i32>,
+    pub force: Option<bool>,
+    /// Seconds to wait for the command to go before the SIGKILL fallback (0..=60); 1 when
+    /// absent.
+    pub wait_seconds: Option<f64>,
+}
+
+/// What a kill came to (the seed's `ssh_cmd_kill` vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum KillResult {
+    /// Confirmed not running before any signal was sent.
+    NotRunning,
+    /// Confirmed terminated, by the signal or the SIGKILL fallback.
+    Killed,
+    /// Gone by the time the signal landed.
+    AlreadyExited,
+    /// Still running after the signal (and SIGKILL when forced): not terminal.
+    FailedToKill,
+    /// The tracked process id is not a valid positive integer: nothing was signalled.
+    InvalidPid,
+    /// The attempt itself failed: the real state is unknown.
+    Error,
+}
+
+impl KillResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotRunning => "not_running",
+            Self::Killed => "killed",
+            Self::AlreadyExited => "already_exited",
+            Self::FailedToKill => "failed_to_kill",
+            Self::InvalidPid => "invalid_pid",
+            Self::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CommandKilled {
+    pub handle_id: String,
+    pub pid: Option<u32>,
+    pub result: KillResult,
+    /// The signal number sent first.
+    pub signal: i32,
+    /// True iff the SIGKILL fallback was attempted.
+    pub force_kill_used: bool,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CommandSummary {
+    pub handle_id: String,
+    /// The start of the command text (at most 120 bytes, on one line).
+    pub preview: String,
+    pub status: CommandState,
+    pub exit_code: Option<i32>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CommandList {
+    /// Newest first.
+    pub commands: Vec<CommandSummary>,
+}
+
+/// Following a run while it goes: `key` is the progress key a caller gave `exec` or
+/// `sudo_exec`, or a handle id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressRequest {
+    pub auth: SessionAuth,
+    pub key: String,
+}
+
+/// What a run has done so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunProgress {
+    /// Bytes of output so far, both streams.
+    pub bytes: u64,
+    /// The last line of output, at most 200 bytes (lossy UTF-8).
+    pub last_line: String,
+}

@@ -1,0 +1,275 @@
+//! The command handle tools: start a command that outlives one call, follow its output,
+//! kill it, list the session's history.
+
+use std::time::Duration;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
+use rmcp::{Peer, RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sshmcp_proto::command::{
+    CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
+    CommandStarted, CommandStatusRequest,
+};
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::session::SessionAuth;
+use tokio_util::sync::CancellationToken;
+
+use super::exec::unless_cancelled;
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::progress::{self, Progress};
+use crate::server::Shim;
+
+/// Room beyond a call's own waiting for the daemon to answer.
+const MARGIN: Duration = Duration::from_secs(30);
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandStartArgs {
+    /// The session to run in (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs.
+    pub command: String,
+    /// Remote working directory for this command only; an error if it does not exist.
+    pub cwd: Option<String>,
+    /// Hard runtime limit in seconds (0.1..86400): then the whole process group is
+    /// terminated and the status is `timed_out`. Default: no limit.
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub timeout: Option<f64>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandStatusArgs {
+    /// The session that started the command.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// From command_start (`handle_id` or `id`) or a handed-off exec.
+    pub handle_id: String,
+    /// Seconds to wait for the command to end before answering (0..300); default 0 (answer
+    /// at once). The answer comes as soon as it ends.
+    #[schemars(range(min = 0.0, max = 300.0))]
+    pub wait_seconds: Option<f64>,
+    /// Byte offset to read stdout from: the `next_offset` of the previous answer. Absent:
+    /// the last `max_bytes` of stdout.
+    pub stdout_offset: Option<u64>,
+    /// Byte offset to read stderr from, as for stdout.
+    pub stderr_offset: Option<u64>,
+    /// Bytes per stream to return (1..the daemon's output cap, 65536 by default); default
+    /// the cap.
+    #[schemars(range(min = 1))]
+    pub max_bytes: Option<u64>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandKillArgs {
+    /// The session that started the command.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The command handle to kill: `handle_id` (or `id`) from command_start, or from a
+    /// handed-off exec. Not a PID.
+    pub handle_id: String,
+    /// Signal number sent to the command's whole process group (1..64); default 15 (TERM).
+    /// 9 is KILL, 2 is INT, 1 is HUP.
+    #[schemars(range(min = 1, max = 64))]
+    pub signal: Option<i32>,
+    /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).
+    /// Default false.
+    pub force: Option<bool>,
+    /// Seconds to wait for the group to exit after the signal (0..60); default 1.
+    #[schemars(range(min = 0.0, max = 60.0))]
+    pub wait_seconds: Option<f64>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandListArgs {
+    /// The session whose commands to list.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+}
+
+#[tool_router(router = commands_router, vis = "pub(crate)")]
+impl Shim {
+    /// Start a /bin/sh command that may run for a long time and return at once with its
+    /// `handle_id` (also as `id`), remote `pid`, `status` and `started_at`. The command runs
+    /// as with `exec` (no TTY, empty stdin, its own process group) but is not tied to this
+    /// call: follow it with `command_status`, end it with `command_kill`. Its complete stdout
+    /// and stderr are kept on the local disk, so nothing is lost however much it prints.
+    /// Handles belong to this session and end with it: `disconnect` kills their commands.
+    /// Use it for builds, test suites, upgrades and servers you will watch; use `exec` (with
+    /// `handoff_after` if it might be slow) for commands whose answer you want now.
+    /// Errors: `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
+    /// `connection_lost`.
+    #[tool(
+        input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<CommandStarted>>(),
+        annotations(title = "Start a long command", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn command_start(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: CommandStartArgs = args::decode(raw)?;
+                let req = CommandStartRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    command: a.command,
+                    cwd: a.cwd,
+                    timeout: a.timeout,
+                    local_root: self.local_root_arg(),
+                };
+                let ctx = context_with_timeout(MARGIN * 2);
+                self.daemon
+                    .call("command_start", |c| async move {
+                        c.command_start(ctx, req).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Check a command handle and read its output: `status` (`running`, `completed`,
+    /// `timed_out`, `killed`, `lost`: the SSH connection died, exit unknown), `exit_code`,
+    /// `signal`, `ended_at`, and for each stream a piece of its complete output with
+    /// `offset`, `next_offset` and `total_bytes`. To read everything without gaps or repeats,
+    /// pass each stream's `next_offset` back as `stdout_offset` / `stderr_offset`; without an
+    /// offset you get the stream's tail. `wait_seconds` long-polls: the answer comes when the
+    /// command ends or the wait is over, so poll with waits of up to a minute rather than in a
+    /// tight loop. Works the same after the command ended. Errors: `command_not_found` (not a
+    /// handle of this session: `command_list` shows them), `invalid_arguments` (an offset past
+    /// `total_bytes`, `max_bytes` above the cap).
+    #[tool(
+        input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<CommandReport>>(),
+        annotations(title = "Check a long command", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
+    )]
+    pub async fn command_status(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: CommandStatusArgs = args::decode(raw)?;
+                let auth = SessionAuth {
+                    session_id: a.session_id,
+                    session_key: a.session_key,
+                };
+                let wait = a.wait_seconds.unwrap_or(0.0).clamp(0.0, 300.0);
+                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
+                let poll = progress::of_run(self.daemon.clone(), auth.clone(), a.handle_id.clone());
+                let req = CommandStatusRequest {
+                    auth,
+                    handle_id: a.handle_id,
+                    wait_seconds: a.wait_seconds,
+                    stdout_offset: a.stdout_offset,
+                    stderr_offset: a.stderr_offset,
+                    max_bytes: a.max_bytes,
+                };
+                let call = self.daemon.call("command_status", |c| async move {
+                    c.command_status(ctx, req).await
+                });
+                let progress = Progress::asked(&meta, peer).filter(|_| wait > 0.0);
+                progress::follow(unless_cancelled(call, cancel), progress, poll).await
+            }
+            .await,
+        )
+    }
+
+    /// Terminate a running command by its handle ID (`handle_id`, also returned as `id`,
+    /// from command_start or a handed-off exec). It looks the handle up in this session's
+    /// command history, not by raw PID: a handle of another session, or of a session since
+    /// disconnected, is `command_not_found`. Before sending anything it checks on the host
+    /// whether the command's process group still runs; then it signals the whole group (the
+    /// command and everything it started). If `force` is true and the group has not exited
+    /// after `wait_seconds`, it sends SIGKILL (9). `result` is one of: `not_running` (already
+    /// confirmed not running before any signal was sent: nothing to do), `killed` (confirmed
+    /// terminated, by the signal or the SIGKILL fallback), `already_exited` (gone by the time
+    /// the signal landed), `failed_to_kill` (still running after the signal, and SIGKILL if
+    /// forced: not terminal, try again with `force`), `invalid_pid` (the tracked process id
+    /// is not a valid positive integer, e.g. the remote shell never reported it: nothing was
+    /// signalled), `error` (the attempt itself failed; the real state is unknown: check with
+    /// command_status). `force_kill_used` is true iff the SIGKILL fallback was attempted,
+    /// whether or not it succeeded. After `killed`, `already_exited` or `not_running`,
+    /// command_status reports status `killed` for this handle.
+    #[tool(
+        input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<CommandKilled>>(),
+        annotations(title = "Kill a long command", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn command_kill(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: CommandKillArgs = args::decode(raw)?;
+                let wait = a.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
+                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
+                let req = CommandKillRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    handle_id: a.handle_id,
+                    signal: a.signal,
+                    force: a.force,
+                    wait_seconds: a.wait_seconds,
+                };
+                self.daemon
+                    .call(
+                        "command_kill",
+                        |c| async move { c.command_kill(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// List this session's command handles, newest first (the last 100, and every one still
+    /// running): `handle_id`, a one-line `preview` of the command, `status`, `exit_code`,
+    /// `started_at`, `ended_at`. Use it to find a handle you lost track of; read output with
+    /// command_status.
+    #[tool(
+        input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<CommandList>>(),
+        annotations(title = "List long commands", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn command_list(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: CommandListArgs = args::decode(raw)?;
+                let auth = SessionAuth {
+                    session_id: a.session_id,
+                    session_key: a.session_key,
+                };
+                let ctx = context_with_timeout(MARGIN);
+                self.daemon
+                    .call("command_list", |c| async move {
+                        c.command_list(ctx, auth).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+}

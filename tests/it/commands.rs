@@ -1,0 +1,456 @@
+//! Command handles through the real binaries: command_start / status / kill / list, exec's
+//! hand-off, progress notifications, and handles ending with their session.
+
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::process::unique_sleep;
+use sshmcp_tests::users::slow_login_user;
+
+use crate::{code, connect, connect_watcher, connected, exec, logged_in_as, on_session};
+
+type Session = (String, String);
+
+async fn start(mcp: &McpClient, s: &Session, command: &str) -> Value {
+    let r = on_session(mcp, s, "command_start", json!({"command": command})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["handle_id"], r["id"], "{r}");
+    r
+}
+
+async fn status(mcp: &McpClient, s: &Session, handle: &Value, extra: Value) -> Value {
+    let mut args = json!({"handle_id": handle});
+    if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
+        args.extend(extra.clone());
+    }
+    on_session(mcp, s, "command_status", args).await
+}
+
+/// Waits (long-polling, no sleeps) until the handle's command ended; returns the last status.
+async fn until_ended(mcp: &McpClient, s: &Session, handle: &Value) -> Value {
+    for _ in 0..6 {
+        let r = status(mcp, s, handle, json!({"wait_seconds": 10})).await;
+        assert_eq!(r["ok"], true, "{r}");
+        if r["status"] != "running" {
+            return r;
+        }
+    }
+    panic!("the command did not end within a minute");
+}
+
+async fn kill(mcp: &McpClient, s: &Session, handle: &Value, extra: Value) -> Value {
+    let mut args = json!({"handle_id": handle});
+    if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
+        args.extend(extra.clone());
+    }
+    let r = on_session(mcp, s, "command_kill", args).await;
+    assert_eq!(r["ok"], true, "{r}");
+    r
+}
+
+/// Whether no process whose command line holds `needle` is left on the host.
+async fn none_left(mcp: &McpClient, s: &Session, needle: &str) -> bool {
+    let probe = format!("pgrep -f '{needle}' || echo none");
+    exec(mcp, s, &probe, json!({})).await["stdout"]["data"] == "none\n"
+}
+
+/// Every `result` of command_kill that a real command can produce on demand, and the status
+/// each leaves behind (`already_exited` needs a race: see the kill program's own test).
+#[tokio::test]
+async fn command_kill_results_on_real_commands() {
+    let (_env, mcp, s) = connected().await;
+
+    // A command that exits by itself: confirmed not running, nothing sent.
+    let done = start(&mcp, &s, "echo hi").await;
+    let ended = until_ended(&mcp, &s, &done["handle_id"]).await;
+    assert_eq!(
+        (
+            &ended["status"],
+            &ended["exit_code"],
+            &ended["stdout"]["data"]
+        ),
+        (&json!("completed"), &json!(0), &json!("hi\n")),
+        "{ended}"
+    );
+    let k = kill(&mcp, &s, &done["handle_id"], json!({})).await;
+    assert_eq!(
+        (&k["result"], &k["force_kill_used"], &k["signal"]),
+        (&json!("not_running"), &json!(false), &json!(15)),
+        "{k}"
+    );
+    assert_eq!(k["pid"], done["pid"]);
+    let after = status(&mcp, &s, &done["handle_id"], json!({})).await;
+    assert_eq!(after["status"], "killed", "{after}");
+
+    // A pipeline ended by TERM: the whole group goes.
+    let secs = unique_sleep(300);
+    let piped = start(&mcp, &s, &format!("sleep {secs} | cat")).await;
+    assert!(piped["pid"].as_u64().unwrap() > 1, "{piped}");
+    assert_eq!(piped["status"], "running");
+    let k = kill(&mcp, &s, &piped["handle_id"], json!({})).await;
+    assert_eq!(
+        (&k["result"], &k["force_kill_used"]),
+        (&json!("killed"), &json!(false)),
+        "{k}"
+    );
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    let after = until_ended(&mcp, &s, &piped["handle_id"]).await;
+    assert_eq!(after["status"], "killed", "{after}");
+    assert!(after["ended_at"].is_string(), "{after}");
+
+    // A command that ignores TERM: not killed without force, killed by the fallback with it.
+    let secs = unique_sleep(300);
+    let stubborn = start(&mcp, &s, &format!("trap '' TERM; sleep {secs}")).await;
+    let k = kill(
+        &mcp,
+        &s,
+        &stubborn["handle_id"],
+        json!({"wait_seconds": 0.5}),
+    )
+    .await;
+    assert_eq!(
+        (&k["result"], &k["force_kill_used"]),
+        (&json!("failed_to_kill"), &json!(false)),
+        "{k}"
+    );
+    let still = status(&mcp, &s, &stubborn["handle_id"], json!({})).await;
+    assert_eq!(still["status"], "running", "{still}");
+    let k = kill(
+        &mcp,
+        &s,
+        &stubborn["handle_id"],
+        json!({"wait_seconds": 0.5, "force": true}),
+    )
+    .await;
+    assert_eq!(
+        (&k["result"], &k["force_kill_used"]),
+        (&json!("killed"), &json!(true)),
+        "{k}"
+    );
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    assert_eq!(
+        until_ended(&mcp, &s, &stubborn["handle_id"]).await["status"],
+        "killed"
+    );
+
+    // The history, newest first, with previews.
+    let list = on_session(&mcp, &s, "command_list", json!({})).await;
+    let commands = list["commands"].as_array().unwrap();
+    let ids: Vec<&Value> = commands.iter().map(|c| &c["handle_id"]).collect();
+    assert_eq!(
+        ids,
+        [
+            &stubborn["handle_id"],
+            &piped["handle_id"],
+            &done["handle_id"]
+        ],
+        "{list}"
+    );
+    assert_eq!(commands[2]["preview"], "echo hi");
+    assert!(commands.iter().all(|c| c["status"] == "killed"), "{list}");
+    mcp.close().await;
+}
+
+/// Handles belong to their session: another session's handle is not found, wrong values are
+/// refused at their limits, and disconnect kills the commands of its handles.
+#[tokio::test]
+async fn handles_belong_to_their_session_and_end_with_it() {
+    let (env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let h = start(&mcp, &s, &format!("sleep {secs}")).await;
+    let (watcher, w) = connect_watcher(&env).await;
+    for tool in ["command_status", "command_kill"] {
+        let r = on_session(&watcher, &w, tool, json!({"handle_id": h["handle_id"]})).await;
+        assert_eq!(code(&r), "command_not_found", "{r}");
+    }
+    let r = on_session(&mcp, &s, "command_status", json!({"handle_id": "cmd-nope"})).await;
+    assert_eq!(code(&r), "command_not_found");
+    // Limits, exactly at and one past each.
+    let id = &h["handle_id"];
+    for (tool, args, ok) in [
+        (
+            "command_status",
+            json!({"handle_id": id, "max_bytes": 65536}),
+            true,
+        ),
+        (
+            "command_status",
+            json!({"handle_id": id, "max_bytes": 65537}),
+            false,
+        ),
+        (
+            "command_status",
+            json!({"handle_id": id, "max_bytes": 0}),
+            false,
+        ),
+        (
+            "command_status",
+            json!({"handle_id": id, "wait_seconds": 300.01}),
+            false,
+        ),
+        (
+            "command_status",
+            json!({"handle_id": id, "stdout_offset": 1}),
+            false,
+        ),
+        (
+            "command_kill",
+            json!({"handle_id": id, "signal": 65}),
+            false,
+        ),
+        ("command_kill", json!({"handle_id": id, "signal": 0}), false),
+        (
+            "command_kill",
+            json!({"handle_id": id, "wait_seconds": 60.01}),
+            false,
+        ),
+        (
+            "exec",
+            json!({"command": "true", "handoff_after": 0.99}),
+            false,
+        ),
+        (
+            "exec",
+            json!({"command": "true", "handoff_after": 86400.01}),
+            false,
+        ),
+    ] {
+        let r = on_session(&mcp, &s, tool, args.clone()).await;
+        match ok {
+            true => assert_eq!(r["ok"], true, "{args}: {r}"),
+            false => assert_eq!(code(&r), "invalid_arguments", "{args}: {r}"),
+        }
+    }
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(none_left(&watcher, &w, &format!("sleep {secs}")).await);
+    let s2 = connect(&mcp).await;
+    let r = on_session(&mcp, &s2, "command_status", json!({"handle_id": id})).await;
+    assert_eq!(code(&r), "command_not_found");
+    mcp.close().await;
+    watcher.close().await;
+}
+
+/// 50 MiB read back through `next_offset` in pieces of the output cap is the command's
+/// output byte for byte, with no gap and no repeat.
+#[tokio::test]
+async fn incremental_reads_reassemble_a_50_mib_output() {
+    let (_env, mcp, s) = connected().await;
+    // Lines of varying length, so a gap or a repeat anywhere shows.
+    let h = start(&mcp, &s, "seq 1 7000000; echo tail >&2").await;
+    let expected: String = (1..=7_000_000).map(|i| format!("{i}\n")).collect();
+    assert!(expected.len() > 50 << 20);
+    let mut got = String::with_capacity(expected.len());
+    let mut offset = 0u64;
+    loop {
+        let r = status(
+            &mcp,
+            &s,
+            &h["handle_id"],
+            json!({"stdout_offset": offset, "wait_seconds": 1}),
+        )
+        .await;
+        assert_eq!(r["ok"], true, "{r}");
+        let out = &r["stdout"];
+        assert_eq!(out["offset"], offset);
+        assert_eq!(out["encoding"], "utf-8");
+        got.push_str(out["data"].as_str().unwrap());
+        offset = out["next_offset"].as_u64().unwrap();
+        if r["status"] != "running" && offset == out["total_bytes"].as_u64().unwrap() {
+            assert_eq!(
+                (&r["status"], &r["exit_code"]),
+                (&json!("completed"), &json!(0))
+            );
+            assert_eq!(r["stderr"]["data"], "tail\n");
+            break;
+        }
+    }
+    assert_eq!(got.len(), expected.len());
+    assert!(got == expected, "the reassembled output differs");
+    // Without an offset: the tail.
+    let tail = status(&mcp, &s, &h["handle_id"], json!({"max_bytes": 8})).await;
+    assert_eq!(tail["stdout"]["data"], "6999999\n7000000\n"[8..]);
+    mcp.close().await;
+}
+
+/// An exec still running after `handoff_after` answers at once as a handle; the output so
+/// far plus what command_status reads from `next_offset` is the whole output, exit code
+/// included. Without a hand-off the answer has no hand-off fields.
+#[tokio::test]
+async fn exec_hands_off_without_losing_a_byte() {
+    let (_env, mcp, s) = connected().await;
+    let command = "i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo line $i; echo err $i >&2; \
+                   sleep 0.1; done; exit 7";
+    let r = exec(&mcp, &s, command, json!({"handoff_after": 1})).await;
+    assert_eq!(
+        (&r["ok"], &r["handed_off"]),
+        (&json!(true), &json!(true)),
+        "{r}"
+    );
+    assert!(r["pid"].as_u64().unwrap() > 1, "{r}");
+    assert_eq!(r["exit_code"], json!(null));
+    let mut out = r["stdout"]["data"].as_str().unwrap().to_string();
+    let mut err = r["stderr"]["data"].as_str().unwrap().to_string();
+    assert!(out.starts_with("line 1\n"), "{r}");
+    let (mut o, mut e) = (
+        r["stdout"]["next_offset"].clone(),
+        r["stderr"]["next_offset"].clone(),
+    );
+    loop {
+        let st = status(
+            &mcp,
+            &s,
+            &r["handle_id"],
+            json!({"stdout_offset": o, "stderr_offset": e, "wait_seconds": 10}),
+        )
+        .await;
+        out.push_str(st["stdout"]["data"].as_str().unwrap());
+        err.push_str(st["stderr"]["data"].as_str().unwrap());
+        (o, e) = (
+            st["stdout"]["next_offset"].clone(),
+            st["stderr"]["next_offset"].clone(),
+        );
+        if st["status"] != "running"
+            && o == st["stdout"]["total_bytes"]
+            && e == st["stderr"]["total_bytes"]
+        {
+            assert_eq!(
+                (&st["status"], &st["exit_code"]),
+                (&json!("completed"), &json!(7)),
+                "{st}"
+            );
+            break;
+        }
+    }
+    let expect = |word: &str| {
+        (1..=30)
+            .map(|i| format!("{word} {i}\n"))
+            .collect::<String>()
+    };
+    assert_eq!(out, expect("line"));
+    assert_eq!(err, expect("err"));
+    // Quick enough: an ordinary answer, with no hand-off fields at all.
+    let quick = exec(&mcp, &s, "echo quick", json!({"handoff_after": 5})).await;
+    assert_eq!(quick["stdout"]["data"], "quick\n");
+    for absent in ["handed_off", "handle_id", "pid"] {
+        assert!(quick.get(absent).is_none(), "{quick}");
+    }
+    assert!(quick["stdout"].get("next_offset").is_none(), "{quick}");
+    mcp.close().await;
+}
+
+/// A command handed off before its slow login shell reported the process group has no PID
+/// to signal: `invalid_pid`, nothing sent. Once the shell reported it, the kill works.
+#[tokio::test]
+async fn a_handle_without_a_reported_pid_is_invalid_pid_until_it_has_one() {
+    // No channel waits ready: the command's own login shell is the slow one.
+    let (_env, mcp, s) =
+        logged_in_as(&slow_login_user(), &[("SSHMCP_STANDBY_CHANNELS", "0")]).await;
+    let secs = unique_sleep(300);
+    let r = exec(
+        &mcp,
+        &s,
+        &format!("sleep {secs}"),
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(
+        (&r["handed_off"], &r["pid"]),
+        (&json!(true), &json!(null)),
+        "{r}"
+    );
+    let k = kill(&mcp, &s, &r["handle_id"], json!({})).await;
+    assert_eq!(
+        (&k["result"], &k["pid"]),
+        (&json!("invalid_pid"), &json!(null)),
+        "{k}"
+    );
+    let st = status(&mcp, &s, &r["handle_id"], json!({})).await;
+    assert_eq!(st["status"], "running", "nothing was done to it: {st}");
+    // The shell reports the group as it starts (no event reaches an MCP client for that).
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while status(&mcp, &s, &r["handle_id"], json!({})).await["pid"].is_null() {
+        assert!(std::time::Instant::now() < give_up, "the pid never came");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let k = kill(&mcp, &s, &r["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
+/// A client that sends a progress token gets `notifications/progress` during a 6 s command:
+/// increasing values, the output's lines as messages, in order. One without a token gets none.
+#[tokio::test]
+async fn progress_notifications_follow_a_long_command() {
+    let (_env, mcp, s) = connected().await;
+    let command = "for i in 1 2 3 4 5 6; do echo step $i; sleep 1; done";
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+    let r = mcp
+        .call_with_progress("exec", args.clone(), "tok-exec")
+        .await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let notes = mcp.progress_of("tok-exec");
+    assert!(
+        notes.len() >= 4,
+        "a notification at least every 2 s: {notes:?}"
+    );
+    let values: Vec<f64> = notes
+        .iter()
+        .map(|n| n["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    let steps: Vec<u32> = notes
+        .iter()
+        .filter_map(|n| n["message"].as_str()?.strip_prefix("step ")?.parse().ok())
+        .collect();
+    assert!(
+        steps.len() >= 3 && steps.windows(2).all(|w| w[0] <= w[1]),
+        "{notes:?}"
+    );
+    // A long-polling command_status reports progress too.
+    let h = start(&mcp, &s, "for i in 1 2 3; do echo tick $i; sleep 1; done").await;
+    let args = json!({"session_id": s.0, "session_key": s.1, "handle_id": h["handle_id"],
+                      "wait_seconds": 30});
+    let r = mcp
+        .call_with_progress("command_status", args, "tok-status")
+        .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let notes = mcp.progress_of("tok-status");
+    assert!(!notes.is_empty(), "{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .all(|n| n["message"].as_str().unwrap().starts_with("tick")),
+        "{notes:?}"
+    );
+    // No token, no notifications (only the two tokens above were ever seen).
+    let before = mcp.progress_of("tok-exec").len();
+    exec(&mcp, &s, "sleep 2.5", json!({})).await;
+    assert_eq!(mcp.progress_of("tok-exec").len(), before);
+    mcp.close().await;
+}
+
+/// A handle whose master dies while its command runs says `lost`, with its output so far.
+#[tokio::test]
+async fn a_handle_whose_master_died_is_lost() {
+    let (env, mcp, s) = connected().await;
+    let h = start(&mcp, &s, "echo before; sleep 300").await;
+    let list = mcp.call("session_list", json!({})).await;
+    let master = list["sessions"][0]["master_pid"].as_i64().unwrap() as i32;
+    // The output reached the handle before the master goes.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while status(&mcp, &s, &h["handle_id"], json!({})).await["stdout"]["total_bytes"] == 0 {
+        assert!(std::time::Instant::now() < give_up);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let r = until_ended(&mcp, &s, &h["handle_id"]).await;
+    assert_eq!(r["status"], "lost", "{r}");
+    assert_eq!(r["stdout"]["data"], "before\n", "{r}");
+    drop(env);
+    mcp.close().await;
+}

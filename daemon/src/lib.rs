@@ -12,3 +12,4 @@ pub mod remote;
 pub mod server;
 pub mod service;
 pub mod session;
+pub mod tasks;

@@ -13,13 +13,16 @@ use sshmcp_proto::inspect::{
 };
 use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
+use sshmcp_proto::task::{
+    TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
+};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
-use crate::{commands, exec, inspect};
+use crate::{commands, exec, inspect, tasks};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -184,6 +187,40 @@ impl Daemon for DaemonService {
     ) -> Result<Option<RunProgress>, DaemonError> {
         let session = self.registry.authorize_local(&req.auth)?;
         Ok(session.commands.progress(&req.key))
+    }
+
+    async fn task_launch(
+        self,
+        _: Context,
+        req: TaskLaunchRequest,
+    ) -> Result<TaskLaunched, DaemonError> {
+        let auth = req.auth.clone();
+        let max_output_bytes = self.registry.settings.max_output_bytes;
+        self.on_session("task_launch", &auth, |session| async move {
+            tasks::launch(&session, max_output_bytes, req).await
+        })
+        .await
+    }
+
+    async fn task_status(
+        self,
+        _: Context,
+        req: TaskStatusRequest,
+    ) -> Result<TaskReport, DaemonError> {
+        let auth = req.auth.clone();
+        let max_output_bytes = self.registry.settings.max_output_bytes;
+        self.on_session("task_status", &auth, |session| async move {
+            tasks::status(&session, max_output_bytes, req).await
+        })
+        .await
+    }
+
+    async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("task_kill", &auth, |session| async move {
+            tasks::kill(&session, req).await
+        })
+        .await
     }
 }
 

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod paths;
 pub mod service;
 pub mod session;
+pub mod task;
 pub mod time;
 
 pub use error::{DaemonError, ErrorCode};

@@ -15,6 +15,9 @@ use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
+use crate::task::{
+    TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
+};
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
 /// type. New tools never bump it: their methods are appended to the trait (existing variants
@@ -40,6 +43,9 @@ pub const CAPABILITIES: &[&str] = &[
     "command_kill",
     "command_list",
     "progress",
+    "task_launch",
+    "task_status",
+    "task_kill",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -96,6 +102,9 @@ pub trait Daemon {
     async fn command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>;
     /// What a run followed by `key` has done so far; None when no such run is going.
     async fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
+    async fn task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>;
+    async fn task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>;
+    async fn task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -139,6 +148,7 @@ mod tests {
     use crate::exec::{ByteRange, Encoding, Handoff, StreamOutput};
     use crate::inspect::{DirEntry, FileType, RemotePath};
     use crate::session::{ConnectTarget, RemoteFacts, SessionAuth, SessionState};
+    use crate::task::{LogTail, TaskState};
 
     /// Encodes and decodes `value` with the wire codec; bincode mistakes (skipped fields,
     /// untagged enums) show up here instead of in production.
@@ -442,6 +452,51 @@ mod tests {
                 started_at: "a".into(),
                 ended_at: None,
             }],
+        }));
+        roundtrip(TaskLaunchRequest {
+            auth: auth.clone(),
+            command: "make".into(),
+            cwd: Some("/src".into()),
+        });
+        roundtrip(Ok::<_, DaemonError>(TaskLaunched {
+            pid: 9,
+            stdout_log: "/h/.sshmcp/tasks/9.out".into(),
+            stderr_log: "/h/.sshmcp/tasks/9.err".into(),
+            started_at: "t".into(),
+        }));
+        roundtrip(TaskStatusRequest {
+            auth: auth.clone(),
+            pid: -3,
+            tail_bytes: Some(10),
+        });
+        for state in [TaskState::Running, TaskState::Exited, TaskState::NotFound] {
+            roundtrip(Ok::<_, DaemonError>(TaskReport {
+                pid: 9,
+                state,
+                exit_code: Some(0),
+                stdout_log: Some("o".into()),
+                stderr_log: None,
+                stdout: Some(LogTail {
+                    data: "x".into(),
+                    encoding: Encoding::Base64,
+                    size: 9,
+                }),
+                stderr: None,
+            }));
+        }
+        roundtrip(TaskKillRequest {
+            auth: auth.clone(),
+            pid: 9,
+            signal: None,
+            force: Some(false),
+            wait_seconds: Some(2.0),
+        });
+        roundtrip(Ok::<_, DaemonError>(TaskKilled {
+            pid: 9,
+            result: KillResult::NotRunning,
+            signal: 15,
+            force_kill_used: false,
+            timestamp: "t".into(),
         }));
         roundtrip(ProgressRequest {
             auth: auth.clone(),

@@ -26,6 +26,7 @@ impl Shim {
             tool_router: Self::session_router()
                 + Self::exec_router()
                 + Self::commands_router()
+                + Self::tasks_router()
                 + Self::inspect_router(),
         }
     }
@@ -61,7 +62,9 @@ impl Shim {
              that might be slow, give `exec` a `handoff_after` (e.g. 30): if it still runs \
              then, it becomes a command handle and `command_status` follows it (pass back \
              `next_offset`, long-poll with `wait_seconds`); `command_start` starts one \
-             directly; `command_kill` ends it. Handles end with their session.\n\
+             directly; `command_kill` ends it. Handles end with their session; for a process \
+             that must outlive it (a server), `task_launch` (then `task_status` / \
+             `task_kill` by PID).\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
              (`timeout` up to 86400; none for `command_start`); output kept per stream up \
              to the daemon's cap (head and tail) in an answer, complete for a handle.\n{root}"

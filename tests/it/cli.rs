@@ -70,7 +70,10 @@ async fn status_and_stop_close_every_master() {
             "command_status",
             "command_kill",
             "command_list",
-            "progress"
+            "progress",
+            "task_launch",
+            "task_status",
+            "task_kill"
         ]),
         "the capabilities of the handshake"
     );

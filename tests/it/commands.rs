@@ -2,11 +2,12 @@
 //! hand-off, progress notifications, and handles ending with their session.
 
 use serde_json::{Value, json};
-use sshmcp_tests::McpClient;
+use sshmcp_tests::mcp::session_of;
 use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::users::slow_login_user;
+use sshmcp_tests::{McpClient, SshdOptions, TestEnv};
 
-use crate::{code, connect, connect_watcher, connected, exec, logged_in_as, on_session};
+use crate::{code, connect, connect_watcher, connected, exec, on_session};
 
 type Session = (String, String);
 
@@ -343,8 +344,25 @@ async fn exec_hands_off_without_losing_a_byte() {
 #[tokio::test]
 async fn a_handle_without_a_reported_pid_is_invalid_pid_until_it_has_one() {
     // No channel waits ready: the command's own login shell is the slow one.
-    let (_env, mcp, s) =
-        logged_in_as(&slow_login_user(), &[("SSHMCP_STANDBY_CHANNELS", "0")]).await;
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_STANDBY_CHANNELS", "0")]);
+    let user = slow_login_user();
+    env.sshd.add_host_block(&format!(
+        "Host slow\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    // Its connect lasts as long as the login shell (the remote facts): progress comes.
+    let r = mcp
+        .call_with_progress("connect", json!({"alias": "slow"}), "tok-connect")
+        .await;
+    let s = session_of(&r);
+    let notes = mcp.progress_of("tok-connect");
+    assert!(!notes.is_empty(), "{r}");
+    let message = notes[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("starting the SSH connection"),
+        "{message}"
+    );
     let secs = unique_sleep(300);
     let r = exec(
         &mcp,

@@ -12,6 +12,7 @@ mod inspect;
 mod login_shells;
 mod sudo;
 mod surface;
+mod tasks;
 mod wedged;
 
 use serde_json::{Value, json};

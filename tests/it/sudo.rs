@@ -125,3 +125,35 @@ async fn a_host_without_sudo_says_so() {
     assert_eq!(code(&r), "sudo_unavailable", "{r}");
     mcp.close().await;
 }
+
+/// A root command handed off after a second becomes a handle whose kill runs as root: the
+/// user alone could not signal it.
+#[tokio::test]
+async fn a_handed_off_root_command_is_killed_as_root() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let (_env, mcp, s) = as_user(&user).await;
+    let secs = sshmcp_tests::process::unique_sleep(300);
+    let r = sudo(
+        &mcp,
+        &s,
+        &format!("id -u; sleep {secs}"),
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(
+        (&r["handed_off"], &r["stdout"]["data"]),
+        (&json!(true), &json!("0\n")),
+        "{r}"
+    );
+    let args = json!({"session_id": s.0, "session_key": s.1, "handle_id": r["handle_id"]});
+    let k = mcp.call("command_kill", args.clone()).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    let probe = json!({"session_id": s.0, "session_key": s.1,
+                       "command": format!("pgrep -f 'sleep {secs}' || echo none")});
+    assert_eq!(mcp.call("exec", probe).await["stdout"]["data"], "none\n");
+    let mut wait = args;
+    wait["wait_seconds"] = json!(10);
+    let st = mcp.call("command_status", wait).await;
+    assert_eq!(st["status"], "killed", "{st}");
+    mcp.close().await;
+}

@@ -27,7 +27,10 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "read_file_range",
             "session_list",
             "stat",
-            "sudo_exec"
+            "sudo_exec",
+            "task_kill",
+            "task_launch",
+            "task_status"
         ]
     );
     for tool in &tools {
@@ -64,6 +67,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "read_file_range",
         "command_status",
         "command_list",
+        "task_status",
     ] {
         let tool = tools.iter().find(|t| t["name"] == read_only).unwrap();
         assert_eq!(tool["annotations"]["readOnlyHint"], true, "{read_only}");

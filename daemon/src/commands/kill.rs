@@ -106,15 +106,15 @@ pub fn parse(said: &str) -> (KillResult, bool) {
     }
 }
 
-/// Runs the kill order against group `pgid` on `host`: `error` when the program gave no
-/// answer (the master is gone, the host does not answer).
+/// Runs `script` (a kill order's, perhaps behind a check) on `host`: `error` when the program
+/// gave no answer (the master is gone, the host does not answer).
 pub async fn signal_group(
     host: &Host,
-    pgid: u32,
+    script: String,
     order: KillOrder,
     as_root: bool,
 ) -> (KillResult, bool) {
-    let program = control_program(order.script(pgid), as_root, order.budget());
+    let program = control_program(script, as_root, order.budget());
     match remote::run(host, program).await {
         Ok(result) if result.exit_code == Some(0) => parse(&result.stdout.data),
         Ok(_) | Err(_) => (KillResult::Error, false),
@@ -132,7 +132,7 @@ pub async fn kill(
     let (result, force_kill_used) = match pid {
         // The shell never reported a usable group: nothing can be addressed.
         None => (KillResult::InvalidPid, false),
-        Some(pgid) => signal_group(&session.host, pgid, order, handle.as_root).await,
+        Some(pgid) => signal_group(&session.host, order.script(pgid), order, handle.as_root).await,
     };
     if matches!(
         result,

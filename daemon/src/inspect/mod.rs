@@ -135,7 +135,7 @@ async fn run(
 }
 
 /// A stream's complete bytes; an answer cut by the capture bound is an error, not data.
-fn stream_bytes(stream: &StreamOutput) -> Result<Vec<u8>, DaemonError> {
+pub(crate) fn stream_bytes(stream: &StreamOutput) -> Result<Vec<u8>, DaemonError> {
     if stream.truncated {
         return Err(DaemonError::internal(
             "the host's answer was larger than expected",

@@ -5,3 +5,4 @@ pub mod commands;
 pub mod exec;
 pub mod inspect;
 pub mod session;
+pub mod tasks;

@@ -1,0 +1,329 @@
+//! Detached tasks (`task_launch`, `task_status`, `task_kill`): remote processes in their own
+//! session and process group that outlive the session, the daemon and any reconnect. All
+//! their state lives on the host, in a 0700 directory of the remote user: per task (named by
+//! its PID) the command, the two logs (0600), a start marker and, once it ended, its exit
+//! status. The start marker is the process's start time as the kernel gives it: a PID that
+//! now belongs to another process does not match it, so that process is never taken for the
+//! task and never signalled.
+
+use std::time::Duration;
+
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::command::KillResult;
+use sshmcp_proto::task::{
+    DEFAULT_TAIL_BYTES, LogTail, TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched,
+    TaskReport, TaskState, TaskStatusRequest,
+};
+use sshmcp_proto::time::now_rfc3339;
+
+use crate::commands::kill::{KillOrder, signal_group};
+use crate::exec::request;
+use crate::inspect::{remote_text, stream_bytes};
+use crate::remote::capture::utf8_tail_boundary;
+use crate::remote::{self, Program};
+use crate::session::Session;
+
+/// How long a launch or a status may take on the host.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the tasks live on the host.
+const DIR: &str = "d=$HOME/.sshmcp/tasks\n";
+
+/// `started PID`: the process's start marker (its start time in clock ticks from /proc, else
+/// `ps`'s start time), nothing for a zombie or no process. No single quote: the launch puts it
+/// inside a quoted program.
+const STARTED: &str = r#"started() {
+  if [ -r /proc/$1/stat ]; then
+    read -r s 2>/dev/null < /proc/$1/stat || return 1
+    set -- ${s##*)}
+    [ "$1" = Z ] && return 1
+    echo "${20}"
+  else
+    ps -o lstart= -p $1 2>/dev/null
+  fi
+}
+"#;
+
+/// The launch: the command (on stdin) saved in the private directory, then a detached
+/// `setsid /bin/sh` that opens its logs, records its start marker, runs the command with
+/// stdin from /dev/null and records its status. Its traps are handlers, not ignores, so the
+/// command keeps the default dispositions and a TERM to the group still ends it, after which
+/// the wrapper records 128 + the signal. The launch answers once the marker exists.
+const LAUNCH: &str = r#"umask 077
+mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
+[ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
+command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
+t=$d/launch.$$
+command cat > "$t" || { echo nowrite; exit 0; }
+setsid /bin/sh -c '
+d=$1
+exec >"$d/$$.out" 2>"$d/$$.err"
+mv -f "$2" "$d/$$.cmd"
+rm -f "$d/$$.exit"
+{STARTED}
+started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
+trap : HUP INT TERM
+/bin/sh "$d/$$.cmd"
+echo $? > "$d/$$.exit"
+' sshmcp-task "$d" "$t" </dev/null >/dev/null 2>&1 &
+p=$!
+i=0
+while [ ! -s "$d/$p.start" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
+[ -s "$d/$p.start" ] || { echo nostart; exit 0; }
+printf 'ok %s %s\n' "$p" "$d"
+"#;
+
+/// Whether PID `$p` is the task sshmcp launched: its start file matches the live process.
+const IS_TASK: &str = r#"is_task() {
+  [ -f "$d/$p.start" ] || return 1
+  read -r m < "$d/$p.start" || return 1
+  [ -n "$m" ] && [ "$(started $p)" = "$m" ]
+}
+"#;
+
+/// The status: a line `state exit out_size err_size dir`, then the stdout log's tail; the
+/// stderr log's tail on stderr, where nothing else goes. `{N}` is the tail's size.
+const STATUS: &str = r#"exec 3>&2 2>/dev/null
+[ -f "$d/$p.start" ] || { echo not_found; exit 0; }
+if is_task; then s=running; else s=exited; fi
+e=-
+[ $s = exited ] && [ -f "$d/$p.exit" ] && read -r e < "$d/$p.exit"
+o=$(wc -c < "$d/$p.out" 2>/dev/null) || o=0
+r=$(wc -c < "$d/$p.err" 2>/dev/null) || r=0
+printf '%s %s %s %s %s\n' $s "${e:--}" $o $r "$d"
+tail -c {N} "$d/$p.out" 2>/dev/null
+tail -c {N} "$d/$p.err" >&3
+exit 0
+"#;
+
+/// `task_launch`.
+pub async fn launch(
+    session: &Session,
+    max_output_bytes: u64,
+    req: TaskLaunchRequest,
+) -> Result<TaskLaunched, DaemonError> {
+    request::check_command(&req.command)?;
+    request::check_cwd(req.cwd.as_deref())?;
+    let mut program = Program::new(launch_script(), TIMEOUT, max_output_bytes.max(4096));
+    program.cwd = req.cwd;
+    program.stdin = Some(req.command.into_bytes());
+    let result = remote::run(&session.host, program).await?;
+    let said = String::from_utf8_lossy(&stream_bytes(&result.stdout)?).into_owned();
+    let words: Vec<&str> = said.trim_end().splitn(3, ' ').collect();
+    match words.as_slice() {
+        ["ok", pid, dir] => {
+            let pid: u32 = pid
+                .parse()
+                .map_err(|_| DaemonError::internal(format!("the launch said {said:?}")))?;
+            Ok(TaskLaunched {
+                pid,
+                stdout_log: format!("{dir}/{pid}.out"),
+                stderr_log: format!("{dir}/{pid}.err"),
+                started_at: now_rfc3339(),
+            })
+        }
+        ["nodir"] => Err(DaemonError::internal(
+            "cannot create the private task directory ~/.sshmcp/tasks on the host",
+        )),
+        ["nosetsid"] => Err(DaemonError::internal(
+            "the host has no setsid (util-linux), which a detached task needs",
+        )),
+        _ => Err(DaemonError::internal(format!(
+            "the task did not start (the host said {:?})",
+            said.trim_end()
+        ))),
+    }
+}
+
+/// The launch program.
+fn launch_script() -> String {
+    format!("{DIR}{}", LAUNCH.replace("{STARTED}", STARTED))
+}
+
+/// What the status and kill programs start with for PID `pid`.
+fn about(pid: u32) -> String {
+    format!("{DIR}{STARTED}p={pid}\n{IS_TASK}")
+}
+
+/// A PID a task can have: above 1 (0 and negative values address groups, 1 is init).
+fn task_pid(pid: i64) -> Option<u32> {
+    u32::try_from(pid).ok().filter(|p| *p > 1)
+}
+
+/// `task_status`.
+pub async fn status(
+    session: &Session,
+    max_output_bytes: u64,
+    req: TaskStatusRequest,
+) -> Result<TaskReport, DaemonError> {
+    let cap = max_output_bytes.max(1);
+    let tail = req.tail_bytes.unwrap_or(DEFAULT_TAIL_BYTES.min(cap));
+    if !(1..=cap).contains(&tail) {
+        return Err(DaemonError::invalid_arguments(format!(
+            "tail_bytes must be between 1 and the daemon's output cap ({cap})"
+        )));
+    }
+    let not_found = TaskReport {
+        pid: req.pid,
+        state: TaskState::NotFound,
+        exit_code: None,
+        stdout_log: None,
+        stderr_log: None,
+        stdout: None,
+        stderr: None,
+    };
+    let Some(pid) = task_pid(req.pid) else {
+        return Ok(not_found);
+    };
+    let script = format!("{}{}", about(pid), STATUS.replace("{N}", &tail.to_string()));
+    // Room for the status line beside the tail.
+    let program = Program::new(script, TIMEOUT, tail + 4096);
+    let result = remote::run(&session.host, program).await?;
+    let out = stream_bytes(&result.stdout)?;
+    let err = stream_bytes(&result.stderr)?;
+    let (line, out_tail) = match out.iter().position(|b| *b == b'\n') {
+        Some(at) => (
+            String::from_utf8_lossy(&out[..at]).into_owned(),
+            &out[at + 1..],
+        ),
+        None => (String::from_utf8_lossy(&out).into_owned(), &[][..]),
+    };
+    let words: Vec<&str> = line.splitn(5, ' ').collect();
+    let [state, exit, out_size, err_size, dir] = words.as_slice() else {
+        return match line.as_str() {
+            "not_found" => Ok(not_found),
+            _ => Err(DaemonError::internal(format!(
+                "unexpected task status from the host: {line:?}"
+            ))),
+        };
+    };
+    let size = |s: &str| s.trim().parse::<u64>().unwrap_or(0);
+    Ok(TaskReport {
+        pid: req.pid,
+        state: match *state {
+            "running" => TaskState::Running,
+            _ => TaskState::Exited,
+        },
+        exit_code: exit.parse().ok(),
+        stdout_log: Some(format!("{dir}/{pid}.out")),
+        stderr_log: Some(format!("{dir}/{pid}.err")),
+        stdout: Some(log_tail(out_tail, size(out_size))),
+        stderr: Some(log_tail(&err, size(err_size))),
+    })
+}
+
+/// A log's tail as an answer gives it: a character cut in half at its start is left out.
+fn log_tail(bytes: &[u8], size: u64) -> LogTail {
+    let skip = match (bytes.len() as u64) < size {
+        true => utf8_tail_boundary(bytes),
+        false => 0,
+    };
+    let (data, encoding) = remote_text(&bytes[skip..]);
+    LogTail {
+        data,
+        encoding,
+        size,
+    }
+}
+
+/// `task_kill`: the command_kill program, behind the check that the PID is still the task.
+pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
+    let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
+    let (result, force_kill_used) = match task_pid(req.pid) {
+        None => (KillResult::InvalidPid, false),
+        Some(pid) => {
+            // Only the task itself: a PID now another process's is left alone.
+            let script = format!(
+                "{}is_task || {{ echo not_running; exit 0; }}\n{}",
+                about(pid),
+                order.script(pid)
+            );
+            signal_group(&session.host, script, order, false).await
+        }
+    };
+    if result == KillResult::Error && session.host.master_gone() {
+        return Err(crate::session::lost_error());
+    }
+    Ok(TaskKilled {
+        pid: req.pid,
+        result,
+        signal: order.signal,
+        force_kill_used,
+        timestamp: now_rfc3339(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_marker_function_fits_in_a_quoted_program() {
+        assert!(!STARTED.contains('\''));
+    }
+
+    #[test]
+    fn only_real_task_pids() {
+        assert_eq!(task_pid(2), Some(2));
+        for bad in [1, 0, -5, i64::from(u32::MAX) + 1] {
+            assert_eq!(task_pid(bad), None, "{bad}");
+        }
+    }
+
+    /// The launch, status and identity programs against this machine's own shell: a task
+    /// starts detached, records its marker and exit status, and a PID whose marker does not
+    /// match (reused) is not the task.
+    #[test]
+    fn launch_status_and_identity_on_a_local_shell() {
+        let home = tempfile::tempdir().unwrap();
+        let sh = |script: &str, stdin: &[u8]| {
+            use std::io::Write;
+            let mut child = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(script)
+                .env("HOME", home.path())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(stdin).unwrap();
+            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        };
+        let said = sh(&launch_script(), b"echo out; echo err >&2; exit 3");
+        let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
+        let dir = home.path().join(".sshmcp/tasks");
+        let exit = dir.join(format!("{pid}.exit"));
+        // The task records its status as it ends; it is not our child, so poll for the file.
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while !exit.exists() || std::fs::read_to_string(&exit).unwrap().is_empty() {
+            assert!(std::time::Instant::now() < give_up, "no exit file");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let status = |pid: u32| {
+            sh(
+                &format!("{}{}", about(pid), STATUS.replace("{N}", "100")),
+                b"",
+            )
+        };
+        let said = status(pid);
+        assert!(said.starts_with("exited 3 4 4 "), "{said}");
+        assert!(said.ends_with("\nout\n"), "{said}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(format!("{pid}.out"))), 0o600);
+        // This test's own process, given the task's start file: not the task.
+        let me = std::process::id();
+        std::fs::copy(
+            dir.join(format!("{pid}.start")),
+            dir.join(format!("{me}.start")),
+        )
+        .unwrap();
+        let said = sh(
+            &format!("{}is_task && echo task || echo other", about(me)),
+            b"",
+        );
+        assert_eq!(said, "other\n");
+        assert_eq!(status(999_999), "not_found\n");
+    }
+}

@@ -1,0 +1,98 @@
+//! Wire types of detached tasks (`task_launch`, `task_status`, `task_kill`): remote processes
+//! that outlive sessions and this daemon, addressed by remote PID.
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::KillResult;
+use crate::exec::Encoding;
+use crate::session::SessionAuth;
+
+/// The default and largest `tail_bytes` of `task_status`.
+pub const DEFAULT_TAIL_BYTES: u64 = 4096;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskLaunchRequest {
+    pub auth: SessionAuth,
+    pub command: String,
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TaskLaunched {
+    /// The task's remote PID (it leads its own session and process group): task_status and
+    /// task_kill take it, from any later session to this host.
+    pub pid: u32,
+    /// Remote path of the task's stdout log.
+    pub stdout_log: String,
+    /// Remote path of the task's stderr log.
+    pub stderr_log: String,
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStatusRequest {
+    pub auth: SessionAuth,
+    pub pid: i64,
+    /// Bytes of each log's end to return; the daemon's default when absent.
+    pub tail_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Running,
+    Exited,
+    /// No task sshmcp launched as this user had this PID (or its files are gone).
+    NotFound,
+}
+
+/// The end of one log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LogTail {
+    /// The last bytes of the log (cut at a character boundary).
+    pub data: String,
+    pub encoding: Encoding,
+    /// The log's size in bytes.
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TaskReport {
+    pub pid: i64,
+    pub state: TaskState,
+    /// The task's exit status, once it recorded it (a task ended by a signal records
+    /// 128 + the signal's number; one ended by SIGKILL records nothing: null).
+    pub exit_code: Option<i32>,
+    /// Null when `state` is `not_found`.
+    pub stdout_log: Option<String>,
+    pub stderr_log: Option<String>,
+    pub stdout: Option<LogTail>,
+    pub stderr: Option<LogTail>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskKillRequest {
+    pub auth: SessionAuth,
+    pub pid: i64,
+    pub signal: Option<i32>,
+    pub force: Option<bool>,
+    pub wait_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TaskKilled {
+    pub pid: i64,
+    /// As command_kill's: `not_running` also when the PID now belongs to a process that is
+    /// not the task (PID reuse): it was not signalled.
+    pub result: KillResult,
+    /// The signal number sent first.
+    pub signal: i32,
+    /// True iff the SIGKILL fallback was attempted.
+    pub force_kill_used: bool,
+    pub timestamp: String,
+}

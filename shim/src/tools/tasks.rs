@@ -1,0 +1,186 @@
+//! The detached task tools: launch a process that outlives sessions, check it, kill it, all by
+//! its remote PID.
+
+use std::time::Duration;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::task::{
+    TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
+};
+
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::server::Shim;
+
+/// Room for a task program on the host, beyond a kill's own waiting.
+const MARGIN: Duration = Duration::from_secs(60);
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskLaunchArgs {
+    /// Any session to the host (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// Shell text for /bin/sh, at most 1048576 bytes.
+    pub command: String,
+    /// Remote working directory for the task; an error if it does not exist.
+    pub cwd: Option<String>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStatusArgs {
+    /// Any session to the host the task runs on.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The task's PID, from task_launch.
+    pub pid: i64,
+    /// Bytes of each log's end to return (1..the daemon's output cap); default 4096.
+    #[schemars(range(min = 1))]
+    pub tail_bytes: Option<u64>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskKillArgs {
+    /// Any session to the host the task runs on.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The task's PID, from task_launch.
+    pub pid: i64,
+    /// Signal number sent to the task's whole process group (1..64); default 15 (TERM).
+    #[schemars(range(min = 1, max = 64))]
+    pub signal: Option<i32>,
+    /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).
+    /// Default false.
+    pub force: Option<bool>,
+    /// Seconds to wait for the group to exit after the signal (0..60); default 1.
+    #[schemars(range(min = 0.0, max = 60.0))]
+    pub wait_seconds: Option<f64>,
+}
+
+fn auth(session_id: String, session_key: String) -> SessionAuth {
+    SessionAuth {
+        session_id,
+        session_key,
+    }
+}
+
+#[tool_router(router = tasks_router, vis = "pub(crate)")]
+impl Shim {
+    /// Launch a detached background process on the host that survives disconnects,
+    /// reconnects and daemon restarts (a server, a watcher, a job that runs for hours). It
+    /// runs `/bin/sh` on the command in its own session and process group, stdin from
+    /// /dev/null, stdout and stderr appended to log files private to the remote user
+    /// (`~/.sshmcp/tasks/PID.out` and `.err`). Returns its `pid`, the two log paths and
+    /// `started_at`; it records its exit status when it ends. Address it later by `pid`
+    /// with `task_status` and `task_kill`, from any session to this host. Use `command_start`
+    /// instead for work you will follow through this session (complete output kept locally,
+    /// killed on disconnect). Errors: `remote_path_not_found` (cwd), `internal_error` (no
+    /// writable ~/.sshmcp/tasks, or no setsid on the host).
+    #[tool(
+        input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TaskLaunched>>(),
+        annotations(title = "Launch a detached task", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn task_launch(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: TaskLaunchArgs = args::decode(raw)?;
+                let req = TaskLaunchRequest {
+                    auth: auth(a.session_id, a.session_key),
+                    command: a.command,
+                    cwd: a.cwd,
+                };
+                let ctx = context_with_timeout(MARGIN);
+                self.daemon
+                    .call(
+                        "task_launch",
+                        |c| async move { c.task_launch(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Check a task from task_launch by its `pid`: `state` is `running`, `exited` (with
+    /// `exit_code` when it recorded one: 128 + n after signal n; null after SIGKILL) or
+    /// `not_found` (no task sshmcp launched had this PID for this user). Also the log paths,
+    /// each log's `size` and its last `tail_bytes` (read more with read_file_range on the log
+    /// path). A PID since reused by another process shows `exited`, never that process.
+    #[tool(
+        input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TaskReport>>(),
+        annotations(title = "Check a detached task", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
+    )]
+    pub async fn task_status(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: TaskStatusArgs = args::decode(raw)?;
+                let req = TaskStatusRequest {
+                    auth: auth(a.session_id, a.session_key),
+                    pid: a.pid,
+                    tail_bytes: a.tail_bytes,
+                };
+                let ctx = context_with_timeout(MARGIN);
+                self.daemon
+                    .call(
+                        "task_status",
+                        |c| async move { c.task_status(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Terminate a task from task_launch by its `pid` (for a command handle use command_kill).
+    /// It first checks on the host that the PID is still the task sshmcp launched (its start
+    /// time matches): a PID now used by another process, or one that never was a task, is
+    /// `not_running` and is never signalled. Then it works like command_kill: the signal to
+    /// the task's whole process group, SIGKILL after `wait_seconds` when `force`, and
+    /// `result` one of `not_running`, `killed`, `already_exited`, `failed_to_kill` (still
+    /// running: try `force`), `invalid_pid` (not a PID above 1: nothing sent), `error` (the
+    /// attempt failed; state unknown). `force_kill_used` is true iff SIGKILL was attempted.
+    #[tool(
+        input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TaskKilled>>(),
+        annotations(title = "Kill a detached task", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn task_kill(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: TaskKillArgs = args::decode(raw)?;
+                let wait = a.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
+                let req = TaskKillRequest {
+                    auth: auth(a.session_id, a.session_key),
+                    pid: a.pid,
+                    signal: a.signal,
+                    force: a.force,
+                    wait_seconds: a.wait_seconds,
+                };
+                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
+                self.daemon
+                    .call("task_kill", |c| async move { c.task_kill(ctx, req).await })
+                    .await
+            }
+            .await,
+        )
+    }
+}

@@ -1,0 +1,158 @@
+//! Detached tasks through the real binaries: they outlive disconnects, reconnects and the
+//! daemon, are addressed by PID, and a PID that is no longer the task is never signalled.
+
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::process::unique_sleep;
+
+use crate::{code, connect, connected, exec, on_session};
+
+type Session = (String, String);
+
+async fn task(mcp: &McpClient, s: &Session, tool: &str, args: Value) -> Value {
+    let r = on_session(mcp, s, tool, args).await;
+    assert_eq!(r["ok"], true, "{tool}: {r}");
+    r
+}
+
+#[tokio::test]
+async fn a_task_outlives_its_session_and_the_daemon_then_dies_by_pid() {
+    let (env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let launched = task(
+        &mcp,
+        &s,
+        "task_launch",
+        json!({"command": format!("echo started; echo warn >&2; sleep {secs}"), "cwd": "/tmp"}),
+    )
+    .await;
+    let pid = launched["pid"].as_u64().unwrap();
+    let log = launched["stdout_log"].as_str().unwrap().to_string();
+    assert!(
+        log.ends_with(&format!("/.sshmcp/tasks/{pid}.out")),
+        "{launched}"
+    );
+    // Private: the directory 0700, the logs 0600.
+    let modes = exec(
+        &mcp,
+        &s,
+        &format!("stat -c %a \"$(dirname '{log}')\" '{log}'"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(modes["stdout"]["data"], "700\n600\n", "{modes}");
+    // The session goes, then the daemon; a new daemon and session find the task running.
+    mcp.call("disconnect", json!({"session_id": s.0})).await;
+    mcp.close().await;
+    assert!(env.cli(&["daemon", "stop"]).status.success());
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
+        // The task writes its logs on its own schedule: no event reaches us for that.
+        if st["stderr"]["size"] == 5 || std::time::Instant::now() > give_up {
+            break st;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["exit_code"], json!(null));
+    assert_eq!(status["stdout"]["data"], "started\n", "{status}");
+    assert_eq!(status["stderr"]["data"], "warn\n", "{status}");
+    let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+    assert_eq!(
+        (&k["result"], &k["force_kill_used"]),
+        (&json!("killed"), &json!(false)),
+        "{k}"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' || echo none");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "none\n"
+    );
+    // The wrapper recorded the signal's status as the group went.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
+        if st["exit_code"] != json!(null) || std::time::Instant::now() > give_up {
+            break st;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        (&status["state"], &status["exit_code"]),
+        (&json!("exited"), &json!(143)),
+        "{status}"
+    );
+    let again = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+    assert_eq!(again["result"], "not_running", "{again}");
+    mcp.close().await;
+}
+
+/// A PID that once was a task but now belongs to another process is not the task: its status
+/// is not that process's, and a kill leaves it alone. PIDs that are no task's are refused.
+#[tokio::test]
+async fn a_reused_pid_is_never_signalled() {
+    let (_env, mcp, s) = connected().await;
+    let done = task(&mcp, &s, "task_launch", json!({"command": "exit 4"})).await;
+    let old = done["pid"].as_u64().unwrap();
+    // Another process, not a task, then given the ended task's records under its own PID:
+    // exactly what the host shows when the kernel hands the task's PID to a new process.
+    let secs = unique_sleep(300);
+    let r = exec(
+        &mcp,
+        &s,
+        &format!(
+            "d=$HOME/.sshmcp/tasks; while [ ! -s $d/{old}.exit ]; do sleep 0.01; done
+             setsid sleep {secs} </dev/null >/dev/null 2>&1 & q=$!
+             cp $d/{old}.start $d/$q.start; cp $d/{old}.exit $d/$q.exit; echo $q"
+        ),
+        json!({}),
+    )
+    .await;
+    let other: u64 = r["stdout"]["data"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let k = task(&mcp, &s, "task_kill", json!({"pid": other, "signal": 9})).await;
+    assert_eq!(k["result"], "not_running", "{k}");
+    let st = task(&mcp, &s, "task_status", json!({"pid": other})).await;
+    assert_eq!(
+        (&st["state"], &st["exit_code"]),
+        (&json!("exited"), &json!(4)),
+        "{st}"
+    );
+    let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo alive");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "alive\n",
+        "the other process was not signalled"
+    );
+    exec(&mcp, &s, &format!("pkill -f 'sleep {secs}'"), json!({})).await;
+    for pid in [1, 0, -1] {
+        let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+        assert_eq!(k["result"], "invalid_pid", "{pid}: {k}");
+    }
+    let st = task(&mcp, &s, "task_status", json!({"pid": 999_999})).await;
+    assert_eq!(st["state"], "not_found", "{st}");
+    let r = on_session(
+        &mcp,
+        &s,
+        "task_status",
+        json!({"pid": old, "tail_bytes": 65537}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments");
+    let r = on_session(
+        &mcp,
+        &s,
+        "task_status",
+        json!({"pid": old, "tail_bytes": 65536}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 4, "{r}");
+    mcp.close().await;
+}

@@ -472,3 +472,32 @@ async fn a_handle_whose_master_died_is_lost() {
     drop(env);
     mcp.close().await;
 }
+
+/// A kill through a master that stopped answering (SIGSTOP) cannot say what happened:
+/// `error`, and the command is left as it was; once the master answers again the kill works.
+#[tokio::test]
+async fn a_kill_through_a_stopped_master_is_an_error_then_works() {
+    use nix::sys::signal::{Signal, kill as signal};
+    let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let h = start(&mcp, &s, &format!("sleep {secs}")).await;
+    let list = mcp.call("session_list", json!({})).await;
+    let master =
+        nix::unistd::Pid::from_raw(list["sessions"][0]["master_pid"].as_i64().unwrap() as i32);
+    signal(master, Signal::SIGSTOP).unwrap();
+    let k = kill(&mcp, &s, &h["handle_id"], json!({"wait_seconds": 0})).await;
+    signal(master, Signal::SIGCONT).unwrap();
+    assert_eq!(
+        (&k["result"], &k["force_kill_used"]),
+        (&json!("error"), &json!(false)),
+        "{k}"
+    );
+    assert_eq!(
+        status(&mcp, &s, &h["handle_id"], json!({})).await["status"],
+        "running"
+    );
+    let k = kill(&mcp, &s, &h["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}

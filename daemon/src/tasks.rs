@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use sshmcp_proto::DaemonError;
-use sshmcp_proto::command::KillResult;
+use sshmcp_proto::command::{DEFAULT_TAIL_BYTES, KillResult};
 use sshmcp_proto::task::{
-    DEFAULT_TAIL_BYTES, LogTail, TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched,
-    TaskReport, TaskState, TaskStatusRequest,
+    LogTail, TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskState,
+    TaskStatusRequest,
 };
 use sshmcp_proto::time::now_rfc3339;
 

@@ -11,6 +11,9 @@ pub const MAX_WAIT_SECS: f64 = 300.0;
 /// Shortest and longest `handoff_after`, in seconds.
 pub const MIN_HANDOFF_SECS: f64 = 1.0;
 pub const MAX_HANDOFF_SECS: f64 = 86_400.0;
+/// Bytes of a stream's tail `command_status` returns when neither an offset nor `max_bytes`
+/// is given.
+pub const DEFAULT_TAIL_BYTES: u64 = 4096;
 /// Commands `command_list` keeps, newest first (running ones are never dropped).
 pub const HISTORY_LEN: usize = 100;
 /// Bytes of a command kept as its preview in `command_list`.
@@ -34,11 +37,16 @@ pub struct CommandStartRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CommandState {
+    /// Still running.
     Running,
+    /// Ended by itself: see `exit_code` (or `signal`).
     Completed,
+    /// Its `timeout` ended it (the whole process group was terminated).
     TimedOut,
+    /// command_kill confirmed it gone, or its session closed.
     Killed,
-    /// The session's master died while the command ran: its exit is unknown.
+    /// The SSH connection died while it ran: its exit is unknown and its process group may
+    /// still run on the host (after reconnecting, check with `exec` `kill -0 -PID`).
     Lost,
 }
 
@@ -64,7 +72,9 @@ pub struct CommandStarted {
     /// The remote process group of the command (its shell leads it); null until the remote
     /// shell reported it (a slow login shell).
     pub pid: Option<u32>,
+    /// `running`, or already how it ended when it was that quick.
     pub status: CommandState,
+    /// RFC 3339 UTC.
     pub started_at: String,
 }
 
@@ -76,7 +86,8 @@ pub struct CommandStatusRequest {
     pub wait_seconds: Option<f64>,
     pub stdout_offset: Option<u64>,
     pub stderr_offset: Option<u64>,
-    /// Bytes per stream (1..=the daemon's output cap); the cap when absent.
+    /// Bytes per stream (1..=the daemon's output cap); when absent, the cap for a stream read
+    /// from an offset and [`DEFAULT_TAIL_BYTES`] for a tail.
     pub max_bytes: Option<u64>,
 }
 
@@ -84,6 +95,7 @@ pub struct CommandStatusRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StreamChunk {
+    /// The stream's bytes `offset`..`next_offset` (never cut inside a character).
     pub data: String,
     pub encoding: Encoding,
     /// Offset of the first byte of `data` in the stream.
@@ -97,17 +109,23 @@ pub struct StreamChunk {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandReport {
+    /// The handle asked about.
     pub handle_id: String,
+    /// The command's remote process group (its shell's PID); null until the shell reported
+    /// it.
     pub pid: Option<u32>,
     pub status: CommandState,
     /// The command's exit status, once it exited by itself; else null.
     pub exit_code: Option<i32>,
     /// The signal that ended the command's shell (`TERM`, `KILL`, ...), else null.
     pub signal: Option<String>,
+    /// RFC 3339 UTC.
     pub started_at: String,
-    /// When the command ended; null while it runs.
+    /// When the command ended (RFC 3339 UTC); null while it runs.
     pub ended_at: Option<String>,
+    /// A piece of the command's complete stdout.
     pub stdout: StreamChunk,
+    /// A piece of the command's complete stderr.
     pub stderr: StreamChunk,
 }
 
@@ -123,7 +141,7 @@ pub struct CommandKillRequest {
     pub wait_seconds: Option<f64>,
 }
 
-/// What a kill came to (the seed's `ssh_cmd_kill` vocabulary).
+/// What a kill came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -136,7 +154,8 @@ pub enum KillResult {
     AlreadyExited,
     /// Still running after the signal (and SIGKILL when forced): not terminal.
     FailedToKill,
-    /// The tracked process id is not a valid positive integer: nothing was signalled.
+    /// The tracked process id is not a valid one (a command whose shell never reported it;
+    /// a task PID of 1 or below): nothing was signalled.
     InvalidPid,
     /// The attempt itself failed: the real state is unknown.
     Error,
@@ -158,32 +177,39 @@ impl KillResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandKilled {
+    /// The handle asked about.
     pub handle_id: String,
+    /// The process group the kill addressed; null when none was known.
     pub pid: Option<u32>,
     pub result: KillResult,
-    /// The signal number sent first.
+    /// The signal number asked for (sent unless `result` is `not_running` or `invalid_pid`).
     pub signal: i32,
     /// True iff the SIGKILL fallback was attempted.
     pub force_kill_used: bool,
+    /// When the kill finished (RFC 3339 UTC).
     pub timestamp: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandSummary {
+    /// For command_status and command_kill.
     pub handle_id: String,
-    /// The start of the command text (at most 120 bytes, on one line).
+    /// The first line of the command text (at most 120 bytes; `…` when there is more).
     pub preview: String,
     pub status: CommandState,
+    /// Its exit status once it exited by itself, else null.
     pub exit_code: Option<i32>,
+    /// RFC 3339 UTC.
     pub started_at: String,
+    /// RFC 3339 UTC; null while it runs.
     pub ended_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandList {
-    /// Newest first.
+    /// This session's handles, newest first: every running one and the last 100 ended.
     pub commands: Vec<CommandSummary>,
 }
 

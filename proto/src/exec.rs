@@ -91,8 +91,10 @@ pub struct StreamOutput {
     /// True when the spool file stopped at the daemon's `max-spool-bytes`: it holds the
     /// stream's first bytes only.
     pub spool_truncated: bool,
-    /// When the command was handed off: the offset `command_status` continues this stream
-    /// from. Absent otherwise.
+    /// Only after a hand-off: `data` holds this stream from byte 0 up to here (`omitted` is
+    /// what was written beyond it); pass it to `command_status` as the stream's offset.
+    // Left out of JSON answers when absent (the shim drops them); bincode keeps every field.
+    #[cfg_attr(feature = "schema", schemars(skip_serializing_if = "Option::is_none"))]
     pub next_offset: Option<u64>,
 }
 
@@ -100,8 +102,8 @@ pub struct StreamOutput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExecResult {
-    /// Exit status of the command's shell; null when a signal ended that shell or the
-    /// command timed out. A program the shell ran that a signal ended shows as 128 + n here
+    /// Exit status of the command's shell; null when a signal ended that shell, the
+    /// command timed out, or it was handed off (still running). A program the shell ran that a signal ended shows as 128 + n here
     /// (the shell's own status), with `signal` null.
     pub exit_code: Option<i32>,
     /// The signal that ended the command's shell (`TERM` or `KILL` from a timeout or
@@ -114,13 +116,20 @@ pub struct ExecResult {
     pub timed_out: bool,
     pub stdout: StreamOutput,
     pub stderr: StreamOutput,
-    /// True when the command outlived `handoff_after` and became a command handle: it runs
-    /// on, and `command_status` follows it. Absent without `handoff_after`.
+    /// `true` when the command outlived `handoff_after` and became a command handle: it runs
+    /// on, `exit_code` is null, and `command_status` follows it. Absent otherwise (never
+    /// false).
+    // Left out of JSON answers when absent (the shim drops them); bincode keeps every field.
+    #[cfg_attr(feature = "schema", schemars(skip_serializing_if = "Option::is_none"))]
     pub handed_off: Option<bool>,
-    /// The command handle of a handed-off command. Absent otherwise.
+    /// Only after a hand-off: the command handle, for command_status and command_kill.
+    // Left out of JSON answers when absent (the shim drops them); bincode keeps every field.
+    #[cfg_attr(feature = "schema", schemars(skip_serializing_if = "Option::is_none"))]
     pub handle_id: Option<String>,
-    /// The remote process group of a handed-off command (null until its shell reported it).
-    /// Absent otherwise.
+    /// Only after a hand-off: the remote process group of the command (its shell's PID);
+    /// null until the shell reported it. Stop it with command_kill, not task_kill.
+    // Left out of JSON answers when absent (the shim drops them); bincode keeps every field.
+    #[cfg_attr(feature = "schema", schemars(skip_serializing_if = "Option::is_none"))]
     pub pid: Option<u32>,
 }
 

@@ -7,9 +7,6 @@ use crate::command::KillResult;
 use crate::exec::Encoding;
 use crate::session::SessionAuth;
 
-/// The default and largest `tail_bytes` of `task_status`.
-pub const DEFAULT_TAIL_BYTES: u64 = 4096;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskLaunchRequest {
     pub auth: SessionAuth,
@@ -27,6 +24,7 @@ pub struct TaskLaunched {
     pub stdout_log: String,
     /// Remote path of the task's stderr log.
     pub stderr_log: String,
+    /// RFC 3339 UTC.
     pub started_at: String,
 }
 
@@ -42,7 +40,9 @@ pub struct TaskStatusRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
+    /// The PID still shows the task's start marker: it runs.
     Running,
+    /// The task ended (or its PID now belongs to another process).
     Exited,
     /// No task sshmcp launched as this user had this PID (or its files are gone).
     NotFound,
@@ -62,15 +62,19 @@ pub struct LogTail {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskReport {
+    /// The PID asked about.
     pub pid: i64,
     pub state: TaskState,
     /// The task's exit status, once it recorded it (a task ended by a signal records
     /// 128 + the signal's number; one ended by SIGKILL records nothing: null).
     pub exit_code: Option<i32>,
-    /// Null when `state` is `not_found`.
+    /// Remote path of the stdout log; null when `state` is `not_found`.
     pub stdout_log: Option<String>,
+    /// Remote path of the stderr log; null when `state` is `not_found`.
     pub stderr_log: Option<String>,
+    /// The end of the stdout log; null when `state` is `not_found`.
     pub stdout: Option<LogTail>,
+    /// The end of the stderr log; null when `state` is `not_found`.
     pub stderr: Option<LogTail>,
 }
 
@@ -86,13 +90,15 @@ pub struct TaskKillRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskKilled {
+    /// The PID asked about.
     pub pid: i64,
     /// As command_kill's: `not_running` also when the PID now belongs to a process that is
     /// not the task (PID reuse): it was not signalled.
     pub result: KillResult,
-    /// The signal number sent first.
+    /// The signal number asked for (sent unless `result` is `not_running` or `invalid_pid`).
     pub signal: i32,
     /// True iff the SIGKILL fallback was attempted.
     pub force_kill_used: bool,
+    /// When the kill finished (RFC 3339 UTC).
     pub timestamp: String,
 }

@@ -57,17 +57,20 @@ impl Shim {
              any tool that takes a session may also answer `invalid_session_key`, \
              `session_not_found`, `session_not_ready` (retry shortly) or `connection_lost`. \
              A lost key cannot be recovered, and a session that answers `connection_lost` does \
-             not come back: disconnect it and connect again.\n\
-             Long work: many clients give up on a call after about a minute. For a command \
-             that might be slow, give `exec` a `handoff_after` (e.g. 30): if it still runs \
-             then, it becomes a command handle and `command_status` follows it (pass back \
-             `next_offset`, long-poll with `wait_seconds`); `command_start` starts one \
-             directly; `command_kill` ends it. Handles end with their session; for a process \
-             that must outlive it (a server), `task_launch` (then `task_status` / \
-             `task_kill` by PID).\n\
+             not come back: read its command handles first (`command_status` still answers), \
+             then disconnect it and connect again.\n\
+             Long work: many clients give up on a call after about a minute. A command \
+             that is usually quick but may be slow: `exec` with `handoff_after` (e.g. 30); \
+             if it still runs then, it becomes a command handle. One known to be long (a \
+             build, a test suite, a dev server): `command_start`. Follow a handle with \
+             `command_status` (pass back `next_offset`; `wait_seconds` to long-poll) and stop \
+             it with `command_kill`. Handles and their output end with the session: read \
+             them before `disconnect`. A process that must outlive the session (a server \
+             you leave up): `task_launch`, then `task_status` / `task_kill` with its PID.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
-             (`timeout` up to 86400; none for `command_start`); output kept per stream up \
-             to the daemon's cap (head and tail) in an answer, complete for a handle.\n{root}"
+             (`timeout` up to 86400; none for `command_start` or with `handoff_after`); \
+             output kept per stream up to the daemon's cap (head and tail) in an answer, \
+             whole (up to max-spool-bytes) for a handle.\n{root}"
         )
     }
 }

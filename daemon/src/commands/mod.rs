@@ -14,7 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use sshmcp_proto::command::{
     CommandList, CommandReport, CommandStartRequest, CommandStarted, CommandState,
-    CommandStatusRequest, CommandSummary, HISTORY_LEN, MAX_WAIT_SECS, PREVIEW_BYTES, RunProgress,
+    CommandStatusRequest, CommandSummary, DEFAULT_TAIL_BYTES, HISTORY_LEN, MAX_WAIT_SECS,
+    PREVIEW_BYTES, RunProgress,
 };
 use sshmcp_proto::exec::ExecResult;
 use sshmcp_proto::time::rfc3339;
@@ -28,8 +29,6 @@ use crate::remote::{self, Outcome, Program, RunError};
 use crate::session::Session;
 use output::OutputFiles;
 
-/// The runtime limit of a `command_start` without `timeout`: none in practice.
-const NO_LIMIT: Duration = Duration::from_secs(365 * 86_400);
 /// How long `command_start` waits for the remote shell to report the command's process group
 /// before it answers without it (all channels busy, a slow login shell).
 const START_WAIT: Duration = Duration::from_secs(10);
@@ -298,18 +297,19 @@ impl Handle {
         }
     }
 
-    /// The command's state and a piece of each stream (see [`OutputFiles::chunk`]).
+    /// The command's state and a piece of each stream (see [`OutputFiles::chunk`]): `sizes`
+    /// bytes of each, from its offset or else its tail.
     pub fn report(
         &self,
         offsets: [Option<u64>; 2],
-        max_bytes: u64,
+        sizes: [u64; 2],
     ) -> Result<CommandReport, DaemonError> {
         // The end first: bytes counted before it are all there is once it ended.
         let ended = self.ended();
         let seen = self.observer.seen();
         let chunk = |stream: usize| {
             self.files
-                .chunk(stream, offsets[stream], max_bytes, seen.bytes[stream])
+                .chunk(stream, offsets[stream], sizes[stream], seen.bytes[stream])
         };
         Ok(CommandReport {
             handle_id: self.id.clone(),
@@ -333,11 +333,15 @@ impl Handle {
     ) -> Result<sshmcp_proto::exec::StreamOutput, DaemonError> {
         let total = self.observer.seen().bytes[stream];
         let chunk = self.files.chunk(stream, Some(0), max_bytes, total)?;
+        let truncated = chunk.next_offset < total;
         Ok(sshmcp_proto::exec::StreamOutput {
             captured_bytes: chunk.next_offset,
             total_bytes: total,
-            truncated: chunk.next_offset < total,
-            omitted: None,
+            truncated,
+            omitted: truncated.then_some(sshmcp_proto::exec::ByteRange {
+                start: chunk.next_offset,
+                end: total,
+            }),
             spool_path: None,
             spool_truncated: false,
             next_offset: Some(chunk.next_offset),
@@ -356,10 +360,7 @@ pub async fn start(
 ) -> Result<CommandStarted, DaemonError> {
     request::check_command(&req.command)?;
     request::check_cwd(req.cwd.as_deref())?;
-    let timeout = match req.timeout {
-        None => NO_LIMIT,
-        limit => request::check_timeout(limit)?,
-    };
+    let timeout = request::check_limit(req.timeout, true)?;
     let root = crate::exec::local_root(req.local_root, settings)?;
     // The output is read from the files: the run's own capture would only hold memory.
     let mut program = Program::new(req.command.as_str(), timeout, 0);
@@ -397,7 +398,15 @@ pub async fn status(
     if handle.ended().is_none() && !wait.is_zero() {
         handle.wait(wait).await;
     }
-    handle.report([req.stdout_offset, req.stderr_offset], max_bytes)
+    let offsets = [req.stdout_offset, req.stderr_offset];
+    // A look at the tail stays small; a read from an offset takes what it may.
+    let size = |offset: Option<u64>| {
+        max_bytes.unwrap_or(match offset {
+            Some(_) => settings.max_output_bytes.max(1),
+            None => DEFAULT_TAIL_BYTES.min(settings.max_output_bytes.max(1)),
+        })
+    };
+    handle.report(offsets, offsets.map(size))
 }
 
 fn check_wait(wait: Option<f64>) -> Result<Duration, DaemonError> {
@@ -410,13 +419,13 @@ fn check_wait(wait: Option<f64>) -> Result<Duration, DaemonError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<u64, DaemonError> {
+/// `max_bytes` within 1..=the output cap, when given.
+fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<Option<u64>, DaemonError> {
     match max {
-        None => Ok(cap.max(1)),
-        Some(n) if (1..=cap).contains(&n) => Ok(n),
-        Some(_) => Err(DaemonError::invalid_arguments(format!(
+        Some(n) if !(1..=cap).contains(&n) => Err(DaemonError::invalid_arguments(format!(
             "max_bytes must be between 1 and the daemon's output cap ({cap})"
         ))),
+        max => Ok(max),
     }
 }
 
@@ -443,8 +452,9 @@ mod tests {
                 ErrorCode::InvalidArguments
             );
         }
-        assert_eq!(check_max_bytes(Some(64), 64).unwrap(), 64);
-        assert_eq!(check_max_bytes(None, 64).unwrap(), 64);
+        assert_eq!(check_max_bytes(Some(64), 64).unwrap(), Some(64));
+        assert_eq!(check_max_bytes(Some(1), 64).unwrap(), Some(1));
+        assert_eq!(check_max_bytes(None, 64).unwrap(), None);
         for bad in [0, 65] {
             assert_eq!(
                 check_max_bytes(Some(bad), 64).unwrap_err().code,

@@ -20,7 +20,7 @@ pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {
     request::check_command(&req.command)?;
     request::check_cwd(req.cwd.as_deref())?;
     request::check_handoff(&req.handoff)?;
-    request::check_timeout(req.timeout)
+    request::check_limit(req.timeout, req.handoff.after.is_some())
 }
 
 /// The local root of a call: the caller's (checked), else the daemon's.

@@ -37,6 +37,20 @@ pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A runtime limit that is none in practice: `command_start` without `timeout`, and an
+/// `exec` with `handoff_after` but no `timeout` (its default would end the handle a minute
+/// after the call began, the very thing the hand-off is for).
+pub const NO_LIMIT: Duration = Duration::from_secs(365 * 86_400);
+
+/// The runtime limit of a command that may become a handle: none when absent and `handle`
+/// says it will be one, else as [`check_timeout`].
+pub fn check_limit(timeout: Option<f64>, handle: bool) -> Result<Duration, DaemonError> {
+    match (timeout, handle) {
+        (None, true) => Ok(NO_LIMIT),
+        (timeout, _) => check_timeout(timeout),
+    }
+}
+
 /// `handoff_after` within 1..=86400 seconds; a progress key of at most 256 bytes.
 pub fn check_handoff(handoff: &Handoff) -> Result<(), DaemonError> {
     if let Some(after) = handoff.after
@@ -88,6 +102,17 @@ mod tests {
                 ErrorCode::InvalidArguments
             );
         }
+    }
+
+    #[test]
+    fn a_command_that_may_become_a_handle_has_no_default_limit() {
+        assert_eq!(check_limit(None, true).unwrap(), NO_LIMIT);
+        assert_eq!(check_limit(None, false).unwrap(), Duration::from_secs(60));
+        assert_eq!(
+            check_limit(Some(2.0), true).unwrap(),
+            Duration::from_secs(2)
+        );
+        assert!(check_limit(Some(0.0), true).is_err());
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub async fn sudo_exec(
     super::request::check_command(&req.command)?;
     super::request::check_cwd(req.cwd.as_deref())?;
     super::request::check_handoff(&req.handoff)?;
-    let timeout = super::request::check_timeout(req.timeout)?;
+    let timeout = super::request::check_limit(req.timeout, req.handoff.after.is_some())?;
     let nonce = fresh_nonce()?;
     let gate = fresh_nonce()?;
     let mut program = Program::new(

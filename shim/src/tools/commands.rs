@@ -53,8 +53,9 @@ pub struct CommandStatusArgs {
     pub session_key: String,
     /// From command_start (`handle_id` or `id`) or a handed-off exec.
     pub handle_id: String,
-    /// Seconds to wait for the command to end before answering (0..300); default 0 (answer
-    /// at once). The answer comes as soon as it ends.
+    /// Seconds to wait for the command to end before answering (0..300; stay below your
+    /// client's call limit, e.g. 30); default 0 (answer at once). The answer comes as soon as
+    /// it ends.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
     /// Byte offset to read stdout from: the `next_offset` of the previous answer. Absent:
@@ -63,7 +64,7 @@ pub struct CommandStatusArgs {
     /// Byte offset to read stderr from, as for stdout.
     pub stderr_offset: Option<u64>,
     /// Bytes per stream to return (1..the daemon's output cap, 65536 by default); default
-    /// the cap.
+    /// the cap when reading from an offset, 4096 for a tail.
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
 }
@@ -103,16 +104,18 @@ pub struct CommandListArgs {
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
-    /// Start a /bin/sh command that may run for a long time and return at once with its
-    /// `handle_id` (also as `id`), remote `pid`, `status` and `started_at`. The command runs
-    /// as with `exec` (no TTY, empty stdin, its own process group) but is not tied to this
-    /// call: follow it with `command_status`, end it with `command_kill`. Its complete stdout
-    /// and stderr are kept on the local disk, so nothing is lost however much it prints.
-    /// Handles belong to this session and end with it: `disconnect` kills their commands.
-    /// Use it for builds, test suites, upgrades and servers you will watch; use `exec` (with
-    /// `handoff_after` if it might be slow) for commands whose answer you want now.
-    /// Errors: `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
-    /// `connection_lost`.
+    /// Start a /bin/sh command that will outlast a tool call and return at once with its
+    /// `handle_id` (also as `id`), remote `pid`, `status` and `started_at`. It runs as the
+    /// login user as `exec` does (no TTY, empty stdin, its own process group), but apart from
+    /// this call: follow it with `command_status`, stop it with `command_kill`. Its stdout
+    /// and stderr are kept whole in local files (up to the daemon's max-spool-bytes, 1 GiB by
+    /// default, per stream), deleted with the handle. Handles belong to this session and end
+    /// with it: `disconnect` kills their commands and deletes their output. Use it for a
+    /// build, a test suite or a dev server you stop before disconnecting; `exec` with
+    /// `handoff_after` for a command that is usually quick; `task_launch` for a process that
+    /// must survive a disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
+    /// `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
+    /// `invalid_arguments` (timeout out of range), `invalid_local_path` (the local files).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),
@@ -144,21 +147,22 @@ impl Shim {
         )
     }
 
-    /// Check a command handle and read its output: `status` (`running`, `completed`,
-    /// `timed_out`, `killed`, `lost`: the SSH connection died, exit unknown), `exit_code`,
-    /// `signal`, `ended_at`, and for each stream a piece of its complete output with
-    /// `offset`, `next_offset` and `total_bytes`. To read everything without gaps or repeats,
-    /// pass each stream's `next_offset` back as `stdout_offset` / `stderr_offset`; without an
-    /// offset you get the stream's tail. `wait_seconds` long-polls: the answer comes when the
-    /// command ends or the wait is over, so poll with waits of up to a minute rather than in a
-    /// tight loop. Works the same after the command ended. Errors: `command_not_found` (not a
-    /// handle of this session: `command_list` shows them), `invalid_arguments` (an offset past
-    /// `total_bytes`, `max_bytes` above the cap).
+    /// Check a command handle (from command_start or a handed-off exec) and read its
+    /// output: its status, exit code, and for each stream a piece of the complete output with
+    /// `offset`, `next_offset` and `total_bytes`. To read everything without gaps or
+    /// repeats, pass each stream's `next_offset` back as `stdout_offset` / `stderr_offset`;
+    /// without an offset you get the stream's last 4096 bytes (a cheap look at progress).
+    /// `wait_seconds` long-polls: the answer comes when the command ends or the wait is over,
+    /// so wait (staying below your client's call limit) rather than poll in a tight loop.
+    /// Works on ended handles, and on a session that answers `connection_lost`: read what you
+    /// need before `disconnect`, which deletes the handle and its output. Errors:
+    /// `command_not_found` (not a handle of this session: see command_list),
+    /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` above the cap).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
         annotations(title = "Check a long command", read_only_hint = true,
-                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     pub async fn command_status(
         &self,
@@ -195,22 +199,22 @@ impl Shim {
         )
     }
 
-    /// Terminate a running command by its handle ID (`handle_id`, also returned as `id`,
-    /// from command_start or a handed-off exec). It looks the handle up in this session's
-    /// command history, not by raw PID: a handle of another session, or of a session since
-    /// disconnected, is `command_not_found`. Before sending anything it checks on the host
-    /// whether the command's process group still runs; then it signals the whole group (the
-    /// command and everything it started). If `force` is true and the group has not exited
-    /// after `wait_seconds`, it sends SIGKILL (9). `result` is one of: `not_running` (already
-    /// confirmed not running before any signal was sent: nothing to do), `killed` (confirmed
+    /// Terminate a running command by its handle ID (`handle_id`, also returned as `id`, from
+    /// command_start or a handed-off exec/sudo_exec; for a task_launch PID use task_kill). It
+    /// looks the handle up in this session's command history, not by raw PID: a handle of
+    /// another session, or of one since disconnected, is `command_not_found`. Before sending
+    /// anything it checks on the host whether the command's process group still runs; then
+    /// it signals the whole group (as root for a sudo_exec handle). If `force` and the group
+    /// has not exited after `wait_seconds`, it sends SIGKILL. `result`: `not_running`
+    /// (confirmed not running before any signal: nothing sent), `killed` (confirmed
     /// terminated, by the signal or the SIGKILL fallback), `already_exited` (gone by the time
-    /// the signal landed), `failed_to_kill` (still running after the signal, and SIGKILL if
-    /// forced: not terminal, try again with `force`), `invalid_pid` (the tracked process id
-    /// is not a valid positive integer, e.g. the remote shell never reported it: nothing was
-    /// signalled), `error` (the attempt itself failed; the real state is unknown: check with
-    /// command_status). `force_kill_used` is true iff the SIGKILL fallback was attempted,
-    /// whether or not it succeeded. After `killed`, `already_exited` or `not_running`,
-    /// command_status reports status `killed` for this handle.
+    /// the signal landed), `failed_to_kill` (still running: not terminal; call again with
+    /// `force: true`), `invalid_pid` (no valid PID tracked yet, e.g. a slow login shell has
+    /// not reported it: nothing sent; retry once command_status shows a `pid`), `error` (the
+    /// attempt itself failed; the real state is unknown: check command_status).
+    /// `force_kill_used` is true iff the SIGKILL fallback was attempted, whether or not it
+    /// worked. After `killed`, `already_exited` or `not_running`, command_status reports
+    /// `killed` for this handle (an exit code it had stays shown).
     #[tool(
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),
@@ -244,10 +248,10 @@ impl Shim {
         )
     }
 
-    /// List this session's command handles, newest first (the last 100, and every one still
-    /// running): `handle_id`, a one-line `preview` of the command, `status`, `exit_code`,
-    /// `started_at`, `ended_at`. Use it to find a handle you lost track of; read output with
-    /// command_status.
+    /// List this session's command handles, newest first (every running one and the last 100
+    /// ended), each with a one-line preview of its command, status and exit code. Use it to
+    /// find a handle you lost track of; read output with command_status. Works on a session
+    /// that answers `connection_lost`. Tasks from task_launch are not listed.
     #[tool(
         input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandList>>(),

@@ -31,14 +31,15 @@ pub struct ExecArgs {
     pub command: String,
     /// Remote working directory for this call only; an error if it does not exist.
     pub cwd: Option<String>,
-    /// Seconds before the remote process group is terminated (0.1..86400); default 60.
+    /// Seconds before the remote process group is terminated (0.1..86400); default 60, or
+    /// no limit with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Also write the complete streams to files under the local root and return their paths.
     pub spool_output: Option<bool>,
-    /// Seconds (1..86400): if the command still runs then, answer at once with
-    /// `handed_off: true` and a `handle_id`; it keeps running (still under `timeout`) and
-    /// `command_status` continues its output from each stream's `next_offset`.
+    /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
+    /// still runs then, answer at once as a command handle (see the description). With it,
+    /// `timeout` defaults to no limit; a `timeout` at or below it means no hand-off.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
@@ -58,15 +59,20 @@ pub struct SudoExecArgs {
     /// Seconds before the remote process group is terminated (0.1..86400); default 60.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
-    /// Seconds (1..86400): if the command still runs then, answer at once with
-    /// `handed_off: true` and a `handle_id` (as for exec).
+    /// Seconds (1..86400): if the command still runs then, answer at once as a command
+    /// handle, as for exec (`timeout` then defaults to no limit).
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
 
-/// The call's deadline: the command's own timeout plus room for queuing and the kill.
-fn deadline(timeout: Option<f64>) -> tarpc::context::Context {
-    let secs = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+/// The call's deadline: the command's own timeout (or its hand-off, when sooner) plus room
+/// for queuing and the kill.
+fn deadline(timeout: Option<f64>, handoff_after: Option<f64>) -> tarpc::context::Context {
+    let secs = match (timeout, handoff_after) {
+        (Some(t), Some(h)) => t.min(h),
+        (None, Some(h)) => h,
+        (t, None) => t.unwrap_or(DEFAULT_TIMEOUT_SECS),
+    };
     let command = Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO);
     context_with_timeout(command + EXEC_DEADLINE_MARGIN)
 }
@@ -139,14 +145,15 @@ impl Shim {
     /// one session. `ok: true` means the command ran: read `exit_code`. A timeout, or
     /// cancelling the call, kills the command's whole process group (TERM, then KILL).
     /// It answers when /bin/sh exits; background jobs still holding its output are killed at
-    /// the timeout, so detach one to keep it (`nohup cmd >log 2>&1 &`). When a command might
-    /// be slow (builds, tests, upgrades), pass `handoff_after` (e.g. 30): if it still runs
-    /// then, the answer comes at once with `handed_off: true`, `handle_id`, `pid` and the
-    /// output so far with each stream's `next_offset`; nothing is restarted or lost, and
-    /// `command_status` continues from those offsets. Many clients give up on a call after
-    /// about a minute, and the result is lost with it. Errors: `remote_path_not_found` (cwd), `connection_lost` (disconnect, then connect),
-    /// `invalid_session_key` / `session_not_found` (use the pair `connect` returned),
-    /// `session_not_ready` (still authenticating: retry shortly).
+    /// the timeout (use `task_launch` for a process that must keep running). Many clients give
+    /// up on a call after about a minute and the result is lost with it, so when a command
+    /// might be slow (builds, tests, upgrades) pass `handoff_after` (e.g. 30): if it still
+    /// runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid` and the
+    /// output so far with each stream's `next_offset`; nothing is restarted or lost, the
+    /// command runs on (no time limit unless `timeout` is given), and `command_status`
+    /// continues from those offsets. Errors: `remote_path_not_found` (cwd),
+    /// `invalid_local_path` (the local files for `spool_output` or a hand-off),
+    /// `invalid_arguments` (a value out of range).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),
@@ -163,7 +170,7 @@ impl Shim {
         exec_answer(
             async {
                 let a: ExecArgs = args::decode(raw)?;
-                let ctx = deadline(a.timeout);
+                let ctx = deadline(a.timeout, a.handoff_after);
                 let auth = SessionAuth {
                     session_id: a.session_id,
                     session_key: a.session_key,
@@ -218,7 +225,7 @@ impl Shim {
         exec_answer(
             async {
                 let a: SudoExecArgs = args::decode(raw)?;
-                let ctx = deadline(a.timeout);
+                let ctx = deadline(a.timeout, a.handoff_after);
                 let auth = SessionAuth {
                     session_id: a.session_id,
                     session_key: a.session_key,

@@ -43,7 +43,7 @@ pub struct TaskStatusArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// The task's PID, from task_launch.
+    /// The task's PID, from task_launch (above 1).
     pub pid: i64,
     /// Bytes of each log's end to return (1..the daemon's output cap); default 4096.
     #[schemars(range(min = 1))]
@@ -81,15 +81,16 @@ fn auth(session_id: String, session_key: String) -> SessionAuth {
 #[tool_router(router = tasks_router, vis = "pub(crate)")]
 impl Shim {
     /// Launch a detached background process on the host that survives disconnects,
-    /// reconnects and daemon restarts (a server, a watcher, a job that runs for hours). It
-    /// runs `/bin/sh` on the command in its own session and process group, stdin from
-    /// /dev/null, stdout and stderr appended to log files private to the remote user
-    /// (`~/.sshmcp/tasks/PID.out` and `.err`). Returns its `pid`, the two log paths and
-    /// `started_at`; it records its exit status when it ends. Address it later by `pid`
-    /// with `task_status` and `task_kill`, from any session to this host. Use `command_start`
-    /// instead for work you will follow through this session (complete output kept locally,
-    /// killed on disconnect). Errors: `remote_path_not_found` (cwd), `internal_error` (no
-    /// writable ~/.sshmcp/tasks, or no setsid on the host).
+    /// reconnects and daemon restarts: a server you leave running, a watcher, a job that runs
+    /// for hours. It runs `/bin/sh` on the command as the login user, in its own session and
+    /// process group, stdin from /dev/null, with no time limit; stdout and stderr go to log
+    /// files private to the remote user (`<home>/.sshmcp/tasks/PID.out` and `.err`, absolute
+    /// paths returned; never removed by sshmcp). It records its exit status when it ends.
+    /// Keep the `pid`: nothing lists tasks, and task_status and task_kill take it, from any
+    /// session to this host as this user. Use `command_start` instead for work you follow
+    /// and stop within this session (output kept locally, killed on disconnect). Errors:
+    /// `remote_path_not_found` (cwd), `invalid_command`, `internal_error` (no writable
+    /// ~/.sshmcp/tasks, or no setsid on the host).
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskLaunched>>(),
@@ -117,11 +118,11 @@ impl Shim {
         )
     }
 
-    /// Check a task from task_launch by its `pid`: `state` is `running`, `exited` (with
-    /// `exit_code` when it recorded one: 128 + n after signal n; null after SIGKILL) or
-    /// `not_found` (no task sshmcp launched had this PID for this user). Also the log paths,
-    /// each log's `size` and its last `tail_bytes` (read more with read_file_range on the log
-    /// path). A PID since reused by another process shows `exited`, never that process.
+    /// Check a task from task_launch by its `pid` (for a command handle use command_status):
+    /// whether it runs, its recorded exit status, its log paths, and each log's size and last
+    /// `tail_bytes` (read more with read_file_range on the log path). A PID since reused by
+    /// another process shows `exited`, never that process. Errors: `invalid_arguments`
+    /// (`tail_bytes` out of range).
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -149,14 +150,14 @@ impl Shim {
         )
     }
 
-    /// Terminate a task from task_launch by its `pid` (for a command handle use command_kill).
-    /// It first checks on the host that the PID is still the task sshmcp launched (its start
-    /// time matches): a PID now used by another process, or one that never was a task, is
-    /// `not_running` and is never signalled. Then it works like command_kill: the signal to
-    /// the task's whole process group, SIGKILL after `wait_seconds` when `force`, and
-    /// `result` one of `not_running`, `killed`, `already_exited`, `failed_to_kill` (still
-    /// running: try `force`), `invalid_pid` (not a PID above 1: nothing sent), `error` (the
-    /// attempt failed; state unknown). `force_kill_used` is true iff SIGKILL was attempted.
+    /// Terminate a task from task_launch by its `pid` (for a command handle use
+    /// command_kill). It first checks on the host that the PID is still the task sshmcp
+    /// launched (its start time matches): any other PID, one since reused by another process
+    /// or a command handle's included, answers `not_running` and is never signalled (which
+    /// says nothing about whether such a process runs). Then it works as command_kill does:
+    /// the signal to the task's whole process group, SIGKILL after `wait_seconds` when
+    /// `force`, the same `result` values and `force_kill_used`; `invalid_pid` for a PID of 1
+    /// or below. Errors: `invalid_arguments` (a value out of range).
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

@@ -160,6 +160,7 @@ impl Daemon for DaemonService {
         req: CommandStatusRequest,
     ) -> Result<CommandReport, DaemonError> {
         let session = self.registry.authorize_local(&req.auth)?;
+        session.touch();
         commands::status(&session, &self.registry.settings, req).await
     }
 
@@ -177,6 +178,7 @@ impl Daemon for DaemonService {
 
     async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
         let session = self.registry.authorize_local(&auth)?;
+        session.touch();
         Ok(session.commands.list())
     }
 

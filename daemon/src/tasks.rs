@@ -20,6 +20,7 @@ use crate::commands::kill::{KillOrder, signal_group};
 use crate::exec::request;
 use crate::inspect::{remote_text, stream_bytes};
 use crate::remote::capture::utf8_tail_boundary;
+use crate::remote::kill::GROUP_ALIVE;
 use crate::remote::{self, Program};
 use crate::session::Session;
 
@@ -65,6 +66,7 @@ started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
 trap : HUP INT TERM
 /bin/sh "$d/$$.cmd"
 echo $? > "$d/$$.exit"
+rm -f "$d/$$.cmd"
 ' sshmcp-task "$d" "$t" </dev/null >/dev/null 2>&1 &
 p=$!
 i=0
@@ -74,10 +76,16 @@ printf 'ok %s %s\n' "$p" "$d"
 "#;
 
 /// Whether PID `$p` is the task sshmcp launched: its start file matches the live process.
+/// With its leader gone, processes left in its group are still the task's: Linux hands out no
+/// PID that a live group still uses as its number, so the group cannot be another's.
 const IS_TASK: &str = r#"is_task() {
   [ -f "$d/$p.start" ] || return 1
   read -r m < "$d/$p.start" || return 1
-  [ -n "$m" ] && [ "$(started $p)" = "$m" ]
+  [ -n "$m" ] || return 1
+  l=$(started $p)
+  if [ -n "$l" ]; then [ "$l" = "$m" ]; return; fi
+  g=$p
+  alive
 }
 "#;
 
@@ -87,7 +95,7 @@ const STATUS: &str = r#"exec 3>&2 2>/dev/null
 [ -f "$d/$p.start" ] || { echo not_found; exit 0; }
 if is_task; then s=running; else s=exited; fi
 e=-
-[ $s = exited ] && [ -f "$d/$p.exit" ] && read -r e < "$d/$p.exit"
+[ -f "$d/$p.exit" ] && read -r e < "$d/$p.exit"
 o=$(wc -c < "$d/$p.out" 2>/dev/null) || o=0
 r=$(wc -c < "$d/$p.err" 2>/dev/null) || r=0
 printf '%s %s %s %s %s\n' $s "${e:--}" $o $r "$d"
@@ -108,6 +116,9 @@ pub async fn launch(
     program.cwd = req.cwd;
     program.stdin = Some(req.command.into_bytes());
     let result = remote::run(&session.host, program).await?;
+    if result.timed_out {
+        return Err(no_answer());
+    }
     let said = String::from_utf8_lossy(&stream_bytes(&result.stdout)?).into_owned();
     let words: Vec<&str> = said.trim_end().splitn(3, ' ').collect();
     match words.as_slice() {
@@ -142,7 +153,17 @@ fn launch_script() -> String {
 
 /// What the status and kill programs start with for PID `pid`.
 fn about(pid: u32) -> String {
-    format!("{DIR}{STARTED}p={pid}\n{IS_TASK}")
+    format!("{DIR}{STARTED}{GROUP_ALIVE}\np={pid}\n{IS_TASK}")
+}
+
+/// The answer of a task program that ran out of time (its session's channels all busy, a
+/// host that does not answer).
+fn no_answer() -> DaemonError {
+    DaemonError::internal(format!(
+        "the host did not answer within {} s (are all of the session's channels taken by \
+         running commands?)",
+        TIMEOUT.as_secs()
+    ))
 }
 
 /// A PID a task can have: above 1 (0 and negative values address groups, 1 is init).
@@ -179,6 +200,9 @@ pub async fn status(
     // Room for the status line beside the tail.
     let program = Program::new(script, TIMEOUT, tail + 4096);
     let result = remote::run(&session.host, program).await?;
+    if result.timed_out {
+        return Err(no_answer());
+    }
     let out = stream_bytes(&result.stdout)?;
     let err = stream_bytes(&result.stderr)?;
     let (line, out_tail) = match out.iter().position(|b| *b == b'\n') {

@@ -102,8 +102,11 @@ pub struct StreamChunk {
     pub offset: u64,
     /// Pass this back as the stream's offset to read on without a gap or a repeat.
     pub next_offset: u64,
-    /// Bytes the command wrote to this stream so far.
+    /// Bytes of this stream kept so far.
     pub total_bytes: u64,
+    /// True when the stream outgrew the daemon's max-spool-bytes (or the local disk filled):
+    /// only its first `total_bytes` were kept.
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

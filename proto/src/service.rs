@@ -399,6 +399,7 @@ mod tests {
             offset: 1,
             next_offset: 2,
             total_bytes: 5,
+            truncated: true,
         };
         for status in [
             CommandState::Running,

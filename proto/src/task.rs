@@ -65,8 +65,9 @@ pub struct TaskReport {
     /// The PID asked about.
     pub pid: i64,
     pub state: TaskState,
-    /// The task's exit status, once it recorded it (a task ended by a signal records
-    /// 128 + the signal's number; one ended by SIGKILL records nothing: null).
+    /// The exit status of the task's shell, once it recorded it (128 + n after signal n;
+    /// nothing after SIGKILL: null). A shell that exited leaving children in its group
+    /// shows its status while `state` is still `running`.
     pub exit_code: Option<i32>,
     /// Remote path of the stdout log; null when `state` is `not_found`.
     pub stdout_log: Option<String>,

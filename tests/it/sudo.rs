@@ -87,6 +87,9 @@ async fn a_user_with_rules_for_other_commands_only_is_not_allowed() {
     let (_env, mcp, s) = as_user(&user).await;
     let r = sudo(&mcp, &s, "id -u", json!({})).await;
     assert_eq!(code(&r), "sudo_not_allowed", "{r}");
+    // With a hand-off asked for, the refusal is still the call's answer, not a handle.
+    let r = sudo(&mcp, &s, "id -u", json!({"handoff_after": 1})).await;
+    assert_eq!(code(&r), "sudo_not_allowed", "{r}");
     mcp.close().await;
 }
 

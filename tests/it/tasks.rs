@@ -156,3 +156,44 @@ async fn a_reused_pid_is_never_signalled() {
     assert_eq!(r["exit_code"], 4, "{r}");
     mcp.close().await;
 }
+
+/// A task whose shell left a child behind and exited is still running as its group: the
+/// child keeps the group's number from being anyone else's, so the status says so and the
+/// kill reaches it.
+#[tokio::test]
+async fn a_task_whose_leader_left_children_is_still_its_group() {
+    let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let launched = task(
+        &mcp,
+        &s,
+        "task_launch",
+        json!({"command": format!("sleep {secs} & echo spawned")}),
+    )
+    .await;
+    let pid = launched["pid"].as_u64().unwrap();
+    // The wrapper records its shell's status as it exits; the child runs on.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
+        if st["exit_code"] != json!(null) || std::time::Instant::now() > give_up {
+            break st;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        (&status["state"], &status["exit_code"]),
+        (&json!("running"), &json!(0)),
+        "{status}"
+    );
+    let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    let probe = format!("pgrep -f 'sleep {secs}' || echo none");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "none\n"
+    );
+    let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
+    assert_eq!(st["state"], "exited", "{st}");
+    mcp.close().await;
+}

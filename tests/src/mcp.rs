@@ -184,6 +184,16 @@ impl McpClient {
             .collect()
     }
 
+    /// How many progress notifications arrived so far, for any token.
+    pub fn all_progress(&self) -> usize {
+        self.notifications
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .count()
+    }
+
     pub async fn cancel(&self, request_id: u64) {
         self.notify(
             "notifications/cancelled",

@@ -13,6 +13,8 @@ use crate::remote::kill::{GROUP_ALIVE, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
 use crate::session::Session;
 
+/// How long a run stopped before it started may take to end (its stop answers within 2 s).
+const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long the group may take to go after the SIGKILL fallback.
 const AFTER_SIGKILL_SECS: u32 = 2;
 /// Checks of the group per second while waiting for it to go.
@@ -129,10 +131,21 @@ pub async fn kill(
     let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
     let handle = session.commands.find(&req.handle_id)?;
     let pid = handle.pid();
-    let (result, force_kill_used) = match pid {
-        // The shell never reported a usable group: nothing can be addressed.
-        None => (KillResult::InvalidPid, false),
-        Some(pgid) => signal_group(&session.host, order.script(pgid), order, handle.as_root).await,
+    let seen = handle.observer.seen();
+    let (result, force_kill_used) = match (pid, handle.ended()) {
+        // The program ended and took its whole group with it: the group's number may belong
+        // to another group by now, so nothing is sent.
+        (_, Some(_)) if seen.group_left == Some(false) => (KillResult::NotRunning, false),
+        (Some(pgid), _) => {
+            signal_group(&session.host, order.script(pgid), order, handle.as_root).await
+        }
+        // Not started yet (queued, a slow login shell): the run itself is stopped.
+        (None, None) => match handle.stop(STOP_WAIT).await {
+            true => (KillResult::Killed, false),
+            false => (KillResult::Error, false),
+        },
+        // Ended without ever reporting a usable group: nothing can be addressed.
+        (None, Some(_)) => (KillResult::InvalidPid, false),
     };
     if matches!(
         result,

@@ -21,6 +21,7 @@ use sshmcp_proto::exec::ExecResult;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::exec::request;
@@ -29,9 +30,9 @@ use crate::remote::{self, Outcome, Program, RunError};
 use crate::session::Session;
 use output::OutputFiles;
 
-/// How long `command_start` waits for the remote shell to report the command's process group
-/// before it answers without it (all channels busy, a slow login shell).
-const START_WAIT: Duration = Duration::from_secs(10);
+/// The longest `command_start` waits for its command to start before it answers with the
+/// handle anyway (a login shell that hangs).
+const START_WAIT: Duration = Duration::from_secs(40);
 
 /// One session's command handles, and the runs followed by a caller's progress key.
 #[derive(Default)]
@@ -162,6 +163,9 @@ pub struct Handle {
     pub as_root: bool,
     /// Set when `command_kill` found the command gone: from then on its status is `killed`.
     kill_confirmed: AtomicBool,
+    /// Stops the run, whatever instant it is at (see `remote::job`): the kill of a command
+    /// that has no process group yet.
+    stop: CancellationToken,
 }
 
 /// A handle in the making: its files and observer, attached to a program before it starts.
@@ -193,6 +197,10 @@ impl Prepared {
         })
     }
 
+    pub fn observer(&self) -> &Arc<Observer> {
+        &self.observer
+    }
+
     /// The files the output went to, kept after this is dropped (`spool_output`).
     pub fn keep_files(self) {
         self.files.keep();
@@ -203,7 +211,7 @@ impl Prepared {
         self,
         session: &Session,
         command: &str,
-        outcome: Outcome,
+        (outcome, stop): (Outcome, CancellationToken),
         as_root: bool,
     ) -> Result<Arc<Handle>, DaemonError> {
         let id = crate::session::key::nonce("cmd-")
@@ -217,6 +225,7 @@ impl Prepared {
             end: watch::channel(None).0,
             as_root,
             kill_confirmed: AtomicBool::new(false),
+            stop,
         });
         session.commands.add(handle.clone());
         let follower = handle.clone();
@@ -261,6 +270,14 @@ impl Handle {
         self.kill_confirmed.store(true, Ordering::SeqCst);
     }
 
+    /// Stops a run whose group is not known yet (nothing of it runs, or the run kills the
+    /// group as soon as the shell reports it); says whether it ended within `wait`.
+    pub async fn stop(&self, wait: Duration) -> bool {
+        self.stop.cancel();
+        self.wait(wait).await;
+        self.ended().is_some()
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.observer.pid()
     }
@@ -271,18 +288,14 @@ impl Handle {
         let _ = tokio::time::timeout(wait, end.wait_for(Option::is_some)).await;
     }
 
-    /// Waits until the remote shell reported the process group, or the command ended, or
-    /// `wait` passed.
-    async fn wait_started(&self, wait: Duration) {
+    /// Waits until the command started, or ended (it may end before it could start).
+    async fn wait_started(&self) {
         let mut seen = self.observer.subscribe();
         let mut end = self.end.subscribe();
-        let _ = tokio::time::timeout(wait, async {
-            tokio::select! {
-                _ = seen.wait_for(|s| s.pid.is_some()) => {}
-                _ = end.wait_for(Option::is_some) => {}
-            }
-        })
-        .await;
+        tokio::select! {
+            _ = seen.wait_for(|s| s.started) => {}
+            _ = end.wait_for(Option::is_some) => {}
+        }
     }
 
     fn summary(&self) -> CommandSummary {
@@ -308,8 +321,11 @@ impl Handle {
         let ended = self.ended();
         let seen = self.observer.seen();
         let chunk = |stream: usize| {
-            self.files
-                .chunk(stream, offsets[stream], sizes[stream], seen.bytes[stream])
+            let mut chunk =
+                self.files
+                    .chunk(stream, offsets[stream], sizes[stream], seen.bytes[stream])?;
+            chunk.truncated = seen.dropped[stream];
+            Ok::<_, DaemonError>(chunk)
         };
         Ok(CommandReport {
             handle_id: self.id.clone(),
@@ -331,7 +347,8 @@ impl Handle {
         stream: usize,
         max_bytes: u64,
     ) -> Result<sshmcp_proto::exec::StreamOutput, DaemonError> {
-        let total = self.observer.seen().bytes[stream];
+        let seen = self.observer.seen();
+        let total = seen.bytes[stream];
         let chunk = self.files.chunk(stream, Some(0), max_bytes, total)?;
         let truncated = chunk.next_offset < total;
         Ok(sshmcp_proto::exec::StreamOutput {
@@ -343,7 +360,7 @@ impl Handle {
                 end: total,
             }),
             spool_path: None,
-            spool_truncated: false,
+            spool_truncated: seen.dropped[stream],
             next_offset: Some(chunk.next_offset),
             data: chunk.data,
             encoding: chunk.encoding,
@@ -365,16 +382,25 @@ pub async fn start(
     // The output is read from the files: the run's own capture would only hold memory.
     let mut program = Program::new(req.command.as_str(), timeout, 0);
     program.cwd = req.cwd;
+    program.queue_timeout = Some(request::HANDLE_QUEUE_LIMIT);
     let prepared = Prepared::attach(&mut program, &root, session, settings)?;
     let running = remote::start(&session.host, program);
     let handle = prepared.into_handle(session, &req.command, running.detach(), false)?;
-    handle.wait_started(START_WAIT).await;
-    if handle.pid().is_none()
-        && let Some(Ended { error: Some(e), .. }) = handle.ended()
+    // The run waits at most `HANDLE_QUEUE_LIMIT` for a channel; a login shell that hangs
+    // after that gets `START_WAIT` in all, and the handle is answered still waiting.
+    let _ = tokio::time::timeout(START_WAIT, handle.wait_started()).await;
+    if !handle.observer.seen().started
+        && let Some(ended) = handle.ended()
     {
-        // It never ran (a missing cwd, a lost master): the call failed, no handle stays.
+        // It never ran (a missing cwd, no channel in time, a lost master): the call failed,
+        // and no handle stays.
         session.commands.remove(&handle.id);
-        return Err(e);
+        return Err(ended.error.unwrap_or_else(|| {
+            DaemonError::internal(format!(
+                "the command did not start within {} s: every channel of the session is busy",
+                request::HANDLE_QUEUE_LIMIT.as_secs()
+            ))
+        }));
     }
     Ok(CommandStarted {
         handle_id: handle.id.clone(),

@@ -80,12 +80,11 @@ impl OutputFiles {
         })?;
         let mut first = start;
         // A character still being written (or cut by `max`) waits for the next read.
-        if offset.is_some() {
-            let keep = utf8_head_boundary(&bytes);
-            if keep > 0 {
-                bytes.truncate(keep);
-            }
-        } else if offset.is_none() && start > 0 {
+        let keep = utf8_head_boundary(&bytes);
+        if keep > 0 {
+            bytes.truncate(keep);
+        }
+        if offset.is_none() && start > 0 {
             let skip = utf8_tail_boundary(&bytes);
             if skip < bytes.len() {
                 bytes.drain(..skip);
@@ -100,6 +99,7 @@ impl OutputFiles {
             offset: first,
             next_offset,
             total_bytes: total,
+            truncated: false,
         })
     }
 }

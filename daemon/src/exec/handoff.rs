@@ -47,10 +47,20 @@ pub async fn run(
     };
     let root = super::local_root(given_root, settings).map_err(local_files)?;
     let prepared = Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
+    program.queue_timeout = Some(super::request::HANDLE_QUEUE_LIMIT);
     let (command, as_root) = (program.script.clone(), program.kill_as_root);
+    let mut seen = prepared.observer().subscribe();
     let started = Instant::now();
     let mut running = remote::start(&session.host, program);
+    // Only a command that started is handed off: one still queued for a channel, or whose
+    // login shell is slow, is not running yet, and a failure to start (a missing cwd, sudo's
+    // refusal) is this call's error. A result that is there wins over the timer.
+    let handoff_due = async {
+        tokio::time::sleep(std::time::Duration::from_secs_f64(after)).await;
+        let _ = seen.wait_for(|s| s.started).await;
+    };
     tokio::select! {
+        biased;
         result = running.result() => {
             let mut result = result?;
             match spool_output {
@@ -64,7 +74,7 @@ pub async fn run(
             }
             Ok(result)
         }
-        _ = tokio::time::sleep(std::time::Duration::from_secs_f64(after)) => {
+        _ = handoff_due => {
             let handle = prepared
                 .into_handle(session, &command, running.detach(), as_root)
                 .map_err(|e| RunError::Failed(e.message))?;

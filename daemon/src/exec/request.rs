@@ -42,6 +42,10 @@ pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
 /// after the call began, the very thing the hand-off is for).
 pub const NO_LIMIT: Duration = Duration::from_secs(365 * 86_400);
 
+/// The longest a command that may become a handle waits for a channel: its runtime may be
+/// unlimited, its start is not (a call waiting for it would outlast its client).
+pub const HANDLE_QUEUE_LIMIT: Duration = Duration::from_secs(30);
+
 /// The runtime limit of a command that may become a handle: none when absent and `handle`
 /// says it will be one, else as [`check_timeout`].
 pub fn check_limit(timeout: Option<f64>, handle: bool) -> Result<Duration, DaemonError> {

@@ -208,11 +208,12 @@ fn keep(
         None => own.into(),
     };
     capture.push(&own);
-    if let Some(spool) = spool.as_mut() {
-        spool.write(&own)?;
-    }
+    let kept = match spool.as_mut() {
+        Some(spool) => spool.write(&own)?,
+        None => own.len(),
+    };
     if let Some((observer, stream)) = observer {
-        observer.push(*stream, &own);
+        observer.push(*stream, &own[..kept], kept < own.len());
     }
     Ok(())
 }
@@ -340,6 +341,9 @@ async fn run(
 ) -> Option<Result<ExecResult, RunError>> {
     let started = Instant::now();
     let deadline = started + program.timeout;
+    let queue_deadline = program
+        .queue_timeout
+        .map_or(deadline, |queue| deadline.min(started + queue));
     // A kill must run while its session closes: that is when kills are needed most.
     let closing = match program.control {
         true => CancellationToken::new(),
@@ -352,7 +356,7 @@ async fn run(
     let mut waiting_ok = true;
     loop {
         let opened = tokio::select! {
-            r = open(host, &program, deadline, waiting_ok) => r,
+            r = open(host, &program, queue_deadline, waiting_ok) => r,
             // Nothing was sent yet: nothing runs.
             _ = stop.cancelled() => return Some(Err(RunError::Cancelled)),
             _ = closing.cancelled() => return Some(Err(RunError::Cancelled)),
@@ -535,11 +539,8 @@ impl Run<'_> {
         let mut spool_failure: Option<RunError> = None;
         let far = started + NEVER;
         loop {
-            if let Some(observer) = program.observer.as_ref()
-                && observer.pid().is_none()
-                && let Some(group) = Markers::read(&out.scan, &err.scan).group
-            {
-                observer.set_pid(group);
+            if let Some(observer) = program.observer.as_ref() {
+                follow(observer, &out, &err);
             }
             let streams_done = out.eof && err.eof;
             let end = ended(&out, &err);
@@ -655,7 +656,13 @@ impl Run<'_> {
                 killed = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
                     if killing => {
                     if let Some(stop) = stopping.as_mut() {
-                        stop.killed = Some(killed.unwrap_or(Killed::Unconfirmed));
+                        let killed = killed.unwrap_or(Killed::Unconfirmed);
+                        if let Some(observer) = program.observer.as_ref()
+                            && killed != Killed::Unconfirmed
+                        {
+                            observer.set_group_left(false);
+                        }
+                        stop.killed = Some(killed);
                         stop.give_up_at = Instant::now() + DRAIN_AFTER_KILL;
                     }
                 },
@@ -684,6 +691,30 @@ impl Run<'_> {
             Standby::put_back(host, Warm::returned(permit, session, opened_at));
         }
         Attempt::Over(outcome)
+    }
+}
+
+/// Tells the run's followers what the markers say so far: the group, the start, and at the
+/// end whether the group outlived the program.
+fn follow(observer: &Observer, out: &Stream, err: &Stream) {
+    if observer.settled() {
+        return;
+    }
+    let seen = observer.seen();
+    let markers = Markers::read(&out.scan, &err.scan);
+    if seen.pid.is_none()
+        && let Some(group) = markers.group
+    {
+        observer.set_pid(group);
+    }
+    let gate_open = err.gate.as_ref().is_none_or(|g| g.marker().is_some());
+    if !seen.started && markers.started && gate_open {
+        observer.set_started();
+    }
+    if seen.group_left.is_none()
+        && let Some(end) = ended(out, err)
+    {
+        observer.set_group_left(end.after == After::Left);
     }
 }
 

@@ -20,10 +20,16 @@ const KILL_RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// A shell function `alive` saying whether process group `$g` still has a live process. A
 /// group counts as gone when only zombies are left in it (where /proc exists): in containers
 /// whose init does not reap, a killed process lingers as a zombie and `kill -0` still finds
-/// it. (dash's `kill` takes no `--`, so the negative pid follows the signal.)
+/// it. A live leader answers at once; only a group whose leader is gone or a zombie costs a
+/// scan of /proc, which on a busy host takes a good part of a second. (dash's `kill` takes no
+/// `--`, so the negative pid follows the signal.)
 pub const GROUP_ALIVE: &str = r#"alive() {
   kill -0 -$g 2>/dev/null || return 1
   [ -r /proc/self/stat ] || return 0
+  if read -r s 2>/dev/null < /proc/$g/stat; then
+    set -- ${s##*)}
+    [ "$1" != Z ] && [ "$3" = $g ] && return 0
+  fi
   for f in /proc/[0-9]*/stat; do
     read -r s 2>/dev/null < $f || continue
     set -- ${s##*)}

@@ -82,6 +82,9 @@ pub struct Program {
     pub cwd: Option<String>,
     /// From the call's start: queuing for a channel counts.
     pub timeout: Duration,
+    /// The longest wait for a channel, when shorter than `timeout`: a command that may run
+    /// for days does not wait that long to start.
+    pub queue_timeout: Option<Duration>,
     /// Bytes kept of each stream (head and tail halves).
     pub max_output_bytes: u64,
     /// Complete copies of both streams, when asked for.
@@ -108,6 +111,7 @@ impl Program {
             stdin: None,
             cwd: None,
             timeout,
+            queue_timeout: None,
             max_output_bytes,
             spool: None,
             control: false,
@@ -172,12 +176,15 @@ impl Running {
         result
     }
 
-    /// Lets the run go on without an owner: only its timeout or the session closing stop it.
-    pub fn detach(mut self) -> Outcome {
-        if let Some(stop) = self.stop.take() {
-            stop.disarm();
-        }
-        self.result
+    /// Lets the run go on without an owner: only its timeout, the session closing or the
+    /// returned token stop it.
+    pub fn detach(mut self) -> (Outcome, CancellationToken) {
+        let stop = self
+            .stop
+            .take()
+            .map(|guard| guard.disarm())
+            .unwrap_or_default();
+        (self.result, stop)
     }
 }
 

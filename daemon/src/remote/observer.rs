@@ -21,8 +21,16 @@ pub struct Observer {
 pub struct Seen {
     /// The program's process group, once its shell reported it.
     pub pid: Option<u32>,
-    /// Bytes of each stream so far (`STDOUT`, `STDERR`).
+    /// The program itself started: its working directory was entered (and, under sudo, root's
+    /// shell began). Before that a failure is the call's, not the command's.
+    pub started: bool,
+    /// Once the program ended: whether processes of its group outlived it.
+    pub group_left: Option<bool>,
+    /// Bytes of each stream so far (`STDOUT`, `STDERR`): what reached the run's spool when it
+    /// has one.
     pub bytes: [u64; 2],
+    /// Whether bytes of each stream were dropped at the spool's cap.
+    pub dropped: [bool; 2],
     lines: [LineTail; 2],
     /// The stream that printed last.
     latest: usize,
@@ -98,6 +106,12 @@ impl Observer {
         self.seen.borrow().pid
     }
 
+    /// Whether the group, the start and the group's fate at the end are all known.
+    pub(super) fn settled(&self) -> bool {
+        let seen = self.seen.borrow();
+        seen.pid.is_some() && seen.started && seen.group_left.is_some()
+    }
+
     /// Wakes on every change.
     pub fn subscribe(&self) -> watch::Receiver<Seen> {
         self.seen.subscribe()
@@ -107,16 +121,28 @@ impl Observer {
         self.seen.send_modify(|s| s.pid = Some(pid));
     }
 
+    pub(super) fn set_started(&self) {
+        self.seen.send_modify(|s| s.started = true);
+    }
+
+    pub(super) fn set_group_left(&self, left: bool) {
+        self.seen.send_modify(|s| s.group_left = Some(left));
+    }
+
     /// Counts `bytes` of `stream` (after they reached the run's spool, so a follower that
-    /// reads the spool up to this count finds them there).
-    pub(super) fn push(&self, stream: usize, bytes: &[u8]) {
-        if bytes.is_empty() {
+    /// reads the spool up to this count finds them there); `dropped` says bytes after them
+    /// were not kept.
+    pub(super) fn push(&self, stream: usize, bytes: &[u8], dropped: bool) {
+        if bytes.is_empty() && !dropped {
             return;
         }
         self.seen.send_modify(|s| {
             s.bytes[stream] += bytes.len() as u64;
-            s.lines[stream].push(bytes);
-            s.latest = stream;
+            s.dropped[stream] |= dropped;
+            if !bytes.is_empty() {
+                s.lines[stream].push(bytes);
+                s.latest = stream;
+            }
         });
     }
 }
@@ -134,7 +160,7 @@ mod tests {
     fn last_after(chunks: &[&[u8]]) -> String {
         let o = Observer::new();
         for c in chunks {
-            o.push(STDOUT, c);
+            o.push(STDOUT, c, false);
         }
         o.seen().last_line()
     }
@@ -159,8 +185,8 @@ mod tests {
     #[test]
     fn bytes_count_per_stream_and_the_latest_stream_speaks() {
         let o = Observer::new();
-        o.push(STDOUT, b"out\n");
-        o.push(STDERR, b"err line\n");
+        o.push(STDOUT, b"out\n", false);
+        o.push(STDERR, b"err line\n", false);
         let seen = o.seen();
         assert_eq!((seen.bytes, seen.total()), ([4, 9], 13));
         assert_eq!(seen.last_line(), "err line");

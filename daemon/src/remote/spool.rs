@@ -24,6 +24,9 @@ pub struct Spool {
     truncated: bool,
     /// Set by `finish`: the file is an answer's now.
     kept: bool,
+    /// Set by `retained`: a failed write (a full disk) ends the copy, not the command, whose
+    /// handle reports its output incomplete.
+    best_effort: bool,
 }
 
 impl Drop for Spool {
@@ -43,23 +46,35 @@ pub struct Spooled {
 }
 
 impl Spool {
-    /// Writes what fits under the cap; drops (and records) the rest.
-    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Writes what fits under the cap; drops (and records) the rest. Says how many bytes it
+    /// kept.
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         let fits = bytes
             .len()
             .min(usize::try_from(self.room).unwrap_or(usize::MAX));
         self.truncated |= fits < bytes.len();
         self.room -= fits as u64;
-        self.out.write_all(&bytes[..fits])
+        match self.out.write_all(&bytes[..fits]) {
+            Ok(()) => Ok(fits),
+            Err(e) if self.best_effort => {
+                tracing::warn!(path = %self.path.display(), "output file write failed, the rest is dropped: {e}");
+                self.room = 0;
+                self.truncated = true;
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The file stays whatever becomes of the run: its owner removes it.
+    /// The file stays whatever becomes of the run (its owner removes it), and a failed write
+    /// only ends the copy.
     pub fn retained(mut self) -> Self {
         self.kept = true;
+        self.best_effort = true;
         self
     }
 
@@ -97,6 +112,7 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
             room: cap,
             truncated: false,
             kept: false,
+            best_effort: false,
         })
     };
     Ok((open("stdout")?, open("stderr")?))

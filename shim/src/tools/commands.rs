@@ -104,8 +104,8 @@ pub struct CommandListArgs {
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
-    /// Start a /bin/sh command that will outlast a tool call and return at once with its
-    /// `handle_id` (also as `id`), remote `pid`, `status` and `started_at`. It runs as the
+    /// Start a /bin/sh command that will outlast a tool call and return as soon as it started
+    /// with its `handle_id` (also as `id`), remote `pid`, `status` and `started_at`. It runs as the
     /// login user as `exec` does (no TTY, empty stdin, its own process group), but apart from
     /// this call: follow it with `command_status`, stop it with `command_kill`. Its stdout
     /// and stderr are kept whole in local files (up to the daemon's max-spool-bytes, 1 GiB by
@@ -115,7 +115,9 @@ impl Shim {
     /// `handoff_after` for a command that is usually quick; `task_launch` for a process that
     /// must survive a disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
     /// `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
-    /// `invalid_arguments` (timeout out of range), `invalid_local_path` (the local files).
+    /// `invalid_arguments` (timeout out of range), `invalid_local_path` (the local files),
+    /// `internal_error` (no free channel within 30 s: the session's other commands hold
+    /// them all).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),
@@ -209,9 +211,9 @@ impl Shim {
     /// (confirmed not running before any signal: nothing sent), `killed` (confirmed
     /// terminated, by the signal or the SIGKILL fallback), `already_exited` (gone by the time
     /// the signal landed), `failed_to_kill` (still running: not terminal; call again with
-    /// `force: true`), `invalid_pid` (no valid PID tracked yet, e.g. a slow login shell has
-    /// not reported it: nothing sent; retry once command_status shows a `pid`), `error` (the
-    /// attempt itself failed; the real state is unknown: check command_status).
+    /// `force: true`), `invalid_pid` (the command ended without ever reporting a valid
+    /// PID: nothing sent), `error` (the attempt itself failed; the real state is unknown:
+    /// check command_status). A command that has no PID yet is stopped before it runs.
     /// `force_kill_used` is true iff the SIGKILL fallback was attempted, whether or not it
     /// worked. After `killed`, `already_exited` or `not_running`, command_status reports
     /// `killed` for this handle (an exit code it had stays shown).

@@ -15,6 +15,19 @@ async fn task(mcp: &McpClient, s: &Session, tool: &str, args: Value) -> Value {
     r
 }
 
+/// The task's status once its wrapper recorded an exit status, or after 15 s (the task is
+/// not ours to wait on: polling is all there is).
+async fn until_exit_recorded(mcp: &McpClient, s: &Session, pid: u64) -> Value {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let st = task(mcp, s, "task_status", json!({"pid": pid})).await;
+        if st["exit_code"] != json!(null) || std::time::Instant::now() > give_up {
+            return st;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_task_outlives_its_session_and_the_daemon_then_dies_by_pid() {
     let (env, mcp, s) = connected().await;
@@ -72,14 +85,7 @@ async fn a_task_outlives_its_session_and_the_daemon_then_dies_by_pid() {
         "none\n"
     );
     // The wrapper recorded the signal's status as the group went.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let status = loop {
-        let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
-        if st["exit_code"] != json!(null) || std::time::Instant::now() > give_up {
-            break st;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = until_exit_recorded(&mcp, &s, pid).await;
     assert_eq!(
         (&status["state"], &status["exit_code"]),
         (&json!("exited"), &json!(143)),
@@ -173,14 +179,7 @@ async fn a_task_whose_leader_left_children_is_still_its_group() {
     .await;
     let pid = launched["pid"].as_u64().unwrap();
     // The wrapper records its shell's status as it exits; the child runs on.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let status = loop {
-        let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
-        if st["exit_code"] != json!(null) || std::time::Instant::now() > give_up {
-            break st;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = until_exit_recorded(&mcp, &s, pid).await;
     assert_eq!(
         (&status["state"], &status["exit_code"]),
         (&json!("running"), &json!(0)),

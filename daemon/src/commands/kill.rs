@@ -203,8 +203,6 @@ mod tests {
     /// ignores it (without and with force), and one that is gone.
     #[test]
     fn the_program_gives_each_result_on_real_groups() {
-        use std::io::{BufRead, BufReader};
-        use std::os::unix::process::CommandExt;
         let run = |pgid: u32, order: KillOrder| {
             let out = std::process::Command::new("/bin/sh")
                 .arg("-c")
@@ -231,17 +229,7 @@ mod tests {
                 (KillResult::Killed, true),
             ),
         ] {
-            let mut child = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(body)
-                .stdout(std::process::Stdio::piped())
-                .process_group(0)
-                .spawn()
-                .unwrap();
-            let mut ready = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut ready)
-                .unwrap();
+            let mut child = crate::remote::kill::tests::ready_group(body);
             assert_eq!(
                 run(child.id(), order(force)),
                 expected,

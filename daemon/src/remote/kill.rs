@@ -132,15 +132,32 @@ async fn attempt(host: &Host, pgid: u32, as_root: bool) -> Option<Killed> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A local process group running `body`, once `body` printed its first line (a trap set,
+    /// a child started).
+    pub(crate) fn ready_group(body: &str) -> std::process::Child {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(body)
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        child
+    }
 
     /// The script against a real local process group: a sleeping group ends on TERM, one that
     /// ignores TERM ends on KILL, and a group that is gone gets no signal at all.
     #[test]
     fn kills_a_local_group() {
-        use std::io::{BufRead, BufReader};
-        use std::os::unix::process::CommandExt;
         let run_kill = |pgid: u32| {
             let out = std::process::Command::new("/bin/sh")
                 .arg("-c")
@@ -153,18 +170,7 @@ mod tests {
             ("sleep 30 & echo ready; wait", "TERM\n"),
             ("trap '' TERM; sleep 30 & echo ready; wait", "KILL\n"),
         ] {
-            let mut child = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(body)
-                .stdout(std::process::Stdio::piped())
-                .process_group(0)
-                .spawn()
-                .unwrap();
-            // Kill only once the trap is set and the sleep runs.
-            let mut ready = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut ready)
-                .unwrap();
+            let mut child = ready_group(body);
             assert_eq!(run_kill(child.id()), expected, "{body}");
             child.wait().unwrap();
         }

@@ -697,23 +697,18 @@ impl Run<'_> {
 /// Tells the run's followers what the markers say so far: the group, the start, and at the
 /// end whether the group outlived the program.
 fn follow(observer: &Observer, out: &Stream, err: &Stream) {
-    if observer.settled() {
-        return;
+    let (has_pid, started, ended_known) = observer.marks();
+    if !has_pid || !started {
+        let markers = Markers::read(&out.scan, &err.scan);
+        if let (false, Some(group)) = (has_pid, markers.group) {
+            observer.set_pid(group);
+        }
+        let gate_open = err.gate.as_ref().is_none_or(|g| g.marker().is_some());
+        if !started && markers.started && gate_open {
+            observer.set_started();
+        }
     }
-    let seen = observer.seen();
-    let markers = Markers::read(&out.scan, &err.scan);
-    if seen.pid.is_none()
-        && let Some(group) = markers.group
-    {
-        observer.set_pid(group);
-    }
-    let gate_open = err.gate.as_ref().is_none_or(|g| g.marker().is_some());
-    if !seen.started && markers.started && gate_open {
-        observer.set_started();
-    }
-    if seen.group_left.is_none()
-        && let Some(end) = ended(out, err)
-    {
+    if !ended_known && let Some(end) = ended(out, err) {
         observer.set_group_left(end.after == After::Left);
     }
 }

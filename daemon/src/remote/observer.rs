@@ -106,10 +106,11 @@ impl Observer {
         self.seen.borrow().pid
     }
 
-    /// Whether the group, the start and the group's fate at the end are all known.
-    pub(super) fn settled(&self) -> bool {
+    /// What is known of the run's markers so far: the group, the start, and the group's fate
+    /// at the end (without copying the rest).
+    pub(super) fn marks(&self) -> (bool, bool, bool) {
         let seen = self.seen.borrow();
-        seen.pid.is_some() && seen.started && seen.group_left.is_some()
+        (seen.pid.is_some(), seen.started, seen.group_left.is_some())
     }
 
     /// Wakes on every change.

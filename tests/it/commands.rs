@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use sshmcp_tests::mcp::session_of;
 use sshmcp_tests::process::unique_sleep;
-use sshmcp_tests::users::slow_login_user;
+use sshmcp_tests::users::{HANG_FILE, hanging_login_user, slow_login_user};
 use sshmcp_tests::{McpClient, SshdOptions, TestEnv};
 
 use crate::{code, connect, connect_watcher, connected, exec, on_session};
@@ -407,6 +407,45 @@ async fn a_handoff_waits_for_the_start_and_a_failed_start_is_the_calls_error() {
         1,
         "no handle stays: {list}"
     );
+    mcp.close().await;
+}
+
+/// A command whose login shell hangs is answered by command_start without a PID after its
+/// start wait; command_kill then stops the run itself (`killed`), and the handle, ended
+/// without ever having had a PID, answers a second kill with `invalid_pid`, sending nothing.
+#[tokio::test]
+async fn a_handle_that_never_had_a_pid_is_stopped_then_invalid_pid() {
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_STANDBY_CHANNELS", "0")]);
+    let user = hanging_login_user();
+    env.sshd.add_host_block(&format!(
+        "Host hang\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let s = session_of(&mcp.call("connect", json!({"alias": "hang"})).await);
+    // Only this test uses this user, so the file is its own.
+    std::fs::write(HANG_FILE, "").unwrap();
+    let h = start(&mcp, &s, "echo never").await;
+    std::fs::remove_file(HANG_FILE).unwrap();
+    assert_eq!(
+        (&h["pid"], &h["status"]),
+        (&json!(null), &json!("running")),
+        "{h}"
+    );
+    let k = kill(&mcp, &s, &h["handle_id"], json!({})).await;
+    assert_eq!(
+        (&k["result"], &k["pid"]),
+        (&json!("killed"), &json!(null)),
+        "{k}"
+    );
+    let st = status(&mcp, &s, &h["handle_id"], json!({})).await;
+    assert_eq!(
+        (&st["status"], &st["stdout"]["data"]),
+        (&json!("killed"), &json!("")),
+        "{st}"
+    );
+    let k = kill(&mcp, &s, &h["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "invalid_pid", "{k}");
     mcp.close().await;
 }
 

@@ -103,6 +103,20 @@ pub fn slow_login_user() -> String {
     )
 }
 
+/// The file whose presence makes [`hanging_login_user`]'s login shell hang.
+pub const HANG_FILE: &str = "/tmp/sshmcp-hang-sshmcp-hanglogin";
+
+/// A bash user whose `~/.bashrc` sleeps 50 s while [`HANG_FILE`] exists: a login shell that
+/// hangs, on demand, after the session connected (root only).
+pub fn hanging_login_user() -> String {
+    user_with_startup_file(
+        "sshmcp-hanglogin",
+        "/bin/bash",
+        ".bashrc",
+        &format!("[ -e {HANG_FILE} ] && sleep 50\ncase $- in *i*) ;; *) return;; esac\n"),
+    )
+}
+
 /// A user of `shell` whose startup `file` holds `text` (root only).
 fn user_with_startup_file(name: &str, shell: &str, file: &str, text: &str) -> String {
     let user = user_with_shell(name, shell);

@@ -20,7 +20,6 @@ use crate::commands::kill::{KillOrder, signal_group};
 use crate::exec::request;
 use crate::inspect::{remote_text, stream_bytes};
 use crate::remote::capture::utf8_tail_boundary;
-use crate::remote::kill::GROUP_ALIVE;
 use crate::remote::{self, Program};
 use crate::session::Session;
 
@@ -63,6 +62,8 @@ mv -f "$2" "$d/$$.cmd"
 rm -f "$d/$$.exit"
 {STARTED}
 started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
+read -r m < "$d/$$.start"
+export SSHMCP_TASK="$$:$m"
 trap : HUP INT TERM
 /bin/sh "$d/$$.cmd"
 echo $? > "$d/$$.exit"
@@ -76,16 +77,24 @@ printf 'ok %s %s\n' "$p" "$d"
 "#;
 
 /// Whether PID `$p` is the task sshmcp launched: its start file matches the live process.
-/// With its leader gone, processes left in its group are still the task's: Linux hands out no
-/// PID that a live group still uses as its number, so the group cannot be another's.
+/// With its leader gone, the group is the task's only while a live member carries the task's
+/// mark in its environment (every process the task starts inherits it): a group whose number
+/// was once the task's but emptied may be anyone's now.
 const IS_TASK: &str = r#"is_task() {
   [ -f "$d/$p.start" ] || return 1
   read -r m < "$d/$p.start" || return 1
   [ -n "$m" ] || return 1
   l=$(started $p)
   if [ -n "$l" ]; then [ "$l" = "$m" ]; return; fi
-  g=$p
-  alive
+  [ -r /proc/self/stat ] || return 1
+  for f in /proc/[0-9]*/stat; do
+    read -r s 2>/dev/null < $f || continue
+    set -- ${s##*)}
+    [ "$3" = $p ] && [ "$1" != Z ] || continue
+    q=${f#/proc/}; q=${q%/stat}
+    tr '\0' '\n' < /proc/$q/environ 2>/dev/null | grep -qxF "SSHMCP_TASK=$p:$m" && return 0
+  done
+  return 1
 }
 "#;
 
@@ -153,7 +162,7 @@ fn launch_script() -> String {
 
 /// What the status and kill programs start with for PID `pid`.
 fn about(pid: u32) -> String {
-    format!("{DIR}{STARTED}{GROUP_ALIVE}\np={pid}\n{IS_TASK}")
+    format!("{DIR}{STARTED}p={pid}\n{IS_TASK}")
 }
 
 /// The answer of a task program that ran out of time (its session's channels all busy, a

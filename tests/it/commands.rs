@@ -410,11 +410,27 @@ async fn a_handoff_waits_for_the_start_and_a_failed_start_is_the_calls_error() {
     mcp.close().await;
 }
 
-/// A command whose login shell hangs is answered by command_start without a PID after its
-/// start wait; command_kill then stops the run itself (`killed`), and the handle, ended
-/// without ever having had a PID, answers a second kill with `invalid_pid`, sending nothing.
+/// Removes the hang file however the test ends: a file left behind would hang every later
+/// login of that user.
+struct HangFile;
+
+impl HangFile {
+    fn create() -> Self {
+        std::fs::write(HANG_FILE, "").unwrap();
+        Self
+    }
+}
+
+impl Drop for HangFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(HANG_FILE);
+    }
+}
+
+/// A command whose login shell hangs past the start limit fails to start, and no byte of it
+/// ever runs, not even once the login shell is through: it is sent only to a ready runner.
 #[tokio::test]
-async fn a_handle_that_never_had_a_pid_is_stopped_then_invalid_pid() {
+async fn a_command_whose_login_shell_hangs_never_runs() {
     let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_STANDBY_CHANNELS", "0")]);
     let user = hanging_login_user();
     env.sshd.add_host_block(&format!(
@@ -423,29 +439,43 @@ async fn a_handle_that_never_had_a_pid_is_stopped_then_invalid_pid() {
     ));
     let mcp = env.mcp().await;
     let s = session_of(&mcp.call("connect", json!({"alias": "hang"})).await);
-    // Only this test uses this user, so the file is its own.
-    std::fs::write(HANG_FILE, "").unwrap();
-    let h = start(&mcp, &s, "echo never").await;
-    std::fs::remove_file(HANG_FILE).unwrap();
-    assert_eq!(
-        (&h["pid"], &h["status"]),
-        (&json!(null), &json!("running")),
-        "{h}"
+    let marker = format!("/tmp/sshmcp-never-{}", unique_sleep(1));
+    let hang = HangFile::create();
+    let r = on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": format!("touch {marker}")}),
+    )
+    .await;
+    drop(hang);
+    assert_eq!(code(&r), "internal_error", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing ran"),
+        "{r}"
     );
-    let k = kill(&mcp, &s, &h["handle_id"], json!({})).await;
-    assert_eq!(
-        (&k["result"], &k["pid"]),
-        (&json!("killed"), &json!(null)),
-        "{k}"
-    );
-    let st = status(&mcp, &s, &h["handle_id"], json!({})).await;
-    assert_eq!(
-        (&st["status"], &st["stdout"]["data"]),
-        (&json!("killed"), &json!("")),
-        "{st}"
-    );
-    let k = kill(&mcp, &s, &h["handle_id"], json!({})).await;
-    assert_eq!(k["result"], "invalid_pid", "{k}");
+    let list = on_session(&mcp, &s, "command_list", json!({})).await;
+    assert_eq!(list["commands"], json!([]), "no handle stays: {list}");
+    // The login shell finishes its sleep in its own time (no event reaches the test).
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while sshmcp_tests::process::count_matching(&["sleep 33"]) > 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the login shell never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let ran = exec(
+        &mcp,
+        &s,
+        &format!("test -e {marker} && echo ran || echo never"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(ran["stdout"]["data"], "never\n", "{ran}");
     mcp.close().await;
 }
 

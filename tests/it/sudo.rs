@@ -130,7 +130,7 @@ async fn a_host_without_sudo_says_so() {
 }
 
 /// A root command handed off after a second becomes a handle whose kill runs as root: the
-/// user alone could not signal it.
+/// user alone could not signal it, nor see what it left behind when it ended.
 #[tokio::test]
 async fn a_handed_off_root_command_is_killed_as_root() {
     let user = sudo_user(SudoRule::NoPassword);
@@ -158,5 +158,25 @@ async fn a_handed_off_root_command_is_killed_as_root() {
     wait["wait_seconds"] = json!(10);
     let st = mcp.call("command_status", wait).await;
     assert_eq!(st["status"], "killed", "{st}");
+    // A root command that ended and left a root child in its group: the kill still reaches
+    // it (the user's own check cannot see root's processes, so it is not trusted).
+    let left = sshmcp_tests::process::unique_sleep(300);
+    let r = sudo(
+        &mcp,
+        &s,
+        &format!("sleep {left} >/dev/null 2>&1 & sleep 1.5; echo done"),
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    let args = json!({"session_id": s.0, "session_key": s.1, "handle_id": r["handle_id"],
+                      "wait_seconds": 10});
+    let st = mcp.call("command_status", args.clone()).await;
+    assert_eq!(st["status"], "completed", "{st}");
+    let k = mcp.call("command_kill", args).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    let probe = json!({"session_id": s.0, "session_key": s.1,
+                       "command": format!("pgrep -f 'sleep {left}' || echo none")});
+    assert_eq!(mcp.call("exec", probe).await["stdout"]["data"], "none\n");
     mcp.close().await;
 }

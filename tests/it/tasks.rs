@@ -138,6 +138,43 @@ async fn a_reused_pid_is_never_signalled() {
         "the other process was not signalled"
     );
     exec(&mcp, &s, &format!("pkill -f 'sleep {secs}'"), json!({})).await;
+    // The same with a group whose leader is gone but whose member lives on: a number the
+    // task once had, now another group's. Still not the task.
+    let secs = unique_sleep(300);
+    let r = exec(
+        &mcp,
+        &s,
+        &format!(
+            "d=$HOME/.sshmcp/tasks
+             q=$(setsid sh -c 'sleep {secs} </dev/null >/dev/null 2>&1 & echo $$')
+             cp $d/{old}.start $d/$q.start; cp $d/{old}.exit $d/$q.exit; echo $q"
+        ),
+        json!({}),
+    )
+    .await;
+    let leaderless: u64 = r["stdout"]["data"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let k = task(
+        &mcp,
+        &s,
+        "task_kill",
+        json!({"pid": leaderless, "signal": 9}),
+    )
+    .await;
+    assert_eq!(k["result"], "not_running", "{k}");
+    let st = task(&mcp, &s, "task_status", json!({"pid": leaderless})).await;
+    assert_eq!(st["state"], "exited", "{st}");
+    let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo alive");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "alive\n",
+        "the foreign group was not signalled"
+    );
+    exec(&mcp, &s, &format!("pkill -f 'sleep {secs}'"), json!({})).await;
     for pid in [1, 0, -1] {
         let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
         assert_eq!(k["result"], "invalid_pid", "{pid}: {k}");

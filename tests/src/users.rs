@@ -106,14 +106,15 @@ pub fn slow_login_user() -> String {
 /// The file whose presence makes [`hanging_login_user`]'s login shell hang.
 pub const HANG_FILE: &str = "/tmp/sshmcp-hang-sshmcp-hanglogin";
 
-/// A bash user whose `~/.bashrc` sleeps 50 s while [`HANG_FILE`] exists: a login shell that
-/// hangs, on demand, after the session connected (root only).
+/// A bash user whose `~/.bashrc` sleeps 33 s while [`HANG_FILE`] exists: a login shell that
+/// hangs, on demand, after the session connected, longer than a handle waits to start
+/// (root only).
 pub fn hanging_login_user() -> String {
     user_with_startup_file(
         "sshmcp-hanglogin",
         "/bin/bash",
         ".bashrc",
-        &format!("[ -e {HANG_FILE} ] && sleep 50\ncase $- in *i*) ;; *) return;; esac\n"),
+        &format!("[ -e {HANG_FILE} ] && sleep 33\ncase $- in *i*) ;; *) return;; esac\n"),
     )
 }
 

@@ -13,12 +13,8 @@ use crate::remote::kill::{GROUP_ALIVE, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
 use crate::session::Session;
 
-/// How long a run stopped before it started may take to end (its stop answers within 2 s).
-const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long the group may take to go after the SIGKILL fallback.
 const AFTER_SIGKILL_SECS: u32 = 2;
-/// Checks of the group per second while waiting for it to go.
-const CHECKS_PER_SEC: f64 = 10.0;
 
 /// What a kill asks for, checked.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,14 +52,13 @@ impl KillOrder {
     }
 
     /// The remote program for group `pgid`; it prints one word (and `force` when the SIGKILL
-    /// fallback was attempted).
+    /// fallback was attempted). Waits are measured by a `sleep`, not by turns of the group
+    /// check, which on a busy host takes a good part of a second.
     pub fn script(&self, pgid: u32) -> String {
-        let checks = (self.wait * CHECKS_PER_SEC).ceil() as u32;
         let fallback = match self.force {
             true => format!(
-                "kill -KILL -$g 2>/dev/null\nwaitgone {} && {{ echo killed force; exit 0; }}\n\
-                 echo failed_to_kill force",
-                AFTER_SIGKILL_SECS * CHECKS_PER_SEC as u32
+                "kill -KILL -$g 2>/dev/null\nwaitgone {AFTER_SIGKILL_SECS} && \
+                 {{ echo killed force; exit 0; }}\necho failed_to_kill force"
             ),
             false => "echo failed_to_kill".to_string(),
         };
@@ -71,19 +66,20 @@ impl KillOrder {
             r#"g={pgid}
 {GROUP_ALIVE}
 waitgone() {{
-  i=0
+  sleep $1 & t=$!
   while alive; do
-    [ $i -ge $1 ] && return 1
-    sleep {pause}
-    i=$((i+1))
+    kill -0 $t 2>/dev/null || return 1
+    sleep 0.1
   done
+  kill $t 2>/dev/null
+  return 0
 }}
 alive || {{ echo not_running; exit 0; }}
 kill -{signal} -$g 2>/dev/null || {{ alive && echo failed_to_kill || echo already_exited; exit 0; }}
-waitgone {checks} && {{ echo killed; exit 0; }}
+waitgone {wait} && {{ echo killed; exit 0; }}
 {fallback}"#,
-            pause = 1.0 / CHECKS_PER_SEC,
             signal = self.signal,
+            wait = self.wait,
         )
     }
 
@@ -130,22 +126,17 @@ pub async fn kill(
 ) -> Result<CommandKilled, DaemonError> {
     let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
     let handle = session.commands.find(&req.handle_id)?;
-    let pid = handle.pid();
+    // The end first: a group found empty is recorded before the end is.
+    let ended = handle.ended().is_some();
     let seen = handle.observer.seen();
-    let (result, force_kill_used) = match (pid, handle.ended()) {
+    let pid = seen.pid;
+    let (result, force_kill_used) = match pid {
         // The program ended and took its whole group with it: the group's number may belong
         // to another group by now, so nothing is sent.
-        (_, Some(_)) if seen.group_left == Some(false) => (KillResult::NotRunning, false),
-        (Some(pgid), _) => {
-            signal_group(&session.host, order.script(pgid), order, handle.as_root).await
-        }
-        // Not started yet (queued, a slow login shell): the run itself is stopped.
-        (None, None) => match handle.stop(STOP_WAIT).await {
-            true => (KillResult::Killed, false),
-            false => (KillResult::Error, false),
-        },
-        // Ended without ever reporting a usable group: nothing can be addressed.
-        (None, Some(_)) => (KillResult::InvalidPid, false),
+        _ if ended && seen.group_left == Some(false) => (KillResult::NotRunning, false),
+        Some(pgid) => signal_group(&session.host, order.script(pgid), order, handle.as_root).await,
+        // The shell never reported a valid group: nothing can be addressed.
+        None => (KillResult::InvalidPid, false),
     };
     if matches!(
         result,

@@ -21,7 +21,6 @@ use sshmcp_proto::exec::ExecResult;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::exec::request;
@@ -29,10 +28,6 @@ use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError};
 use crate::session::Session;
 use output::OutputFiles;
-
-/// The longest `command_start` waits for its command to start before it answers with the
-/// handle anyway (a login shell that hangs).
-const START_WAIT: Duration = Duration::from_secs(40);
 
 /// One session's command handles, and the runs followed by a caller's progress key.
 #[derive(Default)]
@@ -163,9 +158,6 @@ pub struct Handle {
     pub as_root: bool,
     /// Set when `command_kill` found the command gone: from then on its status is `killed`.
     kill_confirmed: AtomicBool,
-    /// Stops the run, whatever instant it is at (see `remote::job`): the kill of a command
-    /// that has no process group yet.
-    stop: CancellationToken,
 }
 
 /// A handle in the making: its files and observer, attached to a program before it starts.
@@ -211,7 +203,7 @@ impl Prepared {
         self,
         session: &Session,
         command: &str,
-        (outcome, stop): (Outcome, CancellationToken),
+        outcome: Outcome,
         as_root: bool,
     ) -> Result<Arc<Handle>, DaemonError> {
         let id = crate::session::key::nonce("cmd-")
@@ -225,7 +217,6 @@ impl Prepared {
             end: watch::channel(None).0,
             as_root,
             kill_confirmed: AtomicBool::new(false),
-            stop,
         });
         session.commands.add(handle.clone());
         let follower = handle.clone();
@@ -268,14 +259,6 @@ impl Handle {
     /// Marks the command killed (a kill confirmed it gone).
     pub fn confirm_killed(&self) {
         self.kill_confirmed.store(true, Ordering::SeqCst);
-    }
-
-    /// Stops a run whose group is not known yet (nothing of it runs, or the run kills the
-    /// group as soon as the shell reports it); says whether it ended within `wait`.
-    pub async fn stop(&self, wait: Duration) -> bool {
-        self.stop.cancel();
-        self.wait(wait).await;
-        self.ended().is_some()
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -383,12 +366,13 @@ pub async fn start(
     let mut program = Program::new(req.command.as_str(), timeout, 0);
     program.cwd = req.cwd;
     program.queue_timeout = Some(request::HANDLE_QUEUE_LIMIT);
+    program.ready_first = true;
     let prepared = Prepared::attach(&mut program, &root, session, settings)?;
     let running = remote::start(&session.host, program);
     let handle = prepared.into_handle(session, &req.command, running.detach(), false)?;
-    // The run waits at most `HANDLE_QUEUE_LIMIT` for a channel; a login shell that hangs
-    // after that gets `START_WAIT` in all, and the handle is answered still waiting.
-    let _ = tokio::time::timeout(START_WAIT, handle.wait_started()).await;
+    // Bounded: the run gets a channel and its login shell within `HANDLE_QUEUE_LIMIT`, or
+    // ends without having sent anything.
+    handle.wait_started().await;
     if !handle.observer.seen().started
         && let Some(ended) = handle.ended()
     {
@@ -397,7 +381,9 @@ pub async fn start(
         session.commands.remove(&handle.id);
         return Err(ended.error.unwrap_or_else(|| {
             DaemonError::internal(format!(
-                "the command did not start within {} s: every channel of the session is busy",
+                "the command did not start within {} s: no channel of the session came free \
+                 (running commands hold them all) or the remote login shell did not finish; \
+                 nothing ran",
                 request::HANDLE_QUEUE_LIMIT.as_secs()
             ))
         }));

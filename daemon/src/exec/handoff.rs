@@ -48,13 +48,15 @@ pub async fn run(
     let root = super::local_root(given_root, settings).map_err(local_files)?;
     let prepared = Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
     program.queue_timeout = Some(super::request::HANDLE_QUEUE_LIMIT);
+    program.ready_first = true;
     let (command, as_root) = (program.script.clone(), program.kill_as_root);
     let mut seen = prepared.observer().subscribe();
     let started = Instant::now();
     let mut running = remote::start(&session.host, program);
     // Only a command that started is handed off: one still queued for a channel, or whose
-    // login shell is slow, is not running yet, and a failure to start (a missing cwd, sudo's
-    // refusal) is this call's error. A result that is there wins over the timer.
+    // login shell is slow, is not running yet (it starts within `HANDLE_QUEUE_LIMIT` or not
+    // at all), and a failure to start (a missing cwd, sudo's refusal) is this call's error.
+    // A result that is there wins over the timer.
     let handoff_due = async {
         tokio::time::sleep(std::time::Duration::from_secs_f64(after)).await;
         let _ = seen.wait_for(|s| s.started).await;

@@ -42,9 +42,10 @@ pub fn check_timeout(timeout: Option<f64>) -> Result<Duration, DaemonError> {
 /// after the call began, the very thing the hand-off is for).
 pub const NO_LIMIT: Duration = Duration::from_secs(365 * 86_400);
 
-/// The longest a command that may become a handle waits for a channel: its runtime may be
-/// unlimited, its start is not (a call waiting for it would outlast its client).
-pub const HANDLE_QUEUE_LIMIT: Duration = Duration::from_secs(30);
+/// The longest a command that may become a handle waits for a channel and its login shell:
+/// its runtime may be unlimited, its start is not. Below the clients' deadline margin
+/// (`EXEC_DEADLINE_MARGIN`), so a hand-off that waits for the start still answers in time.
+pub const HANDLE_QUEUE_LIMIT: Duration = Duration::from_secs(25);
 
 /// The runtime limit of a command that may become a handle: none when absent and `handle`
 /// says it will be one, else as [`check_timeout`].

@@ -87,6 +87,10 @@ struct Stream {
     spool: Option<Spool>,
     /// The run's followers, and which stream this is to them.
     observer: Option<(Arc<Observer>, usize)>,
+    /// The run was given a spool for this stream: once the spool is gone (answered, or
+    /// dropped with a failed run), later bytes are not counted for followers, who read the
+    /// spool's file.
+    spooled: bool,
     eof: bool,
 }
 
@@ -120,6 +124,7 @@ impl Stream {
             capture: Capture::new(program.max_output_bytes),
             spool: None,
             observer: program.observer.clone().map(|o| (o, stream)),
+            spooled: program.spool.is_some(),
             eof: false,
         }
     }
@@ -156,7 +161,7 @@ impl Stream {
         let own = self.end.feed(&reported);
         keep(
             &mut self.gate,
-            (&mut self.capture, &mut self.spool),
+            (&mut self.capture, &mut self.spool, self.spooled),
             self.observer.as_ref(),
             &own,
         )?;
@@ -176,7 +181,7 @@ impl Stream {
     fn keep(&mut self, own: &[u8]) -> std::io::Result<()> {
         keep(
             &mut self.gate,
-            (&mut self.capture, &mut self.spool),
+            (&mut self.capture, &mut self.spool, self.spooled),
             self.observer.as_ref(),
             own,
         )
@@ -199,7 +204,7 @@ impl Stream {
 /// them for the run's followers.
 fn keep(
     gate: &mut Option<MarkerScan>,
-    (capture, spool): (&mut Capture, &mut Option<Spool>),
+    (capture, spool, spooled): (&mut Capture, &mut Option<Spool>, bool),
     observer: Option<&(Arc<Observer>, usize)>,
     own: &[u8],
 ) -> std::io::Result<()> {
@@ -208,9 +213,10 @@ fn keep(
         None => own.into(),
     };
     capture.push(&own);
-    let kept = match spool.as_mut() {
-        Some(spool) => spool.write(&own)?,
-        None => own.len(),
+    let kept = match (spool.as_mut(), spooled) {
+        (Some(spool), _) => spool.write(&own)?,
+        (None, true) => 0,
+        (None, false) => own.len(),
     };
     if let Some((observer, stream)) = observer {
         observer.push(*stream, &own[..kept], kept < own.len());
@@ -422,14 +428,35 @@ async fn open(
     // A refusal means sshd allows fewer sessions than our slots: a waiting channel gives its
     // session back.
     let refused = || host.standby.release_one();
-    let session =
+    let mut session =
         channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused).await?;
+    let opened_at = Instant::now();
+    // Until the runner is ready only its own text went out: dropping this future (a stop)
+    // closes the channel with nothing of the program sent.
+    let ready = program.ready_first && runner_ready(&mut session, deadline).await?;
     Ok(Opened {
         permit,
         session,
-        fresh: true,
-        opened_at: Instant::now(),
+        fresh: !ready,
+        opened_at,
     })
+}
+
+/// Sends a new channel the runner's standby text and waits, until `deadline`, for it to say
+/// it is ready. False when the login shell ended first: the channel then takes the program as
+/// a fresh one, which reports why.
+async fn runner_ready(session: &mut mux::MuxSession, deadline: Instant) -> Result<bool, OpenError> {
+    use tokio::io::AsyncWriteExt;
+    let nonce =
+        crate::session::key::nonce("_sshmcp_").map_err(|e| OpenError::Mux(mux::MuxError::Io(e)))?;
+    let text = super::runner::standby_text(&nonce);
+    let waited = tokio::time::timeout_at(deadline, async {
+        if session.stdin.write_all(text.as_bytes()).await.is_err() {
+            return false;
+        }
+        standby::said(&mut session.stdout, &nonce).await
+    });
+    waited.await.map_err(|_| OpenError::TimedOut)
 }
 
 /// The answer of a run that could not get a channel within its timeout: nothing ran.
@@ -540,7 +567,7 @@ impl Run<'_> {
         let far = started + NEVER;
         loop {
             if let Some(observer) = program.observer.as_ref() {
-                follow(observer, &out, &err);
+                follow(observer, &out, &err, group_end_visible(program));
             }
             let streams_done = out.eof && err.eof;
             let end = ended(&out, &err);
@@ -659,6 +686,7 @@ impl Run<'_> {
                         let killed = killed.unwrap_or(Killed::Unconfirmed);
                         if let Some(observer) = program.observer.as_ref()
                             && killed != Killed::Unconfirmed
+                            && group_end_visible(program)
                         {
                             observer.set_group_left(false);
                         }
@@ -696,7 +724,7 @@ impl Run<'_> {
 
 /// Tells the run's followers what the markers say so far: the group, the start, and at the
 /// end whether the group outlived the program.
-fn follow(observer: &Observer, out: &Stream, err: &Stream) {
+fn follow(observer: &Observer, out: &Stream, err: &Stream, group_end_visible: bool) {
     let (has_pid, started, ended_known) = observer.marks();
     if !has_pid || !started {
         let markers = Markers::read(&out.scan, &err.scan);
@@ -708,9 +736,18 @@ fn follow(observer: &Observer, out: &Stream, err: &Stream) {
             observer.set_started();
         }
     }
-    if !ended_known && let Some(end) = ended(out, err) {
+    if !ended_known
+        && group_end_visible
+        && let Some(end) = ended(out, err)
+    {
         observer.set_group_left(end.after == After::Left);
     }
+}
+
+/// Whether what the runner or a kill says of the group's end can be trusted: not for a
+/// program with root processes, which the user's own check cannot see (`kill -0` is refused).
+fn group_end_visible(program: &Program) -> bool {
+    !program.kill_as_root
 }
 
 /// Whether both end markers say the channel's shell waits for its next program.

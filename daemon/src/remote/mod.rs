@@ -85,6 +85,11 @@ pub struct Program {
     /// The longest wait for a channel, when shorter than `timeout`: a command that may run
     /// for days does not wait that long to start.
     pub queue_timeout: Option<Duration>,
+    /// A channel opened for this program is sent the program only once its login shell is
+    /// through and its runner says it is ready (as a standby channel is): a stop until then
+    /// sends nothing, so nothing of the program ever runs. For programs that may outlive
+    /// their call (handles), whose stop can come at any moment before they start.
+    pub ready_first: bool,
     /// Bytes kept of each stream (head and tail halves).
     pub max_output_bytes: u64,
     /// Complete copies of both streams, when asked for.
@@ -112,6 +117,7 @@ impl Program {
             cwd: None,
             timeout,
             queue_timeout: None,
+            ready_first: false,
             max_output_bytes,
             spool: None,
             control: false,
@@ -176,15 +182,12 @@ impl Running {
         result
     }
 
-    /// Lets the run go on without an owner: only its timeout, the session closing or the
-    /// returned token stop it.
-    pub fn detach(mut self) -> (Outcome, CancellationToken) {
-        let stop = self
-            .stop
-            .take()
-            .map(|guard| guard.disarm())
-            .unwrap_or_default();
-        (self.result, stop)
+    /// Lets the run go on without an owner: only its timeout or the session closing stop it.
+    pub fn detach(mut self) -> Outcome {
+        if let Some(stop) = self.stop.take() {
+            stop.disarm();
+        }
+        self.result
     }
 }
 

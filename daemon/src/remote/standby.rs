@@ -239,7 +239,7 @@ async fn trim(host: &Host) {
 
 /// Reads `stdout` up to the line starting with `nonce`, dropping (and logging) what the login
 /// shell printed before it; false when the stream ends first.
-async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
+pub(super) async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
     use tokio::io::AsyncReadExt;
     let mut scan = MarkerScan::new(nonce.as_bytes());
     let mut buf = vec![0u8; 4096];

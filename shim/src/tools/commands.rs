@@ -116,8 +116,8 @@ impl Shim {
     /// must survive a disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
     /// `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
     /// `invalid_arguments` (timeout out of range), `invalid_local_path` (the local files),
-    /// `internal_error` (no free channel within 30 s: the session's other commands hold
-    /// them all).
+    /// `internal_error` (it did not start within 25 s: the session's running commands hold
+    /// every channel, or the remote login shell did not finish; nothing ran).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),
@@ -213,7 +213,7 @@ impl Shim {
     /// the signal landed), `failed_to_kill` (still running: not terminal; call again with
     /// `force: true`), `invalid_pid` (the command ended without ever reporting a valid
     /// PID: nothing sent), `error` (the attempt itself failed; the real state is unknown:
-    /// check command_status). A command that has no PID yet is stopped before it runs.
+    /// check command_status).
     /// `force_kill_used` is true iff the SIGKILL fallback was attempted, whether or not it
     /// worked. After `killed`, `already_exited` or `not_running`, command_status reports
     /// `killed` for this handle (an exit code it had stays shown).

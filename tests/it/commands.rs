@@ -339,6 +339,19 @@ async fn exec_hands_off_without_losing_a_byte() {
     };
     assert_eq!(out, expect("line"));
     assert_eq!(err, expect("err"));
+    // With spool_output the handle's files are the spool: named at once, whole at the end,
+    // and kept after the handle.
+    let r = exec(
+        &mcp,
+        &s,
+        "echo a; sleep 1.5; echo b",
+        json!({"handoff_after": 1, "spool_output": true}),
+    )
+    .await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    let spool = r["stdout"]["spool_path"].as_str().unwrap().to_string();
+    until_ended(&mcp, &s, &r["handle_id"]).await;
+    assert_eq!(std::fs::read_to_string(&spool).unwrap(), "a\nb\n");
     // Quick enough: an ordinary answer, with no hand-off fields at all.
     let quick = exec(&mcp, &s, "echo quick", json!({"handoff_after": 5})).await;
     assert_eq!(quick["stdout"]["data"], "quick\n");

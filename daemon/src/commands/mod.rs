@@ -193,8 +193,8 @@ impl Prepared {
         &self.observer
     }
 
-    /// The files the output went to, kept after this is dropped (`spool_output`).
-    pub fn keep_files(self) {
+    /// The files the output goes to stay after the run and its handle (`spool_output`).
+    pub fn keep_files(&mut self) {
         self.files.keep();
     }
 
@@ -342,7 +342,7 @@ impl Handle {
                 start: chunk.next_offset,
                 end: total,
             }),
-            spool_path: None,
+            spool_path: self.files.kept_path(stream),
             spool_truncated: seen.dropped[stream],
             next_offset: Some(chunk.next_offset),
             data: chunk.data,

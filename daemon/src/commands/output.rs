@@ -49,9 +49,16 @@ impl OutputFiles {
         Ok((files, (out.retained(), err.retained())))
     }
 
-    /// Leaves the files where they are: an answer names them (`spool_output`).
-    pub fn keep(mut self) {
+    /// Leaves the files where they are when this goes: an answer names them
+    /// (`spool_output`).
+    pub fn keep(&mut self) {
         self.kept = true;
+    }
+
+    /// The absolute path of `stream`'s file, when the files are kept.
+    pub fn kept_path(&self, stream: usize) -> Option<String> {
+        self.kept
+            .then(|| self.paths[stream].to_string_lossy().into_owned())
     }
 
     /// Up to `max` bytes of `stream`, of which `total` were written so far: from `offset`,

@@ -1,7 +1,8 @@
 //! What `exec` and `sudo_exec` share around the run: a progress key to follow it by, complete
 //! copies of its streams (`spool_output`), and `handoff_after`: a command still running after
 //! that many seconds becomes a command handle, neither restarted nor missing a byte, since its
-//! output went to the handle's files from the start.
+//! output went to the handle's files from the start. With `spool_output` those files are the
+//! spool: they stay after the handle.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,7 +47,11 @@ pub async fn run(
         return remote::run(&session.host, program).await;
     };
     let root = super::local_root(given_root, settings).map_err(local_files)?;
-    let prepared = Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
+    let mut prepared =
+        Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
+    if spool_output {
+        prepared.keep_files();
+    }
     program.queue_timeout = Some(super::request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
     let (command, as_root) = (program.script.clone(), program.kill_as_root);
@@ -65,13 +70,10 @@ pub async fn run(
         biased;
         result = running.result() => {
             let mut result = result?;
-            match spool_output {
-                true => prepared.keep_files(),
-                false => {
-                    for stream in [&mut result.stdout, &mut result.stderr] {
-                        stream.spool_path = None;
-                        stream.spool_truncated = false;
-                    }
+            if !spool_output {
+                for stream in [&mut result.stdout, &mut result.stderr] {
+                    stream.spool_path = None;
+                    stream.spool_truncated = false;
                 }
             }
             Ok(result)

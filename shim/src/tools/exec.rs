@@ -96,30 +96,66 @@ fn exec_answer(outcome: Result<ExecResult, DaemonError>) -> CallToolResult {
     }))
 }
 
-/// Runs an exec-like call with its hand-off settings, followed under a fresh progress key
-/// when the client asked for progress.
-async fn followed<T, F, Fut>(
-    shim: &Shim,
-    auth: &SessionAuth,
-    handoff_after: Option<f64>,
-    progress: Option<Progress>,
-    call: F,
-) -> Result<T, DaemonError>
-where
-    F: FnOnce(Handoff) -> Fut,
-    Fut: std::future::Future<Output = Result<T, DaemonError>>,
-{
-    let key = progress.as_ref().map(|_| progress::new_key());
-    let poll = progress::of_run(
-        shim.daemon.clone(),
-        auth.clone(),
-        key.clone().unwrap_or_default(),
-    );
-    let handoff = Handoff {
-        after: handoff_after,
-        progress_key: key,
-    };
-    progress::follow(call(handoff), progress, poll).await
+/// What `exec` and `sudo_exec` arguments share: the session, the limit, the hand-off.
+trait ExecLike: serde::de::DeserializeOwned + JsonSchema + 'static {
+    /// The session's id and key, the timeout and `handoff_after`.
+    fn parts(&mut self) -> (SessionAuth, Option<f64>, Option<f64>);
+}
+
+/// Both argument structs hold the same fields under the same names.
+macro_rules! exec_like {
+    ($($args:ty),*) => {$(
+        impl ExecLike for $args {
+            fn parts(&mut self) -> (SessionAuth, Option<f64>, Option<f64>) {
+                let auth = SessionAuth {
+                    session_id: std::mem::take(&mut self.session_id),
+                    session_key: std::mem::take(&mut self.session_key),
+                };
+                (auth, self.timeout, self.handoff_after)
+            }
+        }
+    )*};
+}
+
+exec_like!(ExecArgs, SudoExecArgs);
+
+impl Shim {
+    /// An exec-like call: decoded, given its deadline and hand-off settings, followed under a
+    /// fresh progress key when the client asked for progress, and cancelled with the client's
+    /// request.
+    async fn exec_like<A, F, Fut>(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+        progress: Option<Progress>,
+        call: F,
+    ) -> CallToolResult
+    where
+        A: ExecLike,
+        F: FnOnce(A, SessionAuth, Handoff, tarpc::context::Context) -> Fut,
+        Fut: std::future::Future<Output = Result<ExecResult, DaemonError>>,
+    {
+        exec_answer(
+            async {
+                let mut a: A = args::decode(raw)?;
+                let (auth, timeout, handoff_after) = a.parts();
+                let ctx = deadline(timeout, handoff_after);
+                let key = progress.as_ref().map(|_| progress::new_key());
+                let poll = progress::of_run(
+                    self.daemon.clone(),
+                    auth.clone(),
+                    key.clone().unwrap_or_default(),
+                );
+                let handoff = Handoff {
+                    after: handoff_after,
+                    progress_key: key,
+                };
+                let run = unless_cancelled(call(a, auth, handoff, ctx), cancel);
+                progress::follow(run, progress, poll).await
+            }
+            .await,
+        )
+    }
 }
 
 /// Runs a daemon call until it answers or the MCP client cancels. Dropping the call on
@@ -167,34 +203,21 @@ impl Shim {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> CallToolResult {
-        exec_answer(
-            async {
-                let a: ExecArgs = args::decode(raw)?;
-                let ctx = deadline(a.timeout, a.handoff_after);
-                let auth = SessionAuth {
-                    session_id: a.session_id,
-                    session_key: a.session_key,
-                };
-                let progress = Progress::asked(&meta, peer);
-                let run = |handoff| {
-                    let req = ExecRequest {
-                        auth: auth.clone(),
-                        command: a.command,
-                        cwd: a.cwd,
-                        timeout: a.timeout,
-                        spool_output: a.spool_output.unwrap_or(false),
-                        local_root: self.local_root_arg(),
-                        handoff,
-                    };
-                    let call = self
-                        .daemon
-                        .call("exec", |c| async move { c.exec(ctx, req).await });
-                    unless_cancelled(call, cancel)
-                };
-                followed(self, &auth, a.handoff_after, progress, run).await
-            }
-            .await,
-        )
+        let call = |a: ExecArgs, auth, handoff, ctx| {
+            let req = ExecRequest {
+                auth,
+                command: a.command,
+                cwd: a.cwd,
+                timeout: a.timeout,
+                spool_output: a.spool_output.unwrap_or(false),
+                local_root: self.local_root_arg(),
+                handoff,
+            };
+            self.daemon
+                .call("exec", move |c| async move { c.exec(ctx, req).await })
+        };
+        self.exec_like(raw, cancel, Progress::asked(&meta, peer), call)
+            .await
     }
 
     /// Run one command as root: `sudo -n -k` starts `/bin/bash --noprofile --norc -s` (bash,
@@ -222,32 +245,21 @@ impl Shim {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> CallToolResult {
-        exec_answer(
-            async {
-                let a: SudoExecArgs = args::decode(raw)?;
-                let ctx = deadline(a.timeout, a.handoff_after);
-                let auth = SessionAuth {
-                    session_id: a.session_id,
-                    session_key: a.session_key,
-                };
-                let progress = Progress::asked(&meta, peer);
-                let run = |handoff| {
-                    let req = SudoExecRequest {
-                        auth: auth.clone(),
-                        command: a.command,
-                        cwd: a.cwd,
-                        timeout: a.timeout,
-                        local_root: self.local_root_arg(),
-                        handoff,
-                    };
-                    let call = self
-                        .daemon
-                        .call("sudo_exec", |c| async move { c.sudo_exec(ctx, req).await });
-                    unless_cancelled(call, cancel)
-                };
-                followed(self, &auth, a.handoff_after, progress, run).await
-            }
-            .await,
-        )
+        let call = |a: SudoExecArgs, auth, handoff, ctx| {
+            let req = SudoExecRequest {
+                auth,
+                command: a.command,
+                cwd: a.cwd,
+                timeout: a.timeout,
+                local_root: self.local_root_arg(),
+                handoff,
+            };
+            self.daemon.call(
+                "sudo_exec",
+                move |c| async move { c.sudo_exec(ctx, req).await },
+            )
+        };
+        self.exec_like(raw, cancel, Progress::asked(&meta, peer), call)
+            .await
     }
 }

@@ -627,3 +627,45 @@ async fn a_kill_through_a_stopped_master_is_an_error_then_works() {
     assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
     mcp.close().await;
 }
+
+/// An agent that crashes before the hand-off takes its command with it (the call was still
+/// its own); one that crashes after leaves a handle, which another client of the session
+/// follows and kills.
+#[tokio::test]
+async fn a_client_that_vanishes_before_the_handoff_takes_the_command_after_it_does_not() {
+    let (env, first, s) = connected().await;
+    let watcher = env.mcp().await;
+    let before = unique_sleep(300);
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": format!("sleep {before}"), "handoff_after": 60});
+    let (_id, _rx) = first.start_call("exec", args).await;
+    let probe = |secs: &str| format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
+    assert!(
+        crate::remote_until(&watcher, &s, &probe(&before), "yes\n").await,
+        "the command never started"
+    );
+    first.kill().await;
+    assert!(
+        crate::remote_until(&watcher, &s, &probe(&before), "no\n").await,
+        "the command outlived the call it belonged to"
+    );
+    let second = env.mcp().await;
+    let after = unique_sleep(300);
+    let r = exec(
+        &second,
+        &s,
+        &format!("sleep {after}"),
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    second.kill().await;
+    let st = status(&watcher, &s, &r["handle_id"], json!({})).await;
+    assert_eq!(st["status"], "running", "the handle is the session's: {st}");
+    assert_eq!(
+        kill(&watcher, &s, &r["handle_id"], json!({})).await["result"],
+        "killed"
+    );
+    assert!(none_left(&watcher, &s, &format!("sleep {after}")).await);
+    watcher.close().await;
+}

@@ -351,8 +351,8 @@ impl Handle {
     }
 }
 
-/// `command_start`: starts the command as a handle and answers once its process group is
-/// known (or it ended, or [`START_WAIT`] passed).
+/// `command_start`: starts the command as a handle and answers once it started (its working
+/// directory entered), or with the reason it could not start.
 pub async fn start(
     session: &Session,
     settings: &Settings,

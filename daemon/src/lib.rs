@@ -13,3 +13,4 @@ pub mod server;
 pub mod service;
 pub mod session;
 pub mod tasks;
+pub mod transfers;

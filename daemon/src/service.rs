@@ -16,13 +16,14 @@ use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
+use sshmcp_proto::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
-use crate::{commands, exec, inspect, tasks};
+use crate::{commands, exec, inspect, tasks, transfers};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -215,6 +216,49 @@ impl Daemon for DaemonService {
             tasks::status(&session, max_output_bytes, req).await
         })
         .await
+    }
+
+    async fn download_start(
+        self,
+        _: Context,
+        req: TransferStartRequest,
+    ) -> Result<TransferReport, DaemonError> {
+        let auth = req.auth.clone();
+        let (settings, destinations) = (
+            self.registry.settings.clone(),
+            self.registry.destinations.clone(),
+        );
+        self.on_session("download_start", &auth, |session| async move {
+            transfers::download(&session, &settings, &destinations, req).await
+        })
+        .await
+    }
+
+    async fn transfer_status(
+        self,
+        _: Context,
+        req: TransferRequest,
+    ) -> Result<TransferReport, DaemonError> {
+        let session = self.registry.authorize_local(&req.auth)?;
+        session.transfers.status(&req.operation_id)
+    }
+
+    async fn transfer_cancel(
+        self,
+        _: Context,
+        req: TransferRequest,
+    ) -> Result<TransferReport, DaemonError> {
+        let session = self.registry.authorize_local(&req.auth)?;
+        session.transfers.cancel(&req.operation_id)
+    }
+
+    async fn transfer_list(
+        self,
+        _: Context,
+        auth: SessionAuth,
+    ) -> Result<TransferList, DaemonError> {
+        let session = self.registry.authorize_local(&auth)?;
+        Ok(session.transfers.list())
     }
 
     async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {

@@ -13,6 +13,7 @@ pub mod service;
 pub mod session;
 pub mod task;
 pub mod time;
+pub mod transfer;
 
 pub use error::{DaemonError, ErrorCode};
 pub use service::{Daemon, DaemonClient, DaemonStatus, Hello, PROTOCOL_VERSION};

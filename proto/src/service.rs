@@ -18,6 +18,7 @@ use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, Sessi
 use crate::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
+use crate::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
 /// type. New tools never bump it: their methods are appended to the trait (existing variants
@@ -46,6 +47,10 @@ pub const CAPABILITIES: &[&str] = &[
     "task_launch",
     "task_status",
     "task_kill",
+    "download_start",
+    "transfer_status",
+    "transfer_cancel",
+    "transfer_list",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -105,6 +110,10 @@ pub trait Daemon {
     async fn task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>;
     async fn task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>;
     async fn task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>;
+    async fn download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
+    async fn transfer_status(req: TransferRequest) -> Result<TransferReport, DaemonError>;
+    async fn transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>;
+    async fn transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -149,6 +158,7 @@ mod tests {
     use crate::inspect::{DirEntry, FileType, RemotePath};
     use crate::session::{ConnectTarget, RemoteFacts, SessionAuth, SessionState};
     use crate::task::{LogTail, TaskState};
+    use crate::transfer::{TransferDirection, TransferError, TransferState};
 
     /// Encodes and decodes `value` with the wire codec; bincode mistakes (skipped fields,
     /// untagged enums) show up here instead of in production.
@@ -498,6 +508,41 @@ mod tests {
             signal: 15,
             force_kill_used: false,
             timestamp: "t".into(),
+        }));
+        roundtrip(TransferStartRequest {
+            auth: auth.clone(),
+            remote_path: RemotePath {
+                path: "/a".into(),
+                encoding: Encoding::Utf8,
+            },
+            local_path: "b".into(),
+            overwrite: true,
+            local_root: None,
+        });
+        roundtrip(TransferRequest {
+            auth: auth.clone(),
+            operation_id: "tr-1".into(),
+        });
+        let report = TransferReport {
+            operation_id: "tr-1".into(),
+            direction: TransferDirection::Download,
+            state: TransferState::Failed,
+            bytes_transferred: 1,
+            total_bytes: 2,
+            rate: 0.5,
+            eta: Some(2.0),
+            sha256: None,
+            final_path: Some("/r/b".into()),
+            error: Some(TransferError {
+                code: "transfer_failed".into(),
+                message: "m".into(),
+            }),
+            started_at: "a".into(),
+            ended_at: None,
+        };
+        roundtrip(Ok::<_, DaemonError>(report.clone()));
+        roundtrip(Ok::<_, DaemonError>(TransferList {
+            transfers: vec![report],
         }));
         roundtrip(ProgressRequest {
             auth: auth.clone(),

@@ -27,6 +27,7 @@ impl Shim {
                 + Self::exec_router()
                 + Self::commands_router()
                 + Self::tasks_router()
+                + Self::transfers_router()
                 + Self::inspect_router(),
         }
     }
@@ -67,6 +68,9 @@ impl Shim {
              it with `command_kill`. Handles and their output end with the session: read \
              them before `disconnect`. A process that must outlive the session (a server \
              you leave up): `task_launch`, then `task_status` / `task_kill` with its PID.\n\
+             Files: `download_start` copies a remote file into the local root as a job (keep \
+             its `operation_id`, poll `transfer_status`); never move file contents through \
+             command output.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
              (`timeout` up to 86400; none for `command_start` or with `handoff_after`); \
              output kept per stream up to the daemon's cap (head and tail) in an answer, \

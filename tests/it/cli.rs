@@ -73,7 +73,11 @@ async fn status_and_stop_close_every_master() {
             "progress",
             "task_launch",
             "task_status",
-            "task_kill"
+            "task_kill",
+            "download_start",
+            "transfer_status",
+            "transfer_cancel",
+            "transfer_list"
         ]),
         "the capabilities of the handshake"
     );

@@ -13,6 +13,7 @@ mod login_shells;
 mod sudo;
 mod surface;
 mod tasks;
+mod transfers;
 mod wedged;
 
 use serde_json::{Value, json};

@@ -22,6 +22,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "command_status",
             "connect",
             "disconnect",
+            "download_start",
             "exec",
             "list_directory",
             "read_file_range",
@@ -30,7 +31,10 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "sudo_exec",
             "task_kill",
             "task_launch",
-            "task_status"
+            "task_status",
+            "transfer_cancel",
+            "transfer_list",
+            "transfer_status"
         ]
     );
     for tool in &tools {
@@ -68,6 +72,8 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "command_status",
         "command_list",
         "task_status",
+        "transfer_status",
+        "transfer_list",
     ] {
         let tool = tools.iter().find(|t| t["name"] == read_only).unwrap();
         assert_eq!(tool["annotations"]["readOnlyHint"], true, "{read_only}");
@@ -100,6 +106,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "handoff_after",
         "next_offset",
         "wait_seconds",
+        "operation_id",
     ];
     for word in mentioned {
         let command = word.starts_with("nohup") || word.starts_with("sshmcp daemon");

@@ -214,18 +214,21 @@ impl TestEnv {
     }
 }
 
-/// Every regular file below `dir` (none when it does not exist).
+/// Every regular file below `dir` (none when it does not exist). Symlinks are not followed:
+/// a test may plant one that leads out of the tree, or back into it.
 pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return files;
     };
     for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(files_under(&path));
-        } else if path.is_file() {
-            files.push(path);
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            files.extend(files_under(&entry.path()));
+        } else if kind.is_file() {
+            files.push(entry.path());
         }
     }
     files

@@ -39,7 +39,7 @@ _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|
 *': File name too long') echo toolong ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
 
 /// The prelude for a program that uses `tools`.
-fn prelude(tools: &str) -> String {
+pub(crate) fn prelude(tools: &str) -> String {
     PRELUDE.replace("{TOOLS}", tools)
 }
 
@@ -78,7 +78,7 @@ pub fn remote_text(bytes: &[u8]) -> (String, Encoding) {
 
 /// Runs `script` with the path on stdin; returns what followed an `ok` status line (the
 /// rest of that line, and the bytes after it), or the error the status line names.
-async fn run(
+pub(crate) async fn run(
     session: &Session,
     script: String,
     path: &[u8],

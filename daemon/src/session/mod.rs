@@ -37,6 +37,8 @@ pub struct Session {
     active_transfers: AtomicU32,
     /// Its command handles and the runs followed by progress keys.
     pub commands: std::sync::Arc<crate::commands::Commands>,
+    /// Its file transfers.
+    pub transfers: crate::transfers::Transfers,
     inner: Mutex<Inner>,
 }
 
@@ -66,6 +68,7 @@ impl Session {
             host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
             commands: Default::default(),
+            transfers: Default::default(),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,
                 last_used: now,
@@ -110,6 +113,17 @@ impl Session {
     fn begin_closing(&self) -> SessionState {
         let mut inner = self.lock();
         std::mem::replace(&mut inner.state, SessionState::Closing)
+    }
+
+    /// Transfers of this session still copying.
+    pub fn transfers_active(&self) -> u32 {
+        self.active_transfers.load(Ordering::Relaxed)
+    }
+
+    /// Counts a transfer as active until the returned guard goes.
+    pub fn transfer_started(self: &std::sync::Arc<Self>) -> ActiveTransfer {
+        self.active_transfers.fetch_add(1, Ordering::Relaxed);
+        ActiveTransfer(self.clone())
     }
 
     pub fn touch(&self) {
@@ -166,6 +180,15 @@ impl Session {
 }
 
 /// The answer of every operational tool once the master is gone.
+/// A transfer counted in its session's `active_transfers` while it lives.
+pub struct ActiveTransfer(std::sync::Arc<Session>);
+
+impl Drop for ActiveTransfer {
+    fn drop(&mut self) {
+        self.0.active_transfers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub fn lost_error() -> DaemonError {
     DaemonError::new(
         ErrorCode::ConnectionLost,

@@ -29,6 +29,8 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 /// Every session of this daemon.
 pub struct Registry {
     pub settings: Arc<Settings>,
+    /// The destinations of active transfers, across sessions.
+    pub destinations: Arc<crate::transfers::Destinations>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Held while the session record is written: one writer at a time, each with a snapshot
     /// taken under it, so the newest state is the one that lands.
@@ -41,6 +43,7 @@ impl Registry {
     pub fn new(settings: Arc<Settings>) -> Arc<Self> {
         Arc::new(Self {
             settings,
+            destinations: Default::default(),
             sessions: Mutex::new(HashMap::new()),
             record_writer: Mutex::new(()),
             closing: AtomicBool::new(false),

@@ -88,7 +88,7 @@ fn auth(session_id: String, session_key: String) -> SessionAuth {
     }
 }
 
-fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePath {
+pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePath {
     RemotePath {
         path,
         encoding: encoding.unwrap_or(Encoding::Utf8),

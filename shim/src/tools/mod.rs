@@ -6,3 +6,4 @@ pub mod exec;
 pub mod inspect;
 pub mod session;
 pub mod tasks;
+pub mod transfers;

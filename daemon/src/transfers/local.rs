@@ -1,0 +1,238 @@
+//! The local end of a transfer: a destination confined to the local root, walked one
+//! directory at a time without following symlinks and kept open, so the file is published into
+//! the directory that was checked even when a symlink is swapped in meanwhile; and the
+//! private partial file a copy resumes from.
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
+use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
+use sha2::{Digest, Sha256};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+/// Where a download lands: the checked parent directory, held open, and the file's name.
+pub struct Destination {
+    parent: OwnedFd,
+    name: OsString,
+    /// The absolute path the file will have, for answers and for one owner per destination.
+    pub final_path: PathBuf,
+}
+
+fn invalid(message: impl Into<String>) -> DaemonError {
+    DaemonError::new(ErrorCode::InvalidLocalPath, message)
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_DIRECTORY
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
+
+/// `local_path` checked against `root`: relative (or absolute inside the root), no `..`, not
+/// in the private `.sshmcp`, no symlink on the way; missing directories are made (0700). The
+/// file itself must not exist unless `overwrite`, and then be a regular file.
+pub fn destination(
+    root: &Path,
+    local_path: &str,
+    overwrite: bool,
+) -> Result<Destination, DaemonError> {
+    let relative = confine(root, local_path)?;
+    std::fs::create_dir_all(root)
+        .map_err(|e| invalid(format!("cannot create the local root: {e}")))?;
+    let mut dir = nix::fcntl::open(root, OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| invalid(format!("cannot open the local root: {e}")))?;
+    let mut parts: Vec<&std::ffi::OsStr> = relative.iter().collect();
+    let name = parts
+        .pop()
+        .expect("confine gives at least one part")
+        .to_os_string();
+    for part in parts {
+        let next = match openat(&dir, part, DIR_FLAGS, Mode::empty()) {
+            Err(Errno::ENOENT) => mkdirat(&dir, part, Mode::from_bits_truncate(0o700))
+                .or_else(|e| if e == Errno::EEXIST { Ok(()) } else { Err(e) })
+                .and_then(|()| openat(&dir, part, DIR_FLAGS, Mode::empty())),
+            other => other,
+        };
+        dir = next.map_err(|e| match e {
+            Errno::ELOOP | Errno::ENOTDIR => invalid(
+                "local_path goes through a symlink or a file: it must stay inside the local root",
+            ),
+            e => invalid(format!("cannot open a directory of local_path: {e}")),
+        })?;
+    }
+    match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => {}
+        Err(e) => return Err(invalid(format!("cannot look at local_path: {e}"))),
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG => {
+            return Err(invalid("local_path exists and is not a regular file"));
+        }
+        Ok(_) if !overwrite => {
+            return Err(DaemonError::new(
+                ErrorCode::LocalPathExists,
+                "local_path exists; pass overwrite: true to replace it",
+            ));
+        }
+        Ok(_) => {}
+    }
+    Ok(Destination {
+        parent: dir,
+        name,
+        final_path: root.join(&relative),
+    })
+}
+
+/// The path inside the root that `local_path` names, checked by its words alone.
+fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
+    let path = Path::new(local_path);
+    let relative = match path.is_absolute() {
+        true => path
+            .strip_prefix(root)
+            .map_err(|_| invalid("an absolute local_path must lie inside the local root"))?,
+        false => path,
+    };
+    let mut clean = PathBuf::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            _ => return Err(invalid("local_path must not contain `..`")),
+        }
+    }
+    if clean.as_os_str().is_empty() {
+        return Err(invalid("local_path names no file"));
+    }
+    if clean.starts_with(".sshmcp") {
+        return Err(invalid(
+            "local_path must not be inside the private .sshmcp directory",
+        ));
+    }
+    Ok(clean)
+}
+
+impl Destination {
+    /// Moves the verified partial into place: never over a file that appeared meanwhile
+    /// unless `overwrite`.
+    pub fn publish(&self, partial: &Path, overwrite: bool) -> Result<(), DaemonError> {
+        let here = nix::fcntl::AT_FDCWD;
+        let moved = match overwrite {
+            true => renameat(here, partial, &self.parent, self.name.as_os_str()),
+            false => renameat2(
+                here,
+                partial,
+                &self.parent,
+                self.name.as_os_str(),
+                RenameFlags::RENAME_NOREPLACE,
+            ),
+        };
+        moved.map_err(|e| match e {
+            Errno::EEXIST => DaemonError::new(
+                ErrorCode::LocalPathExists,
+                "local_path appeared during the copy; the verified copy stays as the partial",
+            ),
+            e => DaemonError::new(
+                ErrorCode::TransferFailed,
+                format!("cannot publish the file: {e}"),
+            ),
+        })
+    }
+}
+
+/// The partial file of a copy, in the private directory: one name per server, remote path
+/// and destination, so the same pair resumes where it stopped.
+pub fn partial_path(
+    root: &Path,
+    server: &str,
+    remote: &[u8],
+    destination: &Path,
+) -> std::io::Result<PathBuf> {
+    let private = root.join(".sshmcp");
+    sshmcp_proto::paths::ensure_private_dir(&private)?;
+    let dir = private.join("partial");
+    sshmcp_proto::paths::ensure_private_dir(&dir)?;
+    let mut hash = Sha256::new();
+    for part in [
+        server.as_bytes(),
+        remote,
+        destination.as_os_str().as_encoded_bytes(),
+    ] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    let digest = hash.finalize();
+    let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(dir.join(format!("{name}.part")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_that_leave_the_root_are_refused() {
+        let root = Path::new("/r/root");
+        for bad in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "/r/rootx/y",
+            "",
+            ".",
+            ".sshmcp/x",
+            "./.sshmcp",
+        ] {
+            assert_eq!(
+                confine(root, bad).unwrap_err().code,
+                ErrorCode::InvalidLocalPath,
+                "{bad:?}"
+            );
+        }
+        assert_eq!(confine(root, "a/./b").unwrap(), PathBuf::from("a/b"));
+        assert_eq!(confine(root, "/r/root/a").unwrap(), PathBuf::from("a"));
+    }
+
+    #[test]
+    fn symlinks_on_the_way_are_refused_and_directories_are_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), root.join("out")).unwrap();
+        let e = destination(&root, "out/x", false).err().unwrap();
+        assert_eq!(e.code, ErrorCode::InvalidLocalPath);
+        std::os::unix::fs::symlink("/etc/passwd", root.join("f")).unwrap();
+        assert_eq!(
+            destination(&root, "f", true).err().unwrap().code,
+            ErrorCode::InvalidLocalPath
+        );
+        let d = destination(&root, "new/dir/file", false).unwrap();
+        assert!(root.join("new/dir").is_dir());
+        assert_eq!(d.final_path, root.join("new/dir/file"));
+        std::fs::write(root.join("new/dir/file"), b"x").unwrap();
+        assert_eq!(
+            destination(&root, "new/dir/file", false)
+                .err()
+                .unwrap()
+                .code,
+            ErrorCode::LocalPathExists
+        );
+        assert!(destination(&root, "new/dir/file", true).is_ok());
+    }
+
+    /// The directory checked is the one published into, even when a symlink takes its name
+    /// during the copy.
+    #[test]
+    fn a_swapped_symlink_does_not_move_the_publish() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, outside) = (tmp.path().join("root"), tmp.path().join("outside"));
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let d = destination(&root, "d/file", false).unwrap();
+        std::fs::rename(root.join("d"), root.join("d-moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
+        let partial = tmp.path().join("p");
+        std::fs::write(&partial, b"data").unwrap();
+        d.publish(&partial, false).unwrap();
+        assert!(!outside.join("file").exists());
+        assert_eq!(std::fs::read(root.join("d-moved/file")).unwrap(), b"data");
+    }
+}

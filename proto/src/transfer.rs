@@ -1,0 +1,94 @@
+//! Wire types of file transfers (`download_start`, `transfer_status`, `transfer_cancel`,
+//! `transfer_list`): jobs with ids, copying with rsync over the session's master.
+
+use serde::{Deserialize, Serialize};
+
+use crate::inspect::RemotePath;
+use crate::session::SessionAuth;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferStartRequest {
+    pub auth: SessionAuth,
+    pub remote_path: RemotePath,
+    /// Relative to the local root (an absolute path must lie inside it).
+    pub local_path: String,
+    pub overwrite: bool,
+    /// The caller's local root (absolute), when its person configured one.
+    pub local_root: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferRequest {
+    pub auth: SessionAuth,
+    pub operation_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TransferDirection {
+    /// Remote host to the local root.
+    Download,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TransferState {
+    /// Waiting to start.
+    Queued,
+    /// rsync is copying into the partial file.
+    Running,
+    /// Both ends are being hashed (SHA-256) before publishing.
+    Verifying,
+    /// Verified and published at `final_path`.
+    Completed,
+    /// Ended with `error`; the partial file is kept for a retry to resume from.
+    Failed,
+    /// Stopped by transfer_cancel or disconnect; the partial file is kept.
+    Cancelled,
+}
+
+/// Why a transfer failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TransferError {
+    /// A stable identifier (`transfer_failed`, `verification_failed`, `connection_lost`,
+    /// `local_path_exists`, ...).
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TransferReport {
+    /// Keep it: transfer_status, transfer_cancel and transfer_list take it (this session only).
+    pub operation_id: String,
+    pub direction: TransferDirection,
+    pub state: TransferState,
+    /// Bytes copied so far (rsync's count; a resumed copy counts what it reused too).
+    pub bytes_transferred: u64,
+    /// The source file's size.
+    pub total_bytes: u64,
+    /// Bytes per second over the copy so far.
+    pub rate: f64,
+    /// Seconds left at the current rate; null when unknown or done.
+    pub eta: Option<f64>,
+    /// The SHA-256 (hex) both ends agreed on, once verified.
+    pub sha256: Option<String>,
+    /// The absolute path of the published file, once completed.
+    pub final_path: Option<String>,
+    /// Present when `state` is `failed`.
+    pub error: Option<TransferError>,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    /// RFC 3339 UTC; null while it goes on.
+    pub ended_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TransferList {
+    /// This session's transfers, newest first.
+    pub transfers: Vec<TransferReport>,
+}

@@ -1,0 +1,197 @@
+//! The transfer tools: start a download as a job, follow it, cancel it, list them. File bytes
+//! never travel in MCP messages.
+
+use std::time::Duration;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sshmcp_proto::exec::Encoding;
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
+
+use super::inspect::remote_path;
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::server::Shim;
+
+/// The start checks the source on the host (30 s at most there); the other calls are local.
+const DEADLINE: Duration = Duration::from_secs(45);
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DownloadArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The remote file: absolute, or relative to the login directory (`~` is not expanded);
+    /// any bytes but NUL. A symlink to a file is followed.
+    pub remote_path: String,
+    /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
+    pub remote_path_encoding: Option<Encoding>,
+    /// Where the file goes, relative to the local root (missing directories are made); an
+    /// absolute path must lie inside the root. `..`, symlinks and the private `.sshmcp`
+    /// directory are refused.
+    pub local_path: String,
+    /// Replace an existing local file; default false.
+    pub overwrite: Option<bool>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferArgs {
+    /// The session that started the transfer.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// From download_start.
+    pub operation_id: String,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferListArgs {
+    /// The session whose transfers to list.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+}
+
+fn transfer_request(a: TransferArgs) -> TransferRequest {
+    TransferRequest {
+        auth: SessionAuth {
+            session_id: a.session_id,
+            session_key: a.session_key,
+        },
+        operation_id: a.operation_id,
+    }
+}
+
+#[tool_router(router = transfers_router, vis = "pub(crate)")]
+impl Shim {
+    /// Download one remote regular file into the local root, as a background job: it returns
+    /// at once with an `operation_id` (keep it) and `state: running`; poll `transfer_status`
+    /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
+    /// connection (never a new login) into a private partial file; before the file appears at
+    /// `local_path` both ends are hashed (SHA-256) and must agree, and it appears whole, at
+    /// once. A failed or cancelled copy keeps its partial: starting the same download again
+    /// resumes from it. Use it for files of any size instead of printing them with `exec` or
+    /// reading them with `read_file_range`. Errors: `invalid_local_path` (escapes the local
+    /// root), `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a
+    /// regular file), `remote_path_not_found`, `remote_permission_denied`,
+    /// `transfer_conflict` (another transfer writes that destination),
+    /// `transfer_limit_reached` (too many transfers on this session).
+    #[tool(
+        input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        annotations(title = "Download a file", read_only_hint = false,
+                    destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn download_start(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: DownloadArgs = args::decode(raw)?;
+                let req = TransferStartRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    remote_path: remote_path(a.remote_path, a.remote_path_encoding),
+                    local_path: a.local_path,
+                    overwrite: a.overwrite.unwrap_or(false),
+                    local_root: self.local_root_arg(),
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("download_start", |c| async move {
+                        c.download_start(ctx, req).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Where a transfer of this session stands: `state` (`running`, `verifying`,
+    /// `completed`, `failed` with `error`, `cancelled`), bytes so far and in all, rate, ETA,
+    /// and once completed the verified `sha256` and the absolute `final_path`. Poll it every
+    /// few seconds. Errors: `transfer_not_found` (not an operation of this session).
+    #[tool(
+        input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        annotations(title = "Check a transfer", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn transfer_status(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let req = transfer_request(args::decode(raw)?);
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("transfer_status", |c| async move {
+                        c.transfer_status(ctx, req).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Stop a transfer of this session; only when the copy must not go on. Its partial file
+    /// stays, so starting the same transfer again resumes. Answers the transfer's state (it
+    /// becomes `cancelled` a moment later). Errors: `transfer_not_found`.
+    #[tool(
+        input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        annotations(title = "Cancel a transfer", read_only_hint = false,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn transfer_cancel(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let req = transfer_request(args::decode(raw)?);
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("transfer_cancel", |c| async move {
+                        c.transfer_cancel(ctx, req).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// This session's transfers, newest first (every running one and the last 100 ended),
+    /// each as transfer_status reports it.
+    #[tool(
+        input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TransferList>>(),
+        annotations(title = "List transfers", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn transfer_list(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: TransferListArgs = args::decode(raw)?;
+                let auth = SessionAuth {
+                    session_id: a.session_id,
+                    session_key: a.session_key,
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("transfer_list", |c| async move {
+                        c.transfer_list(ctx, auth).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+}

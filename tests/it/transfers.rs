@@ -1,0 +1,211 @@
+//! Transfers through the real binaries: rsync over the session's master, verified by SHA-256
+//! on both ends, published whole inside the local root, and every escape refused.
+
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::process::unique_sleep;
+
+use crate::{code, connect_watcher, connected, exec, on_session};
+
+type Session = (String, String);
+
+/// Polls transfer_status until the transfer ended (a copy runs in rsync on its own schedule:
+/// no event reaches an MCP client), for up to a minute.
+async fn until_ended(mcp: &McpClient, s: &Session, id: &Value) -> Value {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let r = on_session(mcp, s, "transfer_status", json!({"operation_id": id})).await;
+        assert_eq!(r["ok"], true, "{r}");
+        if !["running", "verifying", "queued"].contains(&r["state"].as_str().unwrap()) {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the transfer never ended: {r}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+fn local_sha256(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+#[tokio::test]
+async fn a_64_mib_download_arrives_verified_and_whole() {
+    let (env, mcp, s) = connected().await;
+    let remote = format!("/tmp/sshmcp-dl-{} file", unique_sleep(1));
+    let made = exec(
+        &mcp,
+        &s,
+        &format!("head -c 67108864 /dev/urandom > '{remote}' && sha256sum < '{remote}'"),
+        json!({}),
+    )
+    .await;
+    let remote_hash = made["stdout"]["data"].as_str().unwrap()[..64].to_string();
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "dl/big.bin"}),
+    )
+    .await;
+    assert_eq!(
+        (&r["ok"], &r["total_bytes"]),
+        (&json!(true), &json!(67108864)),
+        "{r}"
+    );
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    let target = env.local_root.join("dl/big.bin");
+    assert_eq!(
+        (&done["state"], &done["sha256"], &done["final_path"]),
+        (
+            &json!("completed"),
+            &json!(remote_hash),
+            &json!(target.display().to_string())
+        ),
+        "{done}"
+    );
+    assert_eq!(done["bytes_transferred"], 67108864);
+    assert_eq!(local_sha256(&target), remote_hash);
+    let partials = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
+        .unwrap()
+        .count();
+    assert_eq!(partials, 0, "the partial became the file");
+    // The same again is refused without overwrite, done with it.
+    let again = json!({"remote_path": remote, "local_path": "dl/big.bin"});
+    let r = on_session(&mcp, &s, "download_start", again.clone()).await;
+    assert_eq!(code(&r), "local_path_exists");
+    let mut over = again;
+    over["overwrite"] = json!(true);
+    let r = on_session(&mcp, &s, "download_start", over).await;
+    assert_eq!(
+        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
+        "completed"
+    );
+    let list = on_session(&mcp, &s, "transfer_list", json!({})).await;
+    assert_eq!(list["transfers"].as_array().unwrap().len(), 2, "{list}");
+    assert_eq!(list["transfers"][0]["operation_id"], r["operation_id"]);
+    // Another session does not see it.
+    let (watcher, w) = connect_watcher(&env).await;
+    let other = on_session(
+        &watcher,
+        &w,
+        "transfer_status",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(code(&other), "transfer_not_found");
+    exec(&mcp, &s, &format!("rm -f '{remote}'"), json!({})).await;
+    watcher.close().await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are_refused() {
+    let (env, mcp, s) = connected().await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    std::os::unix::fs::symlink("/tmp", env.local_root.join("out")).unwrap();
+    let remote = "/etc/hostname";
+    for (local, expected) in [
+        ("../x", "invalid_local_path"),
+        ("/etc/x", "invalid_local_path"),
+        ("out/x", "invalid_local_path"),
+        (".sshmcp/x", "invalid_local_path"),
+        ("a/../../x", "invalid_local_path"),
+    ] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "download_start",
+            json!({"remote_path": remote, "local_path": local}),
+        )
+        .await;
+        assert_eq!(code(&r), expected, "{local}: {r}");
+    }
+    for (remote, expected) in [
+        ("/etc", "invalid_remote_type"),
+        ("/nonexistent/x", "remote_path_not_found"),
+    ] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "download_start",
+            json!({"remote_path": remote, "local_path": "y"}),
+        )
+        .await;
+        assert_eq!(code(&r), expected, "{remote}: {r}");
+    }
+    let r = on_session(
+        &mcp,
+        &s,
+        "transfer_status",
+        json!({"operation_id": "tr-nope"}),
+    )
+    .await;
+    assert_eq!(code(&r), "transfer_not_found");
+    mcp.close().await;
+}
+
+/// A master killed mid-copy ends the transfer `failed` with `connection_lost`, and rsync's
+/// ssh never opens a connection of its own: sshd saw one login, the session's.
+#[tokio::test]
+async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
+    let (env, mcp, s) = connected().await;
+    let remote = format!("/tmp/sshmcp-sparse-{}", unique_sleep(1));
+    exec(&mcp, &s, &format!("truncate -s 1G {remote}"), json!({})).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "sparse.bin"}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    // Once bytes flow (rsync's progress; no event reaches the test), the master goes.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = on_session(
+            &mcp,
+            &s,
+            "transfer_status",
+            json!({"operation_id": r["operation_id"]}),
+        )
+        .await;
+        if st["bytes_transferred"].as_u64().unwrap() > 0 {
+            assert_eq!(st["state"], "running", "the copy must still run: {st}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no byte ever came: {st}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let list = mcp.call("session_list", json!({})).await;
+    let master = list["sessions"][0]["master_pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("connection_lost")),
+        "{done}"
+    );
+    assert!(
+        !env.local_root.join("sparse.bin").exists(),
+        "nothing was published"
+    );
+    assert_eq!(env.sshd.log_text().matches("Accepted publickey").count(), 1);
+    let (watcher, w) = connect_watcher(&env).await;
+    exec(&watcher, &w, &format!("rm -f {remote}"), json!({})).await;
+    watcher.close().await;
+    mcp.close().await;
+}

@@ -156,36 +156,7 @@ async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are
 #[tokio::test]
 async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
     let (env, mcp, s) = connected().await;
-    let remote = format!("/tmp/sshmcp-sparse-{}", unique_sleep(1));
-    exec(&mcp, &s, &format!("truncate -s 1G {remote}"), json!({})).await;
-    let r = on_session(
-        &mcp,
-        &s,
-        "download_start",
-        json!({"remote_path": remote, "local_path": "sparse.bin"}),
-    )
-    .await;
-    assert_eq!(r["ok"], true, "{r}");
-    // Once bytes flow (rsync's progress; no event reaches the test), the master goes.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let st = on_session(
-            &mcp,
-            &s,
-            "transfer_status",
-            json!({"operation_id": r["operation_id"]}),
-        )
-        .await;
-        if st["bytes_transferred"].as_u64().unwrap() > 0 {
-            assert_eq!(st["state"], "running", "the copy must still run: {st}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < give_up,
-            "no byte ever came: {st}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let (remote, r) = a_copy_under_way(&mcp, &s, "sparse.bin").await;
     let list = mcp.call("session_list", json!({})).await;
     let master = list["sessions"][0]["master_pid"].as_i64().unwrap() as i32;
     nix::sys::signal::kill(
@@ -207,5 +178,109 @@ async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
     let (watcher, w) = connect_watcher(&env).await;
     exec(&watcher, &w, &format!("rm -f {remote}"), json!({})).await;
     watcher.close().await;
+    mcp.close().await;
+}
+
+/// Starts a download of a fresh 1 GiB sparse file and waits until rsync's first bytes came;
+/// returns the remote path and the answer of download_start.
+async fn a_copy_under_way(mcp: &McpClient, s: &Session, local: &str) -> (String, Value) {
+    let remote = format!("/tmp/sshmcp-sparse-{}", unique_sleep(1));
+    exec(mcp, s, &format!("truncate -s 1G {remote}"), json!({})).await;
+    let r = on_session(
+        mcp,
+        s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": local}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    // Once bytes flow (rsync's progress; no event reaches the test).
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = on_session(
+            mcp,
+            s,
+            "transfer_status",
+            json!({"operation_id": r["operation_id"]}),
+        )
+        .await;
+        if st["bytes_transferred"].as_u64().unwrap() > 0 {
+            assert_eq!(st["state"], "running", "the copy must still run: {st}");
+            return (remote, r);
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no byte ever came: {st}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A source changed under the copy (its first bytes, already sent) no longer matches what
+/// arrived: `verification_failed`, nothing published.
+#[tokio::test]
+async fn a_source_changed_during_the_copy_fails_verification() {
+    let (env, mcp, s) = connected().await;
+    let (remote, r) = a_copy_under_way(&mcp, &s, "changed.bin").await;
+    exec(
+        &mcp,
+        &s,
+        &format!("printf changed | dd of={remote} conv=notrunc 2>/dev/null"),
+        json!({}),
+    )
+    .await;
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("verification_failed")),
+        "{done}"
+    );
+    assert!(
+        !env.local_root.join("changed.bin").exists(),
+        "nothing was published"
+    );
+    exec(&mcp, &s, &format!("rm -f {remote}"), json!({})).await;
+    mcp.close().await;
+}
+
+/// A cancelled copy keeps its partial; the same download again resumes from it and
+/// completes verified.
+#[tokio::test]
+async fn a_cancelled_download_resumes_and_verifies() {
+    let (env, mcp, s) = connected().await;
+    let (remote, r) = a_copy_under_way(&mcp, &s, "resumed.bin").await;
+    let c = on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(c["ok"], true, "{c}");
+    assert_eq!(
+        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
+        "cancelled"
+    );
+    let partials: Vec<_> = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(partials.len(), 1, "the partial stays");
+    let again = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "resumed.bin"}),
+    )
+    .await;
+    let done = until_ended(&mcp, &s, &again["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        std::fs::metadata(env.local_root.join("resumed.bin"))
+            .unwrap()
+            .len(),
+        1 << 30
+    );
+    exec(&mcp, &s, &format!("rm -f {remote}"), json!({})).await;
     mcp.close().await;
 }

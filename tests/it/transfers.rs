@@ -284,3 +284,35 @@ async fn a_cancelled_download_resumes_and_verifies() {
     exec(&mcp, &s, &format!("rm -f {remote}"), json!({})).await;
     mcp.close().await;
 }
+
+/// A running transfer counts in `session_list`; disconnect cancels it, keeps its partial and
+/// leaves no rsync behind.
+#[tokio::test]
+async fn disconnect_cancels_a_transfer_and_keeps_its_partial() {
+    let (env, mcp, s) = connected().await;
+    let (remote, _r) = a_copy_under_way(&mcp, &s, "cut.bin").await;
+    let list = mcp.call("session_list", json!({})).await;
+    assert_eq!(list["sessions"][0]["active_transfers"], 1, "{list}");
+    let partial_dir = env.local_root.join(".sshmcp/partial");
+    let partial = std::fs::read_dir(&partial_dir)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    // rsync is killed as the copy is cancelled; its end is the daemon's, not an event here.
+    let needle = partial.display().to_string();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "rsync outlived the session"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(partial.exists(), "the partial stays for a later resume");
+    std::fs::remove_file(&remote).ok();
+    mcp.close().await;
+}

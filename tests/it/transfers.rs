@@ -152,7 +152,7 @@ async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are
 }
 
 /// A master killed mid-copy ends the transfer `failed` with `connection_lost`, and rsync's
-/// ssh never opens a connection of its own: sshd saw one login, the session's.
+/// ssh never opens a connection of its own: sshd saw one connection, the session's.
 #[tokio::test]
 async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
     let (env, mcp, s) = connected().await;
@@ -174,7 +174,9 @@ async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
         !env.local_root.join("sparse.bin").exists(),
         "nothing was published"
     );
-    assert_eq!(env.sshd.log_text().matches("Accepted publickey").count(), 1);
+    // rsync's ssh names the session's server: without `ProxyCommand=false` it would have
+    // connected to it when the master went.
+    assert_eq!(env.sshd.log_text().matches("Connection from").count(), 1);
     let (watcher, w) = connect_watcher(&env).await;
     exec(&watcher, &w, &format!("rm -f {remote}"), json!({})).await;
     watcher.close().await;
@@ -314,5 +316,72 @@ async fn disconnect_cancels_a_transfer_and_keeps_its_partial() {
     }
     assert!(partial.exists(), "the partial stays for a later resume");
     std::fs::remove_file(&remote).ok();
+    mcp.close().await;
+}
+
+/// The remote path is taken literally (no wildcard, a leading colon is a name) and a symlink
+/// to a file is copied as the file; transfers started together stay within max-transfers.
+#[tokio::test]
+async fn odd_remote_names_are_literal_and_the_limit_holds_under_a_burst() {
+    let (env, mcp, s) = crate::connected_with(
+        &sshmcp_tests::SshdOptions::default(),
+        &[("SSHMCP_MAX_TRANSFERS", "1")],
+    )
+    .await;
+    let dir = format!("/tmp/sshmcp-odd-{}", unique_sleep(1));
+    exec(
+        &mcp,
+        &s,
+        &format!(
+            "mkdir -p {dir} && cd {dir} && echo bracket > 'x[1]' && echo one > x1 && \
+             echo target > t && ln -s t link && echo colon > ':c'"
+        ),
+        json!({}),
+    )
+    .await;
+    for (remote, local, content) in [
+        (format!("{dir}/x[1]"), "b.txt", "bracket\n"),
+        (format!("{dir}/link"), "l.txt", "target\n"),
+    ] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "download_start",
+            json!({"remote_path": remote, "local_path": local}),
+        )
+        .await;
+        let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+        assert_eq!(done["state"], "completed", "{remote}: {done}");
+        assert_eq!(
+            std::fs::read_to_string(env.local_root.join(local)).unwrap(),
+            content
+        );
+    }
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": ":c", "local_path": "c.txt", "remote_path_encoding": "utf-8"}),
+    )
+    .await;
+    // Relative to the login directory: there is no `:c` there.
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    // A burst of starts: one runs, the others are refused.
+    let mut pending = Vec::new();
+    for i in 0..4 {
+        let args = json!({"session_id": s.0, "session_key": s.1,
+                          "remote_path": format!("{dir}/t"), "local_path": format!("burst{i}")});
+        pending.push(mcp.start_call("download_start", args).await.1);
+    }
+    let mut started = 0;
+    for rx in pending {
+        let r = sshmcp_tests::mcp::answer(rx).await;
+        match r["ok"].as_bool().unwrap() {
+            true => started += 1,
+            false => assert_eq!(code(&r), "transfer_limit_reached", "{r}"),
+        }
+    }
+    assert!(started >= 1, "at least the first started");
+    exec(&mcp, &s, &format!("rm -rf {dir}"), json!({})).await;
     mcp.close().await;
 }

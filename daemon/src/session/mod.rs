@@ -115,15 +115,16 @@ impl Session {
         std::mem::replace(&mut inner.state, SessionState::Closing)
     }
 
-    /// Transfers of this session still copying.
-    pub fn transfers_active(&self) -> u32 {
-        self.active_transfers.load(Ordering::Relaxed)
-    }
-
-    /// Counts a transfer as active until the returned guard goes.
-    pub fn transfer_started(self: &std::sync::Arc<Self>) -> ActiveTransfer {
-        self.active_transfers.fetch_add(1, Ordering::Relaxed);
-        ActiveTransfer(self.clone())
+    /// Counts a transfer as active until the returned guard goes, if fewer than `max` are:
+    /// the check and the count are one step, so transfers started together cannot pass it
+    /// all at once.
+    pub fn transfer_started(self: &std::sync::Arc<Self>, max: u32) -> Option<ActiveTransfer> {
+        self.active_transfers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ActiveTransfer(self.clone()))
     }
 
     pub fn touch(&self) {

@@ -102,9 +102,9 @@ fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
     if clean.as_os_str().is_empty() {
         return Err(invalid("local_path names no file"));
     }
-    if clean.starts_with(".sshmcp") {
+    if clean.iter().any(|part| part == ".sshmcp") {
         return Err(invalid(
-            "local_path must not be inside the private .sshmcp directory",
+            "local_path must not go through a private .sshmcp directory",
         ));
     }
     Ok(clean)
@@ -180,6 +180,7 @@ mod tests {
             ".",
             ".sshmcp/x",
             "./.sshmcp",
+            "a/.sshmcp/b",
         ] {
             assert_eq!(
                 confine(root, bad).unwrap_err().code,

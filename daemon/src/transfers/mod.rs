@@ -28,6 +28,10 @@ use crate::session::Session;
 
 /// Transfers a session keeps for `transfer_list` (running ones are never dropped).
 const HISTORY_LEN: usize = 100;
+/// How long a transfer waits for one of the session's channels.
+const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a master whose copy ended badly may take to show as exited.
+const MASTER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -197,16 +201,18 @@ pub async fn download(
     destinations: &Arc<Destinations>,
     req: TransferStartRequest,
 ) -> Result<TransferReport, DaemonError> {
-    let active = session.transfers_active();
-    if active >= settings.max_transfers {
-        return Err(DaemonError::new(
-            ErrorCode::TransferLimitReached,
-            format!(
-                "this session already runs {active} transfers (the daemon's max-transfers); \
-                 wait for one to end"
-            ),
-        ));
-    }
+    let counted = session
+        .transfer_started(settings.max_transfers)
+        .ok_or_else(|| {
+            DaemonError::new(
+                ErrorCode::TransferLimitReached,
+                format!(
+                    "this session already runs {} transfers (the daemon's max-transfers); \
+                     wait for one to end",
+                    settings.max_transfers
+                ),
+            )
+        })?;
     let remote = inspect::path_bytes(&req.remote_path)?;
     let source = inspect::stat::stat(
         session,
@@ -252,7 +258,6 @@ pub async fn download(
         cancel: session.host.closing.child_token(),
     });
     session.transfers.add(op.clone());
-    let counted = session.transfer_started();
     let (session, job) = (session.clone(), op.clone());
     tokio::spawn(async move {
         let outcome = copy(
@@ -264,8 +269,9 @@ pub async fn download(
             req.overwrite,
         )
         .await;
-        job.end(outcome);
+        // Free first: a caller that sees the end may start the same destination at once.
         drop((claim, counted));
+        job.end(outcome);
     });
     Ok(op.report())
 }
@@ -280,24 +286,45 @@ async fn copy(
     overwrite: bool,
 ) -> Result<(String, String), (TransferState, DaemonError)> {
     let failed = |e| (TransferState::Failed, e);
-    match rsync::download(
+    let cancelled = || {
+        (
+            TransferState::Cancelled,
+            DaemonError::new(ErrorCode::TransferFailed, "cancelled"),
+        )
+    };
+    // rsync's ssh opens a channel on the master like any command: it takes one of the
+    // session's slots, so commands and transfers together stay within sshd's MaxSessions.
+    let slot = tokio::select! {
+        slot = crate::remote::channel::acquire_slot(
+            &session.host.slots,
+            tokio::time::Instant::now() + SLOT_WAIT,
+        ) => slot.map_err(|_| failed(DaemonError::new(
+            ErrorCode::TransferFailed,
+            "no channel of the session came free in time (running commands hold them all)",
+        )))?,
+        _ = op.cancel.cancelled() => return Err(cancelled()),
+    };
+    let server = (session.server_host.as_str(), session.server_port);
+    let copied = rsync::download(
         &session.host.control_path,
+        server,
         remote,
         partial,
-        &op.bytes,
+        (&op.bytes, op.total),
         &op.cancel,
     )
-    .await
-    {
+    .await;
+    drop(slot);
+    match copied {
         Ok(()) => {}
-        Err(rsync::Failure::Cancelled) => {
-            return Err((
-                TransferState::Cancelled,
-                DaemonError::new(ErrorCode::TransferFailed, "cancelled"),
-            ));
-        }
+        Err(rsync::Failure::Cancelled) => return Err(cancelled()),
         Err(rsync::Failure::Exited(code)) => {
-            return Err(failed(match session.host.master_gone() {
+            // A master killed mid-copy closes its socket a moment before it shows as exited.
+            let lost = match session.host.master.get() {
+                Some(master) => master.exited_within(MASTER_EXIT_WAIT).await,
+                None => false,
+            };
+            return Err(failed(match lost {
                 true => crate::session::lost_error(),
                 false => DaemonError::new(
                     ErrorCode::TransferFailed,
@@ -315,8 +342,11 @@ async fn copy(
         }
     }
     op.set_state(TransferState::Verifying);
-    let (remote_hash, local_hash) =
-        tokio::join!(remote_sha256(session, remote), local_sha256(partial));
+    let hashes = async { tokio::join!(remote_sha256(session, remote), local_sha256(partial)) };
+    let (remote_hash, local_hash) = tokio::select! {
+        hashes = hashes => hashes,
+        _ = op.cancel.cancelled() => return Err(cancelled()),
+    };
     let (remote_hash, local_hash) = (remote_hash.map_err(failed)?, local_hash.map_err(failed)?);
     if remote_hash != local_hash {
         return Err(failed(DaemonError::new(
@@ -324,16 +354,21 @@ async fn copy(
             "the copy's SHA-256 differs from the source's; nothing was published",
         )));
     }
+    if op.cancel.is_cancelled() {
+        return Err(cancelled());
+    }
     destination.publish(partial, overwrite).map_err(failed)?;
     Ok((local_hash, destination.final_path.display().to_string()))
 }
 
 /// The source's SHA-256 on the host: `openssl dgst` where there is one (four times faster
-/// than coreutils there), else `sha256sum`. The path travels on stdin.
+/// than coreutils there), else `sha256sum`. The path travels on stdin, and the file is hashed
+/// from stdin too: both tools mark the digest of an odd file name with a backslash.
 async fn remote_sha256(session: &Session, remote: &[u8]) -> Result<String, DaemonError> {
     let script = format!(
-        "{}if command -v openssl >/dev/null 2>&1; then _h=$(command openssl dgst -sha256 -r \"$_p\" 2>&1) \
-         || _sshmcp_fail \"$_h\"; else _h=$(command sha256sum \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; fi\n\
+        "{}if command -v openssl >/dev/null 2>&1; then \
+         _h=$(command openssl dgst -sha256 -r < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; \
+         else _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; fi\n\
          printf 'ok %s\\n' \"${{_h%% *}}\"\n",
         inspect::prelude("sha256sum")
     );

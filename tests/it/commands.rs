@@ -713,3 +713,48 @@ async fn a_full_local_disk_truncates_a_handles_output_and_the_command_completes(
     );
     mcp.close().await;
 }
+
+/// A login shell that prints on both streams: a command sent to a runner that said ready is
+/// not touched by that noise, whether it starts as a handle or is handed off.
+#[tokio::test]
+async fn a_chatty_login_shell_leaves_handles_clean() {
+    use sshmcp_tests::users::{Chatty, chatty_user};
+    let (_env, mcp, s) = crate::logged_in_as(
+        &chatty_user(Chatty::Bash),
+        &[("SSHMCP_STANDBY_CHANNELS", "0")],
+    )
+    .await;
+    let h = start(&mcp, &s, "echo out; echo err >&2").await;
+    let r = until_ended(&mcp, &s, &h["handle_id"]).await;
+    assert_eq!(
+        (&r["stdout"]["data"], &r["stderr"]["data"], &r["exit_code"]),
+        (&json!("out\n"), &json!("err\n"), &json!(0)),
+        "{r}"
+    );
+    let r = exec(
+        &mcp,
+        &s,
+        "echo a; sleep 1.5; echo b",
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(
+        (&r["handed_off"], &r["stdout"]["data"]),
+        (&json!(true), &json!("a\n")),
+        "{r}"
+    );
+    let st = until_ended(&mcp, &s, &r["handle_id"]).await;
+    let rest = status(
+        &mcp,
+        &s,
+        &r["handle_id"],
+        json!({"stdout_offset": r["stdout"]["next_offset"]}),
+    )
+    .await;
+    assert_eq!(
+        (&st["status"], &rest["stdout"]["data"]),
+        (&json!("completed"), &json!("b\n")),
+        "{rest}"
+    );
+    mcp.close().await;
+}

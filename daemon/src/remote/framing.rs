@@ -484,29 +484,29 @@ mod tests {
             Self::start_as(Sh::Dash, configure)
         }
 
-        /// A channel on a host whose `/bin/sh` is `sh`: bash is bind-mounted over it in a
-        /// private mount namespace (root only, as the test suite runs).
+        /// A channel on a host whose `/bin/sh` is `sh` (bash is bind-mounted over it), in a
+        /// private mount namespace with an empty `/etc` of its own (root only, as the test
+        /// suite runs), dated an hour ago: the runner dates the login files, and a test
+        /// elsewhere that changes `/etc` (a user added) would make this channel stale, as it
+        /// should on a real host.
         fn start_as(sh: Sh, configure: impl FnOnce(&mut std::process::Command)) -> Self {
+            assert!(
+                nix::unistd::geteuid().is_root(),
+                "a channel of its own /etc needs root"
+            );
             let login = format!("echo noise; echo noise >&2; {BOOTSTRAP}");
-            let mut command = match sh {
-                Sh::Dash => std::process::Command::new("/bin/sh"),
-                Sh::Bash => {
-                    assert!(
-                        nix::unistd::geteuid().is_root(),
-                        "bash as /bin/sh needs root"
-                    );
-                    let mut c = std::process::Command::new("unshare");
-                    c.args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
-                        .arg(format!(
-                            "mount --bind /bin/bash /bin/sh && exec /bin/sh -c '{login}'"
-                        ));
-                    c
-                }
+            let bash = match sh {
+                Sh::Dash => "",
+                Sh::Bash => "mount --bind /bin/bash /bin/sh && ",
             };
+            let mut command = std::process::Command::new("unshare");
+            command
+                .args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
+                .arg(format!(
+                    "{bash}mount -t tmpfs tmpfs /etc && touch -d '1 hour ago' /etc && \
+                     exec /bin/sh -c '{login}'"
+                ));
             configure(&mut command);
-            if sh == Sh::Dash {
-                command.arg("-c").arg(&login);
-            }
             let mut child = command
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())

@@ -12,6 +12,10 @@ fn main() -> ExitCode {
     if let Some(status) = sshmcpd::session::askpass::run_if_requested() {
         return ExitCode::from(status);
     }
+    // rsync runs us as its remote shell for every transfer (see transfers/relay.rs).
+    if let Some(status) = sshmcpd::transfers::relay::run_if_requested() {
+        return ExitCode::from(status);
+    }
     close_inherited_descriptors();
     let flags = Flags::parse();
     let report = ReadyReport::new(flags.report_ready);

@@ -16,6 +16,7 @@ use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
+use sshmcp_proto::transfer::TransferDirection::{Download, Upload};
 use sshmcp_proto::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
@@ -229,7 +230,23 @@ impl Daemon for DaemonService {
             self.registry.destinations.clone(),
         );
         self.on_session("download_start", &auth, |session| async move {
-            transfers::download(&session, &settings, &destinations, req).await
+            transfers::start(&session, &settings, &destinations, Download, req).await
+        })
+        .await
+    }
+
+    async fn upload_start(
+        self,
+        _: Context,
+        req: TransferStartRequest,
+    ) -> Result<TransferReport, DaemonError> {
+        let auth = req.auth.clone();
+        let (settings, destinations) = (
+            self.registry.settings.clone(),
+            self.registry.destinations.clone(),
+        );
+        self.on_session("upload_start", &auth, |session| async move {
+            transfers::start(&session, &settings, &destinations, Upload, req).await
         })
         .await
     }

@@ -26,7 +26,7 @@ use crate::transfer::{TransferList, TransferReport, TransferRequest, TransferSta
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
 /// per tool. A client checks a tool's name here before calling it.
@@ -51,6 +51,7 @@ pub const CAPABILITIES: &[&str] = &[
     "transfer_status",
     "transfer_cancel",
     "transfer_list",
+    "upload_start",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -114,6 +115,7 @@ pub trait Daemon {
     async fn transfer_status(req: TransferRequest) -> Result<TransferReport, DaemonError>;
     async fn transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>;
     async fn transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>;
+    async fn upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -525,9 +527,10 @@ mod tests {
         });
         let report = TransferReport {
             operation_id: "tr-1".into(),
-            direction: TransferDirection::Download,
+            direction: TransferDirection::Upload,
             state: TransferState::Failed,
             bytes_transferred: 1,
+            reused_bytes: Some(1),
             total_bytes: 2,
             rate: 0.5,
             eta: Some(2.0),

@@ -1,5 +1,6 @@
-//! Wire types of file transfers (`download_start`, `transfer_status`, `transfer_cancel`,
-//! `transfer_list`): jobs with ids, copying with rsync over the session's master.
+//! Wire types of file transfers (`download_start`, `upload_start`, `transfer_status`,
+//! `transfer_cancel`, `transfer_list`): jobs with ids, copying with rsync over the session's
+//! master.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +11,8 @@ use crate::session::SessionAuth;
 pub struct TransferStartRequest {
     pub auth: SessionAuth,
     pub remote_path: RemotePath,
-    /// Relative to the local root (an absolute path must lie inside it).
+    /// Relative to the local root (an absolute path must lie inside it): the destination of a
+    /// download, the source of an upload.
     pub local_path: String,
     pub overwrite: bool,
     /// The caller's local root (absolute), when its person configured one.
@@ -29,6 +31,8 @@ pub struct TransferRequest {
 pub enum TransferDirection {
     /// Remote host to the local root.
     Download,
+    /// Local root to the remote host.
+    Upload,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +72,9 @@ pub struct TransferReport {
     pub state: TransferState,
     /// Bytes copied so far (rsync's count; a resumed copy counts what it reused too).
     pub bytes_transferred: u64,
+    /// Bytes of the partial file that an earlier, stopped copy left and this one kept instead
+    /// of sending again (the size less rsync's literal data); known once the copy ended.
+    pub reused_bytes: Option<u64>,
     /// The source file's size.
     pub total_bytes: u64,
     /// Bytes per second over the copy so far.
@@ -76,7 +83,8 @@ pub struct TransferReport {
     pub eta: Option<f64>,
     /// The SHA-256 (hex) both ends agreed on, once verified.
     pub sha256: Option<String>,
-    /// The absolute path of the published file, once completed.
+    /// The published file's absolute path (local for a download, remote for an upload), once
+    /// completed.
     pub final_path: Option<String>,
     /// Present when `state` is `failed`.
     pub error: Option<TransferError>,

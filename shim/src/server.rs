@@ -68,8 +68,9 @@ impl Shim {
              it with `command_kill`. Handles and their output end with the session: read \
              them before `disconnect`. A process that must outlive the session (a server \
              you leave up): `task_launch`, then `task_status` / `task_kill` with its PID.\n\
-             Files: `download_start` copies a remote file into the local root as a job (keep \
-             its `operation_id`, poll `transfer_status`); never move file contents through \
+             Files: `download_start` copies a remote file into the local root and \
+             `upload_start` one from the local root to the host, each as a job (keep its \
+             `operation_id`, poll `transfer_status`); never move file contents through \
              command output.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
              (`timeout` up to 86400; none for `command_start` or with `handoff_after`); \

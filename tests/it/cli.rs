@@ -77,7 +77,8 @@ async fn status_and_stop_close_every_master() {
             "download_start",
             "transfer_status",
             "transfer_cancel",
-            "transfer_list"
+            "transfer_list",
+            "upload_start"
         ]),
         "the capabilities of the handshake"
     );

@@ -670,35 +670,12 @@ async fn a_client_that_vanishes_before_the_handoff_takes_the_command_after_it_do
     watcher.close().await;
 }
 
-/// Unmounts the small local disk of a test however the test ends.
-struct SmallDisk(std::path::PathBuf);
-
-impl SmallDisk {
-    /// A 1 MiB tmpfs at `dir` (root only).
-    fn mount(dir: &std::path::Path) -> Self {
-        std::fs::create_dir_all(dir).unwrap();
-        sshmcp_tests::process::run(
-            std::process::Command::new("mount")
-                .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-                .arg(dir),
-            "util-linux",
-        );
-        Self(dir.to_path_buf())
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// A local disk that fills while a handle writes its output ends the copy, not the command:
 /// the command completes with its exit code and the stream says it was truncated.
 #[tokio::test]
 async fn a_full_local_disk_truncates_a_handles_output_and_the_command_completes() {
     let (env, mcp, s) = connected().await;
-    let _disk = SmallDisk::mount(&env.local_root);
+    let _disk = sshmcp_tests::disk::SmallDisk::mount(&env.local_root);
     let h = start(&mcp, &s, "head -c 3000000 /dev/zero | tr '\\0' x; exit 3").await;
     let r = until_ended(&mcp, &s, &h["handle_id"]).await;
     assert_eq!(

@@ -34,7 +34,8 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "task_status",
             "transfer_cancel",
             "transfer_list",
-            "transfer_status"
+            "transfer_status",
+            "upload_start"
         ]
     );
     for tool in &tools {

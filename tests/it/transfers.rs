@@ -156,7 +156,7 @@ async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are
 #[tokio::test]
 async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
     let (env, mcp, s) = connected().await;
-    let (remote, r) = a_copy_under_way(&mcp, &s, "sparse.bin").await;
+    let (remote, r) = a_download_under_way(&mcp, &s, "sparse.bin", false).await;
     let list = mcp.call("session_list", json!({})).await;
     let master = list["sessions"][0]["master_pid"].as_i64().unwrap() as i32;
     nix::sys::signal::kill(
@@ -183,11 +183,22 @@ async fn a_master_killed_mid_copy_fails_the_transfer_without_a_second_login() {
     mcp.close().await;
 }
 
-/// Starts a download of a fresh 1 GiB sparse file and waits until rsync's first bytes came;
-/// returns the remote path and the answer of download_start.
-async fn a_copy_under_way(mcp: &McpClient, s: &Session, local: &str) -> (String, Value) {
+/// Starts a download of a fresh 1 GiB remote file (pseudo-random with `random`, else sparse)
+/// and waits until rsync's first bytes came; returns the remote path and the answer of
+/// download_start.
+async fn a_download_under_way(
+    mcp: &McpClient,
+    s: &Session,
+    local: &str,
+    random: bool,
+) -> (String, Value) {
     let remote = format!("/tmp/sshmcp-sparse-{}", unique_sleep(1));
-    exec(mcp, s, &format!("truncate -s 1G {remote}"), json!({})).await;
+    let fill = if random {
+        " && shred -n 1 "
+    } else {
+        " && true "
+    };
+    remote_out(mcp, s, &format!("truncate -s 1G {remote}{fill}{remote}")).await;
     let r = on_session(
         mcp,
         s,
@@ -196,26 +207,8 @@ async fn a_copy_under_way(mcp: &McpClient, s: &Session, local: &str) -> (String,
     )
     .await;
     assert_eq!(r["ok"], true, "{r}");
-    // Once bytes flow (rsync's progress; no event reaches the test).
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let st = on_session(
-            mcp,
-            s,
-            "transfer_status",
-            json!({"operation_id": r["operation_id"]}),
-        )
-        .await;
-        if st["bytes_transferred"].as_u64().unwrap() > 0 {
-            assert_eq!(st["state"], "running", "the copy must still run: {st}");
-            return (remote, r);
-        }
-        assert!(
-            std::time::Instant::now() < give_up,
-            "no byte ever came: {st}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_bytes_flow(mcp, s, &r).await;
+    (remote, r)
 }
 
 /// A source changed under the copy (its first bytes, already sent) no longer matches what
@@ -223,7 +216,7 @@ async fn a_copy_under_way(mcp: &McpClient, s: &Session, local: &str) -> (String,
 #[tokio::test]
 async fn a_source_changed_during_the_copy_fails_verification() {
     let (env, mcp, s) = connected().await;
-    let (remote, r) = a_copy_under_way(&mcp, &s, "changed.bin").await;
+    let (remote, r) = a_download_under_way(&mcp, &s, "changed.bin", false).await;
     exec(
         &mcp,
         &s,
@@ -241,6 +234,12 @@ async fn a_source_changed_during_the_copy_fails_verification() {
         !env.local_root.join("changed.bin").exists(),
         "nothing was published"
     );
+    let partials = std::fs::read_dir(env.local_root.join(".sshmcp/partial")).unwrap();
+    assert_eq!(
+        partials.count(),
+        0,
+        "the spoiled copy is not kept to resume from"
+    );
     exec(&mcp, &s, &format!("rm -f {remote}"), json!({})).await;
     mcp.close().await;
 }
@@ -250,7 +249,7 @@ async fn a_source_changed_during_the_copy_fails_verification() {
 #[tokio::test]
 async fn a_cancelled_download_resumes_and_verifies() {
     let (env, mcp, s) = connected().await;
-    let (remote, r) = a_copy_under_way(&mcp, &s, "resumed.bin").await;
+    let (remote, r) = a_download_under_way(&mcp, &s, "resumed.bin", true).await;
     let c = on_session(
         &mcp,
         &s,
@@ -268,6 +267,7 @@ async fn a_cancelled_download_resumes_and_verifies() {
         .flatten()
         .collect();
     assert_eq!(partials.len(), 1, "the partial stays");
+    let arrived = partials[0].metadata().unwrap().len();
     let again = on_session(
         &mcp,
         &s,
@@ -277,6 +277,12 @@ async fn a_cancelled_download_resumes_and_verifies() {
     .await;
     let done = until_ended(&mcp, &s, &again["operation_id"]).await;
     assert_eq!(done["state"], "completed", "{done}");
+    // All that had arrived was kept, but its last block (rsync's blocks are 32 KiB here).
+    let reused = done["reused_bytes"].as_u64().unwrap();
+    assert!(
+        reused <= arrived && reused + (1 << 20) > arrived,
+        "{arrived} bytes had arrived: {done}"
+    );
     assert_eq!(
         std::fs::metadata(env.local_root.join("resumed.bin"))
             .unwrap()
@@ -292,7 +298,7 @@ async fn a_cancelled_download_resumes_and_verifies() {
 #[tokio::test]
 async fn disconnect_cancels_a_transfer_and_keeps_its_partial() {
     let (env, mcp, s) = connected().await;
-    let (remote, _r) = a_copy_under_way(&mcp, &s, "cut.bin").await;
+    let (remote, _r) = a_download_under_way(&mcp, &s, "cut.bin", false).await;
     let list = mcp.call("session_list", json!({})).await;
     assert_eq!(list["sessions"][0]["active_transfers"], 1, "{list}");
     let partial_dir = env.local_root.join(".sshmcp/partial");
@@ -367,7 +373,7 @@ async fn odd_remote_names_are_literal_and_the_limit_holds_under_a_burst() {
     // Relative to the login directory: there is no `:c` there.
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     // With one copy under way, a burst of starts is refused whole: the limit is one.
-    let (sparse, running) = a_copy_under_way(&mcp, &s, "running.bin").await;
+    let (sparse, running) = a_download_under_way(&mcp, &s, "running.bin", false).await;
     let mut pending = Vec::new();
     for i in 0..4 {
         let args = json!({"session_id": s.0, "session_key": s.1,
@@ -391,5 +397,534 @@ async fn odd_remote_names_are_literal_and_the_limit_holds_under_a_burst() {
     );
     exec(&mcp, &s, &format!("rm -f {sparse}"), json!({})).await;
     exec(&mcp, &s, &format!("rm -rf {dir}"), json!({})).await;
+    mcp.close().await;
+}
+
+/// Writes `bytes` random bytes to `path` (its directory made).
+fn random_file(path: &std::path::Path, bytes: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let out = std::fs::File::create(path).unwrap();
+    let status = std::process::Command::new("head")
+        .args(["-c", &bytes.to_string(), "/dev/urandom"])
+        .stdout(out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// What `command` prints on the host.
+async fn remote_out(mcp: &McpClient, s: &Session, command: &str) -> String {
+    let r = exec(mcp, s, command, json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{command}: {r}");
+    r["stdout"]["data"].as_str().unwrap().to_string()
+}
+
+/// Starts an upload and waits for its end.
+async fn upload(mcp: &McpClient, s: &Session, args: Value) -> Value {
+    let r = on_session(mcp, s, "upload_start", args).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["direction"], "upload", "{r}");
+    until_ended(mcp, s, &r["operation_id"]).await
+}
+
+#[tokio::test]
+async fn a_64_mib_upload_arrives_verified_and_replaces_only_with_overwrite() {
+    let (env, mcp, s) = connected().await;
+    let dir = format!("/tmp/sshmcp-up-{}", unique_sleep(1));
+    remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+    let local = env.local_root.join("up/big.bin");
+    random_file(&local, 64 << 20);
+    let hash = local_sha256(&local);
+    let remote = format!("{dir}/big file");
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "up/big.bin", "remote_path": remote}),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["sha256"], &done["final_path"]),
+        (&json!("completed"), &json!(hash), &json!(remote)),
+        "{done}"
+    );
+    assert_eq!(
+        (&done["bytes_transferred"], &done["reused_bytes"]),
+        (&json!(64 << 20), &json!(0)),
+        "{done}"
+    );
+    let there = remote_out(&mcp, &s, &format!("sha256sum < '{remote}'; ls -A {dir}")).await;
+    assert_eq!(
+        there,
+        format!("{hash}  -\nbig file\n"),
+        "no partial is left"
+    );
+    // The same again is refused without overwrite, and replaces the file with it.
+    let small = env.local_root.join("up/small.txt");
+    std::fs::write(&small, "new\n").unwrap();
+    let again = json!({"local_path": "up/small.txt", "remote_path": remote});
+    let r = on_session(&mcp, &s, "upload_start", again.clone()).await;
+    assert_eq!(code(&r), "remote_path_exists", "{r}");
+    let mut over = again;
+    over["overwrite"] = json!(true);
+    assert_eq!(upload(&mcp, &s, over).await["state"], "completed");
+    let there = remote_out(&mcp, &s, &format!("cat '{remote}'; ls -A {dir}")).await;
+    assert_eq!(there, "new\nbig file\n");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// Starts an upload of a fresh 1 GiB local file (pseudo-random with `random`, else sparse)
+/// into a fresh remote directory and waits until rsync's first bytes went; returns the
+/// directory and the answer.
+async fn an_upload_under_way(
+    env: &sshmcp_tests::TestEnv,
+    mcp: &McpClient,
+    s: &Session,
+    name: &str,
+    random: bool,
+) -> (String, Value) {
+    let dir = format!("/tmp/sshmcp-upsparse-{}", unique_sleep(1));
+    remote_out(mcp, s, &format!("mkdir {dir}")).await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    let path = env.local_root.join(name);
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(1 << 30).unwrap();
+    if random {
+        sshmcp_tests::process::run(
+            std::process::Command::new("shred")
+                .args(["-n", "1"])
+                .arg(&path),
+            "coreutils",
+        );
+    }
+    let r = on_session(
+        mcp,
+        s,
+        "upload_start",
+        json!({"local_path": name, "remote_path": format!("{dir}/{name}")}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    until_bytes_flow(mcp, s, &r).await;
+    (dir, r)
+}
+
+/// Waits until a transfer's first bytes went (rsync's progress; no event reaches the test).
+async fn until_bytes_flow(mcp: &McpClient, s: &Session, r: &Value) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = on_session(
+            mcp,
+            s,
+            "transfer_status",
+            json!({"operation_id": r["operation_id"]}),
+        )
+        .await;
+        if st["bytes_transferred"].as_u64().unwrap() > 0 {
+            assert_eq!(st["state"], "running", "the copy must still run: {st}");
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no byte ever came: {st}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A cancelled upload keeps its hidden partial beside the destination; the same upload again
+/// keeps what arrived (rsync's matched data) and completes verified.
+#[tokio::test]
+async fn a_cancelled_upload_resumes_from_what_arrived() {
+    let (env, mcp, s) = connected().await;
+    let (dir, r) = an_upload_under_way(&env, &mcp, &s, "resumed.bin", true).await;
+    on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(
+        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
+        "cancelled"
+    );
+    let left = remote_out(&mcp, &s, &format!("ls -A {dir}")).await;
+    assert!(
+        left.starts_with(".sshmcp-") && left.ends_with(".part\n") && left.lines().count() == 1,
+        "the partial stays, hidden: {left:?}"
+    );
+    let arrived: u64 = remote_out(&mcp, &s, &format!("stat -c %s {dir}/{}", left.trim()))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "resumed.bin", "remote_path": format!("{dir}/resumed.bin")}),
+    )
+    .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    let reused = done["reused_bytes"].as_u64().unwrap();
+    // All that had arrived was kept, but its last block (rsync's blocks are 32 KiB here).
+    assert!(
+        reused <= arrived && reused + (1 << 20) > arrived,
+        "{arrived} bytes had arrived: {done}"
+    );
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("ls -A {dir}; stat -c %s {dir}/resumed.bin"),
+    )
+    .await;
+    assert_eq!(there, "resumed.bin\n1073741824\n");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// A destination that another process creates after the upload's check, while the copy is
+/// being verified: the link fails, the partial is removed, and only then the transfer ends
+/// `remote_path_exists`; the other file is never replaced.
+#[tokio::test]
+async fn a_destination_created_during_an_upload_is_never_replaced() {
+    let (user, hook) = sshmcp_tests::users::user_with_hashing_hook("sshmcp-hookrace");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let dir = format!("/tmp/sshmcp-race-{}", unique_sleep(1));
+    remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+    std::fs::write(&hook, format!("printf theirs > {dir}/dest\n")).unwrap();
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    std::fs::write(env.local_root.join("mine.txt"), "mine").unwrap();
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "mine.txt", "remote_path": format!("{dir}/dest")}),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("remote_path_exists")),
+        "{done}"
+    );
+    let there = remote_out(&mcp, &s, &format!("ls -A {dir}; cat {dir}/dest")).await;
+    assert_eq!(there, "dest\ntheirs", "no partial left, nothing replaced");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// A partial corrupted after the copy (before its hash) is caught: `verification_failed`,
+/// nothing published, and the partial removed, so the retry copies afresh and completes.
+#[tokio::test]
+async fn a_corrupted_partial_is_caught_and_discarded() {
+    let (user, hook) = sshmcp_tests::users::user_with_hashing_hook("sshmcp-hookcorrupt");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let dir = format!("/tmp/sshmcp-corrupt-{}", unique_sleep(1));
+    remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+    std::fs::write(
+        &hook,
+        format!("for f in {dir}/.sshmcp-*.part; do printf X | dd of=\"$f\" conv=notrunc 2>/dev/null; done\n"),
+    )
+    .unwrap();
+    let local = env.local_root.join("data.bin");
+    random_file(&local, 4 << 20);
+    // The hook writes an X over the first byte: that byte must be something else.
+    let mut bytes = std::fs::read(&local).unwrap();
+    bytes[0] = b'A';
+    std::fs::write(&local, bytes).unwrap();
+    let args = json!({"local_path": "data.bin", "remote_path": format!("{dir}/data.bin")});
+    let done = upload(&mcp, &s, args.clone()).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("verification_failed")),
+        "{done}"
+    );
+    assert_eq!(remote_out(&mcp, &s, &format!("ls -A {dir}")).await, "");
+    let done = upload(&mcp, &s, args).await;
+    assert_eq!(
+        (&done["state"], &done["reused_bytes"]),
+        (&json!("completed"), &json!(0)),
+        "{done}"
+    );
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("sha256sum < {dir}/data.bin; ls -A {dir}"),
+    )
+    .await;
+    assert_eq!(there, format!("{}  -\ndata.bin\n", local_sha256(&local)));
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn upload_sources_outside_the_root_and_bad_destinations_are_refused() {
+    let (env, mcp, s) = connected().await;
+    let root = &env.local_root;
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    std::fs::write(root.join("ok.txt"), "ok").unwrap();
+    std::os::unix::fs::symlink("/tmp", root.join("out")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("link")).unwrap();
+    nix::unistd::mkfifo(&root.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    for local in [
+        "../x",
+        "/etc/passwd",
+        "out/hostname",
+        "link",
+        "fifo",
+        "dir",
+        "missing",
+        ".sshmcp/x",
+    ] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "upload_start",
+            json!({"local_path": local, "remote_path": "/tmp/sshmcp-never"}),
+        )
+        .await;
+        assert_eq!(code(&r), "invalid_local_path", "{local}: {r}");
+    }
+    for (remote, overwrite, expected) in [
+        ("/nonexistent/x", false, "remote_path_not_found"),
+        ("/tmp", true, "invalid_remote_type"),
+        ("/etc/hostname/x", false, "invalid_remote_type"),
+        ("/tmp/", false, "invalid_arguments"),
+        ("/etc/hostname", false, "remote_path_exists"),
+        ("/etc/hostname", true, "remote_permission_denied"),
+        ("/etc/sshmcp-new", false, "remote_permission_denied"),
+    ] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "upload_start",
+            json!({"local_path": "ok.txt", "remote_path": remote, "overwrite": overwrite}),
+        )
+        .await;
+        assert_eq!(code(&r), expected, "{remote}: {r}");
+    }
+    // The source is the file that was checked, even when a symlink takes its name at once.
+    random_file(&root.join("swap.bin"), 1 << 20);
+    let hash = local_sha256(&root.join("swap.bin"));
+    let remote = format!("/tmp/sshmcp-swap-{}", unique_sleep(1));
+    let r = on_session(
+        &mcp,
+        &s,
+        "upload_start",
+        json!({"local_path": "swap.bin", "remote_path": remote}),
+    )
+    .await;
+    std::fs::rename(root.join("swap.bin"), root.join("swapped.bin")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("swap.bin")).unwrap();
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["sha256"]),
+        (&json!("completed"), &json!(hash))
+    );
+    let there = remote_out(&mcp, &s, &format!("sha256sum < {remote}; rm {remote}")).await;
+    assert_eq!(there, format!("{hash}  -\n"));
+    mcp.close().await;
+}
+
+/// One destination has one writer across sessions: a local path, and a remote file even when
+/// the other session reached the server by another name.
+#[tokio::test]
+async fn one_destination_has_one_writer_across_sessions() {
+    let (env, mcp, s) = connected().await;
+    let (watcher, w) = connect_watcher(&env).await;
+    let (sparse, r) = a_download_under_way(&mcp, &s, "shared.bin", false).await;
+    let other = on_session(
+        &watcher,
+        &w,
+        "download_start",
+        json!({"remote_path": sparse, "local_path": "shared.bin"}),
+    )
+    .await;
+    assert_eq!(code(&other), "transfer_conflict", "{other}");
+    on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    until_ended(&mcp, &s, &r["operation_id"]).await;
+    let (dir, r) = an_upload_under_way(&env, &mcp, &s, "up.bin", false).await;
+    let other = on_session(
+        &watcher,
+        &w,
+        "upload_start",
+        json!({"local_path": "up.bin", "remote_path": format!("{dir}/up.bin")}),
+    )
+    .await;
+    assert_eq!(code(&other), "transfer_conflict", "{other}");
+    on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    until_ended(&mcp, &s, &r["operation_id"]).await;
+    remote_out(&mcp, &s, &format!("rm -r {dir} {sparse}")).await;
+    watcher.close().await;
+    mcp.close().await;
+}
+
+/// rsync reads its protocol from the first byte its remote shell passes on: what a login
+/// shell prints before it (a greeting above the guard, a tcsh rc, stderr merged into stdout)
+/// is dropped, and both directions work.
+#[tokio::test]
+async fn transfers_work_under_login_shells_that_print() {
+    use sshmcp_tests::users::{Chatty, chatty_user};
+    for kind in [Chatty::Bash, Chatty::Tcsh, Chatty::MergedBash] {
+        let (env, mcp, s) = crate::logged_in_as(&chatty_user(kind), &[]).await;
+        let dir = format!("/tmp/sshmcp-chatty-{}", unique_sleep(1));
+        remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+        let local = env.local_root.join("up.bin");
+        random_file(&local, 1 << 20);
+        let remote = format!("{dir}/up.bin");
+        let done = upload(
+            &mcp,
+            &s,
+            json!({"local_path": "up.bin", "remote_path": remote}),
+        )
+        .await;
+        assert_eq!(done["state"], "completed", "{kind:?}: {done}");
+        let r = on_session(
+            &mcp,
+            &s,
+            "download_start",
+            json!({"remote_path": remote, "local_path": "down.bin"}),
+        )
+        .await;
+        let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+        assert_eq!(done["state"], "completed", "{kind:?}: {done}");
+        assert_eq!(
+            std::fs::read(env.local_root.join("down.bin")).unwrap(),
+            std::fs::read(&local).unwrap()
+        );
+        remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+        mcp.close().await;
+    }
+}
+
+/// A disk that fills, on either end, or a remote directory that vanishes ends the transfer
+/// `failed` with `transfer_failed` and publishes nothing; a full disk keeps what the partial
+/// got.
+#[tokio::test]
+async fn a_full_disk_or_a_vanished_directory_fails_the_transfer_and_publishes_nothing() {
+    use sshmcp_tests::disk::SmallDisk;
+    let (env, mcp, s) = connected().await;
+    let n = unique_sleep(1);
+    // The remote end: a 1 MiB disk as the destination's directory.
+    let full = format!("/tmp/sshmcp-rfull-{n}");
+    let _remote_disk = SmallDisk::mount(std::path::Path::new(&full));
+    random_file(&env.local_root.join("four.bin"), 4 << 20);
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "four.bin", "remote_path": format!("{full}/four.bin")}),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("transfer_failed")),
+        "{done}"
+    );
+    let left = remote_out(&mcp, &s, &format!("ls -A {full}")).await;
+    assert!(
+        left.starts_with(".sshmcp-") && left.lines().count() == 1,
+        "{left:?}"
+    );
+    // A remote directory removed during the copy.
+    let (dir, r) = an_upload_under_way(&env, &mcp, &s, "gone.bin", false).await;
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("transfer_failed")),
+        "{done}"
+    );
+    // The local end: the local root is a 1 MiB disk.
+    let remote = format!("/tmp/sshmcp-four-{n}");
+    remote_out(
+        &mcp,
+        &s,
+        &format!("head -c 4194304 /dev/urandom > {remote}"),
+    )
+    .await;
+    let _local_disk = SmallDisk::mount(&env.local_root);
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "four.bin"}),
+    )
+    .await;
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("transfer_failed")),
+        "{done}"
+    );
+    assert!(
+        !env.local_root.join("four.bin").exists(),
+        "nothing published"
+    );
+    let partial = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
+        .unwrap()
+        .flatten()
+        .next()
+        .expect("the partial stays")
+        .metadata()
+        .unwrap()
+        .len();
+    assert!(partial > 0, "what arrived is kept");
+    remote_out(&mcp, &s, &format!("rm {remote}")).await;
+    mcp.close().await;
+}
+
+/// A daemon killed outright (SIGKILL: no cleanup of its own) takes its rsync along; the
+/// partial stays for a later resume.
+#[tokio::test]
+async fn a_daemon_killed_outright_leaves_no_rsync_behind() {
+    let (env, mcp, s) = connected().await;
+    // 16 GiB: a copy that would go on for a minute on its own.
+    let remote = format!("/tmp/sshmcp-orphan-{}", unique_sleep(1));
+    remote_out(&mcp, &s, &format!("truncate -s 16G {remote}")).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "orphan.bin"}),
+    )
+    .await;
+    until_bytes_flow(&mcp, &s, &r).await;
+    let partial = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let needle = partial.display().to_string();
+    // rsync and the receiver it forks.
+    assert!(sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0);
+    let daemon = env.daemon_pid().expect("the daemon runs");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The kernel signals rsync as the daemon goes; its end is no event here.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "rsync outlived its daemon"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(partial.exists(), "the partial stays");
+    std::fs::remove_file(&remote).ok();
     mcp.close().await;
 }

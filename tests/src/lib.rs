@@ -4,6 +4,7 @@
 
 pub mod bins;
 pub mod churn;
+pub mod disk;
 pub mod env;
 pub mod mcp;
 pub mod netns;

@@ -214,3 +214,40 @@ pub fn user_without_gnu_find() -> String {
         &format!("export PATH={}:$PATH\n", bin.display()),
     )
 }
+
+/// A bash user whose `openssl` (the hasher transfers use on the host) first runs `~/hook.sh`
+/// once, if the test put one there: a test acts at the moment a transfer is being verified,
+/// after its copy and before its publishing (root only: it writes the wrapper). Answers the
+/// user and the hook's path.
+pub fn user_with_hashing_hook(name: &str) -> (String, std::path::PathBuf) {
+    let user = user_with_startup_file(
+        name,
+        "/bin/bash",
+        ".bashrc",
+        "export PATH=$HOME/bin:$PATH\n",
+    );
+    let home = nix::unistd::User::from_name(&user)
+        .ok()
+        .flatten()
+        .expect("the user just made")
+        .dir;
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).expect("the wrapper's directory");
+    let wrapper = bin.join("openssl");
+    // `mv` makes the hook run once, whoever hashes next. Where the machine has no openssl,
+    // `sha256sum` gives the digest as the first word too (transfers read no more).
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\nmv \"$HOME/hook.sh\" \"$HOME/hook.ran\" 2>/dev/null && sh \"$HOME/hook.ran\"\n\
+         [ -x /usr/bin/openssl ] && exec /usr/bin/openssl \"$@\"\nexec sha256sum\n",
+    )
+    .expect("the openssl wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod the wrapper");
+    let hook = home.join("hook.sh");
+    let _ = std::fs::remove_file(&hook);
+    (user, hook)
+}

@@ -84,14 +84,25 @@ pub(crate) async fn run(
     path: &[u8],
     max_output_bytes: u64,
 ) -> Result<(String, Vec<u8>), DaemonError> {
-    let mut program = Program::new(script, TIMEOUT, max_output_bytes);
+    run_within(session, script, path, max_output_bytes, TIMEOUT).await
+}
+
+/// [`run`] for a program that may take `timeout` (hashing a large file).
+pub(crate) async fn run_within(
+    session: &Session,
+    script: String,
+    path: &[u8],
+    max_output_bytes: u64,
+    timeout: Duration,
+) -> Result<(String, Vec<u8>), DaemonError> {
+    let mut program = Program::new(script, timeout, max_output_bytes);
     program.stdin = Some(path.to_vec());
     let result: ExecResult = remote::run(&session.host, program).await?;
     let shown = || String::from_utf8_lossy(path).into_owned();
     if result.timed_out {
         return Err(DaemonError::internal(format!(
             "the host did not answer within {} s for {}",
-            TIMEOUT.as_secs(),
+            timeout.as_secs(),
             shown()
         )));
     }
@@ -106,7 +117,7 @@ pub(crate) async fn run(
     match word {
         // A tool that complained (a file gone between two steps) spoils the answer.
         "ok" if result.exit_code == Some(0) && said.is_empty() => Ok((detail.to_string(), rest)),
-        "toolong" | "notfound" | "denied" | "notdir" | "notfile" => {
+        "toolong" | "notfound" | "denied" | "notdir" | "notfile" | "exists" => {
             let (code, what) = match word {
                 "toolong" => (
                     ErrorCode::InvalidArguments,
@@ -115,9 +126,13 @@ pub(crate) async fn run(
                 "notfound" => (ErrorCode::RemotePathNotFound, "no such path on the host"),
                 "denied" => (
                     ErrorCode::RemotePermissionDenied,
-                    "the session's user may not read",
+                    "permission denied to the session's user",
                 ),
                 "notdir" => (ErrorCode::InvalidRemoteType, "not a directory"),
+                "exists" => (
+                    ErrorCode::RemotePathExists,
+                    "exists (pass overwrite: true to replace it)",
+                ),
                 _ => (ErrorCode::InvalidRemoteType, "not a regular file"),
             };
             Err(DaemonError::new(code, format!("{what}: {}", shown())))

@@ -1,7 +1,7 @@
-//! The local end of a transfer: a destination confined to the local root, walked one
-//! directory at a time without following symlinks and kept open, so the file is published into
-//! the directory that was checked even when a symlink is swapped in meanwhile; and the
-//! private partial file a copy resumes from.
+//! The local end of a transfer, confined to the local root and walked one directory at a time
+//! without following symlinks: a download's destination directory, kept open, so the file is
+//! published into the directory that was checked even when a symlink is swapped in meanwhile;
+//! an upload's source, opened once; and the private partial file a download resumes from.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -10,7 +10,6 @@ use std::path::{Component, Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
 use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
-use sha2::{Digest, Sha256};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 /// Where a download lands: the checked parent directory, held open, and the file's name.
@@ -40,27 +39,7 @@ pub fn destination(
     let relative = confine(root, local_path)?;
     std::fs::create_dir_all(root)
         .map_err(|e| invalid(format!("cannot create the local root: {e}")))?;
-    let mut dir = nix::fcntl::open(root, OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
-        .map_err(|e| invalid(format!("cannot open the local root: {e}")))?;
-    let mut parts: Vec<&std::ffi::OsStr> = relative.iter().collect();
-    let name = parts
-        .pop()
-        .expect("confine gives at least one part")
-        .to_os_string();
-    for part in parts {
-        let next = match openat(&dir, part, DIR_FLAGS, Mode::empty()) {
-            Err(Errno::ENOENT) => mkdirat(&dir, part, Mode::from_bits_truncate(0o700))
-                .or_else(|e| if e == Errno::EEXIST { Ok(()) } else { Err(e) })
-                .and_then(|()| openat(&dir, part, DIR_FLAGS, Mode::empty())),
-            other => other,
-        };
-        dir = next.map_err(|e| match e {
-            Errno::ELOOP | Errno::ENOTDIR => invalid(
-                "local_path goes through a symlink or a file: it must stay inside the local root",
-            ),
-            e => invalid(format!("cannot open a directory of local_path: {e}")),
-        })?;
-    }
+    let (dir, name) = parent(root, &relative, true)?;
     match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
         Err(Errno::ENOENT) => {}
         Err(e) => return Err(invalid(format!("cannot look at local_path: {e}"))),
@@ -80,6 +59,77 @@ pub fn destination(
         name,
         final_path: root.join(&relative),
     })
+}
+
+/// What an upload reads: a regular file inside the local root, opened once (reached as
+/// `destination` reaches its directory, and not through a symlink), so what is copied and
+/// hashed is the file that was checked, whatever takes its name later.
+pub struct Source {
+    pub file: std::fs::File,
+    /// Its absolute path, to name the copy's partial file.
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+impl Source {
+    /// A path that opens this very file, in this process.
+    pub fn proc_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
+/// `local_path` as an upload's source: checked as a destination's path is.
+pub fn source(root: &Path, local_path: &str) -> Result<Source, DaemonError> {
+    let relative = confine(root, local_path)?;
+    let (dir, name) = parent(root, &relative, false)?;
+    // Not blocking: a FIFO would wait for a writer before its type could be seen.
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let fd = openat(&dir, name.as_os_str(), flags, Mode::empty()).map_err(|e| match e {
+        Errno::ENOENT => invalid("no such file in the local root"),
+        Errno::ELOOP => invalid("local_path is a symlink: name the file itself"),
+        e => invalid(format!("cannot open local_path: {e}")),
+    })?;
+    let file = std::fs::File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| invalid(format!("cannot look at local_path: {e}")))?;
+    if !meta.file_type().is_file() {
+        return Err(invalid("local_path is not a regular file"));
+    }
+    Ok(Source {
+        file,
+        path: root.join(&relative),
+        size: meta.len(),
+    })
+}
+
+/// The directory holding `relative` (walked from `root` one name at a time, never through a
+/// symlink, made when missing and `create`), held open, and the file's name.
+fn parent(root: &Path, relative: &Path, create: bool) -> Result<(OwnedFd, OsString), DaemonError> {
+    let mut dir = nix::fcntl::open(root, OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| invalid(format!("cannot open the local root: {e}")))?;
+    let mut parts: Vec<&std::ffi::OsStr> = relative.iter().collect();
+    let name = parts
+        .pop()
+        .expect("confine gives at least one part")
+        .to_os_string();
+    for part in parts {
+        let next = match openat(&dir, part, DIR_FLAGS, Mode::empty()) {
+            Err(Errno::ENOENT) if create => mkdirat(&dir, part, Mode::from_bits_truncate(0o700))
+                .or_else(|e| if e == Errno::EEXIST { Ok(()) } else { Err(e) })
+                .and_then(|()| openat(&dir, part, DIR_FLAGS, Mode::empty())),
+            other => other,
+        };
+        dir = next.map_err(|e| match e {
+            Errno::ELOOP | Errno::ENOTDIR => invalid(
+                "local_path goes through a symlink or a file: it must stay inside the local root",
+            ),
+            Errno::ENOENT => invalid("no such directory in the local root"),
+            e => invalid(format!("cannot open a directory of local_path: {e}")),
+        })?;
+    }
+    Ok((dir, name))
 }
 
 /// The path inside the root that `local_path` names, checked by its words alone.
@@ -150,17 +200,11 @@ pub fn partial_path(
     sshmcp_proto::paths::ensure_private_dir(&private)?;
     let dir = private.join("partial");
     sshmcp_proto::paths::ensure_private_dir(&dir)?;
-    let mut hash = Sha256::new();
-    for part in [
+    let name = super::pair_tag([
         server.as_bytes(),
         remote,
         destination.as_os_str().as_encoded_bytes(),
-    ] {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
-    }
-    let digest = hash.finalize();
-    let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    ]);
     Ok(dir.join(format!("{name}.part")))
 }
 

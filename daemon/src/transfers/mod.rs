@@ -1,12 +1,16 @@
 //! File transfers: jobs with ids that copy one regular file with rsync over the session's
 //! master (never a second connection: see `rsync`), into a private partial file that a retry of
 //! the same pair resumes from, verified by SHA-256 on both ends (at the same time) before it is
-//! published. Downloads so far; the local end (confinement, publishing) is in `local`.
+//! published. The local end (confinement, publishing) is in `local`, the remote end (checks,
+//! hashing, publishing) in `remote`.
 
 pub mod local;
+pub mod relay;
+mod remote;
 mod rsync;
 
 use std::collections::{HashSet, VecDeque};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,19 +41,27 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A file a transfer writes: a local path, or a remote file as its host identifies it (two
+/// names of one server reach the same file).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Target {
+    Local(PathBuf),
+    Remote(Vec<u8>),
+}
+
 /// The destinations of active transfers, daemon-wide: each is owned by one operation.
 #[derive(Default)]
-pub struct Destinations(Mutex<HashSet<PathBuf>>);
+pub struct Destinations(Mutex<HashSet<Target>>);
 
 /// A destination held by one operation until it ends.
 struct Claim {
     destinations: Arc<Destinations>,
-    path: PathBuf,
+    target: Target,
 }
 
 impl Destinations {
-    fn claim(self: &Arc<Self>, path: &Path) -> Result<Claim, DaemonError> {
-        if !locked(&self.0).insert(path.to_path_buf()) {
+    fn claim(self: &Arc<Self>, target: Target) -> Result<Claim, DaemonError> {
+        if !locked(&self.0).insert(target.clone()) {
             return Err(DaemonError::new(
                 ErrorCode::TransferConflict,
                 "another transfer is writing this destination; wait for it or pick another path",
@@ -57,14 +69,14 @@ impl Destinations {
         }
         Ok(Claim {
             destinations: self.clone(),
-            path: path.to_path_buf(),
+            target,
         })
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        locked(&self.destinations.0).remove(&self.path);
+        locked(&self.destinations.0).remove(&self.target);
     }
 }
 
@@ -75,6 +87,7 @@ pub struct Transfers(Mutex<VecDeque<Arc<Operation>>>);
 /// Where an operation stands.
 struct Progress {
     state: TransferState,
+    reused_bytes: Option<u64>,
     sha256: Option<String>,
     final_path: Option<String>,
     error: Option<TransferError>,
@@ -83,6 +96,7 @@ struct Progress {
 
 pub struct Operation {
     id: String,
+    direction: TransferDirection,
     total: u64,
     bytes: AtomicU64,
     began: Instant,
@@ -109,9 +123,10 @@ impl Operation {
             .then(|| self.total.saturating_sub(bytes) as f64 / rate);
         TransferReport {
             operation_id: self.id.clone(),
-            direction: TransferDirection::Download,
+            direction: self.direction,
             state: p.state,
             bytes_transferred: bytes,
+            reused_bytes: p.reused_bytes,
             total_bytes: self.total,
             rate,
             eta,
@@ -123,8 +138,10 @@ impl Operation {
         }
     }
 
-    fn set_state(&self, state: TransferState) {
-        locked(&self.progress).state = state;
+    fn copied(&self, reused_bytes: u64) {
+        let mut p = locked(&self.progress);
+        p.state = TransferState::Verifying;
+        p.reused_bytes = Some(reused_bytes);
     }
 
     fn end(&self, outcome: Result<(String, String), (TransferState, DaemonError)>) {
@@ -194,11 +211,31 @@ impl Transfers {
     }
 }
 
-/// `download_start`: checks the source and the destination, then copies in the background.
-pub async fn download(
+/// What one transfer copies from where to where, once both ends were checked.
+enum Plan {
+    Download {
+        /// The remote source.
+        source: Vec<u8>,
+        /// The private local partial file.
+        partial: PathBuf,
+        destination: local::Destination,
+    },
+    Upload {
+        source: local::Source,
+        /// The remote destination, absolute, its directory resolved.
+        destination: Vec<u8>,
+        /// The dot-file beside it that the copy goes into.
+        partial: remote::Partial,
+    },
+}
+
+/// `download_start` and `upload_start`: checks the source and the destination, then copies
+/// in the background.
+pub async fn start(
     session: &Arc<Session>,
     settings: &Settings,
     destinations: &Arc<Destinations>,
+    direction: TransferDirection,
     req: TransferStartRequest,
 ) -> Result<TransferReport, DaemonError> {
     let counted = session
@@ -213,7 +250,79 @@ pub async fn download(
                 ),
             )
         })?;
-    let remote = inspect::path_bytes(&req.remote_path)?;
+    let remote_path = inspect::path_bytes(&req.remote_path)?;
+    let root = crate::exec::local_root(req.local_root.clone(), settings)?;
+    let server = format!("{}:{}", session.server_host, session.server_port);
+    let (plan, total, claim) = match direction {
+        TransferDirection::Download => {
+            let total = remote_file_size(session, &req).await?;
+            let destination = local::destination(&root, &req.local_path, req.overwrite)?;
+            let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
+            let partial =
+                local::partial_path(&root, &server, &remote_path, &destination.final_path)
+                    .map_err(|e| {
+                        DaemonError::new(
+                            ErrorCode::InvalidLocalPath,
+                            format!("cannot make the partial file's directory: {e}"),
+                        )
+                    })?;
+            let plan = Plan::Download {
+                source: remote_path,
+                partial,
+                destination,
+            };
+            (plan, total, claim)
+        }
+        TransferDirection::Upload => {
+            let source = local::source(&root, &req.local_path)?;
+            let remote::Destination { path, identity } =
+                remote::destination(session, &remote_path, req.overwrite).await?;
+            let claim = destinations.claim(Target::Remote(identity))?;
+            let partial = remote::Partial::of(&server, &source.path, &path);
+            let total = source.size;
+            let plan = Plan::Upload {
+                source,
+                destination: path,
+                partial,
+            };
+            (plan, total, claim)
+        }
+    };
+    let id = crate::session::key::nonce("tr-")
+        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+    let op = Arc::new(Operation {
+        id: id[..19].to_string(),
+        direction,
+        total,
+        bytes: AtomicU64::new(0),
+        began: Instant::now(),
+        started_at: SystemTime::now(),
+        progress: Mutex::new(Progress {
+            state: TransferState::Running,
+            reused_bytes: None,
+            sha256: None,
+            final_path: None,
+            error: None,
+            ended_at: None,
+        }),
+        cancel: session.host.closing.child_token(),
+    });
+    session.transfers.add(op.clone());
+    let (session, job) = (session.clone(), op.clone());
+    tokio::spawn(async move {
+        let outcome = copy(&session, &job, &plan, req.overwrite).await;
+        // Free first: a caller that sees the end may start the same destination at once.
+        drop((claim, counted));
+        job.end(outcome);
+    });
+    Ok(op.report())
+}
+
+/// The size of a download's source, which must be a regular file (a symlink to one counts).
+async fn remote_file_size(
+    session: &Session,
+    req: &TransferStartRequest,
+) -> Result<u64, DaemonError> {
     let source = inspect::stat::stat(
         session,
         StatRequest {
@@ -229,69 +338,24 @@ pub async fn download(
             "remote_path is not a regular file (transfers copy single files)",
         ));
     }
-    let root = crate::exec::local_root(req.local_root.clone(), settings)?;
-    let destination = local::destination(&root, &req.local_path, req.overwrite)?;
-    let claim = destinations.claim(&destination.final_path)?;
-    let server = format!("{}:{}", session.server_host, session.server_port);
-    let partial =
-        local::partial_path(&root, &server, &remote, &destination.final_path).map_err(|e| {
-            DaemonError::new(
-                ErrorCode::InvalidLocalPath,
-                format!("cannot make the partial file's directory: {e}"),
-            )
-        })?;
-    let id = crate::session::key::nonce("tr-")
-        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
-    let op = Arc::new(Operation {
-        id: id[..19].to_string(),
-        total: source.size,
-        bytes: AtomicU64::new(0),
-        began: Instant::now(),
-        started_at: SystemTime::now(),
-        progress: Mutex::new(Progress {
-            state: TransferState::Running,
-            sha256: None,
-            final_path: None,
-            error: None,
-            ended_at: None,
-        }),
-        cancel: session.host.closing.child_token(),
-    });
-    session.transfers.add(op.clone());
-    let (session, job) = (session.clone(), op.clone());
-    tokio::spawn(async move {
-        let outcome = copy(
-            &session,
-            &job,
-            &remote,
-            &partial,
-            &destination,
-            req.overwrite,
-        )
-        .await;
-        // Free first: a caller that sees the end may start the same destination at once.
-        drop((claim, counted));
-        job.end(outcome);
-    });
-    Ok(op.report())
+    Ok(source.size)
 }
 
-/// The copy, the verification and the publishing of one download.
-async fn copy(
-    session: &Session,
-    op: &Operation,
-    remote: &[u8],
-    partial: &Path,
-    destination: &local::Destination,
-    overwrite: bool,
-) -> Result<(String, String), (TransferState, DaemonError)> {
-    let failed = |e| (TransferState::Failed, e);
-    let cancelled = || {
-        (
-            TransferState::Cancelled,
-            DaemonError::new(ErrorCode::TransferFailed, "cancelled"),
-        )
-    };
+type Outcome = Result<(String, String), (TransferState, DaemonError)>;
+
+fn cancelled() -> (TransferState, DaemonError) {
+    (
+        TransferState::Cancelled,
+        DaemonError::new(ErrorCode::TransferFailed, "cancelled"),
+    )
+}
+
+fn failed(e: DaemonError) -> (TransferState, DaemonError) {
+    (TransferState::Failed, e)
+}
+
+/// The copy, the verification and the publishing of one transfer.
+async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -> Outcome {
     // rsync's ssh opens a channel on the master like any command: it takes one of the
     // session's slots, so commands and transfers together stay within sshd's MaxSessions.
     let slot = tokio::select! {
@@ -304,81 +368,159 @@ async fn copy(
         )))?,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
+    let ends = match plan {
+        Plan::Download {
+            source, partial, ..
+        } => rsync::Ends::Download {
+            remote: source,
+            partial,
+        },
+        Plan::Upload {
+            source, partial, ..
+        } => rsync::Ends::Upload {
+            source: source.file.as_raw_fd(),
+            partial: &partial.path,
+        },
+    };
     let server = (session.server_host.as_str(), session.server_port);
-    let copied = rsync::download(
+    let marker = crate::session::key::nonce("sshmcp-rsync-")
+        .map_err(|e| failed(DaemonError::internal(format!("no randomness: {e}"))))?;
+    let copied = rsync::copy(
         &session.host.control_path,
         server,
-        remote,
-        partial,
+        &marker,
+        ends,
         (&op.bytes, op.total),
         &op.cancel,
     )
     .await;
     drop(slot);
-    match copied {
-        Ok(()) => {}
-        Err(rsync::Failure::Cancelled) => return Err(cancelled()),
-        Err(rsync::Failure::Exited(code)) => {
-            // A master killed mid-copy closes its socket a moment before it shows as exited.
-            let lost = match session.host.master.get() {
-                Some(master) => master.exited_within(MASTER_EXIT_WAIT).await,
-                None => false,
-            };
-            return Err(failed(match lost {
-                true => crate::session::lost_error(),
-                false => DaemonError::new(
-                    ErrorCode::TransferFailed,
-                    format!(
-                        "rsync failed (exit status {code}); the partial file is kept for a retry"
-                    ),
-                ),
-            }));
+    let reused = match copied {
+        Ok(reused) => reused,
+        Err(rsync::Failure::Cancelled) => {
+            // Ended only once nothing writes the partial any more: a retry resumes from it.
+            // A closing session cannot run this, and its master ends the remote rsync anyway.
+            if let Err(e) = remote::stop_rsync(session, &marker).await {
+                tracing::warn!("transfer {}: {}", op.id, e.message);
+            }
+            return Err(cancelled());
         }
+        Err(rsync::Failure::Exited(code)) => return Err(failed(exit_error(session, code).await)),
         Err(rsync::Failure::Start(e)) => {
             return Err(failed(DaemonError::new(
                 ErrorCode::TransferFailed,
                 format!("cannot run rsync: {e}"),
             )));
         }
-    }
-    op.set_state(TransferState::Verifying);
-    let hashes = async { tokio::join!(remote_sha256(session, remote), local_sha256(partial)) };
+    };
+    op.copied(reused);
+    let (remote_file, local_file) = match plan {
+        Plan::Download {
+            source, partial, ..
+        } => {
+            // rsync skips what is no regular file and still succeeds: the partial must be one.
+            if !is_file(partial) {
+                return Err(failed(DaemonError::new(
+                    ErrorCode::InvalidRemoteType,
+                    "remote_path stopped being a regular file during the copy",
+                )));
+            }
+            (source.as_slice(), partial.clone())
+        }
+        Plan::Upload {
+            source, partial, ..
+        } => (partial.path.as_slice(), source.proc_path()),
+    };
+    let hashes = async {
+        tokio::join!(
+            remote::sha256(session, remote_file, op.total),
+            local_sha256(local_file)
+        )
+    };
     let (remote_hash, local_hash) = tokio::select! {
         hashes = hashes => hashes,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
     let (remote_hash, local_hash) = (remote_hash.map_err(failed)?, local_hash.map_err(failed)?);
     if remote_hash != local_hash {
+        // A retry would resume from it, and rsync takes a partial as long as the source for
+        // done: only a fresh copy can pass.
+        let discarded = match plan {
+            Plan::Download { partial, .. } => std::fs::remove_file(partial).is_ok(),
+            Plan::Upload { partial, .. } => remote::discard(session, partial).await.is_ok(),
+        };
         return Err(failed(DaemonError::new(
             ErrorCode::VerificationFailed,
-            "the copy's SHA-256 differs from the source's; nothing was published",
+            match discarded {
+                true => {
+                    "the copy's SHA-256 differs from the source's; nothing was published                          and the copy was removed (a retry starts afresh)"
+                }
+                false => "the copy's SHA-256 differs from the source's; nothing was published",
+            },
         )));
     }
     if op.cancel.is_cancelled() {
         return Err(cancelled());
     }
-    destination.publish(partial, overwrite).map_err(failed)?;
-    Ok((local_hash, destination.final_path.display().to_string()))
+    let final_path = match plan {
+        Plan::Download {
+            partial,
+            destination,
+            ..
+        } => {
+            destination.publish(partial, overwrite).map_err(failed)?;
+            destination.final_path.display().to_string()
+        }
+        Plan::Upload {
+            destination,
+            partial,
+            ..
+        } => {
+            remote::publish(session, destination, partial, overwrite)
+                .await
+                .map_err(failed)?;
+            String::from_utf8_lossy(destination).into_owned()
+        }
+    };
+    Ok((local_hash, final_path))
 }
 
-/// The source's SHA-256 on the host: `openssl dgst` where there is one (four times faster
-/// than coreutils there), else `sha256sum`. The path travels on stdin, and the file is hashed
-/// from stdin too: both tools mark the digest of an odd file name with a backslash.
-async fn remote_sha256(session: &Session, remote: &[u8]) -> Result<String, DaemonError> {
-    let script = format!(
-        "{}if command -v openssl >/dev/null 2>&1; then \
-         _h=$(command openssl dgst -sha256 -r < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; \
-         else _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; fi\n\
-         printf 'ok %s\\n' \"${{_h%% *}}\"\n",
-        inspect::prelude("sha256sum")
-    );
-    let (hash, _) = inspect::run(session, script, remote, 4096).await?;
-    Ok(hash.trim().to_ascii_lowercase())
+/// Why rsync exited badly: the master's end (a master killed mid-copy closes its socket a
+/// moment before it shows as exited), or rsync's own failure.
+async fn exit_error(session: &Session, code: i32) -> DaemonError {
+    let lost = match session.host.master.get() {
+        Some(master) => master.exited_within(MASTER_EXIT_WAIT).await,
+        None => false,
+    };
+    match lost {
+        true => crate::session::lost_error(),
+        false => DaemonError::new(
+            ErrorCode::TransferFailed,
+            format!(
+                "rsync failed ({}); the partial file is kept for a retry",
+                rsync::exit_meaning(code)
+            ),
+        ),
+    }
 }
 
-/// The partial's SHA-256, read off the async threads.
-async fn local_sha256(partial: &Path) -> Result<String, DaemonError> {
-    let path = partial.to_path_buf();
+/// The name part that tells one transfer pair's partial file from another's: the SHA-256 of
+/// the server, the source and the destination (each length-prefixed), 32 hex digits.
+fn pair_tag(parts: [&[u8]; 3]) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    crate::session::key::hex(&hash.finalize()[..16])
+}
+
+fn is_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// A local file's SHA-256, read off the async threads.
+async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
         use std::io::Read;
         let mut file = std::fs::File::open(path)?;
@@ -390,14 +532,14 @@ async fn local_sha256(partial: &Path) -> Result<String, DaemonError> {
                 n => hash.update(&buf[..n]),
             }
         }
-        Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        Ok(crate::session::key::hex(&hash.finalize()))
     })
     .await;
     match hashed {
         Ok(Ok(hex)) => Ok(hex),
         Ok(Err(e)) => Err(DaemonError::new(
             ErrorCode::TransferFailed,
-            format!("cannot read the partial file: {e}"),
+            format!("cannot read the local file to hash it: {e}"),
         )),
         Err(e) => Err(DaemonError::internal(format!("the hash task failed: {e}"))),
     }

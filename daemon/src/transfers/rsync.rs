@@ -1,10 +1,12 @@
 //! rsync over the session's master. Its remote shell is `ssh -S <control socket>` with
 //! `ProxyCommand=false`: when the master is gone, ssh's silent fallback to a fresh connection
-//! (it would authenticate again, maybe as another user) fails at once instead. `-s` sends the
-//! remote path as data, never through a remote shell's parsing. The copy goes into the
-//! partial file in place, so a copy stopped half-way resumes from what is there.
+//! (it would authenticate again, maybe as another user) fails at once instead. ssh runs under
+//! our own relay (see `relay`), which drops what a login shell prints before rsync's server
+//! starts. `-s` sends the remote path as data, never through a remote shell's parsing. The copy
+//! goes into the partial file in place, so a copy stopped half-way resumes from what is there.
 
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -21,16 +23,22 @@ pub enum Failure {
     Start(std::io::Error),
 }
 
-/// rsync's remote shell: the master's socket, and no way to open another connection. The
-/// session's own server is named (host and port), so the one thing that stops a fallback
+/// The two ends of one copy.
+pub enum Ends<'a> {
+    /// A remote file into a local partial file.
+    Download { remote: &'a [u8], partial: &'a Path },
+    /// An open local file into a remote partial file.
+    Upload { source: RawFd, partial: &'a [u8] },
+}
+
+/// The descriptor an upload's source has in rsync: rsync reads `/proc/self/fd/3`, the file
+/// that was checked, never a path that could be swapped meanwhile.
+const SOURCE_FD: RawFd = 3;
+
+/// rsync's remote shell words: the master's socket, and no way to open another connection.
+/// The session's own server is named (host and port), so the one thing that stops a fallback
 /// connection to it is `ProxyCommand=false` (tested against a listener).
-fn remote_shell(control: &Path, (host, port): (&str, u16)) -> Result<String, std::io::Error> {
-    let control = control.to_string_lossy();
-    if control.contains(['\'', '"', '\\']) {
-        return Err(std::io::Error::other(
-            "the control socket's path holds a quote",
-        ));
-    }
+fn ssh_words(control: &Path, (host, port): (&str, u16)) -> Result<Vec<String>, std::io::Error> {
     if !host
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || ".-_:".contains(c))
@@ -39,16 +47,50 @@ fn remote_shell(control: &Path, (host, port): (&str, u16)) -> Result<String, std
             "the server's name holds odd characters",
         ));
     }
-    Ok(format!(
-        "ssh -F /dev/null -S '{control}' -o ControlMaster=no -o ProxyCommand=false \
-         -o HostName={host} -o Port={port} -o BatchMode=yes -o LogLevel=ERROR"
-    ))
+    Ok([
+        "ssh",
+        "-F",
+        "/dev/null",
+        "-S",
+        &control.to_string_lossy(),
+        "-o",
+        "ControlMaster=no",
+        "-o",
+        "ProxyCommand=false",
+        "-o",
+        &format!("HostName={host}"),
+        "-o",
+        &format!("Port={port}"),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+    ]
+    .map(String::from)
+    .to_vec())
 }
 
-/// The remote path as rsync's source words: `./` before a relative one (a leading `:` would
-/// ask for rsync's daemon mode), and its wildcard characters escaped (the remote rsync
-/// expands `* ? [` even under `-s`).
-fn source(remote: &[u8]) -> Vec<u8> {
+/// The `-e` value: the relay (this binary), then ssh's words, each quoted for rsync's own
+/// splitting of it (single quotes, which rsync honours; a word holding one is refused).
+fn remote_shell(relay: &Path, ssh: Vec<String>) -> Result<String, std::io::Error> {
+    let mut words = vec![relay.to_string_lossy().into_owned()];
+    words.extend(ssh);
+    if words.iter().any(|w| w.contains('\'')) {
+        return Err(std::io::Error::other(
+            "a path rsync's remote shell needs holds a quote",
+        ));
+    }
+    Ok(words
+        .iter()
+        .map(|w| format!("'{w}'"))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// A remote path as rsync's words: `./` before a relative one (a leading `:` would ask for
+/// rsync's daemon mode), and its wildcard characters escaped (the remote rsync expands
+/// `* ? [` in source and destination alike, even under `-s`).
+fn remote_words(remote: &[u8]) -> Vec<u8> {
     let mut words = b"sshmcp:".to_vec();
     if !remote.starts_with(b"/") {
         words.extend_from_slice(b"./");
@@ -62,51 +104,101 @@ fn source(remote: &[u8]) -> Vec<u8> {
     words
 }
 
-/// The arguments of a download of `remote` into `partial`. `--copy-links`: a symlink to a
-/// file is copied as the file, as `stat` and the hash see it.
-fn download_args(
-    control: &Path,
-    server: (&str, u16),
-    remote: &[u8],
-    partial: &Path,
-) -> Result<Vec<OsString>, std::io::Error> {
-    Ok(vec![
-        "-s".into(),
-        "--copy-links".into(),
-        "--inplace".into(),
-        "--partial".into(),
-        "--info=progress2".into(),
-        "-e".into(),
-        remote_shell(control, server)?.into(),
-        OsString::from_vec(source(remote)),
-        partial.as_os_str().to_owned(),
-    ])
+/// rsync's arguments for `ends`. `--copy-links`: a remote symlink to a file is copied as the
+/// file, as `stat` and the hash see it, and the source descriptor's `/proc` link is followed.
+/// `--append-verify`: a partial is taken as the source's first bytes and only the rest is sent
+/// (rsync's block search over a large unmatched rest costs seconds per GiB), then rsync
+/// checks the whole file and sends it again when it differs. A partial as long as the source
+/// is left as it is: the verification judges it.
+/// The remote command first prints `marker`, after which the relay passes the stream on, and
+/// marks the remote rsync with it (to stop it: `remote::stop_rsync`).
+fn args(shell: String, marker: &str, ends: &Ends) -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "-s",
+        "--append-verify",
+        "--copy-links",
+        "--inplace",
+        "--partial",
+        "--info=progress2",
+        "--stats",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    args.push(
+        format!(
+            "--rsync-path=echo {marker}; exec env {}={marker} rsync",
+            super::remote::RSYNC_MARK_VAR
+        )
+        .into(),
+    );
+    args.push("-e".into());
+    args.push(shell.into());
+    match ends {
+        Ends::Download { remote, partial } => {
+            args.push(OsString::from_vec(remote_words(remote)));
+            args.push(partial.as_os_str().to_owned());
+        }
+        Ends::Upload { partial, .. } => {
+            args.push(format!("/proc/self/fd/{SOURCE_FD}").into());
+            args.push(OsString::from_vec(remote_words(partial)));
+        }
+    }
+    args
 }
 
-/// Copies `remote` into `partial`, counting bytes into `bytes` from rsync's progress, until it
-/// ends or `cancel` fires (then rsync and its ssh are killed; the partial stays).
-pub async fn download(
+/// Copies one end into the other's partial file, counting bytes into `bytes` from rsync's
+/// progress, until it ends or `cancel` fires (then rsync and its ssh are killed; the partial
+/// stays). Answers the bytes rsync did not have to send (the partial's, when it resumed).
+pub async fn copy(
     control: &Path,
     server: (&str, u16),
-    remote: &[u8],
-    partial: &Path,
+    marker: &str,
+    ends: Ends<'_>,
     (bytes, total): (&AtomicU64, u64),
     cancel: &CancellationToken,
-) -> Result<(), Failure> {
-    let args = download_args(control, server, remote, partial).map_err(Failure::Start)?;
-    let mut child = tokio::process::Command::new("rsync")
-        .args(args)
+) -> Result<u64, Failure> {
+    let relay = std::env::current_exe().map_err(Failure::Start)?;
+    let shell = ssh_words(control, server)
+        .and_then(|ssh| remote_shell(&relay, ssh))
+        .map_err(Failure::Start)?;
+    let mut command = tokio::process::Command::new("rsync");
+    command
+        .args(args(shell, marker, &ends))
+        .env(super::relay::MARKER_VAR, marker)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(Failure::Start)?;
+        .kill_on_drop(true);
+    let source = match ends {
+        Ends::Upload { source, .. } => Some(source),
+        Ends::Download { .. } => None,
+    };
+    // SAFETY: prctl, dup2 and fcntl are async-signal-safe and touch no memory of the parent.
+    unsafe {
+        command.pre_exec(move || {
+            use nix::libc;
+            // A daemon killed outright takes its copies along: the thread that spawns rsync
+            // is one of the runtime's workers, which live as long as the daemon.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The copy at SOURCE_FD loses close-on-exec (dup2 onto itself keeps it: fcntl).
+            if let Some(source) = source
+                && (libc::dup2(source, SOURCE_FD) < 0
+                    || libc::fcntl(SOURCE_FD, libc::F_SETFD, 0) < 0)
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(Failure::Start)?;
     let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
     let mut stdout = child.stdout.take().expect("piped");
     let mut buf = vec![0u8; 4096];
     let mut line = Vec::new();
+    let mut sent = total;
     let mut open = true;
     loop {
         tokio::select! {
@@ -117,6 +209,8 @@ pub async fn download(
                             b'\r' | b'\n' => {
                                 if let Some(done) = progress_bytes(&line) {
                                     bytes.store(done, Ordering::Relaxed);
+                                } else if let Some(literal) = literal_bytes(&line) {
+                                    sent = literal;
                                 }
                                 line.clear();
                             }
@@ -126,15 +220,14 @@ pub async fn download(
                 }
                 _ => open = false,
             },
-            status = child.wait() => {
+            // Only after its output ended: the statistics come last, and an exit seen first
+            // would lose them.
+            status = child.wait(), if !open => {
                 return match status {
-                    // rsync skips what is no regular file and still succeeds: the partial
-                    // must be one.
-                    Ok(s) if s.success() && is_file(partial) => {
+                    Ok(s) if s.success() => {
                         bytes.store(total, Ordering::Relaxed);
-                        Ok(())
+                        Ok(total.saturating_sub(sent))
                     }
-                    Ok(s) if s.success() => Err(Failure::Exited(0)),
                     Ok(s) => Err(Failure::Exited(s.code().unwrap_or(-1))),
                     Err(e) => Err(Failure::Start(e)),
                 };
@@ -150,8 +243,18 @@ pub async fn download(
     }
 }
 
-fn is_file(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+/// What an rsync exit status means, for an error message.
+pub fn exit_meaning(code: i32) -> String {
+    let why = match code {
+        -1 => "ended by a signal",
+        11 => "a file could not be read or written: a full disk, or a directory gone",
+        12 => "its data stream broke",
+        23 | 24 => "the file could not be copied whole",
+        30 => "a timeout",
+        255 => "its ssh failed",
+        _ => "an error",
+    };
+    format!("exit status {code}: {why}")
 }
 
 /// The byte count of one `--info=progress2` line (`  1,234,567  12%  1.23MB/s  0:00:05`).
@@ -159,6 +262,20 @@ fn progress_bytes(line: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(line).ok()?;
     let first = text.split_whitespace().next()?;
     let digits: String = first.chars().filter(|c| *c != ',').collect();
+    digits.parse().ok()
+}
+
+/// The byte count of the `--stats` line `Literal data: 1,234 bytes`: the file's bytes sent.
+fn literal_bytes(line: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(line)
+        .ok()?
+        .strip_prefix("Literal data: ")?;
+    let digits: String = text
+        .split_whitespace()
+        .next()?
+        .chars()
+        .filter(|c| *c != ',')
+        .collect();
     digits.parse().ok()
 }
 
@@ -181,28 +298,62 @@ mod tests {
     }
 
     #[test]
-    fn the_remote_path_is_one_argument_and_no_shell_word() {
-        let server = ("127.0.0.1", 22);
-        let args = download_args(
-            Path::new("/run/m/s1"),
-            server,
-            b"-x $(y) 'z'",
-            Path::new("/r/p"),
-        )
-        .unwrap();
-        assert!(args.contains(&OsString::from("-s")));
-        assert_eq!(args[7], OsString::from("sshmcp:./-x $(y) 'z'"));
-        let shell = args[6].to_string_lossy();
-        assert!(shell.contains("ProxyCommand=false") && shell.contains("-S '/run/m/s1'"));
-        assert!(download_args(Path::new("/run/it's"), server, b"x", Path::new("/p")).is_err());
-        assert!(download_args(Path::new("/run/m"), ("a b", 22), b"x", Path::new("/p")).is_err());
+    fn stats_give_the_bytes_sent() {
+        assert_eq!(literal_bytes(b"Literal data: 500,160 bytes"), Some(500_160));
+        assert_eq!(literal_bytes(b"Matched data: 499,840 bytes"), None);
+    }
+
+    #[test]
+    fn remote_paths_are_one_argument_and_no_shell_word() {
+        let shell = "'relay' 'ssh'".to_string();
+        let download = args(
+            shell.clone(),
+            "m",
+            &Ends::Download {
+                remote: b"-x $(y) 'z'",
+                partial: Path::new("/r/p"),
+            },
+        );
+        assert!(download.contains(&OsString::from("-s")));
+        assert_eq!(
+            download[download.len() - 2],
+            OsString::from("sshmcp:./-x $(y) 'z'")
+        );
+        assert_eq!(download[download.len() - 1], OsString::from("/r/p"));
+        let upload = args(
+            shell,
+            "m",
+            &Ends::Upload {
+                source: 7,
+                partial: b"/d/.sshmcp-1.part",
+            },
+        );
+        assert_eq!(upload[upload.len() - 2], OsString::from("/proc/self/fd/3"));
+        assert_eq!(
+            upload[upload.len() - 1],
+            OsString::from("sshmcp:/d/.sshmcp-1.part")
+        );
+        assert!(upload.contains(&OsString::from(
+            "--rsync-path=echo m; exec env SSHMCP_RSYNC=m rsync"
+        )));
+    }
+
+    #[test]
+    fn the_remote_shell_quotes_each_word_and_refuses_a_quote() {
+        let ssh = ssh_words(Path::new("/run/m/s 1"), ("127.0.0.1", 22)).unwrap();
+        let shell = remote_shell(Path::new("/bin/sshmcpd"), ssh).unwrap();
+        assert!(shell.starts_with("'/bin/sshmcpd' 'ssh' '-F' '/dev/null' '-S' '/run/m/s 1'"));
+        assert!(shell.contains("'ProxyCommand=false'"));
+        let ssh = ssh_words(Path::new("/run/it's"), ("h", 22)).unwrap();
+        assert!(remote_shell(Path::new("/bin/sshmcpd"), ssh).is_err());
+        assert!(ssh_words(Path::new("/run/m"), ("a b", 22)).is_err());
     }
 
     #[test]
     fn wildcards_and_a_leading_colon_are_taken_literally() {
-        assert_eq!(source(b"/d/x[1]*?"), br"sshmcp:/d/x\[1]\*\?".to_vec());
-        assert_eq!(source(b":odd"), b"sshmcp:./:odd".to_vec());
-        assert_eq!(source(br"a\b"), br"sshmcp:./a\\b".to_vec());
+        assert_eq!(remote_words(b"/d/x[1]*?"), br"sshmcp:/d/x\[1]\*\?".to_vec());
+        assert_eq!(remote_words(b":odd"), b"sshmcp:./:odd".to_vec());
+        assert_eq!(remote_words(br"a\b"), br"sshmcp:./a\\b".to_vec());
     }
 
     /// The remote shell with no master behind its socket, pointed at a listener standing in
@@ -214,12 +365,8 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let dir = tempfile::tempdir().unwrap();
-        let shell = remote_shell(&dir.path().join("no-master"), ("127.0.0.1", port)).unwrap();
-        let mut words: Vec<&str> = shell.split_whitespace().collect();
-        // The control path is quoted for rsync's own word splitting.
-        let control = dir.path().join("no-master").display().to_string();
-        words[4] = &control;
-        let status = std::process::Command::new(words[0])
+        let words = ssh_words(&dir.path().join("no-master"), ("127.0.0.1", port)).unwrap();
+        let status = std::process::Command::new(&words[0])
             .args(&words[1..])
             // Only so that a fallback, were there one, would end instead of waiting forever
             // for the listener's banner.

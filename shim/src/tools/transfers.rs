@@ -1,5 +1,5 @@
-//! The transfer tools: start a download as a job, follow it, cancel it, list them. File bytes
-//! never travel in MCP messages.
+//! The transfer tools: start a download or an upload as a job, follow it, cancel it, list
+//! them. File bytes never travel in MCP messages.
 
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::exec::Encoding;
+use sshmcp_proto::inspect::RemotePath;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
@@ -45,12 +46,32 @@ pub struct DownloadArgs {
 // No Debug: it holds the session key.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct UploadArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The local file to send, relative to the local root (an absolute path must lie inside
+    /// it). `..`, symlinks and the private `.sshmcp` directory are refused.
+    pub local_path: String,
+    /// Where it goes on the host: absolute, or relative to the login directory (`~` is not
+    /// expanded); any bytes but NUL. Its directory must exist.
+    pub remote_path: String,
+    /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
+    pub remote_path_encoding: Option<Encoding>,
+    /// Replace an existing remote file; default false.
+    pub overwrite: Option<bool>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TransferArgs {
     /// The session that started the transfer.
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// From download_start.
+    /// From download_start or upload_start.
     pub operation_id: String,
 }
 
@@ -71,6 +92,27 @@ fn transfer_request(a: TransferArgs) -> TransferRequest {
             session_key: a.session_key,
         },
         operation_id: a.operation_id,
+    }
+}
+
+impl Shim {
+    fn start_request(
+        &self,
+        (session_id, session_key): (String, String),
+        remote_path: RemotePath,
+        local_path: String,
+        overwrite: Option<bool>,
+    ) -> TransferStartRequest {
+        TransferStartRequest {
+            auth: SessionAuth {
+                session_id,
+                session_key,
+            },
+            remote_path,
+            local_path,
+            overwrite: overwrite.unwrap_or(false),
+            local_root: self.local_root_arg(),
+        }
     }
 }
 
@@ -98,21 +140,59 @@ impl Shim {
         answer::respond(
             async {
                 let a: DownloadArgs = args::decode(raw)?;
-                let req = TransferStartRequest {
-                    auth: SessionAuth {
-                        session_id: a.session_id,
-                        session_key: a.session_key,
-                    },
-                    remote_path: remote_path(a.remote_path, a.remote_path_encoding),
-                    local_path: a.local_path,
-                    overwrite: a.overwrite.unwrap_or(false),
-                    local_root: self.local_root_arg(),
-                };
+                let req = self.start_request(
+                    (a.session_id, a.session_key),
+                    remote_path(a.remote_path, a.remote_path_encoding),
+                    a.local_path,
+                    a.overwrite,
+                );
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
                     .call("download_start", |c| async move {
                         c.download_start(ctx, req).await
                     })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Upload one local regular file (inside the local root) to the remote host, as a
+    /// background job: it returns at once with an `operation_id` (keep it) and `state:
+    /// running`; poll `transfer_status` until `completed`, `failed` or `cancelled`. rsync
+    /// copies over the session's own SSH connection (never a new login) into a hidden partial
+    /// file beside `remote_path`; before the file appears there both ends are hashed (SHA-256)
+    /// and must agree, and it appears whole, at once (renamed over an old file with
+    /// `overwrite`, else linked, so a file created there meanwhile is never replaced). A failed
+    /// or cancelled copy keeps its partial: starting the same upload again resumes from it.
+    /// Use it instead of pasting file contents into `exec`. Errors: `invalid_local_path` (no
+    /// such file, or it escapes the local root), `remote_path_exists` (pass `overwrite:
+    /// true`), `invalid_remote_type` (the destination is no regular file, or its parent no
+    /// directory), `remote_path_not_found` (its directory is missing),
+    /// `remote_permission_denied`, `transfer_conflict` (another transfer writes there),
+    /// `transfer_limit_reached` (too many transfers on this session).
+    #[tool(
+        input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        annotations(title = "Upload a file", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn upload_start(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: UploadArgs = args::decode(raw)?;
+                let req = self.start_request(
+                    (a.session_id, a.session_key),
+                    remote_path(a.remote_path, a.remote_path_encoding),
+                    a.local_path,
+                    a.overwrite,
+                );
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call(
+                        "upload_start",
+                        |c| async move { c.upload_start(ctx, req).await },
+                    )
                     .await
             }
             .await,

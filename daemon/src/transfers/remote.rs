@@ -1,0 +1,203 @@
+//! The remote end of a transfer: an upload's destination checked (and its directory resolved),
+//! the dot-file beside it that the copy goes into, the publishing by a same-directory rename
+//! or link, and the SHA-256 of a remote file. Each is one fixed `/bin/sh` program on the
+//! building block with the path on its stdin, as the inspection tools run.
+
+use std::time::Duration;
+
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::inspect;
+use crate::session::Session;
+
+/// The dot-file an upload goes into, beside its destination: one name per server, local source
+/// and destination, so the same pair resumes where it stopped.
+pub struct Partial {
+    /// Its absolute path.
+    pub path: Vec<u8>,
+    /// The part of its name that tells it from another pair's.
+    tag: String,
+}
+
+impl Partial {
+    pub fn of(server: &str, source: &std::path::Path, destination: &[u8]) -> Partial {
+        let tag = super::pair_tag([
+            server.as_bytes(),
+            source.as_os_str().as_encoded_bytes(),
+            destination,
+        ]);
+        let directory = &destination[..destination.iter().rposition(|b| *b == b'/').unwrap_or(0)];
+        let mut path = directory.to_vec();
+        path.extend_from_slice(format!("/.sshmcp-{tag}.part").as_bytes());
+        Partial { path, tag }
+    }
+}
+
+/// An upload's destination as the host showed it.
+pub struct Destination {
+    /// Absolute, its directory resolved (`pwd -P`): every later step uses it.
+    pub path: Vec<u8>,
+    /// The same file whatever name reached the host: the host's machine id (else its name),
+    /// the directory's device and inode, and the file's name.
+    pub identity: Vec<u8>,
+}
+
+/// An upload's destination, checked on the host: its directory exists and the session's user
+/// may write there; the file is missing, or (with `overwrite`) a regular file.
+pub async fn destination(
+    session: &Session,
+    remote: &[u8],
+    overwrite: bool,
+) -> Result<Destination, DaemonError> {
+    let name = &remote[remote.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+    if matches!(name, b"" | b"." | b"..") {
+        return Err(DaemonError::new(
+            ErrorCode::InvalidArguments,
+            "`remote_path` must end with a file name",
+        ));
+    }
+    let script = format!(
+        "{}unset CDPATH\n\
+         _d=${{_p%/*}}; _d=${{_d:-/}}\n\
+         _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
+         [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
+         if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
+         if [ -e \"$_p\" ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
+         cd -- \"$_d\" 2>/dev/null && [ -w . ] || {{ echo denied; exit 0; }}\n\
+         _c=$(pwd -P; printf .); _c=${{_c%?.}}\n\
+         _i=$(command cat /etc/machine-id 2>/dev/null) || _i=; [ -n \"$_i\" ] || _i=$(uname -n)\n\
+         printf 'ok %s %s\\n%s' \"$_i\" \"$(command stat -c %d:%i .)\" \"$_c\"\n",
+        inspect::prelude("stat"),
+        overwrite = u8::from(overwrite),
+    );
+    let (identity, directory) = inspect::run(session, script, remote, 64 * 1024).await?;
+    let mut path = directory;
+    if path != b"/" {
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    let mut identity = format!("{identity}/").into_bytes();
+    identity.extend_from_slice(name);
+    Ok(Destination { path, identity })
+}
+
+/// Moves a verified partial to its destination: a rename over it (`overwrite`), else a link,
+/// which fails when the destination appeared meanwhile. Then the partial is useless: it is
+/// removed before `remote_path_exists` is reported.
+pub async fn publish(
+    session: &Session,
+    destination: &[u8],
+    partial: &Partial,
+    overwrite: bool,
+) -> Result<(), DaemonError> {
+    let moved = match overwrite {
+        true => "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\necho ok\n",
+        false => {
+            "if _e=$(command ln -T -- \"$_t\" \"$_p\" 2>&1); then command rm -f -- \"$_t\"; echo ok; exit 0; fi\n\
+             if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then command rm -f -- \"$_t\"; echo exists; exit 0; fi\n\
+             _sshmcp_fail \"$_e\"\n"
+        }
+    };
+    let script = format!(
+        "{}_t=${{_p%/*}}/.sshmcp-{}.part\n{moved}",
+        inspect::prelude("mv ln rm"),
+        partial.tag
+    );
+    match inspect::run(session, script, destination, 4096).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == ErrorCode::RemotePathExists => Err(DaemonError::new(
+            ErrorCode::RemotePathExists,
+            "remote_path appeared during the copy; the copy was removed, nothing was replaced",
+        )),
+        Err(e) => Err(DaemonError::new(
+            ErrorCode::TransferFailed,
+            format!(
+                "cannot publish the file on the host ({}); the partial file is kept",
+                e.message
+            ),
+        )),
+    }
+}
+
+/// The variable that marks a transfer's rsync on the host (set by its remote command, and
+/// inherited by the process rsync forks there).
+pub const RSYNC_MARK_VAR: &str = "SSHMCP_RSYNC";
+
+/// Ends the remote rsync of a stopped copy, marked `mark`, and waits until it is gone (5 s at
+/// most): killing our rsync only closes its channel, and the remote one may still write into
+/// the partial a moment later, under a retry that resumes from it.
+pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError> {
+    let script = format!(
+        "_i=0
+         while _l=$(command grep -lzxF '{RSYNC_MARK_VAR}={mark}' /proc/[0-9]*/environ 2>/dev/null); do
+         _l=$(printf '%s\n' \"$_l\" | command sed 's|^/proc/||; s|/environ$||')
+         command kill -KILL $_l 2>/dev/null
+         _i=$((_i + 1)); [ $_i -ge 100 ] && exit 1
+         command sleep 0.05
+         done
+"
+    );
+    let program = crate::remote::Program::new(script, Duration::from_secs(10), 4096);
+    let result = crate::remote::run(&session.host, program).await?;
+    match result.exit_code {
+        Some(0) => Ok(()),
+        _ => Err(DaemonError::internal(
+            "the remote rsync of a stopped copy outlived 5 s of SIGKILL",
+        )),
+    }
+}
+
+/// Removes a partial that failed verification.
+pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonError> {
+    let script = format!(
+        "{}_e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\necho ok\n",
+        inspect::prelude("rm")
+    );
+    inspect::run(session, script, &partial.path, 4096)
+        .await
+        .map(drop)
+}
+
+/// A remote file of `size` bytes' SHA-256: `openssl dgst` where there is one (four times
+/// faster than coreutils there), else `sha256sum`. The path travels on stdin, and the file is
+/// hashed from stdin too: both tools mark the digest of an odd file name with a backslash.
+/// It may take 30 s and a second per 50 MiB (`sha256sum` does 300 MiB/s on a test machine).
+pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<String, DaemonError> {
+    let script = format!(
+        "{}if command -v openssl >/dev/null 2>&1; then \
+         _h=$(command openssl dgst -sha256 -r < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; \
+         else _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; fi\n\
+         printf 'ok %s\\n' \"${{_h%% *}}\"\n",
+        inspect::prelude("sha256sum")
+    );
+    let timeout = Duration::from_secs(30 + size / (50 << 20));
+    let (hash, _) = inspect::run_within(session, script, remote, 4096, timeout)
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::ConnectionLost => e,
+            _ => DaemonError::new(
+                ErrorCode::TransferFailed,
+                format!("cannot hash the remote file: {}", e.message),
+            ),
+        })?;
+    Ok(hash.trim().to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_partial_sits_beside_its_destination_and_names_its_pair() {
+        let p = Partial::of("h:22", std::path::Path::new("/r/a"), b"/srv/x y/f");
+        let text = String::from_utf8(p.path.clone()).unwrap();
+        assert!(text.starts_with("/srv/x y/.sshmcp-") && text.ends_with(".part"));
+        assert_eq!(p.tag.len(), 32);
+        assert_eq!(
+            Partial::of("h:22", "/r/a".as_ref(), b"/f").path[..9],
+            *b"/.sshmcp-"
+        );
+        let other = Partial::of("h:22", std::path::Path::new("/r/b"), b"/srv/x y/f");
+        assert_ne!(other.tag, p.tag);
+    }
+}

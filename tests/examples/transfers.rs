@@ -1,0 +1,169 @@
+//! Figures of transfers (docs/benchmarks.md, "Transfers"): a 1 GiB file each way through
+//! `upload_start` / `download_start`, verification and publishing included, against raw
+//! `rsync -e "ssh -S <the session's master>"` of the same file in the same run. Real binaries
+//! against a throwaway sshd on loopback. Run it with `scripts/perf-transfers.sh` (release
+//! build). A measurement, never a test.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::{SshdOptions, TestEnv};
+
+const FILE_BYTES: u64 = 1 << 30;
+const RUNS: usize = 3;
+
+async fn call(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> Value {
+    let mut all = json!({"session_id": s.0, "session_key": s.1});
+    all.as_object_mut()
+        .unwrap()
+        .extend(args.as_object().unwrap().clone());
+    let r = mcp.call(tool, all).await;
+    assert_eq!(r["ok"], true, "{tool}: {r}");
+    r
+}
+
+/// One transfer through the MCP server, from its start to `completed`.
+async fn through_sshmcp(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> f64 {
+    let t = Instant::now();
+    let r = call(mcp, s, tool, args).await;
+    loop {
+        let st = call(
+            mcp,
+            s,
+            "transfer_status",
+            json!({"operation_id": r["operation_id"]}),
+        )
+        .await;
+        match st["state"].as_str().unwrap() {
+            "completed" => return t.elapsed().as_secs_f64(),
+            "running" | "verifying" => tokio::time::sleep(Duration::from_millis(10)).await,
+            _ => panic!("the transfer did not complete: {st}"),
+        }
+    }
+}
+
+/// One raw rsync over the session's master, from `from` to `to`.
+fn raw_rsync(shell: &str, from: &str, to: &str) -> f64 {
+    let t = Instant::now();
+    let status = std::process::Command::new("rsync")
+        .args(["-s", "--inplace", "-e", shell, from, to])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    t.elapsed().as_secs_f64()
+}
+
+/// The control socket of the one session's master.
+fn control_socket(env: &TestEnv) -> PathBuf {
+    let dir = env.runtime_dir.join("m");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+        })
+        .expect("the master's socket")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn remove(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+#[tokio::main]
+async fn main() {
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let s = sshmcp_tests::mcp::session_of(&r);
+    let shell = format!(
+        "ssh -F /dev/null -S {} -o ControlMaster=no -o HostName=127.0.0.1 -o Port={}",
+        control_socket(&env).display(),
+        env.sshd.port
+    );
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    let source = env.local_root.join("bench.bin");
+    std::fs::File::create(&source)
+        .unwrap()
+        .set_len(FILE_BYTES)
+        .unwrap();
+    sshmcp_tests::process::run(
+        std::process::Command::new("shred")
+            .args(["-n", "1"])
+            .arg(&source),
+        "coreutils",
+    );
+    let remote_dir = std::env::temp_dir().join(format!("sshmcp-bench-{}", std::process::id()));
+    call(
+        &mcp,
+        &s,
+        "exec",
+        json!({"command": format!("mkdir -p {}", remote_dir.display())}),
+    )
+    .await;
+    let remote = remote_dir.join("bench.bin");
+    let raw_remote = remote_dir.join("raw.bin");
+    let down = env.local_root.join("down.bin");
+    let raw_down = env.local_root.join("raw-down.bin");
+    let (mut up, mut up_raw, mut dl, mut dl_raw) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..RUNS {
+        remove(&remote);
+        remove(&raw_remote);
+        remove(&down);
+        remove(&raw_down);
+        up.push(
+            through_sshmcp(
+                &mcp,
+                &s,
+                "upload_start",
+                json!({"local_path": "bench.bin", "remote_path": remote.display().to_string()}),
+            )
+            .await,
+        );
+        up_raw.push(raw_rsync(
+            &shell,
+            &source.display().to_string(),
+            &format!("sshmcp:{}", raw_remote.display()),
+        ));
+        dl.push(
+            through_sshmcp(
+                &mcp,
+                &s,
+                "download_start",
+                json!({"remote_path": remote.display().to_string(), "local_path": "down.bin"}),
+            )
+            .await,
+        );
+        dl_raw.push(raw_rsync(
+            &shell,
+            &format!("sshmcp:{}", remote.display()),
+            &raw_down.display().to_string(),
+        ));
+    }
+    let gib = FILE_BYTES as f64 / (1u64 << 30) as f64;
+    for (what, ours, raw) in [("upload", up, up_raw), ("download", dl, dl_raw)] {
+        let (o, r) = (median(ours.clone()), median(raw.clone()));
+        println!(
+            "1 GiB {what}: sshmcp {o:.2} s ({:.0} MiB/s, verified), raw rsync {r:.2} s; \
+             ratio raw/sshmcp {:.2} (runs: sshmcp {ours:.2?}, raw {raw:.2?})",
+            gib * 1024.0 / o,
+            r / o
+        );
+    }
+    call(
+        &mcp,
+        &s,
+        "exec",
+        json!({"command": format!("rm -rf {}", remote_dir.display())}),
+    )
+    .await;
+    mcp.close().await;
+}

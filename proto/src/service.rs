@@ -528,6 +528,9 @@ mod tests {
         let report = TransferReport {
             operation_id: "tr-1".into(),
             direction: TransferDirection::Upload,
+            local_path: "/r/a".into(),
+            remote_path: "/w==".into(),
+            remote_path_encoding: crate::exec::Encoding::Base64,
             state: TransferState::Failed,
             bytes_transferred: 1,
             reused_bytes: Some(1),

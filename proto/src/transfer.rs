@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::exec::Encoding;
 use crate::inspect::RemotePath;
 use crate::session::SessionAuth;
 
@@ -39,7 +40,7 @@ pub enum TransferDirection {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TransferState {
-    /// Waiting to start.
+    /// Waiting for one of the session's channels (running commands hold them all).
     Queued,
     /// rsync is copying into the partial file.
     Running,
@@ -47,7 +48,8 @@ pub enum TransferState {
     Verifying,
     /// Verified and published at `final_path`.
     Completed,
-    /// Ended with `error`; the partial file is kept for a retry to resume from.
+    /// Ended with `error`; the partial file is kept for a retry to resume from (not after
+    /// `verification_failed` or `remote_path_exists`: the retry starts afresh).
     Failed,
     /// Stopped by transfer_cancel or disconnect; the partial file is kept.
     Cancelled,
@@ -60,20 +62,29 @@ pub struct TransferError {
     /// A stable identifier (`transfer_failed`, `verification_failed`, `connection_lost`,
     /// `local_path_exists`, ...).
     pub code: String,
+    /// A short human explanation.
     pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TransferReport {
-    /// Keep it: transfer_status, transfer_cancel and transfer_list take it (this session only).
+    /// Keep it: pass it to transfer_status and transfer_cancel (this session only).
     pub operation_id: String,
     pub direction: TransferDirection,
+    /// The local file (absolute): the destination of a download, the source of an upload.
+    pub local_path: String,
+    /// The remote file: the source of a download as given, the destination of an upload
+    /// (absolute, its directory resolved).
+    pub remote_path: String,
+    /// `utf-8`, or `base64` when `remote_path` is the base64 of a path that is not UTF-8.
+    pub remote_path_encoding: Encoding,
     pub state: TransferState,
     /// Bytes copied so far (rsync's count; a resumed copy counts what it reused too).
     pub bytes_transferred: u64,
-    /// Bytes of the partial file that an earlier, stopped copy left and this one kept instead
-    /// of sending again (the size less rsync's literal data); known once the copy ended.
+    /// Bytes this copy did not send again because an earlier, stopped copy's partial file
+    /// already held them (counted in `bytes_transferred` too); 0 for a fresh copy, null until
+    /// the copy ended.
     pub reused_bytes: Option<u64>,
     /// The source file's size.
     pub total_bytes: u64,

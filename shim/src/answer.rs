@@ -13,7 +13,8 @@ pub struct Answer<T> {
     pub ok: bool,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub result: Option<T>,
-    /// Present when `ok` is false: the call did not happen as asked.
+    /// With `ok: false`: why the call did not happen as asked. With `ok: true` it is only
+    /// present in a transfer's report whose `state` is `failed`: why the copy failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
 }

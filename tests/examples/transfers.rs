@@ -80,7 +80,10 @@ fn remove(path: &Path) {
 
 #[tokio::main]
 async fn main() {
-    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
+    let env = TestEnv::with(
+        &SshdOptions::default(),
+        &[("SSHMCP_LOG", "warn,sshmcpd::transfers=info")],
+    );
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let s = sshmcp_tests::mcp::session_of(&r);
@@ -157,6 +160,10 @@ async fn main() {
             gib * 1024.0 / o,
             r / o
         );
+    }
+    // The daemon's own account of each transfer: the copy, then what the verification added.
+    for line in env.daemon_log().lines().filter(|l| l.contains("copied in")) {
+        println!("  {}", line.split("transfer ").nth(1).unwrap_or(line));
     }
     call(
         &mcp,

@@ -363,15 +363,24 @@ async fn odd_remote_names_are_literal_and_the_limit_holds_under_a_burst() {
             content
         );
     }
+    // A relative name with a leading colon is a file of the login directory, not rsync's
+    // daemon syntax.
+    let colon = format!(":c-{}", unique_sleep(1));
+    remote_out(&mcp, &s, &format!("echo colon > '{colon}'")).await;
     let r = on_session(
         &mcp,
         &s,
         "download_start",
-        json!({"remote_path": ":c", "local_path": "c.txt", "remote_path_encoding": "utf-8"}),
+        json!({"remote_path": colon, "local_path": "c.txt", "remote_path_encoding": "utf-8"}),
     )
     .await;
-    // Relative to the login directory: there is no `:c` there.
-    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(env.local_root.join("c.txt")).unwrap(),
+        "colon\n"
+    );
+    remote_out(&mcp, &s, &format!("rm './{colon}'")).await;
     // With one copy under way, a burst of starts is refused whole: the limit is one.
     let (sparse, running) = a_download_under_way(&mcp, &s, "running.bin", false).await;
     let mut pending = Vec::new();
@@ -536,7 +545,9 @@ async fn until_bytes_flow(mcp: &McpClient, s: &Session, r: &Value) {
 /// keeps what arrived (rsync's matched data) and completes verified.
 #[tokio::test]
 async fn a_cancelled_upload_resumes_from_what_arrived() {
-    let (env, mcp, s) = connected().await;
+    // A user of its own: no other test's rsync runs as it.
+    let user = sshmcp_tests::users::user_with_shell("sshmcp-upcancel", "/bin/bash");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let (dir, r) = an_upload_under_way(&env, &mcp, &s, "resumed.bin", true).await;
     on_session(
         &mcp,
@@ -548,6 +559,13 @@ async fn a_cancelled_upload_resumes_from_what_arrived() {
     assert_eq!(
         until_ended(&mcp, &s, &r["operation_id"]).await["state"],
         "cancelled"
+    );
+    // The remote rsync is gone too (it could write into the partial under a retry).
+    let marked = "grep -l SSHMCP_RSYNC= /proc/[0-9]*/environ 2>/dev/null; true";
+    assert_eq!(
+        remote_out(&mcp, &s, marked).await,
+        "",
+        "a remote rsync is left"
     );
     let left = remote_out(&mcp, &s, &format!("ls -A {dir}")).await;
     assert!(
@@ -926,5 +944,82 @@ async fn a_daemon_killed_outright_leaves_no_rsync_behind() {
     }
     assert!(partial.exists(), "the partial stays");
     std::fs::remove_file(&remote).ok();
+    mcp.close().await;
+}
+
+/// Remote names with any bytes go up and come back unchanged, through rsync's own parsing of
+/// its remote arguments (wildcards, backslashes, a directory holding both) and never through
+/// a shell; the one name rsync cannot fetch is refused up front.
+#[tokio::test]
+async fn odd_remote_names_go_up_and_come_back() {
+    use base64::Engine as _;
+    let (env, mcp, s) = connected().await;
+    let dir = format!("/tmp/sshmcp-names-{}", unique_sleep(1));
+    let odd_dir = format!("{dir}/d[1]*\\x");
+    remote_out(&mcp, &s, &format!("mkdir -p '{odd_dir}'")).await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    let names: Vec<Vec<u8>> = [
+        "back\\slash",
+        "new\nline",
+        "$(touch pwned)",
+        "-dash",
+        "sp ace 'q\" `x`",
+        "w[1]?*",
+        "d[1]*\\x/inside\\dir",
+    ]
+    .iter()
+    .map(|n| n.as_bytes().to_vec())
+    .chain([b"bytes-\xff\xfe".to_vec()])
+    .collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut remote = format!("{dir}/").into_bytes();
+        remote.extend_from_slice(name);
+        let remote = base64::engine::general_purpose::STANDARD.encode(&remote);
+        let content = format!("file {i}\n");
+        std::fs::write(env.local_root.join(format!("up-{i}")), &content).unwrap();
+        let done = upload(
+            &mcp,
+            &s,
+            json!({"local_path": format!("up-{i}"), "remote_path": remote,
+                   "remote_path_encoding": "base64"}),
+        )
+        .await;
+        assert_eq!(done["state"], "completed", "{name:?}: {done}");
+        let r = on_session(
+            &mcp,
+            &s,
+            "download_start",
+            json!({"remote_path": remote, "remote_path_encoding": "base64",
+                   "local_path": format!("down-{i}")}),
+        )
+        .await;
+        let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+        assert_eq!(done["state"], "completed", "{name:?}: {done}");
+        assert_eq!(
+            std::fs::read_to_string(env.local_root.join(format!("down-{i}"))).unwrap(),
+            content
+        );
+    }
+    // Every file is where it was named, nothing ran, no partial is left.
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!(
+            "find {dir} -type f -printf x | wc -c; ls -A {dir} | grep -c sshmcp; ls ~ | grep -c pwned; true"
+        ),
+    )
+    .await;
+    assert_eq!(there, format!("{}\n0\n0\n", names.len()));
+    let mixed = format!("{dir}/f[2]\\g");
+    remote_out(&mcp, &s, &format!("echo x > '{mixed}'")).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": mixed, "local_path": "mixed"}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

@@ -167,13 +167,27 @@ impl Destination {
         let here = nix::fcntl::AT_FDCWD;
         let moved = match overwrite {
             true => renameat(here, partial, &self.parent, self.name.as_os_str()),
-            false => renameat2(
+            false => match renameat2(
                 here,
                 partial,
                 &self.parent,
                 self.name.as_os_str(),
                 RenameFlags::RENAME_NOREPLACE,
-            ),
+            ) {
+                // NFS and some FUSE file systems have no such rename: a link does not replace
+                // either.
+                Err(Errno::EINVAL) => nix::unistd::linkat(
+                    here,
+                    partial,
+                    &self.parent,
+                    self.name.as_os_str(),
+                    AtFlags::empty(),
+                )
+                .map(|()| {
+                    let _ = std::fs::remove_file(partial);
+                }),
+                other => other,
+            },
         };
         moved.map_err(|e| match e {
             Errno::EEXIST => DaemonError::new(

@@ -97,6 +97,8 @@ struct Progress {
 pub struct Operation {
     id: String,
     direction: TransferDirection,
+    local_path: String,
+    remote_path: Vec<u8>,
     total: u64,
     bytes: AtomicU64,
     began: Instant,
@@ -121,9 +123,13 @@ impl Operation {
         };
         let eta = (p.state == TransferState::Running && rate > 0.0)
             .then(|| self.total.saturating_sub(bytes) as f64 / rate);
+        let (remote_path, remote_path_encoding) = inspect::remote_text(&self.remote_path);
         TransferReport {
             operation_id: self.id.clone(),
             direction: self.direction,
+            local_path: self.local_path.clone(),
+            remote_path,
+            remote_path_encoding,
             state: p.state,
             bytes_transferred: bytes,
             reused_bytes: p.reused_bytes,
@@ -136,6 +142,10 @@ impl Operation {
             started_at: rfc3339(self.started_at),
             ended_at: p.ended_at.map(rfc3339),
         }
+    }
+
+    fn set_state(&self, state: TransferState) {
+        locked(&self.progress).state = state;
     }
 
     fn copied(&self, reused_bytes: u64) {
@@ -255,6 +265,12 @@ pub async fn start(
     let server = format!("{}:{}", session.server_host, session.server_port);
     let (plan, total, claim) = match direction {
         TransferDirection::Download => {
+            if !rsync::fetchable(&remote_path) {
+                return Err(DaemonError::new(
+                    ErrorCode::InvalidArguments,
+                    "rsync cannot fetch a file whose name holds both a backslash and one of                      * ? [: copy or rename it on the host first (exec)",
+                ));
+            }
             let total = remote_file_size(session, &req).await?;
             let destination = local::destination(&root, &req.local_path, req.overwrite)?;
             let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
@@ -290,15 +306,29 @@ pub async fn start(
     };
     let id = crate::session::key::nonce("tr-")
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+    let (local_path, remote_path) = match &plan {
+        Plan::Download {
+            source,
+            destination,
+            ..
+        } => (destination.final_path.clone(), source.clone()),
+        Plan::Upload {
+            source,
+            destination,
+            ..
+        } => (source.path.clone(), destination.clone()),
+    };
     let op = Arc::new(Operation {
         id: id[..19].to_string(),
         direction,
+        local_path: local_path.display().to_string(),
+        remote_path,
         total,
         bytes: AtomicU64::new(0),
         began: Instant::now(),
         started_at: SystemTime::now(),
         progress: Mutex::new(Progress {
-            state: TransferState::Running,
+            state: TransferState::Queued,
             reused_bytes: None,
             sha256: None,
             final_path: None,
@@ -368,6 +398,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         )))?,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
+    op.set_state(TransferState::Running);
     let ends = match plan {
         Plan::Download {
             source, partial, ..
@@ -385,6 +416,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     let server = (session.server_host.as_str(), session.server_port);
     let marker = crate::session::key::nonce("sshmcp-rsync-")
         .map_err(|e| failed(DaemonError::internal(format!("no randomness: {e}"))))?;
+    let began = Instant::now();
     let copied = rsync::copy(
         &session.host.control_path,
         server,
@@ -405,7 +437,9 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             }
             return Err(cancelled());
         }
-        Err(rsync::Failure::Exited(code)) => return Err(failed(exit_error(session, code).await)),
+        Err(rsync::Failure::Exited(code, said)) => {
+            return Err(failed(exit_error(session, code, &said).await));
+        }
         Err(rsync::Failure::Start(e)) => {
             return Err(failed(DaemonError::new(
                 ErrorCode::TransferFailed,
@@ -414,35 +448,44 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         }
     };
     op.copied(reused);
-    let (remote_file, local_file) = match plan {
-        Plan::Download {
-            source, partial, ..
-        } => {
-            // rsync skips what is no regular file and still succeeds: the partial must be one.
-            if !is_file(partial) {
-                return Err(failed(DaemonError::new(
-                    ErrorCode::InvalidRemoteType,
-                    "remote_path stopped being a regular file during the copy",
-                )));
+    let copied_at = Instant::now();
+    let copy_hash = async {
+        match plan {
+            Plan::Download { partial, .. } => {
+                // rsync skips what is no regular file and still succeeds: the partial must
+                // be one.
+                if !is_file(partial) {
+                    return Err(DaemonError::new(
+                        ErrorCode::InvalidRemoteType,
+                        "remote_path stopped being a regular file during the copy",
+                    ));
+                }
+                local_sha256(partial.clone()).await
             }
-            (source.as_slice(), partial.clone())
+            Plan::Upload { partial, .. } => remote::sha256(session, &partial.path, op.total).await,
         }
-        Plan::Upload {
-            source, partial, ..
-        } => (partial.path.as_slice(), source.proc_path()),
     };
-    let hashes = async {
-        tokio::join!(
-            remote::sha256(session, remote_file, op.total),
-            local_sha256(local_file)
-        )
+    // The source is hashed after the copy, not while it runs: a change to it during the
+    // copy then shows as a mismatch, however the two reads fell.
+    let source_hash = async {
+        match plan {
+            Plan::Download { source, .. } => remote::sha256(session, source, op.total).await,
+            Plan::Upload { source, .. } => local_sha256(source.proc_path()).await,
+        }
     };
-    let (remote_hash, local_hash) = tokio::select! {
-        hashes = hashes => hashes,
+    let (source_hash, copy_hash) = tokio::select! {
+        hashes = async { tokio::join!(source_hash, copy_hash) } => hashes,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
-    let (remote_hash, local_hash) = (remote_hash.map_err(failed)?, local_hash.map_err(failed)?);
-    if remote_hash != local_hash {
+    let (source_hash, copy_hash) = (source_hash.map_err(failed)?, copy_hash.map_err(failed)?);
+    tracing::info!(
+        "transfer {}: copied in {:.2} s ({} bytes reused), verified in {:.2} s",
+        op.id,
+        (copied_at - began).as_secs_f64(),
+        reused,
+        copied_at.elapsed().as_secs_f64()
+    );
+    if source_hash != copy_hash {
         // A retry would resume from it, and rsync takes a partial as long as the source for
         // done: only a fresh copy can pass.
         let discarded = match plan {
@@ -453,7 +496,8 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             ErrorCode::VerificationFailed,
             match discarded {
                 true => {
-                    "the copy's SHA-256 differs from the source's; nothing was published                          and the copy was removed (a retry starts afresh)"
+                    "the copy's SHA-256 differs from the source's; nothing was published \
+                     and the copy was removed (a retry starts afresh)"
                 }
                 false => "the copy's SHA-256 differs from the source's; nothing was published",
             },
@@ -482,12 +526,12 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             String::from_utf8_lossy(destination).into_owned()
         }
     };
-    Ok((local_hash, final_path))
+    Ok((copy_hash, final_path))
 }
 
 /// Why rsync exited badly: the master's end (a master killed mid-copy closes its socket a
 /// moment before it shows as exited), or rsync's own failure.
-async fn exit_error(session: &Session, code: i32) -> DaemonError {
+async fn exit_error(session: &Session, code: i32, said: &str) -> DaemonError {
     let lost = match session.host.master.get() {
         Some(master) => master.exited_within(MASTER_EXIT_WAIT).await,
         None => false,
@@ -497,8 +541,12 @@ async fn exit_error(session: &Session, code: i32) -> DaemonError {
         false => DaemonError::new(
             ErrorCode::TransferFailed,
             format!(
-                "rsync failed ({}); the partial file is kept for a retry",
-                rsync::exit_meaning(code)
+                "rsync failed ({}){}; the partial file is kept for a retry",
+                rsync::exit_meaning(code),
+                match said {
+                    "" => String::new(),
+                    said => format!(": {said}"),
+                }
             ),
         ),
     }

@@ -14,6 +14,7 @@ use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::fcntl::{SpliceFFlags, splice};
 use nix::libc::{PR_SET_PDEATHSIG, SIGKILL};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
@@ -95,12 +96,31 @@ fn pass_on(from: &mut ChildStdout, marker: &[u8]) -> std::io::Result<()> {
     };
     let to = std::io::stdout();
     write_all(to.as_fd(), &rest)?;
-    let mut buf = vec![0u8; 256 * 1024];
+    // The rest moves from ssh's pipe to rsync's socket inside the kernel: a download passes
+    // every byte of the file through here.
     loop {
-        match from.read(&mut buf)? {
-            0 => return Ok(()),
-            n => write_all(to.as_fd(), &buf[..n])?,
+        match splice(
+            from.as_fd(),
+            None,
+            to.as_fd(),
+            None,
+            1 << 20,
+            SpliceFFlags::SPLICE_F_MOVE,
+        ) {
+            Ok(0) => return Ok(()),
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => wait_writable(to.as_fd())?,
+            Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// Waits until `fd` takes more bytes.
+fn wait_writable(fd: BorrowedFd) -> std::io::Result<()> {
+    let mut ready = [PollFd::new(fd, PollFlags::POLLOUT)];
+    match poll(&mut ready, PollTimeout::NONE) {
+        Ok(_) | Err(Errno::EINTR) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -111,13 +131,7 @@ fn write_all(fd: BorrowedFd, mut bytes: &[u8]) -> std::io::Result<()> {
     while !bytes.is_empty() {
         match nix::unistd::write(fd, bytes) {
             Ok(n) => bytes = &bytes[n..],
-            Err(Errno::EAGAIN) => {
-                let mut ready = [PollFd::new(fd, PollFlags::POLLOUT)];
-                match poll(&mut ready, PollTimeout::NONE) {
-                    Ok(_) | Err(Errno::EINTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            Err(Errno::EAGAIN) => wait_writable(fd)?,
             Err(Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }

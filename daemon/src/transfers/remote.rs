@@ -127,15 +127,17 @@ pub const RSYNC_MARK_VAR: &str = "SSHMCP_RSYNC";
 /// most): killing our rsync only closes its channel, and the remote one may still write into
 /// the partial a moment later, under a retry that resumes from it.
 pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError> {
+    // grep exits 2 when it could not read some other user's `environ`, even after a match:
+    // the list it printed decides.
     let script = format!(
-        "_i=0
-         while _l=$(command grep -lzxF '{RSYNC_MARK_VAR}={mark}' /proc/[0-9]*/environ 2>/dev/null); do
-         _l=$(printf '%s\n' \"$_l\" | command sed 's|^/proc/||; s|/environ$||')
-         command kill -KILL $_l 2>/dev/null
-         _i=$((_i + 1)); [ $_i -ge 100 ] && exit 1
-         command sleep 0.05
-         done
-"
+        "_i=0\n\
+         while _l=$(command grep -lzxF '{RSYNC_MARK_VAR}={mark}' /proc/[0-9]*/environ 2>/dev/null); \
+         [ -n \"$_l\" ]; do\n\
+         _l=$(printf '%s\\n' \"$_l\" | command sed 's|^/proc/||; s|/environ$||')\n\
+         command kill -KILL $_l 2>/dev/null\n\
+         _i=$((_i + 1)); [ $_i -ge 100 ] && exit 1\n\
+         command sleep 0.05\n\
+         done\n"
     );
     let program = crate::remote::Program::new(script, Duration::from_secs(10), 4096);
     let result = crate::remote::run(&session.host, program).await?;
@@ -161,16 +163,20 @@ pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonE
 /// A remote file of `size` bytes' SHA-256: `openssl dgst` where there is one (four times
 /// faster than coreutils there), else `sha256sum`. The path travels on stdin, and the file is
 /// hashed from stdin too: both tools mark the digest of an odd file name with a backslash.
-/// It may take 30 s and a second per 50 MiB (`sha256sum` does 300 MiB/s on a test machine).
 pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<String, DaemonError> {
+    // Only stdout counts (a build of openssl may warn on stderr and still hash), and only a
+    // digest that looks like one: else `sha256sum`, whose errors are the answer.
     let script = format!(
-        "{}if command -v openssl >/dev/null 2>&1; then \
-         _h=$(command openssl dgst -sha256 -r < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; \
-         else _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; fi\n\
-         printf 'ok %s\\n' \"${{_h%% *}}\"\n",
+        "{}_h=$(command openssl dgst -sha256 -r < \"$_p\" 2>/dev/null) || _h=\n\
+         _h=${{_h%% *}}\n\
+         case $_h in *[!0-9a-f]*|'') _h= ;; esac\n\
+         if [ ${{#_h}} -ne 64 ]; then \
+         _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; fi\n\
+         printf 'ok %s\\n' \"$_h\"\n",
         inspect::prelude("sha256sum")
     );
-    let timeout = Duration::from_secs(30 + size / (50 << 20));
+    // 30 s, and one more per 10 MiB: a slow disk reads at 10 MiB/s.
+    let timeout = Duration::from_secs(30 + size / (10 << 20));
     let (hash, _) = inspect::run_within(session, script, remote, 4096, timeout)
         .await
         .map_err(|e| match e.code {
@@ -180,7 +186,14 @@ pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<Strin
                 format!("cannot hash the remote file: {}", e.message),
             ),
         })?;
-    Ok(hash.trim().to_ascii_lowercase())
+    let hash = hash.trim().to_ascii_lowercase();
+    match hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => Ok(hash),
+        false => Err(DaemonError::new(
+            ErrorCode::TransferFailed,
+            format!("the host's hasher gave no SHA-256: {hash:?}"),
+        )),
+    }
 }
 
 #[cfg(test)]

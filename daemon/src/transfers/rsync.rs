@@ -18,8 +18,9 @@ use tokio_util::sync::CancellationToken;
 /// Why a copy did not finish.
 pub enum Failure {
     Cancelled,
-    /// rsync exited with this status (or was ended by a signal: -1).
-    Exited(i32),
+    /// rsync exited with this status (or was ended by a signal: -1), and the last line it
+    /// wrote on stderr.
+    Exited(i32, String),
     Start(std::io::Error),
 }
 
@@ -88,20 +89,34 @@ fn remote_shell(relay: &Path, ssh: Vec<String>) -> Result<String, std::io::Error
 }
 
 /// A remote path as rsync's words: `./` before a relative one (a leading `:` would ask for
-/// rsync's daemon mode), and its wildcard characters escaped (the remote rsync expands
-/// `* ? [` in source and destination alike, even under `-s`).
+/// rsync's daemon mode), and in each name holding one of `* ? [` those and `\` escaped: the
+/// remote rsync expands wildcards in source and destination alike, even under `-s`, and
+/// undoes the escapes only in such a name (in any other a `\` is a plain byte).
 fn remote_words(remote: &[u8]) -> Vec<u8> {
     let mut words = b"sshmcp:".to_vec();
     if !remote.starts_with(b"/") {
         words.extend_from_slice(b"./");
     }
-    for b in remote {
-        if matches!(b, b'*' | b'?' | b'[' | b'\\') {
-            words.push(b'\\');
+    for (i, name) in remote.split(|b| *b == b'/').enumerate() {
+        if i > 0 {
+            words.push(b'/');
         }
-        words.push(*b);
+        let wild = name.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
+        for b in name {
+            if wild && matches!(b, b'*' | b'?' | b'[' | b'\\') {
+                words.push(b'\\');
+            }
+            words.push(*b);
+        }
     }
     words
+}
+
+/// Whether rsync can fetch this remote file: one whose name holds both a `\` and one of
+/// `* ? [` reaches the local rsync under a name it did not ask for, which it refuses.
+pub fn fetchable(remote: &[u8]) -> bool {
+    let name = remote.rsplit(|b| *b == b'/').next().unwrap_or(remote);
+    !(name.contains(&b'\\') && name.iter().any(|b| matches!(b, b'*' | b'?' | b'[')))
 }
 
 /// rsync's arguments for `ends`. `--copy-links`: a remote symlink to a file is copied as the
@@ -110,8 +125,8 @@ fn remote_words(remote: &[u8]) -> Vec<u8> {
 /// (rsync's block search over a large unmatched rest costs seconds per GiB), then rsync
 /// checks the whole file and sends it again when it differs. A partial as long as the source
 /// is left as it is: the verification judges it.
-/// The remote command first prints `marker`, after which the relay passes the stream on, and
-/// marks the remote rsync with it (to stop it: `remote::stop_rsync`).
+/// The remote command first prints `marker` and a newline, after which the relay passes the
+/// stream on, and marks the remote rsync with it (to stop it: `remote::stop_rsync`).
 fn args(shell: String, marker: &str, ends: &Ends) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "-s",
@@ -124,9 +139,12 @@ fn args(shell: String, marker: &str, ends: &Ends) -> Vec<OsString> {
     ]
     .map(OsString::from)
     .to_vec();
+    // The marker is printed from two halves: a shell tracing its commands (`set -x` in a
+    // startup file, stderr merged into stdout) shows the halves apart, never the marker.
+    let (head, tail) = marker.split_at(marker.len() / 2);
     args.push(
         format!(
-            "--rsync-path=echo {marker}; exec env {}={marker} rsync",
+            "--rsync-path=printf '%s%s\\n' {head} {tail}; exec env {}={marker} rsync",
             super::remote::RSYNC_MARK_VAR
         )
         .into(),
@@ -157,7 +175,8 @@ pub async fn copy(
     (bytes, total): (&AtomicU64, u64),
     cancel: &CancellationToken,
 ) -> Result<u64, Failure> {
-    let relay = std::env::current_exe().map_err(Failure::Start)?;
+    // This very binary, even when an upgrade replaced its file since the daemon started.
+    let relay = std::path::PathBuf::from(format!("/proc/{}/exe", std::process::id()));
     let shell = ssh_words(control, server)
         .and_then(|ssh| remote_shell(&relay, ssh))
         .map_err(Failure::Start)?;
@@ -165,9 +184,11 @@ pub async fn copy(
     command
         .args(args(shell, marker, &ends))
         .env(super::relay::MARKER_VAR, marker)
+        // Progress and statistics numbers as they are parsed here, whatever the user's locale.
+        .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     let source = match ends {
@@ -196,39 +217,36 @@ pub async fn copy(
     let mut child = command.spawn().map_err(Failure::Start)?;
     let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
     let mut stdout = child.stdout.take().expect("piped");
-    let mut buf = vec![0u8; 4096];
-    let mut line = Vec::new();
+    let mut stderr = child.stderr.take().expect("piped");
+    let (mut out, mut err) = (Lines::default(), Lines::default());
+    let (mut out_buf, mut err_buf) = (vec![0u8; 4096], vec![0u8; 4096]);
     let mut sent = total;
-    let mut open = true;
+    let (mut out_open, mut err_open) = (true, true);
     loop {
         tokio::select! {
-            read = stdout.read(&mut buf), if open => match read {
-                Ok(n @ 1..) => {
-                    for b in &buf[..n] {
-                        match b {
-                            b'\r' | b'\n' => {
-                                if let Some(done) = progress_bytes(&line) {
-                                    bytes.store(done, Ordering::Relaxed);
-                                } else if let Some(literal) = literal_bytes(&line) {
-                                    sent = literal;
-                                }
-                                line.clear();
-                            }
-                            b => line.push(*b),
-                        }
+            read = stdout.read(&mut out_buf), if out_open => match read {
+                Ok(n @ 1..) => out.feed(&out_buf[..n], |line| {
+                    if let Some(done) = progress_bytes(line) {
+                        bytes.store(done, Ordering::Relaxed);
+                    } else if let Some(literal) = literal_bytes(line) {
+                        sent = literal;
                     }
-                }
-                _ => open = false,
+                }),
+                _ => out_open = false,
+            },
+            read = stderr.read(&mut err_buf), if err_open => match read {
+                Ok(n @ 1..) => err.feed(&err_buf[..n], |_| {}),
+                _ => err_open = false,
             },
             // Only after its output ended: the statistics come last, and an exit seen first
             // would lose them.
-            status = child.wait(), if !open => {
+            status = child.wait(), if !out_open && !err_open => {
                 return match status {
                     Ok(s) if s.success() => {
                         bytes.store(total, Ordering::Relaxed);
                         Ok(total.saturating_sub(sent))
                     }
-                    Ok(s) => Err(Failure::Exited(s.code().unwrap_or(-1))),
+                    Ok(s) => Err(Failure::Exited(s.code().unwrap_or(-1), err.last_said())),
                     Err(e) => Err(Failure::Start(e)),
                 };
             }
@@ -240,6 +258,44 @@ pub async fn copy(
                 return Err(Failure::Cancelled);
             }
         }
+    }
+}
+
+/// Lines of one of rsync's streams (`\r` ends a progress line), each at most `LINE_MAX`
+/// bytes; the last complete one is kept.
+#[derive(Default)]
+struct Lines {
+    line: Vec<u8>,
+    last: Vec<u8>,
+}
+
+const LINE_MAX: usize = 4096;
+
+impl Lines {
+    fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(&[u8])) {
+        for b in bytes {
+            match b {
+                b'\r' | b'\n' => {
+                    each(&self.line);
+                    if !self.line.is_empty() {
+                        std::mem::swap(&mut self.last, &mut self.line);
+                    }
+                    self.line.clear();
+                }
+                b if self.line.len() < LINE_MAX => self.line.push(*b),
+                _ => {}
+            }
+        }
+    }
+
+    /// The last line said, or what was said after it without a newline.
+    fn last_said(&self) -> String {
+        let line = if self.line.is_empty() {
+            &self.last
+        } else {
+            &self.line
+        };
+        String::from_utf8_lossy(line).trim().to_string()
     }
 }
 
@@ -333,9 +389,14 @@ mod tests {
             upload[upload.len() - 1],
             OsString::from("sshmcp:/d/.sshmcp-1.part")
         );
-        assert!(upload.contains(&OsString::from(
-            "--rsync-path=echo m; exec env SSHMCP_RSYNC=m rsync"
-        )));
+        let shell_path = "--rsync-path=printf '%s%s\\n' sshmcp- rsync-1; \
+                          exec env SSHMCP_RSYNC=sshmcp-rsync-1 rsync";
+        let ends = Ends::Upload {
+            source: 7,
+            partial: b"/p",
+        };
+        let marked = args(String::new(), "sshmcp-rsync-1", &ends);
+        assert!(marked.contains(&shell_path.into()), "{marked:?}");
     }
 
     #[test]
@@ -353,7 +414,14 @@ mod tests {
     fn wildcards_and_a_leading_colon_are_taken_literally() {
         assert_eq!(remote_words(b"/d/x[1]*?"), br"sshmcp:/d/x\[1]\*\?".to_vec());
         assert_eq!(remote_words(b":odd"), b"sshmcp:./:odd".to_vec());
-        assert_eq!(remote_words(br"a\b"), br"sshmcp:./a\\b".to_vec());
+        // A backslash is escaped only in a name that holds a wildcard.
+        assert_eq!(remote_words(br"a\b"), br"sshmcp:./a\b".to_vec());
+        assert_eq!(
+            remote_words(br"m[1]\z/a\b"),
+            br"sshmcp:./m\[1]\\z/a\b".to_vec()
+        );
+        assert!(fetchable(br"m[1]\z/a\b") && fetchable(b"/d/x[1]"));
+        assert!(!fetchable(br"/d/f[2]\g"));
     }
 
     /// The remote shell with no master behind its socket, pointed at a listener standing in

@@ -35,9 +35,9 @@ pub struct DownloadArgs {
     pub remote_path: String,
     /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
     pub remote_path_encoding: Option<Encoding>,
-    /// Where the file goes, relative to the local root (missing directories are made); an
-    /// absolute path must lie inside the root. `..`, symlinks and the private `.sshmcp`
-    /// directory are refused.
+    /// The file to write, relative to the local root (missing directories are made), e.g.
+    /// `logs/syslog`: a file path, not a directory. An absolute path must lie inside the root.
+    /// `..`, symlinks and the private `.sshmcp` directory are refused.
     pub local_path: String,
     /// Replace an existing local file; default false.
     pub overwrite: Option<bool>,
@@ -52,10 +52,11 @@ pub struct UploadArgs {
     /// The session's secret key (from connect).
     pub session_key: String,
     /// The local file to send, relative to the local root (an absolute path must lie inside
-    /// it). `..`, symlinks and the private `.sshmcp` directory are refused.
+    /// it): a regular file. `..`, symlinks and the private `.sshmcp` directory are refused.
     pub local_path: String,
-    /// Where it goes on the host: absolute, or relative to the login directory (`~` is not
-    /// expanded); any bytes but NUL. Its directory must exist.
+    /// The file to write on the host, e.g. `/srv/app/app.tar.gz`: a file path, not a
+    /// directory (`/srv/app/` is `invalid_arguments`). Absolute, or relative to the login
+    /// directory (`~` is not expanded); any bytes but NUL. Its directory must exist.
     pub remote_path: String,
     /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
     pub remote_path_encoding: Option<Encoding>,
@@ -119,22 +120,26 @@ impl Shim {
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
     /// Download one remote regular file into the local root, as a background job: it returns
-    /// at once with an `operation_id` (keep it) and `state: running`; poll `transfer_status`
-    /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
-    /// connection (never a new login) into a private partial file; before the file appears at
-    /// `local_path` both ends are hashed (SHA-256) and must agree, and it appears whole, at
-    /// once. A failed or cancelled copy keeps its partial: starting the same download again
-    /// resumes from it. Use it for files of any size instead of printing them with `exec` or
-    /// reading them with `read_file_range`. Errors: `invalid_local_path` (escapes the local
-    /// root), `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a
-    /// regular file), `remote_path_not_found`, `remote_permission_denied`,
-    /// `transfer_conflict` (another transfer writes that destination),
-    /// `transfer_limit_reached` (too many transfers on this session).
+    /// at once with an `operation_id` (keep it) and `state` `queued` or `running`; poll
+    /// `transfer_status` every 2-5 s until `completed`, `failed` or `cancelled`. rsync copies
+    /// over the session's own SSH connection (never a new login) into a private partial file;
+    /// before the file appears at `local_path` both ends are hashed (SHA-256) and must agree,
+    /// and it appears whole, at once. Resume a failed or cancelled copy by calling
+    /// download_start again with the same `remote_path` and `local_path` (a new
+    /// `operation_id`; `reused_bytes` shows what was kept). Use it for files of any size
+    /// instead of printing them with `exec` or reading them with `read_file_range`. Never
+    /// uses sudo: copy a root-only file somewhere readable with `sudo_exec` first. A file
+    /// that changes during the copy (a live log) ends `verification_failed`: copy a snapshot
+    /// (`cp`) first. `disconnect` cancels running transfers. Errors: `invalid_local_path`
+    /// (escapes the local root), `local_path_exists` (pass `overwrite: true`),
+    /// `invalid_remote_type` (not a regular file), `remote_path_not_found`,
+    /// `remote_permission_denied`, `transfer_conflict` (another transfer writes that
+    /// destination), `transfer_limit_reached` (too many transfers on this session).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),
         annotations(title = "Download a file", read_only_hint = false,
-                    destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn download_start(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(
@@ -158,19 +163,23 @@ impl Shim {
     }
 
     /// Upload one local regular file (inside the local root) to the remote host, as a
-    /// background job: it returns at once with an `operation_id` (keep it) and `state:
-    /// running`; poll `transfer_status` until `completed`, `failed` or `cancelled`. rsync
-    /// copies over the session's own SSH connection (never a new login) into a hidden partial
-    /// file beside `remote_path`; before the file appears there both ends are hashed (SHA-256)
-    /// and must agree, and it appears whole, at once (renamed over an old file with
-    /// `overwrite`, else linked, so a file created there meanwhile is never replaced). A failed
-    /// or cancelled copy keeps its partial: starting the same upload again resumes from it.
-    /// Use it instead of pasting file contents into `exec`. Errors: `invalid_local_path` (no
-    /// such file, or it escapes the local root), `remote_path_exists` (pass `overwrite:
-    /// true`), `invalid_remote_type` (the destination is no regular file, or its parent no
-    /// directory), `remote_path_not_found` (its directory is missing),
-    /// `remote_permission_denied`, `transfer_conflict` (another transfer writes there),
-    /// `transfer_limit_reached` (too many transfers on this session).
+    /// background job: it returns at once with an `operation_id` (keep it) and `state`
+    /// `queued` or `running`; poll `transfer_status` every 2-5 s until `completed`, `failed`
+    /// or `cancelled`. rsync copies over the session's own SSH connection (never a new login)
+    /// into a hidden partial file beside the destination (`.sshmcp-<hash>.part`); before the
+    /// file appears at `remote_path` both ends are hashed (SHA-256) and must agree, and it
+    /// appears whole, at once (renamed over an old file with `overwrite`, else linked: a file
+    /// created there meanwhile is never replaced, and the upload then ends `failed` with
+    /// `remote_path_exists` and its partial removed). Resume a failed or cancelled copy by
+    /// calling upload_start again with the same `local_path` and `remote_path` (a new
+    /// `operation_id`; `reused_bytes` shows what was kept). Use it instead of pasting file
+    /// contents into `exec`. Never uses sudo. `disconnect` cancels running transfers.
+    /// Errors: `invalid_local_path` (missing, not a regular file, or outside the local root),
+    /// `remote_path_exists` (pass `overwrite: true`), `invalid_remote_type` (the destination is
+    /// no regular file, or its parent no directory), `remote_path_not_found` (its directory
+    /// is missing: make it with `exec mkdir -p`), `remote_permission_denied`,
+    /// `transfer_conflict` (another transfer writes there), `transfer_limit_reached` (too many
+    /// transfers on this session).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),
@@ -199,10 +208,13 @@ impl Shim {
         )
     }
 
-    /// Where a transfer of this session stands: `state` (`running`, `verifying`,
-    /// `completed`, `failed` with `error`, `cancelled`), bytes so far and in all, rate, ETA,
-    /// and once completed the verified `sha256` and the absolute `final_path`. Poll it every
-    /// few seconds. Errors: `transfer_not_found` (not an operation of this session).
+    /// Where a transfer of this session stands: `state` (`queued`, `running`, `verifying`,
+    /// `completed`, `failed` with `error`, `cancelled`), its `local_path` and `remote_path`,
+    /// bytes so far and in all, rate, ETA, and once completed the verified `sha256` and the
+    /// `final_path`. Poll it every 2-5 s (`eta` says how long is left). A `failed` or
+    /// `cancelled` copy resumes when started again with the same paths; after
+    /// `verification_failed` or a late `remote_path_exists` it starts afresh. Errors:
+    /// `transfer_not_found` (not an operation of this session).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),
@@ -226,7 +238,8 @@ impl Shim {
 
     /// Stop a transfer of this session; only when the copy must not go on. Its partial file
     /// stays, so starting the same transfer again resumes. Answers the transfer's state (it
-    /// becomes `cancelled` a moment later). Errors: `transfer_not_found`.
+    /// becomes `cancelled` a moment later; a transfer that already ended stays as it was).
+    /// Errors: `transfer_not_found`.
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),

@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod config;
 pub mod exec;
+pub mod files;
 pub mod inspect;
 pub mod lifecycle;
 pub mod local_process;

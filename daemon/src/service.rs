@@ -8,6 +8,7 @@ use sshmcp_proto::command::{
     CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
 };
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
+use sshmcp_proto::files::{FileWritten, WriteFileRequest};
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
 };
@@ -24,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
-use crate::{commands, exec, inspect, tasks, transfers};
+use crate::{commands, exec, files, inspect, tasks, transfers};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -231,6 +232,18 @@ impl Daemon for DaemonService {
         );
         self.on_session("download_start", &auth, |session| async move {
             transfers::start(&session, &settings, &destinations, Download, req).await
+        })
+        .await
+    }
+
+    async fn write_file(
+        self,
+        _: Context,
+        req: WriteFileRequest,
+    ) -> Result<FileWritten, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("write_file", &auth, |session| async move {
+            files::write::write(&session, req).await
         })
         .await
     }

@@ -6,6 +6,7 @@ pub mod client;
 pub mod command;
 pub mod error;
 pub mod exec;
+pub mod files;
 pub mod inspect;
 pub mod limits;
 pub mod paths;

@@ -13,6 +13,7 @@ use crate::command::{
 };
 use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
+use crate::files::{FileWritten, WriteFileRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use crate::task::{
@@ -52,6 +53,7 @@ pub const CAPABILITIES: &[&str] = &[
     "transfer_cancel",
     "transfer_list",
     "upload_start",
+    "write_file",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -116,6 +118,7 @@ pub trait Daemon {
     async fn transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>;
     async fn transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>;
     async fn upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
+    async fn write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid

@@ -78,7 +78,8 @@ async fn status_and_stop_close_every_master() {
             "transfer_status",
             "transfer_cancel",
             "transfer_list",
-            "upload_start"
+            "upload_start",
+            "write_file"
         ]),
         "the capabilities of the handshake"
     );

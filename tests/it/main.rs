@@ -8,6 +8,7 @@ mod connect;
 mod daemon;
 mod exec;
 mod exec_limits;
+mod files;
 mod inspect;
 mod login_shells;
 mod sudo;

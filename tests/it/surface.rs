@@ -35,7 +35,8 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "transfer_cancel",
             "transfer_list",
             "transfer_status",
-            "upload_start"
+            "upload_start",
+            "write_file"
         ]
     );
     for tool in &tools {

@@ -31,16 +31,33 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// cannot stand in for them.
 const PRELUDE: &str = "export LC_ALL=C\n\
 for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s\\n' \"$_t\"; exit 0; }; done\n\
-_p=$(command cat; printf .); _p=${_p%.}\n\
+{PATH}\n\
 if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
 case $_p in /*) ;; *) _p=./$_p ;; esac\n\
 _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|\
 *': Too many levels of symbolic links') echo notfound ;; *': Permission denied') echo denied ;; \
 *': File name too long') echo toolong ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
 
+/// How the prelude reads the path from stdin.
+const PATH_FROM_STDIN: &str = "_p=$(command cat; printf .); _p=${_p%.}";
+
 /// The prelude for a program that uses `tools`.
 pub(crate) fn prelude(tools: &str) -> String {
-    PRELUDE.replace("{TOOLS}", tools)
+    PRELUDE
+        .replace("{TOOLS}", tools)
+        .replace("{PATH}", PATH_FROM_STDIN)
+}
+
+/// The prelude for a program whose stdin carries data: the path is written into the program
+/// as base64, whose letters are no shell syntax, and decoded on the host.
+pub(crate) fn prelude_with_path(tools: &str, path: &[u8]) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(path);
+    PRELUDE
+        .replace("{TOOLS}", &format!("base64 {tools}"))
+        .replace(
+            "{PATH}",
+            &format!("_p=$(printf %s '{encoded}' | command base64 -d; printf .); _p=${{_p%.}}"),
+        )
 }
 
 /// The path's bytes: text, or base64 for a name that is not UTF-8. Empty paths and NUL bytes
@@ -95,10 +112,31 @@ pub(crate) async fn run_within(
     max_output_bytes: u64,
     timeout: Duration,
 ) -> Result<(String, Vec<u8>), DaemonError> {
+    run_program(
+        session,
+        script,
+        path.to_vec(),
+        path,
+        max_output_bytes,
+        timeout,
+    )
+    .await
+}
+
+/// [`run_within`] for a program whose stdin is not the path: the path (`shown`) is only named
+/// in errors.
+pub(crate) async fn run_program(
+    session: &Session,
+    script: String,
+    stdin: Vec<u8>,
+    shown: &[u8],
+    max_output_bytes: u64,
+    timeout: Duration,
+) -> Result<(String, Vec<u8>), DaemonError> {
     let mut program = Program::new(script, timeout, max_output_bytes);
-    program.stdin = Some(path.to_vec());
+    program.stdin = Some(stdin);
     let result: ExecResult = remote::run(&session.host, program).await?;
-    let shown = || String::from_utf8_lossy(path).into_owned();
+    let shown = || String::from_utf8_lossy(shown).into_owned();
     if result.timed_out {
         return Err(DaemonError::internal(format!(
             "the host did not answer within {} s for {}",

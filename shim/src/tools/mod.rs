@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod exec;
+pub mod files;
 pub mod inspect;
 pub mod session;
 pub mod tasks;

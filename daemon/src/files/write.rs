@@ -1,0 +1,182 @@
+//! `write_file`: the content goes into a temporary file beside the target (the same
+//! directory, so the same file system), is flushed, takes the old file's mode and owner, and
+//! is renamed over the target: a reader sees the old file or the new one, never half of one.
+//! A failure at any step removes the temporary file (the program's exit trap).
+//!
+//! With `expected_sha256` the target is hashed before the write and again just before the
+//! rename; a writer that slips between that last hash and the rename (a few system calls)
+//! is the window that remains.
+
+use sha2::{Digest, Sha256};
+use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::inspect;
+use crate::session::Session;
+
+/// How long a write may take on the host (1 MiB over a slow link, a slow disk's flush).
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn invalid(message: impl Into<String>) -> DaemonError {
+    DaemonError::new(ErrorCode::InvalidArguments, message)
+}
+
+/// The program that writes; its stdin is the content.
+fn script(path: &[u8], req: &WriteFileRequest) -> String {
+    let expected = req.expected_sha256.as_deref().unwrap_or("");
+    let make_dirs = match req.create_dirs {
+        true => "_e=$(command mkdir -p -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n",
+        false => "",
+    };
+    // A new file gets `mode`, else what the umask leaves of 0666; an old one keeps its own
+    // (unless `mode`), and its owner: a write that cannot keep the owner does not happen.
+    let mode = match req.mode {
+        Some(mode) => format!("command chmod {mode:o} \"$_t\" || exit 1\n"),
+        None => "if [ $_x = 1 ]; then command chmod --reference=\"$_p\" \"$_t\" || exit 1; \
+                 else command chmod \"$(printf '%o' $((0666 & ~0$(umask))))\" \"$_t\" || exit 1; fi\n"
+            .to_string(),
+    };
+    let publish = match req.overwrite || !expected.is_empty() {
+        true => "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n",
+        false => {
+            "if ! _e=$(command ln -T -- \"$_t\" \"$_p\" 2>&1); then\n\
+             if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo exists; exit 0; fi\n\
+             _sshmcp_fail \"$_e\"; fi\n"
+        }
+    };
+    format!(
+        "{prelude}_d=${{_p%/*}}; _d=${{_d:-/}}\n\
+         {make_dirs}\
+         _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
+         [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
+         if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
+         _x=0; [ -e \"$_p\" ] && _x=1\n\
+         _same() {{ [ $_x = 1 ] || {{ echo 'ok changed missing'; exit 0; }}; \
+         _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
+         [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n\
+         if [ -n '{expected}' ]; then _same; \
+         elif [ $_x = 1 ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
+         _t=$(command mktemp \"$_d/.sshmcp-write.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
+         trap 'command rm -f -- \"$_t\"' EXIT\n\
+         _e=$(command cat 2>&1 > \"$_t\") || _sshmcp_fail \"$_e\"\n\
+         {mode}\
+         if [ $_x = 1 ]; then command chown --reference=\"$_p\" \"$_t\" 2>/dev/null || \
+         [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
+         {{ echo 'error the file belongs to another user, who would lose it'; exit 0; }}; fi\n\
+         command sync -- \"$_t\" 2>/dev/null\n\
+         if [ -n '{expected}' ]; then _same; fi\n\
+         {publish}\
+         printf 'ok written %s\\n' $_x\n",
+        prelude =
+            inspect::prelude_with_path("mktemp mv ln rm chmod chown stat sha256sum cat", path),
+        overwrite = u8::from(req.overwrite),
+    )
+}
+
+/// Writes the file; see the module's description.
+pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritten, DaemonError> {
+    let path = inspect::path_bytes(&req.path)?;
+    if req.content.len() > MAX_WRITE_BYTES {
+        return Err(invalid(format!(
+            "`content` holds {} bytes; at most {MAX_WRITE_BYTES} (1 MiB) are written at once \
+             (upload_start copies larger files)",
+            req.content.len()
+        )));
+    }
+    if let Some(expected) = &req.expected_sha256
+        && !(expected.len() == 64
+            && expected
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    {
+        return Err(invalid(
+            "`expected_sha256` must be 64 lowercase hex digits (a sha256 from stat-like answers)",
+        ));
+    }
+    if req.mode.is_some_and(|m| m > 0o7777) {
+        return Err(invalid("`mode` must be at most four octal digits"));
+    }
+    let name = &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+    if matches!(name, b"" | b"." | b"..") {
+        return Err(invalid("`path` must end with a file name"));
+    }
+    let sha256 = crate::session::key::hex(&Sha256::digest(&req.content));
+    let (said, _) = inspect::run_program(
+        session,
+        script(&path, &req),
+        req.content.clone(),
+        &path,
+        4096,
+        TIMEOUT,
+    )
+    .await
+    .map_err(|e| match e.code {
+        // The host's own failure (a full disk, a read-only file system): nothing was written.
+        ErrorCode::InternalError => DaemonError::internal(format!(
+            "nothing was written: {}",
+            e.message.trim_start_matches("the host said: ")
+        )),
+        _ => e,
+    })?;
+    let (word, detail) = said.split_once(' ').unwrap_or((&said, ""));
+    match word {
+        "written" => {
+            let (path, path_encoding) = inspect::remote_text(&path);
+            Ok(FileWritten {
+                path,
+                path_encoding,
+                bytes_written: req.content.len() as u64,
+                sha256,
+                created: detail == "0",
+            })
+        }
+        "changed" => Err(DaemonError::new(
+            ErrorCode::FileChanged,
+            match detail {
+                "missing" => "the file no longer exists; nothing was written".to_string(),
+                hash => format!(
+                    "the file changed since expected_sha256: its sha256 is now {hash}; nothing \
+                     was written (read it again, then retry with the new hash)"
+                ),
+            },
+        )),
+        _ => Err(DaemonError::internal(format!(
+            "unexpected answer from the host: {said}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sshmcp_proto::exec::Encoding;
+    use sshmcp_proto::inspect::RemotePath;
+    use sshmcp_proto::session::SessionAuth;
+
+    fn request(expected: Option<&str>, overwrite: bool) -> WriteFileRequest {
+        WriteFileRequest {
+            auth: SessionAuth {
+                session_id: "s".into(),
+                session_key: "k".into(),
+            },
+            path: RemotePath {
+                path: "x".into(),
+                encoding: Encoding::Utf8,
+            },
+            content: vec![],
+            mode: None,
+            create_dirs: false,
+            overwrite,
+            expected_sha256: expected.map(String::from),
+        }
+    }
+
+    #[test]
+    fn the_path_is_no_shell_text_and_publishing_follows_overwrite() {
+        let s = script(b"$(touch x) 'q'", &request(None, false));
+        assert!(!s.contains("$(touch x)") && s.contains("JCh0b3VjaCB4KSAncSc="));
+        assert!(s.contains("ln -T") && !s.contains("mv -f -T"));
+        let s = script(b"x", &request(Some(&"a".repeat(64)), false));
+        assert!(s.contains("mv -f -T"), "a checked write replaces");
+    }
+}

@@ -1,0 +1,40 @@
+//! Wire types of the tools that change small remote files (`write_file`): content carried on
+//! the channel's stdin, published by a rename, guarded by an optional expected hash.
+
+use serde::{Deserialize, Serialize};
+
+use crate::exec::Encoding;
+use crate::inspect::RemotePath;
+use crate::session::SessionAuth;
+
+/// The most content one `write_file` carries (after base64 decoding).
+pub const MAX_WRITE_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteFileRequest {
+    pub auth: SessionAuth,
+    pub path: RemotePath,
+    /// The file's new bytes, at most [`MAX_WRITE_BYTES`].
+    pub content: Vec<u8>,
+    /// Permission bits for the file (a new one, or instead of the old file's).
+    pub mode: Option<u32>,
+    pub create_dirs: bool,
+    pub overwrite: bool,
+    /// Write only if the file's SHA-256 (lowercase hex) is still this.
+    pub expected_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FileWritten {
+    /// The path as given.
+    pub path: String,
+    /// `utf-8`, or `base64` when `path` is the base64 of a name that is not UTF-8.
+    pub path_encoding: Encoding,
+    pub bytes_written: u64,
+    /// The SHA-256 of the new content: pass it as `expected_sha256` to change the file again
+    /// only if nobody else did meanwhile.
+    pub sha256: String,
+    /// True when the file did not exist before.
+    pub created: bool,
+}

@@ -1,0 +1,120 @@
+//! The tools that change small remote files: `write_file`, whole and atomic, guarded by an
+//! optional expected hash.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::exec::Encoding;
+use sshmcp_proto::files::{FileWritten, WriteFileRequest};
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::session::SessionAuth;
+
+use super::inspect::remote_path;
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::server::Shim;
+
+/// The daemon gives the host 60 s; this leaves room for the call itself.
+const DEADLINE: Duration = Duration::from_secs(70);
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The remote file to write: absolute, or relative to the login directory (`~` is not
+    /// expanded); any bytes but NUL.
+    pub path: String,
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    pub path_encoding: Option<Encoding>,
+    /// The whole new content, at most 1 MiB (1,048,576 bytes after decoding).
+    pub content: String,
+    /// `utf-8` (default), or `base64` when `content` is the base64 of the bytes (binary).
+    pub encoding: Option<Encoding>,
+    /// Permission bits as octal digits, e.g. `0644` or `755`: for a new file (default: 0666
+    /// less the umask), or to change an existing one's (default: kept).
+    #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
+    pub mode: Option<String>,
+    /// Make missing parent directories; default false.
+    pub create_dirs: Option<bool>,
+    /// Replace an existing file; default false (`remote_path_exists`).
+    pub overwrite: Option<bool>,
+    /// Write only if the file's SHA-256 is still this (from an earlier write_file, or
+    /// `sha256sum`): else `file_changed` and nothing is written. Implies replacing it.
+    pub expected_sha256: Option<String>,
+}
+
+#[tool_router(router = files_router, vis = "pub(crate)")]
+impl Shim {
+    /// Write a whole small file on the remote host, atomically: the content (text, or base64
+    /// for binary; at most 1 MiB) travels as data, never through a shell, into a temporary
+    /// file in the same directory, which is flushed and renamed over the target, so a reader
+    /// sees the old file or the new one, never half. An existing file keeps its mode and
+    /// owner. Refuses to replace an existing file unless `overwrite: true`. To change a file
+    /// safely against other writers, pass the `sha256` you last saw as `expected_sha256`:
+    /// the write happens only if the file still has it. Use it instead of `exec` with
+    /// `echo`/heredocs; for larger files use upload_start. Answer: `path`, `bytes_written`,
+    /// `sha256` (of the new content), `created`. Errors: `remote_path_exists`,
+    /// `file_changed` (with the current hash), `remote_path_not_found` (the directory is
+    /// missing: pass `create_dirs: true`), `invalid_remote_type` (not a regular file, or a
+    /// symlink), `remote_permission_denied`, `invalid_arguments` (over 1 MiB: nothing is
+    /// written).
+    #[tool(
+        input_schema = schema_for_input::<WriteArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<FileWritten>>(),
+        annotations(title = "Write a remote file", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = true, open_world_hint = true)
+    )]
+    pub async fn write_file(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: WriteArgs = args::decode(raw)?;
+                let content = match a.encoding.unwrap_or(Encoding::Utf8) {
+                    Encoding::Utf8 => a.content.into_bytes(),
+                    Encoding::Base64 => base64::engine::general_purpose::STANDARD
+                        .decode(&a.content)
+                        .map_err(|_| {
+                            DaemonError::invalid_arguments(
+                                "`content` is not valid base64 (encoding is base64)",
+                            )
+                        })?,
+                };
+                let mode = match a.mode {
+                    Some(m) => Some(u32::from_str_radix(&m, 8).map_err(|_| {
+                        DaemonError::invalid_arguments("`mode` must be octal digits, e.g. 0644")
+                    })?),
+                    None => None,
+                };
+                let req = WriteFileRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    path: remote_path(a.path, a.path_encoding),
+                    content,
+                    mode,
+                    create_dirs: a.create_dirs.unwrap_or(false),
+                    overwrite: a.overwrite.unwrap_or(false),
+                    expected_sha256: a.expected_sha256,
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call(
+                        "write_file",
+                        |c| async move { c.write_file(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+}

@@ -1,0 +1,343 @@
+//! write_file through the real binaries: whole files written atomically on the host, modes
+//! kept, compare-and-swap against other writers, the 1 MiB bound at its edge, and names with
+//! any bytes taken literally.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sshmcp_tests::McpClient;
+use sshmcp_tests::process::unique_sleep;
+
+use crate::{code, connected, exec, on_session};
+
+type Session = (String, String);
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What `command` prints on the host.
+async fn remote_out(mcp: &McpClient, s: &Session, command: &str) -> String {
+    let r = exec(mcp, s, command, json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{command}: {r}");
+    r["stdout"]["data"].as_str().unwrap().to_string()
+}
+
+async fn write(mcp: &McpClient, s: &Session, args: Value) -> Value {
+    on_session(mcp, s, "write_file", args).await
+}
+
+/// A fresh remote directory of the test's own.
+async fn fresh_dir(mcp: &McpClient, s: &Session, what: &str) -> String {
+    let dir = format!("/tmp/sshmcp-{what}-{}", unique_sleep(1));
+    remote_out(mcp, s, &format!("mkdir {dir}")).await;
+    dir
+}
+
+#[tokio::test]
+async fn write_file_writes_whole_files_and_replaces_only_when_asked() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "write").await;
+    let path = format!("{dir}/a.txt");
+    let r = write(&mcp, &s, json!({"path": path, "content": "hello\n"})).await;
+    assert_eq!(
+        (&r["created"], &r["bytes_written"], &r["sha256"], &r["path"]),
+        (
+            &json!(true),
+            &json!(6),
+            &json!(sha256_hex(b"hello\n")),
+            &json!(path)
+        ),
+        "{r}"
+    );
+    // A new file's mode is what any new file of the user gets.
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("cat {path}; touch {dir}/t; stat -c %a {path} {dir}/t; rm {dir}/t"),
+    )
+    .await;
+    let lines: Vec<&str> = there.lines().collect();
+    assert_eq!((lines[0], lines[1]), ("hello", lines[2]), "{there}");
+    // Binary content, as base64.
+    let bytes: Vec<u8> = (0..=255u8).collect();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/b.bin"), "content": encoded, "encoding": "base64"}),
+    )
+    .await;
+    assert_eq!(r["sha256"], sha256_hex(&bytes), "{r}");
+    let there = remote_out(&mcp, &s, &format!("sha256sum < {dir}/b.bin")).await;
+    assert_eq!(there, format!("{}  -\n", sha256_hex(&bytes)));
+    // Not replaced without overwrite; replaced with it, keeping the old file's mode.
+    let r = write(&mcp, &s, json!({"path": path, "content": "other\n"})).await;
+    assert_eq!(code(&r), "remote_path_exists", "{r}");
+    remote_out(&mcp, &s, &format!("chmod 640 {path}")).await;
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "bye\n", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(r["created"], false, "{r}");
+    let there = remote_out(&mcp, &s, &format!("cat {path}; stat -c %a {path}")).await;
+    assert_eq!(there, "bye\n640\n");
+    // A mode asked for, and missing directories made only when asked.
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/run.sh"), "content": "#!/bin/sh\n", "mode": "0755"}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let deep = format!("{dir}/x/y/z.txt");
+    let r = write(&mcp, &s, json!({"path": deep, "content": "deep"})).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": deep, "content": "deep", "create_dirs": true}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    // Not a file: refused, whatever the flags.
+    for (target, expected) in [
+        (dir.clone(), "invalid_remote_type"),
+        (format!("{dir}/"), "invalid_arguments"),
+        (format!("{path}/x"), "invalid_remote_type"),
+    ] {
+        let r = write(
+            &mcp,
+            &s,
+            json!({"path": target, "content": "x", "overwrite": true}),
+        )
+        .await;
+        assert_eq!(code(&r), expected, "{target}: {r}");
+    }
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("stat -c %a {dir}/run.sh; cat {deep}; echo; ls -A {dir}"),
+    )
+    .await;
+    assert_eq!(
+        there, "755\ndeep\na.txt\nb.bin\nrun.sh\nx\n",
+        "no temporary file left"
+    );
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// Compare-and-swap: a write that names the hash it last saw is refused once another process
+/// changed the file, and that process's content stays.
+#[tokio::test]
+async fn a_stale_hash_is_refused_and_the_other_writers_content_stays() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "cas").await;
+    let path = format!("{dir}/conf");
+    let first = write(&mcp, &s, json!({"path": path, "content": "v1\n"})).await;
+    remote_out(&mcp, &s, &format!("echo other > {path}")).await;
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "v2\n", "expected_sha256": first["sha256"]}),
+    )
+    .await;
+    assert_eq!(code(&r), "file_changed", "{r}");
+    let now = sha256_hex(b"other\n");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains(&now),
+        "the current hash is named: {r}"
+    );
+    assert_eq!(
+        remote_out(&mcp, &s, &format!("cat {path}")).await,
+        "other\n"
+    );
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "v3\n", "expected_sha256": now}),
+    )
+    .await;
+    assert_eq!(
+        (&r["ok"], &r["created"]),
+        (&json!(true), &json!(false)),
+        "{r}"
+    );
+    assert_eq!(remote_out(&mcp, &s, &format!("cat {path}")).await, "v3\n");
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/gone"), "content": "x", "expected_sha256": now}),
+    )
+    .await;
+    assert_eq!(
+        code(&r),
+        "file_changed",
+        "a missing file is no longer what was seen: {r}"
+    );
+    for bad in ["ABC", &now.to_uppercase(), &now[1..]] {
+        let r = write(
+            &mcp,
+            &s,
+            json!({"path": path, "content": "x", "expected_sha256": bad}),
+        )
+        .await;
+        assert_eq!(code(&r), "invalid_arguments", "{bad}: {r}");
+    }
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn content_of_exactly_1_mib_is_written_and_one_byte_more_is_refused() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "mib").await;
+    let path = format!("{dir}/big");
+    let limit = "a".repeat(1 << 20);
+    let r = write(&mcp, &s, json!({"path": path, "content": limit})).await;
+    assert_eq!(r["bytes_written"], 1 << 20, "{r}");
+    let over = "b".repeat((1 << 20) + 1);
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": over, "overwrite": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    let there = remote_out(&mcp, &s, &format!("sha256sum < {path}; ls -A {dir}")).await;
+    assert_eq!(
+        there,
+        format!("{}  -\nbig\n", sha256_hex(limit.as_bytes())),
+        "the file is unchanged"
+    );
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// A reader hashing the file in a loop while it is rewritten 20 times sees only the two
+/// contents written, never a mix or an empty file.
+#[tokio::test]
+async fn a_reader_never_sees_a_third_content_during_rewrites() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "atomic").await;
+    let path = format!("{dir}/f");
+    let (a, b) = ("a".repeat(256 << 10), "b".repeat(256 << 10));
+    let (ha, hb) = (sha256_hex(a.as_bytes()), sha256_hex(b.as_bytes()));
+    write(&mcp, &s, json!({"path": path, "content": a})).await;
+    let reader = format!(
+        "n=0; while [ ! -e {dir}/stop ]; do h=$(sha256sum < {path}); \
+         case $h in {ha}*|{hb}*) n=$((n+1)) ;; *) echo \"third: $h\" ;; esac; done; echo reads $n"
+    );
+    let h = on_session(&mcp, &s, "command_start", json!({"command": reader})).await;
+    assert_eq!(h["ok"], true, "{h}");
+    for i in 0..20 {
+        let content = if i % 2 == 0 { &b } else { &a };
+        let r = write(
+            &mcp,
+            &s,
+            json!({"path": path, "content": content, "overwrite": true}),
+        )
+        .await;
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    remote_out(&mcp, &s, &format!("touch {dir}/stop")).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": h["handle_id"], "wait_seconds": 60}),
+    )
+    .await;
+    let out = r["stdout"]["data"].as_str().unwrap();
+    assert!(
+        out.starts_with("reads ") && !out.contains("third") && out != "reads 0\n",
+        "{r}"
+    );
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// Names with any bytes are written literally, and nothing in them runs.
+#[tokio::test]
+async fn awkward_names_are_written_literally() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "wnames").await;
+    let names: Vec<Vec<u8>> = [
+        "new\nline",
+        "$(touch pwned)",
+        "-dash",
+        "sp ace 'q\" `x`",
+        "back\\slash",
+        "w[1]?*",
+    ]
+    .iter()
+    .map(|n| n.as_bytes().to_vec())
+    .chain([b"bytes-\xff\xfe".to_vec()])
+    .collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut path = format!("{dir}/").into_bytes();
+        path.extend_from_slice(name);
+        let path = base64::engine::general_purpose::STANDARD.encode(&path);
+        let content = format!("file {i}\n");
+        let r = write(
+            &mcp,
+            &s,
+            json!({"path": path, "path_encoding": "base64", "content": content}),
+        )
+        .await;
+        assert_eq!(r["created"], true, "{name:?}: {r}");
+        let back = on_session(
+            &mcp,
+            &s,
+            "read_file_range",
+            json!({"path": path, "path_encoding": "base64", "length": 100}),
+        )
+        .await;
+        assert_eq!(back["data"], content, "{name:?}: {back}");
+    }
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("find {dir} -type f -printf x | wc -c; ls ~ {dir} | grep -cx pwned; true"),
+    )
+    .await;
+    assert_eq!(there, format!("{}\n0\n", names.len()));
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// A write that fails half-way (the disk fills) leaves the old file as it was and no
+/// temporary file behind.
+#[tokio::test]
+async fn a_failed_write_leaves_the_old_file_and_no_temporary_file() {
+    let (_env, mcp, s) = connected().await;
+    let dir = format!("/tmp/sshmcp-wfull-{}", unique_sleep(1));
+    let _disk = sshmcp_tests::disk::SmallDisk::mount(std::path::Path::new(&dir));
+    let path = format!("{dir}/conf");
+    write(&mcp, &s, json!({"path": path, "content": "old\n"})).await;
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "x".repeat(1 << 20), "overwrite": true}),
+    )
+    .await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("No space left"),
+        "{r}"
+    );
+    assert_eq!(
+        remote_out(&mcp, &s, &format!("cat {path}; ls -A {dir}")).await,
+        "old\nconf\n"
+    );
+    mcp.close().await;
+}

@@ -8,7 +8,7 @@ use sshmcp_proto::command::{
     CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
 };
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
-use sshmcp_proto::files::{FileWritten, WriteFileRequest};
+use sshmcp_proto::files::{EditFileRequest, FileEdited, FileWritten, WriteFileRequest};
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
 };
@@ -244,6 +244,14 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         self.on_session("write_file", &auth, |session| async move {
             files::write::write(&session, req).await
+        })
+        .await
+    }
+
+    async fn edit_file(self, _: Context, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("edit_file", &auth, |session| async move {
+            files::edit::edit(&session, req).await
         })
         .await
     }

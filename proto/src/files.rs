@@ -38,3 +38,38 @@ pub struct FileWritten {
     /// True when the file did not exist before.
     pub created: bool,
 }
+
+/// The longest `old_text` of one `edit_file`: the host's sed compiles it into a pattern, and
+/// a 16 KiB one took it 5 s and 2 GiB.
+pub const MAX_OLD_TEXT_BYTES: usize = 4096;
+
+/// The longest `new_text` of one `edit_file`.
+pub const MAX_NEW_TEXT_BYTES: usize = 64 * 1024;
+
+/// The largest file `edit_file` edits (the host holds it whole while it edits).
+pub const MAX_EDIT_FILE_BYTES: u64 = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditFileRequest {
+    pub auth: SessionAuth,
+    pub path: RemotePath,
+    pub old_text: String,
+    pub new_text: String,
+    pub replace_all: bool,
+    /// Edit only if the file's SHA-256 (lowercase hex) is still this.
+    pub expected_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FileEdited {
+    /// The path as given.
+    pub path: String,
+    /// `utf-8`, or `base64` when `path` is the base64 of a name that is not UTF-8.
+    pub path_encoding: Encoding,
+    /// How many occurrences of `old_text` were replaced.
+    pub replacements: u64,
+    /// The SHA-256 of the edited file: pass it as `expected_sha256` to change the file again
+    /// only if nobody else did meanwhile.
+    pub sha256: String,
+}

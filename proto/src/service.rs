@@ -13,7 +13,7 @@ use crate::command::{
 };
 use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
-use crate::files::{FileWritten, WriteFileRequest};
+use crate::files::{EditFileRequest, FileEdited, FileWritten, WriteFileRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use crate::task::{
@@ -54,6 +54,7 @@ pub const CAPABILITIES: &[&str] = &[
     "transfer_list",
     "upload_start",
     "write_file",
+    "edit_file",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -119,6 +120,7 @@ pub trait Daemon {
     async fn transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>;
     async fn upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
     async fn write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>;
+    async fn edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid

@@ -79,7 +79,8 @@ async fn status_and_stop_close_every_master() {
             "transfer_cancel",
             "transfer_list",
             "upload_start",
-            "write_file"
+            "write_file",
+            "edit_file"
         ]),
         "the capabilities of the handshake"
     );

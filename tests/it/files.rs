@@ -341,3 +341,164 @@ async fn a_failed_write_leaves_the_old_file_and_no_temporary_file() {
     );
     mcp.close().await;
 }
+
+async fn edit(mcp: &McpClient, s: &Session, args: Value) -> Value {
+    on_session(mcp, s, "edit_file", args).await
+}
+
+/// Exact text, special bytes and line ends included, replaced once when it occurs once, never
+/// when it occurs 0 or 2 times, and everywhere with replace_all; mode kept, hash answered.
+#[tokio::test]
+async fn edit_file_replaces_exact_text_once_or_everywhere() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "edit").await;
+    let path = format!("{dir}/conf");
+    let odd = "a.b*[c]^$\\/&\n  indented";
+    let content = format!("first {odd} line\nsecond twice twice\n");
+    write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": content, "mode": "0600"}),
+    )
+    .await;
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": odd, "new_text": "R&\\/\nS"}),
+    )
+    .await;
+    let expected = "first R&\\/\nS line\nsecond twice twice\n";
+    assert_eq!(
+        (&r["replacements"], &r["sha256"]),
+        (&json!(1), &json!(sha256_hex(expected.as_bytes()))),
+        "{r}"
+    );
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "absent", "new_text": "x"}),
+    )
+    .await;
+    assert_eq!(code(&r), "edit_no_match", "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "twice", "new_text": "x"}),
+    )
+    .await;
+    assert_eq!(code(&r), "edit_ambiguous_match", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("2 times"),
+        "{r}"
+    );
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "twice", "new_text": "", "replace_all": true}),
+    )
+    .await;
+    assert_eq!(r["replacements"], 2, "{r}");
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("cat {path}; stat -c %a {path}; ls -A {dir}"),
+    )
+    .await;
+    assert_eq!(there, "first R&\\/\nS line\nsecond  \n600\nconf\n");
+    // A stale hash, a missing file, a binary file, empty or oversized text: nothing changes.
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "first", "new_text": "x",
+               "expected_sha256": sha256_hex(b"old")}),
+    )
+    .await;
+    assert_eq!(code(&r), "file_changed", "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/none"), "old_text": "a", "new_text": "b"}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    remote_out(&mcp, &s, &format!("printf 'a\\000b' > {dir}/bin")).await;
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/bin"), "old_text": "a", "new_text": "b"}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_remote_type", "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "", "new_text": "b"}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    // An old_text of exactly 4 KiB is taken, one byte more is not.
+    let long = "L".repeat(4096);
+    write(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/long"), "content": format!("<{long}>")}),
+    )
+    .await;
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/long"), "old_text": long, "new_text": long.to_lowercase()}),
+    )
+    .await;
+    assert_eq!(r["replacements"], 1, "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": format!("{dir}/long"), "old_text": format!("{long}>"), "new_text": "x"}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    assert_eq!(
+        remote_out(&mcp, &s, &format!("cat {path}; ls -A {dir}")).await,
+        "first R&\\/\nS line\nsecond  \nbin\nconf\nlong\n",
+        "unchanged, and no temporary file left"
+    );
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// A 50 MiB file is edited on the host: the daemon's peak memory stays far below the file.
+#[tokio::test]
+async fn a_50_mib_file_is_edited_without_passing_through_the_daemon() {
+    let (env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "bigedit").await;
+    let path = format!("{dir}/big.log");
+    remote_out(
+        &mcp,
+        &s,
+        &format!(
+            "yes 'a line of the log, the same each time' | head -c 26214400 > {path}; \
+             echo 'THE ONE LINE' >> {path}; \
+             yes 'a line of the log, the same each time' | head -c 26214400 >> {path}"
+        ),
+    )
+    .await;
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "THE ONE LINE", "new_text": "the edited line"}),
+    )
+    .await;
+    assert_eq!(r["replacements"], 1, "{r}");
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("grep -c 'the edited line' {path}; sha256sum < {path}"),
+    )
+    .await;
+    assert_eq!(there, format!("1\n{}  -\n", r["sha256"].as_str().unwrap()));
+    let peak = sshmcp_tests::process::status_kib(env.daemon_pid().unwrap(), "VmHWM");
+    assert!(peak < 40 << 10, "the daemon's peak was {peak} KiB");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}

@@ -23,6 +23,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "connect",
             "disconnect",
             "download_start",
+            "edit_file",
             "exec",
             "list_directory",
             "read_file_range",

@@ -1,5 +1,104 @@
 //! The tools that change small remote files: each one fixed `/bin/sh` program on the building
-//! block, the path written into it as base64 and the content on its stdin (never argv, never
-//! shell text), publishing by a rename in the file's own directory.
+//! block, the path written into it as base64 and any data on its stdin or in a private
+//! temporary file (never argv, never shell text), publishing by a rename in the file's own
+//! directory. The shell pieces both programs share are here.
 
+pub mod edit;
 pub mod write;
+
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::inspect;
+
+fn invalid(message: impl Into<String>) -> DaemonError {
+    DaemonError::new(ErrorCode::InvalidArguments, message)
+}
+
+/// The path's bytes, which must end with a file name.
+fn file_path(path: &sshmcp_proto::inspect::RemotePath) -> Result<Vec<u8>, DaemonError> {
+    let path = inspect::path_bytes(path)?;
+    let name = &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+    if matches!(name, b"" | b"." | b"..") {
+        return Err(invalid("`path` must end with a file name"));
+    }
+    Ok(path)
+}
+
+/// Checks `expected_sha256`'s form: 64 lowercase hex digits.
+fn check_expected(expected: &Option<String>) -> Result<(), DaemonError> {
+    match expected {
+        Some(e)
+            if !(e.len() == 64 && e.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))) =>
+        {
+            Err(invalid(
+                "`expected_sha256` must be 64 lowercase hex digits (a sha256 from an earlier \
+                 answer, or sha256sum)",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// After the prelude: `_d` the directory, which must be one; the target, if it exists, a
+/// regular file and no symlink; `_x` 1 when it exists. `_same` ends the program with
+/// `ok changed <hash>` (or `missing`) unless the target's SHA-256 is `expected`.
+fn target_checks(expected: &str) -> String {
+    format!(
+        "_d=${{_p%/*}}; _d=${{_d:-/}}\n\
+         _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
+         [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
+         if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
+         _x=0; [ -e \"$_p\" ] && _x=1\n\
+         _same() {{ [ $_x = 1 ] || {{ echo 'ok changed missing'; exit 0; }}; \
+         _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
+         [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n"
+    )
+}
+
+/// A temporary file `_t` beside the target, removed however the program ends.
+fn temporary(what: &str) -> String {
+    format!(
+        "_t=$(command mktemp \"$_d/.sshmcp-{what}.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
+         trap 'command rm -f -- \"$_t\"' EXIT\n"
+    )
+}
+
+/// Gives `_t` the old file's owner (a change that cannot keep it does not happen), then
+/// flushes it and, with `expected`, checks the target once more just before the rename.
+fn keep_owner_flush_and_recheck(expected: &str) -> String {
+    format!(
+        "if [ $_x = 1 ]; then command chown --reference=\"$_p\" \"$_t\" 2>/dev/null || \
+         [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
+         {{ echo 'error the file belongs to another user, who would lose it'; exit 0; }}; fi\n\
+         command sync -- \"$_t\" 2>/dev/null\n\
+         if [ -n '{expected}' ]; then _same; fi\n"
+    )
+}
+
+/// Replaces the target with `_t`.
+const REPLACE: &str = "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n";
+
+/// The host's own failure (a full disk, a read-only file system) names what happened.
+fn nothing_changed(e: DaemonError) -> DaemonError {
+    match e.code {
+        ErrorCode::InternalError => DaemonError::internal(format!(
+            "nothing was changed: {}",
+            e.message.trim_start_matches("the host said: ")
+        )),
+        _ => e,
+    }
+}
+
+/// The error of an `ok changed <hash>` answer.
+fn changed(detail: &str) -> DaemonError {
+    DaemonError::new(
+        ErrorCode::FileChanged,
+        match detail {
+            "missing" => "the file no longer exists; nothing was changed".to_string(),
+            hash => format!(
+                "the file changed since expected_sha256: its sha256 is now {hash}; nothing was \
+                 changed (read it again, then retry with the new hash)"
+            ),
+        },
+    )
+}

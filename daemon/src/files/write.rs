@@ -8,8 +8,8 @@
 //! is the window that remains.
 
 use sha2::{Digest, Sha256};
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
-use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
 use crate::session::Session;
@@ -17,19 +17,15 @@ use crate::session::Session;
 /// How long a write may take on the host (1 MiB over a slow link, a slow disk's flush).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-fn invalid(message: impl Into<String>) -> DaemonError {
-    DaemonError::new(ErrorCode::InvalidArguments, message)
-}
-
 /// The program that writes; its stdin is the content.
 fn script(path: &[u8], req: &WriteFileRequest) -> String {
     let expected = req.expected_sha256.as_deref().unwrap_or("");
     let make_dirs = match req.create_dirs {
-        true => "_e=$(command mkdir -p -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n",
+        true => "_e=$(command mkdir -p -- \"${_p%/*}/\" 2>&1) || _sshmcp_fail \"$_e\"\n",
         false => "",
     };
     // A new file gets `mode`, else what the umask leaves of 0666; an old one keeps its own
-    // (unless `mode`), and its owner: a write that cannot keep the owner does not happen.
+    // (unless `mode`).
     let mode = match req.mode {
         Some(mode) => format!("command chmod {mode:o} \"$_t\" || exit 1\n"),
         None => "if [ $_x = 1 ]; then command chmod --reference=\"$_p\" \"$_t\" || exit 1; \
@@ -37,7 +33,7 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
             .to_string(),
     };
     let publish = match req.overwrite || !expected.is_empty() {
-        true => "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n",
+        true => super::REPLACE,
         false => {
             "if ! _e=$(command ln -T -- \"$_t\" \"$_p\" 2>&1); then\n\
              if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo exists; exit 0; fi\n\
@@ -45,60 +41,35 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
         }
     };
     format!(
-        "{prelude}_d=${{_p%/*}}; _d=${{_d:-/}}\n\
-         {make_dirs}\
-         _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
-         [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
-         if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
-         _x=0; [ -e \"$_p\" ] && _x=1\n\
-         _same() {{ [ $_x = 1 ] || {{ echo 'ok changed missing'; exit 0; }}; \
-         _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
-         [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n\
+        "{prelude}{make_dirs}{checks}\
          if [ -n '{expected}' ]; then _same; \
          elif [ $_x = 1 ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
-         _t=$(command mktemp \"$_d/.sshmcp-write.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
-         trap 'command rm -f -- \"$_t\"' EXIT\n\
+         {temporary}\
          _e=$(command cat 2>&1 > \"$_t\") || _sshmcp_fail \"$_e\"\n\
-         {mode}\
-         if [ $_x = 1 ]; then command chown --reference=\"$_p\" \"$_t\" 2>/dev/null || \
-         [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
-         {{ echo 'error the file belongs to another user, who would lose it'; exit 0; }}; fi\n\
-         command sync -- \"$_t\" 2>/dev/null\n\
-         if [ -n '{expected}' ]; then _same; fi\n\
-         {publish}\
+         {mode}{keep}{publish}\
          printf 'ok written %s\\n' $_x\n",
         prelude =
             inspect::prelude_with_path("mktemp mv ln rm chmod chown stat sha256sum cat", path),
+        checks = super::target_checks(expected),
+        temporary = super::temporary("write"),
+        keep = super::keep_owner_flush_and_recheck(expected),
         overwrite = u8::from(req.overwrite),
     )
 }
 
 /// Writes the file; see the module's description.
 pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritten, DaemonError> {
-    let path = inspect::path_bytes(&req.path)?;
+    let path = super::file_path(&req.path)?;
     if req.content.len() > MAX_WRITE_BYTES {
-        return Err(invalid(format!(
+        return Err(super::invalid(format!(
             "`content` holds {} bytes; at most {MAX_WRITE_BYTES} (1 MiB) are written at once \
              (upload_start copies larger files)",
             req.content.len()
         )));
     }
-    if let Some(expected) = &req.expected_sha256
-        && !(expected.len() == 64
-            && expected
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-    {
-        return Err(invalid(
-            "`expected_sha256` must be 64 lowercase hex digits (a sha256 from stat-like answers)",
-        ));
-    }
+    super::check_expected(&req.expected_sha256)?;
     if req.mode.is_some_and(|m| m > 0o7777) {
-        return Err(invalid("`mode` must be at most four octal digits"));
-    }
-    let name = &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
-    if matches!(name, b"" | b"." | b"..") {
-        return Err(invalid("`path` must end with a file name"));
+        return Err(super::invalid("`mode` must be at most four octal digits"));
     }
     let sha256 = crate::session::key::hex(&Sha256::digest(&req.content));
     let (said, _) = inspect::run_program(
@@ -110,14 +81,7 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
         TIMEOUT,
     )
     .await
-    .map_err(|e| match e.code {
-        // The host's own failure (a full disk, a read-only file system): nothing was written.
-        ErrorCode::InternalError => DaemonError::internal(format!(
-            "nothing was written: {}",
-            e.message.trim_start_matches("the host said: ")
-        )),
-        _ => e,
-    })?;
+    .map_err(super::nothing_changed)?;
     let (word, detail) = said.split_once(' ').unwrap_or((&said, ""));
     match word {
         "written" => {
@@ -130,16 +94,7 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
                 created: detail == "0",
             })
         }
-        "changed" => Err(DaemonError::new(
-            ErrorCode::FileChanged,
-            match detail {
-                "missing" => "the file no longer exists; nothing was written".to_string(),
-                hash => format!(
-                    "the file changed since expected_sha256: its sha256 is now {hash}; nothing \
-                     was written (read it again, then retry with the new hash)"
-                ),
-            },
-        )),
+        "changed" => Err(super::changed(detail)),
         _ => Err(DaemonError::internal(format!(
             "unexpected answer from the host: {said}"
         ))),

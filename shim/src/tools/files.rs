@@ -1,5 +1,5 @@
-//! The tools that change small remote files: `write_file`, whole and atomic, guarded by an
-//! optional expected hash.
+//! The tools that change small remote files: `write_file` (a whole file) and `edit_file` (a
+//! literal replacement), atomic, guarded by an optional expected hash.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::Encoding;
-use sshmcp_proto::files::{FileWritten, WriteFileRequest};
+use sshmcp_proto::files::{EditFileRequest, FileEdited, FileWritten, WriteFileRequest};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
 
@@ -50,6 +50,31 @@ pub struct WriteArgs {
     pub overwrite: Option<bool>,
     /// Write only if the file's SHA-256 is still this (from an earlier write_file, or
     /// `sha256sum`): else `file_changed` and nothing is written. Implies replacing it.
+    pub expected_sha256: Option<String>,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The remote text file to change (at most 64 MiB): absolute, or relative to the login
+    /// directory (`~` is not expanded); any bytes but NUL.
+    pub path: String,
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    pub path_encoding: Option<Encoding>,
+    /// The exact text to find (not a pattern), whitespace and line ends included; at most
+    /// 4 KiB. Include enough surrounding lines that it occurs once.
+    pub old_text: String,
+    /// What replaces it (may be empty: the text is deleted); at most 64 KiB.
+    pub new_text: String,
+    /// Replace every occurrence; default false (then `old_text` must occur exactly once).
+    pub replace_all: Option<bool>,
+    /// Edit only if the file's SHA-256 is still this (from an earlier write_file or
+    /// edit_file): else `file_changed` and nothing is changed.
     pub expected_sha256: Option<String>,
 }
 
@@ -112,6 +137,48 @@ impl Shim {
                         "write_file",
                         |c| async move { c.write_file(ctx, req).await },
                     )
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Replace an exact piece of text in a remote text file, atomically: `old_text` (no
+    /// pattern; whitespace and line ends must match) must occur exactly once unless
+    /// `replace_all: true`. The edit happens on the host in one step (files up to 64 MiB);
+    /// the result is renamed over the file, keeping its mode and owner, so a reader never
+    /// sees half of it. Pass the `sha256` of your last read or write as `expected_sha256` to
+    /// edit only if nobody changed the file since. Use it instead of `sed -i` through `exec`.
+    /// Answer: `replacements`, the new `sha256`. Errors: `edit_no_match` (read the file again
+    /// and copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding
+    /// lines, or `replace_all`), `file_changed`, `remote_path_not_found`,
+    /// `invalid_remote_type` (not a regular file, a symlink, or a file with NUL bytes),
+    /// `remote_permission_denied`, `invalid_arguments`.
+    #[tool(
+        input_schema = schema_for_input::<EditArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<FileEdited>>(),
+        annotations(title = "Edit a remote file", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn edit_file(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: EditArgs = args::decode(raw)?;
+                let req = EditFileRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    path: remote_path(a.path, a.path_encoding),
+                    old_text: a.old_text,
+                    new_text: a.new_text,
+                    replace_all: a.replace_all.unwrap_or(false),
+                    expected_sha256: a.expected_sha256,
+                };
+                // The host may take two minutes on a 64 MiB file.
+                let ctx = context_with_timeout(Duration::from_secs(130));
+                self.daemon
+                    .call("edit_file", |c| async move { c.edit_file(ctx, req).await })
                     .await
             }
             .await,

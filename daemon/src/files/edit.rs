@@ -1,0 +1,240 @@
+//! `edit_file`: replaces a literal text in a remote file, on the host, in one program. GNU
+//! `sed -z` reads the whole file as one record (a file holding a NUL byte is refused), with
+//! the text turned into a pattern that matches only itself; the occurrences are counted by
+//! what their removal takes off the size. The result goes into a temporary file beside the
+//! target and is renamed over it as `write_file` does (mode, owner, flush, the hash checked
+//! again). The daemon holds the texts only, whatever the file's size; the host holds the
+//! file (at most 64 MiB).
+
+use sshmcp_proto::files::{
+    EditFileRequest, FileEdited, MAX_EDIT_FILE_BYTES, MAX_NEW_TEXT_BYTES, MAX_OLD_TEXT_BYTES,
+};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::inspect;
+use crate::session::Session;
+
+/// How long an edit may take on the host (64 MiB through sed twice, hashed twice).
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `text` as a GNU basic regular expression that matches exactly it, between `/`s.
+fn pattern(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() * 2);
+    for b in text {
+        match b {
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\\' | b'/' | b'.' | b'*' | b'[' | b']' | b'^' | b'$' => {
+                out.push(b'\\');
+                out.push(*b);
+            }
+            b => out.push(*b),
+        }
+    }
+    out
+}
+
+/// `text` as sed's replacement that yields exactly it, between `/`s.
+fn replacement(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() * 2);
+    for b in text {
+        match b {
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\\' | b'/' | b'&' => {
+                out.push(b'\\');
+                out.push(*b);
+            }
+            b => out.push(*b),
+        }
+    }
+    out
+}
+
+/// The sed programs: one that removes every occurrence (to count them), one that replaces
+/// the first or all.
+fn sed_programs(req: &EditFileRequest) -> (Vec<u8>, Vec<u8>) {
+    let old = pattern(req.old_text.as_bytes());
+    let mut count = b"s/".to_vec();
+    count.extend_from_slice(&old);
+    count.extend_from_slice(b"//g\n");
+    let mut edit = b"s/".to_vec();
+    edit.extend_from_slice(&old);
+    edit.push(b'/');
+    edit.extend_from_slice(&replacement(req.new_text.as_bytes()));
+    edit.extend_from_slice(if req.replace_all { b"/g\n" } else { b"/\n" });
+    (count, edit)
+}
+
+/// The program that edits. The two sed programs are written into it as base64 (shell text
+/// cannot hold every byte; base64's letters are no shell syntax) and decoded into a private
+/// temporary file: never argv, where other users could read the texts.
+fn script(path: &[u8], req: &EditFileRequest) -> String {
+    use base64::Engine as _;
+    let expected = req.expected_sha256.as_deref().unwrap_or("");
+    let (count, edit) = sed_programs(req);
+    let encode = |p: &[u8]| base64::engine::general_purpose::STANDARD.encode(p);
+    format!(
+        "{prelude}{checks}\
+         [ $_x = 1 ] || {{ echo notfound; exit 0; }}\n\
+         if [ -n '{expected}' ]; then _same; fi\n\
+         _n=$(command wc -c < \"$_p\") || exit 1\n\
+         [ \"$_n\" -le {max_file} ] || {{ printf 'ok toolarge %s\\n' \"$_n\"; exit 0; }}\n\
+         [ \"$(command tr -dc '\\000' < \"$_p\" | command wc -c)\" -eq 0 ] || {{ echo 'ok binary'; exit 0; }}\n\
+         {temporary}\
+         _c=$(command mktemp \"$_d/.sshmcp-sed.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_c\"\n\
+         trap 'command rm -f -- \"$_t\" \"$_c\"' EXIT\n\
+         printf %s '{count}' | command base64 -d > \"$_c\" || exit 1\n\
+         _e=$(command sed -z -f \"$_c\" -- \"$_p\" 2>&1 > \"$_t\") || _sshmcp_fail \"${{_e:-sed failed}}\"\n\
+         _r=$(command wc -c < \"$_t\") || exit 1\n\
+         _k=$(( (_n - _r) / {old_len} ))\n\
+         [ $_k -gt 0 ] || {{ echo 'ok nomatch'; exit 0; }}\n\
+         [ $_k -eq 1 ] || [ {all} = 1 ] || {{ printf 'ok ambiguous %s\\n' $_k; exit 0; }}\n\
+         printf %s '{edit}' | command base64 -d > \"$_c\" || exit 1\n\
+         _e=$(command sed -z -f \"$_c\" -- \"$_p\" 2>&1 > \"$_t\") || _sshmcp_fail \"${{_e:-sed failed}}\"\n\
+         command chmod --reference=\"$_p\" \"$_t\" || exit 1\n\
+         {keep}\
+         _h=$(command sha256sum < \"$_t\") || exit 1\n\
+         {replace}\
+         printf 'ok edited %s %s\\n' $_k \"${{_h%% *}}\"\n",
+        prelude =
+            inspect::prelude_with_path("mktemp mv rm chmod chown stat sha256sum sed tr wc", path),
+        count = encode(&count),
+        edit = encode(&edit),
+        checks = super::target_checks(expected),
+        temporary = super::temporary("edit"),
+        keep = super::keep_owner_flush_and_recheck(expected),
+        replace = super::REPLACE,
+        max_file = MAX_EDIT_FILE_BYTES,
+        old_len = req.old_text.len(),
+        all = u8::from(req.replace_all),
+    )
+}
+
+fn check_text(field: &str, text: &str, max: usize, may_be_empty: bool) -> Result<(), DaemonError> {
+    if text.len() > max {
+        return Err(super::invalid(format!(
+            "`{field}` holds {} bytes; at most {max} (use write_file for larger changes)",
+            text.len()
+        )));
+    }
+    if text.contains('\0') {
+        return Err(super::invalid(format!(
+            "`{field}` contains a NUL character"
+        )));
+    }
+    if text.is_empty() && !may_be_empty {
+        return Err(super::invalid(format!("`{field}` is empty")));
+    }
+    Ok(())
+}
+
+/// Edits the file; see the module's description.
+pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
+    let path = super::file_path(&req.path)?;
+    check_text("old_text", &req.old_text, MAX_OLD_TEXT_BYTES, false)?;
+    check_text("new_text", &req.new_text, MAX_NEW_TEXT_BYTES, true)?;
+    super::check_expected(&req.expected_sha256)?;
+    let (said, _) = inspect::run_program(
+        session,
+        script(&path, &req),
+        Vec::new(),
+        &path,
+        4096,
+        TIMEOUT,
+    )
+    .await
+    .map_err(super::nothing_changed)?;
+    let mut words = said.split(' ');
+    match (words.next(), words.next(), words.next()) {
+        (Some("edited"), Some(k), Some(hash)) => {
+            let (path, path_encoding) = inspect::remote_text(&path);
+            Ok(FileEdited {
+                path,
+                path_encoding,
+                replacements: k.parse().unwrap_or(0),
+                sha256: hash.to_string(),
+            })
+        }
+        (Some("changed"), detail, _) => Err(super::changed(detail.unwrap_or(""))),
+        (Some("nomatch"), ..) => Err(DaemonError::new(
+            ErrorCode::EditNoMatch,
+            "old_text does not occur in the file; nothing was changed (read the file again: \
+             whitespace and line ends must match exactly)",
+        )),
+        (Some("ambiguous"), Some(k), _) => Err(DaemonError::new(
+            ErrorCode::EditAmbiguousMatch,
+            format!(
+                "old_text occurs {k} times; nothing was changed (add surrounding lines to make \
+                 it unique, or pass replace_all: true)"
+            ),
+        )),
+        (Some("toolarge"), Some(n), _) => Err(super::invalid(format!(
+            "the file holds {n} bytes; edit_file edits files up to {MAX_EDIT_FILE_BYTES} \
+             (64 MiB)"
+        ))),
+        (Some("binary"), ..) => Err(DaemonError::new(
+            ErrorCode::InvalidRemoteType,
+            "the file holds NUL bytes: edit_file edits text files",
+        )),
+        _ => Err(DaemonError::internal(format!(
+            "unexpected answer from the host: {said}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What GNU sed makes of the programs, run here on this machine's sed.
+    fn sed(program: &[u8], input: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let (prog, file) = (dir.path().join("p"), dir.path().join("f"));
+        std::fs::write(&prog, program).unwrap();
+        std::fs::write(&file, input).unwrap();
+        let out = std::process::Command::new("sed")
+            .env("LC_ALL", "C")
+            .args(["-z", "-f"])
+            .arg(&prog)
+            .arg("--")
+            .arg(&file)
+            .output()
+            .unwrap();
+        std::io::stderr().write_all(&out.stderr).unwrap();
+        out.stdout
+    }
+
+    fn request(old: &str, new: &str, all: bool) -> EditFileRequest {
+        EditFileRequest {
+            auth: sshmcp_proto::session::SessionAuth {
+                session_id: "s".into(),
+                session_key: "k".into(),
+            },
+            path: sshmcp_proto::inspect::RemotePath {
+                path: "x".into(),
+                encoding: sshmcp_proto::exec::Encoding::Utf8,
+            },
+            old_text: old.into(),
+            new_text: new.into(),
+            replace_all: all,
+            expected_sha256: None,
+        }
+    }
+
+    #[test]
+    fn every_special_byte_is_taken_literally() {
+        let text = "a.b*c[d]^e$f\\g/h&i\nj \t+?|(){}";
+        let input = format!("start {text} middle {text} end");
+        let (count, edit) = sed_programs(&request(text, "R&\\/\nS", false));
+        assert_eq!(sed(&count, input.as_bytes()), b"start  middle  end");
+        assert_eq!(
+            String::from_utf8(sed(&edit, input.as_bytes())).unwrap(),
+            format!("start R&\\/\nS middle {text} end")
+        );
+        let (_, all) = sed_programs(&request(text, "", true));
+        assert_eq!(sed(&all, input.as_bytes()), b"start  middle  end");
+        // No trailing newline is added, and none is lost.
+        assert_eq!(sed(&all, b"x\n"), b"x\n");
+        assert_eq!(sed(&all, b"x"), b"x");
+    }
+}

@@ -8,7 +8,10 @@ use sshmcp_proto::command::{
     CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
 };
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
-use sshmcp_proto::files::{EditFileRequest, FileEdited, FileWritten, WriteFileRequest};
+use sshmcp_proto::files::{
+    CopyMoveRequest, EditFileRequest, FileEdited, FileWritten, MakeDirectoryRequest, PathChanged,
+    RemovePathRequest, WriteFileRequest,
+};
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
 };
@@ -252,6 +255,46 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         self.on_session("edit_file", &auth, |session| async move {
             files::edit::edit(&session, req).await
+        })
+        .await
+    }
+
+    async fn make_directory(
+        self,
+        _: Context,
+        req: MakeDirectoryRequest,
+    ) -> Result<PathChanged, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("make_directory", &auth, |session| async move {
+            files::paths::make_directory(&session, req).await
+        })
+        .await
+    }
+
+    async fn remove_path(
+        self,
+        _: Context,
+        req: RemovePathRequest,
+    ) -> Result<PathChanged, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("remove_path", &auth, |session| async move {
+            files::paths::remove_path(&session, req).await
+        })
+        .await
+    }
+
+    async fn copy_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("copy_path", &auth, |session| async move {
+            files::paths::copy_or_move(&session, req, false).await
+        })
+        .await
+    }
+
+    async fn move_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("move_path", &auth, |session| async move {
+            files::paths::copy_or_move(&session, req, true).await
         })
         .await
     }

@@ -73,3 +73,47 @@ pub struct FileEdited {
     /// only if nobody else did meanwhile.
     pub sha256: String,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MakeDirectoryRequest {
+    pub auth: SessionAuth,
+    pub path: RemotePath,
+    /// Make missing parents too.
+    pub parents: bool,
+    /// Permission bits of a directory made (default: 0777 less the umask).
+    pub mode: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovePathRequest {
+    pub auth: SessionAuth,
+    pub path: RemotePath,
+    /// Remove a directory with everything in it.
+    pub recursive: bool,
+}
+
+/// `copy_path` and `move_path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyMoveRequest {
+    pub auth: SessionAuth,
+    pub source: RemotePath,
+    pub destination: RemotePath,
+    /// Replace an existing destination file (a directory is never replaced).
+    pub overwrite: bool,
+}
+
+/// What a housekeeping tool did to a path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PathChanged {
+    /// The path acted on as given: the directory made, the path removed, or the copy's or
+    /// move's destination.
+    pub path: String,
+    /// `utf-8`, or `base64` when `path` is the base64 of a name that is not UTF-8.
+    pub path_encoding: Encoding,
+    /// What it is (or was, once removed).
+    #[serde(rename = "type")]
+    pub file_type: crate::inspect::FileType,
+    /// False when nothing had to change (make_directory on an existing directory).
+    pub changed: bool,
+}

@@ -13,7 +13,10 @@ use crate::command::{
 };
 use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
-use crate::files::{EditFileRequest, FileEdited, FileWritten, WriteFileRequest};
+use crate::files::{
+    CopyMoveRequest, EditFileRequest, FileEdited, FileWritten, MakeDirectoryRequest, PathChanged,
+    RemovePathRequest, WriteFileRequest,
+};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use crate::task::{
@@ -55,6 +58,10 @@ pub const CAPABILITIES: &[&str] = &[
     "upload_start",
     "write_file",
     "edit_file",
+    "make_directory",
+    "remove_path",
+    "copy_path",
+    "move_path",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -121,6 +128,10 @@ pub trait Daemon {
     async fn upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
     async fn write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>;
     async fn edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>;
+    async fn make_directory(req: MakeDirectoryRequest) -> Result<PathChanged, DaemonError>;
+    async fn remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>;
+    async fn copy_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>;
+    async fn move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid

@@ -29,6 +29,7 @@ impl Shim {
                 + Self::tasks_router()
                 + Self::transfers_router()
                 + Self::files_router()
+                + Self::paths_router()
                 + Self::inspect_router(),
         }
     }

@@ -80,7 +80,11 @@ async fn status_and_stop_close_every_master() {
             "transfer_list",
             "upload_start",
             "write_file",
-            "edit_file"
+            "edit_file",
+            "make_directory",
+            "remove_path",
+            "copy_path",
+            "move_path"
         ]),
         "the capabilities of the handshake"
     );

@@ -502,3 +502,165 @@ async fn a_50_mib_file_is_edited_without_passing_through_the_daemon() {
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }
+
+/// make_directory, remove_path, copy_path and move_path on names with any bytes, with nothing
+/// in them ever run, and existing paths never replaced unless asked.
+#[tokio::test]
+async fn housekeeping_tools_take_every_name_literally() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "house").await;
+    let b64 = |name: &[u8]| {
+        let mut path = format!("{dir}/").into_bytes();
+        path.extend_from_slice(name);
+        base64::engine::general_purpose::STANDARD.encode(path)
+    };
+    let names: [&[u8]; 6] = [
+        b"new\nline",
+        b"$(touch pwned)",
+        b"-dash",
+        b"sp 'q\" `x`",
+        b"w[1]?*\\",
+        b"bytes-\xff",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let d = b64(name);
+        let on = |tool: &'static str, args: Value| {
+            let (mcp, s) = (&mcp, &s);
+            async move { on_session(mcp, s, tool, args).await }
+        };
+        let r = on(
+            "make_directory",
+            json!({"path": d, "path_encoding": "base64"}),
+        )
+        .await;
+        assert_eq!(
+            (&r["type"], &r["changed"]),
+            (&json!("directory"), &json!(true)),
+            "{r}"
+        );
+        let r = on(
+            "make_directory",
+            json!({"path": d, "path_encoding": "base64"}),
+        )
+        .await;
+        assert_eq!(
+            r["changed"], false,
+            "an existing directory is no change: {r}"
+        );
+        // A file inside, copied, then moved, then removed with its directory.
+        let mut inner = name.to_vec();
+        inner.extend_from_slice(b"/f");
+        let f = b64(&inner);
+        write(
+            &mcp,
+            &s,
+            json!({"path": f, "path_encoding": "base64", "content": format!("{i}")}),
+        )
+        .await;
+        let copy = b64(&[name.to_vec(), b"/copy".to_vec()].concat());
+        let r = on(
+            "copy_path",
+            json!({"source": f, "source_encoding": "base64",
+                   "destination": copy, "destination_encoding": "base64"}),
+        )
+        .await;
+        let answered = match r["path_encoding"].as_str() {
+            Some("base64") => base64::engine::general_purpose::STANDARD
+                .decode(r["path"].as_str().unwrap())
+                .unwrap(),
+            _ => r["path"].as_str().unwrap().as_bytes().to_vec(),
+        };
+        let expected = base64::engine::general_purpose::STANDARD
+            .decode(&copy)
+            .unwrap();
+        assert_eq!((&r["type"], answered), (&json!("file"), expected), "{r}");
+        let r = on(
+            "copy_path",
+            json!({"source": f, "source_encoding": "base64",
+                   "destination": copy, "destination_encoding": "base64"}),
+        )
+        .await;
+        assert_eq!(code(&r), "remote_path_exists", "{r}");
+        let moved = b64(&[name.to_vec(), b"/moved".to_vec()].concat());
+        let r = on(
+            "move_path",
+            json!({"source": copy, "source_encoding": "base64",
+                   "destination": moved, "destination_encoding": "base64"}),
+        )
+        .await;
+        assert_eq!(r["ok"], true, "{r}");
+        let r = on(
+            "move_path",
+            json!({"source": f, "source_encoding": "base64",
+                   "destination": moved, "destination_encoding": "base64"}),
+        )
+        .await;
+        assert_eq!(
+            code(&r),
+            "remote_path_exists",
+            "a move never replaces unasked: {r}"
+        );
+        let r = on("remove_path", json!({"path": d, "path_encoding": "base64"})).await;
+        assert_eq!(code(&r), "invalid_arguments", "not empty: {r}");
+        let r = on(
+            "remove_path",
+            json!({"path": d, "path_encoding": "base64", "recursive": true}),
+        )
+        .await;
+        assert_eq!(
+            (&r["type"], &r["changed"]),
+            (&json!("directory"), &json!(true)),
+            "{r}"
+        );
+        let r = on("remove_path", json!({"path": d, "path_encoding": "base64"})).await;
+        assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    }
+    // Overwrite replaces a file but never a directory; a symlink is removed, not its target.
+    let (a, b) = (format!("{dir}/a"), format!("{dir}/b"));
+    write(&mcp, &s, json!({"path": a, "content": "A"})).await;
+    write(&mcp, &s, json!({"path": b, "content": "B"})).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "move_path",
+        json!({"source": a, "destination": b, "overwrite": true}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    remote_out(&mcp, &s, &format!("mkdir {dir}/sub; ln -s {b} {dir}/link")).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "copy_path",
+        json!({"source": b, "destination": format!("{dir}/sub"), "overwrite": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_path_exists", "{r}");
+    let r = on_session(
+        &mcp,
+        &s,
+        "remove_path",
+        json!({"path": format!("{dir}/link")}),
+    )
+    .await;
+    assert_eq!(r["type"], "symlink", "{r}");
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("cat {b}; echo; ls -A {dir}; ls ~ {dir} | grep -cx pwned; true"),
+    )
+    .await;
+    assert_eq!(there, "A\nb\nsub\n0\n");
+    let r = on_session(&mcp, &s, "make_directory", json!({"path": b})).await;
+    assert_eq!(code(&r), "remote_path_exists", "{r}");
+    let r = on_session(
+        &mcp,
+        &s,
+        "make_directory",
+        json!({"path": format!("{dir}/x/y"), "parents": false}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}

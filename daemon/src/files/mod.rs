@@ -4,6 +4,7 @@
 //! directory. The shell pieces both programs share are here.
 
 pub mod edit;
+pub mod paths;
 pub mod write;
 
 use sshmcp_proto::{DaemonError, ErrorCode};
@@ -22,6 +23,17 @@ fn file_path(path: &sshmcp_proto::inspect::RemotePath) -> Result<Vec<u8>, Daemon
         return Err(invalid("`path` must end with a file name"));
     }
     Ok(path)
+}
+
+/// A second path, `_q`, for a program that has two: written into it as base64 like the
+/// first, and made `./`-relative the same way.
+fn second_path(path: &[u8]) -> String {
+    use base64::Engine as _;
+    format!(
+        "_q=$(printf %s '{}' | command base64 -d; printf .); _q=${{_q%.}}\n\
+         case $_q in /*) ;; *) _q=./$_q ;; esac\n",
+        base64::engine::general_purpose::STANDARD.encode(path)
+    )
 }
 
 /// Checks `expected_sha256`'s form: 64 lowercase hex digits.

@@ -203,7 +203,7 @@ pub(crate) fn stream_bytes(stream: &StreamOutput) -> Result<Vec<u8>, DaemonError
 }
 
 /// The type bits of a `st_mode`.
-fn file_type(mode: u32) -> FileType {
+pub(crate) fn file_type(mode: u32) -> FileType {
     match mode & 0o170_000 {
         0o100_000 => FileType::File,
         0o040_000 => FileType::Directory,

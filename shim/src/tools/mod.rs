@@ -5,6 +5,7 @@ pub mod commands;
 pub mod exec;
 pub mod files;
 pub mod inspect;
+pub mod paths;
 pub mod session;
 pub mod tasks;
 pub mod transfers;

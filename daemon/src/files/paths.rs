@@ -1,0 +1,140 @@
+//! The housekeeping tools: `make_directory`, `remove_path`, `copy_path`, `move_path`. Each is
+//! one program whose paths are written into it as base64 (any bytes, never shell text), with
+//! GNU coreutils doing the work; what the path is comes back as its `stat` mode.
+
+use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::inspect;
+use crate::session::Session;
+
+/// How long a housekeeping program may take (a recursive copy or removal of a large tree).
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Whether a path exists, a dangling symlink included.
+const EXISTS: &str = "{ [ -e \"$_p\" ] || [ -L \"$_p\" ]; }";
+
+/// Runs `script` and reads its `ok <word> <hex mode>` answer into what changed at `path`.
+async fn run(session: &Session, script: String, path: &[u8]) -> Result<PathChanged, DaemonError> {
+    let (said, _) = inspect::run_program(session, script, Vec::new(), path, 4096, TIMEOUT)
+        .await
+        .map_err(super::nothing_changed)?;
+    let mut words = said.split(' ');
+    let (word, mode) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    if word == "notempty" {
+        return Err(super::invalid(
+            "the directory is not empty; pass recursive: true to remove it with its contents",
+        ));
+    }
+    let mode = u32::from_str_radix(mode, 16)
+        .map_err(|_| DaemonError::internal(format!("unexpected answer from the host: {said}")))?;
+    let (path, path_encoding) = inspect::remote_text(path);
+    Ok(PathChanged {
+        path,
+        path_encoding,
+        file_type: inspect::file_type(mode),
+        changed: word != "same",
+    })
+}
+
+/// `make_directory`: a directory (and with `parents` its missing parents); one that already
+/// exists is no change, anything else at the path is `remote_path_exists`.
+pub async fn make_directory(
+    session: &Session,
+    req: MakeDirectoryRequest,
+) -> Result<PathChanged, DaemonError> {
+    let path = super::file_path(&req.path)?;
+    if req.mode.is_some_and(|m| m > 0o7777) {
+        return Err(super::invalid("`mode` must be at most four octal digits"));
+    }
+    let flags = format!(
+        "{}{}",
+        if req.parents { "-p " } else { "" },
+        req.mode.map(|m| format!("-m {m:o} ")).unwrap_or_default()
+    );
+    let script = format!(
+        "{prelude}if {EXISTS}; then\n\
+         if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then printf 'ok same %s\\n' \"$(command stat -c %f -- \"$_p\")\"; exit 0; fi\n\
+         echo exists; exit 0; fi\n\
+         _e=$(command mkdir {flags}-- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n\
+         printf 'ok made %s\\n' \"$(command stat -c %f -- \"$_p\")\"\n",
+        prelude = inspect::prelude_with_path("mkdir stat", &path),
+    );
+    run(session, script, &path).await
+}
+
+/// `remove_path`: a file, a symlink (not what it points to) or an empty directory; a
+/// directory with contents only with `recursive`.
+pub async fn remove_path(
+    session: &Session,
+    req: RemovePathRequest,
+) -> Result<PathChanged, DaemonError> {
+    let path = super::file_path(&req.path)?;
+    let remove_directory = match req.recursive {
+        true => "_e=$(command rm -rf -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"",
+        false => {
+            "_e=$(command rmdir -- \"$_p\" 2>&1) || { case $_e in \
+             *'Directory not empty') echo 'ok notempty'; exit 0 ;; esac; _sshmcp_fail \"$_e\"; }"
+        }
+    };
+    let script = format!(
+        "{prelude}{EXISTS} || {{ echo notfound; exit 0; }}\n\
+         _f=$(command stat -c %f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_f\"\n\
+         if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then {remove_directory}\n\
+         else _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
+         printf 'ok removed %s\\n' \"$_f\"\n",
+        prelude = inspect::prelude_with_path("rm rmdir stat", &path),
+    );
+    run(session, script, &path).await
+}
+
+/// `copy_path` (`move` false) and `move_path`: a file, a symlink or a whole directory to a
+/// destination that does not exist, or (with `overwrite`) is not a directory. A move that
+/// does not overwrite is one `renameat2(RENAME_NOREPLACE)` (GNU `mv -n`) on one file system.
+pub async fn copy_or_move(
+    session: &Session,
+    req: CopyMoveRequest,
+    move_it: bool,
+) -> Result<PathChanged, DaemonError> {
+    let source = super::file_path(&req.source)?;
+    let destination = super::file_path(&req.destination)?;
+    let act = match (move_it, req.overwrite) {
+        (false, _) => "_e=$(command cp -a -T -- \"$_p\" \"$_q\" 2>&1) || _sshmcp_fail \"$_e\"",
+        (true, true) => "_e=$(command mv -f -T -- \"$_p\" \"$_q\" 2>&1) || _sshmcp_fail \"$_e\"",
+        (true, false) => {
+            "_e=$(command mv -n -T -- \"$_p\" \"$_q\" 2>&1)\n\
+             if {EXISTS}; then { [ -e \"$_q\" ] || [ -L \"$_q\" ]; } && { echo exists; exit 0; }; \
+             _sshmcp_fail \"$_e\"; fi"
+        }
+    }
+    .replace("{EXISTS}", EXISTS);
+    let script = format!(
+        "{prelude}{second}{EXISTS} || {{ echo notfound; exit 0; }}\n\
+         _f=$(command stat -c %f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_f\"\n\
+         if [ -e \"$_q\" ] || [ -L \"$_q\" ]; then\n\
+         [ {overwrite} = 1 ] || {{ echo exists; exit 0; }}\n\
+         if [ -d \"$_q\" ] && [ ! -L \"$_q\" ]; then echo exists; exit 0; fi; fi\n\
+         {act}\n\
+         printf 'ok done %s\\n' \"$_f\"\n",
+        prelude = inspect::prelude_with_path("cp mv stat", &source),
+        second = super::second_path(&destination),
+        overwrite = u8::from(req.overwrite),
+    );
+    let done = run(session, script, &source).await;
+    done.map(|changed| {
+        let (path, path_encoding) = inspect::remote_text(&destination);
+        PathChanged {
+            path,
+            path_encoding,
+            ..changed
+        }
+    })
+    .map_err(|e| match e.code {
+        ErrorCode::RemotePathExists => DaemonError::new(
+            ErrorCode::RemotePathExists,
+            "the destination exists; pass overwrite: true to replace a file (a directory is \
+             never replaced)",
+        ),
+        _ => e,
+    })
+}

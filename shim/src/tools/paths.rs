@@ -1,0 +1,215 @@
+//! The housekeeping tools: `make_directory`, `remove_path`, `copy_path`, `move_path` on the
+//! remote host, with paths as data (any bytes, never a shell word).
+
+use std::time::Duration;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::exec::Encoding;
+use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::session::SessionAuth;
+
+use super::inspect::remote_path;
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::server::Shim;
+
+/// The daemon gives the host 300 s (a recursive copy); this leaves room for the call itself.
+const DEADLINE: Duration = Duration::from_secs(310);
+
+// No Debug: they hold the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MakeDirectoryArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The directory to make: absolute, or relative to the login directory (`~` is not
+    /// expanded); any bytes but NUL.
+    pub path: String,
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    pub path_encoding: Option<Encoding>,
+    /// Make missing parent directories too; default true.
+    pub parents: Option<bool>,
+    /// Permission bits as octal digits, e.g. `0755` (default: 0777 less the umask).
+    #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
+    pub mode: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemovePathArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// What to remove: a file, a symlink (never what it points to) or a directory.
+    pub path: String,
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    pub path_encoding: Option<Encoding>,
+    /// Remove a directory with everything in it; default false (only an empty one).
+    pub recursive: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CopyMoveArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The path to copy or move: a file, a symlink (as the link) or a whole directory.
+    pub source: String,
+    /// `utf-8` (default), or `base64` when `source` is the base64 of the path's bytes.
+    pub source_encoding: Option<Encoding>,
+    /// The new path itself (not a directory to put it in): `/srv/app/new.conf`.
+    pub destination: String,
+    /// `utf-8` (default), or `base64` when `destination` is the base64 of the path's bytes.
+    pub destination_encoding: Option<Encoding>,
+    /// Replace an existing destination file; default false (`remote_path_exists`). A
+    /// directory is never replaced.
+    pub overwrite: Option<bool>,
+}
+
+fn auth(session_id: String, session_key: String) -> SessionAuth {
+    SessionAuth {
+        session_id,
+        session_key,
+    }
+}
+
+fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
+    CopyMoveRequest {
+        auth: auth(a.session_id, a.session_key),
+        source: remote_path(a.source, a.source_encoding),
+        destination: remote_path(a.destination, a.destination_encoding),
+        overwrite: a.overwrite.unwrap_or(false),
+    }
+}
+
+#[tool_router(router = paths_router, vis = "pub(crate)")]
+impl Shim {
+    /// Make a directory on the remote host (with its missing parents unless `parents:
+    /// false`). A directory already there is no error: the answer says `changed: false`.
+    /// Answer: `path`, `type`, `changed`. Errors: `remote_path_exists` (something else is
+    /// there), `remote_path_not_found` (a parent is missing and `parents` is false),
+    /// `remote_permission_denied`.
+    #[tool(
+        input_schema = schema_for_input::<MakeDirectoryArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        annotations(title = "Make a remote directory", read_only_hint = false,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
+    )]
+    pub async fn make_directory(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: MakeDirectoryArgs = args::decode(raw)?;
+                let mode = match a.mode {
+                    Some(m) => Some(u32::from_str_radix(&m, 8).map_err(|_| {
+                        DaemonError::invalid_arguments("`mode` must be octal digits, e.g. 0755")
+                    })?),
+                    None => None,
+                };
+                let req = MakeDirectoryRequest {
+                    auth: auth(a.session_id, a.session_key),
+                    path: remote_path(a.path, a.path_encoding),
+                    parents: a.parents.unwrap_or(true),
+                    mode,
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("make_directory", |c| async move {
+                        c.make_directory(ctx, req).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Remove a remote file, symlink (the link, not its target) or empty directory; a
+    /// directory with contents only with `recursive: true` (everything in it goes, for
+    /// good). Answer: `path`, `type` (what was removed), `changed`. Errors:
+    /// `remote_path_not_found`, `invalid_arguments` (a directory with contents without
+    /// `recursive`), `remote_permission_denied`.
+    #[tool(
+        input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        annotations(title = "Remove a remote path", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn remove_path(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: RemovePathArgs = args::decode(raw)?;
+                let req = RemovePathRequest {
+                    auth: auth(a.session_id, a.session_key),
+                    path: remote_path(a.path, a.path_encoding),
+                    recursive: a.recursive.unwrap_or(false),
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call(
+                        "remove_path",
+                        |c| async move { c.remove_path(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Copy a remote file, symlink or whole directory to a new path on the same host
+    /// (`cp -a`: modes, times and links kept). `destination` is the copy's own path. Answer:
+    /// `path` (the destination), `type`, `changed`. Errors: `remote_path_not_found` (the
+    /// source, or the destination's directory), `remote_path_exists` (pass `overwrite: true`
+    /// to replace a file; a directory is never replaced), `remote_permission_denied`.
+    #[tool(
+        input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        annotations(title = "Copy a remote path", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn copy_path(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let req = copy_move_request(args::decode(raw)?);
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("copy_path", |c| async move { c.copy_path(ctx, req).await })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Move or rename a remote file, symlink or directory to a new path on the same host.
+    /// Without `overwrite` it never replaces anything, even a file created at that moment.
+    /// Answer: `path` (the destination), `type`, `changed`. Errors: `remote_path_not_found`,
+    /// `remote_path_exists` (pass `overwrite: true` to replace a file; a directory is never
+    /// replaced), `remote_permission_denied`.
+    #[tool(
+        input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        annotations(title = "Move a remote path", read_only_hint = false,
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn move_path(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let req = copy_move_request(args::decode(raw)?);
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("move_path", |c| async move { c.move_path(ctx, req).await })
+                    .await
+            }
+            .await,
+        )
+    }
+}

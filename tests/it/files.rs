@@ -232,10 +232,17 @@ async fn a_reader_never_sees_a_third_content_during_rewrites() {
     write(&mcp, &s, json!({"path": path, "content": a})).await;
     let reader = format!(
         "n=0; while [ ! -e {dir}/stop ]; do h=$(sha256sum < {path}); \
-         case $h in {ha}*|{hb}*) n=$((n+1)) ;; *) echo \"third: $h\" ;; esac; done; echo reads $n"
+         case $h in {ha}*|{hb}*) n=$((n+1)) ;; *) echo \"third: $h\" ;; esac; \
+         [ $n = 1 ] && touch {dir}/reading; done; echo reads $n"
     );
     let h = on_session(&mcp, &s, "command_start", json!({"command": reader})).await;
     assert_eq!(h["ok"], true, "{h}");
+    // The rewrites start once the reader reads.
+    let probe = format!("[ -e {dir}/reading ] && echo yes");
+    assert!(
+        crate::remote_until(&mcp, &s, &probe, "yes\n").await,
+        "the reader never read"
+    );
     for i in 0..20 {
         let content = if i % 2 == 0 { &b } else { &a };
         let r = write(
@@ -661,6 +668,66 @@ async fn housekeeping_tools_take_every_name_literally() {
     )
     .await;
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// An overwrite and an edit keep setuid and setgid bits (a chown after the chmod would clear
+/// them); an unreadable file is remote_permission_denied, not an error of the tool.
+#[tokio::test]
+async fn special_mode_bits_are_kept_and_an_unreadable_file_is_denied() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "modes").await;
+    let (tool, setgid) = (format!("{dir}/tool"), format!("{dir}/shared"));
+    write(
+        &mcp,
+        &s,
+        json!({"path": tool, "content": "v1\n", "mode": "4755"}),
+    )
+    .await;
+    write(
+        &mcp,
+        &s,
+        json!({"path": setgid, "content": "a b\n", "mode": "2775"}),
+    )
+    .await;
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": tool, "content": "v2\n", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": setgid, "old_text": "a", "new_text": "c"}),
+    )
+    .await;
+    assert_eq!(r["replacements"], 1, "{r}");
+    let there = remote_out(&mcp, &s, &format!("stat -c %a {tool} {setgid}")).await;
+    assert_eq!(there, "4755\n2775\n");
+    // A file of root's that the session's user may not read (the test runs as root).
+    let secret = std::path::PathBuf::from(format!("{dir}/secret"));
+    std::fs::write(&secret, "s").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let path = secret.display().to_string();
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "s", "new_text": "t"}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "t", "expected_sha256": sha256_hex(b"s")}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s");
+    std::fs::remove_file(&secret).unwrap();
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

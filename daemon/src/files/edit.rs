@@ -2,8 +2,10 @@
 //! `sed -z` reads the whole file as one record (a file holding a NUL byte is refused), with
 //! the text turned into a pattern that matches only itself; the occurrences are counted by
 //! what their removal takes off the size. The result goes into a temporary file beside the
-//! target and is renamed over it as `write_file` does (mode, owner, flush, the hash checked
-//! again). The daemon holds the texts only, whatever the file's size; the host holds the
+//! target and is renamed over it as `write_file` does (owner, then mode, flush). The
+//! target's state is noted before the first read and compared just before the rename: a
+//! file changed during the edit is `file_changed`, never replaced by an edit of its old
+//! content. The daemon holds the texts only, whatever the file's size; the host holds the
 //! file (at most 64 MiB).
 
 use sshmcp_proto::files::{
@@ -75,10 +77,13 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
     format!(
         "{prelude}{checks}\
          [ $_x = 1 ] || {{ echo notfound; exit 0; }}\n\
-         if [ -n '{expected}' ]; then _same; fi\n\
+         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
          _n=$(command wc -c < \"$_p\") || exit 1\n\
          [ \"$_n\" -le {max_file} ] || {{ printf 'ok toolarge %s\\n' \"$_n\"; exit 0; }}\n\
          [ \"$(command tr -dc '\\000' < \"$_p\" | command wc -c)\" -eq 0 ] || {{ echo 'ok binary'; exit 0; }}\n\
+         _i=$(_ident)\n\
+         if [ -n '{expected}' ]; then _same; fi\n\
+         _n=$(command wc -c < \"$_p\") || exit 1\n\
          {temporary}\
          _c=$(command mktemp \"$_d/.sshmcp-sed.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_c\"\n\
          trap 'command rm -f -- \"$_t\" \"$_c\"' EXIT\n\
@@ -90,9 +95,10 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
          [ $_k -eq 1 ] || [ {all} = 1 ] || {{ printf 'ok ambiguous %s\\n' $_k; exit 0; }}\n\
          printf %s '{edit}' | command base64 -d > \"$_c\" || exit 1\n\
          _e=$(command sed -z -f \"$_c\" -- \"$_p\" 2>&1 > \"$_t\") || _sshmcp_fail \"${{_e:-sed failed}}\"\n\
-         command chmod --reference=\"$_p\" \"$_t\" || exit 1\n\
-         {keep}\
          _h=$(command sha256sum < \"$_t\") || exit 1\n\
+         {keep}\
+         command chmod --reference=\"$_p\" \"$_t\" || exit 1\n\
+         {flush}\
          {replace}\
          printf 'ok edited %s %s\\n' $_k \"${{_h%% *}}\"\n",
         prelude =
@@ -101,7 +107,8 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
         edit = encode(&edit),
         checks = super::target_checks(expected),
         temporary = super::temporary("edit"),
-        keep = super::keep_owner_flush_and_recheck(expected),
+        keep = super::KEEP_OWNER,
+        flush = super::FLUSH_AND_RECHECK,
         replace = super::REPLACE,
         max_file = MAX_EDIT_FILE_BYTES,
         old_len = req.old_text.len(),

@@ -52,40 +52,48 @@ fn check_expected(expected: &Option<String>) -> Result<(), DaemonError> {
 }
 
 /// After the prelude: `_d` the directory, which must be one; the target, if it exists, a
-/// regular file and no symlink; `_x` 1 when it exists. `_same` ends the program with
-/// `ok changed <hash>` (or `missing`) unless the target's SHA-256 is `expected`.
+/// regular file and no symlink; `_x` 1 when it exists. `_ident` names the target's state
+/// (device, inode, size, change time to the nanosecond): a rename over it or a write into it
+/// changes it. `_same` notes that state in `_i`, then ends the program with `ok changed
+/// <hash>` (or `missing`) unless the target's SHA-256 is `expected`; `_changed_now` ends it
+/// with the target's current hash.
 fn target_checks(expected: &str) -> String {
     format!(
         "_d=${{_p%/*}}; _d=${{_d:-/}}\n\
          _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
          [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
          if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
-         _x=0; [ -e \"$_p\" ] && _x=1\n\
+         _x=0; [ -e \"$_p\" ] && _x=1; _i=\n\
+         _ident() {{ command stat -c '%d:%i:%s:%z' -- \"$_p\" 2>/dev/null; }}\n\
+         _changed_now() {{ if [ -e \"$_p\" ]; then _h=$(command sha256sum < \"$_p\" 2>/dev/null); \
+         printf 'ok changed %s\\n' \"${{_h%% *}}\"; else echo 'ok changed missing'; fi; exit 0; }}\n\
          _same() {{ [ $_x = 1 ] || {{ echo 'ok changed missing'; exit 0; }}; \
+         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}; _i=$(_ident); \
          _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
          [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n"
     )
 }
 
-/// A temporary file `_t` beside the target, removed however the program ends.
+/// A temporary file `_t` beside the target, removed however the program ends: a signal (the
+/// daemon's timeout, a cancel) ends it through `exit`, which runs the trap.
 fn temporary(what: &str) -> String {
     format!(
         "_t=$(command mktemp \"$_d/.sshmcp-{what}.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
-         trap 'command rm -f -- \"$_t\"' EXIT\n"
+         trap 'command rm -f -- \"$_t\"' EXIT\n\
+         trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM\n"
     )
 }
 
-/// Gives `_t` the old file's owner (a change that cannot keep it does not happen), then
-/// flushes it and, with `expected`, checks the target once more just before the rename.
-fn keep_owner_flush_and_recheck(expected: &str) -> String {
-    format!(
-        "if [ $_x = 1 ]; then command chown --reference=\"$_p\" \"$_t\" 2>/dev/null || \
-         [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
-         {{ echo 'error the file belongs to another user, who would lose it'; exit 0; }}; fi\n\
-         command sync -- \"$_t\" 2>/dev/null\n\
-         if [ -n '{expected}' ]; then _same; fi\n"
-    )
-}
+/// Gives `_t` the old file's owner first (a `chown` clears setuid and setgid, so the mode
+/// comes after it); a change that cannot keep the owner does not happen.
+const KEEP_OWNER: &str = "if [ $_x = 1 ]; then command chown --reference=\"$_p\" \"$_t\" 2>/dev/null || \
+     [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
+     { echo denied; exit 0; }; fi\n";
+
+/// Flushes `_t`, then, when the target's state was noted, ends the program if it moved since:
+/// the last step before the rename, so the window left is a few system calls.
+const FLUSH_AND_RECHECK: &str = "command sync -- \"$_t\" 2>/dev/null\n\
+     if [ -n \"$_i\" ] && [ \"$(_ident)\" != \"$_i\" ]; then _changed_now; fi\n";
 
 /// Replaces the target with `_t`.
 const REPLACE: &str = "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n";

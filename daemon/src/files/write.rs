@@ -3,9 +3,10 @@
 //! is renamed over the target: a reader sees the old file or the new one, never half of one.
 //! A failure at any step removes the temporary file (the program's exit trap).
 //!
-//! With `expected_sha256` the target is hashed before the write and again just before the
-//! rename; a writer that slips between that last hash and the rename (a few system calls)
-//! is the window that remains.
+//! With `expected_sha256` the target's state (inode, size, change time) is noted and it is
+//! hashed before the write, and its state is compared again just before the rename; a
+//! writer that slips between that last look and the rename (a few system calls) is the
+//! window that remains.
 
 use sha2::{Digest, Sha256};
 use sshmcp_proto::DaemonError;
@@ -20,9 +21,12 @@ const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// The program that writes; its stdin is the content.
 fn script(path: &[u8], req: &WriteFileRequest) -> String {
     let expected = req.expected_sha256.as_deref().unwrap_or("");
-    let make_dirs = match req.create_dirs {
-        true => "_e=$(command mkdir -p -- \"${_p%/*}/\" 2>&1) || _sshmcp_fail \"$_e\"\n",
-        false => "",
+    let (make_dirs, mkdir) = match req.create_dirs {
+        true => (
+            "_e=$(command mkdir -p -- \"${_p%/*}/\" 2>&1) || _sshmcp_fail \"$_e\"\n",
+            " mkdir",
+        ),
+        false => ("", ""),
     };
     // A new file gets `mode`, else what the umask leaves of 0666; an old one keeps its own
     // (unless `mode`).
@@ -46,13 +50,16 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
          elif [ $_x = 1 ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
          {temporary}\
          _e=$(command cat 2>&1 > \"$_t\") || _sshmcp_fail \"$_e\"\n\
-         {mode}{keep}{publish}\
+         {keep}{mode}{flush}{publish}\
          printf 'ok written %s\\n' $_x\n",
-        prelude =
-            inspect::prelude_with_path("mktemp mv ln rm chmod chown stat sha256sum cat", path),
+        prelude = inspect::prelude_with_path(
+            &format!("mktemp mv ln rm chmod chown stat sha256sum cat{mkdir}"),
+            path
+        ),
         checks = super::target_checks(expected),
         temporary = super::temporary("write"),
-        keep = super::keep_owner_flush_and_recheck(expected),
+        keep = super::KEEP_OWNER,
+        flush = super::FLUSH_AND_RECHECK,
         overwrite = u8::from(req.overwrite),
     )
 }

@@ -31,6 +31,7 @@ pub struct FileWritten {
     pub path: String,
     /// `utf-8`, or `base64` when `path` is the base64 of a name that is not UTF-8.
     pub path_encoding: Encoding,
+    /// The content's length in bytes.
     pub bytes_written: u64,
     /// The SHA-256 of the new content: pass it as `expected_sha256` to change the file again
     /// only if nobody else did meanwhile.
@@ -114,6 +115,7 @@ pub struct PathChanged {
     /// What it is (or was, once removed).
     #[serde(rename = "type")]
     pub file_type: crate::inspect::FileType,
-    /// False when nothing had to change (make_directory on an existing directory).
+    /// False only when make_directory found the directory already there (its mode is then
+    /// left as it is); always true for remove_path, copy_path and move_path.
     pub changed: bool,
 }

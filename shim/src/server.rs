@@ -73,7 +73,13 @@ impl Shim {
              Files: `download_start` copies a remote file into the local root and \
              `upload_start` one from the local root to the host, each as a job (keep its \
              `operation_id`, poll `transfer_status`); never move file contents through \
-             command output.\n\
+             command output. Files: `write_file` writes one whole (up to 1 MiB) and \
+             `edit_file` replaces an exact text in one (up to 64 MiB), atomically (pass \
+             the `sha256` of your last write or edit, or of `sha256sum` through `exec`, as \
+             `expected_sha256` so another writer's change is never overwritten); \
+             `make_directory`, `remove_path`, `copy_path`, `move_path` change paths; none \
+             needs quoting, unlike `echo`, `sed -i` or `mv` through `exec`. They act as \
+             the session's user, never sudo: root's files need `sudo_exec`.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
              (`timeout` up to 86400; none for `command_start` or with `handoff_after`); \
              output kept per stream up to the daemon's cap (head and tail) in an answer, \

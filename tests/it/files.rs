@@ -660,6 +660,37 @@ async fn housekeeping_tools_take_every_name_literally() {
     assert_eq!(there, "A\nb\nsub\n0\n");
     let r = on_session(&mcp, &s, "make_directory", json!({"path": b})).await;
     assert_eq!(code(&r), "remote_path_exists", "{r}");
+    // A copy over a symlink replaces the link, never writes through it.
+    let (victim, link) = (format!("{dir}/victim"), format!("{dir}/to-victim"));
+    remote_out(
+        &mcp,
+        &s,
+        &format!("echo victim > {victim}; ln -s {victim} {link}"),
+    )
+    .await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "copy_path",
+        json!({"source": b, "destination": link, "overwrite": true}),
+    )
+    .await;
+    assert_eq!(r["type"], "file", "{r}");
+    let r = on_session(
+        &mcp,
+        &s,
+        "make_directory",
+        json!({"path": format!("{dir}/private"), "mode": "0700"}),
+    )
+    .await;
+    assert_eq!(r["changed"], true, "{r}");
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("cat {victim} {link}; stat -c %F {link}; stat -c %a {dir}/private; ls -A {dir} | grep -c sshmcp; true"),
+    )
+    .await;
+    assert_eq!(there, "victim\nAregular file\n700\n0\n");
     let r = on_session(
         &mcp,
         &s,
@@ -728,6 +759,46 @@ async fn special_mode_bits_are_kept_and_an_unreadable_file_is_denied() {
     assert_eq!(code(&r), "remote_permission_denied", "{r}");
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s");
     std::fs::remove_file(&secret).unwrap();
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// A file of another user that the session's user may write: replacing it would hand it to
+/// the session's user, so the write does not happen.
+#[tokio::test]
+async fn a_file_whose_owner_cannot_be_kept_is_not_replaced() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "owner").await;
+    // The test runs as root: a file of `nobody`, writable by everyone.
+    let theirs = std::path::PathBuf::from(format!("{dir}/theirs"));
+    std::fs::write(&theirs, "theirs").unwrap();
+    std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("user nobody");
+    nix::unistd::chown(&theirs, Some(nobody.uid), Some(nobody.gid)).unwrap();
+    let path = theirs.display().to_string();
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "mine", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": path, "old_text": "theirs", "new_text": "mine"}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+    let there = remote_out(&mcp, &s, &format!("ls -A {dir}; stat -c %U {path}")).await;
+    assert_eq!(
+        there, "theirs\nnobody\n",
+        "no temporary file left, the owner unchanged"
+    );
+    std::fs::remove_file(&theirs).unwrap();
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

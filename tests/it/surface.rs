@@ -114,6 +114,12 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "next_offset",
         "wait_seconds",
         "operation_id",
+        "sha256",
+        "expected_sha256",
+        "sha256sum",
+        "echo",
+        "sed -i",
+        "mv",
     ];
     for word in mentioned {
         let command = word.starts_with("nohup") || word.starts_with("sshmcp daemon");

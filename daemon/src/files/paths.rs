@@ -60,7 +60,13 @@ pub async fn make_directory(
          printf 'ok made %s\\n' \"$(command stat -c %f -- \"$_p\")\"\n",
         prelude = inspect::prelude_with_path("mkdir stat", &path),
     );
-    run(session, script, &path).await
+    run(session, script, &path).await.map_err(|e| match e.code {
+        ErrorCode::RemotePathExists => DaemonError::new(
+            ErrorCode::RemotePathExists,
+            "something other than a directory is at this path",
+        ),
+        _ => e,
+    })
 }
 
 /// `remove_path`: a file, a symlink (not what it points to) or an empty directory; a
@@ -71,7 +77,10 @@ pub async fn remove_path(
 ) -> Result<PathChanged, DaemonError> {
     let path = super::file_path(&req.path)?;
     let remove_directory = match req.recursive {
-        true => "_e=$(command rm -rf -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"",
+        true => {
+            "_e=$(command rm -rf --one-file-system --preserve-root=all -- \"$_p\" 2>&1) || \
+             _sshmcp_fail \"$_e\""
+        }
         false => {
             "_e=$(command rmdir -- \"$_p\" 2>&1) || { case $_e in \
              *'Directory not empty') echo 'ok notempty'; exit 0 ;; esac; _sshmcp_fail \"$_e\"; }"
@@ -88,9 +97,13 @@ pub async fn remove_path(
     run(session, script, &path).await
 }
 
-/// `copy_path` (`move` false) and `move_path`: a file, a symlink or a whole directory to a
-/// destination that does not exist, or (with `overwrite`) is not a directory. A move that
-/// does not overwrite is one `renameat2(RENAME_NOREPLACE)` (GNU `mv -n`) on one file system.
+/// `copy_path` (`move_it` false) and `move_path`: a file, a symlink or a whole directory to
+/// a destination that does not exist, or (with `overwrite`) is not a directory. A copy is
+/// made under a temporary name in the destination's directory first, then moved into place
+/// as a move is: so a copy never writes through a symlink at the destination, and a failed
+/// one leaves nothing behind. Without `overwrite` the last step is GNU `mv -n`, one
+/// `renameat2(RENAME_NOREPLACE)` on one file system: a destination created meanwhile is not
+/// replaced.
 pub async fn copy_or_move(
     session: &Session,
     req: CopyMoveRequest,
@@ -98,29 +111,41 @@ pub async fn copy_or_move(
 ) -> Result<PathChanged, DaemonError> {
     let source = super::file_path(&req.source)?;
     let destination = super::file_path(&req.destination)?;
-    let act = match (move_it, req.overwrite) {
-        (false, _) => "_e=$(command cp -a -T -- \"$_p\" \"$_q\" 2>&1) || _sshmcp_fail \"$_e\"",
-        (true, true) => "_e=$(command mv -f -T -- \"$_p\" \"$_q\" 2>&1) || _sshmcp_fail \"$_e\"",
-        (true, false) => {
-            "_e=$(command mv -n -T -- \"$_p\" \"$_q\" 2>&1)\n\
-             if {EXISTS}; then { [ -e \"$_q\" ] || [ -L \"$_q\" ]; } && { echo exists; exit 0; }; \
+    // `_s` is what goes into place: the source itself, or its fresh copy.
+    let copy = match move_it {
+        true => "_s=$_p\n".to_string(),
+        false => "_qd=${_q%/*}; _qd=${_qd:-/}\n\
+             _t=$(command mktemp -d \"$_qd/.sshmcp-copy.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
+             trap 'command rm -rf -- \"$_t\"' EXIT\n\
+             trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM\n\
+             _s=$_t/copy\n\
+             _e=$(command cp -a -T -- \"$_p\" \"$_s\" 2>&1) || _sshmcp_fail \"$_e\"\n"
+            .to_string(),
+    };
+    let place = match req.overwrite {
+        true => "_e=$(command mv -f -T -- \"$_s\" \"$_q\" 2>&1) || _sshmcp_fail \"$_e\"",
+        false => {
+            "_e=$(command mv -n -T -- \"$_s\" \"$_q\" 2>&1)\n\
+             if [ -e \"$_s\" ] || [ -L \"$_s\" ]; then \
+             {{ [ -e \"$_q\" ] || [ -L \"$_q\" ]; }} && {{ echo exists; exit 0; }}; \
              _sshmcp_fail \"$_e\"; fi"
         }
-    }
-    .replace("{EXISTS}", EXISTS);
+    };
     let script = format!(
         "{prelude}{second}{EXISTS} || {{ echo notfound; exit 0; }}\n\
          _f=$(command stat -c %f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_f\"\n\
          if [ -e \"$_q\" ] || [ -L \"$_q\" ]; then\n\
          [ {overwrite} = 1 ] || {{ echo exists; exit 0; }}\n\
          if [ -d \"$_q\" ] && [ ! -L \"$_q\" ]; then echo exists; exit 0; fi; fi\n\
-         {act}\n\
+         {copy}{place}\n\
          printf 'ok done %s\\n' \"$_f\"\n",
-        prelude = inspect::prelude_with_path("cp mv stat", &source),
+        prelude = inspect::prelude_with_path("cp mv mktemp rm stat", &source),
         second = super::second_path(&destination),
         overwrite = u8::from(req.overwrite),
     );
-    let done = run(session, script, &source).await;
+    // Errors name both paths: a missing directory may be the destination's.
+    let shown = [source.as_slice(), b" -> ", destination.as_slice()].concat();
+    let done = run(session, script, &shown).await;
     done.map(|changed| {
         let (path, path_encoding) = inspect::remote_text(&destination);
         PathChanged {

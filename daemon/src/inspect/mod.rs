@@ -35,7 +35,9 @@ for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s
 if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
 case $_p in /*) ;; *) _p=./$_p ;; esac\n\
 _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|\
-*': Too many levels of symbolic links') echo notfound ;; *': Permission denied') echo denied ;; \
+*': Too many levels of symbolic links') echo notfound ;; \
+*': Permission denied'|*': Operation not permitted') echo denied ;; \
+*': File exists'|*'cannot overwrite '*) echo exists ;; \
 *': File name too long') echo toolong ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
 
 /// How the prelude reads the path from stdin.

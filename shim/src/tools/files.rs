@@ -80,24 +80,29 @@ pub struct EditArgs {
 
 #[tool_router(router = files_router, vis = "pub(crate)")]
 impl Shim {
-    /// Write a whole small file on the remote host, atomically: the content (text, or base64
-    /// for binary; at most 1 MiB) travels as data, never through a shell, into a temporary
-    /// file in the same directory, which is flushed and renamed over the target, so a reader
-    /// sees the old file or the new one, never half. An existing file keeps its mode and
-    /// owner. Refuses to replace an existing file unless `overwrite: true`. To change a file
-    /// safely against other writers, pass the `sha256` you last saw as `expected_sha256`:
-    /// the write happens only if the file still has it. Use it instead of `exec` with
-    /// `echo`/heredocs; for larger files use upload_start. Answer: `path`, `bytes_written`,
-    /// `sha256` (of the new content), `created`. Errors: `remote_path_exists`,
-    /// `file_changed` (with the current hash), `remote_path_not_found` (the directory is
-    /// missing: pass `create_dirs: true`), `invalid_remote_type` (not a regular file, or a
-    /// symlink), `remote_permission_denied`, `invalid_arguments` (over 1 MiB: nothing is
-    /// written).
+    /// Write a whole file (at most 1 MiB) on the remote host, atomically: the content (text,
+    /// or base64 for binary) travels as data, never through a shell, into a temporary file in
+    /// the same directory, which is flushed and renamed over the target, so a reader sees the
+    /// old file or the new one, never half. An existing file keeps its mode and owner.
+    /// Refuses to replace an existing file unless `overwrite: true`. To change a file safely
+    /// against other writers, pass the `sha256` you last saw (from an earlier write_file or
+    /// edit_file, or `sha256sum` through `exec`) as `expected_sha256`: the write happens only
+    /// if the file still has it. To change part of a file use edit_file; for larger files
+    /// upload_start. Use it instead of `exec` with `echo`/heredocs. Acts as the session's
+    /// user, never sudo: a root-owned file needs `sudo_exec`. Answer: `path`,
+    /// `bytes_written`, `sha256` (of the new content), `created`. Errors:
+    /// `remote_path_exists`, `file_changed` (the message names the current hash: read the
+    /// file again, redo the change, retry with that hash; also when the file is gone),
+    /// `remote_path_not_found` (the directory is missing: pass `create_dirs: true`),
+    /// `invalid_remote_type` (the path is a symlink, whose target you can write instead:
+    /// `stat` gives `link_target`, or no regular file), `remote_permission_denied` (no write
+    /// access to the directory, or another user's file, whose owner would change),
+    /// `invalid_arguments` (over 1 MiB: nothing is written).
     #[tool(
         input_schema = schema_for_input::<WriteArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileWritten>>(),
         annotations(title = "Write a remote file", read_only_hint = false,
-                    destructive_hint = true, idempotent_hint = true, open_world_hint = true)
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn write_file(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(
@@ -147,13 +152,18 @@ impl Shim {
     /// pattern; whitespace and line ends must match) must occur exactly once unless
     /// `replace_all: true`. The edit happens on the host in one step (files up to 64 MiB);
     /// the result is renamed over the file, keeping its mode and owner, so a reader never
-    /// sees half of it. Pass the `sha256` of your last read or write as `expected_sha256` to
-    /// edit only if nobody changed the file since. Use it instead of `sed -i` through `exec`.
-    /// Answer: `replacements`, the new `sha256`. Errors: `edit_no_match` (read the file again
-    /// and copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding
-    /// lines, or `replace_all`), `file_changed`, `remote_path_not_found`,
-    /// `invalid_remote_type` (not a regular file, a symlink, or a file with NUL bytes),
-    /// `remote_permission_denied`, `invalid_arguments`.
+    /// sees half of it, and a file changed by someone else during the edit is never
+    /// overwritten (`file_changed`). Pass the `sha256` from your last write_file or
+    /// edit_file (or `sha256sum` through `exec`) as `expected_sha256` to edit only if nobody
+    /// changed the file since you read it. Use it instead of `sed -i` through `exec`. Acts as
+    /// the session's user, never sudo: a root-owned file needs `sudo_exec`. Answer:
+    /// `replacements`, the new `sha256`. Errors: `edit_no_match` (read the file again and
+    /// copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding
+    /// lines, or `replace_all`), `file_changed` (the message names the current hash),
+    /// `remote_path_not_found`, `invalid_remote_type` (the path is a symlink, whose target
+    /// you can edit instead: `stat` gives `link_target`; no regular file; or NUL bytes in
+    /// it), `remote_permission_denied` (no write access to the directory, or another user's
+    /// file), `invalid_arguments`.
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

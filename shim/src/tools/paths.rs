@@ -37,7 +37,8 @@ pub struct MakeDirectoryArgs {
     pub path_encoding: Option<Encoding>,
     /// Make missing parent directories too; default true.
     pub parents: Option<bool>,
-    /// Permission bits as octal digits, e.g. `0755` (default: 0777 less the umask).
+    /// Permission bits as octal digits, e.g. `0755` (default: 0777 less the umask): only for
+    /// the last directory made, and an existing directory keeps its own.
     #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
     pub mode: Option<String>,
 }
@@ -49,7 +50,8 @@ pub struct RemovePathArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// What to remove: a file, a symlink (never what it points to) or a directory.
+    /// What to remove: a file, a symlink (never what it points to) or a directory; absolute,
+    /// or relative to the login directory (`~` is not expanded).
     pub path: String,
     /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
     pub path_encoding: Option<Encoding>,
@@ -64,7 +66,8 @@ pub struct CopyMoveArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// The path to copy or move: a file, a symlink (as the link) or a whole directory.
+    /// The path to copy or move: a file, a symlink (as the link) or a whole directory;
+    /// absolute, or relative to the login directory (`~` is not expanded).
     pub source: String,
     /// `utf-8` (default), or `base64` when `source` is the base64 of the path's bytes.
     pub source_encoding: Option<Encoding>,
@@ -97,6 +100,7 @@ fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
 impl Shim {
     /// Make a directory on the remote host (with its missing parents unless `parents:
     /// false`). A directory already there is no error: the answer says `changed: false`.
+    /// Acts as the session's user, never sudo.
     /// Answer: `path`, `type`, `changed`. Errors: `remote_path_exists` (something else is
     /// there), `remote_path_not_found` (a parent is missing and `parents` is false),
     /// `remote_permission_denied`.
@@ -135,9 +139,9 @@ impl Shim {
 
     /// Remove a remote file, symlink (the link, not its target) or empty directory; a
     /// directory with contents only with `recursive: true` (everything in it goes, for
-    /// good). Answer: `path`, `type` (what was removed), `changed`. Errors:
-    /// `remote_path_not_found`, `invalid_arguments` (a directory with contents without
-    /// `recursive`), `remote_permission_denied`.
+    /// good). Acts as the session's user, never sudo. Answer: `path`, `type` (what was
+    /// removed), `changed`. Errors: `remote_path_not_found`, `invalid_arguments` (the
+    /// directory is not empty: pass `recursive: true`), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),
@@ -166,7 +170,8 @@ impl Shim {
     }
 
     /// Copy a remote file, symlink or whole directory to a new path on the same host
-    /// (`cp -a`: modes, times and links kept). `destination` is the copy's own path. Answer:
+    /// (`cp -a`: modes, times and links kept). `destination` is the copy's own path. Acts as
+    /// the session's user, never sudo. Answer:
     /// `path` (the destination), `type`, `changed`. Errors: `remote_path_not_found` (the
     /// source, or the destination's directory), `remote_path_exists` (pass `overwrite: true`
     /// to replace a file; a directory is never replaced), `remote_permission_denied`.
@@ -191,9 +196,10 @@ impl Shim {
 
     /// Move or rename a remote file, symlink or directory to a new path on the same host.
     /// Without `overwrite` it never replaces anything, even a file created at that moment.
-    /// Answer: `path` (the destination), `type`, `changed`. Errors: `remote_path_not_found`,
-    /// `remote_path_exists` (pass `overwrite: true` to replace a file; a directory is never
-    /// replaced), `remote_permission_denied`.
+    /// Acts as the session's user, never sudo. Answer: `path` (the destination), `type`,
+    /// `changed`. Errors: `remote_path_not_found` (the source, or the destination's
+    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` to
+    /// replace a file; a directory is never replaced), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),

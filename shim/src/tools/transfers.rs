@@ -177,7 +177,7 @@ impl Shim {
     /// Errors: `invalid_local_path` (missing, not a regular file, or outside the local root),
     /// `remote_path_exists` (pass `overwrite: true`), `invalid_remote_type` (the destination is
     /// no regular file, or its parent no directory), `remote_path_not_found` (its directory
-    /// is missing: make it with `exec mkdir -p`), `remote_permission_denied`,
+    /// is missing: make it with make_directory), `remote_permission_denied`,
     /// `transfer_conflict` (another transfer writes there), `transfer_limit_reached` (too many
     /// transfers on this session).
     #[tool(

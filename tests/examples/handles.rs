@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
 use sshmcp_tests::churn::Footprint;
+use sshmcp_tests::mcp::call_ok as call;
 use sshmcp_tests::process::status_kib;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
@@ -20,16 +21,6 @@ const FLOOD_BYTES: u64 = 1 << 30;
 fn median_ms(mut samples: Vec<Duration>) -> f64 {
     samples.sort();
     samples[samples.len() / 2].as_secs_f64() * 1000.0
-}
-
-async fn call(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> Value {
-    let mut all = json!({"session_id": s.0, "session_key": s.1});
-    all.as_object_mut()
-        .unwrap()
-        .extend(args.as_object().unwrap().clone());
-    let r = mcp.call(tool, all).await;
-    assert_eq!(r["ok"], true, "{tool}: {r}");
-    r
 }
 
 /// Median of `QUICK` sequential `exec true` calls with `extra` arguments.

@@ -9,20 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
+use sshmcp_tests::mcp::call_ok as call;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 const FILE_BYTES: u64 = 1 << 30;
 const RUNS: usize = 3;
-
-async fn call(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> Value {
-    let mut all = json!({"session_id": s.0, "session_key": s.1});
-    all.as_object_mut()
-        .unwrap()
-        .extend(args.as_object().unwrap().clone());
-    let r = mcp.call(tool, all).await;
-    assert_eq!(r["ok"], true, "{tool}: {r}");
-    r
-}
 
 /// One transfer through the MCP server, from its start to `completed`.
 async fn through_sshmcp(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> f64 {

@@ -244,6 +244,17 @@ async fn a_source_changed_during_the_copy_fails_verification() {
     mcp.close().await;
 }
 
+/// Waits up to `secs` until no rsync writes `partial` (its end is no event a test can wait
+/// on), else fails with `why`.
+async fn until_no_rsync_writes(partial: &std::path::Path, secs: u64, why: &str) {
+    let needle = partial.display().to_string();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0 {
+        assert!(std::time::Instant::now() < give_up, "{why}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A cancelled copy keeps its partial; the same download again resumes from it and
 /// completes verified.
 #[tokio::test]
@@ -310,16 +321,8 @@ async fn disconnect_cancels_a_transfer_and_keeps_its_partial() {
         .path();
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["ok"], true, "{r}");
-    // rsync is killed as the copy is cancelled; its end is the daemon's, not an event here.
-    let needle = partial.display().to_string();
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0 {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "rsync outlived the session"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // rsync is killed as the copy is cancelled.
+    until_no_rsync_writes(&partial, 15, "rsync outlived the session").await;
     assert!(partial.exists(), "the partial stays for a later resume");
     std::fs::remove_file(&remote).ok();
     mcp.close().await;
@@ -933,15 +936,8 @@ async fn a_daemon_killed_outright_leaves_no_rsync_behind() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    // The kernel signals rsync as the daemon goes; its end is no event here.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0 {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "rsync outlived its daemon"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // The kernel signals rsync as the daemon goes.
+    until_no_rsync_writes(&partial, 10, "rsync outlived its daemon").await;
     assert!(partial.exists(), "the partial stays");
     std::fs::remove_file(&remote).ok();
     mcp.close().await;

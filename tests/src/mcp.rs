@@ -269,3 +269,15 @@ pub fn session_of(connected: &Value) -> (String, String) {
     };
     (field("session_id"), field("session_key"))
 }
+
+/// Calls `tool` on session `s` with `args` (an object) merged in, and insists on `ok`: for the
+/// measurement examples, where a failure ends the run.
+pub async fn call_ok(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> Value {
+    let mut all = json!({"session_id": s.0, "session_key": s.1});
+    if let (Some(all), Some(args)) = (all.as_object_mut(), args.as_object()) {
+        all.extend(args.clone());
+    }
+    let r = mcp.call(tool, all).await;
+    assert_eq!(r["ok"], true, "{tool}: {r}");
+    r
+}

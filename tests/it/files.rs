@@ -763,12 +763,44 @@ async fn special_mode_bits_are_kept_and_an_unreadable_file_is_denied() {
     mcp.close().await;
 }
 
-/// A file of another user that the session's user may write: replacing it would hand it to
-/// the session's user, so the write does not happen.
+/// Ownership is kept: a file whose group is another of the user's groups keeps it through a
+/// write and an edit; a file of another user that the session's user may write would change
+/// hands, so that write does not happen.
 #[tokio::test]
-async fn a_file_whose_owner_cannot_be_kept_is_not_replaced() {
+async fn ownership_is_kept_or_the_file_is_not_replaced() {
+    let user = sshmcp_tests::users::test_user();
+    sshmcp_tests::users::add_to_group(&user, "sshmcp-share");
     let (_env, mcp, s) = connected().await;
     let dir = fresh_dir(&mcp, &s, "owner").await;
+    let shared = format!("{dir}/shared");
+    remote_out(
+        &mcp,
+        &s,
+        &format!("echo one > {shared}; chgrp sshmcp-share {shared}; chmod 664 {shared}"),
+    )
+    .await;
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": shared, "content": "two\n", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(r["created"], false, "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": shared, "old_text": "two", "new_text": "three"}),
+    )
+    .await;
+    assert_eq!(r["replacements"], 1, "{r}");
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("cat {shared}; stat -c '%U:%G %a' {shared}"),
+    )
+    .await;
+    assert_eq!(there, format!("three\n{user}:sshmcp-share 664\n"));
+    remote_out(&mcp, &s, &format!("rm {shared}")).await;
     // The test runs as root: a file of `nobody`, writable by everyone.
     let theirs = std::path::PathBuf::from(format!("{dir}/theirs"));
     std::fs::write(&theirs, "theirs").unwrap();

@@ -138,8 +138,8 @@ fn user_with_startup_file(name: &str, shell: &str, file: &str, text: &str) -> St
     user
 }
 
-/// Creates `name` with `shell` once, whatever number of test processes ask at the same time.
-fn ensure_user(name: &str, shell: &str) {
+/// Holds the lock on the machine's user database for the test processes that change it.
+fn users_lock() -> std::fs::File {
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -148,6 +148,19 @@ fn ensure_user(name: &str, shell: &str) {
         .open("/tmp/sshmcp-test-users.lock")
         .expect("user lock");
     lock.lock().expect("lock users");
+    lock
+}
+
+/// Makes `user` a member of `group` (made when missing), for its next login (root only).
+pub fn add_to_group(user: &str, group: &str) {
+    let _lock = users_lock();
+    run(Command::new("groupadd").args(["-f", group]), "passwd");
+    run(Command::new("usermod").args(["-aG", group, user]), "passwd");
+}
+
+/// Creates `name` with `shell` once, whatever number of test processes ask at the same time.
+fn ensure_user(name: &str, shell: &str) {
+    let _lock = users_lock();
     if nix::unistd::User::from_name(name).ok().flatten().is_none() {
         run(
             Command::new("useradd").args(["-m", "-s", shell, name]),

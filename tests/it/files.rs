@@ -210,6 +210,15 @@ async fn content_of_exactly_1_mib_is_written_and_one_byte_more_is_refused() {
     )
     .await;
     assert_eq!(code(&r), "invalid_arguments", "{r}");
+    // Ten times over: refused before it leaves the shim.
+    let huge = "c".repeat(10 << 20);
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": huge, "overwrite": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "{}", r["error"]);
     let there = remote_out(&mcp, &s, &format!("sha256sum < {path}; ls -A {dir}")).await;
     assert_eq!(
         there,

@@ -11,7 +11,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::Encoding;
-use sshmcp_proto::files::{EditFileRequest, FileEdited, FileWritten, WriteFileRequest};
+use sshmcp_proto::files::{
+    EditFileRequest, FileEdited, FileWritten, MAX_WRITE_BYTES, WriteFileRequest,
+};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
 
@@ -83,7 +85,9 @@ impl Shim {
     /// Write a whole file (at most 1 MiB) on the remote host, atomically: the content (text,
     /// or base64 for binary) travels as data, never through a shell, into a temporary file in
     /// the same directory, which is flushed and renamed over the target, so a reader sees the
-    /// old file or the new one, never half. An existing file keeps its mode and owner.
+    /// old file or the new one, never half. An existing file keeps its mode and owner (not
+    /// its ACLs or extended attributes: the file is a new one; a bind-mounted file cannot
+    /// be replaced).
     /// Refuses to replace an existing file unless `overwrite: true`. To change a file safely
     /// against other writers, pass the `sha256` you last saw (from an earlier write_file or
     /// edit_file, or `sha256sum` through `exec`) as `expected_sha256`: the write happens only
@@ -118,6 +122,15 @@ impl Shim {
                             )
                         })?,
                 };
+                // Checked here too: content far over the bound would not even reach the
+                // daemon (its frame limit), and would fail as a transport error.
+                if content.len() > MAX_WRITE_BYTES {
+                    return Err(DaemonError::invalid_arguments(format!(
+                        "`content` holds {} bytes; at most {MAX_WRITE_BYTES} (1 MiB) are written \
+                         at once (upload_start copies larger files)",
+                        content.len()
+                    )));
+                }
                 let mode = match a.mode {
                     Some(m) => Some(u32::from_str_radix(&m, 8).map_err(|_| {
                         DaemonError::invalid_arguments("`mode` must be octal digits, e.g. 0644")

@@ -28,6 +28,30 @@ pub enum Command {
         #[command(subcommand)]
         command: DaemonCommand,
     },
+    /// Print what adds sshmcp to an MCP client, with this installation's absolute paths.
+    McpConfig {
+        /// The client: `claude-code` gets the command to run, `claude-desktop` and `cursor`
+        /// the JSON entry for their configuration file (where it goes is said on stderr).
+        client: McpClient,
+        /// The directory the agent's downloads, uploads and command output live in; default
+        /// `~/sshmcp-files`.
+        #[arg(long)]
+        local_root: Option<std::path::PathBuf>,
+    },
+    /// Print a completion script for a shell (e.g. `sshmcp completions bash >
+    /// ~/.local/share/bash-completion/completions/sshmcp`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// MCP clients `mcp-config` knows.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum McpClient {
+    ClaudeCode,
+    ClaudeDesktop,
+    Cursor,
 }
 
 #[derive(Debug, Subcommand)]

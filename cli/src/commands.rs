@@ -31,6 +31,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             DaemonCommand::Stop => stop(conn, &paths, out).await,
             DaemonCommand::Logs { lines } => logs(conn, lines, out).await,
         },
+        Command::McpConfig { .. } | Command::Completions { .. } => {
+            unreachable!("handled by local::run before the daemon is asked")
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod local;
 mod render;
 
 use std::process::ExitCode;
@@ -11,6 +12,10 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    // What needs no daemon needs no runtime either.
+    if let Some(done) = local::run(&cli.command) {
+        return done;
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -152,7 +152,14 @@ fn listed_commands(args: &[&str]) -> Vec<String> {
 fn help_lists_exactly_the_commands() {
     assert_eq!(
         listed_commands(&["--help"]),
-        ["sessions", "disconnect", "daemon", "help"]
+        [
+            "sessions",
+            "disconnect",
+            "daemon",
+            "mcp-config",
+            "completions",
+            "help"
+        ]
     );
     assert_eq!(
         listed_commands(&["daemon", "--help"]),
@@ -188,4 +195,50 @@ async fn clients_find_the_daemon_where_the_config_file_puts_it() {
         "the CLI sees the shim's session"
     );
     mcp.close().await;
+}
+
+/// `completions` prints a script the shell accepts; `mcp-config` prints, for each client,
+/// what adds this installation's MCP server, with absolute paths. Neither needs a daemon.
+#[tokio::test]
+async fn completions_and_mcp_config_need_no_daemon() {
+    let env = TestEnv::new();
+    let out = env.cli(&["completions", "bash"]);
+    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("sshmcp.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(checked.success(), "bash -n refused the completion script");
+    assert!(stdout(&out).contains("mcp-config"));
+    let shim = sshmcp_tests::bins::path("sshmcp-mcp").display().to_string();
+    let out = env.cli(&[
+        "mcp-config",
+        "claude-code",
+        "--local-root",
+        "/srv/agent files",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        format!("claude mcp add sshmcp -- {shim} --local-root '/srv/agent files'\n")
+    );
+    for (client, file) in [
+        ("claude-desktop", "claude_desktop_config.json"),
+        ("cursor", "mcp.json"),
+    ] {
+        let out = env.cli(&["mcp-config", client]);
+        assert!(out.status.success(), "{client}");
+        let entry: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let server = &entry["mcpServers"]["sshmcp"];
+        assert_eq!(server["command"], json!(shim), "{client}: {entry}");
+        assert_eq!(server["args"][0], "--local-root", "{client}: {entry}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(file),
+            "{client}"
+        );
+    }
+    assert!(env.daemon_pid().is_none(), "no daemon was started");
 }

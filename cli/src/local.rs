@@ -1,0 +1,113 @@
+//! The commands that need no daemon: `mcp-config` and `completions`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::CommandFactory;
+use serde_json::json;
+
+use crate::cli::{Cli, Command, McpClient};
+
+/// Runs `command` when it is one of these; None for the others.
+pub fn run(command: &Command) -> Option<ExitCode> {
+    let out = &mut std::io::stdout().lock();
+    let done = match command {
+        Command::McpConfig { client, local_root } => {
+            mcp_config(*client, local_root.as_deref(), out)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "sshmcp", out);
+            Ok(())
+        }
+        _ => return None,
+    };
+    Some(match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sshmcp: {e:#}");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+/// The MCP server installed beside this binary.
+fn shim_path() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let shim = me.with_file_name("sshmcp-mcp");
+    anyhow::ensure!(
+        shim.is_file(),
+        "no sshmcp-mcp beside {} (install both binaries in one directory); hint: cargo \
+         install --path shim",
+        me.display()
+    );
+    Ok(shim)
+}
+
+fn mcp_config(
+    client: McpClient,
+    local_root: Option<&Path>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let shim = shim_path()?;
+    let root = match local_root {
+        Some(root) => std::path::absolute(root)?,
+        None => PathBuf::from(
+            std::env::var_os("HOME")
+                .ok_or_else(|| anyhow::anyhow!("HOME is not set; hint: pass --local-root"))?,
+        )
+        .join("sshmcp-files"),
+    };
+    let (shim, root) = (shim.display().to_string(), root.display().to_string());
+    match client {
+        McpClient::ClaudeCode => writeln!(
+            out,
+            "claude mcp add sshmcp -- {} --local-root {}",
+            sh_word(&shim),
+            sh_word(&root)
+        )?,
+        McpClient::ClaudeDesktop | McpClient::Cursor => {
+            let entry = json!({"mcpServers": {"sshmcp": {
+                "command": shim, "args": ["--local-root", root]}}});
+            writeln!(out, "{}", serde_json::to_string_pretty(&entry)?)?;
+            eprintln!(
+                "{}",
+                match client {
+                    McpClient::ClaudeDesktop => {
+                        "add this entry to ~/.config/Claude/claude_desktop_config.json (Linux) \
+                         or ~/Library/Application Support/Claude/claude_desktop_config.json \
+                         (macOS), then restart Claude Desktop"
+                    }
+                    _ => "add this entry to ~/.cursor/mcp.json (or .cursor/mcp.json in a project)",
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `s` as one shell word: as it is when it holds nothing a shell would read, else quoted.
+fn sh_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(
+            sh_word("/home/a/.local/bin/sshmcp-mcp"),
+            "/home/a/.local/bin/sshmcp-mcp"
+        );
+        assert_eq!(sh_word("/home/a b/x"), "'/home/a b/x'");
+        assert_eq!(sh_word("/it's"), "'/it'\\''s'");
+    }
+}

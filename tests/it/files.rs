@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use sshmcp_tests::McpClient;
 use sshmcp_tests::process::unique_sleep;
 
-use crate::{code, connected, exec, on_session};
+use crate::{code, connected, fresh_dir, on_session, remote_out};
 
 type Session = (String, String);
 
@@ -19,22 +19,8 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// What `command` prints on the host.
-async fn remote_out(mcp: &McpClient, s: &Session, command: &str) -> String {
-    let r = exec(mcp, s, command, json!({})).await;
-    assert_eq!(r["exit_code"], 0, "{command}: {r}");
-    r["stdout"]["data"].as_str().unwrap().to_string()
-}
-
 async fn write(mcp: &McpClient, s: &Session, args: Value) -> Value {
     on_session(mcp, s, "write_file", args).await
-}
-
-/// A fresh remote directory of the test's own.
-async fn fresh_dir(mcp: &McpClient, s: &Session, what: &str) -> String {
-    let dir = format!("/tmp/sshmcp-{what}-{}", unique_sleep(1));
-    remote_out(mcp, s, &format!("mkdir {dir}")).await;
-    dir
 }
 
 #[tokio::test]

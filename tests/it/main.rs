@@ -54,6 +54,23 @@ pub async fn on_session(
     mcp.call(tool, all).await
 }
 
+/// What `command` prints on the host; it must succeed.
+pub async fn remote_out(mcp: &McpClient, s: &(String, String), command: &str) -> String {
+    let r = exec(mcp, s, command, json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{command}: {r}");
+    r["stdout"]["data"].as_str().unwrap().to_string()
+}
+
+/// A fresh remote directory of the test's own, `/tmp/sshmcp-<what>-<unique>`.
+pub async fn fresh_dir(mcp: &McpClient, s: &(String, String), what: &str) -> String {
+    let dir = format!(
+        "/tmp/sshmcp-{what}-{}",
+        sshmcp_tests::process::unique_sleep(1)
+    );
+    remote_out(mcp, s, &format!("mkdir {dir}")).await;
+    dir
+}
+
 /// The error code of a failed answer.
 pub fn code(answer: &Value) -> &str {
     assert_eq!(answer["ok"], false, "expected a failure: {answer}");

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
 use sshmcp_tests::process::unique_sleep;
 
-use crate::{code, connect_watcher, connected, exec, on_session};
+use crate::{code, connect_watcher, connected, exec, fresh_dir, on_session, remote_out};
 
 type Session = (String, String);
 
@@ -424,13 +424,6 @@ fn random_file(path: &std::path::Path, bytes: u64) {
     assert!(status.success());
 }
 
-/// What `command` prints on the host.
-async fn remote_out(mcp: &McpClient, s: &Session, command: &str) -> String {
-    let r = exec(mcp, s, command, json!({})).await;
-    assert_eq!(r["exit_code"], 0, "{command}: {r}");
-    r["stdout"]["data"].as_str().unwrap().to_string()
-}
-
 /// Starts an upload and waits for its end.
 async fn upload(mcp: &McpClient, s: &Session, args: Value) -> Value {
     let r = on_session(mcp, s, "upload_start", args).await;
@@ -442,8 +435,7 @@ async fn upload(mcp: &McpClient, s: &Session, args: Value) -> Value {
 #[tokio::test]
 async fn a_64_mib_upload_arrives_verified_and_replaces_only_with_overwrite() {
     let (env, mcp, s) = connected().await;
-    let dir = format!("/tmp/sshmcp-up-{}", unique_sleep(1));
-    remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+    let dir = fresh_dir(&mcp, &s, "up").await;
     let local = env.local_root.join("up/big.bin");
     random_file(&local, 64 << 20);
     let hash = local_sha256(&local);
@@ -495,8 +487,7 @@ async fn an_upload_under_way(
     name: &str,
     random: bool,
 ) -> (String, Value) {
-    let dir = format!("/tmp/sshmcp-upsparse-{}", unique_sleep(1));
-    remote_out(mcp, s, &format!("mkdir {dir}")).await;
+    let dir = fresh_dir(mcp, s, "upsparse").await;
     std::fs::create_dir_all(&env.local_root).unwrap();
     let path = env.local_root.join(name);
     let file = std::fs::File::create(&path).unwrap();
@@ -611,8 +602,7 @@ async fn a_cancelled_upload_resumes_from_what_arrived() {
 async fn a_destination_created_during_an_upload_is_never_replaced() {
     let (user, hook) = sshmcp_tests::users::user_with_hashing_hook("sshmcp-hookrace");
     let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
-    let dir = format!("/tmp/sshmcp-race-{}", unique_sleep(1));
-    remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+    let dir = fresh_dir(&mcp, &s, "race").await;
     std::fs::write(&hook, format!("printf theirs > {dir}/dest\n")).unwrap();
     std::fs::create_dir_all(&env.local_root).unwrap();
     std::fs::write(env.local_root.join("mine.txt"), "mine").unwrap();
@@ -639,8 +629,7 @@ async fn a_destination_created_during_an_upload_is_never_replaced() {
 async fn a_corrupted_partial_is_caught_and_discarded() {
     let (user, hook) = sshmcp_tests::users::user_with_hashing_hook("sshmcp-hookcorrupt");
     let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
-    let dir = format!("/tmp/sshmcp-corrupt-{}", unique_sleep(1));
-    remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+    let dir = fresh_dir(&mcp, &s, "corrupt").await;
     std::fs::write(
         &hook,
         format!("for f in {dir}/.sshmcp-*.part; do printf X | dd of=\"$f\" conv=notrunc 2>/dev/null; done\n"),
@@ -799,8 +788,7 @@ async fn transfers_work_under_login_shells_that_print() {
     use sshmcp_tests::users::{Chatty, chatty_user};
     for kind in [Chatty::Bash, Chatty::Tcsh, Chatty::MergedBash] {
         let (env, mcp, s) = crate::logged_in_as(&chatty_user(kind), &[]).await;
-        let dir = format!("/tmp/sshmcp-chatty-{}", unique_sleep(1));
-        remote_out(&mcp, &s, &format!("mkdir {dir}")).await;
+        let dir = fresh_dir(&mcp, &s, "chatty").await;
         let local = env.local_root.join("up.bin");
         random_file(&local, 1 << 20);
         let remote = format!("{dir}/up.bin");

@@ -18,11 +18,10 @@ fn invalid(message: impl Into<String>) -> DaemonError {
 /// The path's bytes, which must end with a file name.
 fn file_path(path: &sshmcp_proto::inspect::RemotePath) -> Result<Vec<u8>, DaemonError> {
     let path = inspect::path_bytes(path)?;
-    let name = &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
-    if matches!(name, b"" | b"." | b"..") {
-        return Err(invalid("`path` must end with a file name"));
+    match inspect::file_name(&path) {
+        Some(_) => Ok(path),
+        None => Err(invalid("`path` must end with a file name")),
     }
-    Ok(path)
 }
 
 /// A second path, `_q`, for a program that has two: written into it as base64 like the

@@ -84,6 +84,12 @@ fn invalid(field: &str, why: &str) -> DaemonError {
     DaemonError::new(ErrorCode::InvalidArguments, format!("`{field}` {why}"))
 }
 
+/// The last part of a path when it names a file: not empty (a trailing `/`), `.` or `..`.
+pub fn file_name(path: &[u8]) -> Option<&[u8]> {
+    let name = &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+    (!matches!(name, b"" | b"." | b"..")).then_some(name)
+}
+
 /// Bytes as JSON text: the text itself when UTF-8, else base64.
 pub fn remote_text(bytes: &[u8]) -> (String, Encoding) {
     match std::str::from_utf8(bytes) {

@@ -49,13 +49,12 @@ pub async fn destination(
     remote: &[u8],
     overwrite: bool,
 ) -> Result<Destination, DaemonError> {
-    let name = &remote[remote.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
-    if matches!(name, b"" | b"." | b"..") {
-        return Err(DaemonError::new(
+    let name = inspect::file_name(remote).ok_or_else(|| {
+        DaemonError::new(
             ErrorCode::InvalidArguments,
             "`remote_path` must end with a file name",
-        ));
-    }
+        )
+    })?;
     let script = format!(
         "{}unset CDPATH\n\
          _d=${{_p%/*}}; _d=${{_d:-/}}\n\

@@ -829,3 +829,47 @@ async fn ownership_is_kept_or_the_file_is_not_replaced() {
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }
+
+/// The file tools under login shells that print before any command (a greeting on both
+/// streams, a tcsh rc, stderr merged into stdout): their programs' answers are still whole.
+#[tokio::test]
+async fn file_tools_work_under_login_shells_that_print() {
+    use sshmcp_tests::users::{Chatty, chatty_user};
+    for kind in [Chatty::Bash, Chatty::Tcsh, Chatty::MergedBash] {
+        let (_env, mcp, s) = crate::logged_in_as(&chatty_user(kind), &[]).await;
+        let dir = fresh_dir(&mcp, &s, "chattyfiles").await;
+        let path = format!("{dir}/sub/conf");
+        let r = on_session(
+            &mcp,
+            &s,
+            "make_directory",
+            json!({"path": format!("{dir}/sub")}),
+        )
+        .await;
+        assert_eq!(r["changed"], true, "{kind:?}: {r}");
+        let r = write(&mcp, &s, json!({"path": path, "content": "port 8080\n"})).await;
+        assert_eq!(r["created"], true, "{kind:?}: {r}");
+        let r = edit(
+            &mcp,
+            &s,
+            json!({"path": path, "old_text": "8080", "new_text": "9090",
+                   "expected_sha256": r["sha256"]}),
+        )
+        .await;
+        assert_eq!(r["replacements"], 1, "{kind:?}: {r}");
+        assert_eq!(
+            remote_out(&mcp, &s, &format!("cat {path}")).await,
+            "port 9090\n",
+            "{kind:?}"
+        );
+        let r = on_session(
+            &mcp,
+            &s,
+            "remove_path",
+            json!({"path": dir, "recursive": true}),
+        )
+        .await;
+        assert_eq!(r["type"], "directory", "{kind:?}: {r}");
+        mcp.close().await;
+    }
+}

@@ -66,6 +66,8 @@ pub enum DaemonCommand {
     Start,
     /// Close every session and stop the daemon.
     Stop,
+    /// Replace the daemon by this installation's, keeping every session (for upgrades).
+    Restart,
     /// Print the end of the daemon's log.
     Logs {
         /// How many lines from the end.

@@ -20,6 +20,14 @@ const QUICK: Duration = Duration::from_secs(10);
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     let paths = RuntimePaths::from_env();
+    // A restart must work on a daemon of any protocol version (that is what upgrades need),
+    // so it speaks to the daemon's process, not its socket.
+    if let Command::Daemon {
+        command: DaemonCommand::Restart,
+    } = command
+    {
+        return restart(&paths, &mut std::io::stdout().lock()).await;
+    }
     let conn = connect_existing(&paths).await?;
     let out = &mut std::io::stdout().lock();
     match command {
@@ -30,6 +38,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             DaemonCommand::Start => start(conn, &paths, out).await,
             DaemonCommand::Stop => stop(conn, &paths, out).await,
             DaemonCommand::Logs { lines } => logs(conn, lines, out).await,
+            DaemonCommand::Restart => unreachable!("handled above"),
         },
         Command::McpConfig { .. } | Command::Completions { .. } => {
             unreachable!("handled by local::run before the daemon is asked")
@@ -128,14 +137,20 @@ async fn stop(
     {
         Ok(Ok(())) => {}
         Ok(Err(e)) => bail!("the daemon refused to stop: {}", e.message),
-        // The daemon may exit before its answer is written; its pidfile lock tells the rest.
-        Err(tarpc::client::RpcError::Shutdown) => {}
-        Err(e) => return Err(e.into()),
+        // The daemon may close the connection before its answer is written; its pidfile
+        // lock tells the rest.
+        Err(_) => {}
     }
+    wait_for_exit(paths).await?;
+    writeln!(out, "sshmcpd stopped; its sessions are closed")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits until the daemon holding the pidfile exits: the kernel releases its lock then.
+async fn wait_for_exit(paths: &RuntimePaths) -> anyhow::Result<()> {
     let pidfile = paths.pidfile();
     let wait = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         match std::fs::File::open(&pidfile) {
-            // Blocks until the daemon's exit releases its lock.
             Ok(f) => f.lock_shared(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
@@ -143,8 +158,58 @@ async fn stop(
     });
     tokio::time::timeout(Duration::from_secs(30), wait)
         .await
-        .context("the daemon did not exit within 30 s")???;
-    writeln!(out, "sshmcpd stopped; its sessions are closed")?;
+        .context("the daemon did not exit within 30 s; see `sshmcp daemon logs`")???;
+    Ok(())
+}
+
+/// The pid of the daemon holding the pidfile lock, or `None` when no daemon holds it.
+fn running_daemon(paths: &RuntimePaths) -> anyhow::Result<Option<u32>> {
+    let pidfile = paths.pidfile();
+    let file = match std::fs::File::open(&pidfile) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", pidfile.display())),
+    };
+    match file.try_lock_shared() {
+        // Nobody holds it: what the file says is left over.
+        Ok(()) => Ok(None),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let text = std::fs::read_to_string(&pidfile)?;
+            let pid = text.split_whitespace().next().and_then(|w| w.parse().ok());
+            pid.map(Some)
+                .with_context(|| format!("{} names no pid: {text:?}", pidfile.display()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+/// Hands every session to a new daemon: the running one (whatever its version) is asked with
+/// SIGUSR1 to exit leaving its masters up, then a daemon of this installation starts and
+/// re-adopts them.
+async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let old = running_daemon(paths)?;
+    if let Some(pid) = old {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGUSR1,
+        )
+        .with_context(|| format!("cannot signal the daemon (pid {pid})"))?;
+        wait_for_exit(paths).await?;
+    }
+    let c = connect_or_start(paths, &daemon_program()).await?;
+    let s = c.client.status(context_with_timeout(QUICK)).await?;
+    let kept = match s.sessions {
+        1 => "1 session kept".to_string(),
+        n => format!("{n} sessions kept"),
+    };
+    match old {
+        Some(pid) => writeln!(out, "sshmcpd restarted (pid {pid} -> {}); {kept}", s.pid)?,
+        None => writeln!(
+            out,
+            "sshmcpd was not running; started (pid {}); {kept}",
+            s.pid
+        )?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -19,6 +19,11 @@ pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
 pub const DEFAULT_STANDBY_CHANNELS: usize = 1;
 pub const MAX_STANDBY_CHANNELS: usize = 4;
 
+/// Seconds a daemon with no session and no client waits before it exits by default. Nothing
+/// is lost by exiting then (the next client starts a daemon again); a session, however idle,
+/// keeps the daemon.
+pub const DEFAULT_IDLE_EXIT_SECS: u64 = 900;
+
 /// Command-line flags; clap reads the environment variable of each one it is not given.
 #[derive(Debug, Default, clap::Parser)]
 #[command(
@@ -55,6 +60,9 @@ pub struct Flags {
     /// skips opening a channel and starting the login shell. 0: every command opens its own.
     #[arg(long, env = "SSHMCP_STANDBY_CHANNELS")]
     pub standby_channels: Option<usize>,
+    /// Seconds without any session or client after which the daemon exits; 0: never.
+    #[arg(long, env = "SSHMCP_IDLE_EXIT")]
+    pub idle_exit: Option<u64>,
     /// Log filter, e.g. `info` or `debug`.
     #[arg(long, env = "SSHMCP_LOG")]
     pub log: Option<String>,
@@ -79,6 +87,7 @@ struct FileSettings {
     max_transfers: Option<u32>,
     max_spool_bytes: Option<u64>,
     standby_channels: Option<usize>,
+    idle_exit: Option<u64>,
     log: Option<String>,
 }
 
@@ -94,6 +103,8 @@ pub struct Settings {
     pub max_transfers: u32,
     pub max_spool_bytes: u64,
     pub standby_channels: usize,
+    /// When an idle daemon exits (see [`DEFAULT_IDLE_EXIT_SECS`]); `None`: never.
+    pub idle_exit: Option<std::time::Duration>,
     pub log: String,
 }
 
@@ -140,6 +151,14 @@ impl Settings {
                 .standby_channels
                 .or(file.standby_channels)
                 .unwrap_or(DEFAULT_STANDBY_CHANNELS),
+            idle_exit: Some(
+                flags
+                    .idle_exit
+                    .or(file.idle_exit)
+                    .unwrap_or(DEFAULT_IDLE_EXIT_SECS),
+            )
+            .filter(|secs| *secs > 0)
+            .map(std::time::Duration::from_secs),
             log: flags
                 .log
                 .clone()
@@ -231,6 +250,12 @@ mod tests {
         assert_eq!(s.max_sessions, 7);
         assert_eq!(s.max_output_bytes, 5);
         assert_eq!(s.max_transfers, DEFAULT_MAX_TRANSFERS);
+        assert_eq!(
+            s.idle_exit,
+            Some(std::time::Duration::from_secs(DEFAULT_IDLE_EXIT_SECS))
+        );
+        let (flags, _dir) = flags_with_file("idle-exit = 0\n");
+        assert_eq!(Settings::load(&flags).unwrap().idle_exit, None, "0: never");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -15,10 +16,27 @@ use crate::server;
 use crate::service::DaemonService;
 use crate::session::Registry;
 
-/// The pidfile, locked (flock) for as long as this value lives.
+/// The pidfile, locked (flock) for as long as this value lives. It holds our pid, and the word
+/// `stopping` once we no longer serve.
 pub struct Pidfile {
     path: PathBuf,
-    _file: File,
+    file: File,
+    /// The pid of the stopping daemon we waited for, if we did.
+    pub succeeded: Option<u32>,
+}
+
+impl Pidfile {
+    /// Says, to a daemon starting meanwhile, that we are on our way out: it waits for our
+    /// lock instead of reporting us as the running daemon.
+    fn mark_stopping(&mut self) {
+        let marked = self.file.set_len(0).and_then(|()| {
+            self.file.rewind()?;
+            writeln!(self.file, "{} {STOPPING}", std::process::id())
+        });
+        if let Err(e) = marked {
+            tracing::warn!("cannot mark the pidfile: {e}");
+        }
+    }
 }
 
 impl Drop for Pidfile {
@@ -26,6 +44,11 @@ impl Drop for Pidfile {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+const STOPPING: &str = "stopping";
+/// How long a new daemon waits for one that is stopping to be gone: its teardown is capped
+/// well below this.
+const SUCCESSION_WAIT: Duration = Duration::from_secs(20);
 
 /// The outcome of trying to become the one daemon of a runtime directory.
 pub enum Instance {
@@ -35,28 +58,70 @@ pub enum Instance {
     Running(Option<u32>),
 }
 
+/// Takes the pidfile lock. A daemon holding it that is stopping is waited for, so a client
+/// arriving during a stop or a restart gets the next daemon instead of an error.
 pub fn claim_instance(path: PathBuf) -> io::Result<Instance> {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .open(&path)?;
-    match file.try_lock() {
-        Ok(()) => {
-            file.set_len(0)?;
-            file.rewind()?;
-            writeln!(file, "{}", std::process::id())?;
-            Ok(Instance::Mine(Pidfile { path, _file: file }))
+    let mut succeeded = None;
+    loop {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .open(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let mut words = text.split_whitespace();
+                let pid = words.next().and_then(|w| w.parse().ok());
+                if words.next() != Some(STOPPING) {
+                    return Ok(Instance::Running(pid));
+                }
+                succeeded = pid.or(Some(0));
+                file = wait_for_lock(file)?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            Ok(Instance::Running(text.trim().parse().ok()))
+        // A daemon that stopped meanwhile removed the file we locked: that lock guards
+        // nothing, so start over on the file now at the path.
+        if !same_file(&file, &path) {
+            continue;
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
+        file.set_len(0)?;
+        file.rewind()?;
+        writeln!(file, "{}", std::process::id())?;
+        return Ok(Instance::Mine(Pidfile {
+            path,
+            file,
+            succeeded,
+        }));
     }
+}
+
+fn same_file(file: &File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// Blocks until `file`'s lock is ours, at most [`SUCCESSION_WAIT`]. The kernel releases it
+/// the moment its holder exits, so this waits on that event, not on a guess.
+fn wait_for_lock(file: File) -> io::Result<File> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(file.lock().map(|()| file));
+    });
+    rx.recv_timeout(SUCCESSION_WAIT).map_err(|_| {
+        io::Error::other(format!(
+            "the previous daemon did not finish stopping within {}s",
+            SUCCESSION_WAIT.as_secs()
+        ))
+    })?
 }
 
 /// The one status line a starting client waits for on our stdout.
@@ -118,13 +183,41 @@ fn bind(settings: &Settings) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves until `shutdown` is called or SIGTERM/SIGINT arrives; every session is closed on the
-/// way out. Masters survive only a crash of the daemon, never an orderly stop.
-pub async fn run(settings: Settings, report: &ReadyReport) -> io::Result<()> {
+/// Why the daemon leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    /// `sshmcp daemon stop`, SIGTERM, SIGINT, or idle: every session is closed.
+    Stop,
+    /// `sshmcp daemon restart` (SIGUSR1): the masters stay up and the next daemon re-adopts
+    /// them from the record.
+    HandOver,
+}
+
+/// How long the teardown may take before the daemon exits anyway; a master that would not
+/// close by then is left for the next daemon to find (and stop, as nobody recorded it).
+const TEARDOWN_CAP: Duration = Duration::from_secs(12);
+
+/// Re-adopts the last daemon's sessions, then serves until asked to stop (the `shutdown` call,
+/// SIGTERM/SIGINT, idleness) or to hand over (SIGUSR1). On the way out it stops accepting at
+/// once, then closes every session (or, handing over, stops only its own jobs and keeps the
+/// masters), within [`TEARDOWN_CAP`].
+pub async fn run(
+    settings: Settings,
+    report: &ReadyReport,
+    pidfile: &mut Pidfile,
+) -> io::Result<()> {
+    if let Some(pid) = pidfile.succeeded {
+        tracing::info!(
+            previous = pid,
+            "waited for the previous daemon to finish stopping"
+        );
+    }
     prepare_dirs(&settings)?;
     let listener = bind(&settings)?;
     let socket = settings.runtime.socket();
+    let idle_exit = settings.idle_exit;
     let registry = Registry::new(Arc::new(settings));
+    registry.readopt().await;
     let stop = CancellationToken::new();
     let service = DaemonService {
         registry: registry.clone(),
@@ -133,17 +226,62 @@ pub async fn run(settings: Settings, report: &ReadyReport) -> io::Result<()> {
     };
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "daemon ready");
     report.ready();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let serving = server::serve(listener, service, stop.clone());
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hand_over = signal(SignalKind::user_defined1())?;
+    let clients = tokio::sync::watch::channel(0usize).0;
+    let serving = server::serve(listener, service, stop.clone(), clients.clone());
     tokio::pin!(serving);
-    tokio::select! {
-        _ = &mut serving => {}
-        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
-    }
+    let exit = tokio::select! {
+        _ = &mut serving => Exit::Stop,
+        _ = term.recv() => { tracing::info!("SIGTERM: stopping"); Exit::Stop }
+        _ = interrupt.recv() => { tracing::info!("SIGINT: stopping"); Exit::Stop }
+        _ = hand_over.recv() => { tracing::info!("SIGUSR1: handing the sessions over"); Exit::HandOver }
+        _ = idle(&registry, clients.subscribe(), idle_exit) => Exit::Stop,
+    };
+    pidfile.mark_stopping();
     stop.cancel();
-    registry.close_all().await;
+    // New clients find no socket and start (or wait for) the next daemon.
     let _ = std::fs::remove_file(&socket);
-    tracing::info!("daemon stopped");
+    let teardown = async {
+        match exit {
+            Exit::Stop => registry.close_all().await,
+            Exit::HandOver => registry.hand_over().await,
+        }
+    };
+    if tokio::time::timeout(TEARDOWN_CAP, teardown).await.is_err() {
+        tracing::warn!(
+            "teardown took over {}s; exiting anyway",
+            TEARDOWN_CAP.as_secs()
+        );
+    }
+    tracing::info!(?exit, "daemon stopped");
     Ok(())
+}
+
+/// Resolves once the daemon has had no session and no client for `limit` (never when `limit`
+/// is `None`). Sessions open only through a client, so a quiet spell with no client that ends
+/// with no session is idle throughout.
+async fn idle(
+    registry: &Registry,
+    mut clients: tokio::sync::watch::Receiver<usize>,
+    limit: Option<Duration>,
+) {
+    let Some(limit) = limit else {
+        return std::future::pending().await;
+    };
+    loop {
+        let _ = clients.wait_for(|n| *n == 0).await;
+        clients.mark_unchanged();
+        tokio::select! {
+            _ = tokio::time::sleep(limit) => {
+                if registry.session_count() == 0 && *clients.borrow() == 0 {
+                    tracing::info!("idle for {}s with no session or client: exiting", limit.as_secs());
+                    return;
+                }
+            }
+            _ = clients.changed() => {}
+        }
+    }
 }

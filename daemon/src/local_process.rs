@@ -24,6 +24,18 @@ impl ProcessId {
         })
     }
 
+    /// The process a record named by pid and start time, as it was then: [`alive`] says
+    /// whether it still is.
+    ///
+    /// [`alive`]: ProcessId::alive
+    pub fn recorded(pid: u32, start_time: u64) -> Self {
+        Self { pid, start_time }
+    }
+
+    pub fn start_time(&self) -> u64 {
+        self.start_time
+    }
+
     /// Whether this very process still runs (a zombie counts as gone: in containers whose
     /// init does not reap, an exited process lingers as one).
     pub fn alive(&self) -> bool {

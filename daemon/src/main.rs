@@ -37,7 +37,7 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     settings.runtime.ensure().context("runtime directory")?;
     // The lock comes before the runtime and the log: a losing duplicate touches nothing.
-    let pidfile = match lifecycle::claim_instance(settings.runtime.pidfile())? {
+    let mut pidfile = match lifecycle::claim_instance(settings.runtime.pidfile())? {
         Instance::Mine(pidfile) => pidfile,
         Instance::Running(pid) => {
             report.running(pid);
@@ -58,7 +58,7 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(lifecycle::run(settings, report));
+    let result = runtime.block_on(lifecycle::run(settings, report, &mut pidfile));
     drop(pidfile);
     result.context("daemon")
 }

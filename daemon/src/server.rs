@@ -13,8 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::service::DaemonService;
 
-/// Serves `listener` until `shutdown` fires.
-pub async fn serve(listener: UnixListener, service: DaemonService, shutdown: CancellationToken) {
+/// Serves `listener` until `shutdown` fires, counting connected clients in `clients`.
+pub async fn serve(
+    listener: UnixListener,
+    service: DaemonService,
+    shutdown: CancellationToken,
+    clients: tokio::sync::watch::Sender<usize>,
+) {
     let my_uid = nix::unistd::geteuid().as_raw();
     loop {
         let stream = tokio::select! {
@@ -38,7 +43,12 @@ pub async fn serve(listener: UnixListener, service: DaemonService, shutdown: Can
                 continue;
             }
         }
-        tokio::spawn(serve_connection(stream, service.clone(), shutdown.clone()));
+        let client = ClientCount::new(&clients);
+        let connection = serve_connection(stream, service.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            connection.await;
+            drop(client);
+        });
     }
 }
 
@@ -69,6 +79,22 @@ async fn serve_connection(
         }
     }
     inflight.abort_all();
+}
+
+/// One connected client, counted while it lives (the idle policy reads the count).
+struct ClientCount(tokio::sync::watch::Sender<usize>);
+
+impl ClientCount {
+    fn new(clients: &tokio::sync::watch::Sender<usize>) -> Self {
+        clients.send_modify(|n| *n += 1);
+        Self(clients.clone())
+    }
+}
+
+impl Drop for ClientCount {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 pin_project! {

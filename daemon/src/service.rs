@@ -68,19 +68,13 @@ impl Daemon for DaemonService {
         }
     }
 
-    /// Closes every session before answering; the daemon then exits. The answer can be
-    /// lost in that exit, so clients confirm the stop by the pidfile lock, not by the answer.
-    /// The work runs as its own task: a caller that goes away must not leave a daemon that
-    /// refuses new sessions but never stops.
+    /// Starts the daemon's orderly stop (see `lifecycle::run`): it stops accepting, closes
+    /// every session and exits. The answer can be lost in that exit, so clients confirm the
+    /// stop by the pidfile lock, not by the answer.
     async fn shutdown(self, _: Context) -> Result<(), DaemonError> {
         tracing::info!("shutdown requested");
-        let (registry, stop) = (self.registry.clone(), self.stop.clone());
-        tokio::spawn(async move {
-            registry.close_all().await;
-            stop.cancel();
-        })
-        .await
-        .map_err(|e| DaemonError::internal(format!("shutdown failed: {e}")))
+        self.stop.cancel();
+        Ok(())
     }
 
     async fn connect(self, _: Context, req: ConnectRequest) -> Result<Connected, DaemonError> {

@@ -24,7 +24,7 @@ pub enum ClientError {
     Start { program: PathBuf, reason: String },
     #[error(
         "the running daemon speaks protocol {daemon} but this client speaks {client}; \
-         when its sessions are no longer needed, run `sshmcp daemon stop` and retry"
+         run `sshmcp daemon restart` (its sessions are handed to the new daemon) and retry"
     )]
     VersionMismatch { daemon: u32, client: u32 },
     #[error("cannot reach the daemon at {socket}: {reason}")]
@@ -37,6 +37,29 @@ pub struct Connection {
     pub hello: Hello,
     /// The tools the daemon serves (see [`CAPABILITIES`](crate::service::CAPABILITIES)).
     pub capabilities: Vec<String>,
+    /// A second descriptor of the same socket, only ever peeked at.
+    probe: std::os::fd::OwnedFd,
+}
+
+impl Connection {
+    /// Whether the daemon has closed this connection (it exited, or was restarted). Known
+    /// before a call is sent, so a call found this way was never sent and is safe to send on
+    /// a new connection. A peek takes nothing from the stream tarpc reads.
+    pub fn daemon_gone(&self) -> bool {
+        use nix::sys::socket::{MsgFlags, recv};
+        let mut byte = [0u8; 1];
+        let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+        match recv(
+            std::os::fd::AsRawFd::as_raw_fd(&self.probe),
+            &mut byte,
+            flags,
+        ) {
+            Ok(0) => true,
+            Ok(_) => false,
+            // An open, quiet socket has nothing to read yet.
+            Err(e) => e != nix::errno::Errno::EAGAIN,
+        }
+    }
 }
 
 /// Connects to the daemon of `paths`, or returns `None` when no daemon is running there.
@@ -101,6 +124,9 @@ async fn handshake(
     paths: &RuntimePaths,
     stream: tokio::net::UnixStream,
 ) -> Result<Connection, ClientError> {
+    let probe = std::os::fd::AsFd::as_fd(&stream)
+        .try_clone_to_owned()
+        .map_err(|e| unreachable(paths, e))?;
     let transport = tarpc::serde_transport::new(framed(stream), crate::service::Codec::default());
     let client = DaemonClient::new(tarpc::client::Config::default(), transport).spawn();
     let unreachable = |e: tarpc::client::RpcError| ClientError::Unreachable {
@@ -125,6 +151,7 @@ async fn handshake(
         client,
         hello,
         capabilities,
+        probe,
     })
 }
 
@@ -268,7 +295,7 @@ mod tests {
             ),
             "{err}"
         );
-        assert!(err.to_string().contains("sshmcp daemon stop"));
+        assert!(err.to_string().contains("sshmcp daemon restart"));
         assert!(
             paths.socket().exists(),
             "the other daemon's socket is left alone"

@@ -30,7 +30,7 @@ use crate::transfer::{TransferList, TransferReport, TransferRequest, TransferSta
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
 /// per tool. A client checks a tool's name here before calling it.
@@ -291,6 +291,7 @@ mod tests {
             server_host: "h".into(),
             server_port: 2,
             master_pid: None,
+            remote_user: "u".into(),
             created_at: "c".into(),
             last_used_at: "l".into(),
             active_commands: 3,

@@ -132,13 +132,15 @@ pub struct SessionSummary {
     pub server_port: u16,
     /// Local pid of the session's OpenSSH master; null until it is up.
     pub master_pid: Option<u32>,
+    /// The remote login user; empty until connect has learned it.
+    pub remote_user: String,
     /// RFC 3339 UTC.
     pub created_at: String,
     /// RFC 3339 UTC: the last call that used the session.
     pub last_used_at: String,
     /// Commands running on the session now.
     pub active_commands: u32,
-    /// Transfers running on the session now (no MCP tool starts one yet: 0).
+    /// Transfers running on the session now.
     pub active_transfers: u32,
 }
 

@@ -1,10 +1,12 @@
-//! The shim's connection to the daemon: made (and the daemon started) on first use, dropped
-//! when the daemon goes away so the next call reconnects. tarpc clients never reconnect.
+//! The shim's connection to the daemon: made (and the daemon started) on first use, and made
+//! again, the daemon started again if need be, when the daemon went away between calls.
+//! tarpc clients never reconnect by themselves.
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use sshmcp_proto::client::{connect_or_start, daemon_program};
+use sshmcp_proto::client::{Connection, connect_or_start, daemon_program};
 use sshmcp_proto::paths::RuntimePaths;
 use sshmcp_proto::{DaemonClient, DaemonError, ErrorCode};
 use tarpc::client::RpcError;
@@ -12,14 +14,7 @@ use tarpc::client::RpcError;
 pub struct DaemonLink {
     paths: RuntimePaths,
     program: PathBuf,
-    client: tokio::sync::Mutex<Option<Linked>>,
-}
-
-/// A live connection and the tools its daemon serves.
-#[derive(Clone)]
-struct Linked {
-    client: DaemonClient,
-    capabilities: Vec<String>,
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
 }
 
 impl DaemonLink {
@@ -27,55 +22,66 @@ impl DaemonLink {
         Self {
             paths,
             program: daemon_program(),
-            client: tokio::sync::Mutex::new(None),
+            connection: tokio::sync::Mutex::new(None),
         }
     }
 
-    async fn linked(&self) -> Result<Linked, DaemonError> {
-        let mut slot = self.client.lock().await;
-        if let Some(linked) = slot.as_ref() {
-            return Ok(linked.clone());
+    /// A connection whose daemon has not closed it: the current one, or a new one when the
+    /// daemon went away since the last call (a crash, `sshmcp daemon restart`).
+    async fn connected(&self) -> Result<Arc<Connection>, DaemonError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if !conn.daemon_gone() {
+                return Ok(conn.clone());
+            }
+            tracing::info!("the daemon closed the connection; connecting again");
         }
+        *slot = None;
         let conn = connect_or_start(&self.paths, &self.program)
             .await
             .map_err(|e| DaemonError::new(ErrorCode::DaemonUnavailable, e.to_string()))?;
-        let linked = Linked {
-            client: conn.client,
-            capabilities: conn.capabilities,
-        };
-        *slot = Some(linked.clone());
-        Ok(linked)
+        let conn = Arc::new(conn);
+        *slot = Some(conn.clone());
+        Ok(conn)
     }
 
     /// Runs one call of `tool`. A daemon older than this shim that does not serve the tool is
-    /// told apart from a failure. A transport failure is reported, not retried: the call may
-    /// have reached the daemon, and running a command twice is worse than asking again.
+    /// told apart from a failure. A call is sent once: when the connection fails after it was
+    /// sent, it may have reached the daemon, and running a command twice is worse than saying
+    /// so. The next call connects again.
     pub async fn call<T, F, Fut>(&self, tool: &str, f: F) -> Result<T, DaemonError>
     where
         F: FnOnce(DaemonClient) -> Fut,
         Fut: Future<Output = Result<Result<T, DaemonError>, RpcError>>,
     {
-        let linked = self.linked().await?;
-        if !linked.capabilities.iter().any(|c| c == tool) {
+        let conn = self.connected().await?;
+        if !conn.capabilities.iter().any(|c| c == tool) {
             return Err(DaemonError::new(
                 ErrorCode::DaemonUnavailable,
                 format!(
                     "the running daemon is older than this server and does not offer {tool}; \
-                     restart it with `sshmcp daemon stop` once its sessions are no longer needed"
+                     run `sshmcp daemon restart` (sessions are kept) and retry"
                 ),
             ));
         }
-        match f(linked.client).await {
+        match f(conn.client.clone()).await {
             Ok(answer) => answer,
             Err(RpcError::DeadlineExceeded) => Err(DaemonError::new(
                 ErrorCode::InternalError,
                 "the daemon did not answer in time",
             )),
             Err(e) => {
-                *self.client.lock().await = None;
+                let mut slot = self.connection.lock().await;
+                if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                    *slot = None;
+                }
                 Err(DaemonError::new(
                     ErrorCode::DaemonUnavailable,
-                    format!("the connection to the daemon failed ({e}); retry the call"),
+                    format!(
+                        "the connection to the daemon broke while {tool} was under way ({e}); \
+                         it may or may not have taken effect, so it was not repeated: check \
+                         (session_list, command_list, transfer_list) before retrying"
+                    ),
                 ))
             }
         }

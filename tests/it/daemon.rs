@@ -1,5 +1,5 @@
 //! The daemon's process model: one instance however many clients start it, stale sockets,
-//! private runtime directories, masters outliving a crashed daemon, and keys never logged.
+//! private runtime directories, and keys never logged. Crashes and restarts are in `lifecycle`.
 
 use serde_json::json;
 use sshmcp_tests::env::files_under;
@@ -25,45 +25,6 @@ async fn concurrent_first_use_starts_exactly_one_daemon() {
     for shim in shims {
         shim.close().await;
     }
-}
-
-#[tokio::test]
-async fn a_crashed_daemon_leaves_masters_running_and_a_stale_socket_is_replaced() {
-    let env = TestEnv::new();
-    let mcp = env.mcp().await;
-    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
-    let master = r["master_pid"].as_i64().unwrap() as i32;
-    let daemon = env.daemon_pid().unwrap() as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    assert!(
-        sshmcp_tests::process::gone(daemon as u32),
-        "the daemon died"
-    );
-    mcp.close().await;
-    assert!(
-        env.runtime_dir.join("sshmcpd.sock").exists(),
-        "the socket is left behind"
-    );
-    assert!(
-        std::path::Path::new(&format!("/proc/{master}")).exists(),
-        "the master survives"
-    );
-    // A new client finds the stale socket, starts a new daemon, and works.
-    let mcp = env.mcp().await;
-    let r = mcp.call("session_list", json!({})).await;
-    assert_eq!(r["ok"], true, "{r}");
-    assert_ne!(env.daemon_pid().unwrap() as i32, daemon);
-    // Re-adopting the orphaned master is a later feature; clean it up here.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(master),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    mcp.close().await;
 }
 
 #[tokio::test]

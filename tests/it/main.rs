@@ -10,6 +10,7 @@ mod exec;
 mod exec_limits;
 mod files;
 mod inspect;
+mod lifecycle;
 mod login_shells;
 mod sudo;
 mod surface;

@@ -132,13 +132,26 @@ impl TestEnv {
             .expect("run sshmcp")
     }
 
-    /// The pid recorded by the running daemon, if any.
+    /// The pid recorded by the running daemon, if any (the pidfile's first word).
     pub fn daemon_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.runtime_dir.join("sshmcpd.pid"))
             .ok()?
-            .trim()
+            .split_whitespace()
+            .next()?
             .parse()
             .ok()
+    }
+
+    /// Kills the daemon with SIGKILL, as a crash would, and waits until it is gone.
+    pub fn crash_daemon(&self) -> u32 {
+        let pid = self.daemon_pid().expect("a running daemon");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill the daemon");
+        assert!(crate::process::gone(pid), "the daemon died");
+        pid
     }
 
     /// Where each shim's stderr is kept (outside the daemon's private state directory).

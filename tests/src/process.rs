@@ -30,22 +30,31 @@ pub fn count_matching(needles: &[&str]) -> usize {
 }
 
 /// Waits (up to 10 s) until `pid` has exited; a zombie counts as exited (its parent may be an
-/// init that does not reap). Processes we did not start give no exit event to wait on.
+/// init that does not reap). Every thread must be through: the leader turns zombie while the
+/// others may still be closing the process's descriptors. Processes we did not start give no
+/// exit event to wait on.
 pub fn gone(pid: u32) -> bool {
     let give_up = Instant::now() + Duration::from_secs(10);
     while Instant::now() < give_up {
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(false);
-        if !alive {
+        if !any_thread_alive(pid) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     false
+}
+
+fn any_thread_alive(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')').is_some_and(|(_, rest)| {
+                !matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))
+            })
+        })
+    })
 }
 
 /// A memory figure of `/proc/PID/status` in KiB, e.g. `VmRSS` or `VmHWM` (peak).

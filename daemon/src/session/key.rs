@@ -20,6 +20,16 @@ pub fn new_session_id() -> std::io::Result<String> {
     Ok(format!("s{}", hex(&bytes)))
 }
 
+/// Whether `id` has the form [`new_session_id`] gives (it names a file in the masters
+/// directory, so a record must not smuggle anything else in).
+pub fn is_session_id(id: &str) -> bool {
+    id.len() == 11
+        && id.starts_with('s')
+        && id[1..]
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// A fresh secret key (256 bits, base64url) and the hash we keep of it.
 pub fn new_session_key() -> std::io::Result<(String, KeyHash)> {
     let bytes: [u8; 32] = random_bytes()?;
@@ -50,6 +60,24 @@ impl KeyHash {
 
     pub fn to_hex(self) -> String {
         hex(&self.0)
+    }
+
+    /// A hash written by [`KeyHash::to_hex`]: exactly 64 lowercase hex digits.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let digits = text.as_bytes();
+        if digits.len() != 64 {
+            return None;
+        }
+        let value = |d: u8| match d {
+            b'0'..=b'9' => Some(d - b'0'),
+            b'a'..=b'f' => Some(d - b'a' + 10),
+            _ => None,
+        };
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks(2)) {
+            *byte = value(pair[0])? << 4 | value(pair[1])?;
+        }
+        Some(Self(bytes))
     }
 }
 
@@ -90,6 +118,31 @@ mod tests {
         assert!(!hash.matches(""));
         let (other, _) = new_session_key().unwrap();
         assert_ne!(key, other);
+    }
+
+    #[test]
+    fn a_hash_reads_back_from_its_hex_and_nothing_else_does() {
+        let (key, hash) = new_session_key().unwrap();
+        let back = KeyHash::from_hex(&hash.to_hex()).unwrap();
+        assert!(back.matches(&key));
+        assert!(KeyHash::from_hex(&hash.to_hex().to_uppercase()).is_none());
+        assert!(KeyHash::from_hex(&hash.to_hex()[1..]).is_none());
+        assert!(KeyHash::from_hex(&"g".repeat(64)).is_none());
+    }
+
+    #[test]
+    fn only_generated_ids_look_like_ids() {
+        assert!(is_session_id(&new_session_id().unwrap()));
+        for bad in [
+            "",
+            "s012345678",
+            "s0123456789a",
+            "x0123456789",
+            "s012345678/",
+            "s../../etc",
+        ] {
+            assert!(!is_session_id(bad), "{bad}");
+        }
     }
 
     #[test]

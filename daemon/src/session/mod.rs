@@ -1,5 +1,6 @@
 //! Sessions: one OpenSSH master each, their lifecycle and the registry that owns them.
 
+pub mod adopt;
 pub mod askpass;
 pub mod identity;
 pub mod key;
@@ -31,6 +32,8 @@ pub struct Session {
     pub server_host: String,
     pub server_port: u16,
     pub created_at: SystemTime,
+    /// The remote login user, once connect learned it.
+    remote_user: std::sync::OnceLock<String>,
     /// Where its programs run: the master's socket, channel slots, the closing signal
     /// (`disconnect` fires it: runs end, a pending connect gives up) and the runs in flight.
     pub host: Host,
@@ -52,26 +55,26 @@ impl Session {
         id: String,
         key_hash: KeyHash,
         target: String,
-        server_host: String,
-        server_port: u16,
+        (server_host, server_port): (String, u16),
         control_path: PathBuf,
         standby_channels: usize,
+        created_at: SystemTime,
     ) -> Self {
-        let now = SystemTime::now();
         Self {
             id,
             key_hash,
             target,
             server_host,
             server_port,
-            created_at: now,
+            created_at,
+            remote_user: Default::default(),
             host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
             commands: Default::default(),
             transfers: Default::default(),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,
-                last_used: now,
+                last_used: created_at,
             }),
         }
     }
@@ -93,6 +96,10 @@ impl Session {
     /// The master process, once it is up.
     pub fn master(&self) -> Option<ProcessId> {
         self.host.master.get().copied()
+    }
+
+    pub fn remote_user(&self) -> String {
+        self.remote_user.get().cloned().unwrap_or_default()
     }
 
     fn set_ready(&self) {
@@ -172,6 +179,7 @@ impl Session {
             server_host: self.server_host.clone(),
             server_port: self.server_port,
             master_pid: self.master_pid(),
+            remote_user: self.remote_user(),
             created_at: rfc3339(self.created_at),
             last_used_at: rfc3339(inner.last_used),
             active_commands: *self.host.active.borrow(),

@@ -1,39 +1,134 @@
 //! The daemon's private record of live sessions (`<state dir>/sessions.json`, mode 0600):
 //! what a restarted daemon needs to find each master again. It holds key hashes, never keys.
+//! Written atomically (a private temporary file, fsync, rename); read defensively, since a
+//! crash, a full disk or another program may have left anything there.
 
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use super::Session;
 
-/// Rewrites the record atomically (temporary file, then rename).
-pub fn write(path: &Path, sessions: &[std::sync::Arc<Session>]) -> io::Result<()> {
-    write_doc(path, &document(sessions))
+/// The record's layout; a record of another version is set aside, not guessed at.
+const VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Document {
+    version: u32,
+    sessions: Vec<Entry>,
 }
 
-fn document(sessions: &[std::sync::Arc<Session>]) -> serde_json::Value {
-    let entries: Vec<serde_json::Value> = sessions
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "session_id": s.id,
-                "key_sha256": s.key_hash.to_hex(),
-                "target": s.target,
-                "server_host": s.server_host,
-                "server_port": s.server_port,
-                "control_path": s.host.control_path,
-                "master_pid": s.master_pid(),
-                "state": s.state().as_str(),
-                "created_at": sshmcp_proto::time::rfc3339(s.created_at),
-            })
-        })
-        .collect();
-    serde_json::json!({ "version": 1, "sessions": entries })
+/// One session as recorded. Only this module reads or writes the file's layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub session_id: String,
+    pub key_sha256: String,
+    pub target: String,
+    pub server_host: String,
+    pub server_port: u16,
+    /// The remote login user, learned at connect.
+    #[serde(default)]
+    pub remote_user: String,
+    pub master_pid: Option<u32>,
+    /// The master's start time (clock ticks since boot): with the pid, the only proof that a
+    /// process found later is still this master and not a stranger with a recycled pid.
+    #[serde(default)]
+    pub master_start_time: Option<u64>,
+    pub state: String,
+    /// For people reading the file; `created_unix_ms` is what is read back.
+    pub created_at: String,
+    pub created_unix_ms: u64,
+}
+
+impl Entry {
+    pub fn of(session: &Session) -> Self {
+        let master = session.master();
+        Self {
+            session_id: session.id.clone(),
+            key_sha256: session.key_hash.to_hex(),
+            target: session.target.clone(),
+            server_host: session.server_host.clone(),
+            server_port: session.server_port,
+            remote_user: session.remote_user(),
+            master_pid: master.map(|m| m.pid),
+            master_start_time: master.map(|m| m.start_time()),
+            state: session.state().as_str().to_string(),
+            created_at: sshmcp_proto::time::rfc3339(session.created_at),
+            created_unix_ms: session
+                .created_at
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64,
+        }
+    }
+
+    pub fn created_at(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.created_unix_ms)
+    }
+}
+
+/// Rewrites the record atomically (temporary file, fsync, then rename).
+pub fn write(path: &Path, sessions: &[std::sync::Arc<Session>]) -> io::Result<()> {
+    let doc = Document {
+        version: VERSION,
+        sessions: sessions.iter().map(|s| Entry::of(s)).collect(),
+    };
+    write_bytes(path, serde_json::to_string_pretty(&doc)?.as_bytes())
+}
+
+/// Why a record could not be used as it was found.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    #[error("cannot read it: {0}")]
+    Unreadable(io::Error),
+    #[error("it belongs to uid {0}, not to this user")]
+    Foreign(u32),
+    #[error("it is not a session record of version {VERSION}: {0}")]
+    Malformed(String),
+}
+
+/// The recorded sessions; none when there is no record. A record that cannot be used is
+/// renamed aside (`sessions.json.unusable-<time>`) and reported, so the daemon starts clean
+/// and nothing is lost for a person to look at.
+pub fn read(path: &Path) -> Result<Vec<Entry>, (Unusable, Option<PathBuf>)> {
+    let set_aside = |why: Unusable| {
+        let aside = path.with_extension(format!(
+            "json.unusable-{}",
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs()
+        ));
+        let moved = std::fs::rename(path, &aside).ok().map(|()| aside);
+        (why, moved)
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(set_aside(Unusable::Unreadable(e))),
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.uid() != nix::unistd::geteuid().as_raw() => {
+            return Err(set_aside(Unusable::Foreign(meta.uid())));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(set_aside(Unusable::Unreadable(e))),
+    }
+    match serde_json::from_slice::<Document>(&bytes) {
+        Ok(doc) if doc.version == VERSION => Ok(doc.sessions),
+        Ok(doc) => Err(set_aside(Unusable::Malformed(format!(
+            "version {}",
+            doc.version
+        )))),
+        Err(e) => Err(set_aside(Unusable::Malformed(e.to_string()))),
+    }
 }
 
 /// Each write has a temporary file of its own, so writers never publish each other's halves.
-fn write_doc(path: &Path, doc: &serde_json::Value) -> io::Result<()> {
+fn write_bytes(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = path.with_extension(format!("json.{}.{seq}.tmp", std::process::id()));
@@ -43,16 +138,45 @@ fn write_doc(path: &Path, doc: &serde_json::Value) -> io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
-    file.write_all(serde_json::to_string_pretty(doc)?.as_bytes())?;
+    file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
-    })
+    })?;
+    // The rename itself is durable only once the directory is.
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(id: &str) -> Entry {
+        Entry {
+            session_id: id.into(),
+            key_sha256: "ab".repeat(32),
+            target: "box".into(),
+            server_host: "127.0.0.1".into(),
+            server_port: 22,
+            remote_user: "me".into(),
+            master_pid: Some(42),
+            master_start_time: Some(7),
+            state: "ready".into(),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            created_unix_ms: 1_767_225_600_000,
+        }
+    }
+
+    fn write_doc(path: &Path, sessions: Vec<Entry>) {
+        let doc = Document {
+            version: VERSION,
+            sessions,
+        };
+        write_bytes(path, serde_json::to_string(&doc).unwrap().as_bytes()).unwrap();
+    }
 
     #[test]
     fn concurrent_writers_never_fail_or_tear_the_record() {
@@ -63,20 +187,55 @@ mod tests {
                 let path = &path;
                 scope.spawn(move || {
                     for n in 0..40 {
-                        let doc = serde_json::json!({"version": 1, "writer": writer, "n": n,
-                                                     "pad": "x".repeat(4096)});
-                        write_doc(path, &doc).unwrap();
+                        write_doc(path, vec![entry(&format!("s{writer:05}{n:05}")); 8]);
                     }
                 });
             }
         });
-        let text = std::fs::read_to_string(&path).unwrap();
-        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["n"], 39);
+        let entries = read(&path).unwrap();
+        assert_eq!(entries.len(), 8);
+        assert!(entries[0].session_id.ends_with("00039"));
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,
             "no temp left"
         );
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.json");
+        assert_eq!(read(&path).unwrap(), vec![], "no record: no sessions");
+        write_doc(&path, vec![entry("s0123456789")]);
+        let back = read(&path).unwrap();
+        assert_eq!(back, vec![entry("s0123456789")]);
+        assert_eq!(
+            back[0].created_at(),
+            UNIX_EPOCH + Duration::from_secs(1_767_225_600)
+        );
+    }
+
+    #[test]
+    fn a_torn_or_foreign_version_record_is_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.json");
+        for (text, says) in [
+            (r#"{"version": 1, "sessions": [{"session_id": "s01"#, "EOF"),
+            (r#"{"version": 9, "sessions": []}"#, "version 9"),
+            ("\0\0\0", "expected value"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let (why, aside) = read(&path).unwrap_err();
+            assert!(why.to_string().contains(says), "{why}");
+            let aside = aside.expect("moved aside");
+            assert_eq!(
+                std::fs::read_to_string(&aside).unwrap(),
+                text,
+                "kept as found"
+            );
+            assert!(!path.exists());
+            std::fs::remove_file(aside).unwrap();
+        }
     }
 }

@@ -50,7 +50,7 @@ impl Registry {
         })
     }
 
-    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+    pub(super) fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.sessions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -179,10 +179,10 @@ impl Registry {
             id.clone(),
             key_hash,
             target.display(),
-            resolved.host.clone(),
-            resolved.port,
+            (resolved.host.clone(), resolved.port),
             control_path,
             self.settings.standby_channels,
+            std::time::SystemTime::now(),
         ));
         sessions.insert(id, session.clone());
         Ok((session, session_key))
@@ -256,6 +256,7 @@ impl Registry {
         }
         match facts {
             Ok(facts) => {
+                let _ = session.remote_user.set(facts.user.clone());
                 session.set_ready();
                 Ok((master.pid, facts))
             }
@@ -289,7 +290,7 @@ impl Registry {
     /// Holds a control connection to the master; when the master closes it and its process
     /// is confirmed gone, a ready session becomes `lost`. A socket that fails while the
     /// process lives (this daemon out of descriptors, a stopped master) is tried again.
-    fn spawn_watcher(self: &Arc<Self>, session: &Arc<Session>) {
+    pub(super) fn spawn_watcher(self: &Arc<Self>, session: &Arc<Session>) {
         let registry = Arc::downgrade(self);
         let session = session.clone();
         tokio::spawn(async move {
@@ -370,7 +371,14 @@ impl Registry {
         futures::future::join_all(closes).await;
     }
 
-    fn persist(&self) {
+    /// Refuses new sessions and leaves every master up for the next daemon (daemon restart):
+    /// the record is written last, as the state the next daemon starts from.
+    pub async fn hand_over(self: &Arc<Self>) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.persist();
+    }
+
+    pub(super) fn persist(&self) {
         let _writing = self
             .record_writer
             .lock()

@@ -1,0 +1,124 @@
+//! Re-adoption: a starting daemon takes back the sessions the record of the daemon before it
+//! names. Ids and key hashes stay as they were, so every key an agent holds keeps working; a
+//! session is `ready` again only while its master (named by pid and start time) still runs,
+//! and `lost` once that master is confirmed gone. Masters nobody recorded are stopped.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use sshmcp_proto::session::SessionState;
+
+use super::key::{KeyHash, is_session_id};
+use super::record::{self, Entry};
+use super::{Registry, Session, master};
+use crate::local_process::ProcessId;
+use crate::{mux, remote};
+
+impl Registry {
+    /// Reads the record, re-adopts what it names, records the outcome, and stops masters left
+    /// in the masters directory that belong to no session (a connect the last daemon did not
+    /// finish). Runs before the daemon reports ready, so a client's first call sees them all.
+    pub async fn readopt(self: &Arc<Self>) {
+        let path = self.settings.record_file();
+        let entries = match record::read(&path) {
+            Ok(entries) => entries,
+            Err((why, aside)) => {
+                let aside = aside.map_or("it could not be moved".into(), |p| {
+                    format!("moved to {}", p.display())
+                });
+                tracing::warn!("session record unusable ({why}); starting without it, {aside}");
+                Vec::new()
+            }
+        };
+        let adoptions = entries.into_iter().map(|entry| self.adopt(entry));
+        let adopted: Vec<Arc<Session>> = futures::future::join_all(adoptions)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        let kept: HashSet<String> = adopted.iter().map(|s| s.id.clone()).collect();
+        for session in adopted {
+            self.sessions().insert(session.id.clone(), session.clone());
+            if session.state() == SessionState::Ready {
+                self.spawn_watcher(&session);
+                let host = session.host.clone();
+                tokio::spawn(async move { remote::standby::fill(&host).await });
+            }
+        }
+        self.persist();
+        stop_unrecorded_masters(&self.settings.runtime.masters_dir(), &kept).await;
+    }
+
+    /// One recorded session back, or `None` for an entry that cannot be trusted or a session
+    /// the last daemon never finished opening or closing (its master, if any, is stopped:
+    /// no caller holds a key to it).
+    async fn adopt(&self, entry: Entry) -> Option<Arc<Session>> {
+        let id = entry.session_id.clone();
+        let (Some(key_hash), true) = (KeyHash::from_hex(&entry.key_sha256), is_session_id(&id))
+        else {
+            tracing::warn!(session = %id.escape_debug(), "recorded session is malformed; dropped");
+            return None;
+        };
+        // The control path is always derived, never read: the record names no file.
+        let control_path = self.settings.runtime.masters_dir().join(&id);
+        let live_master = match (entry.master_pid, entry.master_start_time) {
+            (Some(pid), Some(start)) => {
+                Some(ProcessId::recorded(pid, start)).filter(ProcessId::alive)
+            }
+            // A record from before start times were kept: the master itself must vouch for
+            // its pid over its socket.
+            (Some(pid), None) => match mux::alive_check(&control_path).await {
+                Ok(answered) if answered == pid => ProcessId::of(pid),
+                _ => None,
+            },
+            (None, _) => None,
+        };
+        let state = match (entry.state.as_str(), live_master) {
+            ("ready", Some(_)) => SessionState::Ready,
+            ("ready" | "lost", _) => SessionState::Lost,
+            (other, _) => {
+                tracing::info!(session = %id, state = other, "recorded session was mid-way; stopping its master");
+                master::stop(&control_path, live_master).await;
+                return None;
+            }
+        };
+        let session = Session::new(
+            id,
+            key_hash,
+            entry.target.clone(),
+            (entry.server_host.clone(), entry.server_port),
+            control_path,
+            self.settings.standby_channels,
+            entry.created_at(),
+        );
+        if let Some(master) = live_master {
+            let _ = session.host.master.set(master);
+        }
+        if !entry.remote_user.is_empty() {
+            let _ = session.remote_user.set(entry.remote_user.clone());
+        }
+        if state == SessionState::Ready {
+            session.set_ready();
+        } else {
+            session.transition(SessionState::Starting, SessionState::Lost);
+        }
+        tracing::info!(session = %session.id, target = %session.target, state = state.as_str(), "session re-adopted");
+        Some(Arc::new(session))
+    }
+}
+
+/// Asks every master in `dir` whose session is not in `kept` to exit. Only names a session id
+/// can have are touched: ssh's own temporary sockets there are left alone.
+async fn stop_unrecorded_masters(dir: &Path, kept: &HashSet<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_session_id(&name) && !kept.contains(&name) {
+            tracing::info!(session = %name, "stopping a master no session owns");
+            master::stop(&entry.path(), None).await;
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The daemon's life across crashes, restarts and stops: sessions re-adopted with their ids
+//! and keys, a shim that reconnects by itself, a clean stop, and a torn record survived.
+
+use serde_json::{Value, json};
+use sshmcp_tests::TestEnv;
+use sshmcp_tests::mcp::{answer, session_of};
+use sshmcp_tests::process::{count_matching, gone, unique_sleep};
+
+use crate::{code, connect, connected, exec, remote_out};
+
+fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+}
+
+async fn sessions(mcp: &sshmcp_tests::McpClient) -> Vec<Value> {
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    r["sessions"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn after_a_crash_the_same_shim_gets_its_sessions_back_with_their_keys() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let s = session_of(&r);
+    let master = r["master_pid"].as_u64().unwrap();
+    let before = sessions(&mcp).await;
+    let crashed = env.crash_daemon();
+    // The very next call of the same shim starts a daemon, which re-adopted the session.
+    let after = sessions(&mcp).await;
+    assert_ne!(env.daemon_pid(), Some(crashed), "a new daemon");
+    assert_eq!(after.len(), 1);
+    for field in [
+        "session_id",
+        "target",
+        "server_port",
+        "master_pid",
+        "created_at",
+    ] {
+        assert_eq!(after[0][field], before[0][field], "{field} kept");
+    }
+    assert_eq!(after[0]["state"], "ready");
+    assert_eq!(after[0]["master_pid"], master);
+    assert_eq!(remote_out(&mcp, &s, "echo same key").await, "same key\n");
+    assert!(env.daemon_log_shows("session re-adopted"));
+    // A wrong key is still refused: the hash came back, not a blank check.
+    let wrong = (s.0.clone(), format!("{}x", s.1));
+    assert_eq!(
+        code(&exec(&mcp, &wrong, "true", json!({})).await),
+        "invalid_session_key"
+    );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_master_that_died_while_the_daemon_was_down_is_lost() {
+    let (env, mcp, s) = connected().await;
+    let master = sessions(&mcp).await[0]["master_pid"].as_u64().unwrap() as u32;
+    env.crash_daemon();
+    signal(master, nix::sys::signal::Signal::SIGKILL);
+    assert!(gone(master), "the master died");
+    let after = sessions(&mcp).await;
+    assert_eq!(after[0]["session_id"], s.0.as_str());
+    assert_eq!(after[0]["state"], "lost");
+    assert_eq!(
+        code(&exec(&mcp, &s, "true", json!({})).await),
+        "connection_lost"
+    );
+    // Lost is not stuck: disconnect, then connect again.
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["state"], "closed", "{r}");
+    connect(&mcp).await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_call_cut_by_a_crash_is_not_repeated_and_the_next_call_works() {
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(60);
+    let (_, pending) = mcp
+        .start_call(
+            "exec",
+            json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}")}),
+        )
+        .await;
+    // The remote command runs on this machine's sshd: wait until it is there.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while count_matching(&[&sleep]) == 0 {
+        assert!(std::time::Instant::now() < give_up, "the command started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    env.crash_daemon();
+    let cut = answer(pending).await;
+    assert_eq!(code(&cut), "daemon_unavailable");
+    let message = cut["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not repeated"), "{message}");
+    assert_eq!(remote_out(&mcp, &s, "echo next").await, "next\n");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn restart_hands_every_session_to_the_new_daemon() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let s = session_of(&mcp.call("connect", json!({"alias": "testbed"})).await);
+    let before = sessions(&mcp).await;
+    let old = env.daemon_pid().unwrap();
+    let out = env.cli(&["daemon", "restart"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("1 session kept"), "{said}");
+    assert!(gone(old), "the old daemon exited");
+    assert_ne!(env.daemon_pid(), Some(old));
+    let after = sessions(&mcp).await;
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0]["session_id"], before[0]["session_id"]);
+    assert_eq!(
+        after[0]["master_pid"], before[0]["master_pid"],
+        "the same master"
+    );
+    assert_eq!(after[0]["state"], "ready");
+    assert_eq!(remote_out(&mcp, &s, "echo kept").await, "kept\n");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn stop_leaves_no_process_socket_or_pidfile() {
+    let (env, mcp, s) = connected().await;
+    let master = sessions(&mcp).await[0]["master_pid"].as_u64().unwrap() as u32;
+    let daemon = env.daemon_pid().unwrap();
+    remote_out(&mcp, &s, "true").await;
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(gone(daemon) && gone(master));
+    assert!(
+        !env.runtime_dir.join("sshmcpd.sock").exists(),
+        "socket removed"
+    );
+    assert!(
+        !env.runtime_dir.join("sshmcpd.pid").exists(),
+        "pidfile removed"
+    );
+    let runtime = env.runtime_dir.display().to_string();
+    assert_eq!(
+        count_matching(&[&runtime]),
+        0,
+        "no ssh of the daemon is left"
+    );
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(env.state_dir.join("sessions.json")).unwrap())
+            .unwrap();
+    assert_eq!(record["sessions"], json!([]), "nothing left to re-adopt");
+    mcp.close().await;
+}
+
+/// A client that arrives while the daemon is stopping gets the next daemon. The stop is made
+/// slow by a command that ignores SIGTERM, which the closing session waits for.
+#[tokio::test]
+async fn a_client_arriving_during_a_stop_waits_for_the_next_daemon() {
+    let (env, mcp, s) = connected().await;
+    let master = sessions(&mcp).await[0]["master_pid"].as_u64().unwrap() as u32;
+    let old = env.daemon_pid().unwrap();
+    let sleep = unique_sleep(60);
+    let stubborn = format!("trap '' TERM; sleep {sleep}; sleep {sleep}");
+    let _pending = mcp
+        .start_call(
+            "exec",
+            json!({"session_id": s.0, "session_key": s.1, "command": stubborn}),
+        )
+        .await;
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while count_matching(&[&sleep]) == 0 {
+        assert!(std::time::Instant::now() < give_up, "the command started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let cli = {
+        let (bin, vars) = (sshmcp_tests::bins::path("sshmcp"), env.env_vars());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(bin)
+                .args(["daemon", "stop"])
+                .env_clear()
+                .envs(vars)
+                .output()
+                .unwrap()
+        })
+    };
+    let pidfile = env.runtime_dir.join("sshmcpd.pid");
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !std::fs::read_to_string(&pidfile)
+        .unwrap_or_default()
+        .contains("stopping")
+    {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the daemon began stopping"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let late = env.mcp().await;
+    let r = late.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        r["sessions"],
+        json!([]),
+        "the old daemon closed its session"
+    );
+    assert_ne!(env.daemon_pid(), Some(old));
+    assert!(
+        env.daemon_log_shows(&format!("previous={old}")),
+        "it waited"
+    );
+    assert!(cli.await.unwrap().status.success());
+    late.close().await;
+    assert!(gone(master));
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_torn_record_is_set_aside_and_the_daemon_starts() {
+    let env = TestEnv::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&env.state_dir)
+        .unwrap();
+    let torn = r#"{"version": 1, "sessions": [{"session_id": "s01234"#;
+    std::fs::write(env.state_dir.join("sessions.json"), torn).unwrap();
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    assert_eq!(remote_out(&mcp, &s, "echo fine").await, "fine\n");
+    assert!(env.daemon_log_shows("session record unusable"));
+    let aside: Vec<_> = std::fs::read_dir(&env.state_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("unusable"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(std::fs::read_to_string(aside[0].path()).unwrap(), torn);
+    mcp.close().await;
+}

@@ -45,8 +45,10 @@ pub enum CommandState {
     TimedOut,
     /// command_kill confirmed it gone, or its session closed.
     Killed,
-    /// The SSH connection died while it ran: its exit is unknown and its process group may
-    /// still run on the host (after reconnecting, check with `exec` `kill -0 -PID`).
+    /// The SSH connection died, or the daemon that ran it stopped (a crash, a restart), while
+    /// it ran: its exit is unknown and its process group may still run on the host (check
+    /// with `exec` `kill -0 -PID`; `command_kill` still reaches it). Its output until then is
+    /// kept.
     Lost,
 }
 

@@ -6,7 +6,7 @@ use sshmcp_tests::TestEnv;
 use sshmcp_tests::mcp::{answer, session_of};
 use sshmcp_tests::process::{count_matching, gone, unique_sleep};
 
-use crate::{code, connect, connected, exec, remote_out};
+use crate::{code, connect, connected, exec, on_session, remote_out};
 
 fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
@@ -243,5 +243,71 @@ async fn a_torn_record_is_set_aside_and_the_daemon_starts() {
         .collect();
     assert_eq!(aside.len(), 1);
     assert_eq!(std::fs::read_to_string(aside[0].path()).unwrap(), torn);
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(60);
+    let cut = on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": format!("echo before; sleep {sleep}")}),
+    )
+    .await;
+    let cut_id = cut["handle_id"].as_str().unwrap().to_string();
+    let done = on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": "echo finished"}),
+    )
+    .await;
+    let done_id = done["handle_id"].as_str().unwrap().to_string();
+    let ended = on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": done_id, "wait_seconds": 30}),
+    )
+    .await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    // The remote command runs on this machine's sshd, after its first line.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while count_matching(&[&sleep]) == 0 {
+        assert!(std::time::Instant::now() < give_up, "the command started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    env.crash_daemon();
+    let status = |id: String| {
+        on_session(
+            &mcp,
+            &s,
+            "command_status",
+            json!({"handle_id": id, "stdout_offset": 0}),
+        )
+    };
+    let r = status(cut_id.clone()).await;
+    assert_eq!(r["status"], "lost", "{r}");
+    assert_eq!(r["pid"], cut["pid"]);
+    assert_eq!(
+        r["stdout"]["data"], "before\n",
+        "output until the crash kept"
+    );
+    assert!(r["ended_at"].is_string());
+    let r = status(done_id.clone()).await;
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["stdout"]["data"], "finished\n");
+    let list = on_session(&mcp, &s, "command_list", json!({})).await;
+    let ids: Vec<&str> = list["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["handle_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [done_id.as_str(), cut_id.as_str()], "newest first");
     mcp.close().await;
 }

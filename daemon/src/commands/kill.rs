@@ -143,6 +143,7 @@ pub async fn kill(
         KillResult::Killed | KillResult::AlreadyExited | KillResult::NotRunning
     ) {
         handle.confirm_killed();
+        session.record_due.notify_one();
     }
     if result == KillResult::Error && session.host.master_gone() {
         return Err(crate::session::lost_error());

@@ -27,14 +27,16 @@ use crate::exec::request;
 use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError};
 use crate::session::Session;
+use crate::session::record::{CommandEntry, from_unix_ms, unix_ms};
 use output::OutputFiles;
 
 /// One session's command handles, and the runs followed by a caller's progress key.
-#[derive(Default)]
 pub struct Commands {
     /// Newest first.
     history: Mutex<VecDeque<Arc<Handle>>>,
     followed: Mutex<HashMap<String, Arc<Observer>>>,
+    /// Notified when a handle starts or ends: the session record must say so.
+    record_due: Arc<tokio::sync::Notify>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -42,6 +44,53 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Commands {
+    pub fn new(record_due: Arc<tokio::sync::Notify>) -> Self {
+        Self {
+            history: Default::default(),
+            followed: Default::default(),
+            record_due,
+        }
+    }
+
+    /// The history as the session record keeps it.
+    pub fn recorded(&self) -> Vec<CommandEntry> {
+        locked(&self.history).iter().map(|h| h.recorded()).collect()
+    }
+
+    /// Takes back the handles a record names. One that was running when its daemon stopped
+    /// ends `lost`: its exit is unknown, and the output it printed until then is kept.
+    pub fn adopt(&self, entries: Vec<CommandEntry>) {
+        let now = SystemTime::now();
+        let handles = entries.into_iter().map(|entry| {
+            let bytes = entry
+                .output
+                .clone()
+                .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()));
+            let (state, at) = match parse_state(&entry.status) {
+                Some(CommandState::Running) | None => (CommandState::Lost, now),
+                Some(state) => (state, entry.ended_unix_ms.map_or(now, from_unix_ms)),
+            };
+            let ended = Ended {
+                state,
+                exit_code: entry.exit_code,
+                signal: entry.signal,
+                at,
+                error: None,
+            };
+            Arc::new(Handle {
+                id: entry.handle_id,
+                preview: entry.preview,
+                started_at: from_unix_ms(entry.started_unix_ms),
+                observer: Arc::new(Observer::finished(entry.pid, bytes)),
+                files: OutputFiles::adopt(entry.output, entry.output_kept),
+                end: watch::channel(Some(ended)).0,
+                as_root: entry.as_root,
+                kill_confirmed: AtomicBool::new(false),
+            })
+        });
+        locked(&self.history).extend(handles);
+    }
+
     /// Adds `handle` as the newest; beyond [`HISTORY_LEN`] the oldest ended handles go (with
     /// their files). Running handles always stay.
     fn add(&self, handle: Arc<Handle>) {
@@ -53,6 +102,7 @@ impl Commands {
                 None => break,
             };
         }
+        self.record_due.notify_one();
     }
 
     fn remove(&self, id: &str) {
@@ -219,7 +269,7 @@ impl Prepared {
             kill_confirmed: AtomicBool::new(false),
         });
         session.commands.add(handle.clone());
-        let follower = handle.clone();
+        let (follower, record_due) = (handle.clone(), session.commands.record_due.clone());
         tokio::spawn(async move {
             let outcome = outcome
                 .await
@@ -227,6 +277,7 @@ impl Prepared {
             follower
                 .end
                 .send_replace(Some(Ended::from_outcome(outcome)));
+            record_due.notify_one();
         });
         Ok(handle)
     }
@@ -243,7 +294,37 @@ fn preview(command: &str) -> String {
     format!("{}{}", &line[..end], if more { "…" } else { "" })
 }
 
+/// A state as [`CommandState::as_str`] names it.
+fn parse_state(name: &str) -> Option<CommandState> {
+    [
+        CommandState::Running,
+        CommandState::Completed,
+        CommandState::TimedOut,
+        CommandState::Killed,
+        CommandState::Lost,
+    ]
+    .into_iter()
+    .find(|s| s.as_str() == name)
+}
+
 impl Handle {
+    fn recorded(&self) -> CommandEntry {
+        let ended = self.ended();
+        CommandEntry {
+            handle_id: self.id.clone(),
+            preview: self.preview.clone(),
+            started_unix_ms: unix_ms(self.started_at),
+            pid: self.pid(),
+            as_root: self.as_root,
+            output: self.files.paths().clone(),
+            output_kept: self.files.kept(),
+            status: self.status().as_str().to_string(),
+            exit_code: ended.as_ref().and_then(|e| e.exit_code),
+            signal: ended.as_ref().and_then(|e| e.signal.clone()),
+            ended_unix_ms: ended.map(|e| unix_ms(e.at)),
+        }
+    }
+
     pub fn ended(&self) -> Option<Ended> {
         self.end.borrow().clone()
     }

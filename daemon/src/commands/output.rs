@@ -49,6 +49,19 @@ impl OutputFiles {
         Ok((files, (out.retained(), err.retained())))
     }
 
+    /// The files a record names, as the daemon that wrote them left them.
+    pub fn adopt(paths: [PathBuf; 2], kept: bool) -> Self {
+        Self { paths, kept }
+    }
+
+    pub fn paths(&self) -> &[PathBuf; 2] {
+        &self.paths
+    }
+
+    pub fn kept(&self) -> bool {
+        self.kept
+    }
+
     /// Leaves the files where they are when this goes: an answer names them
     /// (`spool_output`).
     pub fn keep(&mut self) {

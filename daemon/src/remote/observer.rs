@@ -98,6 +98,19 @@ impl Observer {
         }
     }
 
+    /// The end of a run another daemon followed: its group and the bytes its files hold.
+    pub fn finished(pid: Option<u32>, bytes: [u64; 2]) -> Self {
+        Self {
+            seen: watch::channel(Seen {
+                pid,
+                started: true,
+                bytes,
+                ..Seen::default()
+            })
+            .0,
+        }
+    }
+
     pub fn seen(&self) -> Seen {
         self.seen.borrow().clone()
     }

@@ -40,6 +40,7 @@ impl Registry {
         let kept: HashSet<String> = adopted.iter().map(|s| s.id.clone()).collect();
         for session in adopted {
             self.sessions().insert(session.id.clone(), session.clone());
+            self.spawn_recorder(&session);
             if session.state() == SessionState::Ready {
                 self.spawn_watcher(&session);
                 let host = session.host.clone();
@@ -83,21 +84,23 @@ impl Registry {
                 return None;
             }
         };
+        let created_at = entry.created_at();
         let session = Session::new(
             id,
             key_hash,
-            entry.target.clone(),
-            (entry.server_host.clone(), entry.server_port),
+            entry.target,
+            (entry.server_host, entry.server_port),
             control_path,
             self.settings.standby_channels,
-            entry.created_at(),
+            created_at,
         );
         if let Some(master) = live_master {
             let _ = session.host.master.set(master);
         }
         if !entry.remote_user.is_empty() {
-            let _ = session.remote_user.set(entry.remote_user.clone());
+            let _ = session.remote_user.set(entry.remote_user);
         }
+        session.commands.adopt(entry.commands);
         if state == SessionState::Ready {
             session.set_ready();
         } else {

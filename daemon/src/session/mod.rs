@@ -40,6 +40,8 @@ pub struct Session {
     active_transfers: AtomicU32,
     /// Its command handles and the runs followed by progress keys.
     pub commands: std::sync::Arc<crate::commands::Commands>,
+    /// Notified when what the session record holds of this session changed.
+    pub record_due: std::sync::Arc<tokio::sync::Notify>,
     /// Its file transfers.
     pub transfers: crate::transfers::Transfers,
     inner: Mutex<Inner>,
@@ -60,6 +62,7 @@ impl Session {
         standby_channels: usize,
         created_at: SystemTime,
     ) -> Self {
+        let record_due = std::sync::Arc::new(tokio::sync::Notify::new());
         Self {
             id,
             key_hash,
@@ -70,7 +73,8 @@ impl Session {
             remote_user: Default::default(),
             host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
-            commands: Default::default(),
+            commands: std::sync::Arc::new(crate::commands::Commands::new(record_due.clone())),
+            record_due,
             transfers: Default::default(),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,

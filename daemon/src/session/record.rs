@@ -41,6 +41,38 @@ pub struct Entry {
     /// For people reading the file; `created_unix_ms` is what is read back.
     pub created_at: String,
     pub created_unix_ms: u64,
+    /// The session's command handles, newest first.
+    #[serde(default)]
+    pub commands: Vec<CommandEntry>,
+}
+
+/// One command handle as recorded: enough to answer for it after the daemon that ran it is
+/// gone (its output stays in its files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandEntry {
+    pub handle_id: String,
+    pub preview: String,
+    pub started_unix_ms: u64,
+    pub pid: Option<u32>,
+    pub as_root: bool,
+    /// The stdout and stderr files.
+    pub output: [PathBuf; 2],
+    /// The files outlive the handle (`spool_output` named them in an answer).
+    pub output_kept: bool,
+    /// `running`, or the state it ended in.
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub ended_unix_ms: Option<u64>,
+}
+
+/// Milliseconds since the epoch, as the record keeps times.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+}
+
+pub fn from_unix_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 impl Entry {
@@ -57,16 +89,13 @@ impl Entry {
             master_start_time: master.map(|m| m.start_time()),
             state: session.state().as_str().to_string(),
             created_at: sshmcp_proto::time::rfc3339(session.created_at),
-            created_unix_ms: session
-                .created_at
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis() as u64,
+            created_unix_ms: unix_ms(session.created_at),
+            commands: session.commands.recorded(),
         }
     }
 
     pub fn created_at(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.created_unix_ms)
+        from_unix_ms(self.created_unix_ms)
     }
 }
 
@@ -167,6 +196,19 @@ mod tests {
             state: "ready".into(),
             created_at: "2026-01-01T00:00:00.000Z".into(),
             created_unix_ms: 1_767_225_600_000,
+            commands: vec![CommandEntry {
+                handle_id: "cmd-0123456789abcdef".into(),
+                preview: "make".into(),
+                started_unix_ms: 1_767_225_600_001,
+                pid: Some(77),
+                as_root: false,
+                output: ["/r/.sshmcp/spool/s/o".into(), "/r/.sshmcp/spool/s/e".into()],
+                output_kept: false,
+                status: "running".into(),
+                exit_code: None,
+                signal: None,
+                ended_unix_ms: None,
+            }],
         }
     }
 

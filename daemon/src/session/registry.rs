@@ -122,6 +122,7 @@ impl Registry {
             })?;
         tracing::info!(session = %session.id, target = %session.target, master_pid, "session ready");
         self.spawn_watcher(&session);
+        self.spawn_recorder(&session);
         self.persist();
         Ok(Connected {
             session_id: session.id.clone(),
@@ -317,6 +318,26 @@ impl Registry {
                 session.host.standby.close();
                 if let Some(registry) = registry.upgrade() {
                     registry.persist();
+                }
+            }
+        });
+    }
+
+    /// Writes the record whenever the session's part of it changed (a command handle started
+    /// or ended), until the session closes. Changes that come while a write is under way are
+    /// written together by the next.
+    pub(super) fn spawn_recorder(self: &Arc<Self>, session: &Arc<Session>) {
+        let registry = Arc::downgrade(self);
+        let (due, closing) = (session.record_due.clone(), session.host.closing.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = due.notified() => {}
+                    _ = closing.cancelled() => return,
+                }
+                match registry.upgrade() {
+                    Some(registry) => registry.persist(),
+                    None => return,
                 }
             }
         });

@@ -894,13 +894,13 @@ async fn a_full_disk_or_a_vanished_directory_fails_the_transfer_and_publishes_no
 }
 
 /// A daemon killed outright (SIGKILL: no cleanup of its own) takes its rsync along; the
-/// partial stays for a later resume.
+/// partial stays, and the next daemon resumes the transfer from it under the same id, to a
+/// verified end.
 #[tokio::test]
-async fn a_daemon_killed_outright_leaves_no_rsync_behind() {
+async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
     let (env, mcp, s) = connected().await;
-    // 16 GiB: a copy that would go on for a minute on its own.
     let remote = format!("/tmp/sshmcp-orphan-{}", unique_sleep(1));
-    remote_out(&mcp, &s, &format!("truncate -s 16G {remote}")).await;
+    remote_out(&mcp, &s, &format!("truncate -s 2G {remote}")).await;
     let r = on_session(
         &mcp,
         &s,
@@ -918,16 +918,21 @@ async fn a_daemon_killed_outright_leaves_no_rsync_behind() {
     let needle = partial.display().to_string();
     // rsync and the receiver it forks.
     assert!(sshmcp_tests::process::count_matching(&["rsync", &needle]) > 0);
-    let daemon = env.daemon_pid().expect("the daemon runs");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    env.crash_daemon();
     // The kernel signals rsync as the daemon goes.
     until_no_rsync_writes(&partial, 10, "rsync outlived its daemon").await;
     assert!(partial.exists(), "the partial stays");
-    std::fs::remove_file(&remote).ok();
+    // The next call starts a daemon, which resumed the transfer.
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(done["reused_bytes"].as_u64().unwrap() > 0, "{done}");
+    assert_eq!(done["started_at"], r["started_at"], "the same transfer");
+    // The daemon hashed what arrived; the source's own hash must be the same.
+    let sum = remote_out(&mcp, &s, &format!("sha256sum {remote}")).await;
+    assert_eq!(done["sha256"], &sum[..64]);
+    assert!(env.daemon_log_shows("transfer resumed"));
+    std::fs::remove_file(env.local_root.join("orphan.bin")).unwrap();
+    remote_out(&mcp, &s, &format!("rm {remote}")).await;
     mcp.close().await;
 }
 

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use sshmcp_proto::session::SessionState;
 
 use super::key::{KeyHash, is_session_id};
-use super::record::{self, Entry};
+use super::record::{self, Entry, TransferEntry};
 use super::{Registry, Session, master};
 use crate::local_process::ProcessId;
-use crate::{mux, remote};
+use crate::{mux, remote, transfers};
 
 impl Registry {
     /// Reads the record, re-adopts what it names, records the outcome, and stops masters left
@@ -31,20 +31,27 @@ impl Registry {
                 Vec::new()
             }
         };
-        let adoptions = entries.into_iter().map(|entry| self.adopt(entry));
-        let adopted: Vec<Arc<Session>> = futures::future::join_all(adoptions)
+        let adoptions = entries.into_iter().map(|mut entry| {
+            let transfers = std::mem::take(&mut entry.transfers);
+            async move { Some((self.adopt(entry).await?, transfers)) }
+        });
+        let adopted: Vec<(Arc<Session>, Vec<TransferEntry>)> = futures::future::join_all(adoptions)
             .await
             .into_iter()
             .flatten()
             .collect();
-        let kept: HashSet<String> = adopted.iter().map(|s| s.id.clone()).collect();
-        for session in adopted {
+        let kept: HashSet<String> = adopted.iter().map(|(s, _)| s.id.clone()).collect();
+        for (session, transfers) in adopted {
             self.sessions().insert(session.id.clone(), session.clone());
             self.spawn_recorder(&session);
             if session.state() == SessionState::Ready {
                 self.spawn_watcher(&session);
                 let host = session.host.clone();
                 tokio::spawn(async move { remote::standby::fill(&host).await });
+            }
+            for transfer in transfers {
+                let (settings, destinations) = (self.settings.clone(), self.destinations.clone());
+                transfers::resume(&session, settings, destinations, transfer);
             }
         }
         self.persist();

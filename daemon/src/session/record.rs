@@ -44,6 +44,22 @@ pub struct Entry {
     /// The session's command handles, newest first.
     #[serde(default)]
     pub commands: Vec<CommandEntry>,
+    /// Its transfers still under way, oldest first: the next daemon resumes them.
+    #[serde(default)]
+    pub transfers: Vec<TransferEntry>,
+}
+
+/// A transfer under way as recorded: its request, less the caller's key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferEntry {
+    pub operation_id: String,
+    /// `download` or `upload`.
+    pub direction: String,
+    pub remote_path: sshmcp_proto::inspect::RemotePath,
+    pub local_path: String,
+    pub overwrite: bool,
+    pub local_root: Option<String>,
+    pub started_unix_ms: u64,
 }
 
 /// One command handle as recorded: enough to answer for it after the daemon that ran it is
@@ -91,6 +107,7 @@ impl Entry {
             created_at: sshmcp_proto::time::rfc3339(session.created_at),
             created_unix_ms: unix_ms(session.created_at),
             commands: session.commands.recorded(),
+            transfers: session.transfers.recorded(),
         }
     }
 
@@ -208,6 +225,18 @@ mod tests {
                 exit_code: None,
                 signal: None,
                 ended_unix_ms: None,
+            }],
+            transfers: vec![TransferEntry {
+                operation_id: "tr-0123456789abcdef".into(),
+                direction: "upload".into(),
+                remote_path: sshmcp_proto::inspect::RemotePath {
+                    path: "/tmp/x".into(),
+                    encoding: sshmcp_proto::exec::Encoding::Utf8,
+                },
+                local_path: "x".into(),
+                overwrite: true,
+                local_root: None,
+                started_unix_ms: 1_767_225_600_002,
             }],
         }
     }

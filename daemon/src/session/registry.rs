@@ -37,6 +37,9 @@ pub struct Registry {
     record_writer: Mutex<()>,
     /// Set once shutdown begins: no new sessions.
     closing: AtomicBool,
+    /// Set once the record was written for the next daemon (a handover): what this daemon
+    /// does after that must not change it.
+    record_final: AtomicBool,
 }
 
 impl Registry {
@@ -47,6 +50,7 @@ impl Registry {
             sessions: Mutex::new(HashMap::new()),
             record_writer: Mutex::new(()),
             closing: AtomicBool::new(false),
+            record_final: AtomicBool::new(false),
         })
     }
 
@@ -394,9 +398,15 @@ impl Registry {
 
     /// Refuses new sessions and leaves every master up for the next daemon (daemon restart):
     /// the record is written last, as the state the next daemon starts from.
+    /// Transfers under way are recorded, then stopped with their partial files kept: the
+    /// next daemon resumes them.
     pub async fn hand_over(self: &Arc<Self>) {
         self.closing.store(true, Ordering::SeqCst);
         self.persist();
+        self.record_final.store(true, Ordering::SeqCst);
+        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        let stops = sessions.iter().map(|s| s.transfers.stop_all());
+        futures::future::join_all(stops).await;
     }
 
     pub(super) fn persist(&self) {
@@ -404,6 +414,9 @@ impl Registry {
             .record_writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.record_final.load(Ordering::SeqCst) {
+            return;
+        }
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         if let Err(e) = record::write(&self.settings.record_file(), &sessions) {
             tracing::warn!("cannot write the session record: {e}");

@@ -29,11 +29,14 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::inspect;
 use crate::session::Session;
+use crate::session::record::{TransferEntry, from_unix_ms, unix_ms};
 
 /// Transfers a session keeps for `transfer_list` (running ones are never dropped).
 const HISTORY_LEN: usize = 100;
 /// How long a transfer waits for one of the session's channels.
 const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a handover waits for each copy it stopped to stop writing.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// How long a master whose copy ended badly may take to show as exited.
 const MASTER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -97,6 +100,8 @@ struct Progress {
 pub struct Operation {
     id: String,
     direction: TransferDirection,
+    /// What started it, less the caller's key: what a restarted daemon resumes.
+    request: TransferStartRequest,
     local_path: String,
     remote_path: Vec<u8>,
     total: u64,
@@ -105,9 +110,43 @@ pub struct Operation {
     started_at: SystemTime,
     progress: Mutex<Progress>,
     cancel: CancellationToken,
+    /// Turns true once the operation ended.
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 impl Operation {
+    fn new(
+        resumed: Resumed,
+        direction: TransferDirection,
+        mut request: TransferStartRequest,
+        total: u64,
+        cancel: CancellationToken,
+    ) -> Self {
+        // Kept for a resume, which needs no key: the key is not kept.
+        request.auth.session_key = String::new();
+        Self {
+            id: resumed.id,
+            direction,
+            local_path: request.local_path.clone(),
+            remote_path: inspect::path_bytes(&request.remote_path).unwrap_or_default(),
+            request,
+            total,
+            bytes: AtomicU64::new(0),
+            began: Instant::now(),
+            started_at: resumed.started_at,
+            progress: Mutex::new(Progress {
+                state: TransferState::Queued,
+                reused_bytes: None,
+                sha256: None,
+                final_path: None,
+                error: None,
+                ended_at: None,
+            }),
+            cancel,
+            ended: tokio::sync::watch::channel(false).0,
+        }
+    }
+
     fn report(&self) -> TransferReport {
         let p = locked(&self.progress);
         let bytes = self.bytes.load(Ordering::Relaxed);
@@ -155,6 +194,11 @@ impl Operation {
     }
 
     fn end(&self, outcome: Result<(String, String), (TransferState, DaemonError)>) {
+        self.record_end(outcome);
+        self.ended.send_replace(true);
+    }
+
+    fn record_end(&self, outcome: Result<(String, String), (TransferState, DaemonError)>) {
         let mut p = locked(&self.progress);
         p.ended_at = Some(SystemTime::now());
         match outcome {
@@ -190,6 +234,15 @@ impl Transfers {
         }
     }
 
+    /// Puts `op` where `placeholder` is listed.
+    fn replace(&self, placeholder: &Arc<Operation>, op: Arc<Operation>) {
+        let mut ops = locked(&self.0);
+        match ops.iter_mut().find(|o| Arc::ptr_eq(o, placeholder)) {
+            Some(slot) => *slot = op,
+            None => ops.push_front(op),
+        }
+    }
+
     fn find(&self, id: &str) -> Result<Arc<Operation>, DaemonError> {
         locked(&self.0)
             .iter()
@@ -219,6 +272,126 @@ impl Transfers {
             transfers: locked(&self.0).iter().map(|o| o.report()).collect(),
         }
     }
+
+    /// The transfers under way, oldest first, as the session record keeps them.
+    pub fn recorded(&self) -> Vec<TransferEntry> {
+        let ops = locked(&self.0);
+        ops.iter()
+            .rev()
+            .filter(|o| o.running())
+            .map(|o| TransferEntry {
+                operation_id: o.id.clone(),
+                direction: direction_name(o.direction).into(),
+                remote_path: o.request.remote_path.clone(),
+                local_path: o.request.local_path.clone(),
+                overwrite: o.request.overwrite,
+                local_root: o.request.local_root.clone(),
+                started_unix_ms: unix_ms(o.started_at),
+            })
+            .collect()
+    }
+
+    /// Stops every copy under way, keeping its partial file, and waits (briefly) until each
+    /// has stopped writing: the daemon is handing its sessions over.
+    pub async fn stop_all(&self) {
+        let running: Vec<Arc<Operation>> = locked(&self.0)
+            .iter()
+            .filter(|o| o.running())
+            .cloned()
+            .collect();
+        for op in &running {
+            op.cancel.cancel();
+        }
+        for op in running {
+            let mut ended = op.ended.subscribe();
+            let _ = tokio::time::timeout(STOP_WAIT, ended.wait_for(|e| *e)).await;
+        }
+    }
+}
+
+fn direction_name(direction: TransferDirection) -> &'static str {
+    match direction {
+        TransferDirection::Download => "download",
+        TransferDirection::Upload => "upload",
+    }
+}
+
+/// Starts again, under its old id, a transfer a record names: listed at once (queued), then
+/// rsync resumes from its partial file in the background, and the copy is verified as any
+/// other. A transfer that cannot start again ends failed, saying why.
+pub fn resume(
+    session: &Arc<Session>,
+    settings: Arc<Settings>,
+    destinations: Arc<Destinations>,
+    entry: TransferEntry,
+) {
+    let direction = match entry.direction.as_str() {
+        "upload" => TransferDirection::Upload,
+        _ => TransferDirection::Download,
+    };
+    let req = TransferStartRequest {
+        // Never checked: the session is the daemon's own, and the record holds no key.
+        auth: sshmcp_proto::session::SessionAuth {
+            session_id: session.id.clone(),
+            session_key: String::new(),
+        },
+        remote_path: entry.remote_path,
+        local_path: entry.local_path,
+        overwrite: entry.overwrite,
+        local_root: entry.local_root,
+    };
+    let id = entry.operation_id;
+    let placeholder = Arc::new(Operation::new(
+        Resumed {
+            id: id.clone(),
+            started_at: from_unix_ms(entry.started_unix_ms),
+            placeholder: None,
+        },
+        direction,
+        req.clone(),
+        0,
+        session.host.closing.child_token(),
+    ));
+    session.transfers.add(placeholder.clone());
+    let resumed = Resumed {
+        id: id.clone(),
+        started_at: placeholder.started_at,
+        placeholder: Some(placeholder.clone()),
+    };
+    let session = session.clone();
+    tokio::spawn(async move {
+        match begin(
+            &session,
+            &settings,
+            &destinations,
+            direction,
+            req,
+            Some(resumed),
+        )
+        .await
+        {
+            Ok(_) => tracing::info!(session = %session.id, transfer = %id, "transfer resumed"),
+            Err(e) => {
+                tracing::warn!(transfer = %id, "cannot resume: {}", e.message);
+                placeholder.end(Err(failed(DaemonError::new(
+                    e.code,
+                    format!(
+                        "the daemon restarted and could not resume this transfer: {}",
+                        e.message
+                    ),
+                ))));
+                session.record_due.notify_one();
+            }
+        }
+    });
+}
+
+/// The id and start of a transfer (one taken over from the daemon before, or a new one), and
+/// the operation listed in its place until it starts.
+pub struct Resumed {
+    id: String,
+    started_at: SystemTime,
+    placeholder: Option<Arc<Operation>>,
 }
 
 /// What one transfer copies from where to where, once both ends were checked.
@@ -247,6 +420,17 @@ pub async fn start(
     destinations: &Arc<Destinations>,
     direction: TransferDirection,
     req: TransferStartRequest,
+) -> Result<TransferReport, DaemonError> {
+    begin(session, settings, destinations, direction, req, None).await
+}
+
+async fn begin(
+    session: &Arc<Session>,
+    settings: &Settings,
+    destinations: &Arc<Destinations>,
+    direction: TransferDirection,
+    req: TransferStartRequest,
+    resumed: Option<Resumed>,
 ) -> Result<TransferReport, DaemonError> {
     let counted = session
         .transfer_started(settings.max_transfers)
@@ -304,46 +488,50 @@ pub async fn start(
             (plan, total, claim)
         }
     };
-    let id = crate::session::key::nonce("tr-")
-        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
-    let (local_path, remote_path) = match &plan {
+    let resumed = match resumed {
+        Some(resumed) => resumed,
+        None => Resumed {
+            id: crate::session::key::nonce("tr-")
+                .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?[..19]
+                .to_string(),
+            started_at: SystemTime::now(),
+            placeholder: None,
+        },
+    };
+    let placeholder = resumed.placeholder.clone();
+    let overwrite = req.overwrite;
+    // A cancel of the placeholder is a cancel of the transfer.
+    let cancel = match &placeholder {
+        Some(placeholder) => placeholder.cancel.clone(),
+        None => session.host.closing.child_token(),
+    };
+    let mut op = Operation::new(resumed, direction, req, total, cancel);
+    // The paths as resolved, for the reports.
+    (op.local_path, op.remote_path) = match &plan {
         Plan::Download {
             source,
             destination,
             ..
-        } => (destination.final_path.clone(), source.clone()),
+        } => (destination.final_path.display().to_string(), source.clone()),
         Plan::Upload {
             source,
             destination,
             ..
-        } => (source.path.clone(), destination.clone()),
+        } => (source.path.display().to_string(), destination.clone()),
     };
-    let op = Arc::new(Operation {
-        id: id[..19].to_string(),
-        direction,
-        local_path: local_path.display().to_string(),
-        remote_path,
-        total,
-        bytes: AtomicU64::new(0),
-        began: Instant::now(),
-        started_at: SystemTime::now(),
-        progress: Mutex::new(Progress {
-            state: TransferState::Queued,
-            reused_bytes: None,
-            sha256: None,
-            final_path: None,
-            error: None,
-            ended_at: None,
-        }),
-        cancel: session.host.closing.child_token(),
-    });
-    session.transfers.add(op.clone());
+    let op = Arc::new(op);
+    match placeholder {
+        Some(placeholder) => session.transfers.replace(&placeholder, op.clone()),
+        None => session.transfers.add(op.clone()),
+    }
+    session.record_due.notify_one();
     let (session, job) = (session.clone(), op.clone());
     tokio::spawn(async move {
-        let outcome = copy(&session, &job, &plan, req.overwrite).await;
+        let outcome = copy(&session, &job, &plan, overwrite).await;
         // Free first: a caller that sees the end may start the same destination at once.
         drop((claim, counted));
         job.end(outcome);
+        session.record_due.notify_one();
     });
     Ok(op.report())
 }

@@ -4,26 +4,52 @@ use clap::{Parser, Subcommand};
 
 /// Manage the sshmcp daemon and its SSH sessions.
 #[derive(Debug, Parser)]
-#[command(name = "sshmcp", version, propagate_version = true)]
+#[command(
+    name = "sshmcp",
+    version,
+    propagate_version = true,
+    after_help = EXIT_CODES
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The exit codes, shown under `--help` (and in docs/cli.md).
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  the command failed (the message says why, and what to do)
+  2  the command line is wrong (usage)
+  3  the daemon is not running (daemon status)
+  4  doctor found a problem";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List every session of the daemon (never keys).
+    /// List every session of the daemon, starting it if needed (never keys).
     Sessions {
-        /// Print JSON instead of a table.
+        /// Print JSON (the rows of the session_list tool) instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Close a session: cancel its commands and stop its SSH connection.
+    /// Close sessions: cancel their commands and transfers, stop their SSH connections.
     Disconnect {
         /// The session id, as `sshmcp sessions` shows it.
-        session_id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        session_id: Option<String>,
+        /// Close every session.
+        #[arg(long)]
+        all: bool,
+        /// Do not ask for confirmation (needed with --all when stdin is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
-    /// Inspect, start or stop the daemon, or read its log.
+    /// Check this machine's setup, saying how to fix each problem.
+    ///
+    /// It looks at ssh and rsync, the runtime and state directories and their modes, the
+    /// socket, the local root, the ssh config, and whether the daemon answers.
+    Doctor,
+    /// Inspect, start, stop or restart the daemon, or read its log.
     Daemon {
         #[command(subcommand)]
         command: DaemonCommand,
@@ -73,5 +99,8 @@ pub enum DaemonCommand {
         /// How many lines from the end.
         #[arg(long, short = 'n', default_value_t = 50)]
         lines: usize,
+        /// Keep printing lines as the daemon writes them (until interrupted).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
 }

@@ -28,16 +28,28 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     {
         return restart(&paths, &mut std::io::stdout().lock()).await;
     }
-    let conn = connect_existing(&paths).await?;
     let out = &mut std::io::stdout().lock();
+    // What shows or closes sessions starts the daemon: a new one re-adopts the sessions a
+    // crashed one left.
     match command {
-        Command::Sessions { json } => sessions(conn, json, out).await,
-        Command::Disconnect { session_id } => disconnect(conn, session_id, out).await,
+        Command::Sessions { json } => return sessions(&paths, json, out).await,
+        // clap lets `--all` come only without an id: no id means all.
+        Command::Disconnect {
+            session_id, yes, ..
+        } => return disconnect(&paths, session_id, yes, out).await,
+        Command::Doctor => return crate::doctor::run(&paths, out).await,
+        _ => {}
+    }
+    let conn = connect_existing(&paths).await?;
+    match command {
+        Command::Sessions { .. } | Command::Disconnect { .. } | Command::Doctor => {
+            unreachable!("handled above")
+        }
         Command::Daemon { command } => match command {
             DaemonCommand::Status { json } => status(conn, &paths, json, out).await,
             DaemonCommand::Start => start(conn, &paths, out).await,
             DaemonCommand::Stop => stop(conn, &paths, out).await,
-            DaemonCommand::Logs { lines } => logs(conn, lines, out).await,
+            DaemonCommand::Logs { lines, follow } => logs(conn, lines, follow, out).await,
             DaemonCommand::Restart => unreachable!("handled above"),
         },
         Command::McpConfig { .. } | Command::Completions { .. } => {
@@ -47,36 +59,96 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn sessions(
-    conn: Option<Connection>,
+    paths: &RuntimePaths,
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let rows = match &conn {
-        Some(c) => c.client.session_list(context_with_timeout(QUICK)).await?,
-        None => Vec::new(),
-    };
+    let c = connect_or_start(paths, &daemon_program()).await?;
+    let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
     } else {
-        write!(out, "{}", render::sessions_table(&rows))?;
+        let table = render::sessions_table(&rows, std::time::SystemTime::now(), terminal_width());
+        write!(out, "{table}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// The width to fit: the terminal's when stdout is one, else `COLUMNS` when set, else none.
+fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        let mut size = nix::libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ fills the winsize it is given and touches nothing else.
+        let read = unsafe { nix::libc::ioctl(1, nix::libc::TIOCGWINSZ, &mut size) };
+        if read == 0 && size.ws_col > 0 {
+            return Some(size.ws_col.into());
+        }
+    }
+    std::env::var("COLUMNS").ok()?.parse().ok()
+}
+
 async fn disconnect(
-    conn: Option<Connection>,
-    session_id: String,
+    paths: &RuntimePaths,
+    session_id: Option<String>,
+    yes: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let Some(c) = conn else {
-        bail!("no daemon is running, so there is no session {session_id}");
+    let c = connect_or_start(paths, &daemon_program()).await?;
+    let ids = match session_id {
+        Some(id) => vec![id],
+        None => {
+            let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
+            if rows.is_empty() {
+                writeln!(out, "no sessions")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !yes && !confirmed(rows.len())? {
+                writeln!(out, "nothing closed")?;
+                return Ok(ExitCode::FAILURE);
+            }
+            rows.into_iter().map(|r| r.session_id).collect()
+        }
     };
-    let ctx = context_with_timeout(Duration::from_secs(60));
-    match c.client.disconnect(ctx, session_id.clone()).await? {
-        Ok(d) => writeln!(out, "session {} {}", d.session_id, d.state.as_str())?,
-        Err(e) => bail!("cannot disconnect {session_id}: {} ({})", e.message, e.code),
+    let mut failed = false;
+    for id in ids {
+        let ctx = context_with_timeout(Duration::from_secs(60));
+        match c.client.disconnect(ctx, id.clone()).await? {
+            Ok(d) => writeln!(out, "session {} {}", d.session_id, d.state.as_str())?,
+            Err(e) => {
+                failed = true;
+                eprintln!(
+                    "sshmcp: cannot disconnect {id}: {} ({})\nhint: `sshmcp sessions` lists the sessions there are",
+                    e.message, e.code
+                );
+            }
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Asks on the terminal whether to close `n` sessions; refuses to guess when there is none.
+fn confirmed(n: usize) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal};
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "disconnect --all closes {n} session(s) and stdin is not a terminal to confirm it on\n\
+             hint: add --yes to close them all without asking"
+        );
+    }
+    eprint!("close all {n} session(s), with their running commands and transfers? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 async fn status(
@@ -216,6 +288,7 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
 async fn logs(
     conn: Option<Connection>,
     lines: usize,
+    follow: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let log: PathBuf = match &conn {
@@ -229,11 +302,40 @@ async fn logs(
             .context("no state directory: set SSHMCP_STATE_DIR or HOME")?
             .join("sshmcpd.log"),
     };
-    let text =
-        std::fs::read_to_string(&log).with_context(|| format!("cannot read {}", log.display()))?;
+    let read = |from: u64| -> anyhow::Result<(Vec<u8>, u64)> {
+        use std::io::{Read, Seek};
+        let mut file = std::fs::File::open(&log).with_context(|| {
+            format!(
+                "cannot read {}\nhint: the daemon writes it once started (`sshmcp daemon start`)",
+                log.display()
+            )
+        })?;
+        let len = file.metadata()?.len();
+        // A log that shrank was replaced: read it from its start.
+        let from = if len < from { 0 } else { from };
+        file.seek(std::io::SeekFrom::Start(from))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, from))
+    };
+    let (text, _) = read(0)?;
+    let mut offset = text.len() as u64;
+    let text = String::from_utf8_lossy(&text);
     let all: Vec<&str> = text.lines().collect();
     for line in &all[all.len().saturating_sub(lines)..] {
         writeln!(out, "{line}")?;
     }
-    Ok(ExitCode::SUCCESS)
+    out.flush()?;
+    if !follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    loop {
+        // The log is a plain file another process appends to: looking again a few times a
+        // second is what `tail -f` does too.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (more, from) = read(offset)?;
+        offset = from + more.len() as u64;
+        out.write_all(&more)?;
+        out.flush()?;
+    }
 }

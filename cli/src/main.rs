@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod doctor;
 mod local;
 mod render;
 
@@ -29,7 +30,11 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sshmcp: {e:#}");
+            let message = format!("{e:#}");
+            eprintln!("sshmcp: {message}");
+            if !message.contains("hint:") {
+                eprintln!("hint: `sshmcp doctor` checks this machine's setup");
+            }
             ExitCode::FAILURE
         }
     }

@@ -1,24 +1,25 @@
 //! What people see: the sessions table, the status text, and their JSON forms.
 
+use std::time::SystemTime;
+
 use sshmcp_proto::DaemonStatus;
 use sshmcp_proto::session::SessionSummary;
+use sshmcp_proto::time::parse_rfc3339;
 
-/// A fixed-column table; empty listings say so in words.
-pub fn sessions_table(rows: &[SessionSummary]) -> String {
+/// The sessions as a table that fits in `width` columns when given: the target, server and
+/// user columns give up room first (cut with `…`). Times are ages relative to `now`. Empty
+/// listings say so in words.
+pub fn sessions_table(rows: &[SessionSummary], now: SystemTime, width: Option<usize>) -> String {
     if rows.is_empty() {
         return "no sessions\n".to_string();
     }
-    let header = [
-        "SESSION",
-        "STATE",
-        "TARGET",
-        "SERVER",
-        "MASTER",
-        "CREATED",
-        "LAST USED",
-        "CMDS",
+    const HEADER: [&str; 9] = [
+        "SESSION", "STATE", "TARGET", "SERVER", "USER", "AGE", "LAST USE", "CMDS", "XFERS",
     ];
-    let body: Vec<[String; 8]> = rows
+    /// The columns that shrink, widest first, when the table is too wide.
+    const SHRINKABLE: [usize; 3] = [2, 3, 4];
+    let since = |at: &str| parse_rfc3339(at).map_or("?".to_string(), |t| age(now, t));
+    let body: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
             [
@@ -26,34 +27,69 @@ pub fn sessions_table(rows: &[SessionSummary]) -> String {
                 r.state.as_str().to_string(),
                 r.target.clone(),
                 format!("{}:{}", r.server_host, r.server_port),
-                r.master_pid
-                    .map(|p| p.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                r.created_at.clone(),
-                r.last_used_at.clone(),
+                match r.remote_user.as_str() {
+                    "" => "-".to_string(),
+                    user => user.to_string(),
+                },
+                since(&r.created_at),
+                since(&r.last_used_at),
                 r.active_commands.to_string(),
+                r.active_transfers.to_string(),
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
+    let mut widths = HEADER.map(|h| h.chars().count());
     for row in &body {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
+        }
+    }
+    if let Some(width) = width {
+        let total = |widths: &[usize; 9]| widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+        while total(&widths) > width {
+            let Some(&widest) = SHRINKABLE
+                .iter()
+                .filter(|&&c| widths[c] > HEADER[c].len().max(6))
+                .max_by_key(|&&c| widths[c])
+            else {
+                break;
+            };
+            widths[widest] -= 1;
         }
     }
     let line = |cells: Vec<&str>| {
         let padded: Vec<String> = cells
             .iter()
             .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .map(|(c, w)| format!("{:<w$}", fit(c, w)))
             .collect();
         padded.join("  ").trim_end().to_string() + "\n"
     };
-    let mut out = line(header.to_vec());
+    let mut out = line(HEADER.to_vec());
     for row in &body {
         out += &line(row.iter().map(String::as_str).collect());
     }
     out
+}
+
+/// `text` cut to `width` characters, its last one `…` when cut.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    kept + "…"
+}
+
+/// How long ago `then` was, in the largest unit that is at least one: `45s`, `12m`, `3h`, `2d`.
+fn age(now: SystemTime, then: SystemTime) -> String {
+    let secs = now.duration_since(then).unwrap_or_default().as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
 }
 
 pub fn status_text(s: &DaemonStatus, tools: &[String]) -> String {
@@ -88,4 +124,92 @@ pub fn status_json(s: &DaemonStatus, tools: &[String]) -> serde_json::Value {
     let mut value = serde_json::to_value(s).unwrap_or_default();
     value["tools"] = serde_json::json!(tools);
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use sshmcp_proto::session::SessionState;
+    use sshmcp_proto::time::rfc3339;
+
+    use super::*;
+
+    fn row(id: &str, state: SessionState, target: &str, created: u64, used: u64) -> SessionSummary {
+        SessionSummary {
+            session_id: id.into(),
+            state,
+            target: target.into(),
+            server_host: "build-server-17.internal.example.com".into(),
+            server_port: 22,
+            master_pid: Some(4242),
+            remote_user: "deploy".into(),
+            created_at: rfc3339(UNIX_EPOCH + Duration::from_secs(created)),
+            last_used_at: rfc3339(UNIX_EPOCH + Duration::from_secs(used)),
+            active_commands: 2,
+            active_transfers: 1,
+        }
+    }
+
+    fn rows() -> Vec<SessionSummary> {
+        vec![
+            row(
+                "s0123456789",
+                SessionState::Ready,
+                "deploy@build-server-17",
+                1000,
+                9_990,
+            ),
+            row("s9876543210", SessionState::Lost, "db", 9_000, 9_100),
+        ]
+    }
+
+    const NOW: u64 = 100_000;
+
+    #[test]
+    fn the_table_as_people_see_it() {
+        let now = UNIX_EPOCH + Duration::from_secs(NOW);
+        assert_eq!(
+            sessions_table(&rows(), now, None),
+            "\
+SESSION      STATE  TARGET                  SERVER                                   USER    AGE  LAST USE  CMDS  XFERS
+s0123456789  ready  deploy@build-server-17  build-server-17.internal.example.com:22  deploy  1d   1d        2     1
+s9876543210  lost   db                      build-server-17.internal.example.com:22  deploy  1d   1d        2     1
+"
+        );
+    }
+
+    #[test]
+    fn a_narrow_terminal_cuts_the_long_columns_first() {
+        let now = UNIX_EPOCH + Duration::from_secs(NOW);
+        let table = sessions_table(&rows(), now, Some(80));
+        assert_eq!(
+            table,
+            "\
+SESSION      STATE  TARGET       SERVER       USER    AGE  LAST USE  CMDS  XFERS
+s0123456789  ready  deploy@bui…  build-serv…  deploy  1d   1d        2     1
+s9876543210  lost   db           build-serv…  deploy  1d   1d        2     1
+"
+        );
+        assert!(table.lines().all(|l| l.chars().count() <= 80));
+    }
+
+    #[test]
+    fn ages_in_the_largest_whole_unit() {
+        let now = UNIX_EPOCH + Duration::from_secs(NOW);
+        let ago = |s: u64| age(now, now - Duration::from_secs(s));
+        assert_eq!(
+            [
+                ago(0),
+                ago(59),
+                ago(60),
+                ago(3599),
+                ago(3600),
+                ago(86_399),
+                ago(86_400)
+            ],
+            ["0s", "59s", "1m", "59m", "1h", "23h", "1d"]
+        );
+        assert_eq!(age(now, now + Duration::from_secs(5)), "0s", "clock skew");
+    }
 }

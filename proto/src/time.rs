@@ -23,6 +23,39 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
+/// Reads back what [`rfc3339`] wrote (`YYYY-MM-DDTHH:MM:SS.mmmZ`); `None` for anything else.
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    if b.len() != 24 || &b[4..5] != b"-" || b[10] != b'T' || b[19] != b'.' || b[23] != b'Z' {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    let secs = days_from_civil(y, m as u32, d as u32) * 86_400 + hh * 3600 + mm * 60 + ss;
+    let millis = u64::try_from(secs).ok()? * 1000 + ms as u64;
+    Some(UNIX_EPOCH + std::time::Duration::from_millis(millis))
+}
+
+/// Howard Hinnant's civil-to-days algorithm, the inverse of [`civil_from_days`].
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -49,5 +82,23 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-11-30T00:53:20.123Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn parses_what_it_formats_and_nothing_else() {
+        for ms in [0, 951_782_400_000, 1_796_000_000_123, 4_102_444_799_999] {
+            let t = UNIX_EPOCH + Duration::from_millis(ms);
+            assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
+        }
+        for bad in [
+            "",
+            "2026-11-30T00:53:20Z",
+            "2026-13-30T00:53:20.123Z",
+            "2026-11-30 00:53:20.123Z",
+            "2026-11-30T0a:53:20.123Z",
+            "+026-11-30T00:53:20.123Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 }

@@ -37,7 +37,10 @@ async fn disconnect_by_id_and_clear_errors() {
     let out = env.cli(&["disconnect", &s.0]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("session_not_found"), "{err}");
+    assert!(
+        err.contains("session_not_found") && err.contains("hint:"),
+        "{err}"
+    );
     mcp.close().await;
 }
 
@@ -131,38 +134,191 @@ async fn daemon_start_and_logs() {
     assert!(stdout(&out).contains("daemon ready"), "{}", stdout(&out));
 }
 
-/// The command names `--help` lists under "Commands:".
-fn listed_commands(args: &[&str]) -> Vec<String> {
-    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-        .args(args)
-        .output()
-        .unwrap();
-    stdout(&out)
-        .lines()
-        .skip_while(|l| *l != "Commands:")
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next().map(String::from))
-        .collect()
+/// What people read, kept in review: `--help` of the CLI and of its commands. After an
+/// intended change, regenerate with
+/// `SSHMCP_UPDATE_SNAPSHOTS=1 cargo nextest run -E 'test(help_snapshot)'`.
+#[test]
+fn help_snapshot() {
+    let mut live = String::new();
+    for args in [
+        &["--help"][..],
+        &["sessions", "--help"],
+        &["disconnect", "--help"],
+        &["doctor", "--help"],
+        &["daemon", "--help"],
+        &["daemon", "logs", "--help"],
+    ] {
+        let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+            .args(args)
+            .env("COLUMNS", "100")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        live += &format!("$ sshmcp {}\n{}\n", args.join(" "), stdout(&out));
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/cli_help.txt");
+    if std::env::var_os("SSHMCP_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(path, &live).unwrap();
+    }
+    let stored = std::fs::read_to_string(path).expect("snapshot (see this test's doc)");
+    assert!(live == stored, "--help changed; review and update {path}");
 }
 
-#[test]
-fn help_lists_exactly_the_commands() {
+/// The table holds what a person looks for, and fits the width it is given.
+#[tokio::test]
+async fn the_sessions_table_fits_the_terminal() {
+    let (env, mcp, s) = connected().await;
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .arg("sessions")
+        .env_clear()
+        .envs(env.env_vars())
+        .env("COLUMNS", "72")
+        .output()
+        .unwrap();
+    let table = stdout(&out);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap()
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .collect();
+    let header: Vec<&str> = header.iter().map(|c| c.trim()).collect();
     assert_eq!(
-        listed_commands(&["--help"]),
+        header,
         [
-            "sessions",
-            "disconnect",
-            "daemon",
-            "mcp-config",
-            "completions",
-            "help"
+            "SESSION", "STATE", "TARGET", "SERVER", "USER", "AGE", "LAST USE", "CMDS", "XFERS"
         ]
     );
-    assert_eq!(
-        listed_commands(&["daemon", "--help"]),
-        ["status", "start", "stop", "restart", "logs", "help"]
+    let row = lines.next().unwrap();
+    assert!(row.starts_with(&format!("{}  ready  ", s.0)), "{table}");
+    assert!(table.lines().all(|l| l.chars().count() <= 72), "{table}");
+    assert!(row.contains("…"), "cut to fit: {table}");
+    let wide = stdout(&env.cli(&["sessions"]));
+    assert!(
+        wide.contains("  testbed  127.0.0.1:"),
+        "uncut without a width: {wide}"
     );
+    assert!(wide.contains("  sshmcp-test  "), "the remote user: {wide}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn disconnect_all_asks_unless_told_not_to() {
+    let (env, mcp, s) = connected().await;
+    let out = env.cli(&["disconnect", "--all"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a terminal") && err.contains("hint: add --yes"),
+        "{err}"
+    );
+    let listed = mcp.call("session_list", json!({})).await;
+    assert_eq!(
+        listed["sessions"][0]["state"], "ready",
+        "nothing was closed"
+    );
+    let out = env.cli(&["disconnect", "--all", "--yes"]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), format!("session {} closed\n", s.0));
+    let out = env.cli(&["disconnect", "--all", "--yes"]);
+    assert_eq!(stdout(&out), "no sessions\n");
+    let out = env.cli(&["disconnect", "s0123456789", "--all"]);
+    assert_eq!(out.status.code(), Some(2), "an id and --all: usage error");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn logs_follow_prints_lines_as_they_come() {
+    let env = TestEnv::new();
+    assert!(env.cli(&["daemon", "start"]).status.success());
+    let mut follower = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["daemon", "logs", "-f", "-n", "1"])
+        .env_clear()
+        .envs(env.env_vars())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let wanted = format!("session ready session={}", s.0);
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let left = give_up.saturating_duration_since(std::time::Instant::now());
+        let line = rx.recv_timeout(left).expect("the line came through -f");
+        if line.contains(&wanted) {
+            break;
+        }
+    }
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+    mcp.close().await;
+}
+
+/// `doctor` passes on a good setup, and names each problem with its fix: a runtime directory
+/// others may enter, and no rsync on PATH.
+#[tokio::test]
+async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
+    let env = TestEnv::new();
+    let out = env.cli(&["doctor"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("ok    rsync       rsync  version"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::create_dir_all(&env.runtime_dir).unwrap();
+    std::fs::set_permissions(
+        &env.runtime_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    // A PATH with ssh and bash but no rsync.
+    let bin = env.root.path().join("bin-without-rsync");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["ssh", "bash"] {
+        let real = String::from_utf8(
+            std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(real.trim(), bin.join(tool)).unwrap();
+    }
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .arg("doctor")
+        .env_clear()
+        .envs(env.env_vars())
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("FAIL  rsync       not found on PATH"),
+        "{said}"
+    );
+    assert!(said.contains("fix: apt-get install rsync"), "{said}");
+    assert!(said.contains("mode 755 lets other users in"), "{said}");
+    assert!(
+        said.contains(&format!("fix: chmod 700 {}", env.runtime_dir.display())),
+        "{said}"
+    );
+    assert!(said.contains("ok    ssh "), "{said}");
+    assert!(said.contains("2 problem(s) found"), "{said}");
 }
 
 /// The config file's `runtime-dir` is where the CLI and the shim look for the daemon (and

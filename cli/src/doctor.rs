@@ -1,0 +1,236 @@
+//! `sshmcp doctor`: checks what sshmcp needs on this machine, one line each, and says how to
+//! fix every problem it finds.
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use sshmcp_proto::client::{ClientError, connect_existing};
+use sshmcp_proto::paths::{self, RuntimePaths};
+
+/// Exit status when a check failed (see `cli::EXIT_CODES`).
+const EXIT_PROBLEM: u8 = 4;
+
+/// One check's outcome.
+enum Finding {
+    Ok(String),
+    Problem { what: String, fix: String },
+}
+
+fn problem(what: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding::Problem {
+        what: what.into(),
+        fix: fix.into(),
+    }
+}
+
+pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let state_dir = paths::state_dir_from_env();
+    let checks = [
+        (
+            "ssh",
+            tool_version("ssh", "-V", "apt-get install openssh-client"),
+        ),
+        (
+            "rsync",
+            tool_version(
+                "rsync",
+                "--version",
+                "apt-get install rsync (transfers need rsync here and on each host)",
+            ),
+        ),
+        ("runtime dir", private_dir(&paths.dir)),
+        ("socket", socket(&paths.socket())),
+        (
+            "state dir",
+            match &state_dir {
+                Some(dir) => private_dir(dir),
+                None => problem("none: neither SSHMCP_STATE_DIR nor HOME is set", "set HOME"),
+            },
+        ),
+        ("local root", local_root()),
+        ("ssh config", ssh_config()),
+        ("daemon", daemon(paths).await),
+    ];
+    let mut problems = 0;
+    for (name, finding) in checks {
+        match finding {
+            Finding::Ok(said) => writeln!(out, "ok    {name:<12}{said}")?,
+            Finding::Problem { what, fix } => {
+                problems += 1;
+                writeln!(out, "FAIL  {name:<12}{what}")?;
+                writeln!(out, "      {:<12}fix: {fix}", "")?;
+            }
+        }
+    }
+    Ok(match problems {
+        0 => ExitCode::SUCCESS,
+        n => {
+            writeln!(out, "{n} problem(s) found")?;
+            ExitCode::from(EXIT_PROBLEM)
+        }
+    })
+}
+
+/// The first line a tool prints about its version (on either stream: `ssh -V` uses stderr).
+fn tool_version(tool: &str, flag: &str, install: &str) -> Finding {
+    match Command::new(tool).arg(flag).output() {
+        Ok(out) if out.status.success() => {
+            let text = [out.stdout, out.stderr].concat();
+            let text = String::from_utf8_lossy(&text);
+            Finding::Ok(text.lines().next().unwrap_or("").trim().to_string())
+        }
+        Ok(out) => problem(
+            format!("`{tool} {flag}` failed ({})", out.status),
+            format!("reinstall it: {install}"),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            problem("not found on PATH", install.to_string())
+        }
+        Err(e) => problem(format!("cannot run {tool}: {e}"), install.to_string()),
+    }
+}
+
+/// A directory only this user may use: ours, not a symlink, mode without group or other bits.
+/// One that does not exist yet is fine: it is made (0700) on first use.
+fn private_dir(dir: &Path) -> Finding {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Finding::Ok(format!("{} (made on first use)", dir.display()))
+        }
+        Err(e) => problem(
+            format!("{}: {e}", dir.display()),
+            "check the path and its parents",
+        ),
+        Ok(meta) => match private(&meta, true) {
+            None => Finding::Ok(format!(
+                "{} (mode {:o})",
+                dir.display(),
+                meta.mode() & 0o7777
+            )),
+            Some(why) => problem(
+                format!("{}: {why}", dir.display()),
+                format!(
+                    "chmod 700 {0} (or remove it: it is made again)",
+                    dir.display()
+                ),
+            ),
+        },
+    }
+}
+
+/// Why `meta` is not private to this user, if it is not.
+fn private(meta: &std::fs::Metadata, dir: bool) -> Option<String> {
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.file_type().is_symlink() {
+        return Some("a symlink".into());
+    }
+    if dir && !meta.is_dir() {
+        return Some("not a directory".into());
+    }
+    if meta.uid() != me {
+        return Some(format!("owned by uid {}, not {me}", meta.uid()));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| format!("mode {mode:o} lets other users in"))
+}
+
+fn socket(path: &Path) -> Finding {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Finding::Ok("none (the daemon makes it when it starts)".into())
+        }
+        Err(e) => problem(format!("{}: {e}", path.display()), "sshmcp daemon restart"),
+        Ok(meta) => match private(&meta, false) {
+            None => Finding::Ok(format!(
+                "{} (mode {:o})",
+                path.display(),
+                meta.mode() & 0o777
+            )),
+            Some(why) => problem(
+                format!("{}: {why}", path.display()),
+                "sshmcp daemon stop, then let it start again (it binds the socket 0600)",
+            ),
+        },
+    }
+}
+
+/// The default local root: where agents' files go when their client sets none.
+fn local_root() -> Finding {
+    let root = std::env::var_os("SSHMCP_LOCAL_ROOT")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(paths::default_local_root);
+    let Some(root) = root else {
+        return problem(
+            "none: set SSHMCP_LOCAL_ROOT or HOME",
+            "set SSHMCP_LOCAL_ROOT",
+        );
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if !root.is_absolute() || root == Path::new("/") || home.as_deref() == Some(&root) {
+        return problem(
+            format!(
+                "{} (must be absolute, and neither / nor the home directory)",
+                root.display()
+            ),
+            "point SSHMCP_LOCAL_ROOT (or local-root in config.toml) at a folder of its own",
+        );
+    }
+    match std::fs::metadata(&root) {
+        Ok(meta) if meta.is_dir() => Finding::Ok(root.display().to_string()),
+        Ok(_) => problem(
+            format!("{} is not a directory", root.display()),
+            "move that file away, or choose another local root",
+        ),
+        Err(_) => Finding::Ok(format!("{} (made on first use)", root.display())),
+    }
+}
+
+/// Whether OpenSSH accepts the configuration the daemon hands every ssh.
+fn ssh_config() -> Finding {
+    let config = std::env::var_os("SSHMCP_SSH_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let mut cmd = Command::new("ssh");
+    if let Some(config) = &config {
+        cmd.arg("-F").arg(config);
+    }
+    let shown = config
+        .as_ref()
+        .map_or("the user's default".to_string(), |c| {
+            c.display().to_string()
+        });
+    match cmd.args(["-G", "sshmcp-doctor.invalid"]).output() {
+        Ok(out) if out.status.success() => Finding::Ok(format!("{shown} parses")),
+        Ok(out) => problem(
+            format!(
+                "{shown}: {}",
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("ssh -G failed")
+            ),
+            "correct the line ssh names (`ssh -G HOST` shows what ssh reads)",
+        ),
+        Err(_) => problem("cannot run ssh to read it", "install openssh-client"),
+    }
+}
+
+async fn daemon(paths: &RuntimePaths) -> Finding {
+    match connect_existing(paths).await {
+        Ok(Some(c)) => Finding::Ok(format!(
+            "running (pid {}, version {}, protocol {})",
+            c.hello.pid, c.hello.daemon_version, c.hello.protocol_version
+        )),
+        Ok(None) => Finding::Ok("not running (clients start it on first use)".into()),
+        Err(e @ ClientError::VersionMismatch { .. }) => {
+            problem(e.to_string(), "sshmcp daemon restart (sessions are kept)")
+        }
+        Err(e) => problem(
+            e.to_string(),
+            "sshmcp daemon logs shows what the daemon said",
+        ),
+    }
+}

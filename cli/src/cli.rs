@@ -26,13 +26,17 @@ Exit codes:
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List every session of the daemon, starting it if needed (never keys).
+    /// List every session of the daemon, starting it if needed (session keys are never shown).
     Sessions {
         /// Print JSON (the rows of the session_list tool) instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Close sessions: cancel their commands and transfers, stop their SSH connections.
+    /// Close sessions: cancel their commands and transfers, stop their SSH masters.
+    ///
+    /// Agents holding a closed session's key get `session_not_found` from then on; its
+    /// command handles and their output files go with it, detached tasks keep running. Close
+    /// `lost` sessions this way before connecting again.
     Disconnect {
         /// The session id, as `sshmcp sessions` shows it.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -44,10 +48,12 @@ pub enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
-    /// Check this machine's setup, saying how to fix each problem.
+    /// Check this machine's setup, saying how to fix each problem
     ///
     /// It looks at ssh and rsync, the runtime and state directories and their modes, the
-    /// socket, the local root, the ssh config, and whether the daemon answers.
+    /// socket, the daemon's default local root and ssh config (as the running daemon uses
+    /// them, else as the environment sets them), and whether the daemon answers. A daemon
+    /// that is not running is no problem: clients start it.
     Doctor,
     /// Inspect, start, stop or restart the daemon, or read its log.
     Daemon {
@@ -90,9 +96,16 @@ pub enum DaemonCommand {
     },
     /// Start the daemon if none runs (agents' MCP servers also start it on first use).
     Start,
-    /// Close every session and stop the daemon.
+    /// Close every session (without asking) and stop the daemon.
+    ///
+    /// Command handles and their output files go with their sessions; detached tasks keep
+    /// running. The next agent call starts a new daemon, with no sessions.
     Stop,
-    /// Replace the daemon by this installation's, keeping every session (for upgrades).
+    /// Replace the daemon with this installation's, for upgrades: sessions and transfers
+    /// carry over.
+    ///
+    /// Commands running at that moment are cut off (their handles then say `lost`). The new
+    /// daemon takes its settings from this shell's environment and config.toml.
     Restart,
     /// Print the end of the daemon's log.
     Logs {

@@ -40,7 +40,16 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Doctor => return crate::doctor::run(&paths, out).await,
         _ => {}
     }
-    let conn = connect_existing(&paths).await?;
+    // The log is a file: a daemon this client cannot speak to still has one to read.
+    let conn = match (&command, connect_existing(&paths).await) {
+        (
+            Command::Daemon {
+                command: DaemonCommand::Logs { .. },
+            },
+            Err(_),
+        ) => None,
+        (_, conn) => conn?,
+    };
     match command {
         Command::Sessions { .. } | Command::Disconnect { .. } | Command::Doctor => {
             unreachable!("handled above")
@@ -158,11 +167,15 @@ async fn status(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let Some(c) = conn else {
-        writeln!(
-            out,
+        // Stdout stays empty under --json: a script reads the exit status.
+        let said = format!(
             "sshmcpd is not running (socket {})",
             paths.socket().display()
-        )?;
+        );
+        match json {
+            true => eprintln!("{said}"),
+            false => writeln!(out, "{said}")?,
+        }
         return Ok(ExitCode::from(EXIT_NOT_RUNNING));
     };
     let s = c.client.status(context_with_timeout(QUICK)).await?;

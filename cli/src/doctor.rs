@@ -27,6 +27,31 @@ fn problem(what: impl Into<String>, fix: impl Into<String>) -> Finding {
 
 pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let state_dir = paths::state_dir_from_env();
+    let answered = connect_existing(paths).await;
+    // The settings that count are the running daemon's; without one, the environment's.
+    let status = match &answered {
+        Ok(Some(c)) => {
+            let ctx =
+                sshmcp_proto::service::context_with_timeout(std::time::Duration::from_secs(10));
+            c.client.status(ctx).await.ok()
+        }
+        _ => None,
+    };
+    let (root, ssh_config_file) = match &status {
+        Some(s) => (
+            Some(PathBuf::from(&s.default_local_root)),
+            s.ssh_config.as_ref().map(PathBuf::from),
+        ),
+        None => (
+            std::env::var_os("SSHMCP_LOCAL_ROOT")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(paths::default_local_root),
+            std::env::var_os("SSHMCP_SSH_CONFIG")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+        ),
+    };
     let checks = [
         (
             "ssh",
@@ -49,9 +74,9 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
                 None => problem("none: neither SSHMCP_STATE_DIR nor HOME is set", "set HOME"),
             },
         ),
-        ("local root", local_root()),
-        ("ssh config", ssh_config()),
-        ("daemon", daemon(paths).await),
+        ("local root", local_root(root)),
+        ("ssh config", ssh_config(ssh_config_file)),
+        ("daemon", daemon(answered)),
     ];
     let mut problems = 0;
     for (name, finding) in checks {
@@ -150,18 +175,14 @@ fn socket(path: &Path) -> Finding {
             )),
             Some(why) => problem(
                 format!("{}: {why}", path.display()),
-                "sshmcp daemon stop, then let it start again (it binds the socket 0600)",
+                "sshmcp daemon restart (the new daemon binds it 0600; sessions are kept)",
             ),
         },
     }
 }
 
 /// The default local root: where agents' files go when their client sets none.
-fn local_root() -> Finding {
-    let root = std::env::var_os("SSHMCP_LOCAL_ROOT")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(paths::default_local_root);
+fn local_root(root: Option<PathBuf>) -> Finding {
     let Some(root) = root else {
         return problem(
             "none: set SSHMCP_LOCAL_ROOT or HOME",
@@ -189,10 +210,7 @@ fn local_root() -> Finding {
 }
 
 /// Whether OpenSSH accepts the configuration the daemon hands every ssh.
-fn ssh_config() -> Finding {
-    let config = std::env::var_os("SSHMCP_SSH_CONFIG")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+fn ssh_config(config: Option<PathBuf>) -> Finding {
     let mut cmd = Command::new("ssh");
     if let Some(config) = &config {
         cmd.arg("-F").arg(config);
@@ -218,8 +236,8 @@ fn ssh_config() -> Finding {
     }
 }
 
-async fn daemon(paths: &RuntimePaths) -> Finding {
-    match connect_existing(paths).await {
+fn daemon(answered: Result<Option<sshmcp_proto::client::Connection>, ClientError>) -> Finding {
+    match answered {
         Ok(Some(c)) => Finding::Ok(format!(
             "running (pid {}, version {}, protocol {})",
             c.hello.pid, c.hello.daemon_version, c.hello.protocol_version

@@ -1,5 +1,6 @@
-//! The `sshmcp` binary: a person's view of the daemon. Only `daemon start` starts a daemon;
-//! commands that look or stop never do.
+//! The `sshmcp` binary: a person's view of the daemon. What shows or closes sessions
+//! (`sessions`, `disconnect`) and `daemon start|restart` start a daemon when none runs;
+//! `daemon status|stop|logs` and `doctor` never do.
 
 mod cli;
 mod commands;

@@ -276,10 +276,12 @@ async fn idle(
         clients.mark_unchanged();
         tokio::select! {
             _ = tokio::time::sleep(limit) => {
-                if registry.session_count() == 0 && *clients.borrow() == 0 {
+                let sessions = registry.session_count();
+                if sessions == 0 && *clients.borrow() == 0 {
                     tracing::info!("idle for {}s with no session or client: exiting", limit.as_secs());
                     return;
                 }
+                tracing::debug!(sessions, "no client for {}s, but sessions keep the daemon", limit.as_secs());
             }
             _ = clients.changed() => {}
         }

@@ -12,6 +12,19 @@ fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
 }
 
+/// Waits until a process whose command line holds `needle` runs on this machine (the test's
+/// sshd is local): a remote command sends no event of its own to wait on.
+async fn until_running(needle: &str) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while count_matching(&[needle]) == 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "{needle} never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 async fn sessions(mcp: &sshmcp_tests::McpClient) -> Vec<Value> {
     let r = mcp.call("session_list", json!({})).await;
     assert_eq!(r["ok"], true, "{r}");
@@ -84,12 +97,7 @@ async fn a_call_cut_by_a_crash_is_not_repeated_and_the_next_call_works() {
             json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}")}),
         )
         .await;
-    // The remote command runs on this machine's sshd: wait until it is there.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while count_matching(&[&sleep]) == 0 {
-        assert!(std::time::Instant::now() < give_up, "the command started");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_running(&sleep).await;
     env.crash_daemon();
     let cut = answer(pending).await;
     assert_eq!(code(&cut), "daemon_unavailable");
@@ -177,11 +185,7 @@ async fn a_client_arriving_during_a_stop_waits_for_the_next_daemon() {
             json!({"session_id": s.0, "session_key": s.1, "command": stubborn}),
         )
         .await;
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while count_matching(&[&sleep]) == 0 {
-        assert!(std::time::Instant::now() < give_up, "the command started");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_running(&sleep).await;
     let cli = {
         let (bin, vars) = (sshmcp_tests::bins::path("sshmcp"), env.env_vars());
         tokio::task::spawn_blocking(move || {
@@ -274,12 +278,7 @@ async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
     )
     .await;
     assert_eq!(ended["status"], "completed", "{ended}");
-    // The remote command runs on this machine's sshd, after its first line.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while count_matching(&[&sleep]) == 0 {
-        assert!(std::time::Instant::now() < give_up, "the command started");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_running(&sleep).await;
     env.crash_daemon();
     let status = |id: String| {
         on_session(
@@ -310,4 +309,27 @@ async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
         .collect();
     assert_eq!(ids, [done_id.as_str(), cut_id.as_str()], "newest first");
     mcp.close().await;
+}
+
+/// A daemon with no session and no client exits after its idle period; a session, however
+/// idle, keeps it.
+#[tokio::test]
+async fn an_idle_daemon_exits_but_a_session_keeps_it() {
+    let env = TestEnv::with(&Default::default(), &[("SSHMCP_IDLE_EXIT", "1")]);
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let daemon = env.daemon_pid().unwrap();
+    mcp.close().await;
+    assert!(env.daemon_log_shows("sessions keep the daemon"));
+    let stat = std::fs::read_to_string(format!("/proc/{daemon}/stat")).unwrap_or_default();
+    assert!(
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        "a session keeps the daemon: {stat}"
+    );
+    let out = env.cli(&["disconnect", &s.0]);
+    assert!(out.status.success());
+    assert!(gone(daemon), "idle with nothing to keep it: it exits");
+    assert!(env.daemon_log_shows("idle for 1s with no session or client"));
+    assert!(!env.runtime_dir.join("sshmcpd.sock").exists());
 }

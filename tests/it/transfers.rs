@@ -936,6 +936,32 @@ async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
     mcp.close().await;
 }
 
+/// `daemon restart` hands a transfer under way to the new daemon: the old one records it and
+/// stops its rsync, the new one resumes from the partial file, under the same id.
+#[tokio::test]
+async fn a_restart_hands_a_transfer_over() {
+    let (env, mcp, s) = connected().await;
+    let (remote, r) = a_download_under_way(&mcp, &s, "handed.bin", false).await;
+    let out = env.cli(&["daemon", "restart"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(
+        done["reused_bytes"].as_u64().unwrap() > 0,
+        "resumed: {done}"
+    );
+    let sum = remote_out(&mcp, &s, &format!("sha256sum {remote}")).await;
+    assert_eq!(done["sha256"], &sum[..64]);
+    assert!(env.daemon_log_shows("transfer resumed"));
+    std::fs::remove_file(env.local_root.join("handed.bin")).unwrap();
+    remote_out(&mcp, &s, &format!("rm {remote}")).await;
+    mcp.close().await;
+}
+
 /// Remote names with any bytes go up and come back unchanged, through rsync's own parsing of
 /// its remote arguments (wildcards, backslashes, a directory holding both) and never through
 /// a shell; the one name rsync cannot fetch is refused up front.

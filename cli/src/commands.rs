@@ -215,6 +215,8 @@ async fn stop(
         writeln!(out, "sshmcpd is not running")?;
         return Ok(ExitCode::SUCCESS);
     };
+    // Taken before asking, so the wait is on this daemon's pidfile, not a successor's.
+    let holder = lock_holder(paths)?;
     match c
         .client
         .shutdown(context_with_timeout(Duration::from_secs(120)))
@@ -226,31 +228,47 @@ async fn stop(
         // lock tells the rest.
         Err(_) => {}
     }
-    wait_for_exit(paths).await?;
+    if let Some(holder) = holder {
+        holder.exited().await?;
+    }
     writeln!(out, "sshmcpd stopped; its sessions are closed")?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits until the daemon holding the pidfile exits: the kernel releases its lock then.
-async fn wait_for_exit(paths: &RuntimePaths) -> anyhow::Result<()> {
-    let pidfile = paths.pidfile();
-    let wait = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        match std::fs::File::open(&pidfile) {
-            Ok(f) => f.lock_shared(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(30), wait)
-        .await
-        .context("the daemon did not exit within 30 s; see `sshmcp daemon logs`")???;
-    Ok(())
+/// The daemon holding the pidfile lock: its pid, read from the very file it locked.
+struct Holder {
+    pid: u32,
+    file: std::fs::File,
 }
 
-/// The pid of the daemon holding the pidfile lock, or `None` when no daemon holds it.
-fn running_daemon(paths: &RuntimePaths) -> anyhow::Result<Option<u32>> {
+impl Holder {
+    /// Waits until this daemon exits: the kernel releases its lock then.
+    async fn exited(self) -> anyhow::Result<()> {
+        let file = self.file;
+        let wait = tokio::task::spawn_blocking(move || file.lock_shared());
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .context(
+                "the daemon did not exit within 30 s\nhint: `sshmcp daemon logs` shows why",
+            )???;
+        Ok(())
+    }
+
+    /// Whether the pid still names an `sshmcpd` (its executable may have been replaced by an
+    /// upgrade, which `/proc` shows as ` (deleted)`).
+    fn is_daemon(&self) -> bool {
+        std::fs::read_link(format!("/proc/{}/exe", self.pid)).is_ok_and(|exe| {
+            exe.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("sshmcpd"))
+        })
+    }
+}
+
+/// The daemon holding the pidfile lock, or `None` when no daemon holds it.
+fn lock_holder(paths: &RuntimePaths) -> anyhow::Result<Option<Holder>> {
+    use std::io::Read;
     let pidfile = paths.pidfile();
-    let file = match std::fs::File::open(&pidfile) {
+    let mut file = match std::fs::File::open(&pidfile) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot open {}", pidfile.display())),
@@ -259,10 +277,14 @@ fn running_daemon(paths: &RuntimePaths) -> anyhow::Result<Option<u32>> {
         // Nobody holds it: what the file says is left over.
         Ok(()) => Ok(None),
         Err(std::fs::TryLockError::WouldBlock) => {
-            let text = std::fs::read_to_string(&pidfile)?;
-            let pid = text.split_whitespace().next().and_then(|w| w.parse().ok());
-            pid.map(Some)
-                .with_context(|| format!("{} names no pid: {text:?}", pidfile.display()))
+            let mut text = String::new();
+            file.read_to_string(&mut text)?;
+            let pid = text
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.parse().ok())
+                .with_context(|| format!("{} names no pid: {text:?}", pidfile.display()))?;
+            Ok(Some(Holder { pid, file }))
         }
         Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
     }
@@ -272,14 +294,20 @@ fn running_daemon(paths: &RuntimePaths) -> anyhow::Result<Option<u32>> {
 /// SIGUSR1 to exit leaving its masters up, then a daemon of this installation starts and
 /// re-adopts them.
 async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let old = running_daemon(paths)?;
-    if let Some(pid) = old {
+    let holder = lock_holder(paths)?;
+    let old = holder.as_ref().map(|h| h.pid);
+    if let Some(holder) = holder {
+        anyhow::ensure!(
+            holder.is_daemon(),
+            "the pidfile's pid {} is no sshmcpd; nothing was signalled\nhint: `sshmcp doctor`",
+            holder.pid
+        );
         nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
+            nix::unistd::Pid::from_raw(holder.pid as i32),
             nix::sys::signal::Signal::SIGUSR1,
         )
-        .with_context(|| format!("cannot signal the daemon (pid {pid})"))?;
-        wait_for_exit(paths).await?;
+        .with_context(|| format!("cannot signal the daemon (pid {})", holder.pid))?;
+        holder.exited().await?;
     }
     let c = connect_or_start(paths, &daemon_program()).await?;
     let s = c.client.status(context_with_timeout(QUICK)).await?;

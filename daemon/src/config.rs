@@ -198,8 +198,11 @@ impl Settings {
         self.state_dir.join("masters")
     }
 
+    /// Beside the masters' sockets it describes: a daemon of another runtime directory
+    /// (another login's `XDG_RUNTIME_DIR`) has other masters and a record of its own, and a
+    /// reboot that ends the masters ends the record too.
     pub fn record_file(&self) -> PathBuf {
-        self.state_dir.join("sessions.json")
+        self.runtime.dir.join("sessions.json")
     }
 }
 

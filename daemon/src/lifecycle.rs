@@ -193,8 +193,8 @@ enum Exit {
     HandOver,
 }
 
-/// How long the teardown may take before the daemon exits anyway; a master that would not
-/// close by then is left for the next daemon to find (and stop, as nobody recorded it).
+/// How long the teardown may take before the daemon exits anyway; a session whose master
+/// would not close by then stays recorded as closing, and the next daemon stops that master.
 const TEARDOWN_CAP: Duration = Duration::from_secs(12);
 
 /// Re-adopts the last daemon's sessions, then serves until asked to stop (the `shutdown` call,
@@ -212,12 +212,20 @@ pub async fn run(
             "waited for the previous daemon to finish stopping"
         );
     }
+    // Handled from the start: a restart or a stop asked for while sessions are being taken
+    // back must not kill the daemon half-way.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hand_over = signal(SignalKind::user_defined1())?;
     prepare_dirs(&settings)?;
-    let listener = bind(&settings)?;
     let socket = settings.runtime.socket();
     let idle_exit = settings.idle_exit;
-    let registry = Registry::new(Arc::new(settings));
+    let registry = Registry::new(Arc::new(settings.clone()));
+    // Before the socket exists: a client that connects finds every session there is (the
+    // clients starting us wait on our ready report, the others on the start lock).
     registry.readopt().await;
+    let listener = bind(&settings)?;
     let stop = CancellationToken::new();
     let service = DaemonService {
         registry: registry.clone(),
@@ -226,13 +234,13 @@ pub async fn run(
     };
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "daemon ready");
     report.ready();
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hand_over = signal(SignalKind::user_defined1())?;
     let clients = tokio::sync::watch::channel(0usize).0;
-    let serving = server::serve(listener, service, stop.clone(), clients.clone());
-    tokio::pin!(serving);
+    let mut serving = Box::pin(server::serve(
+        listener,
+        service,
+        stop.clone(),
+        clients.clone(),
+    ));
     let exit = tokio::select! {
         _ = &mut serving => Exit::Stop,
         _ = term.recv() => { tracing::info!("SIGTERM: stopping"); Exit::Stop }
@@ -242,7 +250,9 @@ pub async fn run(
     };
     pidfile.mark_stopping();
     stop.cancel();
-    // New clients find no socket and start (or wait for) the next daemon.
+    // The listener goes with the accept loop, and the socket file with it: new clients start
+    // (or wait for) the next daemon instead of queueing on this one.
+    drop(serving);
     let _ = std::fs::remove_file(&socket);
     let teardown = async {
         match exit {
@@ -252,10 +262,12 @@ pub async fn run(
     };
     if tokio::time::timeout(TEARDOWN_CAP, teardown).await.is_err() {
         tracing::warn!(
-            "teardown took over {}s; exiting anyway",
+            "teardown took over {}s; sessions still closing are recorded so, for the next \
+             daemon to stop their masters",
             TEARDOWN_CAP.as_secs()
         );
     }
+    registry.seal_record();
     tracing::info!(?exit, "daemon stopped");
     Ok(())
 }

@@ -59,6 +59,9 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let result = runtime.block_on(lifecycle::run(settings, report, &mut pidfile));
+    // Nothing of ours may still run once the lock is free for the next daemon: a close that
+    // outlived the teardown's cap gets a moment, then goes with the runtime.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     drop(pidfile);
     result.context("daemon")
 }

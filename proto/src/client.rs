@@ -11,8 +11,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::paths::RuntimePaths;
 use crate::service::{DaemonClient, Hello, PROTOCOL_VERSION, context_with_timeout, framed};
 
-/// How long a client waits for a daemon it started to report ready.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a client waits for a daemon it started to report ready: longer than a new daemon
+/// waits for one that is stopping (20 s), plus its re-adoption of the recorded sessions.
+const START_TIMEOUT: Duration = Duration::from_secs(45);
 /// How long a hello may take on a live daemon.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -90,8 +91,12 @@ pub async fn connect_or_start(
         .check_length()
         .map_err(|reason| runtime_dir_error(io::Error::other(reason)))?;
     paths.ensure().map_err(runtime_dir_error)?;
-    if let Some(conn) = connect_existing(paths).await? {
-        return Ok(conn);
+    // A daemon that went away between our connect and its hello (it was stopping, or
+    // exiting idle) is no daemon: the next one is started, or waited for, below.
+    match connect_existing(paths).await {
+        Ok(Some(conn)) => return Ok(conn),
+        Ok(None) | Err(ClientError::Unreachable { .. }) => {}
+        Err(e) => return Err(e),
     }
     let _guard = StartLock::acquire(paths).await.map_err(runtime_dir_error)?;
     if let Some(conn) = connect_existing(paths).await? {

@@ -26,7 +26,16 @@ pub fn now_rfc3339() -> String {
 /// Reads back what [`rfc3339`] wrote (`YYYY-MM-DDTHH:MM:SS.mmmZ`); `None` for anything else.
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let b = text.as_bytes();
-    if b.len() != 24 || &b[4..5] != b"-" || b[10] != b'T' || b[19] != b'.' || b[23] != b'Z' {
+    let separators = [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (23, b'Z'),
+    ];
+    if b.len() != 24 || separators.iter().any(|&(i, c)| b[i] != c) {
         return None;
     }
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
@@ -95,6 +104,7 @@ mod tests {
             "2026-11-30T00:53:20Z",
             "2026-13-30T00:53:20.123Z",
             "2026-11-30 00:53:20.123Z",
+            "2026-11-30T00-53:20.123Z",
             "2026-11-30T0a:53:20.123Z",
             "+026-11-30T00:53:20.123Z",
         ] {

@@ -68,7 +68,7 @@ async fn session_keys_never_reach_logs_or_state_files() {
     mcp.call("session_list", json!({})).await;
     mcp.call("disconnect", json!({"session_id": s.0})).await;
     mcp.close().await;
-    let files: Vec<_> = [&env.state_dir, &env.logs_dir()]
+    let files: Vec<_> = [&env.state_dir, &env.runtime_dir, &env.logs_dir()]
         .iter()
         .flat_map(|d| files_under(d))
         .collect();

@@ -112,6 +112,15 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
     let s = session_of(&mcp.call("connect", json!({"alias": "testbed"})).await);
+    let handle = on_session(&mcp, &s, "command_start", json!({"command": "echo handed over"})).await;
+    let ended = on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": handle["handle_id"], "wait_seconds": 30}),
+    )
+    .await;
+    assert_eq!(ended["status"], "completed", "{ended}");
     let before = sessions(&mcp).await;
     let old = env.daemon_pid().unwrap();
     let out = env.cli(&["daemon", "restart"]);
@@ -133,6 +142,15 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     );
     assert_eq!(after[0]["state"], "ready");
     assert_eq!(remote_out(&mcp, &s, "echo kept").await, "kept\n");
+    let r = on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": handle["handle_id"], "stdout_offset": 0}),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["stdout"]["data"], "handed over\n", "the output files stayed");
     mcp.close().await;
 }
 
@@ -164,7 +182,7 @@ async fn stop_leaves_no_process_socket_or_pidfile() {
         "no ssh of the daemon is left"
     );
     let record: Value =
-        serde_json::from_slice(&std::fs::read(env.state_dir.join("sessions.json")).unwrap())
+        serde_json::from_slice(&std::fs::read(env.runtime_dir.join("sessions.json")).unwrap())
             .unwrap();
     assert_eq!(record["sessions"], json!([]), "nothing left to re-adopt");
     mcp.close().await;
@@ -232,15 +250,15 @@ async fn a_client_arriving_during_a_stop_waits_for_the_next_daemon() {
 async fn a_torn_record_is_set_aside_and_the_daemon_starts() {
     let env = TestEnv::new();
     std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
-        .create(&env.state_dir)
+        .create(&env.runtime_dir)
         .unwrap();
     let torn = r#"{"version": 1, "sessions": [{"session_id": "s01234"#;
-    std::fs::write(env.state_dir.join("sessions.json"), torn).unwrap();
+    std::fs::write(env.runtime_dir.join("sessions.json"), torn).unwrap();
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
     assert_eq!(remote_out(&mcp, &s, "echo fine").await, "fine\n");
     assert!(env.daemon_log_shows("session record unusable"));
-    let aside: Vec<_> = std::fs::read_dir(&env.state_dir)
+    let aside: Vec<_> = std::fs::read_dir(&env.runtime_dir)
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().contains("unusable"))
@@ -300,6 +318,9 @@ async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["exit_code"], 0);
     assert_eq!(r["stdout"]["data"], "finished\n");
+    // An ended handle's group was seen empty: nothing is ever sent to that number again.
+    let r = on_session(&mcp, &s, "command_kill", json!({"handle_id": done_id})).await;
+    assert_eq!(r["result"], "not_running", "{r}");
     let list = on_session(&mcp, &s, "command_list", json!({})).await;
     let ids: Vec<&str> = list["commands"]
         .as_array()

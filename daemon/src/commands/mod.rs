@@ -52,16 +52,33 @@ impl Commands {
         }
     }
 
+    /// Keeps every handle's output files when the handles go: the daemon is handing them to
+    /// the next one.
+    pub fn keep_files(&self) {
+        for handle in locked(&self.history).iter() {
+            handle.files.keep();
+        }
+    }
+
     /// The history as the session record keeps it.
     pub fn recorded(&self) -> Vec<CommandEntry> {
         locked(&self.history).iter().map(|h| h.recorded()).collect()
     }
 
     /// Takes back the handles a record names. One that was running when its daemon stopped
-    /// ends `lost`: its exit is unknown, and the output it printed until then is kept.
-    pub fn adopt(&self, entries: Vec<CommandEntry>) {
+    /// ends `lost`: its exit is unknown, and the output it printed until then is kept. Output
+    /// files are taken only where a handle of `session_id` keeps them (they are read, and
+    /// removed with the handle).
+    pub fn adopt(&self, session_id: &str, entries: Vec<CommandEntry>) {
         let now = SystemTime::now();
-        let handles = entries.into_iter().map(|entry| {
+        let handles = entries.into_iter().filter(|entry| {
+            let ours = entry.output.iter().all(|p| output::is_spool_file(p, session_id));
+            if !ours {
+                tracing::warn!(handle = %entry.handle_id, "recorded output files are not a handle's; handle dropped");
+            }
+            ours
+        });
+        let handles = handles.map(|entry| {
             let bytes = entry
                 .output
                 .clone()
@@ -81,7 +98,7 @@ impl Commands {
                 id: entry.handle_id,
                 preview: entry.preview,
                 started_at: from_unix_ms(entry.started_unix_ms),
-                observer: Arc::new(Observer::finished(entry.pid, bytes)),
+                observer: Arc::new(Observer::finished(entry.pid, entry.group_left, bytes)),
                 files: OutputFiles::adopt(entry.output, entry.output_kept),
                 end: watch::channel(Some(ended)).0,
                 as_root: entry.as_root,
@@ -318,6 +335,7 @@ impl Handle {
             as_root: self.as_root,
             output: self.files.paths().clone(),
             output_kept: self.files.kept(),
+            group_left: self.observer.seen().group_left,
             status: self.status().as_str().to_string(),
             exit_code: ended.as_ref().and_then(|e| e.exit_code),
             signal: ended.as_ref().and_then(|e| e.signal.clone()),

@@ -4,6 +4,7 @@
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sshmcp_proto::command::StreamChunk;
 use sshmcp_proto::exec::encode_bytes;
@@ -15,17 +16,30 @@ use crate::remote::spool::{self, Spool};
 /// The two files (stdout, stderr); dropping this removes them unless they were kept.
 pub struct OutputFiles {
     paths: [PathBuf; 2],
-    kept: bool,
+    kept: AtomicBool,
 }
 
 impl Drop for OutputFiles {
     fn drop(&mut self) {
-        if !self.kept {
+        if !self.kept() {
             for path in &self.paths {
                 let _ = std::fs::remove_file(path);
             }
         }
     }
+}
+
+/// Whether `path` has the shape of a handle's file of `session_id`:
+/// `<absolute root>/.sshmcp/spool/<session_id>/<name>`, with no `..` anywhere.
+pub fn is_spool_file(path: &Path, session_id: &str) -> bool {
+    use std::path::Component;
+    let mut up = path.components().rev();
+    path.is_absolute()
+        && !path.components().any(|c| c == Component::ParentDir)
+        && matches!(up.next(), Some(Component::Normal(_)))
+        && up.next() == Some(Component::Normal(session_id.as_ref()))
+        && up.next() == Some(Component::Normal("spool".as_ref()))
+        && up.next() == Some(Component::Normal(".sshmcp".as_ref()))
 }
 
 impl OutputFiles {
@@ -44,14 +58,17 @@ impl OutputFiles {
         })?;
         let files = Self {
             paths: [out.path().to_path_buf(), err.path().to_path_buf()],
-            kept: false,
+            kept: AtomicBool::new(false),
         };
         Ok((files, (out.retained(), err.retained())))
     }
 
     /// The files a record names, as the daemon that wrote them left them.
     pub fn adopt(paths: [PathBuf; 2], kept: bool) -> Self {
-        Self { paths, kept }
+        Self {
+            paths,
+            kept: AtomicBool::new(kept),
+        }
     }
 
     pub fn paths(&self) -> &[PathBuf; 2] {
@@ -59,18 +76,18 @@ impl OutputFiles {
     }
 
     pub fn kept(&self) -> bool {
-        self.kept
+        self.kept.load(Ordering::SeqCst)
     }
 
     /// Leaves the files where they are when this goes: an answer names them
     /// (`spool_output`).
-    pub fn keep(&mut self) {
-        self.kept = true;
+    pub fn keep(&self) {
+        self.kept.store(true, Ordering::SeqCst);
     }
 
     /// The absolute path of `stream`'s file, when the files are kept.
     pub fn kept_path(&self, stream: usize) -> Option<String> {
-        self.kept
+        self.kept()
             .then(|| self.paths[stream].to_string_lossy().into_owned())
     }
 
@@ -189,6 +206,21 @@ mod tests {
         assert_eq!((c.data.as_str(), c.next_offset), ("é", 3));
         let tail = files.chunk(0, None, 3, 5).unwrap();
         assert_eq!((tail.data.as_str(), tail.offset), ("é", 3));
+    }
+
+    #[test]
+    fn only_a_sessions_spool_files_pass_for_its_handles() {
+        let ok = Path::new("/r/.sshmcp/spool/s0123456789/2026-1.out");
+        assert!(is_spool_file(ok, "s0123456789"));
+        for bad in [
+            "/r/.sshmcp/spool/s0123456789",
+            "/r/.sshmcp/spool/sOTHER/2026-1.out",
+            "/r/.sshmcp/spool/s0123456789/../../../etc/passwd",
+            "r/.sshmcp/spool/s0123456789/x",
+            "/home/me/.ssh/id_ed25519",
+        ] {
+            assert!(!is_spool_file(Path::new(bad), "s0123456789"), "{bad}");
+        }
     }
 
     #[test]

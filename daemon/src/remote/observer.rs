@@ -98,12 +98,14 @@ impl Observer {
         }
     }
 
-    /// The end of a run another daemon followed: its group and the bytes its files hold.
-    pub fn finished(pid: Option<u32>, bytes: [u64; 2]) -> Self {
+    /// The end of a run another daemon followed: its group, whether that group outlived it,
+    /// and the bytes its files hold.
+    pub fn finished(pid: Option<u32>, group_left: Option<bool>, bytes: [u64; 2]) -> Self {
         Self {
             seen: watch::channel(Seen {
                 pid,
                 started: true,
+                group_left,
                 bytes,
                 ..Seen::default()
             })

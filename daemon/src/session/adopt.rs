@@ -22,16 +22,20 @@ impl Registry {
     pub async fn readopt(self: &Arc<Self>) {
         let path = self.settings.record_file();
         let entries = match record::read(&path) {
-            Ok(entries) => entries,
+            Ok(entries) => Some(entries),
             Err((why, aside)) => {
                 let aside = aside.map_or("it could not be moved".into(), |p| {
                     format!("moved to {}", p.display())
                 });
-                tracing::warn!("session record unusable ({why}); starting without it, {aside}");
-                Vec::new()
+                tracing::warn!(
+                    "session record unusable ({why}); starting without it, {aside}; masters \
+                     it may have named are left running"
+                );
+                None
             }
         };
-        let adoptions = entries.into_iter().map(|mut entry| {
+        let usable = entries.is_some();
+        let adoptions = entries.into_iter().flatten().map(|mut entry| {
             let transfers = std::mem::take(&mut entry.transfers);
             async move { Some((self.adopt(entry).await?, transfers)) }
         });
@@ -55,7 +59,10 @@ impl Registry {
             }
         }
         self.persist();
-        stop_unrecorded_masters(&self.settings.runtime.masters_dir(), &kept).await;
+        // Without a record, no master can be told from one whose session it lost.
+        if usable {
+            stop_unrecorded_masters(&self.settings.runtime.masters_dir(), &kept).await;
+        }
     }
 
     /// One recorded session back, or `None` for an entry that cannot be trusted or a session
@@ -107,7 +114,7 @@ impl Registry {
         if !entry.remote_user.is_empty() {
             let _ = session.remote_user.set(entry.remote_user);
         }
-        session.commands.adopt(entry.commands);
+        session.commands.adopt(&session.id, entry.commands);
         if state == SessionState::Ready {
             session.set_ready();
         } else {
@@ -124,11 +131,13 @@ async fn stop_unrecorded_masters(dir: &Path, kept: &HashSet<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    for entry in entries.flatten() {
+    let stops = entries.flatten().filter_map(|entry| {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if is_session_id(&name) && !kept.contains(&name) {
+        let orphan = is_session_id(&name) && !kept.contains(&name);
+        orphan.then_some(async move {
             tracing::info!(session = %name, "stopping a master no session owns");
             master::stop(&entry.path(), None).await;
-        }
-    }
+        })
+    });
+    futures::future::join_all(stops).await;
 }

@@ -1,4 +1,4 @@
-//! The daemon's private record of live sessions (`<state dir>/sessions.json`, mode 0600):
+//! The daemon's private record of live sessions (`<runtime dir>/sessions.json`, mode 0600):
 //! what a restarted daemon needs to find each master again. It holds key hashes, never keys.
 //! Written atomically (a private temporary file, fsync, rename); read defensively, since a
 //! crash, a full disk or another program may have left anything there.
@@ -75,6 +75,10 @@ pub struct CommandEntry {
     pub output: [PathBuf; 2],
     /// The files outlive the handle (`spool_output` named them in an answer).
     pub output_kept: bool,
+    /// Whether processes of its group outlived it, when its end said (see
+    /// `remote::observer::Seen::group_left`): a group seen empty is never signalled again.
+    #[serde(default)]
+    pub group_left: Option<bool>,
     /// `running`, or the state it ended in.
     pub status: String,
     pub exit_code: Option<i32>,
@@ -221,6 +225,7 @@ mod tests {
                 as_root: false,
                 output: ["/r/.sshmcp/spool/s/o".into(), "/r/.sshmcp/spool/s/e".into()],
                 output_kept: false,
+                group_left: None,
                 status: "running".into(),
                 exit_code: None,
                 signal: None,

@@ -362,6 +362,9 @@ impl Registry {
                 "the session is already being closed",
             ));
         }
+        // A daemon that dies mid-way leaves it recorded as closing: the next one stops its
+        // master instead of taking it back.
+        self.persist();
         let registry = self.clone();
         tokio::spawn(async move { registry.finish_closing(&session).await })
             .await
@@ -398,25 +401,45 @@ impl Registry {
 
     /// Refuses new sessions and leaves every master up for the next daemon (daemon restart):
     /// the record is written last, as the state the next daemon starts from.
-    /// Transfers under way are recorded, then stopped with their partial files kept: the
-    /// next daemon resumes them.
+    /// Transfers under way are stopped with their partial files kept (and stay recorded, for
+    /// the next daemon to resume), command handles keep their output files, and the record
+    /// is written one last time.
     pub async fn hand_over(self: &Arc<Self>) {
         self.closing.store(true, Ordering::SeqCst);
-        self.persist();
-        self.record_final.store(true, Ordering::SeqCst);
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
-        let stops = sessions.iter().map(|s| s.transfers.stop_all());
+        let stops = sessions.iter().map(|s| s.transfers.hand_over());
         futures::future::join_all(stops).await;
+        for session in &sessions {
+            session.commands.keep_files();
+        }
+        self.seal_record();
+    }
+
+    /// Writes the record a last time and keeps it so: what this daemon still does on its way
+    /// out (closes that outlived the teardown's cap) must not overwrite what the next daemon
+    /// reads and writes.
+    pub fn seal_record(&self) {
+        let _writing = self.record_lock();
+        if !self.record_final.swap(true, Ordering::SeqCst) {
+            self.write_record();
+        }
+    }
+
+    fn record_lock(&self) -> MutexGuard<'_, ()> {
+        self.record_writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(super) fn persist(&self) {
-        let _writing = self
-            .record_writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if self.record_final.load(Ordering::SeqCst) {
-            return;
+        let _writing = self.record_lock();
+        if !self.record_final.load(Ordering::SeqCst) {
+            self.write_record();
         }
+    }
+
+    /// Writes the record; the caller holds the writer lock.
+    fn write_record(&self) {
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         if let Err(e) = record::write(&self.settings.record_file(), &sessions) {
             tracing::warn!("cannot write the session record: {e}");

@@ -112,6 +112,8 @@ pub struct Operation {
     cancel: CancellationToken,
     /// Turns true once the operation ended.
     ended: tokio::sync::watch::Sender<bool>,
+    /// Stopped by a handover: the next daemon resumes it.
+    handed_over: std::sync::atomic::AtomicBool,
 }
 
 impl Operation {
@@ -144,6 +146,7 @@ impl Operation {
             }),
             cancel,
             ended: tokio::sync::watch::channel(false).0,
+            handed_over: Default::default(),
         }
     }
 
@@ -220,6 +223,13 @@ impl Operation {
     fn running(&self) -> bool {
         locked(&self.progress).ended_at.is_none()
     }
+
+    /// Still to finish: running, or stopped by a handover (not by its caller).
+    fn resumable(&self) -> bool {
+        let p = locked(&self.progress);
+        p.ended_at.is_none()
+            || (self.handed_over.load(Ordering::SeqCst) && p.state == TransferState::Cancelled)
+    }
 }
 
 impl Transfers {
@@ -278,7 +288,7 @@ impl Transfers {
         let ops = locked(&self.0);
         ops.iter()
             .rev()
-            .filter(|o| o.running())
+            .filter(|o| o.resumable())
             .map(|o| TransferEntry {
                 operation_id: o.id.clone(),
                 direction: direction_name(o.direction).into(),
@@ -291,21 +301,24 @@ impl Transfers {
             .collect()
     }
 
-    /// Stops every copy under way, keeping its partial file, and waits (briefly) until each
-    /// has stopped writing: the daemon is handing its sessions over.
-    pub async fn stop_all(&self) {
+    /// Stops every copy under way, keeping its partial file and its place in the record, and
+    /// waits (briefly) until each has stopped writing: the daemon is handing its sessions
+    /// over. A copy that completes meanwhile is done, and not recorded.
+    pub async fn hand_over(&self) {
         let running: Vec<Arc<Operation>> = locked(&self.0)
             .iter()
             .filter(|o| o.running())
             .cloned()
             .collect();
         for op in &running {
+            op.handed_over.store(true, Ordering::SeqCst);
             op.cancel.cancel();
         }
-        for op in running {
+        let stopped = running.iter().map(|op| async move {
             let mut ended = op.ended.subscribe();
             let _ = tokio::time::timeout(STOP_WAIT, ended.wait_for(|e| *e)).await;
-        }
+        });
+        futures::future::join_all(stopped).await;
     }
 }
 
@@ -429,7 +442,7 @@ async fn begin(
     settings: &Settings,
     destinations: &Arc<Destinations>,
     direction: TransferDirection,
-    req: TransferStartRequest,
+    mut req: TransferStartRequest,
     resumed: Option<Resumed>,
 ) -> Result<TransferReport, DaemonError> {
     let counted = session
@@ -446,6 +459,8 @@ async fn begin(
         })?;
     let remote_path = inspect::path_bytes(&req.remote_path)?;
     let root = crate::exec::local_root(req.local_root.clone(), settings)?;
+    // A resume must find the same files whatever the next daemon's default root is.
+    req.local_root = Some(root.to_string_lossy().into_owned());
     let server = format!("{}:{}", session.server_host, session.server_port);
     let (plan, total, claim) = match direction {
         TransferDirection::Download => {

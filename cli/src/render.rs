@@ -13,13 +13,13 @@ pub fn sessions_table(rows: &[SessionSummary], now: SystemTime, width: Option<us
     if rows.is_empty() {
         return "no sessions\n".to_string();
     }
-    const HEADER: [&str; 9] = [
-        "SESSION", "STATE", "TARGET", "SERVER", "USER", "AGE", "LAST USE", "CMDS", "XFERS",
+    const HEADER: [&str; 10] = [
+        "SESSION", "STATE", "TARGET", "SERVER", "USER", "AGE", "LAST USE", "CMDS", "XFERS", "FWDS",
     ];
     /// The columns that shrink, widest first, when the table is too wide.
     const SHRINKABLE: [usize; 3] = [2, 3, 4];
     let since = |at: &str| parse_rfc3339(at).map_or("?".to_string(), |t| age(now, t));
-    let body: Vec<[String; 9]> = rows
+    let body: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
             [
@@ -35,6 +35,7 @@ pub fn sessions_table(rows: &[SessionSummary], now: SystemTime, width: Option<us
                 since(&r.last_used_at),
                 r.active_commands.to_string(),
                 r.active_transfers.to_string(),
+                r.active_forwards.to_string(),
             ]
         })
         .collect();
@@ -45,7 +46,7 @@ pub fn sessions_table(rows: &[SessionSummary], now: SystemTime, width: Option<us
         }
     }
     if let Some(width) = width {
-        let total = |widths: &[usize; 9]| widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+        let total = |widths: &[usize; 10]| widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
         while total(&widths) > width {
             let Some(&widest) = SHRINKABLE
                 .iter()
@@ -148,6 +149,7 @@ mod tests {
             last_used_at: rfc3339(UNIX_EPOCH + Duration::from_secs(used)),
             active_commands: 2,
             active_transfers: 1,
+            active_forwards: 3,
         }
     }
 
@@ -172,9 +174,9 @@ mod tests {
         assert_eq!(
             sessions_table(&rows(), now, None),
             "\
-SESSION      STATE  TARGET                  SERVER                                   USER    AGE  LAST USE  CMDS  XFERS
-s0123456789  ready  deploy@build-server-17  build-server-17.internal.example.com:22  deploy  1d   1d        2     1
-s9876543210  lost   db                      build-server-17.internal.example.com:22  deploy  1d   1d        2     1
+SESSION      STATE  TARGET                  SERVER                                   USER    AGE  LAST USE  CMDS  XFERS  FWDS
+s0123456789  ready  deploy@build-server-17  build-server-17.internal.example.com:22  deploy  1d   1d        2     1      3
+s9876543210  lost   db                      build-server-17.internal.example.com:22  deploy  1d   1d        2     1      3
 "
         );
     }
@@ -186,9 +188,9 @@ s9876543210  lost   db                      build-server-17.internal.example.com
         assert_eq!(
             table,
             "\
-SESSION      STATE  TARGET       SERVER       USER    AGE  LAST USE  CMDS  XFERS
-s0123456789  ready  deploy@bui…  build-serv…  deploy  1d   1d        2     1
-s9876543210  lost   db           build-serv…  deploy  1d   1d        2     1
+SESSION      STATE  TARGET    SERVER    USER    AGE  LAST USE  CMDS  XFERS  FWDS
+s0123456789  ready  deploy@…  build-s…  deploy  1d   1d        2     1      3
+s9876543210  lost   db        build-s…  deploy  1d   1d        2     1      3
 "
         );
         assert!(table.lines().all(|l| l.chars().count() <= 80));

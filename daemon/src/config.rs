@@ -60,6 +60,11 @@ pub struct Flags {
     /// skips opening a channel and starting the login shell. 0: every command opens its own.
     #[arg(long, env = "SSHMCP_STANDBY_CHANNELS")]
     pub standby_channels: Option<usize>,
+    /// Let forwards listen on addresses other than loopback (127.0.0.1, ::1, localhost): then
+    /// anyone who can reach this machine (local forwards, SOCKS) or the remote host (remote
+    /// forwards) on that address uses the session's SSH connection. Off by default.
+    #[arg(long, env = "SSHMCP_ALLOW_PUBLIC_FORWARDS")]
+    pub allow_public_forwards: bool,
     /// Seconds without any session or client after which the daemon exits; 0: never.
     #[arg(long, env = "SSHMCP_IDLE_EXIT")]
     pub idle_exit: Option<u64>,
@@ -88,6 +93,7 @@ struct FileSettings {
     max_spool_bytes: Option<u64>,
     standby_channels: Option<usize>,
     idle_exit: Option<u64>,
+    allow_public_forwards: Option<bool>,
     log: Option<String>,
 }
 
@@ -105,6 +111,8 @@ pub struct Settings {
     pub standby_channels: usize,
     /// When an idle daemon exits (see [`DEFAULT_IDLE_EXIT_SECS`]); `None`: never.
     pub idle_exit: Option<std::time::Duration>,
+    /// Forwards may listen beyond loopback.
+    pub allow_public_forwards: bool,
     pub log: String,
 }
 
@@ -159,6 +167,8 @@ impl Settings {
             )
             .filter(|secs| *secs > 0)
             .map(std::time::Duration::from_secs),
+            allow_public_forwards: flags.allow_public_forwards
+                || file.allow_public_forwards.unwrap_or(false),
             log: flags
                 .log
                 .clone()

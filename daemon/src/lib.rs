@@ -5,6 +5,7 @@ pub mod commands;
 pub mod config;
 pub mod exec;
 pub mod files;
+pub mod forwards;
 pub mod inspect;
 pub mod lifecycle;
 pub mod local_process;

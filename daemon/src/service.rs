@@ -12,6 +12,7 @@ use sshmcp_proto::files::{
     CopyMoveRequest, EditFileRequest, FileEdited, FileWritten, MakeDirectoryRequest, PathChanged,
     RemovePathRequest, WriteFileRequest,
 };
+use sshmcp_proto::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
 };
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
-use crate::{commands, exec, files, inspect, tasks, transfers};
+use crate::{commands, exec, files, forwards, inspect, tasks, transfers};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -289,6 +290,38 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         self.on_session("move_path", &auth, |session| async move {
             files::paths::copy_or_move(&session, req, true).await
+        })
+        .await
+    }
+
+    async fn forward_start(
+        self,
+        _: Context,
+        req: ForwardStartRequest,
+    ) -> Result<ForwardInfo, DaemonError> {
+        let auth = req.auth.clone();
+        let settings = self.registry.settings.clone();
+        self.on_session("forward_start", &auth, |session| async move {
+            forwards::start(&session, &settings, req).await
+        })
+        .await
+    }
+
+    async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
+        self.on_session("forward_list", &auth, |session| async move {
+            Ok(forwards::list(&session))
+        })
+        .await
+    }
+
+    async fn forward_stop(
+        self,
+        _: Context,
+        req: ForwardStopRequest,
+    ) -> Result<ForwardInfo, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session("forward_stop", &auth, |session| async move {
+            forwards::stop(&session, req).await
         })
         .await
     }

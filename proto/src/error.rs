@@ -37,13 +37,16 @@ pub enum ErrorCode {
     FileChanged,
     EditNoMatch,
     EditAmbiguousMatch,
+    ForwardNotFound,
+    ForwardFailed,
+    ForwardNotAllowed,
     DaemonUnavailable,
     InternalError,
 }
 
 impl ErrorCode {
     /// Every code, in the contract's order: the docs table and tests iterate this.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 35] = [
         Self::SessionNotFound,
         Self::InvalidSessionKey,
         Self::SessionNotReady,
@@ -74,6 +77,9 @@ impl ErrorCode {
         Self::FileChanged,
         Self::EditNoMatch,
         Self::EditAmbiguousMatch,
+        Self::ForwardNotFound,
+        Self::ForwardFailed,
+        Self::ForwardNotAllowed,
         Self::DaemonUnavailable,
         Self::InternalError,
     ];
@@ -111,6 +117,9 @@ impl ErrorCode {
             Self::FileChanged => "file_changed",
             Self::EditNoMatch => "edit_no_match",
             Self::EditAmbiguousMatch => "edit_ambiguous_match",
+            Self::ForwardNotFound => "forward_not_found",
+            Self::ForwardFailed => "forward_failed",
+            Self::ForwardNotAllowed => "forward_not_allowed",
             Self::DaemonUnavailable => "daemon_unavailable",
             Self::InternalError => "internal_error",
         }

@@ -7,6 +7,7 @@ pub mod command;
 pub mod error;
 pub mod exec;
 pub mod files;
+pub mod forward;
 pub mod inspect;
 pub mod limits;
 pub mod paths;

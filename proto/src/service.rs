@@ -17,6 +17,7 @@ use crate::files::{
     CopyMoveRequest, EditFileRequest, FileEdited, FileWritten, MakeDirectoryRequest, PathChanged,
     RemovePathRequest, WriteFileRequest,
 };
+use crate::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use crate::task::{
@@ -62,6 +63,9 @@ pub const CAPABILITIES: &[&str] = &[
     "remove_path",
     "copy_path",
     "move_path",
+    "forward_start",
+    "forward_list",
+    "forward_stop",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -132,6 +136,9 @@ pub trait Daemon {
     async fn remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>;
     async fn copy_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>;
     async fn move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>;
+    async fn forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>;
+    async fn forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>;
+    async fn forward_stop(req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -296,6 +303,7 @@ mod tests {
             last_used_at: "l".into(),
             active_commands: 3,
             active_transfers: 0,
+            active_forwards: 2,
         }]);
         roundtrip(ExecRequest {
             auth: SessionAuth {
@@ -575,6 +583,38 @@ mod tests {
             bytes: 4,
             last_line: "l".into(),
         })));
+        use crate::forward::ForwardKind;
+        for kind in [
+            ForwardKind::Local,
+            ForwardKind::Remote,
+            ForwardKind::Dynamic,
+        ] {
+            roundtrip(ForwardStartRequest {
+                auth: auth.clone(),
+                kind,
+                listen_port: 0,
+                listen_host: Some("::1".into()),
+                target_host: None,
+                target_port: Some(5432),
+            });
+        }
+        let forward = ForwardInfo {
+            forward_id: "fw-1".into(),
+            kind: ForwardKind::Remote,
+            listen_host: "127.0.0.1".into(),
+            listen_port: 40000,
+            target_host: Some("db".into()),
+            target_port: Some(5432),
+            created_at: "c".into(),
+        };
+        roundtrip(Ok::<_, DaemonError>(forward.clone()));
+        roundtrip(Ok::<_, DaemonError>(ForwardList {
+            forwards: vec![forward],
+        }));
+        roundtrip(ForwardStopRequest {
+            auth: auth.clone(),
+            forward_id: "fw-1".into(),
+        });
         for code in ErrorCode::ALL {
             roundtrip(Err::<(), _>(DaemonError::new(code, "m")));
         }

@@ -142,6 +142,8 @@ pub struct SessionSummary {
     pub active_commands: u32,
     /// Transfers running on the session now.
     pub active_transfers: u32,
+    /// Port forwards open on the session now.
+    pub active_forwards: u32,
 }
 
 /// The answer to `disconnect`.

@@ -87,7 +87,10 @@ async fn status_and_stop_close_every_master() {
             "make_directory",
             "remove_path",
             "copy_path",
-            "move_path"
+            "move_path",
+            "forward_start",
+            "forward_list",
+            "forward_stop"
         ]),
         "the capabilities of the handshake"
     );
@@ -172,7 +175,7 @@ async fn the_sessions_table_fits_the_terminal() {
         .arg("sessions")
         .env_clear()
         .envs(env.env_vars())
-        .env("COLUMNS", "72")
+        .env("COLUMNS", "78")
         .output()
         .unwrap();
     let table = stdout(&out);
@@ -187,12 +190,13 @@ async fn the_sessions_table_fits_the_terminal() {
     assert_eq!(
         header,
         [
-            "SESSION", "STATE", "TARGET", "SERVER", "USER", "AGE", "LAST USE", "CMDS", "XFERS"
+            "SESSION", "STATE", "TARGET", "SERVER", "USER", "AGE", "LAST USE", "CMDS", "XFERS",
+            "FWDS"
         ]
     );
     let row = lines.next().unwrap();
     assert!(row.starts_with(&format!("{}  ready  ", s.0)), "{table}");
-    assert!(table.lines().all(|l| l.chars().count() <= 72), "{table}");
+    assert!(table.lines().all(|l| l.chars().count() <= 78), "{table}");
     assert!(row.contains("…"), "cut to fit: {table}");
     let wide = stdout(&env.cli(&["sessions"]));
     assert!(

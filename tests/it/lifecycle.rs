@@ -112,7 +112,13 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
     let s = session_of(&mcp.call("connect", json!({"alias": "testbed"})).await);
-    let handle = on_session(&mcp, &s, "command_start", json!({"command": "echo handed over"})).await;
+    let handle = on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": "echo handed over"}),
+    )
+    .await;
     let ended = on_session(
         &mcp,
         &s,
@@ -150,7 +156,10 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     )
     .await;
     assert_eq!(r["status"], "completed", "{r}");
-    assert_eq!(r["stdout"]["data"], "handed over\n", "the output files stayed");
+    assert_eq!(
+        r["stdout"]["data"], "handed over\n",
+        "the output files stayed"
+    );
     mcp.close().await;
 }
 

@@ -9,6 +9,7 @@ mod daemon;
 mod exec;
 mod exec_limits;
 mod files;
+mod forwards;
 mod inspect;
 mod lifecycle;
 mod login_shells;

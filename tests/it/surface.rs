@@ -26,6 +26,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             "download_start",
             "edit_file",
             "exec",
+            "forward_list",
+            "forward_start",
+            "forward_stop",
             "list_directory",
             "make_directory",
             "move_path",
@@ -120,6 +123,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "echo",
         "sed -i",
         "mv",
+        "local",
+        "remote",
+        "dynamic",
     ];
     for word in mentioned {
         let command = word.starts_with("nohup") || word.starts_with("sshmcp daemon");

@@ -150,7 +150,68 @@ pub async fn alive_check(control_path: &Path) -> Result<u32, MuxError> {
 /// Asks the master to exit, closing its connection to the server.
 pub async fn terminate(control_path: &Path) -> Result<(), MuxError> {
     bounded(async {
-        let (mut control, mut packets) = request(control_path, wire::C_TERMINATE).await?;
+        let (mut control, mut packets) =
+            request(control_path, wire::simple_request(wire::C_TERMINATE, 1)).await?;
+        match read_reply(&mut control, &mut packets).await? {
+            Reply::Ok { .. } => Ok(()),
+            Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
+            other => Err(MuxError::Protocol(format!("{other:?}"))),
+        }
+    })
+    .await
+}
+
+/// One forwarding as the master knows it: `ssh -O forward` and `ssh -O cancel` name it the
+/// same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarding {
+    /// `wire::FWD_LOCAL`, `FWD_REMOTE` or `FWD_DYNAMIC`.
+    pub kind: u32,
+    pub listen_host: String,
+    pub listen_port: u16,
+    /// `socks` for a dynamic forward, whose connect port is 0.
+    pub connect_host: String,
+    pub connect_port: u16,
+}
+
+impl Forwarding {
+    fn packet(&self, kind: u32) -> Vec<u8> {
+        wire::forward(
+            kind,
+            1,
+            self.kind,
+            (&self.listen_host, self.listen_port.into()),
+            (&self.connect_host, self.connect_port.into()),
+        )
+    }
+}
+
+/// Asks the master to set up `forwarding`. For a remote forward asked with port 0 the answer
+/// is the port the server allocated; otherwise none.
+pub async fn open_forward(
+    control_path: &Path,
+    forwarding: &Forwarding,
+) -> Result<Option<u16>, MuxError> {
+    bounded(async {
+        let packet = forwarding.packet(wire::C_OPEN_FWD);
+        let (mut control, mut packets) = request(control_path, packet).await?;
+        match read_reply(&mut control, &mut packets).await? {
+            Reply::Ok { .. } => Ok(None),
+            Reply::RemotePort { port, .. } => u16::try_from(port)
+                .map(Some)
+                .map_err(|_| MuxError::Protocol(format!("allocated port {port}"))),
+            Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
+            other => Err(MuxError::Protocol(format!("{other:?}"))),
+        }
+    })
+    .await
+}
+
+/// Asks the master to close `forwarding`, named as it was opened.
+pub async fn close_forward(control_path: &Path, forwarding: &Forwarding) -> Result<(), MuxError> {
+    bounded(async {
+        let packet = forwarding.packet(wire::C_CLOSE_FWD);
+        let (mut control, mut packets) = request(control_path, packet).await?;
         match read_reply(&mut control, &mut packets).await? {
             Reply::Ok { .. } => Ok(()),
             Reply::Refused { reason, .. } => Err(MuxError::Refused(reason)),
@@ -180,19 +241,23 @@ pub async fn watch_until_closed(control_path: &Path) -> Result<(), MuxError> {
 
 /// A control connection that has just answered an ALIVE_CHECK, and the master's pid.
 async fn alive_connection(control_path: &Path) -> Result<(UnixStream, u32), MuxError> {
-    let (mut control, mut packets) = request(control_path, wire::C_ALIVE_CHECK).await?;
+    let (mut control, mut packets) =
+        request(control_path, wire::simple_request(wire::C_ALIVE_CHECK, 1)).await?;
     match read_reply(&mut control, &mut packets).await? {
         Reply::Alive { pid, .. } => Ok((control, pid)),
         other => Err(MuxError::Protocol(format!("{other:?}"))),
     }
 }
 
-async fn request(control_path: &Path, kind: u32) -> Result<(UnixStream, PacketBuffer), MuxError> {
+async fn request(
+    control_path: &Path,
+    packet: Vec<u8>,
+) -> Result<(UnixStream, PacketBuffer), MuxError> {
     let mut control = UnixStream::connect(control_path)
         .await
         .map_err(MuxError::Unreachable)?;
     let mut bytes = wire::hello();
-    bytes.extend(wire::simple_request(kind, 1));
+    bytes.extend(packet);
     control.write_all(&bytes).await?;
     let mut packets = PacketBuffer::default();
     expect_hello(&mut control, &mut packets).await?;

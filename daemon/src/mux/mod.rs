@@ -6,6 +6,6 @@ pub mod client;
 pub mod wire;
 
 pub use client::{
-    ControlEvent, EXCHANGE_TIMEOUT, MuxError, MuxSession, alive_check, open_session, terminate,
-    watch_until_closed,
+    ControlEvent, EXCHANGE_TIMEOUT, Forwarding, MuxError, MuxSession, alive_check, close_forward,
+    open_forward, open_session, terminate, watch_until_closed,
 };

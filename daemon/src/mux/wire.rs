@@ -6,13 +6,20 @@ pub const MSG_HELLO: u32 = 0x0000_0001;
 pub const C_NEW_SESSION: u32 = 0x1000_0002;
 pub const C_ALIVE_CHECK: u32 = 0x1000_0004;
 pub const C_TERMINATE: u32 = 0x1000_0005;
+pub const C_OPEN_FWD: u32 = 0x1000_0006;
+pub const C_CLOSE_FWD: u32 = 0x1000_0007;
 pub const S_OK: u32 = 0x8000_0001;
 pub const S_PERMISSION_DENIED: u32 = 0x8000_0002;
 pub const S_FAILURE: u32 = 0x8000_0003;
 pub const S_EXIT_MESSAGE: u32 = 0x8000_0004;
 pub const S_ALIVE: u32 = 0x8000_0005;
 pub const S_SESSION_OPENED: u32 = 0x8000_0006;
+pub const S_REMOTE_PORT: u32 = 0x8000_0007;
 pub const S_TTY_ALLOC_FAIL: u32 = 0x8000_0008;
+/// Forwarding types of OPEN_FWD and CLOSE_FWD.
+pub const FWD_LOCAL: u32 = 1;
+pub const FWD_REMOTE: u32 = 2;
+pub const FWD_DYNAMIC: u32 = 3;
 pub const MUX_VERSION: u32 = 4;
 
 /// A packet the master sent, decoded.
@@ -40,6 +47,11 @@ pub enum Reply {
     Alive {
         request_id: u32,
         pid: u32,
+    },
+    /// The port the server allocated for a remote forward asked with listen port 0.
+    RemotePort {
+        request_id: u32,
+        port: u32,
     },
     TtyAllocFail,
     Unknown {
@@ -96,6 +108,26 @@ pub fn simple_request(kind: u32, request_id: u32) -> Vec<u8> {
     let mut body = Vec::new();
     put_u32(&mut body, kind);
     put_u32(&mut body, request_id);
+    packet(body)
+}
+
+/// OPEN_FWD or CLOSE_FWD (`kind`) of one forwarding: its type, where it listens, where it
+/// connects (an empty host for a dynamic forward).
+pub fn forward(
+    kind: u32,
+    request_id: u32,
+    forwarding: u32,
+    listen: (&str, u32),
+    connect: (&str, u32),
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_u32(&mut body, kind);
+    put_u32(&mut body, request_id);
+    put_u32(&mut body, forwarding);
+    put_string(&mut body, listen.0.as_bytes());
+    put_u32(&mut body, listen.1);
+    put_string(&mut body, connect.0.as_bytes());
+    put_u32(&mut body, connect.1);
     packet(body)
 }
 
@@ -183,6 +215,10 @@ fn decode(body: &[u8]) -> Result<Reply, WireError> {
             request_id: r.u32()?,
             pid: r.u32()?,
         },
+        S_REMOTE_PORT => Reply::RemotePort {
+            request_id: r.u32()?,
+            port: r.u32()?,
+        },
         S_TTY_ALLOC_FAIL => Reply::TtyAllocFail,
         kind => Reply::Unknown { kind },
     })
@@ -191,6 +227,35 @@ fn decode(body: &[u8]) -> Result<Reply, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forward_layout_matches_protocol_mux() {
+        let p = forward(C_OPEN_FWD, 3, FWD_LOCAL, ("127.0.0.1", 8080), ("db", 5432));
+        let mut want = Vec::new();
+        for v in [C_OPEN_FWD, 3, FWD_LOCAL, 9] {
+            want.extend(v.to_be_bytes());
+        }
+        want.extend(b"127.0.0.1");
+        want.extend(8080u32.to_be_bytes());
+        want.extend(2u32.to_be_bytes());
+        want.extend(b"db");
+        want.extend(5432u32.to_be_bytes());
+        assert_eq!(&p[..4], &(want.len() as u32).to_be_bytes());
+        assert_eq!(&p[4..], &want[..]);
+        let mut buf = PacketBuffer::default();
+        let mut reply = Vec::new();
+        for v in [12u32, S_REMOTE_PORT, 3, 40000] {
+            reply.extend(v.to_be_bytes());
+        }
+        buf.push(&reply);
+        assert_eq!(
+            buf.next_reply(),
+            Ok(Some(Reply::RemotePort {
+                request_id: 3,
+                port: 40000
+            }))
+        );
+    }
 
     #[test]
     fn new_session_layout_matches_mux_c() {

@@ -60,6 +60,8 @@ pub fn master_args(
         "ControlMaster=yes",
         "ControlPersist=no",
         "ClearAllForwardings=yes",
+        // A forward asked later through the control socket that fails must fail alone.
+        "ExitOnForwardFailure=no",
         "RequestTTY=no",
     ] {
         args.extend(["-o".into(), opt.into()]);

@@ -44,6 +44,8 @@ pub struct Session {
     pub record_due: std::sync::Arc<tokio::sync::Notify>,
     /// Its file transfers.
     pub transfers: crate::transfers::Transfers,
+    /// Its port forwards.
+    pub forwards: crate::forwards::Forwards,
     inner: Mutex<Inner>,
 }
 
@@ -76,6 +78,7 @@ impl Session {
             commands: std::sync::Arc::new(crate::commands::Commands::new(record_due.clone())),
             record_due,
             transfers: Default::default(),
+            forwards: Default::default(),
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,
                 last_used: created_at,
@@ -188,6 +191,7 @@ impl Session {
             last_used_at: rfc3339(inner.last_used),
             active_commands: *self.host.active.borrow(),
             active_transfers: self.active_transfers.load(Ordering::Relaxed),
+            active_forwards: self.forwards.count(),
         }
     }
 }

@@ -47,6 +47,26 @@ pub struct Entry {
     /// Its transfers still under way, oldest first: the next daemon resumes them.
     #[serde(default)]
     pub transfers: Vec<TransferEntry>,
+    /// Its port forwards, oldest first: the master holds them, the next daemon lists them.
+    #[serde(default)]
+    pub forwards: Vec<ForwardEntry>,
+}
+
+/// A port forward as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardEntry {
+    pub forward_id: String,
+    /// `local`, `remote` or `dynamic`.
+    pub kind: String,
+    pub listen_host: String,
+    /// The port in force.
+    pub listen_port: u16,
+    /// The port as the master was asked (0 for a remote port the server chose): what closes it.
+    pub opened_port: u16,
+    /// `socks` and 0 for a dynamic forward (as `ssh -D` names it to the master).
+    pub target_host: String,
+    pub target_port: u16,
+    pub created_unix_ms: u64,
 }
 
 /// A transfer under way as recorded: its request, less the caller's key.
@@ -112,6 +132,7 @@ impl Entry {
             created_unix_ms: unix_ms(session.created_at),
             commands: session.commands.recorded(),
             transfers: session.transfers.recorded(),
+            forwards: session.forwards.recorded(),
         }
     }
 
@@ -242,6 +263,16 @@ mod tests {
                 overwrite: true,
                 local_root: None,
                 started_unix_ms: 1_767_225_600_002,
+            }],
+            forwards: vec![ForwardEntry {
+                forward_id: "fw-0123456789abcdef".into(),
+                kind: "remote".into(),
+                listen_host: "127.0.0.1".into(),
+                listen_port: 40000,
+                opened_port: 0,
+                target_host: "localhost".into(),
+                target_port: 8080,
+                created_unix_ms: 1_767_225_600_003,
             }],
         }
     }

@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod exec;
 pub mod files;
+pub mod forwards;
 pub mod inspect;
 pub mod paths;
 pub mod session;

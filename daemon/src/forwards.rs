@@ -1,0 +1,402 @@
+//! Port forwards: listeners the session's master sets up through its mux protocol, as
+//! `ssh -O forward` does (no new connection, no new authentication). The daemon checks what
+//! may listen where, keeps each session's list, and closes them; the master carries the data.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use sshmcp_proto::forward::{
+    ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
+};
+use sshmcp_proto::time::rfc3339;
+use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::config::Settings;
+use crate::mux::{self, Forwarding, MuxError, wire};
+use crate::session::Session;
+use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
+
+/// The listening addresses allowed without `--allow-public-forwards`.
+const LOOPBACK: [&str; 3] = ["127.0.0.1", "::1", "localhost"];
+/// How many free ports a local or dynamic forward on port 0 tries: another program may take
+/// the one found before the master binds it.
+const FREE_PORT_TRIES: usize = 5;
+
+/// One forward of a session.
+struct Forward {
+    id: String,
+    kind: ForwardKind,
+    /// The port in force.
+    listen_port: u16,
+    /// As the master knows it (with the port asked, 0 for a remote one the server chose):
+    /// what closes it.
+    opened: Forwarding,
+    created_at: SystemTime,
+}
+
+impl Forward {
+    fn info(&self) -> ForwardInfo {
+        let has_target = self.kind != ForwardKind::Dynamic;
+        ForwardInfo {
+            forward_id: self.id.clone(),
+            kind: self.kind,
+            listen_host: self.opened.listen_host.clone(),
+            listen_port: self.listen_port,
+            target_host: has_target.then(|| self.opened.connect_host.clone()),
+            target_port: has_target.then_some(self.opened.connect_port),
+            created_at: rfc3339(self.created_at),
+        }
+    }
+}
+
+/// One session's forwards, oldest first.
+#[derive(Default)]
+pub struct Forwards(Mutex<Vec<Arc<Forward>>>);
+
+impl Forwards {
+    fn locked(&self) -> MutexGuard<'_, Vec<Arc<Forward>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn count(&self) -> u32 {
+        self.locked().len() as u32
+    }
+
+    pub fn list(&self) -> ForwardList {
+        ForwardList {
+            forwards: self.locked().iter().map(|f| f.info()).collect(),
+        }
+    }
+
+    /// The forwards as the session record keeps them.
+    pub fn recorded(&self) -> Vec<ForwardEntry> {
+        self.locked()
+            .iter()
+            .map(|f| ForwardEntry {
+                forward_id: f.id.clone(),
+                kind: f.kind.as_str().to_string(),
+                listen_host: f.opened.listen_host.clone(),
+                listen_port: f.listen_port,
+                opened_port: f.opened.listen_port,
+                target_host: f.opened.connect_host.clone(),
+                target_port: f.opened.connect_port,
+                created_unix_ms: unix_ms(f.created_at),
+            })
+            .collect()
+    }
+
+    /// Takes back the forwards a record names: the master that holds them outlived the
+    /// daemon that opened them.
+    pub fn adopt(&self, entries: Vec<ForwardEntry>) {
+        let forwards = entries.into_iter().filter_map(|e| {
+            let kind = [
+                ForwardKind::Local,
+                ForwardKind::Remote,
+                ForwardKind::Dynamic,
+            ]
+            .into_iter()
+            .find(|k| k.as_str() == e.kind)?;
+            Some(Arc::new(Forward {
+                id: e.forward_id,
+                kind,
+                listen_port: e.listen_port,
+                opened: Forwarding {
+                    kind: mux_kind(kind),
+                    listen_host: e.listen_host,
+                    listen_port: e.opened_port,
+                    connect_host: e.target_host,
+                    connect_port: e.target_port,
+                },
+                created_at: from_unix_ms(e.created_unix_ms),
+            }))
+        });
+        self.locked().extend(forwards);
+    }
+}
+
+fn mux_kind(kind: ForwardKind) -> u32 {
+    match kind {
+        ForwardKind::Local => wire::FWD_LOCAL,
+        ForwardKind::Remote => wire::FWD_REMOTE,
+        ForwardKind::Dynamic => wire::FWD_DYNAMIC,
+    }
+}
+
+fn failed(message: impl Into<String>) -> DaemonError {
+    DaemonError::new(ErrorCode::ForwardFailed, message)
+}
+
+/// A host OpenSSH can take as a listening or target address: a name, an IPv4 or IPv6
+/// address, or `*` (every address, public forwards only).
+fn check_host(what: &str, host: &str) -> Result<(), DaemonError> {
+    let fine = !host.is_empty()
+        && host.len() <= 255
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'*'));
+    match fine {
+        true => Ok(()),
+        false => Err(DaemonError::invalid_arguments(format!(
+            "{what} must be a host name or an IP address"
+        ))),
+    }
+}
+
+/// The request's own checks; returns the listening host.
+fn check(req: &ForwardStartRequest, settings: &Settings) -> Result<String, DaemonError> {
+    let listen_host = req
+        .listen_host
+        .clone()
+        .unwrap_or_else(|| "127.0.0.1".into());
+    check_host("listen_host", &listen_host)?;
+    if !settings.allow_public_forwards && !LOOPBACK.contains(&listen_host.as_str()) {
+        return Err(DaemonError::new(
+            ErrorCode::ForwardNotAllowed,
+            format!(
+                "{listen_host} is not a loopback address; forwards listen on 127.0.0.1, ::1 or \
+                 localhost unless the daemon runs with --allow-public-forwards"
+            ),
+        ));
+    }
+    match (req.kind, &req.target_host, req.target_port) {
+        (ForwardKind::Dynamic, None, None) => Ok(listen_host),
+        (ForwardKind::Dynamic, _, _) => Err(DaemonError::invalid_arguments(
+            "a dynamic forward has no target_host or target_port: the SOCKS client names \
+             each destination",
+        )),
+        (_, Some(host), Some(port)) if port > 0 => {
+            check_host("target_host", host)?;
+            Ok(listen_host)
+        }
+        _ => Err(DaemonError::invalid_arguments(
+            "local and remote forwards need target_host and target_port (1-65535)",
+        )),
+    }
+}
+
+/// `forward_start`.
+pub async fn start(
+    session: &Session,
+    settings: &Settings,
+    req: ForwardStartRequest,
+) -> Result<ForwardInfo, DaemonError> {
+    let listen_host = check(&req, settings)?;
+    if req.listen_port != 0
+        && let Some(same) = session.forwards.locked().iter().find(|f| {
+            f.opened.listen_host == listen_host
+                && f.listen_port == req.listen_port
+                && (f.kind == ForwardKind::Remote) == (req.kind == ForwardKind::Remote)
+        })
+    {
+        return Err(failed(format!(
+            "{} already listens on {listen_host}:{} (forward_stop it first)",
+            same.id, req.listen_port
+        )));
+    }
+    let mut opened = Forwarding {
+        kind: mux_kind(req.kind),
+        listen_host: listen_host.clone(),
+        listen_port: req.listen_port,
+        // A dynamic forward is a listener whose connect port is 0; the master still wants a
+        // connect host, and `ssh -D` names it `socks`.
+        connect_host: req.target_host.clone().unwrap_or_else(|| "socks".into()),
+        connect_port: req.target_port.unwrap_or(0),
+    };
+    let control = &session.host.control_path;
+    let listen_port = match req.kind {
+        ForwardKind::Remote => match mux::open_forward(control, &opened).await {
+            Ok(allocated) => allocated.unwrap_or(req.listen_port),
+            Err(MuxError::Refused(_)) => {
+                return Err(failed(format!(
+                    "the server refused to listen on {listen_host}:{} (the port is in use \
+                     there, or its AllowTcpForwarding or PermitListen forbids it)",
+                    req.listen_port
+                )));
+            }
+            Err(e) => return Err(mux_failure(session, e)),
+        },
+        ForwardKind::Local | ForwardKind::Dynamic => {
+            open_here(session, &mut opened, req.listen_port).await?
+        }
+    };
+    let id = crate::session::key::nonce("fw-")
+        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+    let forward = Arc::new(Forward {
+        id: id[..19].to_string(),
+        kind: req.kind,
+        listen_port,
+        opened,
+        created_at: SystemTime::now(),
+    });
+    session.forwards.locked().push(forward.clone());
+    session.record_due.notify_one();
+    tracing::info!(session = %session.id, forward = %forward.id, kind = req.kind.as_str(), listen_port, "forward opened");
+    Ok(forward.info())
+}
+
+/// Opens a forward that listens on this machine. The master's answer carries no port, so a
+/// port 0 is a free one found here first (tried again if someone takes it meanwhile).
+async fn open_here(
+    session: &Session,
+    opened: &mut Forwarding,
+    asked: u16,
+) -> Result<u16, DaemonError> {
+    let tries = if asked == 0 { FREE_PORT_TRIES } else { 1 };
+    for _ in 0..tries {
+        if asked == 0 {
+            opened.listen_port = free_port(&opened.listen_host)?;
+        }
+        match mux::open_forward(&session.host.control_path, opened).await {
+            Ok(_) => return Ok(opened.listen_port),
+            Err(MuxError::Refused(_)) => continue,
+            Err(e) => return Err(mux_failure(session, e)),
+        }
+    }
+    Err(failed(match asked {
+        0 => format!("no free port on {} could be bound", opened.listen_host),
+        port => format!(
+            "cannot listen on {}:{port} on this machine (the port is in use, or reserved \
+             below 1024)",
+            opened.listen_host
+        ),
+    }))
+}
+
+/// A port nothing listens on at `host` right now.
+fn free_port(host: &str) -> Result<u16, DaemonError> {
+    let host = if host == "*" { "0.0.0.0" } else { host };
+    std::net::TcpListener::bind((host, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| failed(format!("cannot find a free port on {host}: {e}")))
+}
+
+/// A master that cannot be asked: gone (the session is lost), or silent.
+fn mux_failure(session: &Session, e: MuxError) -> DaemonError {
+    match session.host.master_gone() {
+        true => crate::session::registry::connection_lost(session),
+        false => DaemonError::internal(format!(
+            "the session's master did not take the request: {e}"
+        )),
+    }
+}
+
+/// `forward_list`.
+pub fn list(session: &Session) -> ForwardList {
+    session.forwards.list()
+}
+
+/// `forward_stop`: closes the listener; the port is free once this answers.
+pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError> {
+    let forward = session
+        .forwards
+        .locked()
+        .iter()
+        .find(|f| f.id == req.forward_id)
+        .cloned()
+        .ok_or_else(|| {
+            DaemonError::new(
+                ErrorCode::ForwardNotFound,
+                "no forward with this forward_id in this session (forward_list shows them)",
+            )
+        })?;
+    match mux::close_forward(&session.host.control_path, &forward.opened).await {
+        Ok(()) => {}
+        // The master no longer has it: closed is what was asked.
+        Err(MuxError::Refused(reason)) if reason.contains("not") => {
+            tracing::info!(forward = %forward.id, "the master had no such forward: {reason}");
+        }
+        Err(MuxError::Refused(reason)) => {
+            return Err(failed(format!("the master could not close it: {reason}")));
+        }
+        Err(e) => return Err(mux_failure(session, e)),
+    }
+    session
+        .forwards
+        .locked()
+        .retain(|f| !Arc::ptr_eq(f, &forward));
+    session.record_due.notify_one();
+    tracing::info!(session = %session.id, forward = %forward.id, "forward closed");
+    Ok(forward.info())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sshmcp_proto::session::SessionAuth;
+
+    fn req(
+        kind: ForwardKind,
+        listen: Option<&str>,
+        target: Option<(&str, u16)>,
+    ) -> ForwardStartRequest {
+        ForwardStartRequest {
+            auth: SessionAuth {
+                session_id: "s".into(),
+                session_key: "k".into(),
+            },
+            kind,
+            listen_port: 0,
+            listen_host: listen.map(String::from),
+            target_host: target.map(|t| t.0.to_string()),
+            target_port: target.map(|t| t.1),
+        }
+    }
+
+    fn settings(allow_public: bool) -> Settings {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        let flags = crate::config::Flags {
+            state_dir: Some(dir.path().join("state")),
+            local_root: Some(dir.path().join("root")),
+            config: Some(config),
+            allow_public_forwards: allow_public,
+            ..Default::default()
+        };
+        Settings::load(&flags).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn loopback_only_unless_allowed() {
+        let strict = settings(false);
+        for host in LOOPBACK {
+            assert!(check(&req(ForwardKind::Dynamic, Some(host), None), &strict).is_ok());
+        }
+        assert_eq!(
+            check(&req(ForwardKind::Dynamic, None, None), &strict).unwrap(),
+            "127.0.0.1"
+        );
+        for host in ["0.0.0.0", "*", "10.0.0.1", "::", "example.com"] {
+            let e = check(&req(ForwardKind::Dynamic, Some(host), None), &strict).unwrap_err();
+            assert_eq!(e.code, ErrorCode::ForwardNotAllowed, "{host}");
+        }
+        let open = settings(true);
+        assert!(check(&req(ForwardKind::Dynamic, Some("0.0.0.0"), None), &open).is_ok());
+    }
+
+    #[test]
+    fn targets_are_needed_exactly_where_they_mean_something() {
+        let s = settings(false);
+        let code = |r: ForwardStartRequest| check(&r, &s).err().map(|e| e.code);
+        assert_eq!(
+            code(req(ForwardKind::Local, None, Some(("db", 5432)))),
+            None
+        );
+        assert_eq!(
+            code(req(ForwardKind::Remote, None, Some(("::1", 80)))),
+            None
+        );
+        for bad in [
+            req(ForwardKind::Local, None, None),
+            req(ForwardKind::Remote, None, Some(("db", 0))),
+            req(ForwardKind::Dynamic, None, Some(("db", 1))),
+            req(ForwardKind::Local, None, Some(("db;rm -rf /", 1))),
+            req(ForwardKind::Local, Some("127.0.0.1 "), Some(("db", 1))),
+        ] {
+            assert_eq!(code(bad), Some(ErrorCode::InvalidArguments));
+        }
+    }
+}

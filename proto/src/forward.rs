@@ -1,0 +1,77 @@
+//! Wire types of port forwards: listeners set up on a session's master through its mux
+//! protocol, as `ssh -O forward` does, with no new connection and no new authentication.
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::SessionAuth;
+
+/// What a forward does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ForwardKind {
+    /// Listens on this machine; each connection is made from the remote host to the target
+    /// (`ssh -L`): reach a service that only the remote host can.
+    Local,
+    /// Listens on the remote host; each connection is made from this machine to the target
+    /// (`ssh -R`): let the remote host reach a service of this machine.
+    Remote,
+    /// A SOCKS5 proxy on this machine; each connection goes out from the remote host
+    /// (`ssh -D`): browse through the remote host's network.
+    Dynamic,
+}
+
+impl ForwardKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Remote => "remote",
+            Self::Dynamic => "dynamic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardStartRequest {
+    pub auth: SessionAuth,
+    pub kind: ForwardKind,
+    /// 0: a free port is chosen.
+    pub listen_port: u16,
+    /// Default `127.0.0.1`.
+    pub listen_host: Option<String>,
+    /// Required for `local` and `remote`; none for `dynamic`.
+    pub target_host: Option<String>,
+    pub target_port: Option<u16>,
+}
+
+/// One forward of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ForwardInfo {
+    /// Names the forward for `forward_stop`.
+    pub forward_id: String,
+    pub kind: ForwardKind,
+    /// Where it listens: on this machine for `local` and `dynamic`, on the remote host for
+    /// `remote`.
+    pub listen_host: String,
+    /// The port in force (the one chosen when 0 was asked).
+    pub listen_port: u16,
+    /// Where each connection goes (null for `dynamic`: the SOCKS client says).
+    pub target_host: Option<String>,
+    pub target_port: Option<u16>,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ForwardList {
+    /// This session's forwards, oldest first.
+    pub forwards: Vec<ForwardInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardStopRequest {
+    pub auth: SessionAuth,
+    pub forward_id: String,
+}

@@ -1,0 +1,169 @@
+//! The port forward tools: `forward_start`, `forward_list`, `forward_stop`, set up on the
+//! session's own SSH connection.
+
+use std::time::Duration;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sshmcp_proto::forward::{
+    ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
+};
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::session::SessionAuth;
+
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::server::Shim;
+
+/// Every exchange with the master is bounded at 5 s; a remote forward waits on the server too.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+// No Debug: they hold the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardStartArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// `local`: listen here, connect from the remote host to the target (reach a remote
+    /// PostgreSQL: target `127.0.0.1:5432`, then connect to `127.0.0.1:<listen_port>` here).
+    /// `remote`: listen on the remote host, connect from here to the target (let the remote
+    /// host fetch from a dev server on this machine's `127.0.0.1:3000`). `dynamic`: a SOCKS5
+    /// proxy here whose connections leave from the remote host (browse the remote network).
+    pub kind: ForwardKind,
+    /// The port to listen on; 0 (the default) picks a free one, given in the answer.
+    pub listen_port: Option<u16>,
+    /// Where to listen: `127.0.0.1` (default), `::1` or `localhost`; other addresses only
+    /// when the daemon allows public forwards.
+    pub listen_host: Option<String>,
+    /// `local` and `remote` only: the host connections go to, as the far end sees it
+    /// (`127.0.0.1` is the remote host itself for `local`, this machine for `remote`).
+    pub target_host: Option<String>,
+    /// `local` and `remote` only: the port connections go to.
+    #[schemars(range(min = 1, max = 65535))]
+    pub target_port: Option<u16>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardListArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardStopArgs {
+    /// The session (from connect).
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// The forward to close (from forward_start or forward_list).
+    pub forward_id: String,
+}
+
+#[tool_router(router = forwards_router, vis = "pub(crate)")]
+impl Shim {
+    /// Open a port forward on the session's SSH connection (no new login): `local` makes a
+    /// remote-only service reachable here, `remote` makes a service of this machine reachable
+    /// on the remote host, `dynamic` is a SOCKS5 proxy into the remote network. It listens on
+    /// loopback and lasts until forward_stop or disconnect. Answer: `forward_id`, `kind`,
+    /// `listen_host`, `listen_port` (the port in force), `target_host`, `target_port`,
+    /// `created_at`. Errors: `forward_failed` (port in use or refused by the server; nothing
+    /// listens), `forward_not_allowed` (a non-loopback `listen_host`), `invalid_arguments`.
+    #[tool(
+        input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<ForwardInfo>>(),
+        annotations(title = "Open a port forward", read_only_hint = false,
+                    destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn forward_start(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: ForwardStartArgs = args::decode(raw)?;
+                let req = ForwardStartRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    kind: a.kind,
+                    listen_port: a.listen_port.unwrap_or(0),
+                    listen_host: a.listen_host,
+                    target_host: a.target_host,
+                    target_port: a.target_port,
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("forward_start", |c| async move {
+                        c.forward_start(ctx, req).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// This session's port forwards, oldest first, each as forward_start answered it.
+    #[tool(
+        input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<ForwardList>>(),
+        annotations(title = "List port forwards", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn forward_list(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: ForwardListArgs = args::decode(raw)?;
+                let auth = SessionAuth {
+                    session_id: a.session_id,
+                    session_key: a.session_key,
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call("forward_list", |c| async move {
+                        c.forward_list(ctx, auth).await
+                    })
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// Close a port forward of this session: its port is free again once this answers
+    /// (connections already made through it may finish). Answer: the forward as it was.
+    /// Errors: `forward_not_found` (not a forward of this session: see forward_list).
+    #[tool(
+        input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<ForwardInfo>>(),
+        annotations(title = "Close a port forward", read_only_hint = false,
+                    destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+    )]
+    pub async fn forward_stop(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: ForwardStopArgs = args::decode(raw)?;
+                let req = ForwardStopRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    forward_id: a.forward_id,
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call(
+                        "forward_stop",
+                        |c| async move { c.forward_stop(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+}

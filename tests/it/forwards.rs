@@ -1,0 +1,296 @@
+//! Port forwards on the session's master: local, remote and SOCKS, through the real sshd
+//! (this machine is also the remote host, so one echo server here is both ends' target).
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::{code, connect_watcher, connected, on_session, remote_out};
+
+type Session = (String, String);
+
+/// An echo server on 127.0.0.1: every connection gets back what it sends.
+async fn echo_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = stream.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    port
+}
+
+async fn start(mcp: &sshmcp_tests::McpClient, s: &Session, args: Value) -> Value {
+    on_session(mcp, s, "forward_start", args).await
+}
+
+/// Sends `data` through `stream` and reads as much back, writing and reading at once.
+async fn round_trip(stream: TcpStream, data: &[u8]) -> Vec<u8> {
+    let (mut r, mut w) = stream.into_split();
+    let sent = data.to_vec();
+    let writer = tokio::spawn(async move { w.write_all(&sent).await.map(|()| w) });
+    let mut back = vec![0u8; data.len()];
+    r.read_exact(&mut back).await.unwrap();
+    drop(writer.await.unwrap().unwrap());
+    back
+}
+
+fn logins(env: &sshmcp_tests::TestEnv) -> usize {
+    env.sshd.log_text().matches("Accepted publickey").count()
+}
+
+/// Whether something listens on 127.0.0.1:`port` (a bind fails).
+fn listening(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_err()
+}
+
+#[tokio::test]
+async fn a_local_forward_carries_a_megabyte_both_ways_without_a_new_login() {
+    let (env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let before = logins(&env);
+    let f = start(
+        &mcp,
+        &s,
+        json!({"kind": "local", "target_host": "127.0.0.1", "target_port": echo}),
+    )
+    .await;
+    assert_eq!(f["ok"], true, "{f}");
+    assert_eq!(f["kind"], "local");
+    assert_eq!(f["listen_host"], "127.0.0.1");
+    assert_eq!(f["target_port"], echo);
+    let port = f["listen_port"].as_u64().unwrap() as u16;
+    assert_ne!(port, 0, "the port in force");
+    let data: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    assert!(round_trip(stream, &data).await == data, "byte for byte");
+    let list = mcp.call("session_list", json!({})).await;
+    assert_eq!(list["sessions"][0]["active_forwards"], 1);
+    assert_eq!(logins(&env), before, "no new authentication");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_remote_forward_is_reached_from_the_host() {
+    let (env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let before = logins(&env);
+    let f = start(
+        &mcp,
+        &s,
+        json!({"kind": "remote", "target_host": "127.0.0.1", "target_port": echo}),
+    )
+    .await;
+    assert_eq!(f["ok"], true, "{f}");
+    let port = f["listen_port"].as_u64().unwrap();
+    assert_ne!(port, 0, "the server's allocated port");
+    let script =
+        format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; printf ping >&3; head -c 4 <&3'");
+    assert_eq!(remote_out(&mcp, &s, &script).await, "ping");
+    assert_eq!(logins(&env), before, "no new authentication");
+    let stopped = on_session(
+        &mcp,
+        &s,
+        "forward_stop",
+        json!({"forward_id": f["forward_id"]}),
+    )
+    .await;
+    assert_eq!(stopped["listen_port"], port, "{stopped}");
+    let r = crate::exec(&mcp, &s, &script, json!({})).await;
+    assert_ne!(r["exit_code"], 0, "closed on the host: {r}");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_socks5_connection_goes_through_a_dynamic_forward() {
+    let (_env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let f = start(&mcp, &s, json!({"kind": "dynamic"})).await;
+    assert_eq!(f["ok"], true, "{f}");
+    assert_eq!(f["target_host"], Value::Null);
+    let port = f["listen_port"].as_u64().unwrap() as u16;
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    // Greeting: version 5, one method, no authentication.
+    stream.write_all(&[5, 1, 0]).await.unwrap();
+    let mut chosen = [0u8; 2];
+    stream.read_exact(&mut chosen).await.unwrap();
+    assert_eq!(chosen, [5, 0]);
+    // CONNECT to 127.0.0.1:echo.
+    let mut request = vec![5, 1, 0, 1, 127, 0, 0, 1];
+    request.extend(echo.to_be_bytes());
+    stream.write_all(&request).await.unwrap();
+    let mut reply = [0u8; 10];
+    stream.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply[..2], [5, 0], "succeeded");
+    assert_eq!(round_trip(stream, b"through socks").await, b"through socks");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn forwards_belong_to_their_session_and_end_with_it() {
+    let (env, mcp, s) = connected().await;
+    let (other_mcp, other) = connect_watcher(&env).await;
+    let echo = echo_server().await;
+    let target = json!({"kind": "local", "target_host": "127.0.0.1", "target_port": echo});
+    let a = start(&mcp, &s, target.clone()).await;
+    let b = start(&mcp, &s, json!({"kind": "dynamic"})).await;
+    let c = start(&other_mcp, &other, target).await;
+    let ids = |list: &Value| -> Vec<String> {
+        list["forwards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["forward_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mine = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(
+        ids(&mine),
+        [
+            a["forward_id"].as_str().unwrap(),
+            b["forward_id"].as_str().unwrap()
+        ]
+    );
+    let theirs = on_session(&other_mcp, &other, "forward_list", json!({})).await;
+    assert_eq!(ids(&theirs), [c["forward_id"].as_str().unwrap()]);
+    let refused = on_session(
+        &other_mcp,
+        &other,
+        "forward_stop",
+        json!({"forward_id": a["forward_id"]}),
+    )
+    .await;
+    assert_eq!(code(&refused), "forward_not_found");
+    let port = |f: &Value| f["listen_port"].as_u64().unwrap() as u16;
+    assert!(listening(port(&a)), "another session's stop closed nothing");
+    // forward_stop frees the port at once.
+    let stopped = on_session(
+        &other_mcp,
+        &other,
+        "forward_stop",
+        json!({"forward_id": c["forward_id"]}),
+    )
+    .await;
+    assert_eq!(stopped["forward_id"], c["forward_id"]);
+    assert!(!listening(port(&c)), "the port is free again");
+    let again = on_session(
+        &other_mcp,
+        &other,
+        "forward_stop",
+        json!({"forward_id": c["forward_id"]}),
+    )
+    .await;
+    assert_eq!(code(&again), "forward_not_found");
+    // disconnect closes every forward of the session.
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["state"], "closed", "{r}");
+    assert!(!listening(port(&a)) && !listening(port(&b)));
+    other_mcp.close().await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn public_addresses_and_busy_ports_are_refused_and_nothing_listens() {
+    let (_env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = start(
+        &mcp,
+        &s,
+        json!({"kind": "local", "listen_host": "0.0.0.0", "listen_port": free,
+                                    "target_host": "127.0.0.1", "target_port": echo}),
+    )
+    .await;
+    assert_eq!(code(&r), "forward_not_allowed");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-public-forwards")
+    );
+    assert!(
+        std::net::TcpListener::bind(("0.0.0.0", free)).is_ok(),
+        "nothing listens"
+    );
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = busy.local_addr().unwrap().port();
+    let r = start(
+        &mcp,
+        &s,
+        json!({"kind": "local", "listen_port": taken,
+                                    "target_host": "127.0.0.1", "target_port": echo}),
+    )
+    .await;
+    assert_eq!(code(&r), "forward_failed");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("127.0.0.1:{taken}")) && message.contains("in use"),
+        "{message}"
+    );
+    let r = start(
+        &mcp,
+        &s,
+        json!({"kind": "remote", "target_host": "127.0.0.1"}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "a target needs its port");
+    let list = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(list["forwards"], json!([]), "no failed forward is listed");
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn forwards_survive_a_daemon_restart_with_their_session() {
+    let (env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let f = start(
+        &mcp,
+        &s,
+        json!({"kind": "local", "target_host": "127.0.0.1", "target_port": echo}),
+    )
+    .await;
+    let port = f["listen_port"].as_u64().unwrap() as u16;
+    let out = env.cli(&["daemon", "restart"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(
+        list["forwards"][0],
+        f.as_object()
+            .map(|o| {
+                let mut o = o.clone();
+                o.remove("ok");
+                Value::Object(o)
+            })
+            .unwrap(),
+        "listed as it was opened"
+    );
+    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    assert_eq!(round_trip(stream, b"still here").await, b"still here");
+    let table = String::from_utf8_lossy(&env.cli(&["sessions"]).stdout).into_owned();
+    assert!(table.lines().next().unwrap().ends_with("FWDS"), "{table}");
+    assert!(table.lines().nth(1).unwrap().ends_with(" 1"), "{table}");
+    let stopped = on_session(
+        &mcp,
+        &s,
+        "forward_stop",
+        json!({"forward_id": f["forward_id"]}),
+    )
+    .await;
+    assert_eq!(stopped["ok"], true, "{stopped}");
+    assert!(!listening(port), "closed by the new daemon");
+    mcp.close().await;
+}

@@ -183,18 +183,6 @@ pub async fn start(
     req: ForwardStartRequest,
 ) -> Result<ForwardInfo, DaemonError> {
     let listen_host = check(&req, settings)?;
-    if req.listen_port != 0
-        && let Some(same) = session.forwards.locked().iter().find(|f| {
-            f.opened.listen_host == listen_host
-                && f.listen_port == req.listen_port
-                && (f.kind == ForwardKind::Remote) == (req.kind == ForwardKind::Remote)
-        })
-    {
-        return Err(failed(format!(
-            "{} already listens on {listen_host}:{} (forward_stop it first)",
-            same.id, req.listen_port
-        )));
-    }
     let mut opened = Forwarding {
         kind: mux_kind(req.kind),
         listen_host: listen_host.clone(),
@@ -204,6 +192,22 @@ pub async fn start(
         connect_host: req.target_host.clone().unwrap_or_else(|| "socks".into()),
         connect_port: req.target_port.unwrap_or(0),
     };
+    // The master answers a forward it already has with success and keeps one listener, so
+    // a second one alike would be an alias that a forward_stop of either closes.
+    if let Some(same) = session.forwards.locked().iter().find(|f| {
+        let same_side = (f.kind == ForwardKind::Remote) == (req.kind == ForwardKind::Remote);
+        let same_port = match req.listen_port {
+            0 => f.opened == opened,
+            port => f.listen_port == port,
+        };
+        same_side && f.opened.listen_host == listen_host && same_port
+    }) {
+        return Err(failed(format!(
+            "{} already listens on {listen_host}:{} for this session (use it, or forward_stop \
+             it first)",
+            same.id, same.listen_port
+        )));
+    }
     let control = &session.host.control_path;
     let listen_port = match req.kind {
         ForwardKind::Remote => match mux::open_forward(control, &opened).await {

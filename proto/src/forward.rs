@@ -10,14 +10,11 @@ use crate::session::SessionAuth;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ForwardKind {
-    /// Listens on this machine; each connection is made from the remote host to the target
-    /// (`ssh -L`): reach a service that only the remote host can.
+    /// Listens here, connects from the host (`ssh -L`).
     Local,
-    /// Listens on the remote host; each connection is made from this machine to the target
-    /// (`ssh -R`): let the remote host reach a service of this machine.
+    /// Listens on the host, connects from here (`ssh -R`).
     Remote,
-    /// A SOCKS5 proxy on this machine; each connection goes out from the remote host
-    /// (`ssh -D`): browse through the remote host's network.
+    /// A SOCKS5 proxy here, connecting from the host (`ssh -D`).
     Dynamic,
 }
 
@@ -51,13 +48,15 @@ pub struct ForwardInfo {
     /// Names the forward for `forward_stop`.
     pub forward_id: String,
     pub kind: ForwardKind,
-    /// Where it listens: on this machine for `local` and `dynamic`, on the remote host for
-    /// `remote`.
+    /// Where it listens: here for `local` and `dynamic` (connect to
+    /// `listen_host:listen_port`), on the host for `remote` (the host connects to it).
     pub listen_host: String,
     /// The port in force (the one chosen when 0 was asked).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub listen_port: u16,
     /// Where each connection goes (null for `dynamic`: the SOCKS client says).
     pub target_host: Option<String>,
+    /// The port each connection goes to (null for `dynamic`).
     pub target_port: Option<u16>,
     /// RFC 3339 UTC.
     pub created_at: String,

@@ -83,8 +83,8 @@ impl Shim {
              the session's user, never sudo: root's files need `sudo_exec`.\n\
              Ports: `forward_start` opens a forward on the session's own connection (`local` \
              to reach a service only the host can, `remote` to let the host reach one of \
-             this machine's, `dynamic` for a SOCKS5 proxy); it lasts until `forward_stop` or \
-             `disconnect`.\n\
+             this machine's, `dynamic` for a SOCKS5 proxy); \"this machine\" is the one \
+             running sshmcp. It lasts until `forward_stop` or `disconnect`.\n\
              Limits: one session per server; a command of at most 1 MiB, 60 s by default \
              (`timeout` up to 86400; none for `command_start` or with `handoff_after`); \
              output kept per stream up to the daemon's cap (head and tail) in an answer, \

@@ -94,6 +94,19 @@ async fn a_remote_forward_is_reached_from_the_host() {
         format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; printf ping >&3; head -c 4 <&3'");
     assert_eq!(remote_out(&mcp, &s, &script).await, "ping");
     assert_eq!(logins(&env), before, "no new authentication");
+    // The same again would only alias the first (the master keeps one listener).
+    let again = start(
+        &mcp,
+        &s,
+        json!({"kind": "remote", "target_host": "127.0.0.1", "target_port": echo}),
+    )
+    .await;
+    assert_eq!(code(&again), "forward_failed");
+    let id = f["forward_id"].as_str().unwrap();
+    assert!(
+        again["error"]["message"].as_str().unwrap().contains(id),
+        "{again}"
+    );
     let stopped = on_session(
         &mcp,
         &s,

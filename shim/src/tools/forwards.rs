@@ -29,21 +29,24 @@ pub struct ForwardStartArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// `local`: listen here, connect from the remote host to the target (reach a remote
-    /// PostgreSQL: target `127.0.0.1:5432`, then connect to `127.0.0.1:<listen_port>` here).
-    /// `remote`: listen on the remote host, connect from here to the target (let the remote
-    /// host fetch from a dev server on this machine's `127.0.0.1:3000`). `dynamic`: a SOCKS5
-    /// proxy here whose connections leave from the remote host (browse the remote network).
+    /// `local`: reach a service of the host from here (a PostgreSQL on the host's
+    /// 127.0.0.1:5432: target `127.0.0.1:5432`, then connect here to
+    /// `127.0.0.1:<listen_port>`). `remote`: let the host reach a service of this machine (a
+    /// dev server here on port 3000: target `127.0.0.1:3000`, then the host uses
+    /// `127.0.0.1:<listen_port>`). `dynamic`: a SOCKS5 proxy here into the host's network
+    /// (`socks5h://127.0.0.1:<listen_port>`, so names resolve on the host).
     pub kind: ForwardKind,
-    /// The port to listen on; 0 (the default) picks a free one, given in the answer.
+    /// The port to listen on: here, or on the host for `remote`. 0 (the default) picks a free
+    /// one, given in the answer; below 1024 needs root on that side.
     pub listen_port: Option<u16>,
-    /// Where to listen: `127.0.0.1` (default), `::1` or `localhost`; other addresses only
-    /// when the daemon allows public forwards.
+    /// Where to listen: `127.0.0.1` (default), `::1` or `localhost`. Other addresses only if
+    /// the user started the daemon with `--allow-public-forwards` (else `forward_not_allowed`).
     pub listen_host: Option<String>,
-    /// `local` and `remote` only: the host connections go to, as the far end sees it
-    /// (`127.0.0.1` is the remote host itself for `local`, this machine for `remote`).
+    /// Required for `local` and `remote`, omitted for `dynamic`. For `local` a name as the
+    /// host resolves it (`127.0.0.1` is the host itself); for `remote` as this machine
+    /// resolves it (`127.0.0.1` is this machine).
     pub target_host: Option<String>,
-    /// `local` and `remote` only: the port connections go to.
+    /// Required for `local` and `remote`, omitted for `dynamic`: the port connections go to.
     #[schemars(range(min = 1, max = 65535))]
     pub target_port: Option<u16>,
 }
@@ -70,13 +73,16 @@ pub struct ForwardStopArgs {
 
 #[tool_router(router = forwards_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a port forward on the session's SSH connection (no new login): `local` makes a
-    /// remote-only service reachable here, `remote` makes a service of this machine reachable
-    /// on the remote host, `dynamic` is a SOCKS5 proxy into the remote network. It listens on
-    /// loopback and lasts until forward_stop or disconnect. Answer: `forward_id`, `kind`,
-    /// `listen_host`, `listen_port` (the port in force), `target_host`, `target_port`,
-    /// `created_at`. Errors: `forward_failed` (port in use or refused by the server; nothing
-    /// listens), `forward_not_allowed` (a non-loopback `listen_host`), `invalid_arguments`.
+    /// Open a port forward on the session's SSH connection (no new login; see `kind`). "Here"
+    /// and "this machine" mean the machine running sshmcp: a `local` or `dynamic` forward
+    /// helps only a client (psql, curl, a browser) that runs there too; otherwise run the
+    /// client on the host with `exec`. The target is first tried when a connection comes. It
+    /// lasts until forward_stop or disconnect; anyone on this machine can use a loopback
+    /// forward, so stop those you no longer need. Errors (nothing listens then):
+    /// `forward_failed`: the port is taken or below 1024, this session already has that
+    /// listener (the message names it: use it), or the host's sshd forbids forwarding (tell
+    /// the user); retry with `listen_port` 0. `forward_not_allowed`: use a loopback
+    /// `listen_host`. `invalid_arguments`: see `target_host`.
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),
@@ -109,7 +115,8 @@ impl Shim {
         )
     }
 
-    /// This session's port forwards, oldest first, each as forward_start answered it.
+    /// This session's port forwards, oldest first, each as forward_start answered it: recover
+    /// a `forward_id` or `listen_port` here (e.g. after forward_failed names a forward).
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardList>>(),
@@ -137,7 +144,8 @@ impl Shim {
 
     /// Close a port forward of this session: its port is free again once this answers
     /// (connections already made through it may finish). Answer: the forward as it was.
-    /// Errors: `forward_not_found` (not a forward of this session: see forward_list).
+    /// Errors: `forward_not_found` (not a forward of this session: see forward_list),
+    /// `forward_failed` (the SSH connection could not close it).
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),

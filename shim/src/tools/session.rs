@@ -124,7 +124,8 @@ impl Shim {
         )
     }
 
-    /// Close a session: kills its running commands and stops its SSH connection. Needs no key,
+    /// Close a session: kills its running commands, closes its port forwards and stops its
+    /// SSH connection. Needs no key,
     /// so it closes any session, another agent's too: close only sessions you opened, or ones
     /// that are `lost`. Use it when the work is done, after `connection_lost`, or when a
     /// session's key is lost. Works in every state, `starting` included. Errors:

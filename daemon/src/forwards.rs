@@ -51,13 +51,24 @@ impl Forward {
 
 /// One session's forwards, oldest first.
 #[derive(Default)]
-pub struct Forwards(Mutex<Vec<Arc<Forward>>>);
+pub struct Forwards {
+    list: Mutex<Vec<Arc<Forward>>>,
+    /// Held from the check of a new forward to its listing, and from a close to its removal:
+    /// the master answers a forward it already has with success, so two starts alike must
+    /// not both reach it, and a stop must not race a start of the same forward.
+    changing: tokio::sync::Mutex<()>,
+}
 
 impl Forwards {
     fn locked(&self) -> MutexGuard<'_, Vec<Arc<Forward>>> {
-        self.0
+        self.list
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Forgets every forward: the master that held them is gone.
+    pub fn clear(&self) {
+        self.locked().clear();
     }
 
     pub fn count(&self) -> u32 {
@@ -144,12 +155,14 @@ fn check_host(what: &str, host: &str) -> Result<(), DaemonError> {
     }
 }
 
-/// The request's own checks; returns the listening host.
+/// The request's own checks; returns the listening host. `localhost` is taken as 127.0.0.1:
+/// OpenSSH would count a listener on either of its addresses as done, and a port busy on the
+/// other would then reach someone else's program.
 fn check(req: &ForwardStartRequest, settings: &Settings) -> Result<String, DaemonError> {
-    let listen_host = req
-        .listen_host
-        .clone()
-        .unwrap_or_else(|| "127.0.0.1".into());
+    let listen_host = match req.listen_host.as_deref() {
+        None | Some("localhost") => "127.0.0.1".to_string(),
+        Some(host) => host.to_string(),
+    };
     check_host("listen_host", &listen_host)?;
     if !settings.allow_public_forwards && !LOOPBACK.contains(&listen_host.as_str()) {
         return Err(DaemonError::new(
@@ -183,6 +196,13 @@ pub async fn start(
     req: ForwardStartRequest,
 ) -> Result<ForwardInfo, DaemonError> {
     let listen_host = check(&req, settings)?;
+    if session.host.master_stopped() {
+        return Err(DaemonError::internal(
+            "the session's ssh master is stopped (SIGSTOP); continue it (kill -CONT) or \
+             disconnect",
+        ));
+    }
+    let _changing = session.forwards.changing.lock().await;
     let mut opened = Forwarding {
         kind: mux_kind(req.kind),
         listen_host: listen_host.clone(),
@@ -213,13 +233,20 @@ pub async fn start(
         ForwardKind::Remote => match mux::open_forward(control, &opened).await {
             Ok(allocated) => allocated.unwrap_or(req.listen_port),
             Err(MuxError::Refused(_)) => {
+                let port = match req.listen_port {
+                    0 => "a port".to_string(),
+                    port => format!("port {port}"),
+                };
                 return Err(failed(format!(
-                    "the server refused to listen on {listen_host}:{} (the port is in use \
-                     there, or its AllowTcpForwarding or PermitListen forbids it)",
-                    req.listen_port
+                    "the host's sshd refused to listen on {port} of {listen_host} (the port is \
+                     in use there, or its AllowTcpForwarding or PermitListen forbids it)"
                 )));
             }
-            Err(e) => return Err(mux_failure(session, e)),
+            Err(e) => {
+                // A late answer would leave the server listening unlisted: withdraw it.
+                let _ = mux::close_forward(control, &opened).await;
+                return Err(mux_failure(session, e));
+            }
         },
         ForwardKind::Local | ForwardKind::Dynamic => {
             open_here(session, &mut opened, req.listen_port).await?
@@ -292,8 +319,10 @@ pub fn list(session: &Session) -> ForwardList {
     session.forwards.list()
 }
 
-/// `forward_stop`: closes the listener; the port is free once this answers.
+/// `forward_stop`: closes the listener. A local or dynamic port is free once this answers; a
+/// remote one once the server has acted on the cancel the master sent it.
 pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError> {
+    let _changing = session.forwards.changing.lock().await;
     let forward = session
         .forwards
         .locked()
@@ -308,9 +337,10 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
         })?;
     match mux::close_forward(&session.host.control_path, &forward.opened).await {
         Ok(()) => {}
-        // The master no longer has it: closed is what was asked.
-        Err(MuxError::Refused(reason)) if reason.contains("not") => {
-            tracing::info!(forward = %forward.id, "the master had no such forward: {reason}");
+        // The master no longer has it: closed is what was asked. Any other refusal may leave
+        // it listening, so it stays listed.
+        Err(MuxError::Refused(reason)) if reason == "port not forwarded" => {
+            tracing::info!(forward = %forward.id, "the master had no such forward");
         }
         Err(MuxError::Refused(reason)) => {
             return Err(failed(format!("the master could not close it: {reason}")));
@@ -369,11 +399,22 @@ mod tests {
         for host in LOOPBACK {
             assert!(check(&req(ForwardKind::Dynamic, Some(host), None), &strict).is_ok());
         }
-        assert_eq!(
-            check(&req(ForwardKind::Dynamic, None, None), &strict).unwrap(),
-            "127.0.0.1"
-        );
-        for host in ["0.0.0.0", "*", "10.0.0.1", "::", "example.com"] {
+        for default in [None, Some("localhost")] {
+            let r = req(ForwardKind::Dynamic, default, None);
+            assert_eq!(check(&r, &strict).unwrap(), "127.0.0.1");
+        }
+        for host in [
+            "0.0.0.0",
+            "*",
+            "10.0.0.1",
+            "::",
+            "example.com",
+            "127.0.0.1.evil",
+            "0",
+            "LOCALHOST",
+            "localhost.",
+            "127.0.0.2",
+        ] {
             let e = check(&req(ForwardKind::Dynamic, Some(host), None), &strict).unwrap_err();
             assert_eq!(e.code, ErrorCode::ForwardNotAllowed, "{host}");
         }

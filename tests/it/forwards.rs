@@ -116,6 +116,7 @@ async fn a_remote_forward_is_reached_from_the_host() {
     .await;
     assert_eq!(stopped["listen_port"], port, "{stopped}");
     let r = crate::exec(&mcp, &s, &script, json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
     assert_ne!(r["exit_code"], 0, "closed on the host: {r}");
     mcp.close().await;
 }
@@ -181,7 +182,10 @@ async fn forwards_belong_to_their_session_and_end_with_it() {
     .await;
     assert_eq!(code(&refused), "forward_not_found");
     let port = |f: &Value| f["listen_port"].as_u64().unwrap() as u16;
-    assert!(listening(port(&a)), "another session's stop closed nothing");
+    assert!(
+        [&a, &b, &c].iter().all(|f| listening(port(f))),
+        "all three listen"
+    );
     // forward_stop frees the port at once.
     let stopped = on_session(
         &other_mcp,
@@ -204,6 +208,8 @@ async fn forwards_belong_to_their_session_and_end_with_it() {
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["state"], "closed", "{r}");
     assert!(!listening(port(&a)) && !listening(port(&b)));
+    let list = other_mcp.call("session_list", json!({})).await;
+    assert_eq!(list["sessions"][0]["active_forwards"], 0, "{list}");
     other_mcp.close().await;
     mcp.close().await;
 }
@@ -212,15 +218,10 @@ async fn forwards_belong_to_their_session_and_end_with_it() {
 async fn public_addresses_and_busy_ports_are_refused_and_nothing_listens() {
     let (_env, mcp, s) = connected().await;
     let echo = echo_server().await;
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let r = start(
         &mcp,
         &s,
-        json!({"kind": "local", "listen_host": "0.0.0.0", "listen_port": free,
+        json!({"kind": "local", "listen_host": "0.0.0.0",
                                     "target_host": "127.0.0.1", "target_port": echo}),
     )
     .await;
@@ -230,10 +231,6 @@ async fn public_addresses_and_busy_ports_are_refused_and_nothing_listens() {
             .as_str()
             .unwrap()
             .contains("--allow-public-forwards")
-    );
-    assert!(
-        std::net::TcpListener::bind(("0.0.0.0", free)).is_ok(),
-        "nothing listens"
     );
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = busy.local_addr().unwrap().port();
@@ -259,6 +256,39 @@ async fn public_addresses_and_busy_ports_are_refused_and_nothing_listens() {
     assert_eq!(code(&r), "invalid_arguments", "a target needs its port");
     let list = on_session(&mcp, &s, "forward_list", json!({})).await;
     assert_eq!(list["forwards"], json!([]), "no failed forward is listed");
+    mcp.close().await;
+}
+
+/// An sshd that forbids forwarding refuses a remote forward: `forward_failed` in our words,
+/// and the session goes on. `localhost` listens on 127.0.0.1 and says so.
+#[tokio::test]
+async fn a_server_that_forbids_forwarding_is_forward_failed() {
+    let opts = sshmcp_tests::SshdOptions {
+        tcp_forwarding: false,
+        ..Default::default()
+    };
+    let (_env, mcp, s) = crate::connected_with(&opts, &[]).await;
+    let r = start(
+        &mcp,
+        &s,
+        json!({"kind": "remote", "target_host": "127.0.0.1", "target_port": 9}),
+    )
+    .await;
+    assert_eq!(code(&r), "forward_failed");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("AllowTcpForwarding"), "{message}");
+    assert!(
+        !message.contains("remote port forwarding failed"),
+        "not OpenSSH's own text"
+    );
+    let r = start(
+        &mcp,
+        &s,
+        json!({"kind": "dynamic", "listen_host": "localhost"}),
+    )
+    .await;
+    assert_eq!(r["listen_host"], "127.0.0.1", "{r}");
+    assert_eq!(remote_out(&mcp, &s, "echo alive").await, "alive\n");
     mcp.close().await;
 }
 

@@ -23,6 +23,8 @@ pub struct SshdOptions {
     /// Run sshd (and so every session) in a private mount namespace where `sudo` is covered
     /// by `/dev/null`: a host without sudo. Root only.
     pub without_sudo: bool,
+    /// sshd's AllowTcpForwarding: off, it refuses every port forward.
+    pub tcp_forwarding: bool,
 }
 
 impl Default for SshdOptions {
@@ -32,6 +34,7 @@ impl Default for SshdOptions {
             netns: None,
             extra_ports: 0,
             without_sudo: false,
+            tcp_forwarding: true,
         }
     }
 }
@@ -229,9 +232,11 @@ fn sshd_config(dir: &Path, n: usize, addr: &str, ports: &[u16], opts: &SshdOptio
          AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
-         MaxStartups 100:30:200\nLogLevel VERBOSE\nClientAliveInterval 15\nClientAliveCountMax 2\n",
+         MaxStartups 100:30:200\nLogLevel VERBOSE\nClientAliveInterval 15\nClientAliveCountMax 2\n\
+         AllowTcpForwarding {forwarding}\n",
         d = dir.display(),
         max = opts.max_sessions,
+        forwarding = if opts.tcp_forwarding { "yes" } else { "no" },
     )
 }
 

@@ -112,7 +112,7 @@ pub fn simple_request(kind: u32, request_id: u32) -> Vec<u8> {
 }
 
 /// OPEN_FWD or CLOSE_FWD (`kind`) of one forwarding: its type, where it listens, where it
-/// connects (an empty host for a dynamic forward).
+/// connects (`socks` and port 0 for a dynamic forward, as `ssh -D` sends it).
 pub fn forward(
     kind: u32,
     request_id: u32,

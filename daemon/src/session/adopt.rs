@@ -115,11 +115,9 @@ impl Registry {
             let _ = session.remote_user.set(entry.remote_user);
         }
         session.commands.adopt(&session.id, entry.commands);
-        // Only a live master still holds its forwards.
         if state == SessionState::Ready {
+            // Only a live master still holds its forwards.
             session.forwards.adopt(entry.forwards);
-        }
-        if state == SessionState::Ready {
             session.set_ready();
         } else {
             session.transition(SessionState::Starting, SessionState::Lost);

@@ -123,6 +123,18 @@ impl Session {
         moved
     }
 
+    /// A ready session whose master is confirmed gone becomes `lost`: no channel opens on it
+    /// again, and its forwards went with the master. Says whether it changed.
+    pub(crate) fn mark_lost(&self) -> bool {
+        let lost = self.transition(SessionState::Ready, SessionState::Lost);
+        if lost {
+            self.host.slots.close();
+            self.host.standby.close();
+            self.forwards.clear();
+        }
+        lost
+    }
+
     /// Marks the session closing whatever its state; returns the state it had.
     fn begin_closing(&self) -> SessionState {
         let mut inner = self.lock();

@@ -316,10 +316,8 @@ impl Registry {
                 }
                 tokio::time::sleep(WATCH_RETRY).await;
             }
-            if session.transition(SessionState::Ready, SessionState::Lost) {
+            if session.mark_lost() {
                 tracing::warn!(session = %session.id, "master exited; session lost");
-                session.host.slots.close();
-                session.host.standby.close();
                 if let Some(registry) = registry.upgrade() {
                     registry.persist();
                 }
@@ -496,9 +494,6 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
 
 /// A run found the session's master confirmed gone: the session is lost, the call fails.
 pub fn connection_lost(session: &Session) -> DaemonError {
-    if session.transition(SessionState::Ready, SessionState::Lost) {
-        session.host.slots.close();
-        session.host.standby.close();
-    }
+    session.mark_lost();
     lost_error()
 }

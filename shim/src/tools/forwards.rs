@@ -18,7 +18,8 @@ use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
 
-/// Every exchange with the master is bounded at 5 s; a remote forward waits on the server too.
+/// The daemon bounds every exchange with the master (a remote forward's included, which
+/// waits on the server) at 5 s; this leaves room for the call itself.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 // No Debug: they hold the session key.

@@ -99,6 +99,7 @@ pub struct CommandStatusRequest {
 pub struct StreamChunk {
     /// The stream's bytes `offset`..`next_offset` (never cut inside a character).
     pub data: String,
+    /// `utf-8`, or `base64` when `data` holds bytes that are not UTF-8.
     pub encoding: Encoding,
     /// Offset of the first byte of `data` in the stream.
     pub offset: u64,
@@ -119,6 +120,7 @@ pub struct CommandReport {
     /// The command's remote process group (its shell's PID); null until the shell reported
     /// it.
     pub pid: Option<u32>,
+    /// `running`, `completed`, `timed_out`, `killed` or `lost` (see each value).
     pub status: CommandState,
     /// The command's exit status, once it exited by itself; else null.
     pub exit_code: Option<i32>,
@@ -186,6 +188,7 @@ pub struct CommandKilled {
     pub handle_id: String,
     /// The process group the kill addressed; null when none was known.
     pub pid: Option<u32>,
+    /// What the kill found and did (see each value).
     pub result: KillResult,
     /// The signal number asked for (sent unless `result` is `not_running` or `invalid_pid`).
     pub signal: i32,
@@ -202,6 +205,7 @@ pub struct CommandSummary {
     pub handle_id: String,
     /// The first line of the command text (at most 120 bytes; `…` when there is more).
     pub preview: String,
+    /// `running`, `completed`, `timed_out`, `killed` or `lost`.
     pub status: CommandState,
     /// Its exit status once it exited by itself, else null.
     pub exit_code: Option<i32>,

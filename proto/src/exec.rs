@@ -77,6 +77,7 @@ pub struct ByteRange {
 pub struct StreamOutput {
     /// The kept output: all of it, or its head followed by its tail when truncated.
     pub data: String,
+    /// `utf-8`, or `base64` when the output holds bytes that are not UTF-8.
     pub encoding: Encoding,
     /// Bytes kept in `data` (before any base64).
     pub captured_bytes: u64,
@@ -114,7 +115,9 @@ pub struct ExecResult {
     pub duration: f64,
     /// True when the timeout ended the command (its whole process group was terminated).
     pub timed_out: bool,
+    /// The command's standard output as kept.
     pub stdout: StreamOutput,
+    /// The command's standard error as kept.
     pub stderr: StreamOutput,
     /// `true` when the command outlived `handoff_after` and became a command handle: it runs
     /// on, `exit_code` is null, and `command_status` follows it. Absent otherwise (never

@@ -47,6 +47,7 @@ pub struct ForwardStartRequest {
 pub struct ForwardInfo {
     /// Names the forward for `forward_stop`.
     pub forward_id: String,
+    /// `local`, `remote` or `dynamic`, as asked.
     pub kind: ForwardKind,
     /// Where it listens: here for `local` and `dynamic` (connect to
     /// `listen_host:listen_port`), on the host for `remote` (the host connects to it).

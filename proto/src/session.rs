@@ -98,6 +98,7 @@ pub struct Connected {
     pub state: SessionState,
     /// Local pid of the session's OpenSSH master.
     pub master_pid: u32,
+    /// Facts about the remote host, learned once at connect.
     pub remote: RemoteFacts,
 }
 
@@ -123,6 +124,8 @@ impl std::fmt::Debug for Connected {
 pub struct SessionSummary {
     /// The session's public id.
     pub session_id: String,
+    /// `starting` (authenticating), `ready`, `lost` (its SSH connection is gone: disconnect
+    /// it) or `closing`.
     pub state: SessionState,
     /// The target as given at connect.
     pub target: String,

@@ -54,6 +54,7 @@ pub enum TaskState {
 pub struct LogTail {
     /// The last bytes of the log (cut at a character boundary).
     pub data: String,
+    /// `utf-8`, or `base64` when `data` holds bytes that are not UTF-8.
     pub encoding: Encoding,
     /// The log's size in bytes.
     pub size: u64,
@@ -64,6 +65,7 @@ pub struct LogTail {
 pub struct TaskReport {
     /// The PID asked about.
     pub pid: i64,
+    /// Whether the task runs (see each value).
     pub state: TaskState,
     /// The exit status of the task's shell, once it recorded it (128 + n after signal n;
     /// nothing after SIGKILL: null). A shell that exited leaving children in its group

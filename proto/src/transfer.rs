@@ -71,6 +71,7 @@ pub struct TransferError {
 pub struct TransferReport {
     /// Keep it: pass it to transfer_status and transfer_cancel (this session only).
     pub operation_id: String,
+    /// `download` (host to the local root) or `upload` (local root to the host).
     pub direction: TransferDirection,
     /// The local file (absolute): the destination of a download, the source of an upload.
     pub local_path: String,
@@ -79,6 +80,8 @@ pub struct TransferReport {
     pub remote_path: String,
     /// `utf-8`, or `base64` when `remote_path` is the base64 of a path that is not UTF-8.
     pub remote_path_encoding: Encoding,
+    /// Where the transfer stands (see each value): poll until `completed`, `failed` or
+    /// `cancelled`.
     pub state: TransferState,
     /// Bytes copied so far (rsync's count; a resumed copy counts what it reused too).
     pub bytes_transferred: u64,

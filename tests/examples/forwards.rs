@@ -37,21 +37,6 @@ async fn sink() -> u16 {
     port
 }
 
-/// A server that sends back every byte it gets.
-async fn echo() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut r, mut w) = stream.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    port
-}
-
 /// Seconds to push `BULK_BYTES` through `port` until the far end has counted them all.
 async fn bulk(port: u16) -> f64 {
     let chunk = vec![0x5au8; 1 << 20];
@@ -117,7 +102,7 @@ async fn main() {
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let s = sshmcp_tests::mcp::session_of(&r);
     let control = env.runtime_dir.join("m").join(&s.0);
-    let (sink, echo) = (sink().await, echo().await);
+    let (sink, echo) = (sink().await, sshmcp_tests::echo::echo_server().await);
     let open = |target: u16| {
         call(
             &mcp,

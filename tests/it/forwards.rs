@@ -3,29 +3,28 @@
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
+
+use sshmcp_tests::echo::echo_server;
 
 use crate::{code, connect_watcher, connected, on_session, remote_out};
 
 type Session = (String, String);
 
-/// An echo server on 127.0.0.1: every connection gets back what it sends.
-async fn echo_server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut r, mut w) = stream.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    port
-}
-
 async fn start(mcp: &sshmcp_tests::McpClient, s: &Session, args: Value) -> Value {
     on_session(mcp, s, "forward_start", args).await
+}
+
+/// A `kind` forward (`local` or `remote`) to 127.0.0.1:`target`; it must open.
+async fn start_to(mcp: &sshmcp_tests::McpClient, s: &Session, kind: &str, target: u16) -> Value {
+    let f = start(
+        mcp,
+        s,
+        json!({"kind": kind, "target_host": "127.0.0.1", "target_port": target}),
+    )
+    .await;
+    assert_eq!(f["ok"], true, "{f}");
+    f
 }
 
 /// Sends `data` through `stream` and reads as much back, writing and reading at once.
@@ -53,13 +52,7 @@ async fn a_local_forward_carries_a_megabyte_both_ways_without_a_new_login() {
     let (env, mcp, s) = connected().await;
     let echo = echo_server().await;
     let before = logins(&env);
-    let f = start(
-        &mcp,
-        &s,
-        json!({"kind": "local", "target_host": "127.0.0.1", "target_port": echo}),
-    )
-    .await;
-    assert_eq!(f["ok"], true, "{f}");
+    let f = start_to(&mcp, &s, "local", echo).await;
     assert_eq!(f["kind"], "local");
     assert_eq!(f["listen_host"], "127.0.0.1");
     assert_eq!(f["target_port"], echo);
@@ -81,13 +74,7 @@ async fn a_remote_forward_is_reached_from_the_host() {
     let (env, mcp, s) = connected().await;
     let echo = echo_server().await;
     let before = logins(&env);
-    let f = start(
-        &mcp,
-        &s,
-        json!({"kind": "remote", "target_host": "127.0.0.1", "target_port": echo}),
-    )
-    .await;
-    assert_eq!(f["ok"], true, "{f}");
+    let f = start_to(&mcp, &s, "remote", echo).await;
     let port = f["listen_port"].as_u64().unwrap();
     assert_ne!(port, 0, "the server's allocated port");
     let script =
@@ -151,10 +138,9 @@ async fn forwards_belong_to_their_session_and_end_with_it() {
     let (env, mcp, s) = connected().await;
     let (other_mcp, other) = connect_watcher(&env).await;
     let echo = echo_server().await;
-    let target = json!({"kind": "local", "target_host": "127.0.0.1", "target_port": echo});
-    let a = start(&mcp, &s, target.clone()).await;
+    let a = start_to(&mcp, &s, "local", echo).await;
     let b = start(&mcp, &s, json!({"kind": "dynamic"})).await;
-    let c = start(&other_mcp, &other, target).await;
+    let c = start_to(&other_mcp, &other, "local", echo).await;
     let ids = |list: &Value| -> Vec<String> {
         list["forwards"]
             .as_array()
@@ -296,12 +282,7 @@ async fn a_server_that_forbids_forwarding_is_forward_failed() {
 async fn forwards_survive_a_daemon_restart_with_their_session() {
     let (env, mcp, s) = connected().await;
     let echo = echo_server().await;
-    let f = start(
-        &mcp,
-        &s,
-        json!({"kind": "local", "target_host": "127.0.0.1", "target_port": echo}),
-    )
-    .await;
+    let f = start_to(&mcp, &s, "local", echo).await;
     let port = f["listen_port"].as_u64().unwrap() as u16;
     let out = env.cli(&["daemon", "restart"]);
     assert!(

@@ -240,3 +240,178 @@ async fn tools_list_snapshot() {
     );
     mcp.close().await;
 }
+
+/// Every input property and answer field, nested and in definitions, carries a description.
+fn undescribed(node: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    let Some(object) = node.as_object() else {
+        return;
+    };
+    if let Some(props) = object.get("properties").and_then(|p| p.as_object()) {
+        for (name, prop) in props {
+            let said = prop["description"]
+                .as_str()
+                .is_some_and(|d| !d.trim().is_empty());
+            if !said {
+                out.push(format!("{path}.{name}"));
+            }
+            undescribed(prop, &format!("{path}.{name}"), out);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = object.get(key) {
+            undescribed(inner, &format!("{path}[]"), out);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for inner in object
+            .get(key)
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            undescribed(inner, path, out);
+        }
+    }
+    for (name, def) in object
+        .get("$defs")
+        .and_then(|d| d.as_object())
+        .into_iter()
+        .flatten()
+    {
+        undescribed(def, &format!("{path}#{name}"), out);
+    }
+}
+
+/// Every string value a schema allows (`enum` and `const`): words a description may quote.
+fn schema_words(node: &serde_json::Value, out: &mut std::collections::HashSet<String>) {
+    match node {
+        serde_json::Value::Object(object) => {
+            for (key, value) in object {
+                match (key.as_str(), value) {
+                    ("properties", serde_json::Value::Object(props)) => {
+                        out.extend(props.keys().cloned());
+                    }
+                    ("const", serde_json::Value::String(s)) => {
+                        out.insert(s.clone());
+                    }
+                    ("enum", serde_json::Value::Array(values)) => {
+                        out.extend(values.iter().filter_map(|v| v.as_str().map(String::from)));
+                    }
+                    _ => {}
+                }
+                schema_words(value, out);
+            }
+        }
+        serde_json::Value::Array(values) => values.iter().for_each(|v| schema_words(v, out)),
+        _ => {}
+    }
+}
+
+/// What agents read, held to the standard of `TOOL-DESCRIPTIONS.md`: every field described,
+/// every tool annotated with a title, and no description quoting (in backquotes) a tool,
+/// field, value, error code or `sshmcp` command that does not exist.
+#[tokio::test]
+async fn every_field_is_described_and_every_quoted_name_exists() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let tools = mcp.list_tools().await;
+    let mut missing = Vec::new();
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap();
+        for schema in ["inputSchema", "outputSchema"] {
+            undescribed(&tool[schema], &format!("{name}:{schema}"), &mut missing);
+        }
+        if !tool["annotations"]["title"].is_string() {
+            missing.push(format!("{name}: annotations with a title"));
+        }
+    }
+    assert!(missing.is_empty(), "undescribed: {missing:#?}");
+
+    let mut known: std::collections::HashSet<String> = tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    for tool in &tools {
+        schema_words(tool, &mut known);
+    }
+    let errors =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/errors.md")).unwrap();
+    known.extend(
+        errors
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next().map(String::from)),
+    );
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .skip_while(|l| *l != "Commands:")
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next().map(String::from))
+            .collect::<Vec<_>>()
+    };
+    let commands = help(&["--help"]);
+    let daemon_commands = help(&["daemon", "--help"]);
+    let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
+    let mut texts = vec![instructions.to_string()];
+    for tool in &tools {
+        let mut descriptions = std::collections::HashSet::new();
+        collect_descriptions(tool, &mut descriptions);
+        texts.extend(descriptions);
+    }
+    let mut unknown = Vec::new();
+    for text in &texts {
+        for quoted in text.split('`').skip(1).step_by(2) {
+            let words: Vec<&str> = quoted.split_whitespace().collect();
+            match words.as_slice() {
+                ["sshmcp", "daemon", sub, ..] if !daemon_commands.iter().any(|c| c == sub) => {
+                    unknown.push(quoted.to_string())
+                }
+                ["sshmcp", sub, ..] if *sub != "daemon" && !commands.iter().any(|c| c == sub) => {
+                    unknown.push(quoted.to_string())
+                }
+                [word] if is_snake_name(word) && !known.contains(*word) => {
+                    unknown.push(word.to_string())
+                }
+                _ => {}
+            }
+        }
+    }
+    unknown.sort();
+    unknown.dedup();
+    assert!(
+        unknown.is_empty(),
+        "quoted names that exist nowhere: {unknown:?}"
+    );
+    mcp.close().await;
+}
+
+/// A name in snake_case with at least one underscore: how tools, fields and codes are spelled.
+fn is_snake_name(word: &str) -> bool {
+    word.contains('_')
+        && word.starts_with(|c: char| c.is_ascii_lowercase())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn collect_descriptions(node: &serde_json::Value, out: &mut std::collections::HashSet<String>) {
+    match node {
+        serde_json::Value::Object(object) => {
+            for (key, value) in object {
+                if let ("description", serde_json::Value::String(s)) = (key.as_str(), value) {
+                    out.insert(s.clone());
+                }
+                collect_descriptions(value, out);
+            }
+        }
+        serde_json::Value::Array(values) => {
+            values.iter().for_each(|v| collect_descriptions(v, out))
+        }
+        _ => {}
+    }
+}

@@ -5,6 +5,7 @@
 pub mod bins;
 pub mod churn;
 pub mod disk;
+pub mod echo;
 pub mod env;
 pub mod mcp;
 pub mod netns;

@@ -415,3 +415,46 @@ fn collect_descriptions(node: &serde_json::Value, out: &mut std::collections::Ha
         _ => {}
     }
 }
+
+/// `docs/tools.md` cannot drift from what agents see: every tool of the live `tools/list` has
+/// a section (a `## ` heading naming it) that names each of its input properties in
+/// backquotes.
+#[tokio::test]
+async fn docs_tools_md_covers_every_tool_and_parameter() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let tools = mcp.list_tools().await;
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tools.md")).unwrap();
+    let sections: Vec<(Vec<String>, String)> = doc
+        .split("\n## ")
+        .skip(1)
+        .map(|section| {
+            let (heading, body) = section.split_once('\n').unwrap_or((section, ""));
+            let names = heading
+                .split(',')
+                .map(|n| n.trim().trim_matches('`').to_string());
+            (names.collect(), body.to_string())
+        })
+        .collect();
+    let mut gaps = Vec::new();
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap();
+        let Some((_, body)) = sections
+            .iter()
+            .find(|(names, _)| names.iter().any(|n| n == name))
+        else {
+            gaps.push(format!("{name}: no section"));
+            continue;
+        };
+        let params = tool["inputSchema"]["properties"].as_object();
+        for param in params.into_iter().flat_map(|p| p.keys()) {
+            let shared = param == "session_id" || param == "session_key";
+            if !shared && !body.contains(&format!("`{param}`")) {
+                gaps.push(format!("{name}: {param}"));
+            }
+        }
+    }
+    assert!(gaps.is_empty(), "docs/tools.md lacks: {gaps:#?}");
+    mcp.close().await;
+}

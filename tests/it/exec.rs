@@ -452,3 +452,15 @@ async fn output_written_while_a_channel_waits_keeps_the_next_command_off_it() {
     watcher.close().await;
     mcp.close().await;
 }
+
+/// Lean answers: the answer of `exec true` (what an agent reads most often) stays within 400
+/// bytes of JSON, so a long session of small commands does not fill the agent's context.
+#[tokio::test]
+async fn exec_true_answers_in_at_most_400_bytes() {
+    let (_env, mcp, s) = crate::connected().await;
+    let r = crate::exec(&mcp, &s, "true", serde_json::json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(text.len() <= 400, "{} bytes: {text}", text.len());
+    mcp.close().await;
+}

@@ -15,6 +15,23 @@ if [ ! -x /usr/bin/tcsh ]; then
     exit 1
   fi
 fi
+# The real-client tests drive the MCP server with the official Python MCP SDK, from a venv
+# beside the build (the tests find it there).
+py="${CARGO_TARGET_DIR:-target}/py-mcp"
+if ! "$py/bin/python" -c 'import mcp' >/dev/null 2>&1; then
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        python3 python3-venv >/dev/null
+    else
+      echo "the tests need Python's venv: sudo apt-get install -y python3 python3-venv" >&2
+      exit 1
+    fi
+  fi
+  rm -rf "$py"
+  python3 -m venv "$py"
+  "$py/bin/pip" install -q mcp==2.3.0
+fi
 # The end-to-end tests drive the real binaries: build them all first.
 cargo build --workspace --bins
 if cargo nextest --version >/dev/null 2>&1; then

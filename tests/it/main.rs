@@ -3,6 +3,7 @@
 //! parallel.
 
 mod cli;
+mod clients;
 mod commands;
 mod connect;
 mod daemon;

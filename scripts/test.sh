@@ -21,6 +21,7 @@ py="${CARGO_TARGET_DIR:-target}/py-mcp"
 if ! "$py/bin/python" -c 'import mcp' >/dev/null 2>&1; then
   if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         python3 python3-venv >/dev/null
     else

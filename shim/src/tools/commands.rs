@@ -158,8 +158,9 @@ impl Shim {
     /// so wait (staying below your client's call limit) rather than poll in a tight loop.
     /// Works on ended handles, and on a session that answers `connection_lost`: read what you
     /// need before `disconnect`, which deletes the handle and its output. Errors:
-    /// `command_not_found` (not a handle of this session: see command_list),
-    /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` above the cap).
+    /// `command_not_found` (not a handle of this session: see command_list; a task's PID
+    /// goes to task_status), `invalid_arguments` (an offset past `total_bytes`, `max_bytes`
+    /// above the cap).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),

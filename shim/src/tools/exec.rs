@@ -187,7 +187,9 @@ impl Shim {
     /// runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid` and the
     /// output so far with each stream's `next_offset`; nothing is restarted or lost, the
     /// command runs on (no time limit unless `timeout` is given), and `command_status`
-    /// continues from those offsets. Errors: `remote_path_not_found` (cwd),
+    /// continues from those offsets. For work known to be long use `command_start`; to read or
+    /// change files use the file tools, not `cat` or `echo`. Errors: `remote_path_not_found`
+    /// (cwd), `invalid_command` (over 1 MiB, or a NUL byte),
     /// `invalid_local_path` (the local files for `spool_output` or a hand-off),
     /// `invalid_arguments` (a value out of range).
     #[tool(

@@ -116,8 +116,9 @@ impl Shim {
         )
     }
 
-    /// This session's port forwards, oldest first, each as forward_start answered it: recover
-    /// a `forward_id` or `listen_port` here (e.g. after forward_failed names a forward).
+    /// List this session's open port forwards, oldest first, each as forward_start answered
+    /// it; read-only. Recover a `forward_id` or `listen_port` here (e.g. after forward_failed
+    /// names a forward).
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardList>>(),
@@ -146,7 +147,8 @@ impl Shim {
     /// Close a port forward of this session: its port is free again once this answers
     /// (connections already made through it may finish). Answer: the forward as it was.
     /// Errors: `forward_not_found` (not a forward of this session: see forward_list),
-    /// `forward_failed` (the SSH connection could not close it).
+    /// `forward_failed` (the SSH connection could not close it: `disconnect` closes every
+    /// forward of the session). Stop forwards you no longer need.
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),

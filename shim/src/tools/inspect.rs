@@ -103,7 +103,8 @@ impl Shim {
     /// exists and what it is before acting on it; read-only. Errors: `remote_path_not_found`
     /// (nothing there, a parent is not a directory, or a symlink loop),
     /// `remote_permission_denied` (a parent directory is not searchable by the session's
-    /// user: `sudo_exec` can look as root).
+    /// user: `sudo_exec` can look as root), `internal_error` naming GNU coreutils when the
+    /// host lacks them (use `exec` with what it has).
     #[tool(
         input_schema = schema_for_input::<StatArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileStat>>(),
@@ -165,8 +166,8 @@ impl Shim {
     }
 
     /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
-    /// `offset`. To read a whole file, call again at `offset` + `bytes_read` until `eof` is
-    /// true (only `eof` means done; `file_size` is 0 for many /proc files). Each range is
+    /// `offset`. For a large whole file use download_start instead. To read a whole file,
+    /// call again at `offset` + `bytes_read` until `eof` is true (only `eof` means done; `file_size` is 0 for many /proc files). Each range is
     /// encoded on its own (utf-8, or base64 when its bytes are not valid UTF-8, as when a
     /// range cuts a character): decode each before joining. Use exec instead for lines,
     /// searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle of

@@ -100,7 +100,7 @@ fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
 impl Shim {
     /// Make a directory on the remote host (with its missing parents unless `parents:
     /// false`). A directory already there is no error: the answer says `changed: false`.
-    /// Acts as the session's user, never sudo.
+    /// Acts as the session's user, never sudo (root's paths need `sudo_exec`).
     /// Answer: `path`, `type`, `changed`. Errors: `remote_path_exists` (something else is
     /// there), `remote_path_not_found` (a parent is missing and `parents` is false),
     /// `remote_permission_denied`.
@@ -139,7 +139,7 @@ impl Shim {
 
     /// Remove a remote file, symlink (the link, not its target) or empty directory; a
     /// directory with contents only with `recursive: true` (everything in it goes, for
-    /// good). Acts as the session's user, never sudo. Answer: `path`, `type` (what was
+    /// good). Acts as the session's user, never sudo (root's paths need `sudo_exec`). Answer: `path`, `type` (what was
     /// removed), `changed`. Errors: `remote_path_not_found`, `invalid_arguments` (the
     /// directory is not empty: pass `recursive: true`), `remote_permission_denied`.
     #[tool(
@@ -171,7 +171,7 @@ impl Shim {
 
     /// Copy a remote file, symlink or whole directory to a new path on the same host
     /// (`cp -a`: modes, times and links kept). `destination` is the copy's own path. Acts as
-    /// the session's user, never sudo. Answer:
+    /// the session's user, never sudo (root's paths need `sudo_exec`). Answer:
     /// `path` (the destination), `type`, `changed`. Errors: `remote_path_not_found` (the
     /// source, or the destination's directory), `remote_path_exists` (pass `overwrite: true`
     /// to replace a file; a directory is never replaced), `remote_permission_denied`.
@@ -196,7 +196,7 @@ impl Shim {
 
     /// Move or rename a remote file, symlink or directory to a new path on the same host.
     /// Without `overwrite` it never replaces anything, even a file created at that moment.
-    /// Acts as the session's user, never sudo. Answer: `path` (the destination), `type`,
+    /// Acts as the session's user, never sudo (root's paths need `sudo_exec`). Answer: `path` (the destination), `type`,
     /// `changed`. Errors: `remote_path_not_found` (the source, or the destination's
     /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` to
     /// replace a file; a directory is never replaced), `remote_permission_denied`.

@@ -124,8 +124,9 @@ impl Shim {
         )
     }
 
-    /// Close a session: kills its running commands, closes its port forwards and stops its
-    /// SSH connection. Needs no key,
+    /// Close a session: kills its running commands, cancels its transfers (partial files
+    /// kept), closes its port forwards and stops its SSH connection; its command handles and
+    /// their output go with it (read them first), detached tasks keep running. Needs no key,
     /// so it closes any session, another agent's too: close only sessions you opened, or ones
     /// that are `lost`. Use it when the work is done, after `connection_lost`, or when a
     /// session's key is lost. Works in every state, `starting` included. Errors:

@@ -239,7 +239,7 @@ impl Shim {
     /// Stop a transfer of this session; only when the copy must not go on. Its partial file
     /// stays, so starting the same transfer again resumes. Answers the transfer's state (it
     /// becomes `cancelled` a moment later; a transfer that already ended stays as it was).
-    /// Errors: `transfer_not_found`.
+    /// Errors: `transfer_not_found` (not this session's: transfer_list shows them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),
@@ -261,8 +261,8 @@ impl Shim {
         )
     }
 
-    /// This session's transfers, newest first (every running one and the last 100 ended),
-    /// each as transfer_status reports it.
+    /// List this session's transfers, newest first (every running one and the last 100
+    /// ended), each as transfer_status reports it: recover a lost `operation_id` here.
     #[tool(
         input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferList>>(),

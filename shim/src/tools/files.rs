@@ -172,8 +172,9 @@ impl Shim {
     /// the session's user, never sudo: a root-owned file needs `sudo_exec`. Answer:
     /// `replacements`, the new `sha256`. Errors: `edit_no_match` (read the file again and
     /// copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding
-    /// lines, or `replace_all`), `file_changed` (the message names the current hash),
-    /// `remote_path_not_found`, `invalid_remote_type` (the path is a symlink, whose target
+    /// lines, or `replace_all`), `file_changed` (someone changed the
+    /// file since your hash: read it again and redo the edit), `remote_path_not_found`,
+    /// `invalid_remote_type` (the path is a symlink, whose target
     /// you can edit instead: `stat` gives `link_target`; no regular file; or NUL bytes in
     /// it), `remote_permission_denied` (no write access to the directory, or another user's
     /// file), `invalid_arguments`.

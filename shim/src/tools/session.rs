@@ -21,7 +21,8 @@ use crate::server::Shim;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectArgs {
-    /// A Host alias of the user's OpenSSH configuration. Give either this, or host and user.
+    /// A Host alias of the user's OpenSSH configuration. Give either this, or host and user
+    /// (with optional port); mixing them is `invalid_arguments`.
     pub alias: Option<String>,
     /// Host name or address to connect to (with `user`).
     pub host: Option<String>,
@@ -83,7 +84,7 @@ impl Shim {
     /// accepted. Errors: `already_connected` (the message names the session: use it if you
     /// hold its key; if `session_list` shows it `lost`, disconnect it and connect again;
     /// otherwise another agent may be using it: ask the user), `session_limit_reached`
-    /// (disconnect a session you no longer need), `connection_start_failed` (authentication,
+    /// (the daemon's max-sessions, 32 by default: disconnect a session you no longer need), `connection_start_failed` (authentication,
     /// host key or network: tell the user the message; retrying will not help).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),

@@ -39,7 +39,7 @@ pub struct TaskLaunchArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskStatusArgs {
-    /// Any session to the host the task runs on.
+    /// Any session to the host the task runs on, as the user that launched it.
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
@@ -54,7 +54,7 @@ pub struct TaskStatusArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskKillArgs {
-    /// Any session to the host the task runs on.
+    /// Any session to the host the task runs on, as the user that launched it.
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,

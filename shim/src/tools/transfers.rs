@@ -134,7 +134,8 @@ impl Shim {
     /// (escapes the local root), `local_path_exists` (pass `overwrite: true`),
     /// `invalid_remote_type` (not a regular file), `remote_path_not_found`,
     /// `remote_permission_denied`, `transfer_conflict` (another transfer writes that
-    /// destination), `transfer_limit_reached` (too many transfers on this session).
+    /// destination), `transfer_limit_reached` (the daemon's
+    /// max-transfers, 4 by default, run on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),
@@ -178,8 +179,8 @@ impl Shim {
     /// `remote_path_exists` (pass `overwrite: true`), `invalid_remote_type` (the destination is
     /// no regular file, or its parent no directory), `remote_path_not_found` (its directory
     /// is missing: make it with make_directory), `remote_permission_denied`,
-    /// `transfer_conflict` (another transfer writes there), `transfer_limit_reached` (too many
-    /// transfers on this session).
+    /// `transfer_conflict` (another transfer writes there), `transfer_limit_reached` (the daemon's
+    /// max-transfers, 4 by default, run on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),

@@ -15,6 +15,17 @@ async fn start(mcp: &sshmcp_tests::McpClient, s: &Session, args: Value) -> Value
     on_session(mcp, s, "forward_start", args).await
 }
 
+/// forward_stop of the forward `f` (an answer of forward_start).
+async fn stop(mcp: &sshmcp_tests::McpClient, s: &Session, f: &Value) -> Value {
+    on_session(
+        mcp,
+        s,
+        "forward_stop",
+        json!({"forward_id": f["forward_id"]}),
+    )
+    .await
+}
+
 /// A `kind` forward (`local` or `remote`) to 127.0.0.1:`target`; it must open.
 async fn start_to(mcp: &sshmcp_tests::McpClient, s: &Session, kind: &str, target: u16) -> Value {
     let f = start(
@@ -94,13 +105,7 @@ async fn a_remote_forward_is_reached_from_the_host() {
         again["error"]["message"].as_str().unwrap().contains(id),
         "{again}"
     );
-    let stopped = on_session(
-        &mcp,
-        &s,
-        "forward_stop",
-        json!({"forward_id": f["forward_id"]}),
-    )
-    .await;
+    let stopped = stop(&mcp, &s, &f).await;
     assert_eq!(stopped["listen_port"], port, "{stopped}");
     let r = crate::exec(&mcp, &s, &script, json!({})).await;
     assert_eq!(r["ok"], true, "{r}");
@@ -159,13 +164,7 @@ async fn forwards_belong_to_their_session_and_end_with_it() {
     );
     let theirs = on_session(&other_mcp, &other, "forward_list", json!({})).await;
     assert_eq!(ids(&theirs), [c["forward_id"].as_str().unwrap()]);
-    let refused = on_session(
-        &other_mcp,
-        &other,
-        "forward_stop",
-        json!({"forward_id": a["forward_id"]}),
-    )
-    .await;
+    let refused = stop(&other_mcp, &other, &a).await;
     assert_eq!(code(&refused), "forward_not_found");
     let port = |f: &Value| f["listen_port"].as_u64().unwrap() as u16;
     assert!(
@@ -173,22 +172,10 @@ async fn forwards_belong_to_their_session_and_end_with_it() {
         "all three listen"
     );
     // forward_stop frees the port at once.
-    let stopped = on_session(
-        &other_mcp,
-        &other,
-        "forward_stop",
-        json!({"forward_id": c["forward_id"]}),
-    )
-    .await;
+    let stopped = stop(&other_mcp, &other, &c).await;
     assert_eq!(stopped["forward_id"], c["forward_id"]);
     assert!(!listening(port(&c)), "the port is free again");
-    let again = on_session(
-        &other_mcp,
-        &other,
-        "forward_stop",
-        json!({"forward_id": c["forward_id"]}),
-    )
-    .await;
+    let again = stop(&other_mcp, &other, &c).await;
     assert_eq!(code(&again), "forward_not_found");
     // disconnect closes every forward of the session.
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
@@ -307,13 +294,7 @@ async fn forwards_survive_a_daemon_restart_with_their_session() {
     let table = String::from_utf8_lossy(&env.cli(&["sessions"]).stdout).into_owned();
     assert!(table.lines().next().unwrap().ends_with("FWDS"), "{table}");
     assert!(table.lines().nth(1).unwrap().ends_with(" 1"), "{table}");
-    let stopped = on_session(
-        &mcp,
-        &s,
-        "forward_stop",
-        json!({"forward_id": f["forward_id"]}),
-    )
-    .await;
+    let stopped = stop(&mcp, &s, &f).await;
     assert_eq!(stopped["ok"], true, "{stopped}");
     assert!(!listening(port), "closed by the new daemon");
     mcp.close().await;

@@ -42,8 +42,13 @@ impl Shim {
     fn instructions(&self) -> String {
         let root = match &self.local_root {
             Some(root) => format!("The local root for this agent is {}.", root.display()),
-            None => "The local root is the daemon's default (`sshmcp daemon status` shows it)."
-                .to_string(),
+            None => match sshmcp_proto::paths::default_local_root() {
+                Some(root) => format!(
+                    "The local root is the daemon's default, normally {}.",
+                    root.display()
+                ),
+                None => "The local root is the daemon's default.".to_string(),
+            },
         };
         format!(
             "sshmcp runs commands on remote machines over SSH, using the user's OpenSSH \
@@ -74,21 +79,21 @@ impl Shim {
              Files: `download_start` copies a remote file into the local root and \
              `upload_start` one from the local root to the host, each as a job (keep its \
              `operation_id`, poll `transfer_status`); never move file contents through \
-             command output. Files: `write_file` writes one whole (up to 1 MiB) and \
-             `edit_file` replaces an exact text in one (up to 64 MiB), atomically (pass \
-             the `sha256` of your last write or edit, or of `sha256sum` through `exec`, as \
-             `expected_sha256` so another writer's change is never overwritten); \
-             `make_directory`, `remove_path`, `copy_path`, `move_path` change paths; none \
-             needs quoting, unlike `echo`, `sed -i` or `mv` through `exec`. They act as \
-             the session's user, never sudo: root's files need `sudo_exec`.\n\
+             command output. `write_file` writes a small file whole and `edit_file` \
+             replaces an exact text in one, atomically (pass `expected_sha256` so another \
+             writer's change is never overwritten); `make_directory`, `remove_path`, \
+             `copy_path`, `move_path` change paths; none needs quoting, unlike `echo`, \
+             `sed -i` or `mv` through `exec`. They act as the session's user, never sudo: \
+             root's files need `sudo_exec`.\n\
              Ports: `forward_start` opens a forward on the session's own connection (`local` \
              to reach a service only the host can, `remote` to let the host reach one of \
              this machine's, `dynamic` for a SOCKS5 proxy); \"this machine\" is the one \
              running sshmcp. It lasts until `forward_stop` or `disconnect`.\n\
-             Limits: one session per server; a command of at most 1 MiB, 60 s by default \
-             (`timeout` up to 86400; none for `command_start` or with `handoff_after`); \
-             output kept per stream up to the daemon's cap (head and tail) in an answer, \
-             whole (up to max-spool-bytes) for a handle.\n{root}"
+             Limits (the defaults; the user may change them): one session per server, 32 \
+             sessions; a command of at most 1 MiB, 60 s (`timeout` up to 86400; none for \
+             `command_start` or with `handoff_after`); 64 KiB of each output stream in an \
+             answer (head and tail), all of it up to 1 GiB for a handle; `write_file` 1 MiB, \
+             `edit_file` 64 MiB; 4 transfers at once per session.\n{root}"
         )
     }
 }

@@ -82,20 +82,14 @@ pub struct EditArgs {
 
 #[tool_router(router = files_router, vis = "pub(crate)")]
 impl Shim {
-    /// Write a whole file (at most 1 MiB) on the remote host, atomically: the content (text,
-    /// or base64 for binary) travels as data, never through a shell, into a temporary file in
-    /// the same directory, which is flushed and renamed over the target, so a reader sees the
-    /// old file or the new one, never half. An existing file keeps its mode and owner (not
-    /// its ACLs or extended attributes: the file is a new one; a bind-mounted file cannot
-    /// be replaced).
-    /// Refuses to replace an existing file unless `overwrite: true`. To change a file safely
-    /// against other writers, pass the `sha256` you last saw (from an earlier write_file or
-    /// edit_file, or `sha256sum` through `exec`) as `expected_sha256`: the write happens only
-    /// if the file still has it. To change part of a file use edit_file; for larger files
-    /// upload_start. Use it instead of `exec` with `echo`/heredocs. Acts as the session's
-    /// user, never sudo: a root-owned file needs `sudo_exec`. Answer: `path`,
-    /// `bytes_written`, `sha256` (of the new content), `created`. Errors:
-    /// `remote_path_exists`, `file_changed` (the message names the current hash: read the
+    /// Write a whole file (at most 1 MiB) on the remote host, atomically: the content travels
+    /// as data (no shell, no quoting) into a temporary file renamed over the target, so a
+    /// reader sees the old file or the new one, never half. An existing file keeps its mode
+    /// and owner (not its ACLs or extended attributes). Use it instead of `exec` with
+    /// `echo`/heredocs; to change part of a file use edit_file, for larger files
+    /// upload_start. Acts as the session's user, never sudo (root's files need `sudo_exec`).
+    /// Errors: `remote_path_exists` (pass `overwrite: true`, or `expected_sha256` to replace
+    /// only what you saw), `file_changed` (the message names the current hash: read the
     /// file again, redo the change, retry with that hash; also when the file is gone),
     /// `remote_path_not_found` (the directory is missing: pass `create_dirs: true`),
     /// `invalid_remote_type` (the path is a symlink, whose target you can write instead:

@@ -41,10 +41,15 @@ impl Shim {
 
     fn instructions(&self) -> String {
         let root = match &self.local_root {
-            Some(root) => format!("The local root for this agent is {}.", root.display()),
+            Some(root) => format!(
+                "The local root (the folder on this machine that downloads, uploads and \
+                 command output use) for this agent is {}.",
+                root.display()
+            ),
             None => match sshmcp_proto::paths::default_local_root() {
                 Some(root) => format!(
-                    "The local root is the daemon's default, normally {}.",
+                    "The local root (the folder on this machine that downloads, uploads and \
+                     command output use) is the daemon's default, normally {}.",
                     root.display()
                 ),
                 None => "The local root is the daemon's default.".to_string(),
@@ -62,7 +67,9 @@ impl Shim {
              naming what is missing) rather than parsing the output of ls or cat. \
              3) `disconnect` when done. \
              `session_list` shows every session (never keys).\n\
-             Every answer has `ok`; failures carry `error.code`, a stable identifier to act on; \
+             Every answer has `ok`; `ok: true` from `exec` means the command ran, and its \
+             `exit_code` says whether it succeeded. Failures carry `error.code`, a stable \
+             identifier to act on; \
              any tool that takes a session may also answer `invalid_session_key`, \
              `session_not_found`, `session_not_ready` (retry shortly) or `connection_lost`. \
              A lost key cannot be recovered, and a session that answers `connection_lost` does \

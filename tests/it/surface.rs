@@ -113,6 +113,8 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "internal_error",
         "error.code",
         "ok",
+        "ok: true",
+        "exit_code",
         "handoff_after",
         "next_offset",
         "wait_seconds",

@@ -50,8 +50,9 @@ pub struct WriteArgs {
     pub create_dirs: Option<bool>,
     /// Replace an existing file; default false (`remote_path_exists`).
     pub overwrite: Option<bool>,
-    /// Write only if the file's SHA-256 is still this (from an earlier write_file, or
-    /// `sha256sum`): else `file_changed` and nothing is written. Implies replacing it.
+    /// Write only if the file's SHA-256 (64 lowercase hex digits) is still this (from an
+    /// earlier write_file or edit_file, or `sha256sum` through exec): else `file_changed` and
+    /// nothing is written. Implies replacing it.
     pub expected_sha256: Option<String>,
 }
 
@@ -75,8 +76,9 @@ pub struct EditArgs {
     pub new_text: String,
     /// Replace every occurrence; default false (then `old_text` must occur exactly once).
     pub replace_all: Option<bool>,
-    /// Edit only if the file's SHA-256 is still this (from an earlier write_file or
-    /// edit_file): else `file_changed` and nothing is changed.
+    /// Edit only if the file's SHA-256 (64 lowercase hex digits) is still this (from an
+    /// earlier write_file or edit_file, or `sha256sum` through exec): else `file_changed` and
+    /// nothing is changed.
     pub expected_sha256: Option<String>,
 }
 

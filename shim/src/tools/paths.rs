@@ -100,6 +100,7 @@ fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
 impl Shim {
     /// Make a directory on the remote host (with its missing parents unless `parents:
     /// false`). A directory already there is no error: the answer says `changed: false`.
+    /// Before a write, write_file's `create_dirs` does this itself.
     /// Acts as the session's user, never sudo (root's paths need `sudo_exec`).
     /// Answer: `path`, `type`, `changed`. Errors: `remote_path_exists` (something else is
     /// there), `remote_path_not_found` (a parent is missing and `parents` is false),

@@ -233,7 +233,8 @@ impl Shim {
     /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
     /// NOPASSWD rule; never pipe a password through `exec`), `sudo_not_allowed` (the policy
     /// denies that program; a narrower `sudo -n CMD` through `exec` may still be allowed),
-    /// `sudo_unavailable` (no sudo on the host); the message quotes sudo.
+    /// `sudo_unavailable` (no sudo on the host); the message quotes sudo. Also exec's:
+    /// `remote_path_not_found` (cwd), `invalid_command`, `invalid_arguments`.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

@@ -80,9 +80,10 @@ impl Shim {
     /// client on the host with `exec`. The target is first tried when a connection comes. It
     /// lasts until forward_stop or disconnect; anyone on this machine can use a loopback
     /// forward, so stop those you no longer need. Errors (nothing listens then):
-    /// `forward_failed`: the port is taken or below 1024, this session already has that
+    /// `forward_failed` (the message says which): the port is taken (retry with
+    /// `listen_port` 0) or below 1024 (pick a higher one), this session already has that
     /// listener (the message names it: use it), or the host's sshd forbids forwarding (tell
-    /// the user); retry with `listen_port` 0. `forward_not_allowed`: use a loopback
+    /// the user; retrying will not help). `forward_not_allowed`: use a loopback
     /// `listen_host`. `invalid_arguments`: see `target_host`.
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),

@@ -137,7 +137,8 @@ impl Shim {
     /// between calls shift later pages. Not recursive (use exec with `find` for a tree).
     /// Prefer it to parsing `ls` through exec; read-only. Errors: `invalid_remote_type` (not
     /// a directory: use stat), `remote_path_not_found`, `remote_permission_denied` (not
-    /// readable or not searchable by the session's user: `sudo_exec` can list as root).
+    /// readable or not searchable by the session's user: `sudo_exec` can list as root),
+    /// `internal_error` naming GNU findutils when the host lacks them (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Listing>>(),
@@ -175,7 +176,8 @@ impl Shim {
     /// list_directory for a directory), `remote_path_not_found`, `remote_permission_denied`
     /// (the session's user may not read it: as root, `sudo_exec` with
     /// `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a block
-    /// comes back short; `cat` would lose the middle of a large file).
+    /// comes back short; `cat` would lose the middle of a large file), `internal_error`
+    /// naming GNU coreutils when the host lacks them (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -89,8 +89,9 @@ impl Shim {
     /// Keep the `pid`: nothing lists tasks, and task_status and task_kill take it, from any
     /// session to this host as this user. Use `command_start` instead for work you follow
     /// and stop within this session (output kept locally, killed on disconnect). Errors:
-    /// `remote_path_not_found` (cwd), `invalid_command`, `internal_error` (no writable
-    /// ~/.sshmcp/tasks, or no setsid on the host).
+    /// `remote_path_not_found` (cwd), `invalid_command` (over 1 MiB, or a NUL byte),
+    /// `internal_error` (no writable ~/.sshmcp/tasks, or no setsid on the host: tell the
+    /// user). task_status with the `pid` confirms it runs.
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskLaunched>>(),
@@ -121,8 +122,9 @@ impl Shim {
     /// Check a task from task_launch by its `pid` (for a command handle use command_status):
     /// whether it runs, its recorded exit status, its log paths, and each log's size and last
     /// `tail_bytes` (read more with read_file_range on the log path). A PID since reused by
-    /// another process shows `exited`, never that process. Errors: `invalid_arguments`
-    /// (`tail_bytes` out of range).
+    /// another process shows `exited`, never that process; `not_found` means no task of this
+    /// user had this PID on this host (check the host and the user you connected as).
+    /// Errors: `invalid_arguments` (`tail_bytes` out of range).
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -157,7 +159,8 @@ impl Shim {
     /// says nothing about whether such a process runs). Then it works as command_kill does:
     /// the signal to the task's whole process group, SIGKILL after `wait_seconds` when
     /// `force`, the same `result` values and `force_kill_used`; `invalid_pid` for a PID of 1
-    /// or below. Errors: `invalid_arguments` (a value out of range).
+    /// or below; after `error` (the attempt failed, the state is unknown) check with
+    /// task_status. Errors: `invalid_arguments` (a value out of range).
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

@@ -214,8 +214,12 @@ impl Shim {
     /// bytes so far and in all, rate, ETA, and once completed the verified `sha256` and the
     /// `final_path`. Poll it every 2-5 s (`eta` says how long is left). A `failed` or
     /// `cancelled` copy resumes when started again with the same paths; after
-    /// `verification_failed` or a late `remote_path_exists` it starts afresh. Errors:
-    /// `transfer_not_found` (not an operation of this session).
+    /// `verification_failed` or a late `remote_path_exists` it starts afresh. A `failed`
+    /// report's `error.code`: `transfer_failed` (rsync or the disk failed: the message says
+    /// which; start it again to resume), `verification_failed` (the source changed during
+    /// the copy: start again), `connection_lost` (disconnect, connect, start again),
+    /// `remote_path_exists` (pass `overwrite`). Errors: `transfer_not_found` (not an
+    /// operation of this session: transfer_list shows them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),

@@ -56,51 +56,26 @@ impl Shim {
             },
         };
         format!(
-            "sshmcp runs commands on remote machines over SSH, using the user's OpenSSH \
-             configuration, keys and agent.\n\
-             Workflow: 1) `connect` with an `alias` (a Host of ~/.ssh/config) or `host` + `user`; \
-             keep the returned `session_id` and `session_key` (the key is shown only once). \
-             2) `exec` with both to run non-interactive /bin/sh commands; each call is a fresh \
-             shell, so pass `cwd` instead of `cd`; `sudo_exec` for root. To look at files \
-             use `stat`, `list_directory` and `read_file_range` (structured, any bytes in \
-             names; they need GNU coreutils and findutils on the host, and say `internal_error` \
-             naming what is missing) rather than parsing the output of ls or cat. \
-             3) `disconnect` when done. \
-             `session_list` shows every session (never keys).\n\
-             Every answer has `ok`; `ok: true` from `exec` means the command ran, and its \
-             `exit_code` says whether it succeeded. Failures carry `error.code`, a stable \
-             identifier to act on; \
-             any tool that takes a session may also answer `invalid_session_key`, \
-             `session_not_found`, `session_not_ready` (retry shortly) or `connection_lost`. \
-             A lost key cannot be recovered, and a session that answers `connection_lost` does \
-             not come back: read its command handles first (`command_status` still answers), \
-             then disconnect it and connect again.\n\
-             Long work: many clients give up on a call after about a minute. A command \
-             that is usually quick but may be slow: `exec` with `handoff_after` (e.g. 30); \
-             if it still runs then, it becomes a command handle. One known to be long (a \
-             build, a test suite, a dev server): `command_start`. Follow a handle with \
-             `command_status` (pass back `next_offset`; `wait_seconds` to long-poll) and stop \
-             it with `command_kill`. Handles and their output end with the session: read \
-             them before `disconnect`. A process that must outlive the session (a server \
-             you leave up): `task_launch`, then `task_status` / `task_kill` with its PID.\n\
-             Files: `download_start` copies a remote file into the local root and \
-             `upload_start` one from the local root to the host, each as a job (keep its \
-             `operation_id`, poll `transfer_status`); never move file contents through \
-             command output. `write_file` writes a small file whole and `edit_file` \
-             replaces an exact text in one, atomically (pass `expected_sha256` so another \
-             writer's change is never overwritten); `make_directory`, `remove_path`, \
-             `copy_path`, `move_path` change paths; none needs quoting, unlike `echo`, \
-             `sed -i` or `mv` through `exec`. They act as the session's user, never sudo: \
-             root's files need `sudo_exec`.\n\
-             Ports: `forward_start` opens a forward on the session's own connection (`local` \
-             to reach a service only the host can, `remote` to let the host reach one of \
-             this machine's, `dynamic` for a SOCKS5 proxy); \"this machine\" is the one \
-             running sshmcp. It lasts until `forward_stop` or `disconnect`.\n\
-             Limits (the defaults; the user may change them): one session per server, 32 \
-             sessions; a command of at most 1 MiB, 60 s (`timeout` up to 86400; none for \
-             `command_start` or with `handoff_after`); 64 KiB of each output stream in an \
-             answer (head and tail), all of it up to 1 GiB for a handle; `write_file` 1 MiB, \
-             `edit_file` 64 MiB; 4 transfers at once per session.\n{root}"
+            "sshmcp works on remote machines over SSH with the user's OpenSSH configuration, \
+             keys and agent.\n\
+             1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers a \
+             `session_id` and a `session_key`, shown once and never again: pass both to the session's tools. \
+             2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
+             `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root. \
+             3) `disconnect` when done; `session_list` shows every session.\n\
+             Failures carry a stable `error.code` to act on; any session tool may answer \
+             `session_not_ready` (retry shortly) or `connection_lost` (read your command \
+             handles, then disconnect and connect again).\n\
+             Long work (clients often give up on a call after a minute): `exec` with \
+             `handoff_after` when a command may be slow, `command_start` when it surely is, \
+             then `command_status`; `task_launch` for a process that must outlive the \
+             session.\n\
+             Files: `stat`, `list_directory`, `read_file_range` to look; `write_file`, \
+             `edit_file` and the path tools to change; `download_start` / `upload_start` to \
+             copy whole files between the host and the local root. Ports: `forward_start`.\n\
+             Limits (defaults): one session per server, 32 sessions; commands up to 1 MiB \
+             and 60 s (`timeout` up to 86400); 64 KiB of each output stream per answer, up \
+             to 1 GiB for a handle; 4 transfers per session.\n{root}"
         )
     }
 }

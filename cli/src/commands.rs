@@ -279,10 +279,8 @@ fn lock_holder(paths: &RuntimePaths) -> anyhow::Result<Option<Holder>> {
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut text = String::new();
             file.read_to_string(&mut text)?;
-            let pid = text
-                .split_whitespace()
-                .next()
-                .and_then(|w| w.parse().ok())
+            let pid = sshmcp_proto::paths::PidfileText::parse(&text)
+                .pid
                 .with_context(|| format!("{} names no pid: {text:?}", pidfile.display()))?;
             Ok(Some(Holder { pid, file }))
         }

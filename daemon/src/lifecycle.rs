@@ -11,6 +11,8 @@ use std::time::Duration;
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
+use sshmcp_proto::paths::PidfileText;
+
 use crate::config::Settings;
 use crate::server;
 use crate::service::DaemonService;
@@ -31,7 +33,8 @@ impl Pidfile {
     fn mark_stopping(&mut self) {
         let marked = self.file.set_len(0).and_then(|()| {
             self.file.rewind()?;
-            writeln!(self.file, "{} {STOPPING}", std::process::id())
+            let text = PidfileText::render(std::process::id(), true);
+            self.file.write_all(text.as_bytes())
         });
         if let Err(e) = marked {
             tracing::warn!("cannot mark the pidfile: {e}");
@@ -45,7 +48,6 @@ impl Drop for Pidfile {
     }
 }
 
-const STOPPING: &str = "stopping";
 /// How long a new daemon waits for one that is stopping to be gone: its teardown is capped
 /// well below this.
 const SUCCESSION_WAIT: Duration = Duration::from_secs(20);
@@ -75,12 +77,11 @@ pub fn claim_instance(path: PathBuf) -> io::Result<Instance> {
             Err(std::fs::TryLockError::WouldBlock) => {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
-                let mut words = text.split_whitespace();
-                let pid = words.next().and_then(|w| w.parse().ok());
-                if words.next() != Some(STOPPING) {
-                    return Ok(Instance::Running(pid));
+                let found = PidfileText::parse(&text);
+                if !found.stopping {
+                    return Ok(Instance::Running(found.pid));
                 }
-                succeeded = pid.or(Some(0));
+                succeeded = found.pid.or(Some(0));
                 file = wait_for_lock(file)?;
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
@@ -92,7 +93,7 @@ pub fn claim_instance(path: PathBuf) -> io::Result<Instance> {
         }
         file.set_len(0)?;
         file.rewind()?;
-        writeln!(file, "{}", std::process::id())?;
+        file.write_all(PidfileText::render(std::process::id(), false).as_bytes())?;
         return Ok(Instance::Mine(Pidfile {
             path,
             file,

@@ -89,6 +89,35 @@ impl RuntimePaths {
     }
 }
 
+/// What the daemon's pidfile says: its pid, and whether it is on its way out. The daemon
+/// writes it, a new daemon and the CLI read it; this is the one place of its layout,
+/// `PID\n` or `PID stopping\n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidfileText {
+    pub pid: Option<u32>,
+    pub stopping: bool,
+}
+
+impl PidfileText {
+    const STOPPING: &str = "stopping";
+
+    pub fn parse(text: &str) -> Self {
+        let mut words = text.split_whitespace();
+        Self {
+            pid: words.next().and_then(|w| w.parse().ok()),
+            stopping: words.next() == Some(Self::STOPPING),
+        }
+    }
+
+    /// The pidfile's whole text for `pid`.
+    pub fn render(pid: u32, stopping: bool) -> String {
+        match stopping {
+            true => format!("{pid} {}\n", Self::STOPPING),
+            false => format!("{pid}\n"),
+        }
+    }
+}
+
 /// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
 /// the platform state dir.
 pub fn state_dir_from_env() -> Option<PathBuf> {
@@ -182,6 +211,23 @@ pub fn check_private_dir(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::PidfileText;
+
+    #[test]
+    fn the_pidfile_reads_back_as_written() {
+        for stopping in [false, true] {
+            let text = PidfileText::render(4242, stopping);
+            let read = PidfileText::parse(&text);
+            assert_eq!(
+                (read.pid, read.stopping),
+                (Some(4242), stopping),
+                "{text:?}"
+            );
+        }
+        assert_eq!(PidfileText::parse("").pid, None);
+        assert!(!PidfileText::parse("12 running").stopping);
+    }
+
     use super::*;
 
     #[test]

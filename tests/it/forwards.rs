@@ -299,3 +299,38 @@ async fn forwards_survive_a_daemon_restart_with_their_session() {
     assert!(!listening(port), "closed by the new daemon");
     mcp.close().await;
 }
+
+/// A stopped master (SIGSTOP) cannot take a forward: forward_start says so up front instead
+/// of waiting out its control socket, and works again once the master continues.
+#[tokio::test]
+async fn a_stopped_master_refuses_a_forward_up_front() {
+    let (_env, mcp, s) = connected().await;
+    let list = mcp.call("session_list", json!({})).await;
+    let master = list["sessions"][0]["master_pid"].as_u64().unwrap() as i32;
+    let signal = |sig| nix::sys::signal::kill(nix::unistd::Pid::from_raw(master), sig).unwrap();
+    signal(nix::sys::signal::Signal::SIGSTOP);
+    // The kernel shows the stop in the process's state: wait for it.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{master}/stat"))
+        .unwrap()
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    {
+        assert!(std::time::Instant::now() < give_up, "the master stopped");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let r = start(&mcp, &s, json!({"kind": "dynamic"})).await;
+    assert_eq!(code(&r), "internal_error");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("SIGSTOP"), "{message}");
+    signal(nix::sys::signal::Signal::SIGCONT);
+    let f = start(&mcp, &s, json!({"kind": "dynamic"})).await;
+    assert_eq!(f["ok"], true, "{f}");
+    let list = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(
+        list["forwards"].as_array().unwrap().len(),
+        1,
+        "only the one that opened"
+    );
+    mcp.close().await;
+}

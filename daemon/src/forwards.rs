@@ -75,6 +75,7 @@ impl Forwards {
         self.locked().len() as u32
     }
 
+    /// `forward_list`.
     pub fn list(&self) -> ForwardList {
         ForwardList {
             forwards: self.locked().iter().map(|f| f.info()).collect(),
@@ -312,11 +313,6 @@ fn mux_failure(session: &Session, e: MuxError) -> DaemonError {
             "the session's master did not take the request: {e}"
         )),
     }
-}
-
-/// `forward_list`.
-pub fn list(session: &Session) -> ForwardList {
-    session.forwards.list()
 }
 
 /// `forward_stop`: closes the listener. A local or dynamic port is free once this answers; a

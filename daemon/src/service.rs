@@ -309,7 +309,7 @@ impl Daemon for DaemonService {
 
     async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
         self.on_session("forward_list", &auth, |session| async move {
-            Ok(forwards::list(&session))
+            Ok(session.forwards.list())
         })
         .await
     }

@@ -401,7 +401,7 @@ pub fn resume(
 
 /// The id and start of a transfer (one taken over from the daemon before, or a new one), and
 /// the operation listed in its place until it starts.
-pub struct Resumed {
+struct Resumed {
     id: String,
     started_at: SystemTime,
     placeholder: Option<Arc<Operation>>,

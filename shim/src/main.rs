@@ -66,7 +66,9 @@ fn run() -> anyhow::Result<()> {
         anyhow::ensure!(root.is_absolute(), "--local-root must be an absolute path");
     }
     let paths = sshmcp_proto::paths::RuntimePaths::resolve(flags.runtime_dir);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread: the shim only translates, and every call waits on the daemon. A second
+    // worker would add its stack and malloc arena to a process agents start by the dozen.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {

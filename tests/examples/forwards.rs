@@ -124,9 +124,11 @@ async fn main() {
     let (o, r) = (median(ours.clone()), median(raw.clone()));
     println!(
         "{mib} MiB through a local forward: forward_start {:.0} MiB/s, ssh -O forward -L \
-         {:.0} MiB/s (runs: {ours:.2?} s, {raw:.2?} s)",
+         {:.0} MiB/s; ratio {:.2}, goal ≥ 0.9×: {} (runs: {ours:.2?} s, {raw:.2?} s)",
         mib / o,
-        mib / r
+        mib / r,
+        r / o,
+        if r / o >= 0.9 { "met" } else { "not met" }
     );
     let (ol, rl, direct) = (
         latency(ours_ping).await,

@@ -147,9 +147,10 @@ async fn main() {
         let (o, r) = (median(ours.clone()), median(raw.clone()));
         println!(
             "1 GiB {what}: sshmcp {o:.2} s ({:.0} MiB/s, verified), raw rsync {r:.2} s; \
-             ratio raw/sshmcp {:.2} (runs: sshmcp {ours:.2?}, raw {raw:.2?})",
+             ratio raw/sshmcp {:.2}, goal ≥ 0.8×: {} (runs: sshmcp {ours:.2?}, raw {raw:.2?})",
             gib * 1024.0 / o,
-            r / o
+            r / o,
+            if r / o >= 0.8 { "met" } else { "not met" }
         );
     }
     // The daemon's own account of each transfer: the copy, then what the verification added.

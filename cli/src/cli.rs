@@ -48,6 +48,30 @@ pub enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Show the audit trail: what agents did on which host, newest first.
+    ///
+    /// The daemon writes one line per call that reaches a host (connect, disconnect, exec,
+    /// sudo_exec, the command, task, file, transfer and forward tools) to audit.jsonl in its
+    /// state directory, with the session, target, tool, a summary (a command's first 200
+    /// bytes, or paths and sizes), the outcome, the exit code and the MCP client's name.
+    History {
+        /// Only this session's calls.
+        #[arg(long = "session", value_name = "ID")]
+        session: Option<String>,
+        /// Only calls on this host: its connect target (alias or user@host:port) or server
+        /// name, exactly.
+        #[arg(long, value_name = "T")]
+        target: Option<String>,
+        /// Only calls at or after this time (RFC 3339 UTC, e.g. 2026-12-01T09:30:00Z).
+        #[arg(long, value_name = "RFC3339")]
+        since: Option<String>,
+        /// Show at most this many calls.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+        /// Print the trail's own JSON objects, one per line, instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check this machine's setup, saying how to fix each problem
     ///
     /// It looks at ssh and rsync, the runtime and state directories and their modes, the

@@ -38,6 +38,16 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             session_id, yes, ..
         } => return disconnect(&paths, session_id, yes, out).await,
         Command::Doctor => return crate::doctor::run(&paths, out).await,
+        Command::History {
+            session,
+            target,
+            since,
+            limit,
+            json,
+        } => {
+            let filter = crate::history::Filter::new(session, target, since, limit)?;
+            return history(&paths, filter, json, out).await;
+        }
         _ => {}
     }
     // The log is a file: a daemon this client cannot speak to still has one to read.
@@ -51,7 +61,10 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         (_, conn) => conn?,
     };
     match command {
-        Command::Sessions { .. } | Command::Disconnect { .. } | Command::Doctor => {
+        Command::Sessions { .. }
+        | Command::Disconnect { .. }
+        | Command::Doctor
+        | Command::History { .. } => {
             unreachable!("handled above")
         }
         Command::Daemon { command } => match command {
@@ -324,23 +337,45 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// The daemon's state directory: the running daemon's, else the one this environment gives
+/// (the trail and the log are files, there whether or not the daemon runs).
+async fn state_dir(conn: Option<&Connection>) -> anyhow::Result<PathBuf> {
+    match conn {
+        Some(c) => Ok(c
+            .client
+            .status(context_with_timeout(QUICK))
+            .await?
+            .state_dir
+            .into()),
+        None => sshmcp_proto::paths::state_dir_from_env()
+            .context("no state directory: set SSHMCP_STATE_DIR or HOME"),
+    }
+}
+
+async fn history(
+    paths: &RuntimePaths,
+    filter: crate::history::Filter,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let conn = connect_existing(paths).await.ok().flatten();
+    let dir = state_dir(conn.as_ref()).await?;
+    let (entries, unreadable) = crate::history::read(&dir, &filter)
+        .with_context(|| format!("cannot read the audit trail in {}", dir.display()))?;
+    if unreadable > 0 {
+        eprintln!("sshmcp: {unreadable} unreadable lines of the trail skipped");
+    }
+    crate::history::print(&entries, json, terminal_width(), out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn logs(
     conn: Option<Connection>,
     lines: usize,
     follow: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let log: PathBuf = match &conn {
-        Some(c) => c
-            .client
-            .status(context_with_timeout(QUICK))
-            .await?
-            .log_file
-            .into(),
-        None => sshmcp_proto::paths::state_dir_from_env()
-            .context("no state directory: set SSHMCP_STATE_DIR or HOME")?
-            .join("sshmcpd.log"),
-    };
+    let log = state_dir(conn.as_ref()).await?.join("sshmcpd.log");
     let read = |from: u64| -> anyhow::Result<(Vec<u8>, u64)> {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(&log).with_context(|| {

@@ -5,6 +5,7 @@
 mod cli;
 mod commands;
 mod doctor;
+mod history;
 mod local;
 mod render;
 

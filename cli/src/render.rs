@@ -1,4 +1,5 @@
-//! What people see: the sessions table, the status text, and their JSON forms.
+//! What people see: tables fitted to the terminal (the sessions table among them), the status
+//! text, and their JSON forms.
 
 use std::time::SystemTime;
 
@@ -39,18 +40,30 @@ pub fn sessions_table(rows: &[SessionSummary], now: SystemTime, width: Option<us
             ]
         })
         .collect();
-    let mut widths = HEADER.map(|h| h.chars().count());
-    for row in &body {
+    table(&HEADER, &body, &SHRINKABLE, width)
+}
+
+/// Rows under a header, columns two spaces apart, fitted to `width` columns when given: the
+/// `shrinkable` columns give up room first, widest first, down to their header or 6
+/// characters, their cells cut with `…`.
+pub fn table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    shrinkable: &[usize],
+    width: Option<usize>,
+) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
     if let Some(width) = width {
-        let total = |widths: &[usize; 10]| widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+        let total = |widths: &[usize; N]| widths.iter().sum::<usize>() + 2 * (N - 1);
         while total(&widths) > width {
-            let Some(&widest) = SHRINKABLE
+            let Some(&widest) = shrinkable
                 .iter()
-                .filter(|&&c| widths[c] > HEADER[c].len().max(6))
+                .filter(|&&c| widths[c] > header[c].len().max(6))
                 .max_by_key(|&&c| widths[c])
             else {
                 break;
@@ -66,8 +79,8 @@ pub fn sessions_table(rows: &[SessionSummary], now: SystemTime, width: Option<us
             .collect();
         padded.join("  ").trim_end().to_string() + "\n"
     };
-    let mut out = line(HEADER.to_vec());
-    for row in &body {
+    let mut out = line(header.to_vec());
+    for row in rows {
         out += &line(row.iter().map(String::as_str).collect());
     }
     out

@@ -63,8 +63,12 @@ pub struct Flags {
     /// Let forwards listen on addresses other than loopback (127.0.0.1, ::1, localhost): then
     /// anyone who can reach this machine (local forwards, SOCKS) or the remote host (remote
     /// forwards) on that address uses the session's SSH connection. Off by default.
-    #[arg(long, env = "SSHMCP_ALLOW_PUBLIC_FORWARDS")]
+    #[arg(long, env = "SSHMCP_ALLOW_PUBLIC_FORWARDS", value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_public_forwards: bool,
+    /// Keep no audit trail (`<state dir>/audit.jsonl`, one line per call that reaches a
+    /// host). On by default.
+    #[arg(long, env = "SSHMCP_NO_AUDIT", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_audit: bool,
     /// Seconds without any session or client after which the daemon exits; 0: never.
     #[arg(long, env = "SSHMCP_IDLE_EXIT")]
     pub idle_exit: Option<u64>,
@@ -94,6 +98,7 @@ struct FileSettings {
     standby_channels: Option<usize>,
     idle_exit: Option<u64>,
     allow_public_forwards: Option<bool>,
+    audit: Option<bool>,
     log: Option<String>,
 }
 
@@ -113,6 +118,8 @@ pub struct Settings {
     pub idle_exit: Option<std::time::Duration>,
     /// Forwards may listen beyond loopback.
     pub allow_public_forwards: bool,
+    /// The audit trail is kept (see `audit`).
+    pub audit: bool,
     pub log: String,
 }
 
@@ -169,6 +176,7 @@ impl Settings {
             .map(std::time::Duration::from_secs),
             allow_public_forwards: flags.allow_public_forwards
                 || file.allow_public_forwards.unwrap_or(false),
+            audit: !flags.no_audit && file.audit.unwrap_or(true),
             log: flags
                 .log
                 .clone()

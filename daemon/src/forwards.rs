@@ -263,7 +263,7 @@ pub async fn start(
         created_at: SystemTime::now(),
     });
     session.forwards.locked().push(forward.clone());
-    session.record_due.notify_one();
+    session.record.ask();
     tracing::info!(session = %session.id, forward = %forward.id, kind = req.kind.as_str(), listen_port, "forward opened");
     Ok(forward.info())
 }
@@ -347,7 +347,7 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
         .forwards
         .locked()
         .retain(|f| !Arc::ptr_eq(f, &forward));
-    session.record_due.notify_one();
+    session.record.ask();
     tracing::info!(session = %session.id, forward = %forward.id, "forward closed");
     Ok(forward.info())
 }

@@ -1,6 +1,7 @@
 //! sshmcpd: the per-user daemon that owns every OpenSSH master and serves the sshmcp API on a
 //! Unix socket. `main.rs` parses settings and claims the instance; [`lifecycle::run`] serves.
 
+pub mod audit;
 pub mod commands;
 pub mod config;
 pub mod exec;

@@ -228,11 +228,11 @@ pub async fn run(
     registry.readopt().await;
     let listener = bind(&settings)?;
     let stop = CancellationToken::new();
-    let service = DaemonService {
-        registry: registry.clone(),
-        stop: stop.clone(),
-        started_at: sshmcp_proto::time::now_rfc3339().into(),
+    let trail = match settings.audit {
+        true => Some(Arc::new(crate::audit::Trail::start(&settings.state_dir)?)),
+        false => None,
     };
+    let service = DaemonService::new(registry.clone(), stop.clone(), trail);
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "daemon ready");
     report.ready();
     let clients = tokio::sync::watch::channel(0usize).0;

@@ -44,7 +44,7 @@ pub async fn serve(
             }
         }
         let client = ClientCount::new(&clients);
-        let connection = serve_connection(stream, service.clone(), shutdown.clone());
+        let connection = serve_connection(stream, service.for_connection(), shutdown.clone());
         tokio::spawn(async move {
             connection.await;
             drop(client);

@@ -2,7 +2,9 @@
 //! engine, and converted to wire types.
 
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
+use sshmcp_proto::audit::AuditEntry;
 use sshmcp_proto::command::{
     CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
     CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
@@ -27,6 +29,7 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::{Answer, Summary, Trail};
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
 use crate::{commands, exec, files, forwards, inspect, tasks, transfers};
@@ -38,6 +41,48 @@ pub struct DaemonService {
     /// Fired to stop the daemon after `shutdown` answered.
     pub stop: CancellationToken,
     pub started_at: Arc<str>,
+    /// The audit trail; `None` when the user turned it off.
+    pub trail: Option<Arc<Trail>>,
+    /// The MCP client this connection serves, as it introduced itself (one per connection).
+    client: Arc<std::sync::Mutex<Option<Arc<str>>>>,
+}
+
+/// A call on its way: what the trail will say of it, and when it came.
+struct Call {
+    tool: &'static str,
+    summary: String,
+    arrived: SystemTime,
+    started: Instant,
+}
+
+impl Call {
+    fn new(tool: &'static str, summary: String) -> Self {
+        Self {
+            tool,
+            summary,
+            arrived: SystemTime::now(),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// Which session and host a trail line is about.
+struct Place<'a> {
+    session_id: &'a str,
+    target: &'a str,
+    server_host: &'a str,
+    server_port: u16,
+}
+
+impl<'a> From<&'a Session> for Place<'a> {
+    fn from(s: &'a Session) -> Self {
+        Self {
+            session_id: &s.id,
+            target: &s.target,
+            server_host: &s.server_host,
+            server_port: s.server_port,
+        }
+    }
 }
 
 impl Daemon for DaemonService {
@@ -79,11 +124,38 @@ impl Daemon for DaemonService {
     }
 
     async fn connect(self, _: Context, req: ConnectRequest) -> Result<Connected, DaemonError> {
-        self.registry.connect(req).await
+        let target = req.target.display();
+        let call = Call::new("connect", target.clone());
+        let connected = self.registry.connect(req).await;
+        // A connect that failed has no session; its line names the target alone.
+        let place = match &connected {
+            Ok(c) => Place {
+                session_id: &c.session_id,
+                target: &c.target,
+                server_host: &c.server_host,
+                server_port: c.server_port,
+            },
+            Err(_) => Place {
+                session_id: "",
+                target: &target,
+                server_host: "",
+                server_port: 0,
+            },
+        };
+        self.audit(call, place, connected.as_ref().map(|_| None));
+        connected
     }
 
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
-        self.registry.disconnect(&session_id).await
+        let session = self.registry.find(&session_id)?;
+        let call = Call::new("disconnect", String::new());
+        let disconnected = self.registry.disconnect(&session_id).await;
+        self.audit(
+            call,
+            Place::from(&*session),
+            disconnected.as_ref().map(|_| None),
+        );
+        disconnected
     }
 
     async fn session_list(self, _: Context) -> Vec<SessionSummary> {
@@ -94,9 +166,11 @@ impl Daemon for DaemonService {
         exec::check(&req)?;
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
-        self.on_session("exec", &auth, |session| async move {
-            exec::exec(&session, &settings, req).await
-        })
+        self.on_session(
+            Call::new("exec", req.summary()),
+            &auth,
+            |session| async move { exec::exec(&session, &settings, req).await },
+        )
         .await
     }
 
@@ -107,25 +181,31 @@ impl Daemon for DaemonService {
     async fn sudo_exec(self, _: Context, req: SudoExecRequest) -> Result<ExecResult, DaemonError> {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
-        self.on_session("sudo_exec", &auth, |session| async move {
-            exec::sudo::sudo_exec(&session, &settings, req).await
-        })
+        self.on_session(
+            Call::new("sudo_exec", req.summary()),
+            &auth,
+            |session| async move { exec::sudo::sudo_exec(&session, &settings, req).await },
+        )
         .await
     }
 
     async fn stat(self, _: Context, req: StatRequest) -> Result<FileStat, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("stat", &auth, |session| async move {
-            inspect::stat::stat(&session, req).await
-        })
+        self.on_session(
+            Call::new("stat", req.summary()),
+            &auth,
+            |session| async move { inspect::stat::stat(&session, req).await },
+        )
         .await
     }
 
     async fn list_directory(self, _: Context, req: ListRequest) -> Result<Listing, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("list_directory", &auth, |session| async move {
-            inspect::list::list(&session, req).await
-        })
+        self.on_session(
+            Call::new("list_directory", req.summary()),
+            &auth,
+            |session| async move { inspect::list::list(&session, req).await },
+        )
         .await
     }
 
@@ -136,9 +216,11 @@ impl Daemon for DaemonService {
     ) -> Result<FileRange, DaemonError> {
         let auth = req.auth.clone();
         let max_output_bytes = self.registry.settings.max_output_bytes;
-        self.on_session("read_file_range", &auth, |session| async move {
-            inspect::read::read(&session, max_output_bytes, req).await
-        })
+        self.on_session(
+            Call::new("read_file_range", req.summary()),
+            &auth,
+            |session| async move { inspect::read::read(&session, max_output_bytes, req).await },
+        )
         .await
     }
 
@@ -149,9 +231,11 @@ impl Daemon for DaemonService {
     ) -> Result<CommandStarted, DaemonError> {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
-        self.on_session("command_start", &auth, |session| async move {
-            commands::start(&session, &settings, req).await
-        })
+        self.on_session(
+            Call::new("command_start", req.summary()),
+            &auth,
+            |session| async move { commands::start(&session, &settings, req).await },
+        )
         .await
     }
 
@@ -171,9 +255,11 @@ impl Daemon for DaemonService {
         req: CommandKillRequest,
     ) -> Result<CommandKilled, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("command_kill", &auth, |session| async move {
-            commands::kill::kill(&session, req).await
-        })
+        self.on_session(
+            Call::new("command_kill", req.summary()),
+            &auth,
+            |session| async move { commands::kill::kill(&session, req).await },
+        )
         .await
     }
 
@@ -199,9 +285,11 @@ impl Daemon for DaemonService {
     ) -> Result<TaskLaunched, DaemonError> {
         let auth = req.auth.clone();
         let max_output_bytes = self.registry.settings.max_output_bytes;
-        self.on_session("task_launch", &auth, |session| async move {
-            tasks::launch(&session, max_output_bytes, req).await
-        })
+        self.on_session(
+            Call::new("task_launch", req.summary()),
+            &auth,
+            |session| async move { tasks::launch(&session, max_output_bytes, req).await },
+        )
         .await
     }
 
@@ -212,9 +300,11 @@ impl Daemon for DaemonService {
     ) -> Result<TaskReport, DaemonError> {
         let auth = req.auth.clone();
         let max_output_bytes = self.registry.settings.max_output_bytes;
-        self.on_session("task_status", &auth, |session| async move {
-            tasks::status(&session, max_output_bytes, req).await
-        })
+        self.on_session(
+            Call::new("task_status", req.summary()),
+            &auth,
+            |session| async move { tasks::status(&session, max_output_bytes, req).await },
+        )
         .await
     }
 
@@ -228,9 +318,13 @@ impl Daemon for DaemonService {
             self.registry.settings.clone(),
             self.registry.destinations.clone(),
         );
-        self.on_session("download_start", &auth, |session| async move {
-            transfers::start(&session, &settings, &destinations, Download, req).await
-        })
+        self.on_session(
+            Call::new("download_start", req.summary()),
+            &auth,
+            |session| async move {
+                transfers::start(&session, &settings, &destinations, Download, req).await
+            },
+        )
         .await
     }
 
@@ -240,17 +334,21 @@ impl Daemon for DaemonService {
         req: WriteFileRequest,
     ) -> Result<FileWritten, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("write_file", &auth, |session| async move {
-            files::write::write(&session, req).await
-        })
+        self.on_session(
+            Call::new("write_file", req.summary()),
+            &auth,
+            |session| async move { files::write::write(&session, req).await },
+        )
         .await
     }
 
     async fn edit_file(self, _: Context, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("edit_file", &auth, |session| async move {
-            files::edit::edit(&session, req).await
-        })
+        self.on_session(
+            Call::new("edit_file", req.summary()),
+            &auth,
+            |session| async move { files::edit::edit(&session, req).await },
+        )
         .await
     }
 
@@ -260,9 +358,11 @@ impl Daemon for DaemonService {
         req: MakeDirectoryRequest,
     ) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("make_directory", &auth, |session| async move {
-            files::paths::make_directory(&session, req).await
-        })
+        self.on_session(
+            Call::new("make_directory", req.summary()),
+            &auth,
+            |session| async move { files::paths::make_directory(&session, req).await },
+        )
         .await
     }
 
@@ -272,25 +372,31 @@ impl Daemon for DaemonService {
         req: RemovePathRequest,
     ) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("remove_path", &auth, |session| async move {
-            files::paths::remove_path(&session, req).await
-        })
+        self.on_session(
+            Call::new("remove_path", req.summary()),
+            &auth,
+            |session| async move { files::paths::remove_path(&session, req).await },
+        )
         .await
     }
 
     async fn copy_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("copy_path", &auth, |session| async move {
-            files::paths::copy_or_move(&session, req, false).await
-        })
+        self.on_session(
+            Call::new("copy_path", req.summary()),
+            &auth,
+            |session| async move { files::paths::copy_or_move(&session, req, false).await },
+        )
         .await
     }
 
     async fn move_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("move_path", &auth, |session| async move {
-            files::paths::copy_or_move(&session, req, true).await
-        })
+        self.on_session(
+            Call::new("move_path", req.summary()),
+            &auth,
+            |session| async move { files::paths::copy_or_move(&session, req, true).await },
+        )
         .await
     }
 
@@ -301,17 +407,18 @@ impl Daemon for DaemonService {
     ) -> Result<ForwardInfo, DaemonError> {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
-        self.on_session("forward_start", &auth, |session| async move {
-            forwards::start(&session, &settings, req).await
-        })
+        self.on_session(
+            Call::new("forward_start", req.summary()),
+            &auth,
+            |session| async move { forwards::start(&session, &settings, req).await },
+        )
         .await
     }
 
     async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
-        self.on_session("forward_list", &auth, |session| async move {
-            Ok(session.forwards.list())
-        })
-        .await
+        let session = self.registry.authorize_local(&auth)?;
+        session.touch();
+        Ok(session.forwards.list())
     }
 
     async fn forward_stop(
@@ -320,9 +427,11 @@ impl Daemon for DaemonService {
         req: ForwardStopRequest,
     ) -> Result<ForwardInfo, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("forward_stop", &auth, |session| async move {
-            forwards::stop(&session, req).await
-        })
+        self.on_session(
+            Call::new("forward_stop", req.summary()),
+            &auth,
+            |session| async move { forwards::stop(&session, req).await },
+        )
         .await
     }
 
@@ -336,9 +445,13 @@ impl Daemon for DaemonService {
             self.registry.settings.clone(),
             self.registry.destinations.clone(),
         );
-        self.on_session("upload_start", &auth, |session| async move {
-            transfers::start(&session, &settings, &destinations, Upload, req).await
-        })
+        self.on_session(
+            Call::new("upload_start", req.summary()),
+            &auth,
+            |session| async move {
+                transfers::start(&session, &settings, &destinations, Upload, req).await
+            },
+        )
         .await
     }
 
@@ -357,7 +470,14 @@ impl Daemon for DaemonService {
         req: TransferRequest,
     ) -> Result<TransferReport, DaemonError> {
         let session = self.registry.authorize_local(&req.auth)?;
-        session.transfers.cancel(&req.operation_id)
+        let call = Call::new("transfer_cancel", req.summary());
+        let cancelled = session.transfers.cancel(&req.operation_id);
+        self.audit(
+            call,
+            Place::from(&*session),
+            cancelled.as_ref().map(|_| None),
+        );
+        cancelled
     }
 
     async fn transfer_list(
@@ -369,31 +489,63 @@ impl Daemon for DaemonService {
         Ok(session.transfers.list())
     }
 
+    async fn introduce(self, _: Context, client: String) {
+        *self
+            .client
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(client_name(&client).into());
+    }
+
     async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
         let auth = req.auth.clone();
-        self.on_session("task_kill", &auth, |session| async move {
-            tasks::kill(&session, req).await
-        })
+        self.on_session(
+            Call::new("task_kill", req.summary()),
+            &auth,
+            |session| async move { tasks::kill(&session, req).await },
+        )
         .await
     }
 }
 
 impl DaemonService {
-    /// The one path of every tool that works on a session: check the key and the session's
-    /// state, run the operation, and when it found the master gone, mark the session lost.
+    pub fn new(
+        registry: Arc<Registry>,
+        stop: CancellationToken,
+        trail: Option<Arc<Trail>>,
+    ) -> Self {
+        Self {
+            registry,
+            stop,
+            started_at: sshmcp_proto::time::now_rfc3339().into(),
+            trail,
+            client: Default::default(),
+        }
+    }
+
+    /// The service for one client connection: the same daemon, its own introduction.
+    pub fn for_connection(&self) -> Self {
+        Self {
+            client: Default::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The one path of every tool that works on a host: check the key and the session's
+    /// state, run the operation, mark the session lost when the operation found the master
+    /// gone, and write the call to the audit trail.
     async fn on_session<T, F, Fut>(
         &self,
-        tool: &'static str,
+        call: Call,
         auth: &SessionAuth,
         op: F,
     ) -> Result<T, DaemonError>
     where
+        T: Answer,
         F: FnOnce(Arc<Session>) -> Fut,
         Fut: Future<Output = Result<T, DaemonError>>,
     {
         let session = self.registry.authorize(auth)?;
         session.touch();
-        let started = std::time::Instant::now();
         let outcome = op(session.clone()).await;
         session.touch();
         let outcome = outcome.map_err(|e| match e.code {
@@ -401,12 +553,62 @@ impl DaemonService {
             _ => e,
         });
         tracing::debug!(
-            tool,
+            tool = call.tool,
             session = %session.id,
             outcome = outcome.as_ref().err().map_or("ok", |e| e.code.as_str()),
-            seconds = started.elapsed().as_secs_f64(),
+            seconds = call.started.elapsed().as_secs_f64(),
             "call done"
+        );
+        self.audit(
+            call,
+            Place::from(&*session),
+            outcome.as_ref().map(Answer::exit_code),
         );
         outcome
     }
+
+    /// Queues the trail's line for `call`, ended with `outcome` (the exit status, if any).
+    fn audit(&self, call: Call, place: Place<'_>, outcome: Result<Option<i32>, &DaemonError>) {
+        let Some(trail) = &self.trail else {
+            return;
+        };
+        let client = self
+            .client
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_deref()
+            .map(str::to_string);
+        trail.record(AuditEntry {
+            time: sshmcp_proto::time::rfc3339(call.arrived),
+            session_id: place.session_id.to_string(),
+            target: place.target.to_string(),
+            server_host: place.server_host.to_string(),
+            server_port: place.server_port,
+            tool: call.tool.to_string(),
+            summary: call.summary,
+            outcome: match &outcome {
+                Ok(_) => "ok".to_string(),
+                Err(e) => e.code.as_str().to_string(),
+            },
+            exit_code: outcome.ok().flatten(),
+            duration: call.started.elapsed().as_secs_f64(),
+            client,
+        });
+    }
+}
+
+/// Bytes of a client's name the trail keeps.
+const CLIENT_NAME_BYTES: usize = 100;
+
+/// A client's name as the trail keeps it: it comes from the agent's side, so control
+/// characters become spaces and it is cut to [`CLIENT_NAME_BYTES`].
+fn client_name(given: &str) -> String {
+    let mut name = String::new();
+    for c in given.chars() {
+        if name.len() + c.len_utf8() > CLIENT_NAME_BYTES {
+            break;
+        }
+        name.push(if c.is_control() { ' ' } else { c });
+    }
+    name
 }

@@ -2,6 +2,7 @@
 //! protocol version, the runtime paths, and the connect-or-start client used by the shim and
 //! the CLI. Nothing here knows about OpenSSH; the daemon converts its internals at this edge.
 
+pub mod audit;
 pub mod client;
 pub mod command;
 pub mod error;

@@ -66,6 +66,7 @@ pub const CAPABILITIES: &[&str] = &[
     "forward_start",
     "forward_list",
     "forward_stop",
+    "introduce",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -139,6 +140,9 @@ pub trait Daemon {
     async fn forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>;
     async fn forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>;
     async fn forward_stop(req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError>;
+    /// Names the MCP client this connection serves (its name and version from `initialize`),
+    /// for the audit trail.
+    async fn introduce(client: String);
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid

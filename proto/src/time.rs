@@ -23,8 +23,12 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
-/// Reads back what [`rfc3339`] wrote (`YYYY-MM-DDTHH:MM:SS.mmmZ`); `None` for anything else.
+/// Reads back what [`rfc3339`] wrote (`YYYY-MM-DDTHH:MM:SS.mmmZ`), or the same without the
+/// milliseconds (`YYYY-MM-DDTHH:MM:SSZ`, as people type it); `None` for anything else.
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    if text.len() == 20 && text.ends_with('Z') {
+        return parse_rfc3339(&format!("{}.000Z", text.get(..19)?));
+    }
     let b = text.as_bytes();
     let separators = [
         (4, b'-'),
@@ -99,9 +103,13 @@ mod tests {
             let t = UNIX_EPOCH + Duration::from_millis(ms);
             assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
         }
+        assert_eq!(
+            parse_rfc3339("2026-11-30T00:53:20Z"),
+            parse_rfc3339("2026-11-30T00:53:20.000Z")
+        );
         for bad in [
             "",
-            "2026-11-30T00:53:20Z",
+            "2026-11-30T00:53:2éZ",
             "2026-13-30T00:53:20.123Z",
             "2026-11-30 00:53:20.123Z",
             "2026-11-30T00-53:20.123Z",

@@ -15,6 +15,9 @@ pub struct DaemonLink {
     paths: RuntimePaths,
     program: PathBuf,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// The MCP client's name and version, told to every daemon connection for its audit
+    /// trail.
+    client: std::sync::OnceLock<String>,
 }
 
 impl DaemonLink {
@@ -23,7 +26,13 @@ impl DaemonLink {
             paths,
             program: daemon_program(),
             connection: tokio::sync::Mutex::new(None),
+            client: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Notes the MCP client's name and version (from `initialize`); the first one counts.
+    pub fn set_client(&self, name: &str, version: &str) {
+        let _ = self.client.set(format!("{name} {version}"));
     }
 
     /// A connection whose daemon has not closed it: the current one, or a new one when the
@@ -40,6 +49,16 @@ impl DaemonLink {
         let conn = connect_or_start(&self.paths, &self.program)
             .await
             .map_err(|e| DaemonError::new(ErrorCode::DaemonUnavailable, e.to_string()))?;
+        // A daemon that cannot take the introduction (an older one) still serves the calls.
+        if let Some(client) = self.client.get()
+            && conn.capabilities.iter().any(|c| c == "introduce")
+            && let Err(e) = conn
+                .client
+                .introduce(tarpc::context::current(), client.clone())
+                .await
+        {
+            tracing::warn!("cannot tell the daemon this client's name: {e}");
+        }
         let conn = Arc::new(conn);
         *slot = Some(conn.clone());
         Ok(conn)

@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, tool_handler};
+use rmcp::model::{
+    Implementation, InitializeRequestParams, InitializeResult, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use crate::link::DaemonLink;
 
@@ -82,6 +85,18 @@ impl Shim {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
+    /// Notes who the client is, for the daemon's audit trail, then answers as rmcp would.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.daemon
+            .set_client(&request.client_info.name, &request.client_info.version);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("sshmcp", env!("CARGO_PKG_VERSION")))

@@ -90,7 +90,8 @@ async fn status_and_stop_close_every_master() {
             "move_path",
             "forward_start",
             "forward_list",
-            "forward_stop"
+            "forward_stop",
+            "introduce"
         ]),
         "the capabilities of the handshake"
     );

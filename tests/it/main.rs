@@ -14,6 +14,7 @@ mod forwards;
 mod inspect;
 mod lifecycle;
 mod login_shells;
+mod oversight;
 mod sudo;
 mod surface;
 mod tasks;

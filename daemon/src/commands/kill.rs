@@ -143,7 +143,7 @@ pub async fn kill(
         KillResult::Killed | KillResult::AlreadyExited | KillResult::NotRunning
     ) {
         handle.confirm_killed();
-        session.record_due.notify_one();
+        session.record.ask();
     }
     if result == KillResult::Error && session.host.master_gone() {
         return Err(crate::session::lost_error());

@@ -27,7 +27,7 @@ use crate::exec::request;
 use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError};
 use crate::session::Session;
-use crate::session::record::{CommandEntry, from_unix_ms, unix_ms};
+use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
 use output::OutputFiles;
 
 /// One session's command handles, and the runs followed by a caller's progress key.
@@ -35,8 +35,8 @@ pub struct Commands {
     /// Newest first.
     history: Mutex<VecDeque<Arc<Handle>>>,
     followed: Mutex<HashMap<String, Arc<Observer>>>,
-    /// Notified when a handle starts or ends: the session record must say so.
-    record_due: Arc<tokio::sync::Notify>,
+    /// Asked when a handle starts or ends: the session record must say so.
+    record: Arc<RecordDue>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -44,11 +44,11 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Commands {
-    pub fn new(record_due: Arc<tokio::sync::Notify>) -> Self {
+    pub fn new(record: Arc<RecordDue>) -> Self {
         Self {
             history: Default::default(),
             followed: Default::default(),
-            record_due,
+            record,
         }
     }
 
@@ -101,6 +101,7 @@ impl Commands {
                 observer: Arc::new(Observer::finished(entry.pid, entry.group_left, bytes)),
                 files: OutputFiles::adopt(entry.output, entry.output_kept),
                 end: watch::channel(Some(ended)).0,
+                ending: Default::default(),
                 as_root: entry.as_root,
                 kill_confirmed: AtomicBool::new(false),
             })
@@ -119,7 +120,7 @@ impl Commands {
                 None => break,
             };
         }
-        self.record_due.notify_one();
+        self.record.ask();
     }
 
     fn remove(&self, id: &str) {
@@ -221,6 +222,9 @@ pub struct Handle {
     pub observer: Arc<Observer>,
     files: OutputFiles,
     end: watch::Sender<Option<Ended>>,
+    /// The end, known to the session record before `end` shows it to anyone: an agent that
+    /// saw a handle end finds it ended after a crash too.
+    ending: std::sync::OnceLock<Ended>,
     /// The command holds root processes (a handed-off `sudo_exec`): its kill runs as root.
     pub as_root: bool,
     /// Set when `command_kill` found the command gone: from then on its status is `killed`.
@@ -282,23 +286,28 @@ impl Prepared {
             observer: self.observer,
             files: self.files,
             end: watch::channel(None).0,
+            ending: Default::default(),
             as_root,
             kill_confirmed: AtomicBool::new(false),
         });
         session.commands.add(handle.clone());
-        let (follower, record_due) = (handle.clone(), session.commands.record_due.clone());
+        let (follower, record) = (handle.clone(), session.commands.record.clone());
         tokio::spawn(async move {
             let outcome = outcome
                 .await
                 .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
-            follower
-                .end
-                .send_replace(Some(Ended::from_outcome(outcome)));
-            record_due.notify_one();
+            let ended = Ended::from_outcome(outcome);
+            let _ = follower.ending.set(ended.clone());
+            // Bounded: a session closing meanwhile writes no more records.
+            let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
+            follower.end.send_replace(Some(ended));
         });
         Ok(handle)
     }
 }
+
+/// How long a handle's end waits for the session record to hold it before showing it.
+const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The first line of `command`, at most [`PREVIEW_BYTES`] (cut at a character boundary).
 fn preview(command: &str) -> String {
@@ -326,7 +335,7 @@ fn parse_state(name: &str) -> Option<CommandState> {
 
 impl Handle {
     fn recorded(&self) -> CommandEntry {
-        let ended = self.ended();
+        let ended = self.ended().or_else(|| self.ending.get().cloned());
         CommandEntry {
             handle_id: self.id.clone(),
             preview: self.preview.clone(),
@@ -336,7 +345,12 @@ impl Handle {
             output: self.files.paths().clone(),
             output_kept: self.files.kept(),
             group_left: self.observer.seen().group_left,
-            status: self.status().as_str().to_string(),
+            status: match (self.status(), &ended) {
+                (CommandState::Running, Some(ended)) => ended.state,
+                (status, _) => status,
+            }
+            .as_str()
+            .to_string(),
             exit_code: ended.as_ref().and_then(|e| e.exit_code),
             signal: ended.as_ref().and_then(|e| e.signal.clone()),
             ended_unix_ms: ended.map(|e| unix_ms(e.at)),

@@ -40,8 +40,8 @@ pub struct Session {
     active_transfers: AtomicU32,
     /// Its command handles and the runs followed by progress keys.
     pub commands: std::sync::Arc<crate::commands::Commands>,
-    /// Notified when what the session record holds of this session changed.
-    pub record_due: std::sync::Arc<tokio::sync::Notify>,
+    /// Asked to write the record when what it holds of this session changed.
+    pub record: std::sync::Arc<record::RecordDue>,
     /// Its file transfers.
     pub transfers: crate::transfers::Transfers,
     /// Its port forwards.
@@ -64,7 +64,7 @@ impl Session {
         standby_channels: usize,
         created_at: SystemTime,
     ) -> Self {
-        let record_due = std::sync::Arc::new(tokio::sync::Notify::new());
+        let record = std::sync::Arc::new(record::RecordDue::default());
         Self {
             id,
             key_hash,
@@ -75,8 +75,8 @@ impl Session {
             remote_user: Default::default(),
             host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
-            commands: std::sync::Arc::new(crate::commands::Commands::new(record_due.clone())),
-            record_due,
+            commands: std::sync::Arc::new(crate::commands::Commands::new(record.clone())),
+            record,
             transfers: Default::default(),
             forwards: Default::default(),
             inner: Mutex::new(Inner {

@@ -12,6 +12,40 @@ use serde::{Deserialize, Serialize};
 
 use super::Session;
 
+/// How one session asks for the record to be written again, and learns when it was: the
+/// session's recorder writes after each request, merging those that come during a write.
+#[derive(Debug, Default)]
+pub struct RecordDue {
+    due: tokio::sync::Notify,
+    asked: std::sync::atomic::AtomicU64,
+    written: tokio::sync::watch::Sender<u64>,
+}
+
+impl RecordDue {
+    /// Asks for a write; the number to wait for with [`RecordDue::written`].
+    pub fn ask(&self) -> u64 {
+        let n = self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        self.due.notify_one();
+        n
+    }
+
+    /// Returns once a write that began after request `n` is done.
+    pub async fn written(&self, n: u64) {
+        let _ = self.written.subscribe().wait_for(|w| *w >= n).await;
+    }
+
+    /// The recorder's side: waits for a request, and returns the newest one so far.
+    pub async fn next(&self) -> u64 {
+        self.due.notified().await;
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The recorder's side: requests up to `n` are written.
+    pub fn done(&self, n: u64) {
+        self.written.send_replace(n);
+    }
+}
+
 /// The record's layout; a record of another version is set aside, not guessed at.
 const VERSION: u32 = 1;
 

@@ -91,7 +91,7 @@ impl Registry {
         }
     }
 
-    fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
+    pub fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
             DaemonError::new(ErrorCode::SessionNotFound, "no session has this session_id")
         })
@@ -330,18 +330,21 @@ impl Registry {
     /// written together by the next.
     pub(super) fn spawn_recorder(self: &Arc<Self>, session: &Arc<Session>) {
         let registry = Arc::downgrade(self);
-        let (due, closing) = (session.record_due.clone(), session.host.closing.clone());
+        let (record, closing) = (session.record.clone(), session.host.closing.clone());
         tokio::spawn(async move {
             loop {
-                tokio::select! {
-                    _ = due.notified() => {}
-                    _ = closing.cancelled() => return,
-                }
+                let asked = tokio::select! {
+                    asked = record.next() => asked,
+                    _ = closing.cancelled() => break,
+                };
                 match registry.upgrade() {
                     Some(registry) => registry.persist(),
-                    None => return,
+                    None => break,
                 }
+                record.done(asked);
             }
+            // No write will come for this session: nobody may wait for one.
+            record.done(u64::MAX);
         });
     }
 

@@ -393,7 +393,7 @@ pub fn resume(
                         e.message
                     ),
                 ))));
-                session.record_due.notify_one();
+                session.record.ask();
             }
         }
     });
@@ -539,14 +539,14 @@ async fn begin(
         Some(placeholder) => session.transfers.replace(&placeholder, op.clone()),
         None => session.transfers.add(op.clone()),
     }
-    session.record_due.notify_one();
+    session.record.ask();
     let (session, job) = (session.clone(), op.clone());
     tokio::spawn(async move {
         let outcome = copy(&session, &job, &plan, overwrite).await;
         // Free first: a caller that sees the end may start the same destination at once.
         drop((claim, counted));
         job.end(outcome);
-        session.record_due.notify_one();
+        session.record.ask();
     });
     Ok(op.report())
 }

@@ -1,0 +1,228 @@
+//! `sshmcp history`: the audit trail read back, newest first, filtered, as a table or as the
+//! trail's own JSON lines. It reads the files, so it works whether or not the daemon runs.
+
+use std::io::{BufRead as _, Write};
+use std::path::Path;
+
+use sshmcp_proto::audit::{AuditEntry, audit_files};
+use sshmcp_proto::time::{parse_rfc3339, rfc3339};
+
+/// Which lines to show.
+#[derive(Debug, Default)]
+pub struct Filter {
+    pub session: Option<String>,
+    /// Matches the connect target or the server host, exactly.
+    pub target: Option<String>,
+    /// RFC 3339 UTC, as the trail writes it: lines at or after it.
+    pub since: Option<String>,
+    pub limit: usize,
+}
+
+impl Filter {
+    /// The filter, with `since` checked and brought to the trail's own format (so lines
+    /// compare as text).
+    pub fn new(
+        session: Option<String>,
+        target: Option<String>,
+        since: Option<String>,
+        limit: usize,
+    ) -> anyhow::Result<Self> {
+        let since = match since {
+            Some(text) => Some(rfc3339(parse_rfc3339(&text).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--since {text:?} is no RFC 3339 UTC time\nhint: write it as \
+                     2026-12-01T09:30:00Z"
+                )
+            })?)),
+            None => None,
+        };
+        Ok(Self {
+            session,
+            target,
+            since,
+            limit,
+        })
+    }
+
+    fn admits(&self, e: &AuditEntry) -> bool {
+        self.session.as_ref().is_none_or(|s| *s == e.session_id)
+            && self
+                .target
+                .as_ref()
+                .is_none_or(|t| *t == e.target || *t == e.server_host)
+            && self.since.as_ref().is_none_or(|s| e.time >= *s)
+    }
+}
+
+/// The lines `filter` admits, newest first, at most `filter.limit`, and how many lines could
+/// not be read (a line cut by a full disk, say).
+pub fn read(state_dir: &Path, filter: &Filter) -> std::io::Result<(Vec<AuditEntry>, usize)> {
+    let mut found = Vec::new();
+    let mut unreadable = 0;
+    for file in audit_files(state_dir) {
+        let lines: Vec<String> = match std::fs::File::open(&file) {
+            Ok(f) => std::io::BufReader::new(f)
+                .lines()
+                .collect::<Result<_, _>>()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for line in lines.iter().rev() {
+            match serde_json::from_str::<AuditEntry>(line) {
+                Ok(entry) if filter.admits(&entry) => found.push(entry),
+                Ok(_) => {}
+                Err(_) => unreadable += 1,
+            }
+            if found.len() == filter.limit {
+                return Ok((found, unreadable));
+            }
+        }
+        // Older generations hold only older lines.
+        if filter
+            .since
+            .as_ref()
+            .is_some_and(|since| found.last().is_some_and(|e| e.time < *since))
+        {
+            break;
+        }
+    }
+    Ok((found, unreadable))
+}
+
+/// The lines as a table fitted to `width` columns when given; the summary, last, gives up
+/// room first.
+pub fn table(entries: &[AuditEntry], width: Option<usize>) -> String {
+    if entries.is_empty() {
+        return "no calls recorded\n".to_string();
+    }
+    const HEADER: [&str; 8] = [
+        "TIME", "SESSION", "TARGET", "TOOL", "OUTCOME", "SECONDS", "CLIENT", "SUMMARY",
+    ];
+    let rows: Vec<[String; 8]> = entries
+        .iter()
+        .map(|e| {
+            [
+                // 2026-12-01T10:00:00.123Z → 2026-12-01 10:00:00
+                e.time.get(..19).unwrap_or(&e.time).replacen('T', " ", 1),
+                match e.session_id.as_str() {
+                    "" => "-".into(),
+                    id => id.into(),
+                },
+                e.target.clone(),
+                e.tool.clone(),
+                match (e.outcome.as_str(), e.exit_code) {
+                    ("ok", Some(code)) => format!("exit {code}"),
+                    (outcome, _) => outcome.to_string(),
+                },
+                format!("{:.3}", e.duration),
+                e.client.clone().unwrap_or_else(|| "-".into()),
+                // One line per call, whatever the command held.
+                e.summary.replace(['\n', '\r', '\t'], " "),
+            ]
+        })
+        .collect();
+    crate::render::table(&HEADER, &rows, &[7, 2, 6], width)
+}
+
+/// Prints the lines, as a table or as JSON lines.
+pub fn print(
+    entries: &[AuditEntry],
+    json: bool,
+    width: Option<usize>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if json {
+        for e in entries {
+            writeln!(out, "{}", serde_json::to_string(e)?)?;
+        }
+    } else {
+        out.write_all(table(entries, width).as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(time: &str, session: &str, target: &str, tool: &str) -> AuditEntry {
+        AuditEntry {
+            time: time.into(),
+            session_id: session.into(),
+            target: target.into(),
+            server_host: format!("{target}.example.com"),
+            server_port: 22,
+            tool: tool.into(),
+            summary: "uname -a\necho two".into(),
+            outcome: "ok".into(),
+            exit_code: Some(0),
+            duration: 0.0123,
+            client: Some("claude-code 2.1".into()),
+        }
+    }
+
+    fn write(dir: &Path, name: &str, entries: &[AuditEntry]) {
+        let mut text = String::new();
+        for e in entries {
+            text += &serde_json::to_string(e).unwrap();
+            text += "\n";
+        }
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    #[test]
+    fn newest_first_across_generations_with_filters_and_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = |s: u32| format!("2026-12-01T10:00:{s:02}.000Z");
+        write(
+            dir.path(),
+            "audit.jsonl.1",
+            &[
+                entry(&t(1), "s1", "prod", "exec"),
+                entry(&t(2), "s2", "dev", "stat"),
+            ],
+        );
+        write(
+            dir.path(),
+            "audit.jsonl",
+            &[
+                entry(&t(3), "s1", "prod", "exec"),
+                entry(&t(4), "s2", "dev", "exec"),
+            ],
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("audit.jsonl"))
+            .unwrap()
+            .write_all(b"{\"cut by a full disk\n")
+            .unwrap();
+        let all = Filter::new(None, None, None, 100).unwrap();
+        let (found, unreadable) = read(dir.path(), &all).unwrap();
+        let times: Vec<&str> = found.iter().map(|e| &e.time[17..19]).collect();
+        assert_eq!(times, ["04", "03", "02", "01"]);
+        assert_eq!(unreadable, 1);
+
+        let prod = Filter::new(None, Some("prod.example.com".into()), None, 100).unwrap();
+        assert_eq!(read(dir.path(), &prod).unwrap().0.len(), 2);
+        let s2 = Filter::new(Some("s2".into()), None, None, 1).unwrap();
+        let (found, _) = read(dir.path(), &s2).unwrap();
+        assert_eq!((found.len(), found[0].time.as_str()), (1, t(4).as_str()));
+        let since = Filter::new(None, None, Some("2026-12-01T10:00:02Z".into()), 100).unwrap();
+        assert_eq!(read(dir.path(), &since).unwrap().0.len(), 3);
+        assert!(Filter::new(None, None, Some("yesterday".into()), 1).is_err());
+    }
+
+    #[test]
+    fn the_table_keeps_one_line_per_call_and_fits_the_width() {
+        let entries = [entry("2026-12-01T10:00:01.000Z", "s1", "prod", "exec")];
+        let text = table(&entries, None);
+        assert_eq!(
+            text,
+            "TIME                 SESSION  TARGET  TOOL  OUTCOME  SECONDS  CLIENT           SUMMARY\n\
+             2026-12-01 10:00:01  s1       prod    exec  exit 0   0.012    claude-code 2.1  uname -a echo two\n"
+        );
+        for line in table(&entries, Some(80)).lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! The audit trail: one JSON line per call that reaches a host or changes one, appended to
+//! `<state dir>/audit.jsonl` (0600) by a thread of its own, so a call never waits on the disk,
+//! and rotated by size. A line that cannot be written (a full disk) is logged once per spell
+//! and counted, never turned into a failed call. What each tool's line says of its call is
+//! decided here, from the request: the command's first bytes, or the paths, sizes and ids;
+//! never a session key and never file contents.
+
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+use sshmcp_proto::audit::{
+    AUDIT_FILE, AUDIT_GENERATIONS, AUDIT_ROTATE_BYTES, AUDIT_SUMMARY_BYTES, AuditEntry, generation,
+};
+use sshmcp_proto::command::{CommandKillRequest, CommandStartRequest};
+use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
+use sshmcp_proto::files::{
+    CopyMoveRequest, EditFileRequest, MakeDirectoryRequest, RemovePathRequest, WriteFileRequest,
+};
+use sshmcp_proto::forward::{ForwardKind, ForwardStartRequest, ForwardStopRequest};
+use sshmcp_proto::inspect::{ListRequest, ReadRangeRequest, RemotePath, StatRequest};
+use sshmcp_proto::task::{TaskKillRequest, TaskLaunchRequest, TaskStatusRequest};
+use sshmcp_proto::transfer::{TransferRequest, TransferStartRequest};
+
+/// Lines waiting for the writer; beyond this a stalled disk loses lines (counted), not calls.
+const QUEUE: usize = 4096;
+
+/// How the trail fared since the daemon started.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub written: AtomicU64,
+    /// Lines a write failed for (a full or read-only disk).
+    pub failed: AtomicU64,
+    /// Lines dropped because the writer fell `QUEUE` lines behind.
+    pub dropped: AtomicU64,
+}
+
+/// The daemon's end of the trail; cheap to share.
+pub struct Trail {
+    queue: SyncSender<AuditEntry>,
+    pub counts: Arc<Counts>,
+}
+
+impl Trail {
+    /// Starts the writer thread for `<state_dir>/audit.jsonl`.
+    pub fn start(state_dir: &Path) -> std::io::Result<Self> {
+        let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
+        let counts = Arc::new(Counts::default());
+        let writer = Writer {
+            live: state_dir.join(AUDIT_FILE),
+            file: None,
+            counts: counts.clone(),
+            failing: false,
+        };
+        std::thread::Builder::new()
+            .name("audit".into())
+            .spawn(move || writer.run(lines))?;
+        Ok(Self { queue, counts })
+    }
+
+    /// Queues one line; never waits.
+    pub fn record(&self, entry: AuditEntry) {
+        match self.queue.try_send(entry) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                if self.counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!("the audit trail's writer fell behind; lines are being lost");
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.counts.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+struct Writer {
+    live: PathBuf,
+    /// The open live file and its size.
+    file: Option<(std::fs::File, u64)>,
+    counts: Arc<Counts>,
+    /// Inside a spell of failed writes (logged once, at its start).
+    failing: bool,
+}
+
+impl Writer {
+    fn run(mut self, lines: Receiver<AuditEntry>) {
+        while let Ok(first) = lines.recv() {
+            // Whatever queued meanwhile goes in the same write.
+            let batch: Vec<AuditEntry> = std::iter::once(first).chain(lines.try_iter()).collect();
+            let mut bytes = Vec::with_capacity(batch.len() * 256);
+            for entry in &batch {
+                // An entry is strings and numbers: serializing it cannot fail.
+                if serde_json::to_writer(&mut bytes, entry).is_ok() {
+                    bytes.push(b'\n');
+                }
+            }
+            let n = batch.len() as u64;
+            match self.append(&bytes) {
+                Ok(()) => {
+                    self.counts.written.fetch_add(n, Ordering::Relaxed);
+                    if std::mem::take(&mut self.failing) {
+                        tracing::info!("the audit trail is written again");
+                    }
+                }
+                Err(e) => {
+                    self.counts.failed.fetch_add(n, Ordering::Relaxed);
+                    self.file = None;
+                    if !std::mem::replace(&mut self.failing, true) {
+                        tracing::warn!(
+                            "cannot write the audit trail {}: {e}; calls go on, lost lines \
+                             are counted",
+                            self.live.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self
+            .file
+            .as_ref()
+            .is_some_and(|(_, size)| *size > 0 && size + bytes.len() as u64 > AUDIT_ROTATE_BYTES)
+        {
+            self.file = None;
+            rotate(&self.live)?;
+        }
+        if self.file.is_none() {
+            self.file = Some(open(&self.live)?);
+        }
+        let (file, size) = self.file.as_mut().expect("opened above");
+        file.write_all(bytes)?;
+        *size += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Opens the live file for appending, private to the user even when it existed wider.
+fn open(live: &Path) -> std::io::Result<(std::fs::File, u64)> {
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(live)?;
+    let meta = file.metadata()?;
+    if meta.permissions().mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok((file, meta.len()))
+}
+
+/// Shifts every generation one up (the oldest kept is replaced), then the live file to `.1`.
+fn rotate(live: &Path) -> std::io::Result<()> {
+    for n in (1..AUDIT_GENERATIONS).rev() {
+        match std::fs::rename(generation(live, n), generation(live, n + 1)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    std::fs::rename(live, generation(live, 1))
+}
+
+/// What a request's line says of it.
+pub trait Summary {
+    fn summary(&self) -> String;
+}
+
+/// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary.
+fn command(text: &str) -> String {
+    let mut end = text.len().min(AUDIT_SUMMARY_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// A remote path as the caller gave it, marked when it came base64-encoded.
+fn path(p: &RemotePath) -> String {
+    match p.encoding {
+        sshmcp_proto::exec::Encoding::Utf8 => p.path.clone(),
+        sshmcp_proto::exec::Encoding::Base64 => format!("base64:{}", p.path),
+    }
+}
+
+impl Summary for ExecRequest {
+    fn summary(&self) -> String {
+        command(&self.command)
+    }
+}
+
+impl Summary for SudoExecRequest {
+    fn summary(&self) -> String {
+        command(&self.command)
+    }
+}
+
+impl Summary for CommandStartRequest {
+    fn summary(&self) -> String {
+        command(&self.command)
+    }
+}
+
+impl Summary for TaskLaunchRequest {
+    fn summary(&self) -> String {
+        command(&self.command)
+    }
+}
+
+impl Summary for CommandKillRequest {
+    fn summary(&self) -> String {
+        format!("{} signal {}", self.handle_id, self.signal.unwrap_or(15))
+    }
+}
+
+impl Summary for TaskStatusRequest {
+    fn summary(&self) -> String {
+        format!("pid {}", self.pid)
+    }
+}
+
+impl Summary for TaskKillRequest {
+    fn summary(&self) -> String {
+        format!("pid {} signal {}", self.pid, self.signal.unwrap_or(15))
+    }
+}
+
+impl Summary for StatRequest {
+    fn summary(&self) -> String {
+        path(&self.path)
+    }
+}
+
+impl Summary for ListRequest {
+    fn summary(&self) -> String {
+        path(&self.path)
+    }
+}
+
+impl Summary for ReadRangeRequest {
+    fn summary(&self) -> String {
+        format!("{} bytes {}+{}", path(&self.path), self.offset, self.length)
+    }
+}
+
+impl Summary for WriteFileRequest {
+    fn summary(&self) -> String {
+        format!("{} {} bytes", path(&self.path), self.content.len())
+    }
+}
+
+impl Summary for EditFileRequest {
+    fn summary(&self) -> String {
+        format!(
+            "{} {} → {} bytes{}",
+            path(&self.path),
+            self.old_text.len(),
+            self.new_text.len(),
+            if self.replace_all { " (all)" } else { "" }
+        )
+    }
+}
+
+impl Summary for MakeDirectoryRequest {
+    fn summary(&self) -> String {
+        path(&self.path)
+    }
+}
+
+impl Summary for RemovePathRequest {
+    fn summary(&self) -> String {
+        format!(
+            "{}{}",
+            path(&self.path),
+            if self.recursive { " (recursive)" } else { "" }
+        )
+    }
+}
+
+impl Summary for CopyMoveRequest {
+    fn summary(&self) -> String {
+        format!("{} → {}", path(&self.source), path(&self.destination))
+    }
+}
+
+impl Summary for TransferStartRequest {
+    fn summary(&self) -> String {
+        format!(
+            "remote {} local {}",
+            path(&self.remote_path),
+            self.local_path
+        )
+    }
+}
+
+impl Summary for TransferRequest {
+    fn summary(&self) -> String {
+        self.operation_id.clone()
+    }
+}
+
+impl Summary for ForwardStartRequest {
+    fn summary(&self) -> String {
+        let listen = format!(
+            "{}:{}",
+            self.listen_host.as_deref().unwrap_or("127.0.0.1"),
+            self.listen_port
+        );
+        match self.kind {
+            ForwardKind::Dynamic => format!("dynamic {listen}"),
+            kind => format!(
+                "{} {listen} → {}:{}",
+                match kind {
+                    ForwardKind::Local => "local",
+                    _ => "remote",
+                },
+                self.target_host.as_deref().unwrap_or("?"),
+                self.target_port.unwrap_or(0)
+            ),
+        }
+    }
+}
+
+impl Summary for ForwardStopRequest {
+    fn summary(&self) -> String {
+        self.forward_id.clone()
+    }
+}
+
+/// What an answer adds to its line: the exit status, for the calls that have one.
+pub trait Answer {
+    fn exit_code(&self) -> Option<i32> {
+        None
+    }
+}
+
+impl Answer for ExecResult {
+    fn exit_code(&self) -> Option<i32> {
+        self.exit_code
+    }
+}
+
+macro_rules! no_exit_code {
+    ($($t:ty),* $(,)?) => { $(impl Answer for $t {})* };
+}
+
+no_exit_code!(
+    sshmcp_proto::inspect::FileStat,
+    sshmcp_proto::inspect::Listing,
+    sshmcp_proto::inspect::FileRange,
+    sshmcp_proto::command::CommandStarted,
+    sshmcp_proto::command::CommandKilled,
+    sshmcp_proto::task::TaskLaunched,
+    sshmcp_proto::task::TaskReport,
+    sshmcp_proto::task::TaskKilled,
+    sshmcp_proto::transfer::TransferReport,
+    sshmcp_proto::files::FileWritten,
+    sshmcp_proto::files::FileEdited,
+    sshmcp_proto::files::PathChanged,
+    sshmcp_proto::forward::ForwardInfo,
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: usize) -> AuditEntry {
+        AuditEntry {
+            time: sshmcp_proto::time::now_rfc3339(),
+            session_id: format!("s{n}"),
+            target: "t".into(),
+            server_host: "h".into(),
+            server_port: 22,
+            tool: "exec".into(),
+            summary: "x".repeat(150),
+            outcome: "ok".into(),
+            exit_code: Some(0),
+            duration: 0.001,
+            client: None,
+        }
+    }
+
+    #[test]
+    fn a_command_is_cut_at_200_bytes_on_a_character_boundary() {
+        assert_eq!(command(&"a".repeat(200)).len(), 200);
+        assert_eq!(command(&"a".repeat(201)).len(), 200);
+        // 199 ASCII bytes, then a 2-byte character that would end at byte 201.
+        let text = format!("{}é", "a".repeat(199));
+        assert_eq!(command(&text), "a".repeat(199));
+    }
+
+    #[test]
+    fn lines_are_appended_private_and_rotated_by_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join(AUDIT_FILE);
+        let mut writer = Writer {
+            live: live.clone(),
+            file: None,
+            counts: Arc::default(),
+            failing: false,
+        };
+        let line = {
+            let mut b = serde_json::to_vec(&entry(0)).unwrap();
+            b.push(b'\n');
+            b
+        };
+        let per_file = (AUDIT_ROTATE_BYTES as usize) / line.len();
+        for _ in 0..per_file {
+            writer.append(&line).unwrap();
+        }
+        assert!(!generation(&live, 1).exists(), "rotated before the limit");
+        writer.append(&line).unwrap();
+        assert_eq!(
+            std::fs::metadata(generation(&live, 1)).unwrap().len(),
+            (per_file * line.len()) as u64
+        );
+        assert_eq!(std::fs::metadata(&live).unwrap().len(), line.len() as u64);
+        let mode = std::fs::metadata(&live).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Rotations beyond the kept generations drop the oldest.
+        for _ in 0..AUDIT_GENERATIONS + 1 {
+            writer.file = None;
+            rotate(&live).ok();
+            writer.append(&line).unwrap();
+        }
+        assert!(generation(&live, AUDIT_GENERATIONS).exists());
+        assert!(!generation(&live, AUDIT_GENERATIONS + 1).exists());
+    }
+
+    #[test]
+    fn a_failing_disk_counts_lines_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        // The live file's place is a directory: every open fails.
+        std::fs::create_dir(dir.path().join(AUDIT_FILE)).unwrap();
+        let trail = Trail::start(dir.path()).unwrap();
+        trail.record(entry(1));
+        trail.record(entry(2));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while trail.counts.failed.load(Ordering::Relaxed) < 2 {
+            assert!(std::time::Instant::now() < deadline, "no failure counted");
+            std::thread::yield_now();
+        }
+        assert_eq!(trail.counts.written.load(Ordering::Relaxed), 0);
+    }
+}

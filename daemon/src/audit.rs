@@ -49,9 +49,12 @@ impl Trail {
     pub fn start(state_dir: &Path) -> std::io::Result<Self> {
         let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
         let counts = Arc::new(Counts::default());
+        let live = state_dir.join(AUDIT_FILE);
+        // Opened now, so the daemon's descriptors do not change with its first call; a file
+        // that cannot be opened yet is tried again (and reported) at the first line.
         let writer = Writer {
-            live: state_dir.join(AUDIT_FILE),
-            file: None,
+            file: open(&live).ok(),
+            live,
             counts: counts.clone(),
             failing: false,
         };

@@ -131,6 +131,13 @@ pub enum DaemonCommand {
     /// Commands running at that moment are cut off (their handles then say `lost`). The new
     /// daemon takes its settings from this shell's environment and config.toml.
     Restart,
+    /// Read the config file's [[policy]] entries again, without dropping sessions (as SIGHUP
+    /// does).
+    ///
+    /// The next call of every session is checked against the new policy. A file that does
+    /// not parse leaves the policy before in force, and this says why (exit 1). Other
+    /// settings of the file need `sshmcp daemon restart`.
+    Reload,
     /// Print the end of the daemon's log.
     Logs {
         /// How many lines from the end.

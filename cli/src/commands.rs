@@ -72,6 +72,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             DaemonCommand::Start => start(conn, &paths, out).await,
             DaemonCommand::Stop => stop(conn, &paths, out).await,
             DaemonCommand::Logs { lines, follow } => logs(conn, lines, follow, out).await,
+            DaemonCommand::Reload => reload(conn, out).await,
             DaemonCommand::Restart => unreachable!("handled above"),
         },
         Command::McpConfig { .. } | Command::Completions { .. } => {
@@ -335,6 +336,39 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         )?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn reload(conn: Option<Connection>, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let Some(c) = conn else {
+        writeln!(
+            out,
+            "sshmcpd is not running; it reads the policy when it starts"
+        )?;
+        return Ok(ExitCode::from(EXIT_NOT_RUNNING));
+    };
+    if !c.capabilities.iter().any(|t| t == "reload_policy") {
+        bail!(
+            "the running daemon is older than this CLI and cannot reload its policy\nhint: \
+             `sshmcp daemon restart` (sessions are kept) reads the config file afresh"
+        );
+    }
+    match c.client.reload_policy(context_with_timeout(QUICK)).await? {
+        Ok(report) => {
+            writeln!(
+                out,
+                "policy reloaded: {} entries ({})",
+                report.entries.len(),
+                report.source.as_deref().unwrap_or("no config file")
+            )?;
+            write!(out, "{}", render::policy_entries(&report))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => bail!(
+            "{} ({})\nhint: fix the file, then run `sshmcp daemon reload` again",
+            e.message,
+            e.code
+        ),
+    }
 }
 
 /// The daemon's state directory: the running daemon's, else the one this environment gives

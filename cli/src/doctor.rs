@@ -52,6 +52,14 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
                 .map(PathBuf::from),
         ),
     };
+    let policy = match &answered {
+        Ok(Some(c)) if c.capabilities.iter().any(|t| t == "policy") => {
+            let ctx =
+                sshmcp_proto::service::context_with_timeout(std::time::Duration::from_secs(10));
+            c.client.policy(ctx).await.ok()
+        }
+        _ => None,
+    };
     let checks = [
         (
             "ssh",
@@ -77,6 +85,7 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         ("local root", local_root(root)),
         ("ssh config", ssh_config(ssh_config_file)),
         ("daemon", daemon(answered)),
+        ("policy", policy_finding(policy.as_ref())),
     ];
     let mut problems = 0;
     for (name, finding) in checks {
@@ -87,6 +96,11 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
                 writeln!(out, "FAIL  {name:<12}{what}")?;
                 writeln!(out, "      {:<12}fix: {fix}", "")?;
             }
+        }
+    }
+    if let Some(report) = &policy {
+        for line in crate::render::policy_entries(report).lines() {
+            writeln!(out, "      {:<12}{line}", "")?;
         }
     }
     Ok(match problems {
@@ -233,6 +247,21 @@ fn ssh_config(config: Option<PathBuf>) -> Finding {
             "correct the line ssh names (`ssh -G HOST` shows what ssh reads)",
         ),
         Err(_) => problem("cannot run ssh to read it", "install openssh-client"),
+    }
+}
+
+/// The running daemon's policy: how many entries, from where, and a failed reload.
+fn policy_finding(report: Option<&sshmcp_proto::policy::PolicyReport>) -> Finding {
+    let Some(report) = report else {
+        return Finding::Ok("read by the daemon when it starts".into());
+    };
+    let source = report.source.as_deref().unwrap_or("no config file");
+    match &report.reload_error {
+        Some(e) => problem(
+            format!("the last reload failed, the policy before stays in force: {e}"),
+            "fix the config file, then sshmcp daemon reload",
+        ),
+        None => Finding::Ok(format!("{} entries ({source})", report.entries.len())),
     }
 }
 

@@ -140,6 +140,36 @@ pub fn status_json(s: &DaemonStatus, tools: &[String]) -> serde_json::Value {
     value
 }
 
+/// Each policy entry on a line of its own, with the live sessions it applies to.
+pub fn policy_entries(report: &sshmcp_proto::policy::PolicyReport) -> String {
+    let mut out = String::new();
+    for e in &report.entries {
+        let mut rules = Vec::new();
+        if e.read_only {
+            rules.push("read_only".to_string());
+        }
+        if !e.sudo {
+            rules.push("sudo = false".to_string());
+        }
+        if !e.deny.is_empty() {
+            rules.push(format!("deny {}", e.deny.join(", ")));
+        }
+        let sessions = match e.sessions.is_empty() {
+            true => "no live session".to_string(),
+            false => format!("sessions {}", e.sessions.join(", ")),
+        };
+        out += &format!(
+            "match {}: {} ({sessions})\n",
+            e.patterns.join(", "),
+            match rules.is_empty() {
+                true => "no rule".to_string(),
+                false => rules.join("; "),
+            }
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};

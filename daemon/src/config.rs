@@ -100,6 +100,9 @@ struct FileSettings {
     allow_public_forwards: Option<bool>,
     audit: Option<bool>,
     log: Option<String>,
+    /// The `[[policy]]` entries (see `policy`).
+    #[serde(default)]
+    policy: Vec<crate::policy::Entry>,
 }
 
 /// The settings in force.
@@ -121,14 +124,25 @@ pub struct Settings {
     /// The audit trail is kept (see `audit`).
     pub audit: bool,
     pub log: String,
+    /// The config file read, if any, and whether it had to exist (named by flag or
+    /// environment): `reload_policy` reads the same one.
+    pub config_file: Option<(PathBuf, bool)>,
+    /// The per-host policy as the config file gave it at start.
+    pub policy: crate::policy::Policy,
 }
 
 impl Settings {
     pub fn load(flags: &Flags) -> Result<Self, String> {
-        let file = match flags.config.clone().or_else(paths::default_config_file) {
-            Some(path) => read_file(&path, flags.config.is_some())?,
+        let config_file = flags
+            .config
+            .clone()
+            .or_else(paths::default_config_file)
+            .map(|path| (path, flags.config.is_some()));
+        let mut file = match &config_file {
+            Some((path, required)) => read_file(path, *required)?,
             None => FileSettings::default(),
         };
+        let policy = policy_of(&mut file, config_file.as_ref())?;
         let state_dir = flags
             .state_dir
             .clone()
@@ -182,6 +196,8 @@ impl Settings {
                 .clone()
                 .or(file.log)
                 .unwrap_or_else(|| "info".into()),
+            config_file,
+            policy,
         };
         settings.check()?;
         Ok(settings)
@@ -205,6 +221,15 @@ impl Settings {
             ));
         }
         check_local_root(&self.local_root)
+    }
+
+    /// The config file's policy as it reads now; the file's other settings need a restart.
+    pub fn reload_policy(&self) -> Result<crate::policy::Policy, String> {
+        let mut file = match &self.config_file {
+            Some((path, required)) => read_file(path, *required)?,
+            None => FileSettings::default(),
+        };
+        policy_of(&mut file, self.config_file.as_ref())
     }
 
     pub fn log_file(&self) -> PathBuf {
@@ -234,6 +259,17 @@ pub fn check_local_root(root: &Path) -> Result<(), String> {
         return Err("the local root must not be / or the home directory".into());
     }
     Ok(())
+}
+
+/// The file's `[[policy]]` entries, checked, with the file named in any error.
+fn policy_of(
+    file: &mut FileSettings,
+    path: Option<&(PathBuf, bool)>,
+) -> Result<crate::policy::Policy, String> {
+    crate::policy::Policy::new(std::mem::take(&mut file.policy)).map_err(|e| match path {
+        Some((path, _)) => format!("{}: {e}", path.display()),
+        None => e,
+    })
 }
 
 fn read_file(path: &Path, required: bool) -> Result<FileSettings, String> {

@@ -11,6 +11,7 @@ pub mod inspect;
 pub mod lifecycle;
 pub mod local_process;
 pub mod mux;
+pub mod policy;
 pub mod remote;
 pub mod server;
 pub mod service;

@@ -219,6 +219,7 @@ pub async fn run(
     let mut term = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hand_over = signal(SignalKind::user_defined1())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     prepare_dirs(&settings)?;
     let socket = settings.runtime.socket();
     let idle_exit = settings.idle_exit;
@@ -226,6 +227,14 @@ pub async fn run(
     // Before the socket exists: a client that connects finds every session there is (the
     // clients starting us wait on our ready report, the others on the start lock).
     registry.readopt().await;
+    // SIGHUP reads the policy again, as `sshmcp daemon reload` does (it logs the outcome).
+    let reloading = registry.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reading the policy again");
+            let _ = reloading.reload_policy();
+        }
+    });
     let listener = bind(&settings)?;
     let stop = CancellationToken::new();
     let trail = match settings.audit {

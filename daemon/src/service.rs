@@ -18,6 +18,7 @@ use sshmcp_proto::forward::{ForwardInfo, ForwardList, ForwardStartRequest, Forwa
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
 };
+use sshmcp_proto::policy::PolicyReport;
 use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use sshmcp_proto::task::{
@@ -148,6 +149,9 @@ impl Daemon for DaemonService {
 
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
         let session = self.registry.find(&session_id)?;
+        self.registry
+            .policy()
+            .check("disconnect", &session.target, &session.server_host)?;
         let call = Call::new("disconnect", String::new());
         let disconnected = self.registry.disconnect(&session_id).await;
         self.audit(
@@ -244,8 +248,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: CommandStatusRequest,
     ) -> Result<CommandReport, DaemonError> {
-        let session = self.registry.authorize_local(&req.auth)?;
-        session.touch();
+        let session = self.local_session("command_status", &req.auth)?;
         commands::status(&session, &self.registry.settings, req).await
     }
 
@@ -264,8 +267,7 @@ impl Daemon for DaemonService {
     }
 
     async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
-        let session = self.registry.authorize_local(&auth)?;
-        session.touch();
+        let session = self.local_session("command_list", &auth)?;
         Ok(session.commands.list())
     }
 
@@ -274,7 +276,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: ProgressRequest,
     ) -> Result<Option<RunProgress>, DaemonError> {
-        let session = self.registry.authorize_local(&req.auth)?;
+        let session = self.local_session("progress", &req.auth)?;
         Ok(session.commands.progress(&req.key))
     }
 
@@ -416,8 +418,7 @@ impl Daemon for DaemonService {
     }
 
     async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
-        let session = self.registry.authorize_local(&auth)?;
-        session.touch();
+        let session = self.local_session("forward_list", &auth)?;
         Ok(session.forwards.list())
     }
 
@@ -460,7 +461,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TransferRequest,
     ) -> Result<TransferReport, DaemonError> {
-        let session = self.registry.authorize_local(&req.auth)?;
+        let session = self.local_session("transfer_status", &req.auth)?;
         session.transfers.status(&req.operation_id)
     }
 
@@ -469,7 +470,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TransferRequest,
     ) -> Result<TransferReport, DaemonError> {
-        let session = self.registry.authorize_local(&req.auth)?;
+        let session = self.local_session("transfer_cancel", &req.auth)?;
         let call = Call::new("transfer_cancel", req.summary());
         let cancelled = session.transfers.cancel(&req.operation_id);
         self.audit(
@@ -485,7 +486,7 @@ impl Daemon for DaemonService {
         _: Context,
         auth: SessionAuth,
     ) -> Result<TransferList, DaemonError> {
-        let session = self.registry.authorize_local(&auth)?;
+        let session = self.local_session("transfer_list", &auth)?;
         Ok(session.transfers.list())
     }
 
@@ -494,6 +495,14 @@ impl Daemon for DaemonService {
             .client
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(client_name(&client).into());
+    }
+
+    async fn policy(self, _: Context) -> PolicyReport {
+        self.registry.policy_report()
+    }
+
+    async fn reload_policy(self, _: Context) -> Result<PolicyReport, DaemonError> {
+        self.registry.reload_policy()
     }
 
     async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
@@ -545,6 +554,14 @@ impl DaemonService {
         Fut: Future<Output = Result<T, DaemonError>>,
     {
         let session = self.registry.authorize(auth)?;
+        if let Err(refused) =
+            self.registry
+                .policy()
+                .check(call.tool, &session.target, &session.server_host)
+        {
+            self.audit(call, Place::from(&*session), Err(&refused));
+            return Err(refused);
+        }
         session.touch();
         let outcome = op(session.clone()).await;
         session.touch();
@@ -565,6 +582,17 @@ impl DaemonService {
             outcome.as_ref().map(Answer::exit_code),
         );
         outcome
+    }
+
+    /// The session `auth` names for a tool that needs no SSH (see
+    /// [`Registry::authorize_local`]), once the policy allows `tool` there.
+    fn local_session(&self, tool: &str, auth: &SessionAuth) -> Result<Arc<Session>, DaemonError> {
+        let session = self.registry.authorize_local(auth)?;
+        self.registry
+            .policy()
+            .check(tool, &session.target, &session.server_host)?;
+        session.touch();
+        Ok(session)
     }
 
     /// Queues the trail's line for `call`, ended with `outcome` (the exit status, if any).

@@ -42,11 +42,13 @@ pub enum ErrorCode {
     ForwardNotAllowed,
     DaemonUnavailable,
     InternalError,
+    /// Appended: variants keep their wire index.
+    PolicyDenied,
 }
 
 impl ErrorCode {
     /// Every code, in the contract's order: the docs table and tests iterate this.
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 36] = [
         Self::SessionNotFound,
         Self::InvalidSessionKey,
         Self::SessionNotReady,
@@ -82,6 +84,7 @@ impl ErrorCode {
         Self::ForwardNotAllowed,
         Self::DaemonUnavailable,
         Self::InternalError,
+        Self::PolicyDenied,
     ];
 
     /// The stable identifier shown to agents and scripts.
@@ -122,6 +125,7 @@ impl ErrorCode {
             Self::ForwardNotAllowed => "forward_not_allowed",
             Self::DaemonUnavailable => "daemon_unavailable",
             Self::InternalError => "internal_error",
+            Self::PolicyDenied => "policy_denied",
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod forward;
 pub mod inspect;
 pub mod limits;
 pub mod paths;
+pub mod policy;
 pub mod service;
 pub mod session;
 pub mod task;

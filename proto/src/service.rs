@@ -19,6 +19,7 @@ use crate::files::{
 };
 use crate::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
+use crate::policy::PolicyReport;
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use crate::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
@@ -67,6 +68,8 @@ pub const CAPABILITIES: &[&str] = &[
     "forward_list",
     "forward_stop",
     "introduce",
+    "policy",
+    "reload_policy",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -143,6 +146,11 @@ pub trait Daemon {
     /// Names the MCP client this connection serves (its name and version from `initialize`),
     /// for the audit trail.
     async fn introduce(client: String);
+    /// The policy in force, and which live sessions each entry matches.
+    async fn policy() -> PolicyReport;
+    /// Reads the config file's policy again; a file that does not parse leaves the old one
+    /// in force and answers why.
+    async fn reload_policy() -> Result<PolicyReport, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid

@@ -91,7 +91,9 @@ async fn status_and_stop_close_every_master() {
             "forward_start",
             "forward_list",
             "forward_stop",
-            "introduce"
+            "introduce",
+            "policy",
+            "reload_policy"
         ]),
         "the capabilities of the handshake"
     );

@@ -137,3 +137,233 @@ async fn the_trail_can_be_turned_off_and_a_broken_trail_never_fails_a_call() {
     );
     mcp.close().await;
 }
+
+/// A world whose daemon reads `config` (a config.toml text) from a file the test can rewrite.
+fn with_config(config: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, config).unwrap();
+    (dir, file)
+}
+
+const READ_ONLY_TESTBED: &str = "[[policy]]\nmatch = [\"testbed\"]\nread_only = true\n";
+
+#[tokio::test]
+async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_the_host() {
+    let (_dir, config) = with_config("");
+    let config_var = config.display().to_string();
+    let (env, mcp, s) =
+        connected_with(&SshdOptions::default(), &[("SSHMCP_CONFIG", &config_var)]).await;
+    let dir = crate::fresh_dir(&mcp, &s, "policy").await;
+    crate::remote_out(
+        &mcp,
+        &s,
+        &format!("printf original > {dir}/keep.txt; chmod 777 {dir}"),
+    )
+    .await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    std::fs::write(env.local_root.join("up.txt"), "up").unwrap();
+
+    // The policy changes under the live session.
+    std::fs::write(&config, READ_ONLY_TESTBED).unwrap();
+    let out = env.cli(&["daemon", "reload"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(said.contains("policy reloaded: 1 entries"), "{said}");
+    assert!(said.contains(&format!("sessions {}", s.0)), "{said}");
+
+    let keep = format!("{dir}/keep.txt");
+    let refused = [
+        ("exec", json!({"command": format!("touch {dir}/exec")})),
+        ("sudo_exec", json!({"command": format!("touch {dir}/sudo")})),
+        (
+            "command_start",
+            json!({"command": format!("touch {dir}/cmd")}),
+        ),
+        (
+            "task_launch",
+            json!({"command": format!("touch {dir}/task")}),
+        ),
+        (
+            "write_file",
+            json!({"path": format!("{dir}/write"), "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": keep, "old_text": "original", "new_text": "changed"}),
+        ),
+        ("make_directory", json!({"path": format!("{dir}/mk")})),
+        ("remove_path", json!({"path": keep})),
+        (
+            "copy_path",
+            json!({"source": keep, "destination": format!("{dir}/copy")}),
+        ),
+        (
+            "move_path",
+            json!({"source": keep, "destination": format!("{dir}/moved")}),
+        ),
+        (
+            "upload_start",
+            json!({"local_path": "up.txt", "remote_path": format!("{dir}/up")}),
+        ),
+        (
+            "forward_start",
+            json!({"kind": "local", "listen_port": 0, "target_host": "127.0.0.1", "target_port": env.sshd.port}),
+        ),
+        ("command_kill", json!({"handle_id": "cmd-0000000000000000"})),
+        ("task_kill", json!({"pid": 1})),
+    ];
+    for (tool, args) in refused {
+        let r = crate::on_session(&mcp, &s, tool, args).await;
+        assert_eq!(crate::code(&r), "policy_denied", "{tool}: {r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("[\"testbed\"]") && message.contains("read_only = true"),
+            "{tool}: {message}"
+        );
+    }
+    // Nothing reached the host (its disk is this machine's).
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["keep.txt"]);
+    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "original");
+
+    // Looking and downloading still work.
+    let r = crate::on_session(&mcp, &s, "stat", json!({"path": keep})).await;
+    assert_eq!(r["size"], 8, "{r}");
+    let r = crate::on_session(&mcp, &s, "list_directory", json!({"path": dir})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "read_file_range",
+        json!({"path": keep, "length": 8}),
+    )
+    .await;
+    assert_eq!(r["data"], "original", "{r}");
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": keep, "local_path": "keep.txt"}),
+    )
+    .await;
+    let done = crate::transfers::until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        crate::on_session(&mcp, &s, "command_list", json!({})).await["ok"],
+        true
+    );
+    // The refusals are in the trail.
+    let denied = history(&env, &["--session", &s.0], 1)
+        .into_iter()
+        .filter(|l| l["outcome"] == "policy_denied")
+        .count();
+    assert!(denied >= 1, "no refusal in the trail");
+
+    // A file that does not parse keeps the policy in force, and says why.
+    std::fs::write(&config, "[[policy]\nmatch = ").unwrap();
+    let out = env.cli(&["daemon", "reload"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stays in force") && err.contains("hint:"),
+        "{err}"
+    );
+    let r = crate::exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(crate::code(&r), "policy_denied");
+    let out = env.cli(&["doctor"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("the last reload failed"), "{report}");
+
+    // SIGHUP reads it again too: an empty policy lets the session change the host again.
+    std::fs::write(&config, "").unwrap();
+    let reloads = env.daemon_log().matches("policy reloaded").count();
+    let pid = env.daemon_pid().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while env.daemon_log().matches("policy reloaded").count() == reloads {
+        assert!(Instant::now() < deadline, "SIGHUP did not reload");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = crate::exec(&mcp, &s, &format!("touch {dir}/after"), json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(std::path::Path::new(&format!("{dir}/after")).exists());
+    crate::remote_out(&mcp, &s, &format!("rm -rf {dir}")).await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() {
+    let (_dir, config) = with_config(
+        "[[policy]]\nmatch = [\"127.0.0.*\"]\nsudo = false\ndeny = [\"forward_start\"]\n\n\
+         [[policy]]\nmatch = [\"localhost\"]\ndeny = [\"connect\"]\n\n\
+         [[policy]]\nmatch = [\"prod-*\"]\nread_only = true\n",
+    );
+    let config_var = config.display().to_string();
+    let (env, mcp, s) =
+        connected_with(&SshdOptions::default(), &[("SSHMCP_CONFIG", &config_var)]).await;
+    let r = crate::exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = crate::on_session(&mcp, &s, "sudo_exec", json!({"command": "true"})).await;
+    assert_eq!(crate::code(&r), "policy_denied");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sudo = false"),
+        "{r}"
+    );
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "forward_start",
+        json!({"kind": "dynamic", "listen_port": 0}),
+    )
+    .await;
+    assert_eq!(crate::code(&r), "policy_denied");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deny = [\"forward_start\"]"),
+        "{r}"
+    );
+    // A connect refused by its server's name: no master starts.
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port}),
+        )
+        .await;
+    assert_eq!(crate::code(&r), "policy_denied", "{r}");
+    assert_eq!(
+        mcp.call("session_list", json!({})).await["sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let out = env.cli(&["doctor"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("3 entries"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "match 127.0.0.*: sudo = false; deny forward_start (sessions {})",
+            s.0
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains("match prod-*: read_only (no live session)"),
+        "{report}"
+    );
+    mcp.close().await;
+}

@@ -111,6 +111,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "session_not_found",
         "session_not_ready",
         "internal_error",
+        "policy_denied",
         "error.code",
         "ok",
         "ok: true",

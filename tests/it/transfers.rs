@@ -11,7 +11,7 @@ type Session = (String, String);
 
 /// Polls transfer_status until the transfer ended (a copy runs in rsync on its own schedule:
 /// no event reaches an MCP client), for up to a minute.
-async fn until_ended(mcp: &McpClient, s: &Session, id: &Value) -> Value {
+pub(crate) async fn until_ended(mcp: &McpClient, s: &Session, id: &Value) -> Value {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let r = on_session(mcp, s, "transfer_status", json!({"operation_id": id})).await;

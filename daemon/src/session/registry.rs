@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sshmcp_proto::limits::{DEFAULT_CONNECT_TIMEOUT_SECS, MAX_CONNECT_TIMEOUT_SECS};
+use sshmcp_proto::policy::PolicyReport;
 use sshmcp_proto::session::{
     ConnectRequest, ConnectTarget, Connected, Disconnected, RemoteFacts, SessionAuth, SessionState,
     SessionSummary,
@@ -19,6 +20,7 @@ use super::{Session, identity, key, lost_error, record};
 use crate::config::Settings;
 use crate::local_process::ProcessId;
 use crate::mux;
+use crate::policy::Policy;
 use crate::remote::{self, Program};
 
 /// How long `disconnect` lets running commands terminate before it stops the master anyway.
@@ -40,17 +42,20 @@ pub struct Registry {
     /// Set once the record was written for the next daemon (a handover): what this daemon
     /// does after that must not change it.
     record_final: AtomicBool,
+    /// The per-host policy in force, and why the last reload failed if it did.
+    policy: std::sync::RwLock<(Arc<Policy>, Option<String>)>,
 }
 
 impl Registry {
     pub fn new(settings: Arc<Settings>) -> Arc<Self> {
         Arc::new(Self {
-            settings,
             destinations: Default::default(),
             sessions: Mutex::new(HashMap::new()),
             record_writer: Mutex::new(()),
             closing: AtomicBool::new(false),
             record_final: AtomicBool::new(false),
+            policy: std::sync::RwLock::new((Arc::new(settings.policy.clone()), None)),
+            settings,
         })
     }
 
@@ -58,6 +63,66 @@ impl Registry {
         self.sessions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0
+            .clone()
+    }
+
+    /// Reads the config file's policy again (`sshmcp daemon reload`, SIGHUP). A file that
+    /// does not parse leaves the policy in force, and the report says why. Sessions are
+    /// untouched: the next call of each is checked against the new policy.
+    pub fn reload_policy(&self) -> Result<PolicyReport, DaemonError> {
+        let read = self.settings.reload_policy();
+        {
+            let mut slot = self
+                .policy
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match &read {
+                Ok(policy) => *slot = (Arc::new(policy.clone()), None),
+                Err(e) => slot.1 = Some(e.clone()),
+            }
+        }
+        match read {
+            Ok(_) => {
+                let report = self.policy_report();
+                tracing::info!(entries = report.entries.len(), "policy reloaded");
+                Ok(report)
+            }
+            Err(e) => {
+                tracing::warn!("policy not reloaded, the one before stays in force: {e}");
+                Err(DaemonError::new(
+                    ErrorCode::InvalidArguments,
+                    format!("the config file was not taken, the policy before stays in force: {e}"),
+                ))
+            }
+        }
+    }
+
+    /// The policy in force, each entry with the live sessions it matches.
+    pub fn policy_report(&self) -> PolicyReport {
+        let (policy, error) = self
+            .policy
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let sessions: Vec<(String, String, String)> = self
+            .sessions()
+            .values()
+            .map(|s| (s.id.clone(), s.target.clone(), s.server_host.clone()))
+            .collect();
+        let source = self
+            .settings
+            .config_file
+            .as_ref()
+            .map(|(path, _)| path.display().to_string());
+        policy.report(source, &sessions, error)
     }
 
     pub fn session_count(&self) -> usize {
@@ -111,6 +176,8 @@ impl Registry {
         let resolved = master::resolve(ssh_config, &req.target)
             .await
             .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
+        self.policy()
+            .check("connect", &req.target.display(), &resolved.host)?;
         let (session, session_key) = self.reserve(&req.target, &resolved)?;
         // Undoes the reservation unless connect completes, also when the caller goes away
         // mid-way and this future is dropped: a half-made session must not own its server.

@@ -72,6 +72,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Watch the sessions live: running commands with their elapsed time, transfers with
+    /// their progress, forwards; redrawn every second until Ctrl-C.
+    ///
+    /// It reads what the daemon already holds, so watching costs the agents nothing and
+    /// reaches no host. It never starts a daemon.
+    Watch {
+        /// Print one snapshot and exit (exit 3 when the daemon is not running).
+        #[arg(long)]
+        once: bool,
+        /// Print JSON: with --once one object, else one line per second.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check this machine's setup, saying how to fix each problem
     ///
     /// It looks at ssh and rsync, the runtime and state directories and their modes, the

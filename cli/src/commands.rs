@@ -14,7 +14,7 @@ use crate::cli::{Command, DaemonCommand};
 use crate::render;
 
 /// Exit status when the daemon is not running and the command needed it.
-const EXIT_NOT_RUNNING: u8 = 3;
+pub const EXIT_NOT_RUNNING: u8 = 3;
 /// Deadline of the quick calls (listing, status).
 const QUICK: Duration = Duration::from_secs(10);
 
@@ -38,6 +38,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             session_id, yes, ..
         } => return disconnect(&paths, session_id, yes, out).await,
         Command::Doctor => return crate::doctor::run(&paths, out).await,
+        Command::Watch { once, json } => return crate::watch::run(&paths, once, json, out).await,
         Command::History {
             session,
             target,
@@ -64,6 +65,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sessions { .. }
         | Command::Disconnect { .. }
         | Command::Doctor
+        | Command::Watch { .. }
         | Command::History { .. } => {
             unreachable!("handled above")
         }
@@ -98,7 +100,7 @@ async fn sessions(
 }
 
 /// The width to fit: the terminal's when stdout is one, else `COLUMNS` when set, else none.
-fn terminal_width() -> Option<usize> {
+pub fn terminal_width() -> Option<usize> {
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() {
         let mut size = nix::libc::winsize {

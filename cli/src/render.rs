@@ -87,7 +87,7 @@ pub fn table<const N: usize>(
 }
 
 /// `text` cut to `width` characters, its last one `…` when cut.
-fn fit(text: &str, width: usize) -> String {
+pub fn fit(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -96,7 +96,7 @@ fn fit(text: &str, width: usize) -> String {
 }
 
 /// How long ago `then` was, in the largest unit that is at least one: `45s`, `12m`, `3h`, `2d`.
-fn age(now: SystemTime, then: SystemTime) -> String {
+pub fn age(now: SystemTime, then: SystemTime) -> String {
     let secs = now.duration_since(then).unwrap_or_default().as_secs();
     match secs {
         0..60 => format!("{secs}s"),

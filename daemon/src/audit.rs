@@ -25,6 +25,9 @@ use sshmcp_proto::inspect::{ListRequest, ReadRangeRequest, RemotePath, StatReque
 use sshmcp_proto::task::{TaskKillRequest, TaskLaunchRequest, TaskStatusRequest};
 use sshmcp_proto::transfer::{TransferRequest, TransferStartRequest};
 
+/// How long the writer gathers lines after the first of a batch.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Lines waiting for the writer; beyond this a stalled disk loses lines (counted), not calls.
 const QUEUE: usize = 4096;
 
@@ -36,6 +39,16 @@ pub struct Counts {
     pub failed: AtomicU64,
     /// Lines dropped because the writer fell `QUEUE` lines behind.
     pub dropped: AtomicU64,
+}
+
+impl Counts {
+    /// The counts as `sshmcp watch` shows them.
+    pub fn snapshot(&self) -> sshmcp_proto::overview::AuditCounts {
+        sshmcp_proto::overview::AuditCounts {
+            written: self.written.load(Ordering::Relaxed),
+            lost: self.failed.load(Ordering::Relaxed) + self.dropped.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// The daemon's end of the trail; cheap to share.
@@ -92,7 +105,9 @@ struct Writer {
 impl Writer {
     fn run(mut self, lines: Receiver<AuditEntry>) {
         while let Ok(first) = lines.recv() {
-            // Whatever queued meanwhile goes in the same write.
+            // The lines of the next moment go in the same write: under load the thread
+            // wakes (and its callers wake it) a few dozen times a second, not once per call.
+            std::thread::sleep(BATCH_WINDOW);
             let batch: Vec<AuditEntry> = std::iter::once(first).chain(lines.try_iter()).collect();
             let mut bytes = Vec::with_capacity(batch.len() * 256);
             for entry in &batch {

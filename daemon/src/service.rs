@@ -18,6 +18,7 @@ use sshmcp_proto::forward::{ForwardInfo, ForwardList, ForwardStartRequest, Forwa
 use sshmcp_proto::inspect::{
     FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
 };
+use sshmcp_proto::overview::Overview;
 use sshmcp_proto::policy::PolicyReport;
 use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
@@ -503,6 +504,15 @@ impl Daemon for DaemonService {
 
     async fn reload_policy(self, _: Context) -> Result<PolicyReport, DaemonError> {
         self.registry.reload_policy()
+    }
+
+    async fn overview(self, _: Context) -> Overview {
+        Overview {
+            pid: std::process::id(),
+            taken_at: sshmcp_proto::time::now_rfc3339(),
+            sessions: self.registry.overview(),
+            audit: self.trail.as_ref().map(|t| t.counts.snapshot()),
+        }
     }
 
     async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {

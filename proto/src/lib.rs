@@ -11,6 +11,7 @@ pub mod files;
 pub mod forward;
 pub mod inspect;
 pub mod limits;
+pub mod overview;
 pub mod paths;
 pub mod policy;
 pub mod service;

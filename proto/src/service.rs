@@ -19,6 +19,7 @@ use crate::files::{
 };
 use crate::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
 use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
+use crate::overview::Overview;
 use crate::policy::PolicyReport;
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use crate::task::{
@@ -70,6 +71,7 @@ pub const CAPABILITIES: &[&str] = &[
     "introduce",
     "policy",
     "reload_policy",
+    "overview",
 ];
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
@@ -151,6 +153,8 @@ pub trait Daemon {
     /// Reads the config file's policy again; a file that does not parse leaves the old one
     /// in force and answers why.
     async fn reload_policy() -> Result<PolicyReport, DaemonError>;
+    /// Every session with its running commands, transfers under way and forwards.
+    async fn overview() -> Overview;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid

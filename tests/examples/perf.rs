@@ -312,7 +312,8 @@ fn print(rows: &[Row]) {
 /// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
 /// to watch (`perf record -a`); prints the calls/s and the median call. `SSHMCP_PERF_CALLERS`
 /// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
-/// `big` for the 10 MiB command) shape the load; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
+/// `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
+/// off; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
 /// daemon's log; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, say).
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
@@ -335,6 +336,11 @@ async fn load(seconds: u64) {
         &[
             ("SSHMCP_LOG", &var("SSHMCP_LOG").unwrap_or("warn".into())),
             ("SSHMCP_STANDBY_CHANNELS", &standby),
+            // `1` compares the audit trail off against its default, on.
+            (
+                "SSHMCP_NO_AUDIT",
+                &var("SSHMCP_NO_AUDIT").unwrap_or_default(),
+            ),
             // A wrapper (valgrind, say) may stand in for the daemon.
             ("SSHMCP_DAEMON", &var("SSHMCP_DAEMON").unwrap_or_default()),
         ],
@@ -398,6 +404,11 @@ async fn main() {
                 &std::env::var("SSHMCP_LOG").unwrap_or("warn".into()),
             ),
             ("SSHMCP_STANDBY_CHANNELS", &standby),
+            // `1` compares the audit trail off against its default, on.
+            (
+                "SSHMCP_NO_AUDIT",
+                &std::env::var("SSHMCP_NO_AUDIT").unwrap_or_default(),
+            ),
         ],
     );
     let shim = vec![bins::path("sshmcp-mcp").display().to_string()];

@@ -93,7 +93,8 @@ async fn status_and_stop_close_every_master() {
             "forward_stop",
             "introduce",
             "policy",
-            "reload_policy"
+            "reload_policy",
+            "overview"
         ]),
         "the capabilities of the handshake"
     );

@@ -367,3 +367,93 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
     );
     mcp.close().await;
 }
+
+#[tokio::test]
+async fn watch_once_shows_running_commands_and_forwards_and_the_live_view_quits_on_ctrl_c() {
+    let (env, mcp, s) = crate::connected().await;
+    let out = env.cli(&["watch", "--once", "--json"]);
+    let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(snapshot["sessions"][0]["commands"], json!([]), "{snapshot}");
+    let marker = format!("sleep {}", sshmcp_tests::process::unique_sleep(60));
+    let started = crate::on_session(&mcp, &s, "command_start", json!({"command": marker})).await;
+    let forward = crate::on_session(
+        &mcp,
+        &s,
+        "forward_start",
+        json!({"kind": "dynamic", "listen_port": 0}),
+    )
+    .await;
+    assert_eq!(forward["ok"], true, "{forward}");
+
+    let out = env.cli(&["watch", "--once", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let view = &snapshot["sessions"][0];
+    assert_eq!(view["session"]["session_id"], s.0.as_str());
+    assert_eq!(
+        view["commands"][0]["handle_id"], started["handle_id"],
+        "{snapshot} {started}"
+    );
+    assert_eq!(view["commands"][0]["preview"], marker.as_str());
+    assert_eq!(view["forwards"][0]["forward_id"], forward["forward_id"]);
+    assert_eq!(snapshot["pid"], env.daemon_pid().unwrap());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&s.1));
+    let out = env.cli(&["watch", "--once"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(started["handle_id"].as_str().unwrap()) && text.contains(&marker),
+        "{text}"
+    );
+
+    // The live view on a terminal (a pty from `script`): it draws on the alternate screen, and
+    // Ctrl-C restores the terminal and exits 0.
+    // `exec`: the status `script -e` reports is then watch's own, not its shell's.
+    let watch = format!(
+        "exec {} watch",
+        sshmcp_tests::bins::path("sshmcp").display()
+    );
+    let mut live = std::process::Command::new("script")
+        .args(["-qfec", &watch, "/dev/null"])
+        .env_clear()
+        .envs(env.env_vars())
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    let mut stdout = live.stdout.take().unwrap();
+    let (drawn, first_frame) = std::sync::mpsc::channel();
+    // Reads the pty's output to its end, saying when the first frame is complete.
+    let reader = std::thread::spawn(move || {
+        use std::io::Read as _;
+        let (mut buf, mut seen, mut told) = ([0u8; 4096], Vec::new(), false);
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => return seen,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            if !told && String::from_utf8_lossy(&seen).contains("Ctrl-C to quit") {
+                told = drawn.send(()).is_ok();
+            }
+        }
+    });
+    first_frame
+        .recv_timeout(Duration::from_secs(15))
+        .expect("the first frame");
+    use std::io::Write as _;
+    live.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+    let status = live.wait().unwrap();
+    let text = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    assert!(status.success(), "watch exited {status}: {text:?}");
+    assert!(
+        text.contains("\x1b[?1049h"),
+        "no alternate screen: {text:?}"
+    );
+    assert!(text.contains(&marker), "{text:?}");
+    let (drawn_at, restored_at) = (text.find(&marker).unwrap(), text.rfind("\x1b[?1049l"));
+    assert!(
+        restored_at.is_some_and(|at| at > drawn_at),
+        "the terminal was not restored: {text:?}"
+    );
+    mcp.close().await;
+}

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use sshmcp_proto::command::CommandState;
 use sshmcp_proto::limits::{DEFAULT_CONNECT_TIMEOUT_SECS, MAX_CONNECT_TIMEOUT_SECS};
+use sshmcp_proto::overview::SessionView;
 use sshmcp_proto::policy::PolicyReport;
 use sshmcp_proto::session::{
     ConnectRequest, ConnectTarget, Connected, Disconnected, RemoteFacts, SessionAuth, SessionState,
@@ -63,6 +65,37 @@ impl Registry {
         self.sessions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Every session, oldest first, with what runs on it now (`sshmcp watch`).
+    pub fn overview(&self) -> Vec<SessionView> {
+        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        let mut views: Vec<SessionView> = sessions
+            .iter()
+            .map(|s| SessionView {
+                session: s.summary(),
+                commands: s
+                    .commands
+                    .list()
+                    .commands
+                    .into_iter()
+                    .filter(|c| c.status == CommandState::Running)
+                    .collect(),
+                transfers: s
+                    .transfers
+                    .list()
+                    .transfers
+                    .into_iter()
+                    .filter(|t| t.ended_at.is_none())
+                    .collect(),
+                forwards: s.forwards.list().forwards,
+            })
+            .collect();
+        views.sort_by(|a, b| {
+            (&a.session.created_at, &a.session.session_id)
+                .cmp(&(&b.session.created_at, &b.session.session_id))
+        });
+        views
     }
 
     /// The policy in force.

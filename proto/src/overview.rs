@@ -1,0 +1,39 @@
+//! What `sshmcp watch` shows: every session with its running commands, its transfers under
+//! way and its forwards, from state the daemon already holds (nothing reaches a host).
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::CommandSummary;
+use crate::forward::ForwardInfo;
+use crate::session::SessionSummary;
+use crate::transfer::TransferReport;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// The daemon's pid.
+    pub pid: u32,
+    /// When the snapshot was taken, RFC 3339 UTC.
+    pub taken_at: String,
+    /// Oldest first.
+    pub sessions: Vec<SessionView>,
+    /// How the audit trail fared since the daemon started; `None` when it is off.
+    pub audit: Option<AuditCounts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionView {
+    pub session: SessionSummary,
+    /// Its command handles still running, newest first.
+    pub commands: Vec<CommandSummary>,
+    /// Its transfers not yet ended (queued, running, verifying), newest first.
+    pub transfers: Vec<TransferReport>,
+    pub forwards: Vec<ForwardInfo>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditCounts {
+    /// Lines written.
+    pub written: u64,
+    /// Lines lost: a write failed (a full disk) or the writer fell behind.
+    pub lost: u64,
+}

@@ -33,6 +33,24 @@ if ! "$py/bin/python" -c 'import mcp' >/dev/null 2>&1; then
   python3 -m venv "$py"
   "$py/bin/pip" install -q mcp==2.3.0
 fi
+# And with the MCP Inspector's CLI, from npm into a folder beside the build (0.15.0 asks for no
+# particular Node and runs on Node 20; 0.17 and later ask for Node 22).
+inspector="${CARGO_TARGET_DIR:-target}/inspector"
+if [ ! -x "$inspector/node_modules/.bin/mcp-inspector" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        nodejs npm >/dev/null
+    else
+      echo "the tests need Node.js and npm: sudo apt-get install -y nodejs npm" >&2
+      exit 1
+    fi
+  fi
+  mkdir -p "$inspector"
+  npm install --silent --no-audit --no-fund --prefix "$inspector" \
+    @modelcontextprotocol/inspector@0.15.0
+fi
 # The end-to-end tests drive the real binaries: build them all first.
 cargo build --workspace --bins
 if cargo nextest --version >/dev/null 2>&1; then

@@ -67,10 +67,12 @@ impl Shim {
              `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root. \
              3) `disconnect` when done; `session_list` shows every session.\n\
              Failures carry a stable `error.code` to act on; any session tool may answer \
-             `session_not_ready` (retry shortly), `connection_lost` (read your command \
-             handles, then disconnect and connect again) or `policy_denied` (the user's \
-             policy forbids that tool on that host, which may be read-only: do not retry or \
-             work around it, ask the user).\n\
+             `session_not_ready` (retry shortly) or `connection_lost` (read your command \
+             handles, then disconnect and connect again). Any tool, `connect` included, may \
+             answer `policy_denied`: the user forbids that tool on that host (a read-only \
+             host still allows `stat`, `list_directory`, `read_file_range`, `download_start` \
+             and the status, list and cancel tools). Do not retry or work around it (such as \
+             `sudo` through `exec`): ask the user.\n\
              Long work (clients often give up on a call after a minute): `exec` with \
              `handoff_after` when a command may be slow, `command_start` when it surely is, \
              then `command_status`; `task_launch` for a process that must outlive the \

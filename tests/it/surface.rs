@@ -125,6 +125,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "sha256sum",
         "echo",
         "sed -i",
+        "sudo",
         "mv",
         "local",
         "remote",

@@ -66,7 +66,8 @@ pub enum Command {
         #[arg(long, value_name = "RFC3339")]
         since: Option<String>,
         /// Show at most this many calls.
-        #[arg(long, value_name = "N", default_value_t = 50)]
+        #[arg(long, value_name = "N", default_value_t = 50,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         limit: usize,
         /// Print the trail's own JSON objects, one per line, instead of a table.
         #[arg(long)]

@@ -1,7 +1,7 @@
 //! `sshmcp history`: the audit trail read back, newest first, filtered, as a table or as the
 //! trail's own JSON lines. It reads the files, so it works whether or not the daemon runs.
 
-use std::io::{BufRead as _, Write};
+use std::io::Write;
 use std::path::Path;
 
 use sshmcp_proto::audit::{AuditEntry, audit_files};
@@ -60,29 +60,34 @@ pub fn read(state_dir: &Path, filter: &Filter) -> std::io::Result<(Vec<AuditEntr
     let mut found = Vec::new();
     let mut unreadable = 0;
     for file in audit_files(state_dir) {
-        let lines: Vec<String> = match std::fs::File::open(&file) {
-            Ok(f) => std::io::BufReader::new(f)
-                .lines()
-                .collect::<Result<_, _>>()?,
+        // Bytes, not text: a line cut by a full disk may end inside a character.
+        let bytes = match std::fs::read(&file) {
+            Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        for line in lines.iter().rev() {
-            match serde_json::from_str::<AuditEntry>(line) {
-                Ok(entry) if filter.admits(&entry) => found.push(entry),
-                Ok(_) => {}
-                Err(_) => unreadable += 1,
+        let mut reached_older = false;
+        for line in bytes.split(|&b| b == b'\n').rev().filter(|l| !l.is_empty()) {
+            let Ok(entry) = serde_json::from_slice::<AuditEntry>(line) else {
+                unreadable += 1;
+                continue;
+            };
+            if filter
+                .since
+                .as_ref()
+                .is_some_and(|since| entry.time < *since)
+            {
+                reached_older = true;
             }
-            if found.len() == filter.limit {
-                return Ok((found, unreadable));
+            if filter.admits(&entry) {
+                found.push(entry);
+                if found.len() == filter.limit {
+                    return Ok((found, unreadable));
+                }
             }
         }
         // Older generations hold only older lines.
-        if filter
-            .since
-            .as_ref()
-            .is_some_and(|since| found.last().is_some_and(|e| e.time < *since))
-        {
+        if reached_older {
             break;
         }
     }
@@ -194,7 +199,7 @@ mod tests {
             .append(true)
             .open(dir.path().join("audit.jsonl"))
             .unwrap()
-            .write_all(b"{\"cut by a full disk\n")
+            .write_all(b"{\"cut by a full disk \xe2\x86\n")
             .unwrap();
         let all = Filter::new(None, None, None, 100).unwrap();
         let (found, unreadable) = read(dir.path(), &all).unwrap();

@@ -52,8 +52,12 @@ pub fn table<const N: usize>(
     shrinkable: &[usize],
     width: Option<usize>,
 ) -> String {
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| row.each_ref().map(|cell| printable(cell)))
+        .collect();
     let mut widths = header.map(|h| h.chars().count());
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -80,8 +84,28 @@ pub fn table<const N: usize>(
         padded.join("  ").trim_end().to_string() + "\n"
     };
     let mut out = line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// `text` safe to show on a terminal: control characters (escape sequences among them) and
+/// the invisible formatting ones (bidirectional overrides, zero-width characters) are shown
+/// as `\u{..}` escapes. Agents write commands and paths; a person reads them here.
+pub fn printable(text: &str) -> String {
+    let invisible = |c: char| {
+        matches!(c,
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+            | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{00ad}' | '\u{061c}')
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || invisible(c) {
+            out += &format!("\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
     }
     out
 }
@@ -172,6 +196,19 @@ pub fn policy_entries(report: &sshmcp_proto::policy::PolicyReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::printable;
+
+    #[test]
+    fn escapes_and_invisible_characters_are_shown_not_obeyed() {
+        assert_eq!(printable("ls -l /tmp"), "ls -l /tmp");
+        assert_eq!(
+            printable("rm -rf /x #\x1b[2K\rls"),
+            "rm -rf /x #\\u{1b}[2K\\u{d}ls"
+        );
+        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
+        assert_eq!(printable("é → ü"), "é → ü");
+    }
+
     use std::time::{Duration, UNIX_EPOCH};
 
     use sshmcp_proto::session::SessionState;

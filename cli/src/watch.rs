@@ -13,7 +13,7 @@ use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::time::parse_rfc3339;
 use sshmcp_proto::transfer::TransferDirection;
 
-use crate::render::{age, fit};
+use crate::render::{age, fit, printable};
 
 const REFRESH: Duration = Duration::from_secs(1);
 /// The alternate screen on, the cursor hidden; and back.
@@ -41,15 +41,23 @@ pub async fn run(
     }
     use std::io::IsTerminal;
     let screen = !json && std::io::stdout().is_terminal();
-    if screen {
-        write!(out, "{ENTER_SCREEN}")?;
+    // Restores the terminal however the view ends (an error, a panic unwinding).
+    let _restore = screen.then(|| {
+        print!("{ENTER_SCREEN}");
+        Screen
+    });
+    refresh(paths, json, screen, out).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The alternate screen, left when this is dropped.
+struct Screen;
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        print!("{LEAVE_SCREEN}");
+        let _ = std::io::stdout().flush();
     }
-    let shown = refresh(paths, json, screen, out).await;
-    if screen {
-        write!(out, "{LEAVE_SCREEN}")?;
-        out.flush()?;
-    }
-    shown.map(|()| ExitCode::SUCCESS)
 }
 
 /// Redraws until Ctrl-C or SIGTERM; a daemon that goes away is shown as such and looked for
@@ -64,19 +72,23 @@ async fn refresh(
     // Registered once: a Ctrl-C that comes while a snapshot is read is kept for the select.
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
+    let mut quit = signal(SignalKind::quit())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     let mut tick = tokio::time::interval(REFRESH);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = interrupt.recv() => return Ok(()),
             _ = terminate.recv() => return Ok(()),
+            _ = quit.recv() => return Ok(()),
+            _ = hangup.recv() => return Ok(()),
         }
-        let overview = snapshot(paths).await.ok().flatten();
-        let text = match (&overview, json) {
-            (Some(o), true) => serde_json::to_string(o)? + "\n",
-            (None, true) => continue,
-            (Some(o), false) => frame(o, SystemTime::now(), width()),
-            (None, false) => "sshmcpd is not running (looking again every second)\n".into(),
+        let text = match (snapshot(paths).await, json) {
+            (Ok(Some(o)), true) => serde_json::to_string(&o)? + "\n",
+            (Ok(None) | Err(_), true) => continue,
+            (Ok(Some(o)), false) => frame(&o, SystemTime::now(), width()),
+            (Ok(None), false) => "sshmcpd is not running (looking again every second)\n".into(),
+            (Err(e), false) => format!("{e:#}\n(looking again every second)\n"),
         };
         if screen {
             write!(out, "{CLEAR}")?;
@@ -134,7 +146,7 @@ pub fn frame(o: &Overview, now: SystemTime, width: usize) -> String {
     }
     lines
         .iter()
-        .map(|l| fit(l, width) + "\n")
+        .map(|l| fit(&printable(l), width) + "\n")
         .collect::<String>()
 }
 

@@ -53,7 +53,10 @@ impl Counts {
 
 /// The daemon's end of the trail; cheap to share.
 pub struct Trail {
-    queue: SyncSender<AuditEntry>,
+    /// Taken by [`Trail::close`]: the writer drains what is queued, then ends.
+    queue: std::sync::Mutex<Option<SyncSender<AuditEntry>>>,
+    /// Disconnected once the writer thread has ended.
+    writer_done: std::sync::Mutex<Receiver<()>>,
     pub counts: Arc<Counts>,
 }
 
@@ -71,15 +74,32 @@ impl Trail {
             counts: counts.clone(),
             failing: false,
         };
+        let (done, writer_done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("audit".into())
-            .spawn(move || writer.run(lines))?;
-        Ok(Self { queue, counts })
+            .spawn(move || {
+                writer.run(lines);
+                drop(done);
+            })?;
+        Ok(Self {
+            queue: std::sync::Mutex::new(Some(queue)),
+            writer_done: std::sync::Mutex::new(writer_done),
+            counts,
+        })
     }
 
     /// Queues one line; never waits.
     pub fn record(&self, entry: AuditEntry) {
-        match self.queue.try_send(entry) {
+        let queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(queue) = queue.as_ref() else {
+            // The daemon is stopping: the trail is closed.
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        match queue.try_send(entry) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 if self.counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -89,6 +109,26 @@ impl Trail {
             Err(TrySendError::Disconnected(_)) => {
                 self.counts.failed.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+}
+
+impl Trail {
+    /// Writes what is queued and ends the writer, waiting at most `cap` (the daemon's exit
+    /// would otherwise lose the last calls' lines).
+    pub fn close(&self, cap: std::time::Duration) {
+        drop(
+            self.queue
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take(),
+        );
+        let done = self
+            .writer_done
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(cap) {
+            tracing::warn!("the audit trail's last lines were not written in time");
         }
     }
 }
@@ -140,6 +180,15 @@ impl Writer {
     }
 
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        // The descriptor must still be the file at the path: a trail someone moved or removed
+        // is started afresh where they will look for it.
+        if self
+            .file
+            .as_ref()
+            .is_some_and(|(file, _)| !is_at(file, &self.live))
+        {
+            self.file = None;
+        }
         if self
             .file
             .as_ref()
@@ -152,9 +201,24 @@ impl Writer {
             self.file = Some(open(&self.live)?);
         }
         let (file, size) = self.file.as_mut().expect("opened above");
-        file.write_all(bytes)?;
+        // Its size now: another daemon (one handing over) may have appended meanwhile.
+        *size = file.metadata()?.len();
+        if let Err(e) = file.write_all(bytes) {
+            // A line cut short would spoil the next batch's first: back to the last whole one.
+            let _ = file.set_len(*size);
+            return Err(e);
+        }
         *size += bytes.len() as u64;
         Ok(())
+    }
+}
+
+/// Whether `file` is the file at `path` (not a symlink).
+fn is_at(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(open), Ok(there)) => open.dev() == there.dev() && open.ino() == there.ino(),
+        _ => false,
     }
 }
 
@@ -448,6 +512,39 @@ mod tests {
         }
         assert!(generation(&live, AUDIT_GENERATIONS).exists());
         assert!(!generation(&live, AUDIT_GENERATIONS + 1).exists());
+    }
+
+    #[test]
+    fn a_trail_moved_away_is_started_afresh_at_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join(AUDIT_FILE);
+        let mut writer = Writer {
+            live: live.clone(),
+            file: None,
+            counts: Arc::default(),
+            failing: false,
+        };
+        writer.append(b"first\n").unwrap();
+        std::fs::rename(&live, dir.path().join("kept")).unwrap();
+        writer.append(b"second\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&live).unwrap(), "second\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("kept")).unwrap(),
+            "first\n"
+        );
+    }
+
+    #[test]
+    fn closing_writes_what_is_queued() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = Trail::start(dir.path()).unwrap();
+        for n in 0..10 {
+            trail.record(entry(n));
+        }
+        trail.close(std::time::Duration::from_secs(10));
+        let text = std::fs::read_to_string(dir.path().join(AUDIT_FILE)).unwrap();
+        assert_eq!(text.lines().count(), 10);
+        assert_eq!(trail.counts.written.load(Ordering::Relaxed), 10);
     }
 
     #[test]

@@ -224,9 +224,11 @@ impl Settings {
     }
 
     /// The config file's policy as it reads now; the file's other settings need a restart.
+    /// A file that went missing is an error, not an empty policy: one moved away for a
+    /// moment (an editor saving it) must not lift every limit.
     pub fn reload_policy(&self) -> Result<crate::policy::Policy, String> {
         let mut file = match &self.config_file {
-            Some((path, required)) => read_file(path, *required)?,
+            Some((path, _)) => read_file(path, true)?,
             None => FileSettings::default(),
         };
         policy_of(&mut file, self.config_file.as_ref())

@@ -184,6 +184,9 @@ fn bind(settings: &Settings) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// How long the stop waits for the audit trail's last lines.
+const AUDIT_CLOSE_CAP: Duration = Duration::from_secs(2);
+
 /// Why the daemon leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exit {
@@ -241,7 +244,7 @@ pub async fn run(
         true => Some(Arc::new(crate::audit::Trail::start(&settings.state_dir)?)),
         false => None,
     };
-    let service = DaemonService::new(registry.clone(), stop.clone(), trail);
+    let service = DaemonService::new(registry.clone(), stop.clone(), trail.clone());
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "daemon ready");
     report.ready();
     let clients = tokio::sync::watch::channel(0usize).0;
@@ -278,6 +281,9 @@ pub async fn run(
         );
     }
     registry.seal_record();
+    if let Some(trail) = trail {
+        let _ = tokio::task::spawn_blocking(move || trail.close(AUDIT_CLOSE_CAP)).await;
+    }
     tracing::info!(?exit, "daemon stopped");
     Ok(())
 }

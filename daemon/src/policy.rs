@@ -28,6 +28,19 @@ pub const READ_ONLY_TOOLS: &[&str] = &[
     "progress",
 ];
 
+/// The daemon's methods that are no tool an agent calls, though `CAPABILITIES` names them.
+const NOT_TOOLS: &[&str] = &[
+    "progress",
+    "introduce",
+    "policy",
+    "reload_policy",
+    "overview",
+];
+
+fn is_tool(name: &str) -> bool {
+    sshmcp_proto::service::CAPABILITIES.contains(&name) && !NOT_TOOLS.contains(&name)
+}
+
 /// One `[[policy]]` entry, as the config file writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +63,36 @@ fn allowed() -> bool {
     true
 }
 
+impl Entry {
+    /// Whether the entry applies to a session of `target` (as `connect` displays it) and
+    /// `server_host`. The host named in a direct target counts on its own too: `connect`
+    /// with `host: "prod-web"` goes through the `Host prod-web` block of the user's ssh
+    /// config just as the alias does, so it must meet the same entries.
+    fn matches(&self, target: &str, server_host: &str) -> bool {
+        let named = named_host(target);
+        self.patterns
+            .iter()
+            .any(|p| glob(p, target) || glob(p, named) || glob(p, server_host))
+    }
+}
+
+/// The host a displayed target names: `user@host:port` and `user@host` give `host` (a port
+/// is taken off only after a single colon, so an IPv6 address stays whole); an alias is
+/// itself.
+fn named_host(target: &str) -> &str {
+    let host = target.rsplit_once('@').map_or(target, |(_, host)| host);
+    match host.split_once(':') {
+        Some((name, port))
+            if !port.contains(':')
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            name
+        }
+        _ => host,
+    }
+}
+
 /// The entries in force.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
@@ -66,11 +109,7 @@ impl Policy {
                     "{place}: `match` needs at least one non-empty pattern"
                 ));
             }
-            if let Some(unknown) = entry
-                .deny
-                .iter()
-                .find(|d| !sshmcp_proto::service::CAPABILITIES.contains(&d.as_str()))
-            {
+            if let Some(unknown) = entry.deny.iter().find(|d| !is_tool(d)) {
                 return Err(format!(
                     "{place}: `deny` names {unknown:?}, which is no tool of this daemon"
                 ));
@@ -84,11 +123,9 @@ impl Policy {
         target: &'a str,
         server_host: &'a str,
     ) -> impl Iterator<Item = &'a Entry> {
-        self.entries.iter().filter(move |e| {
-            e.patterns
-                .iter()
-                .any(|p| glob(p, target) || glob(p, server_host))
-        })
+        self.entries
+            .iter()
+            .filter(move |e| e.matches(target, server_host))
     }
 
     /// Refuses `tool` on a session of `target` and `server_host` when any matching entry
@@ -136,9 +173,7 @@ impl Policy {
                     deny: e.deny.clone(),
                     sessions: sessions
                         .iter()
-                        .filter(|(_, target, host)| {
-                            e.patterns.iter().any(|p| glob(p, target) || glob(p, host))
-                        })
+                        .filter(|(_, target, host)| e.matches(target, host))
                         .map(|(id, _, _)| id.clone())
                         .collect(),
                 })
@@ -298,6 +333,13 @@ mod tests {
             e.message
         );
         assert!(p.check("sudo_exec", "dev", "192.168.0.1").is_ok());
+        // A host given directly meets the entries of its alias's name.
+        assert!(p.check("exec", "deploy@prod-web:2222", "10.9.9.9").is_err());
+        assert!(p.check("exec", "deploy@prod-web", "10.9.9.9").is_err());
+        assert!(p.check("exec", "deploy@[::1]", "::1").is_ok());
+        assert_eq!(named_host("u@::1"), "::1");
+        assert_eq!(named_host("u@h:22"), "h");
+        assert_eq!(named_host("alias"), "alias");
         let report = p.report(
             None,
             &[
@@ -316,6 +358,8 @@ mod tests {
         assert!(e.contains("entry 1") && e.contains("match"), "{e}");
         let e = policy("[[policy]]\nmatch = [\"a\"]\ndeny = [\"exce\"]\n").unwrap_err();
         assert!(e.contains("\"exce\""), "{e}");
+        let e = policy("[[policy]]\nmatch = [\"a\"]\ndeny = [\"overview\"]\n").unwrap_err();
+        assert!(e.contains("\"overview\""), "{e}");
         let e = policy("[[policy]]\nmatch = [\"a\"]\nreadonly = true\n").unwrap_err();
         assert!(e.contains("readonly"), "{e}");
     }

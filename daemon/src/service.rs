@@ -47,6 +47,9 @@ pub struct DaemonService {
     pub trail: Option<Arc<Trail>>,
     /// The MCP client this connection serves, as it introduced itself (one per connection).
     client: Arc<std::sync::Mutex<Option<Arc<str>>>>,
+    /// Whether this connection's client introduced itself: only such a client (a shim of this
+    /// version or later) can read `policy_denied`, appended after older clients were built.
+    introduced: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A call on its way: what the trail will say of it, and when it came.
@@ -69,20 +72,49 @@ impl Call {
 }
 
 /// Which session and host a trail line is about.
-struct Place<'a> {
-    session_id: &'a str,
-    target: &'a str,
-    server_host: &'a str,
+#[derive(Default)]
+struct Place {
+    session_id: String,
+    target: String,
+    server_host: String,
     server_port: u16,
 }
 
-impl<'a> From<&'a Session> for Place<'a> {
-    fn from(s: &'a Session) -> Self {
+impl From<&Session> for Place {
+    fn from(s: &Session) -> Self {
         Self {
-            session_id: &s.id,
-            target: &s.target,
-            server_host: &s.server_host,
+            session_id: s.id.clone(),
+            target: s.target.clone(),
+            server_host: s.server_host.clone(),
             server_port: s.server_port,
+        }
+    }
+}
+
+/// A call that will have its line in the trail: written when it ends, or, when it is dropped
+/// first (its client went away, the daemon stopped), as `cancelled`: it may have reached the
+/// host all the same.
+struct Audited<'a> {
+    service: &'a DaemonService,
+    call: Option<Call>,
+    place: Place,
+}
+
+impl Audited<'_> {
+    fn finish(mut self, outcome: Result<Option<i32>, &DaemonError>) {
+        if let Some(call) = self.call.take() {
+            let outcome = outcome.map_err(|e| e.code.as_str());
+            self.service
+                .write_line(call, std::mem::take(&mut self.place), outcome);
+        }
+    }
+}
+
+impl Drop for Audited<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            self.service
+                .write_line(call, std::mem::take(&mut self.place), Err("cancelled"));
         }
     }
 }
@@ -127,40 +159,32 @@ impl Daemon for DaemonService {
 
     async fn connect(self, _: Context, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let target = req.target.display();
-        let call = Call::new("connect", target.clone());
-        let connected = self.registry.connect(req).await;
+        let mut line = self.audited(Call::new("connect", target.clone()));
         // A connect that failed has no session; its line names the target alone.
-        let place = match &connected {
-            Ok(c) => Place {
-                session_id: &c.session_id,
-                target: &c.target,
-                server_host: &c.server_host,
+        line.place.target = target;
+        let connected = self.registry.connect(req).await;
+        if let Ok(c) = &connected {
+            line.place = Place {
+                session_id: c.session_id.clone(),
+                target: c.target.clone(),
+                server_host: c.server_host.clone(),
                 server_port: c.server_port,
-            },
-            Err(_) => Place {
-                session_id: "",
-                target: &target,
-                server_host: "",
-                server_port: 0,
-            },
-        };
-        self.audit(call, place, connected.as_ref().map(|_| None));
-        connected
+            };
+        }
+        line.finish(connected.as_ref().map(|_| None));
+        connected.map_err(|e| self.for_client(e))
     }
 
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
         let session = self.registry.find(&session_id)?;
-        self.registry
-            .policy()
-            .check("disconnect", &session.target, &session.server_host)?;
-        let call = Call::new("disconnect", String::new());
-        let disconnected = self.registry.disconnect(&session_id).await;
-        self.audit(
-            call,
-            Place::from(&*session),
-            disconnected.as_ref().map(|_| None),
-        );
-        disconnected
+        let mut line = self.audited(Call::new("disconnect", String::new()));
+        line.place = Place::from(&*session);
+        let disconnected = match self.allowed("disconnect", &session) {
+            Ok(()) => self.registry.disconnect(&session_id).await,
+            Err(refused) => Err(refused),
+        };
+        line.finish(disconnected.as_ref().map(|_| None));
+        disconnected.map_err(|e| self.for_client(e))
     }
 
     async fn session_list(self, _: Context) -> Vec<SessionSummary> {
@@ -472,13 +496,10 @@ impl Daemon for DaemonService {
         req: TransferRequest,
     ) -> Result<TransferReport, DaemonError> {
         let session = self.local_session("transfer_cancel", &req.auth)?;
-        let call = Call::new("transfer_cancel", req.summary());
+        let mut line = self.audited(Call::new("transfer_cancel", req.summary()));
+        line.place = Place::from(&*session);
         let cancelled = session.transfers.cancel(&req.operation_id);
-        self.audit(
-            call,
-            Place::from(&*session),
-            cancelled.as_ref().map(|_| None),
-        );
+        line.finish(cancelled.as_ref().map(|_| None));
         cancelled
     }
 
@@ -492,10 +513,14 @@ impl Daemon for DaemonService {
     }
 
     async fn introduce(self, _: Context, client: String) {
+        self.introduced
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let name = client_name(&client);
         *self
             .client
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(client_name(&client).into());
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            (!name.trim().is_empty()).then(|| name.into());
     }
 
     async fn policy(self, _: Context) -> PolicyReport {
@@ -538,6 +563,7 @@ impl DaemonService {
             started_at: sshmcp_proto::time::now_rfc3339().into(),
             trail,
             client: Default::default(),
+            introduced: Default::default(),
         }
     }
 
@@ -545,13 +571,14 @@ impl DaemonService {
     pub fn for_connection(&self) -> Self {
         Self {
             client: Default::default(),
+            introduced: Default::default(),
             ..self.clone()
         }
     }
 
-    /// The one path of every tool that works on a host: check the key and the session's
-    /// state, run the operation, mark the session lost when the operation found the master
-    /// gone, and write the call to the audit trail.
+    /// The one path of every tool that works on a host: check the key, the session's state
+    /// and the policy, run the operation, mark the session lost when the operation found the
+    /// master gone, and write the call to the audit trail (a refusal by the policy too).
     async fn on_session<T, F, Fut>(
         &self,
         call: Call,
@@ -564,13 +591,12 @@ impl DaemonService {
         Fut: Future<Output = Result<T, DaemonError>>,
     {
         let session = self.registry.authorize(auth)?;
-        if let Err(refused) =
-            self.registry
-                .policy()
-                .check(call.tool, &session.target, &session.server_host)
-        {
-            self.audit(call, Place::from(&*session), Err(&refused));
-            return Err(refused);
+        let (tool, started) = (call.tool, call.started);
+        let mut line = self.audited(call);
+        line.place = Place::from(&*session);
+        if let Err(refused) = self.allowed(tool, &session) {
+            line.finish(Err(&refused));
+            return Err(self.for_client(refused));
         }
         session.touch();
         let outcome = op(session.clone()).await;
@@ -580,33 +606,68 @@ impl DaemonService {
             _ => e,
         });
         tracing::debug!(
-            tool = call.tool,
+            tool,
             session = %session.id,
             outcome = outcome.as_ref().err().map_or("ok", |e| e.code.as_str()),
-            seconds = call.started.elapsed().as_secs_f64(),
+            seconds = started.elapsed().as_secs_f64(),
             "call done"
         );
-        self.audit(
-            call,
-            Place::from(&*session),
-            outcome.as_ref().map(Answer::exit_code),
-        );
+        line.finish(outcome.as_ref().map(Answer::exit_code));
         outcome
     }
 
     /// The session `auth` names for a tool that needs no SSH (see
-    /// [`Registry::authorize_local`]), once the policy allows `tool` there.
-    fn local_session(&self, tool: &str, auth: &SessionAuth) -> Result<Arc<Session>, DaemonError> {
+    /// [`Registry::authorize_local`]), once the policy allows `tool` there (a refusal is
+    /// written to the trail).
+    fn local_session(
+        &self,
+        tool: &'static str,
+        auth: &SessionAuth,
+    ) -> Result<Arc<Session>, DaemonError> {
         let session = self.registry.authorize_local(auth)?;
-        self.registry
-            .policy()
-            .check(tool, &session.target, &session.server_host)?;
+        if let Err(refused) = self.allowed(tool, &session) {
+            let mut line = self.audited(Call::new(tool, String::new()));
+            line.place = Place::from(&*session);
+            line.finish(Err(&refused));
+            return Err(self.for_client(refused));
+        }
         session.touch();
         Ok(session)
     }
 
-    /// Queues the trail's line for `call`, ended with `outcome` (the exit status, if any).
-    fn audit(&self, call: Call, place: Place<'_>, outcome: Result<Option<i32>, &DaemonError>) {
+    /// Whether the policy in force lets `tool` work on `session`.
+    fn allowed(&self, tool: &str, session: &Session) -> Result<(), DaemonError> {
+        self.registry
+            .policy()
+            .check(tool, &session.target, &session.server_host)
+    }
+
+    /// `e` as this connection's client can read it: a client that did not introduce itself
+    /// predates `policy_denied` (its variant would break its decoding), so it gets the same
+    /// message as `invalid_arguments`.
+    fn for_client(&self, e: DaemonError) -> DaemonError {
+        match e.code {
+            ErrorCode::PolicyDenied
+                if !self.introduced.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                DaemonError::new(ErrorCode::InvalidArguments, e.message)
+            }
+            _ => e,
+        }
+    }
+
+    /// The guard that writes `call`'s line.
+    fn audited(&self, call: Call) -> Audited<'_> {
+        Audited {
+            service: self,
+            call: Some(call),
+            place: Place::default(),
+        }
+    }
+
+    /// Queues the trail's line for `call` at `place`, ended with `outcome`: the exit status
+    /// if any, or the error code (`cancelled` for a call cut off before its end).
+    fn write_line(&self, call: Call, place: Place, outcome: Result<Option<i32>, &str>) {
         let Some(trail) = &self.trail else {
             return;
         };
@@ -618,15 +679,15 @@ impl DaemonService {
             .map(str::to_string);
         trail.record(AuditEntry {
             time: sshmcp_proto::time::rfc3339(call.arrived),
-            session_id: place.session_id.to_string(),
-            target: place.target.to_string(),
-            server_host: place.server_host.to_string(),
+            session_id: place.session_id,
+            target: place.target,
+            server_host: place.server_host,
             server_port: place.server_port,
             tool: call.tool.to_string(),
             summary: call.summary,
-            outcome: match &outcome {
+            outcome: match outcome {
                 Ok(_) => "ok".to_string(),
-                Err(e) => e.code.as_str().to_string(),
+                Err(code) => code.to_string(),
             },
             exit_code: outcome.ok().flatten(),
             duration: call.started.elapsed().as_secs_f64(),

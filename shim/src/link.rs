@@ -50,11 +50,13 @@ impl DaemonLink {
             .await
             .map_err(|e| DaemonError::new(ErrorCode::DaemonUnavailable, e.to_string()))?;
         // A daemon that cannot take the introduction (an older one) still serves the calls.
-        if let Some(client) = self.client.get()
-            && conn.capabilities.iter().any(|c| c == "introduce")
+        // The introduction also tells the daemon this shim reads `policy_denied`, so it is
+        // made even when the MCP client gave no name.
+        let client = self.client.get().cloned().unwrap_or_default();
+        if conn.capabilities.iter().any(|c| c == "introduce")
             && let Err(e) = conn
                 .client
-                .introduce(tarpc::context::current(), client.clone())
+                .introduce(tarpc::context::current(), client)
                 .await
         {
             tracing::warn!("cannot tell the daemon this client's name: {e}");

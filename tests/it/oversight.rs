@@ -11,9 +11,14 @@ use crate::{connected_with, exec};
 /// `sshmcp history --json ARGS`, parsed, once it shows at least `at_least` lines: the daemon
 /// writes the trail from a thread of its own, just after each call answered.
 fn history(env: &TestEnv, args: &[&str], at_least: usize) -> Vec<Value> {
+    history_until(env, args, |lines| lines.len() >= at_least)
+}
+
+/// `sshmcp history --json ARGS`, parsed, once `ready` holds for its lines (up to 10 s).
+fn history_until(env: &TestEnv, args: &[&str], ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let mut argv = vec!["history", "--json"];
+        let mut argv = vec!["history", "--json", "--limit", "1000"];
         argv.extend_from_slice(args);
         let out = env.cli(&argv);
         assert!(out.status.success(), "{out:?}");
@@ -21,13 +26,12 @@ fn history(env: &TestEnv, args: &[&str], at_least: usize) -> Vec<Value> {
             .lines()
             .map(|l| serde_json::from_str(l).expect("a JSON line"))
             .collect();
-        if lines.len() >= at_least {
+        if ready(&lines) {
             return lines;
         }
         assert!(
             Instant::now() < deadline,
-            "history shows {} of {at_least} lines: {lines:?}",
-            lines.len()
+            "history never got there: {lines:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -76,6 +80,13 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
     assert_eq!(stat["summary"], "/nonexistent-trail");
     assert!(stat.get("exit_code").is_none());
 
+    // What an agent sends cannot drive the person's terminal: escapes are shown, not obeyed.
+    let r = exec(&mcp, &s, "true # \u{1b}[2K\rinnocent", json!({})).await;
+    assert_eq!(r["exit_code"], 0);
+    history(&env, &[], 4);
+    let table = String::from_utf8_lossy(&env.cli(&["history"]).stdout).into_owned();
+    assert!(!table.contains('\u{1b}'), "{table:?}");
+    assert!(table.contains("\\u{1b}[2K innocent"), "{table}");
     let trail = env.state_dir.join("audit.jsonl");
     let mode = std::fs::metadata(&trail).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -83,11 +94,15 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
     assert!(!text.contains(&s.1), "a session key in the trail");
 
     // Filters: by session, by target, newest first with a limit, and the table.
-    assert_eq!(history(&env, &["--session", &s.0], 3).len(), 3);
+    assert_eq!(history(&env, &["--session", &s.0], 4).len(), 4);
     assert!(history(&env, &["--session", "s-none"], 0).is_empty());
-    assert_eq!(history(&env, &["--target", "127.0.0.1"], 3).len(), 3);
-    let newest = history(&env, &["--limit", "1"], 1);
-    assert_eq!((newest.len(), &newest[0]["tool"]), (1, &json!("stat")));
+    assert_eq!(history(&env, &["--target", "127.0.0.1"], 4).len(), 4);
+    let out = env.cli(&["history", "--json", "--limit", "1"]);
+    let newest: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!((newest.len(), &newest[0]["tool"]), (1, &json!("exec")));
     let out = env.cli(&["history"]);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.starts_with("TIME "), "{table}");
@@ -124,9 +139,19 @@ async fn the_trail_can_be_turned_off_and_a_broken_trail_never_fails_a_call() {
         let r = exec(&mcp, &s, "true", json!({})).await;
         assert_eq!(r["exit_code"], 0, "{r}");
     }
+    // Every line lost is counted (connect and three execs), and the spell logged once.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !env.daemon_log_shows("cannot write the audit trail") {
-        assert!(Instant::now() < deadline, "the failure was not logged");
+    loop {
+        let out = env.cli(&["watch", "--once", "--json"]);
+        let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if snapshot["audit"]["lost"].as_u64().unwrap() >= 4 {
+            assert_eq!(snapshot["audit"]["written"], 0, "{snapshot}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "lost lines not counted: {snapshot}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let log = env.daemon_log();
@@ -213,8 +238,8 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
         ("command_kill", json!({"handle_id": "cmd-0000000000000000"})),
         ("task_kill", json!({"pid": 1})),
     ];
-    for (tool, args) in refused {
-        let r = crate::on_session(&mcp, &s, tool, args).await;
+    for (tool, args) in &refused {
+        let r = crate::on_session(&mcp, &s, tool, args.clone()).await;
         assert_eq!(crate::code(&r), "policy_denied", "{tool}: {r}");
         let message = r["error"]["message"].as_str().unwrap();
         assert!(
@@ -257,11 +282,23 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
         true
     );
     // The refusals are in the trail.
-    let denied = history(&env, &["--session", &s.0], 1)
-        .into_iter()
+    // Every refusal is in the trail, with its tool.
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines
+            .iter()
+            .filter(|l| l["outcome"] == "policy_denied")
+            .count()
+            >= refused.len()
+    });
+    let mut denied: Vec<&str> = lines
+        .iter()
         .filter(|l| l["outcome"] == "policy_denied")
-        .count();
-    assert!(denied >= 1, "no refusal in the trail");
+        .map(|l| l["tool"].as_str().unwrap())
+        .collect();
+    denied.sort_unstable();
+    let mut expected: Vec<&str> = refused.iter().map(|(tool, _)| *tool).collect();
+    expected.sort_unstable();
+    assert_eq!(denied, expected);
 
     // A file that does not parse keeps the policy in force, and says why.
     std::fs::write(&config, "[[policy]\nmatch = ").unwrap();
@@ -277,6 +314,13 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
     let out = env.cli(&["doctor"]);
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("the last reload failed"), "{report}");
+
+    // A file gone (an editor renaming it for a moment) does not lift the policy either.
+    std::fs::remove_file(&config).unwrap();
+    let out = env.cli(&["daemon", "reload"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let r = crate::exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(crate::code(&r), "policy_denied");
 
     // SIGHUP reads it again too: an empty policy lets the session change the host again.
     std::fs::write(&config, "").unwrap();
@@ -455,5 +499,55 @@ async fn watch_once_shows_running_commands_and_forwards_and_the_live_view_quits_
         restored_at.is_some_and(|at| at > drawn_at),
         "the terminal was not restored: {text:?}"
     );
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn a_host_named_directly_meets_its_alias_entries_and_a_cut_call_is_in_the_trail() {
+    let (_dir, config) = with_config(READ_ONLY_TESTBED);
+    let config_var = config.display().to_string();
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_CONFIG", &config_var)]);
+    let mcp = env.mcp().await;
+    // `host: "testbed"` goes through the `Host testbed` block as the alias does.
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "testbed", "user": env.sshd.user, "port": env.sshd.port}),
+        )
+        .await;
+    let s = sshmcp_tests::mcp::session_of(&r);
+    let r = crate::exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(crate::code(&r), "policy_denied", "{r}");
+    mcp.close().await;
+
+    // A call whose client goes away mid-way reached the host: its line says `cancelled`.
+    std::fs::write(&config, "").unwrap();
+    assert!(env.cli(&["daemon", "reload"]).status.success());
+    let mcp = env.mcp().await;
+    let secs = sshmcp_tests::process::unique_sleep(30);
+    let marker = format!("sleep {secs}");
+    let (_, _answer) = mcp
+        .start_call(
+            "exec",
+            json!({"session_id": s.0, "session_key": s.1, "command": marker}),
+        )
+        .await;
+    // The host is this machine: the command shows among its processes once it runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sshmcp_tests::process::count_matching(&["sleep", &secs]) == 0 {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    mcp.kill().await;
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(|l| l["summary"] == marker.as_str())
+    });
+    let cut = lines
+        .iter()
+        .find(|l| l["summary"] == marker.as_str())
+        .unwrap();
+    assert_eq!(cut["outcome"], "cancelled", "{cut}");
+    let mcp = env.mcp().await;
+    mcp.call("disconnect", json!({"session_id": s.0})).await;
     mcp.close().await;
 }

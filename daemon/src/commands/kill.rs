@@ -126,8 +126,9 @@ pub async fn kill(
 ) -> Result<CommandKilled, DaemonError> {
     let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
     let handle = session.commands.find(&req.handle_id)?;
-    // The end first: a group found empty is recorded before the end is.
-    let ended = handle.ended().is_some();
+    // The end first: a group found empty is recorded before the end is (and the end is
+    // known, to the record, before anyone sees it).
+    let ended = handle.ended().is_some() || handle.ending.get().is_some();
     let seen = handle.observer.seen();
     let pid = seen.pid;
     let (result, force_kill_used) = match pid {

@@ -424,7 +424,7 @@ fn collect_descriptions(node: &serde_json::Value, out: &mut std::collections::Ha
 /// a section (a `## ` heading naming it) that names each of its input properties in
 /// backquotes.
 #[tokio::test]
-async fn docs_tools_md_covers_every_tool_and_parameter() {
+async fn docs_tools_md_covers_every_tool_parameter_answer_field_and_error_code() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
     let tools = mcp.list_tools().await;
@@ -440,6 +440,12 @@ async fn docs_tools_md_covers_every_tool_and_parameter() {
                 .map(|n| n.trim().trim_matches('`').to_string());
             (names.collect(), body.to_string())
         })
+        .collect();
+    let errors =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/errors.md")).unwrap();
+    let codes: Vec<&str> = backquoted(&errors)
+        .into_iter()
+        .filter(|c| c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'))
         .collect();
     let mut gaps = Vec::new();
     for tool in &tools {
@@ -458,7 +464,27 @@ async fn docs_tools_md_covers_every_tool_and_parameter() {
                 gaps.push(format!("{name}: {param}"));
             }
         }
+        // Its answer's fields (beyond the envelope's `ok` and `error`).
+        let fields = tool["outputSchema"]["properties"].as_object();
+        for field in fields.into_iter().flat_map(|p| p.keys()) {
+            let envelope = field == "ok" || field == "error";
+            if !envelope && !body.contains(&format!("`{field}`")) {
+                gaps.push(format!("{name}: answer field {field}"));
+            }
+        }
+        // The error codes its description names.
+        let description = tool["description"].as_str().unwrap_or("");
+        for code in backquoted(description) {
+            if codes.contains(&code) && !body.contains(&format!("`{code}`")) {
+                gaps.push(format!("{name}: error code {code}"));
+            }
+        }
     }
     assert!(gaps.is_empty(), "docs/tools.md lacks: {gaps:#?}");
     mcp.close().await;
+}
+
+/// The backquoted words of `text`, in order.
+fn backquoted(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
 }

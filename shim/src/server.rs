@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    Implementation, InitializeRequestParams, InitializeResult, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
@@ -66,13 +67,16 @@ impl Shim {
              2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
              `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root. \
              3) `disconnect` when done; `session_list` shows every session.\n\
-             Failures carry a stable `error.code` to act on; any session tool may answer \
-             `session_not_ready` (retry shortly) or `connection_lost` (read your command \
-             handles, then disconnect and connect again). Any tool, `connect` included, may \
-             answer `policy_denied`: the user forbids that tool on that host (a read-only \
-             host still allows `stat`, `list_directory`, `read_file_range`, `download_start` \
-             and the status, list and cancel tools). Do not retry or work around it (such as \
-             `sudo` through `exec`): ask the user.\n\
+             Failures (`ok: false`) carry a stable `error.code` to act on; any session tool \
+             may answer `session_not_found` or `invalid_session_key` (a wrong id or key; a \
+             lost key is never shown again: connect anew), `session_not_ready` (retry \
+             shortly) or `connection_lost` (read your command handles, then disconnect and \
+             connect again). Any tool, `connect` included, may answer `policy_denied`: the \
+             user forbids that tool on that host (a read-only host allows only `stat`, \
+             `list_directory`, `read_file_range`, `download_start`, `disconnect` and the \
+             status, list and cancel tools: no command, kill, file change, upload or \
+             forward). Do not retry or work around it (such as `sudo` through `exec`): ask \
+             the user.\n\
              Long work (clients often give up on a call after a minute): `exec` with \
              `handoff_after` when a command may be slow, `command_start` when it surely is, \
              then `command_status`; `task_launch` for a process that must outlive the \
@@ -89,6 +93,20 @@ impl Shim {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
+    /// Runs a tool. A client of the per-request protocol generation never sends
+    /// `initialize`: it names itself in each request's `_meta`, which the audit trail takes.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(client) = context.meta.client_info() {
+            self.daemon.set_client(&client.name, &client.version);
+        }
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
     /// Notes who the client is, for the daemon's audit trail, then answers as rmcp would.
     async fn initialize(
         &self,

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Drives sshmcp-mcp with the official Python MCP SDK (mcp 2.3.0), a client we did not write:
-initialize, tools/list, then every tool once against the test's sshd, checking each answer.
+the handshake (`legacy`: initialize; `modern`: server/discover, then every request carries its
+protocol version and client in `_meta`), tools/list, then every tool once against the test's
+sshd, checking each answer.
 
-usage: sdk_client.py WORK_NAME -- SERVER_CMD [ARGS...]
+usage: sdk_client.py WORK_NAME legacy|modern -- SERVER_CMD [ARGS...]
 The server inherits this process's environment (the test points it at its own daemon).
 Prints one JSON document: {"protocolVersion", "tools": [names listed], "called": [names]}.
 Exit 0 when every listed tool was called and answered as expected; 1 with the reason.
@@ -93,16 +95,20 @@ async def scenario(session, work):
     return called
 
 
-async def main(work, cmd):
+async def main(work, mode, cmd):
     params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(__import__("os").environ))
     with anyio.fail_after(120):
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
-                init = await session.initialize()
+                if mode == "modern":
+                    await session.discover()
+                else:
+                    await session.initialize()
+                version = session.protocol_version
                 tools = [t.name for t in (await session.list_tools()).tools]
                 called = await scenario(session, work)
     missing = sorted(set(tools) - set(called))
-    print(json.dumps({"protocolVersion": init.protocol_version, "tools": tools,
+    print(json.dumps({"protocolVersion": version, "tools": tools,
                       "called": sorted(set(called))}))
     if missing:
         print(f"sdk_client: tools never called: {missing}", file=sys.stderr)
@@ -112,11 +118,11 @@ async def main(work, cmd):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if len(args) < 3 or args[1] != "--":
+    if len(args) < 4 or args[1] not in ("legacy", "modern") or args[2] != "--":
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     try:
-        sys.exit(anyio.run(main, args[0], args[2:]))
+        sys.exit(anyio.run(main, args[0], args[1], args[3:]))
     except Failed as e:
         print(f"sdk_client: {e}", file=sys.stderr)
         sys.exit(1)

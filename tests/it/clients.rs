@@ -15,7 +15,26 @@ fn sdk_python() -> PathBuf {
 }
 
 #[tokio::test]
-async fn the_python_sdk_calls_every_tool() {
+async fn the_python_sdk_calls_every_tool_after_the_initialize_handshake() {
+    python_sdk_calls_every_tool("legacy", "2025-11-25").await;
+}
+
+#[tokio::test]
+async fn the_python_sdk_calls_every_tool_with_per_request_meta() {
+    let env = python_sdk_calls_every_tool("modern", "2026-07-28").await;
+    // No initialize: the client named itself in each request's `_meta`, and the trail has it.
+    let out = env.cli(&["history", "--json", "--limit", "1"]);
+    let line: Value = serde_json::from_slice(&out.stdout).expect("a trail line");
+    assert!(
+        line["client"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("mcp ")),
+        "{line}"
+    );
+}
+
+/// Runs `tests/clients/sdk_client.py` in `mode` against a world of its own, which it returns.
+async fn python_sdk_calls_every_tool(mode: &str, protocol: &str) -> TestEnv {
     let python = sdk_python();
     assert!(
         python.exists(),
@@ -26,7 +45,8 @@ async fn the_python_sdk_calls_every_tool() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/sdk_client.py");
     let out = tokio::process::Command::new(&python)
         .arg(script)
-        .arg(std::process::id().to_string())
+        .arg(format!("{}-{mode}", std::process::id()))
+        .arg(mode)
         .arg("--")
         .arg(sshmcp_tests::bins::path("sshmcp-mcp"))
         .env_clear()
@@ -53,7 +73,8 @@ async fn the_python_sdk_calls_every_tool() {
         "every tool, once at least"
     );
     assert_eq!(tools.len(), 29, "{tools:?}");
-    assert_eq!(summary["protocolVersion"], "2025-11-25");
+    assert_eq!(summary["protocolVersion"], protocol);
+    env
 }
 
 /// The MCP Inspector's CLI that `scripts/test.sh` installs beside the build:

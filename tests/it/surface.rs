@@ -115,6 +115,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "error.code",
         "ok",
         "ok: true",
+        "ok: false",
         "exit_code",
         "handoff_after",
         "next_offset",

@@ -17,7 +17,7 @@ pub struct ProcessId {
 impl ProcessId {
     /// The process `pid` now is, if it exists and is not a zombie.
     pub fn of(pid: u32) -> Option<Self> {
-        let stat = read_stat(pid)?;
+        let stat = sshmcp_proto::procstat::read(pid)?;
         (stat.state != 'Z').then_some(Self {
             pid,
             start_time: stat.start_time,
@@ -39,12 +39,13 @@ impl ProcessId {
     /// Whether this very process still runs (a zombie counts as gone: in containers whose
     /// init does not reap, an exited process lingers as one).
     pub fn alive(&self) -> bool {
-        read_stat(self.pid).is_some_and(|s| s.start_time == self.start_time && s.state != 'Z')
+        sshmcp_proto::procstat::read(self.pid)
+            .is_some_and(|s| s.start_time == self.start_time && s.state != 'Z')
     }
 
     /// Whether this process is stopped (by a signal, or a tracer).
     pub fn stopped(&self) -> bool {
-        read_stat(self.pid)
+        sshmcp_proto::procstat::read(self.pid)
             .is_some_and(|s| s.start_time == self.start_time && matches!(s.state, 'T' | 't'))
     }
 
@@ -70,36 +71,9 @@ impl ProcessId {
     }
 }
 
-struct Stat {
-    state: char,
-    start_time: u64,
-}
-
-fn read_stat(pid: u32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
-}
-
-/// Fields after the parenthesised command name (which may itself hold spaces or parentheses):
-/// the state is the first, the start time the 20th.
-fn parse_stat(text: &str) -> Option<Stat> {
-    let (_, rest) = text.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let start_time = fields.nth(18)?.parse().ok()?;
-    Some(Stat { state, start_time })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_state_and_start_time_past_odd_names() {
-        let line = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1 2 3";
-        let stat = parse_stat(line).unwrap();
-        assert_eq!((stat.state, stat.start_time), ('S', 987_654));
-    }
 
     #[test]
     fn a_live_process_is_itself_and_a_recycled_pid_is_not() {

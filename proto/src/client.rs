@@ -40,13 +40,27 @@ pub struct Connection {
     pub capabilities: Vec<String>,
     /// A second descriptor of the same socket, only ever peeked at.
     probe: std::os::fd::OwnedFd,
+    /// The daemon's process start time (with `hello.pid`, the daemon itself), when it could
+    /// be read.
+    daemon_started: Option<u64>,
 }
 
 impl Connection {
     /// Whether the daemon has closed this connection (it exited, or was restarted). Known
     /// before a call is sent, so a call found this way was never sent and is safe to send on
     /// a new connection. A peek takes nothing from the stream tarpc reads.
+    ///
+    /// The daemon's process is checked too: a child it forked holds the socket open for the
+    /// moment before its exec, and a daemon killed then would look alive to the peek alone.
     pub fn daemon_gone(&self) -> bool {
+        let exited = self.daemon_started.is_some_and(|started| {
+            crate::procstat::read(self.hello.pid)
+                .is_none_or(|now| now.start_time != started || matches!(now.state, 'Z' | 'X'))
+        });
+        exited || self.socket_closed()
+    }
+
+    fn socket_closed(&self) -> bool {
         use nix::sys::socket::{MsgFlags, recv};
         let mut byte = [0u8; 1];
         let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
@@ -152,11 +166,13 @@ async fn handshake(
         .capabilities(context_with_timeout(HELLO_TIMEOUT))
         .await
         .map_err(unreachable)?;
+    let daemon_started = crate::procstat::read(hello.pid).map(|stat| stat.start_time);
     Ok(Connection {
         client,
         hello,
         capabilities,
         probe,
+        daemon_started,
     })
 }
 

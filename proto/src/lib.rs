@@ -14,6 +14,7 @@ pub mod limits;
 pub mod overview;
 pub mod paths;
 pub mod policy;
+pub mod procstat;
 pub mod service;
 pub mod session;
 pub mod task;

@@ -270,29 +270,22 @@ fn path(p: &RemotePath) -> String {
     }
 }
 
-impl Summary for ExecRequest {
-    fn summary(&self) -> String {
-        command(&self.command)
-    }
+/// `impl Summary` for request types whose line says the same of each.
+macro_rules! summary {
+    ($($t:ty),+ => |$r:ident| $line:expr) => {
+        $(impl Summary for $t {
+            fn summary(&self) -> String {
+                let $r = self;
+                $line
+            }
+        })+
+    };
 }
 
-impl Summary for SudoExecRequest {
-    fn summary(&self) -> String {
-        command(&self.command)
-    }
-}
-
-impl Summary for CommandStartRequest {
-    fn summary(&self) -> String {
-        command(&self.command)
-    }
-}
-
-impl Summary for TaskLaunchRequest {
-    fn summary(&self) -> String {
-        command(&self.command)
-    }
-}
+summary!(ExecRequest, SudoExecRequest, CommandStartRequest, TaskLaunchRequest => |r| command(&r.command));
+summary!(StatRequest, ListRequest, MakeDirectoryRequest => |r| path(&r.path));
+summary!(TransferRequest => |r| r.operation_id.clone());
+summary!(ForwardStopRequest => |r| r.forward_id.clone());
 
 impl Summary for CommandKillRequest {
     fn summary(&self) -> String {
@@ -309,18 +302,6 @@ impl Summary for TaskStatusRequest {
 impl Summary for TaskKillRequest {
     fn summary(&self) -> String {
         format!("pid {} signal {}", self.pid, self.signal.unwrap_or(15))
-    }
-}
-
-impl Summary for StatRequest {
-    fn summary(&self) -> String {
-        path(&self.path)
-    }
-}
-
-impl Summary for ListRequest {
-    fn summary(&self) -> String {
-        path(&self.path)
     }
 }
 
@@ -345,12 +326,6 @@ impl Summary for EditFileRequest {
             self.new_text.len(),
             if self.replace_all { " (all)" } else { "" }
         )
-    }
-}
-
-impl Summary for MakeDirectoryRequest {
-    fn summary(&self) -> String {
-        path(&self.path)
     }
 }
 
@@ -380,12 +355,6 @@ impl Summary for TransferStartRequest {
     }
 }
 
-impl Summary for TransferRequest {
-    fn summary(&self) -> String {
-        self.operation_id.clone()
-    }
-}
-
 impl Summary for ForwardStartRequest {
     fn summary(&self) -> String {
         let listen = format!(
@@ -405,12 +374,6 @@ impl Summary for ForwardStartRequest {
                 self.target_port.unwrap_or(0)
             ),
         }
-    }
-}
-
-impl Summary for ForwardStopRequest {
-    fn summary(&self) -> String {
-        self.forward_id.clone()
     }
 }
 

@@ -38,8 +38,10 @@ pub struct ExecArgs {
     /// Also write the complete streams to files under the local root and return their paths.
     pub spool_output: Option<bool>,
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
-    /// still runs then, answer at once as a command handle (see the description). With it,
-    /// `timeout` defaults to no limit; a `timeout` at or below it means no hand-off.
+    /// still runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid`
+    /// and the output so far, and `command_status` continues from each stream's
+    /// `next_offset`. With it, `timeout` defaults to no limit; a `timeout` at or below it
+    /// means no hand-off.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
@@ -183,11 +185,10 @@ impl Shim {
     /// It answers when /bin/sh exits; background jobs still holding its output are killed at
     /// the timeout (use `task_launch` for a process that must keep running). Many clients give
     /// up on a call after about a minute and the result is lost with it, so when a command
-    /// might be slow (builds, tests, upgrades) pass `handoff_after` (e.g. 30): if it still
-    /// runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid` and the
-    /// output so far with each stream's `next_offset`; nothing is restarted or lost, the
-    /// command runs on (no time limit unless `timeout` is given), and `command_status`
-    /// continues from those offsets. For work known to be long use `command_start`; to read or
+    /// might be slow (builds, tests, upgrades) pass `handoff_after` (e.g. 30): a command still
+    /// running then is answered at once with `handed_off: true` and runs on as a command
+    /// handle that `command_status` follows, nothing lost. For work known to be long use
+    /// `command_start`; to read or
     /// change files use the file tools, not `cat` or `echo`. Errors: `remote_path_not_found`
     /// (cwd), `invalid_command` (over 1 MiB, or a NUL byte),
     /// `invalid_local_path` (the local files for `spool_output` or a hand-off),

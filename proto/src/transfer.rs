@@ -73,8 +73,10 @@ impl TransferState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TransferError {
-    /// A stable identifier (`transfer_failed`, `verification_failed`, `connection_lost`,
-    /// `local_path_exists`, ...).
+    /// A stable identifier: `transfer_failed`, `verification_failed`, `connection_lost`,
+    /// `invalid_remote_type` (the source stopped being a regular file), `local_path_exists`
+    /// or `remote_path_exists` (a file appeared at the destination during the copy, and was
+    /// left alone), `invalid_local_path` (the local destination's folder changed under it).
     pub code: String,
     /// A short human explanation.
     pub message: String,

@@ -167,11 +167,10 @@ impl Shim {
     /// background job: it returns at once with an `operation_id` (keep it) and `state`
     /// `queued` or `running`; poll `transfer_status` every 2-5 s until `completed`, `failed`
     /// or `cancelled`. rsync copies over the session's own SSH connection (never a new login)
-    /// into a hidden partial file beside the destination (`.sshmcp-<hash>.part`); before the
-    /// file appears at `remote_path` both ends are hashed (SHA-256) and must agree, and it
-    /// appears whole, at once (renamed over an old file with `overwrite`, else linked: a file
-    /// created there meanwhile is never replaced, and the upload then ends `failed` with
-    /// `remote_path_exists` and its partial removed). Resume a failed or cancelled copy by
+    /// into a hidden partial file beside the destination; before the file appears at
+    /// `remote_path` both ends are hashed (SHA-256) and must agree, and it appears whole, at
+    /// once (a file created there meanwhile is never replaced: the upload ends
+    /// `remote_path_exists`). Resume a failed or cancelled copy by
     /// calling upload_start again with the same `local_path` and `remote_path` (a new
     /// `operation_id`; `reused_bytes` shows what was kept). Use it instead of pasting file
     /// contents into `exec`. Never uses sudo. `disconnect` cancels running transfers.
@@ -209,17 +208,17 @@ impl Shim {
         )
     }
 
-    /// Where a transfer of this session stands: `state` (`queued`, `running`, `verifying`,
-    /// `completed`, `failed` with `error`, `cancelled`), its `local_path` and `remote_path`,
-    /// bytes so far and in all, rate, ETA, and once completed the verified `sha256` and the
-    /// `final_path`. Poll it every 2-5 s (`eta` says how long is left). A `failed` or
-    /// `cancelled` copy resumes when started again with the same paths; after
-    /// `verification_failed` or a late `remote_path_exists` it starts afresh. A `failed`
-    /// report's `error.code`: `transfer_failed` (rsync or the disk failed: the message says
-    /// which; start it again to resume), `verification_failed` (the source changed during
-    /// the copy: start again), `connection_lost` (disconnect, connect, start again),
-    /// `remote_path_exists` (pass `overwrite`). Errors: `transfer_not_found` (not an
-    /// operation of this session: transfer_list shows them).
+    /// Where a transfer of this session stands, from its `operation_id`: its state, progress,
+    /// and once completed the verified `sha256` and the `final_path`. Poll it every 2-5 s
+    /// (`eta` says how long is left) until `completed`, `failed` or `cancelled`. What to do
+    /// with a `failed` report's `error.code`: `transfer_failed` (rsync or a disk failed: the
+    /// message says which; start the same transfer again to resume), `verification_failed`
+    /// (the source changed during the copy: copy a snapshot, then start again),
+    /// `connection_lost` (disconnect, connect, start again), `local_path_exists` or
+    /// `remote_path_exists` (a file appeared at the destination: pass `overwrite` if it may
+    /// go), `invalid_remote_type` or `invalid_local_path` (a path changed under the copy:
+    /// check it). Errors: `transfer_not_found` (not an operation of this session:
+    /// transfer_list shows them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferReport>>(),

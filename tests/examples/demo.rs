@@ -1,5 +1,5 @@
 //! The README's demo: a throwaway sshd, then the real `sshmcp-mcp` over stdio and the
-//! `sshmcp` CLI, each step printed. Run it with `scripts/demo.sh`.
+//! `sshmcp` CLI (sessions, stop, the audit trail), each step printed. Run it with `scripts/demo.sh`.
 
 use serde_json::{Value, json};
 use sshmcp_tests::TestEnv;
@@ -74,9 +74,15 @@ async fn main() {
     let r = mcp.call("disconnect", json!({"session_id": id})).await;
     show("disconnect", &r);
     mcp.close().await;
+    // The daemon writes the trail from a thread of its own: a stop writes what is queued.
     let out = env.cli(&["daemon", "stop"]);
     println!(
         "\n== sshmcp daemon stop\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = env.cli(&["history"]);
+    println!(
+        "\n== sshmcp history (the audit trail: what the agent did, newest first)\n{}",
         String::from_utf8_lossy(&out.stdout)
     );
 }

@@ -439,16 +439,21 @@ mod tests {
         assert_eq!(command(&text), "a".repeat(199));
     }
 
+    /// A writer of `live` that has not opened it yet.
+    fn closed_writer(live: &Path) -> Writer {
+        Writer {
+            live: live.to_path_buf(),
+            file: None,
+            counts: Arc::default(),
+            failing: false,
+        }
+    }
+
     #[test]
     fn lines_are_appended_private_and_rotated_by_size() {
         let dir = tempfile::tempdir().unwrap();
         let live = dir.path().join(AUDIT_FILE);
-        let mut writer = Writer {
-            live: live.clone(),
-            file: None,
-            counts: Arc::default(),
-            failing: false,
-        };
+        let mut writer = closed_writer(&live);
         let line = {
             let mut b = serde_json::to_vec(&entry(0)).unwrap();
             b.push(b'\n');
@@ -481,12 +486,7 @@ mod tests {
     fn a_trail_moved_away_is_started_afresh_at_its_place() {
         let dir = tempfile::tempdir().unwrap();
         let live = dir.path().join(AUDIT_FILE);
-        let mut writer = Writer {
-            live: live.clone(),
-            file: None,
-            counts: Arc::default(),
-            failing: false,
-        };
+        let mut writer = closed_writer(&live);
         writer.append(b"first\n").unwrap();
         std::fs::rename(&live, dir.path().join("kept")).unwrap();
         writer.append(b"second\n").unwrap();

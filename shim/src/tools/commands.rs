@@ -104,8 +104,8 @@ pub struct CommandListArgs {
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
-    /// Start a /bin/sh command that will outlast a tool call and return as soon as it started
-    /// with its `handle_id` (also as `id`), remote `pid`, `status` and `started_at`. It runs as the
+    /// Start a /bin/sh command that will outlast a tool call and return its `handle_id` as
+    /// soon as it started. It runs as the
     /// login user as `exec` does (no TTY, empty stdin, its own process group), but apart from
     /// this call: follow it with `command_status`, stop it with `command_kill`. Its stdout
     /// and stderr are kept whole in local files (up to the daemon's max-spool-bytes, 1 GiB by
@@ -116,8 +116,9 @@ impl Shim {
     /// must survive a disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
     /// `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
     /// `invalid_arguments` (timeout out of range), `invalid_local_path` (the local files),
-    /// `internal_error` (it did not start within 25 s: the session's running commands hold
-    /// every channel, or the remote login shell did not finish; nothing ran).
+    /// `internal_error` (it did not start within 25 s: running commands and transfers hold all
+    /// 8 of the session's channels, or the remote login shell did not finish; nothing ran:
+    /// wait for one to end, or kill one, then retry).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),

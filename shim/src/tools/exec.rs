@@ -179,8 +179,8 @@ impl Shim {
     /// `sudo -n`, a password prompt fails) and return its exit code and separate
     /// stdout/stderr. Each stream keeps at most the daemon's output cap (64 KiB by default,
     /// half head, half tail); `spool_output` keeps everything in local files. No shell state
-    /// persists between calls; use `cwd` for the directory. Several calls may run at once on
-    /// one session. `ok: true` means the command ran: read `exit_code`. A timeout, or
+    /// persists between calls; use `cwd` for the directory. Up to 8 commands run at once on
+    /// one session (its channels, shared with handles and transfers); more wait for one. `ok: true` means the command ran: read `exit_code`. A timeout, or
     /// cancelling the call, kills the command's whole process group (TERM, then KILL).
     /// It answers when /bin/sh exits; background jobs still holding its output are killed at
     /// the timeout (use `task_launch` for a process that must keep running). Many clients give

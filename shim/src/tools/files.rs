@@ -165,8 +165,8 @@ impl Shim {
     /// overwritten (`file_changed`). Pass the `sha256` from your last write_file or
     /// edit_file (or `sha256sum` through `exec`) as `expected_sha256` to edit only if nobody
     /// changed the file since you read it. Use it instead of `sed -i` through `exec`. Acts as
-    /// the session's user, never sudo: a root-owned file needs `sudo_exec`. Answer:
-    /// `replacements`, the new `sha256`. Errors: `edit_no_match` (read the file again and
+    /// the session's user, never sudo: a root-owned file needs `sudo_exec`. Errors:
+    /// `edit_no_match` (read the file again and
     /// copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding
     /// lines, or `replace_all`), `file_changed` (someone changed the
     /// file since your hash: read it again and redo the edit), `remote_path_not_found`,

@@ -313,7 +313,7 @@ fn print(rows: &[Row]) {
 /// to watch (`perf record -a`); prints the calls/s and the median call. `SSHMCP_PERF_CALLERS`
 /// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
 /// `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
-/// off; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
+/// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
 /// daemon's log; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, say).
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
@@ -350,6 +350,17 @@ async fn load(seconds: u64) {
     let server = Server::Sshmcp {
         session: sshmcp_tests::mcp::session_of(&r),
     };
+    // `SSHMCP_PERF_WATCH=1`: a person watching (`sshmcp watch --json`, a snapshot a second)
+    // during the load, to compare with nobody watching.
+    let mut watcher = var("SSHMCP_PERF_WATCH").filter(|v| v == "1").map(|_| {
+        std::process::Command::new(bins::path("sshmcp"))
+            .args(["watch", "--json"])
+            .env_clear()
+            .envs(env.env_vars())
+            .stdout(std::fs::File::create(env.logs_dir().join("watch.jsonl")).expect("watch file"))
+            .spawn()
+            .expect("sshmcp watch")
+    });
     let until = Instant::now() + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..callers)
         .map(|_| {
@@ -370,6 +381,15 @@ async fn load(seconds: u64) {
     let mut took = Vec::new();
     for task in tasks {
         took.extend(task.await.unwrap());
+    }
+    if let Some(watcher) = watcher.as_mut() {
+        let _ = watcher.kill();
+        let _ = watcher.wait();
+        let seen = std::fs::read_to_string(env.logs_dir().join("watch.jsonl")).unwrap_or_default();
+        println!(
+            "sshmcp watch took {} snapshots meanwhile",
+            seen.lines().count()
+        );
     }
     took.sort();
     println!(

@@ -346,7 +346,7 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
 #[tokio::test]
 async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() {
     let (_dir, config) = with_config(
-        "[[policy]]\nmatch = [\"127.0.0.*\"]\nsudo = false\ndeny = [\"forward_start\"]\n\n\
+        "[[policy]]\nmatch = [\"127.0.0.*\"]\nsudo = false\ndeny = [\"forward_start\", \"disconnect\"]\n\n\
          [[policy]]\nmatch = [\"localhost\"]\ndeny = [\"connect\"]\n\n\
          [[policy]]\nmatch = [\"prod-*\"]\nread_only = true\n",
     );
@@ -400,7 +400,7 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
     assert!(report.contains("3 entries"), "{report}");
     assert!(
         report.contains(&format!(
-            "match 127.0.0.*: sudo = false; deny forward_start (sessions {})",
+            "match 127.0.0.*: sudo = false; deny forward_start, disconnect (sessions {})",
             s.0
         )),
         "{report}"
@@ -409,6 +409,18 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
         report.contains("match prod-*: read_only (no live session)"),
         "{report}"
     );
+    // A client that did not introduce itself (the CLI, or a shim older than the code) cannot
+    // read `policy_denied`: it gets `invalid_arguments` with the same message.
+    let out = env.cli(&["disconnect", &s.0]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid_arguments")
+            && err.contains("refused on this host by the user's policy"),
+        "{err}"
+    );
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(crate::code(&r), "policy_denied", "{r}");
     mcp.close().await;
 }
 

@@ -69,7 +69,7 @@ impl Trail {
         // Opened now, so the daemon's descriptors do not change with its first call; a file
         // that cannot be opened yet is tried again (and reported) at the first line.
         let writer = Writer {
-            file: open(&live).ok(),
+            file: open(&live).ok().map(|(file, _)| file),
             live,
             counts: counts.clone(),
             failing: false,
@@ -135,8 +135,8 @@ impl Trail {
 
 struct Writer {
     live: PathBuf,
-    /// The open live file and its size.
-    file: Option<(std::fs::File, u64)>,
+    /// The open live file.
+    file: Option<std::fs::File>,
     counts: Arc<Counts>,
     /// Inside a spell of failed writes (logged once, at its start).
     failing: bool,
@@ -180,46 +180,41 @@ impl Writer {
     }
 
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        // The descriptor must still be the file at the path: a trail someone moved or removed
-        // is started afresh where they will look for it.
-        if self
-            .file
-            .as_ref()
-            .is_some_and(|(file, _)| !is_at(file, &self.live))
-        {
-            self.file = None;
-        }
-        if self
-            .file
-            .as_ref()
-            .is_some_and(|(_, size)| *size > 0 && size + bytes.len() as u64 > AUDIT_ROTATE_BYTES)
-        {
+        // The descriptor must still be the file at the path (a trail someone moved or removed
+        // is started afresh where they will look for it), and its size is read afresh: another
+        // daemon, one handing over, may append too.
+        let mut len = match self.file.as_ref().and_then(|f| size_if_at(f, &self.live)) {
+            Some(len) => len,
+            None => self.reopen()?,
+        };
+        if len > 0 && len + bytes.len() as u64 > AUDIT_ROTATE_BYTES {
             self.file = None;
             rotate(&self.live)?;
+            len = self.reopen()?;
         }
-        if self.file.is_none() {
-            self.file = Some(open(&self.live)?);
-        }
-        let (file, size) = self.file.as_mut().expect("opened above");
-        // Its size now: another daemon (one handing over) may have appended meanwhile.
-        *size = file.metadata()?.len();
+        let file = self.file.as_mut().expect("opened above");
         if let Err(e) = file.write_all(bytes) {
             // A line cut short would spoil the next batch's first: back to the last whole one.
-            let _ = file.set_len(*size);
+            let _ = file.set_len(len);
             return Err(e);
         }
-        *size += bytes.len() as u64;
         Ok(())
+    }
+
+    /// Opens the live file afresh; its size.
+    fn reopen(&mut self) -> std::io::Result<u64> {
+        self.file = None;
+        let (file, len) = open(&self.live)?;
+        self.file = Some(file);
+        Ok(len)
     }
 }
 
-/// Whether `file` is the file at `path` (not a symlink).
-fn is_at(file: &std::fs::File, path: &Path) -> bool {
+/// `file`'s size, while it is still the file at `path` (not a symlink).
+fn size_if_at(file: &std::fs::File, path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt as _;
-    match (file.metadata(), std::fs::symlink_metadata(path)) {
-        (Ok(open), Ok(there)) => open.dev() == there.dev() && open.ino() == there.ino(),
-        _ => false,
-    }
+    let (open, there) = (file.metadata().ok()?, std::fs::symlink_metadata(path).ok()?);
+    (open.dev() == there.dev() && open.ino() == there.ino()).then_some(open.len())
 }
 
 /// Opens the live file for appending, private to the user even when it existed wider.

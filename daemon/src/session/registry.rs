@@ -69,8 +69,7 @@ impl Registry {
 
     /// Every session, oldest first, with what runs on it now (`sshmcp watch`).
     pub fn overview(&self) -> Vec<SessionView> {
-        let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
-        let mut views: Vec<SessionView> = sessions
+        self.oldest_first()
             .iter()
             .map(|s| SessionView {
                 session: s.summary(),
@@ -90,12 +89,14 @@ impl Registry {
                     .collect(),
                 forwards: s.forwards.list().forwards,
             })
-            .collect();
-        views.sort_by(|a, b| {
-            (&a.session.created_at, &a.session.session_id)
-                .cmp(&(&b.session.created_at, &b.session.session_id))
-        });
-        views
+            .collect()
+    }
+
+    /// Every session, oldest first (by id within one instant), as listings show them.
+    fn oldest_first(&self) -> Vec<Arc<Session>> {
+        let mut sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        sessions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        sessions
     }
 
     /// The policy in force.
@@ -163,13 +164,7 @@ impl Registry {
     }
 
     pub fn list(&self) -> Vec<SessionSummary> {
-        let mut rows: Vec<SessionSummary> = self.sessions().values().map(|s| s.summary()).collect();
-        rows.sort_by(|a, b| {
-            a.created_at
-                .cmp(&b.created_at)
-                .then(a.session_id.cmp(&b.session_id))
-        });
-        rows
+        self.oldest_first().iter().map(|s| s.summary()).collect()
     }
 
     /// The session `auth` names, if the key is right and it can run work now.

@@ -6,6 +6,7 @@ mod args;
 mod link;
 mod progress;
 mod server;
+mod stdio;
 mod tools;
 
 use std::path::PathBuf;
@@ -73,7 +74,7 @@ fn run() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         let shim = server::Shim::new(link::DaemonLink::new(paths), flags.local_root);
-        let service = match shim.serve(rmcp::transport::stdio()).await {
+        let service = match shim.serve(stdio::streams()).await {
             Ok(service) => service,
             // stdin closed before initialize: nothing to serve, not an error.
             Err(e) if e.to_string().contains("connection closed") => return Ok(()),

@@ -378,3 +378,80 @@ async fn the_mcp_inspector_cli_calls_every_tool() {
         "every tool, once at least"
     );
 }
+
+/// Node's clients (Claude Code, Cursor, the Inspector) start a server on Unix socket pairs,
+/// Python's and Rust's on pipes. The shim serves both on its one thread: no pool thread
+/// between a message and the runtime, whose handoffs would wake a second thread per message.
+#[test]
+fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::process::{Command, Stdio};
+
+    let env = TestEnv::new();
+    for sockets in [true, false] {
+        let mut command = Command::new(sshmcp_tests::bins::path("sshmcp-mcp"));
+        command
+            .env_clear()
+            .envs(env.env_vars())
+            .stderr(Stdio::null());
+        let (mut input, output): (Box<dyn Write>, Box<dyn std::io::Read>) = if sockets {
+            let (ours_in, theirs_in) = UnixStream::pair().unwrap();
+            let (ours_out, theirs_out) = UnixStream::pair().unwrap();
+            command
+                .stdin(std::os::fd::OwnedFd::from(theirs_in))
+                .stdout(std::os::fd::OwnedFd::from(theirs_out));
+            (Box::new(ours_in), Box::new(ours_out))
+        } else {
+            command.stdin(Stdio::piped()).stdout(Stdio::piped());
+            (Box::new(std::io::sink()), Box::new(std::io::empty()))
+        };
+        let mut child = command.spawn().expect("spawn sshmcp-mcp");
+        let mut output = match child.stdout.take() {
+            Some(pipe) => BufReader::new(Box::new(pipe) as Box<dyn std::io::Read>),
+            None => BufReader::new(output),
+        };
+        if let Some(pipe) = child.stdin.take() {
+            input = Box::new(pipe);
+        }
+        drop(command);
+        let messages = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"session_list","arguments":{}}}"#,
+        ];
+        let mut answers = Vec::new();
+        let mut threads = Vec::new();
+        for message in messages {
+            writeln!(input, "{message}").unwrap();
+            input.flush().unwrap();
+            if message.contains(r#""id""#) {
+                let mut line = String::new();
+                output.read_line(&mut line).expect("an answer");
+                answers.push(serde_json::from_str::<Value>(&line).expect("JSON-RPC"));
+            }
+            // Counted before the first tool call: starting the daemon takes its start lock on
+            // a pool thread, once.
+            if message.contains("tools/list") {
+                threads = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+                    .unwrap()
+                    .map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).unwrap())
+                    .collect();
+            }
+        }
+        assert!(
+            answers[0]["result"]["serverInfo"].is_object(),
+            "{answers:?}"
+        );
+        assert!(
+            answers[1]["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty())
+        );
+        assert_eq!(answers[2]["result"]["isError"], false, "{answers:?}");
+        assert_eq!(threads.len(), 1, "sockets: {sockets}, threads: {threads:?}");
+        drop(input);
+        assert!(child.wait().unwrap().success(), "sockets: {sockets}");
+    }
+}

@@ -530,3 +530,50 @@ async fn passphrase_prompts_take_turns() {
     }
     mcp.close().await;
 }
+
+/// A master offers AES-GCM first where this CPU does AES in hardware (cheaper than
+/// ChaCha20-Poly1305 for bulk output), as long as the user's configuration leaves OpenSSH's
+/// cipher list as it is; a list the user chose is what the master offers.
+#[tokio::test]
+async fn the_master_prefers_aes_gcm_unless_the_configuration_chose_ciphers() {
+    let (env, mcp, session) = crate::connected_with(
+        &SshdOptions {
+            log_level: "DEBUG1",
+            ..SshdOptions::default()
+        },
+        &[],
+    )
+    .await;
+    let agreed = |env: &TestEnv| -> Vec<String> {
+        env.sshd
+            .log_text()
+            .lines()
+            .filter_map(|l| l.split("kex: client->server cipher: ").nth(1))
+            .map(|rest| rest.split(' ').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let aes = cpuinfo.lines().any(|l| {
+        (l.starts_with("flags") || l.starts_with("Features"))
+            && l.split_whitespace().any(|f| f == "aes")
+    });
+    let expected = if aes {
+        "aes128-gcm@openssh.com"
+    } else {
+        "chacha20-poly1305@openssh.com"
+    };
+    assert_eq!(agreed(&env), [expected]);
+    let r = mcp
+        .call("disconnect", json!({"session_id": session.0}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+
+    let config = std::fs::read_to_string(&env.sshd.ssh_config).unwrap();
+    std::fs::write(
+        &env.sshd.ssh_config,
+        format!("Ciphers aes256-ctr\n{config}"),
+    )
+    .unwrap();
+    connect(&mcp).await;
+    assert_eq!(agreed(&env), [expected, "aes256-ctr"]);
+}

@@ -25,6 +25,8 @@ pub struct SshdOptions {
     pub without_sudo: bool,
     /// sshd's AllowTcpForwarding: off, it refuses every port forward.
     pub tcp_forwarding: bool,
+    /// sshd's LogLevel: VERBOSE by default; DEBUG1 also logs each connection's cipher.
+    pub log_level: &'static str,
 }
 
 impl Default for SshdOptions {
@@ -35,6 +37,7 @@ impl Default for SshdOptions {
             extra_ports: 0,
             without_sudo: false,
             tcp_forwarding: true,
+            log_level: "VERBOSE",
         }
     }
 }
@@ -232,10 +235,11 @@ fn sshd_config(dir: &Path, n: usize, addr: &str, ports: &[u16], opts: &SshdOptio
          AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
-         MaxStartups 100:30:200\nLogLevel VERBOSE\nClientAliveInterval 15\nClientAliveCountMax 2\n\
+         MaxStartups 100:30:200\nLogLevel {level}\nClientAliveInterval 15\nClientAliveCountMax 2\n\
          AllowTcpForwarding {forwarding}\n",
         d = dir.display(),
         max = opts.max_sessions,
+        level = opts.log_level,
         forwarding = if opts.tcp_forwarding { "yes" } else { "no" },
     )
 }

@@ -13,6 +13,8 @@ pub struct Resolved {
     /// Whether the configuration already asks for keepalives; without them a dead link
     /// would only be noticed by TCP, minutes later.
     pub has_keepalive: bool,
+    /// The ciphers the configuration offers, in its order.
+    pub ciphers: Option<String>,
 }
 
 /// The arguments that make `ssh` address `target` (after any `-F`): shared by `ssh -G` and the
@@ -37,6 +39,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
     let mut port = None;
     let mut user = None;
     let mut has_keepalive = false;
+    let mut ciphers = None;
     for line in output.lines() {
         let Some((key, value)) = line.split_once(' ') else {
             continue;
@@ -46,6 +49,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
             "port" => port = value.parse().ok(),
             "user" => user = Some(value.to_string()),
             "serveraliveinterval" => has_keepalive = value != "0",
+            "ciphers" => ciphers = Some(value.to_string()),
             _ => {}
         }
     }
@@ -54,6 +58,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
         port: port?,
         user: user?,
         has_keepalive,
+        ciphers,
     })
 }
 

@@ -48,6 +48,7 @@ pub fn master_args(
     control_path: &Path,
     target: &ConnectTarget,
     add_keepalive: bool,
+    ciphers: Option<&str>,
     connect_timeout: Duration,
 ) -> Vec<OsString> {
     let mut args = config_args(ssh_config);
@@ -70,6 +71,9 @@ pub fn master_args(
     args.extend(["-o".into(), format!("ConnectTimeout={secs}").into()]);
     if add_keepalive {
         args.extend(KEEPALIVE.iter().map(OsString::from));
+    }
+    if let Some(ciphers) = ciphers {
+        args.extend(["-o".into(), format!("Ciphers={ciphers}").into()]);
     }
     args.extend(["-N".into(), "-f".into()]);
     args.extend(
@@ -261,6 +265,7 @@ mod tests {
             Path::new("/r/m/s1"),
             &target,
             true,
+            Some("aes128-gcm@openssh.com,aes128-ctr"),
             Duration::from_secs(30),
         );
         let args: Vec<String> = args
@@ -274,6 +279,7 @@ mod tests {
         );
         assert!(joined.contains("-o ConnectTimeout=30"));
         assert!(joined.contains("ServerAliveInterval=15"));
+        assert!(joined.contains("-o Ciphers=aes128-gcm@openssh.com,aes128-ctr -N"));
         assert!(joined.ends_with("-N -f -- box"), "{joined}");
     }
 

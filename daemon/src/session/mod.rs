@@ -2,6 +2,7 @@
 
 pub mod adopt;
 pub mod askpass;
+pub mod ciphers;
 pub mod identity;
 pub mod key;
 pub mod master;

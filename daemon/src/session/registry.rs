@@ -16,9 +16,9 @@ use sshmcp_proto::session::{
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::identity::{Word, check_word};
+use super::identity::{Resolved, Word, check_word};
 use super::master::{self, StartFailure};
-use super::{Session, identity, key, lost_error, record};
+use super::{Session, ciphers, identity, key, lost_error, record};
 use crate::config::Settings;
 use crate::local_process::ProcessId;
 use crate::mux;
@@ -214,7 +214,7 @@ impl Registry {
             session: session.clone(),
         };
         let (master_pid, remote) = self
-            .authenticate(&session, &req.target, resolved.has_keepalive, timeout)
+            .authenticate(&session, &req.target, &resolved, timeout)
             .await
             .inspect_err(|e| {
                 tracing::info!(session = %session.id, code = %e.code, "connect failed: {}", e.message);
@@ -292,7 +292,7 @@ impl Registry {
         &self,
         session: &Arc<Session>,
         target: &ConnectTarget,
-        has_keepalive: bool,
+        resolved: &Resolved,
         timeout: Duration,
     ) -> Result<(u32, RemoteFacts), DaemonError> {
         let closed = || {
@@ -306,7 +306,10 @@ impl Registry {
             self.settings.ssh_config.as_deref(),
             &session.host.control_path,
             target,
-            !has_keepalive,
+            !resolved.has_keepalive,
+            ciphers::preferred(resolved.ciphers.as_deref())
+                .await
+                .as_deref(),
             timeout,
         );
         let log = self

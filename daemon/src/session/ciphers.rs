@@ -1,0 +1,118 @@
+//! The cipher order a master offers: OpenSSH's own list with AES-GCM first, when the user's
+//! configuration leaves that list as it is and this CPU does AES in hardware.
+//!
+//! OpenSSH offers ChaCha20-Poly1305 first because it is fast everywhere in software. On a CPU
+//! with AES instructions (x86-64 for over a decade, ARMv8 with its crypto extension) AES-GCM
+//! costs less: on the testbed a command printing 10 MiB took 16 ms with it against 21 ms, as
+//! both ssh and sshd spend most of such a command encrypting and decrypting. The order keeps
+//! every cipher OpenSSH would offer, so a server without GCM still agrees on one; a list the
+//! user (or the system's ssh_config) chose is theirs and is left alone.
+
+use std::process::Stdio;
+
+use tokio::sync::OnceCell;
+
+/// The `Ciphers` value to give the master, or None to leave ssh's configuration in force.
+/// `effective` is the list `ssh -G` printed for the target.
+pub async fn preferred(effective: Option<&str>) -> Option<String> {
+    static DEFAULT: OnceCell<Option<String>> = OnceCell::const_new();
+    let default = DEFAULT
+        .get_or_init(|| async {
+            let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+            if hardware_aes(&cpuinfo) {
+                openssh_default().await
+            } else {
+                None
+            }
+        })
+        .await;
+    gcm_first(default.as_deref()?, effective?)
+}
+
+/// OpenSSH's built-in list: what `ssh -G` prints with no configuration file at all (it
+/// contacts nobody).
+async fn openssh_default() -> Option<String> {
+    let output = tokio::process::Command::new("ssh")
+        .args(["-F", "/dev/null", "-G", "-T", "sshmcp.invalid"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("ciphers "))
+        .map(str::to_string)
+}
+
+/// Whether `/proc/cpuinfo` lists AES instructions (`flags` on x86, `Features` on ARM).
+fn hardware_aes(cpuinfo: &str) -> bool {
+    cpuinfo.lines().any(|line| {
+        let (key, value) = line.split_once(':').unwrap_or((line, ""));
+        matches!(key.trim(), "flags" | "Features") && value.split_whitespace().any(|f| f == "aes")
+    })
+}
+
+/// `default` with its GCM ciphers moved to the front, when `effective` is `default` itself
+/// and the order changes.
+fn gcm_first(default: &str, effective: &str) -> Option<String> {
+    if effective != default {
+        return None;
+    }
+    let (gcm, rest): (Vec<&str>, Vec<&str>) = default
+        .split(',')
+        .partition(|cipher| cipher.ends_with("-gcm@openssh.com"));
+    let order = [gcm, rest].concat().join(",");
+    (order != default).then_some(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPENSSH_9: &str = "chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr,\
+                             aes128-gcm@openssh.com,aes256-gcm@openssh.com";
+
+    #[test]
+    fn the_default_list_gets_gcm_first_and_keeps_every_cipher() {
+        assert_eq!(
+            gcm_first(OPENSSH_9, OPENSSH_9).as_deref(),
+            Some(
+                "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,\
+                 aes128-ctr,aes192-ctr,aes256-ctr"
+            )
+        );
+    }
+
+    #[test]
+    fn a_configured_list_is_left_alone() {
+        assert_eq!(gcm_first(OPENSSH_9, "aes256-ctr"), None);
+        assert_eq!(
+            gcm_first(OPENSSH_9, &OPENSSH_9.replace("aes192-ctr,", "")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_list_without_gcm_or_with_it_first_is_not_reordered() {
+        assert_eq!(
+            gcm_first("aes128-ctr,aes256-ctr", "aes128-ctr,aes256-ctr"),
+            None
+        );
+        let first = "aes256-gcm@openssh.com,aes128-ctr";
+        assert_eq!(gcm_first(first, first), None);
+    }
+
+    #[test]
+    fn aes_is_found_on_x86_and_arm_and_not_in_other_words() {
+        assert!(hardware_aes(
+            "processor\t: 0\nflags\t\t: fpu sse2 aes avx2\n"
+        ));
+        assert!(hardware_aes("Features\t: fp asimd aes pmull sha1\n"));
+        assert!(!hardware_aes(
+            "flags\t\t: fpu sse2 vaes_like avx2\nmodel name\t: aes\n"
+        ));
+        assert!(!hardware_aes(""));
+    }
+}

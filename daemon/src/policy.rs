@@ -4,29 +4,12 @@
 //! it; `sshmcp daemon reload` and SIGHUP read it again.
 
 use serde::Deserialize;
-use sshmcp_proto::policy::{PolicyEntryView, PolicyReport};
+use sshmcp_proto::policy::{PolicyEntryView, PolicyReport, READ_ONLY_TOOLS};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-/// The tools a read-only host still serves: they change nothing on it. Everything else,
-/// tools added later included, is refused there.
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "connect",
-    "disconnect",
-    "session_list",
-    "stat",
-    "list_directory",
-    "read_file_range",
-    "download_start",
-    "command_status",
-    "command_list",
-    "task_status",
-    "transfer_status",
-    "transfer_list",
-    "transfer_cancel",
-    "forward_list",
-    "forward_stop",
-    "progress",
-];
+/// The daemon's own call behind exec's progress notifications: it reads, so a read-only
+/// host serves it with the tools of [`READ_ONLY_TOOLS`].
+const PROGRESS: &str = "progress";
 
 /// The daemon's methods that are no tool an agent calls, though `CAPABILITIES` names them.
 const NOT_TOOLS: &[&str] = &[
@@ -134,7 +117,7 @@ impl Policy {
         for entry in self.matching(target, server_host) {
             let rule = if entry.deny.iter().any(|d| d == tool) {
                 format!("deny = [\"{tool}\"]")
-            } else if entry.read_only && !READ_ONLY_TOOLS.contains(&tool) {
+            } else if entry.read_only && !READ_ONLY_TOOLS.contains(&tool) && tool != PROGRESS {
                 "read_only = true".to_string()
             } else if !entry.sudo && tool == "sudo_exec" {
                 "sudo = false".to_string()

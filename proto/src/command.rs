@@ -153,18 +153,21 @@ pub struct CommandKillRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KillResult {
-    /// Confirmed not running before any signal was sent.
+    /// Confirmed not running before any signal was sent: nothing sent (task_kill also answers
+    /// it for a PID that is not the task sshmcp launched, never signalling it).
     NotRunning,
     /// Confirmed terminated, by the signal or the SIGKILL fallback.
     Killed,
     /// Gone by the time the signal landed.
     AlreadyExited,
-    /// Still running after the signal (and SIGKILL when forced): not terminal.
+    /// Still running after the signal (and SIGKILL when forced): not terminal; call again
+    /// with `force: true`.
     FailedToKill,
-    /// The tracked process id is not a valid one (a command whose shell never reported it;
-    /// a task PID of 1 or below): nothing was signalled.
+    /// No valid process id to signal (a command whose shell ended without reporting one; a
+    /// task PID of 1 or below): nothing was signalled.
     InvalidPid,
-    /// The attempt itself failed: the real state is unknown.
+    /// The attempt itself failed: the real state is unknown; check command_status or
+    /// task_status.
     Error,
 }
 

@@ -85,15 +85,16 @@ pub struct StreamOutput {
     pub total_bytes: u64,
     /// True when bytes were left out between head and tail (see `omitted`).
     pub truncated: bool,
-    /// The byte range left out between head and tail, when truncated.
+    /// The byte range `data` does not hold: between head and tail when truncated; after a
+    /// hand-off, what was written beyond `next_offset`.
     pub omitted: Option<ByteRange>,
     /// Absolute local path of the complete stream, when `spool_output` was asked for.
     pub spool_path: Option<String>,
     /// True when the spool file stopped at the daemon's `max-spool-bytes`: it holds the
     /// stream's first bytes only.
     pub spool_truncated: bool,
-    /// Only after a hand-off: `data` holds this stream from byte 0 up to here (`omitted` is
-    /// what was written beyond it); pass it to `command_status` as the stream's offset.
+    /// Only after a hand-off: `data` holds this stream from byte 0 up to here; pass it to
+    /// `command_status` as the stream's offset.
     // Left out of JSON answers when absent (the shim drops them); bincode keeps every field.
     #[cfg_attr(feature = "schema", schemars(skip_serializing_if = "Option::is_none"))]
     pub next_offset: Option<u64>,

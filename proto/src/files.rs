@@ -116,6 +116,6 @@ pub struct PathChanged {
     #[serde(rename = "type")]
     pub file_type: crate::inspect::FileType,
     /// False only when make_directory found the directory already there (its mode is then
-    /// left as it is); always true for remove_path, copy_path and move_path.
+    /// left as it is).
     pub changed: bool,
 }

@@ -86,15 +86,15 @@ pub struct RemoteFacts {
 pub struct Connected {
     /// Public id of the new session.
     pub session_id: String,
-    /// Secret key of the session, returned only this once: keep it for every later call.
+    /// Secret key of the session: pass it with `session_id` to every later call.
     pub session_key: String,
-    /// The target as given: the alias, or `user@host[:port]`.
+    /// The target as given (the alias, or `user@host[:port]`), as session_list shows it.
     pub target: String,
     /// The server's effective host name (from the OpenSSH configuration), lower case.
     pub server_host: String,
     /// The server's effective port.
     pub server_port: u16,
-    /// Always `ready`.
+    /// `ready`: the session is usable now (session_list shows its later states).
     pub state: SessionState,
     /// Local pid of the session's OpenSSH master.
     pub master_pid: u32,
@@ -155,7 +155,7 @@ pub struct SessionSummary {
 pub struct Disconnected {
     /// The closed session's id.
     pub session_id: String,
-    /// Always `closed`.
+    /// `closed`: the session is gone and its key no longer works.
     pub state: SessionState,
 }
 

@@ -44,7 +44,8 @@ pub enum TaskState {
     Running,
     /// The task ended (or its PID now belongs to another process).
     Exited,
-    /// No task sshmcp launched as this user had this PID (or its files are gone).
+    /// No task sshmcp launched as this user had this PID (or its files are gone): check the
+    /// host and the user you connected as.
     NotFound,
 }
 

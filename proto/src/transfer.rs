@@ -69,14 +69,18 @@ impl TransferState {
     }
 }
 
-/// Why a transfer failed.
+/// Why the call did not happen (`ok: false`), or, in a report whose `state` is `failed`,
+/// why the copy failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TransferError {
-    /// A stable identifier: `transfer_failed`, `verification_failed`, `connection_lost`,
-    /// `invalid_remote_type` (the source stopped being a regular file), `local_path_exists`
-    /// or `remote_path_exists` (a file appeared at the destination during the copy, and was
-    /// left alone), `invalid_local_path` (the local destination's folder changed under it).
+    /// A stable identifier to act on. A failed copy's: `transfer_failed` (rsync or a disk
+    /// failed, the message says which: start the same transfer again to resume),
+    /// `verification_failed` (the source changed during the copy: copy a snapshot, then start
+    /// again), `connection_lost` (disconnect, connect, start again), `local_path_exists` or
+    /// `remote_path_exists` (a file appeared at the destination and was left alone: pass
+    /// `overwrite` if it may go), `invalid_remote_type` or `invalid_local_path` (a path
+    /// changed under the copy: check it).
     pub code: String,
     /// A short human explanation.
     pub message: String,
@@ -96,8 +100,7 @@ pub struct TransferReport {
     pub remote_path: String,
     /// `utf-8`, or `base64` when `remote_path` is the base64 of a path that is not UTF-8.
     pub remote_path_encoding: Encoding,
-    /// Where the transfer stands (see each value): poll until `completed`, `failed` or
-    /// `cancelled`.
+    /// Where the transfer stands (see each value).
     pub state: TransferState,
     /// Bytes copied so far (rsync's count; a resumed copy counts what it reused too).
     pub bytes_transferred: u64,
@@ -116,7 +119,7 @@ pub struct TransferReport {
     /// The published file's absolute path (local for a download, remote for an upload), once
     /// completed.
     pub final_path: Option<String>,
-    /// Present when `state` is `failed`.
+    /// Null unless `state` is `failed`: why the copy failed.
     pub error: Option<TransferError>,
     /// RFC 3339 UTC.
     pub started_at: String,

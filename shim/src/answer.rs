@@ -6,17 +6,17 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-/// The published output schema of a tool whose success fields are `T`.
+/// The published output schema of a tool whose success fields are `T` and whose failures
+/// are `E` (a transfer's report carries its copy's failure in the same place).
 #[derive(Serialize, JsonSchema)]
-pub struct Answer<T> {
+pub struct Answer<T, E = ErrorBody> {
     /// True on success (the result fields are present); false with `error` on failure.
     pub ok: bool,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub result: Option<T>,
-    /// With `ok: false`: why the call did not happen as asked. With `ok: true` it is only
-    /// present in a transfer's report whose `state` is `failed`: why the copy failed.
+    /// With `ok: false`: why the call did not happen; act on its `code`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorBody>,
+    pub error: Option<E>,
 }
 
 /// Why a call failed.
@@ -38,7 +38,7 @@ pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult 
 
 /// A successful answer.
 fn success<T: Serialize>(result: T) -> CallToolResult {
-    let answer = Answer {
+    let answer: Answer<T> = Answer {
         ok: true,
         result: Some(result),
         error: None,

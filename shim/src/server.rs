@@ -59,34 +59,40 @@ impl Shim {
                 None => "The local root is the daemon's default.".to_string(),
             },
         };
+        let read_only = sshmcp_proto::policy::READ_ONLY_TOOLS
+            .iter()
+            .map(|tool| format!("`{tool}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         format!(
             "sshmcp works on remote machines over SSH with the user's OpenSSH configuration, \
              keys and agent.\n\
              1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers a \
-             `session_id` and a `session_key`, shown once and never again: pass both to the session's tools. \
-             2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
+             `session_id` and a `session_key`, shown only this once: pass both to the session's \
+             tools. 2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
              `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root. \
              3) `disconnect` when done; `session_list` shows every session.\n\
-             Failures (`ok: false`) carry a stable `error.code` to act on; any session tool \
+             Failures (`ok: false`) carry a stable `error.code` to act on. Any session tool \
              may answer `session_not_found` or `invalid_session_key` (a wrong id or key; a \
-             lost key is never shown again: connect anew), `session_not_ready` (retry \
-             shortly) or `connection_lost` (read your command handles, then disconnect and \
-             connect again). Any tool, `connect` included, may answer `policy_denied`: the \
-             user forbids that tool on that host (a read-only host allows only `stat`, \
-             `list_directory`, `read_file_range`, `download_start`, `disconnect` and the \
-             status, list and cancel tools: no command, kill, file change, upload or \
-             forward). Do not retry or work around it (such as `sudo` through `exec`): ask \
-             the user.\n\
+             lost key is never shown again: `disconnect` that session, which needs no key, \
+             then connect again), `session_not_ready` (retry shortly) or `connection_lost` \
+             (read your command handles, then disconnect and connect again). Any tool may \
+             answer `policy_denied`: the user forbids it on that host. Do not retry or work \
+             around it (such as `sudo` through `exec`): ask the user. A read-only host keeps \
+             only {read_only}.\n\
              Long work (clients often give up on a call after a minute): `exec` with \
              `handoff_after` when a command may be slow, `command_start` when it surely is, \
              then `command_status`; `task_launch` for a process that must outlive the \
              session.\n\
              Files: `stat`, `list_directory`, `read_file_range` to look; `write_file`, \
-             `edit_file` and the path tools to change; `download_start` / `upload_start` to \
-             copy whole files between the host and the local root. Ports: `forward_start`.\n\
-             Limits (defaults): one session per server, 32 sessions; commands up to 1 MiB \
-             and 60 s (`timeout` up to 86400); 64 KiB of each output stream per answer, up \
-             to 1 GiB for a handle; 4 transfers per session.\n{root}"
+             `edit_file`, `make_directory`, `copy_path`, `move_path`, `remove_path` to change; \
+             `download_start` / `upload_start` to copy whole files between the host and the \
+             local root. Ports: `forward_start`.\n\
+             Limits (defaults): one session per server, 32 sessions; 8 channels per session, \
+             shared by running commands and transfers; commands up to 1 MiB; `exec` and \
+             `sudo_exec` stop a command after 60 s (`timeout` up to 86400); each answer keeps \
+             64 KiB of each output stream, a command handle up to 1 GiB per stream; 4 \
+             transfers per session.\n{root}"
         )
     }
 }

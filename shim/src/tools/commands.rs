@@ -35,7 +35,8 @@ pub struct CommandStartArgs {
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs.
     pub command: String,
-    /// Remote working directory for this command only; an error if it does not exist.
+    /// Remote working directory for this command only: absolute, or relative to the login
+    /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
     pub cwd: Option<String>,
     /// Hard runtime limit in seconds (0.1..86400): then the whole process group is
     /// terminated and the status is `timed_out`. Default: no limit.
@@ -105,17 +106,19 @@ pub struct CommandListArgs {
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
     /// Start a /bin/sh command that will outlast a tool call and return its `handle_id` as
-    /// soon as it started. It runs as the
-    /// login user as `exec` does (no TTY, empty stdin, its own process group), but apart from
-    /// this call: follow it with `command_status`, stop it with `command_kill`. Its stdout
-    /// and stderr are kept whole in local files (up to the daemon's max-spool-bytes, 1 GiB by
-    /// default, per stream), deleted with the handle. Handles belong to this session and end
-    /// with it: `disconnect` kills their commands and deletes their output. Use it for a
-    /// build, a test suite or a dev server you stop before disconnecting; `exec` with
-    /// `handoff_after` for a command that is usually quick; `task_launch` for a process that
-    /// must survive a disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
-    /// `remote_path_not_found` (cwd), `invalid_command` (too long, NUL byte),
-    /// `invalid_arguments` (timeout out of range), `invalid_local_path` (the local files),
+    /// soon as it started. It runs as the login user as `exec` does (no TTY, empty stdin, its
+    /// own process group), but apart from this call: follow it with `command_status`, stop it
+    /// with `command_kill`. Its stdout and stderr are kept whole in files under the local
+    /// root (up to the daemon's max-spool-bytes, 1 GiB by default, per stream), deleted with
+    /// the handle: when it leaves the history (the last 100 ended handles), or at
+    /// `disconnect`, which also kills the session's running commands. Use it for a build, a
+    /// test suite or a dev server you stop before disconnecting; `exec` with `handoff_after`
+    /// for a command that is usually quick; `task_launch` for a process that must survive a
+    /// disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
+    /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
+    /// (too long, NUL byte: upload a script and run that), `invalid_arguments` (timeout out
+    /// of range), `invalid_local_path` (the local root cannot hold the output files: tell
+    /// the user),
     /// `internal_error` (it did not start within 25 s: running commands and transfers hold all
     /// 8 of the session's channels, or the remote login shell did not finish; nothing ran:
     /// wait for one to end, or kill one, then retry).
@@ -151,12 +154,10 @@ impl Shim {
     }
 
     /// Check a command handle (from command_start or a handed-off exec) and read its
-    /// output: its status, exit code, and for each stream a piece of the complete output with
-    /// `offset`, `next_offset` and `total_bytes`. To read everything without gaps or
-    /// repeats, pass each stream's `next_offset` back as `stdout_offset` / `stderr_offset`;
-    /// without an offset you get the stream's last 4096 bytes (a cheap look at progress).
-    /// `wait_seconds` long-polls: the answer comes when the command ends or the wait is over,
-    /// so wait (staying below your client's call limit) rather than poll in a tight loop.
+    /// output. To read everything without gaps or repeats, pass each stream's `next_offset`
+    /// back as `stdout_offset` / `stderr_offset`; without an offset you get the stream's last
+    /// 4096 bytes (a cheap look at progress). Long-poll with `wait_seconds` rather than
+    /// calling in a tight loop.
     /// Works on ended handles, and on a session that answers `connection_lost`: read what you
     /// need before `disconnect`, which deletes the handle and its output. Errors:
     /// `command_not_found` (not a handle of this session: see command_list; a task's PID
@@ -203,22 +204,16 @@ impl Shim {
         )
     }
 
-    /// Terminate a running command by its handle ID (`handle_id`, also returned as `id`, from
-    /// command_start or a handed-off exec/sudo_exec; for a task_launch PID use task_kill). It
-    /// looks the handle up in this session's command history, not by raw PID: a handle of
-    /// another session, or of one since disconnected, is `command_not_found`. Before sending
-    /// anything it checks on the host whether the command's process group still runs; then
-    /// it signals the whole group (as root for a sudo_exec handle). If `force` and the group
-    /// has not exited after `wait_seconds`, it sends SIGKILL. `result`: `not_running`
-    /// (confirmed not running before any signal: nothing sent), `killed` (confirmed
-    /// terminated, by the signal or the SIGKILL fallback), `already_exited` (gone by the time
-    /// the signal landed), `failed_to_kill` (still running: not terminal; call again with
-    /// `force: true`), `invalid_pid` (the command ended without ever reporting a valid
-    /// PID: nothing sent), `error` (the attempt itself failed; the real state is unknown:
-    /// check command_status).
-    /// `force_kill_used` is true iff the SIGKILL fallback was attempted, whether or not it
-    /// worked. After `killed`, `already_exited` or `not_running`, command_status reports
-    /// `killed` for this handle (an exit code it had stays shown).
+    /// Terminate a running command by its handle (`handle_id` from command_start or a
+    /// handed-off exec/sudo_exec; for a task_launch PID use task_kill). The handle is looked up
+    /// in this session's command history, never as a raw PID. Before sending anything it
+    /// checks on the host whether the command's process group still runs; then it signals the
+    /// whole group (as root for a sudo_exec handle), and with `force` sends SIGKILL if the
+    /// group has not exited after `wait_seconds`. `result` says what happened (each value is
+    /// described there). After `killed`, `already_exited` or `not_running`, command_status
+    /// reports `killed` for this handle (an exit code it had stays shown). Errors:
+    /// `command_not_found` (not a handle of this session, or of one since disconnected: see
+    /// command_list), `invalid_arguments` (`signal` or `wait_seconds` out of range).
     #[tool(
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),
@@ -252,9 +247,8 @@ impl Shim {
         )
     }
 
-    /// List this session's command handles, newest first (every running one and the last 100
-    /// ended), each with a one-line preview of its command, status and exit code. Use it to
-    /// find a handle you lost track of; read output with command_status. Works on a session
+    /// List this session's command handles. Use it to find a handle you lost track of; read
+    /// output with command_status. Works on a session
     /// that answers `connection_lost`. Tasks from task_launch are not listed.
     #[tool(
         input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),

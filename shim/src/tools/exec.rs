@@ -29,13 +29,15 @@ pub struct ExecArgs {
     /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs (a
     /// syntax error anywhere, such as an unterminated here-document, runs nothing).
     pub command: String,
-    /// Remote working directory for this call only; an error if it does not exist.
+    /// Remote working directory for this call only: absolute, or relative to the login
+    /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
     pub cwd: Option<String>,
     /// Seconds before the remote process group is terminated (0.1..86400); default 60, or
     /// no limit with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
-    /// Also write the complete streams to files under the local root and return their paths.
+    /// Also write the complete streams to files under the local root and return their
+    /// paths; default false.
     pub spool_output: Option<bool>,
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
     /// still runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid`
@@ -56,13 +58,16 @@ pub struct SudoExecArgs {
     pub session_key: String,
     /// Shell text for root's bash, at most 1048576 bytes, parsed whole before any of it runs.
     pub command: String,
-    /// Remote working directory for this call only; an error if it does not exist.
+    /// Remote working directory for this call only: absolute, or relative to the login
+    /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
     pub cwd: Option<String>,
-    /// Seconds before the remote process group is terminated (0.1..86400); default 60.
+    /// Seconds before the remote process group is terminated (0.1..86400); default 60, or
+    /// no limit with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
-    /// Seconds (1..86400): if the command still runs then, answer at once as a command
-    /// handle, as for exec (`timeout` then defaults to no limit).
+    /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
+    /// still runs then, the answer comes at once as a command handle, as for exec; a
+    /// `timeout` at or below it means no hand-off.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
@@ -175,24 +180,23 @@ pub(crate) async fn unless_cancelled<T>(
 
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
-    /// Run one non-interactive /bin/sh command on the session's host (no TTY, empty stdin: use
-    /// `sudo -n`, a password prompt fails) and return its exit code and separate
-    /// stdout/stderr. Each stream keeps at most the daemon's output cap (64 KiB by default,
-    /// half head, half tail); `spool_output` keeps everything in local files. No shell state
-    /// persists between calls; use `cwd` for the directory. Up to 8 commands run at once on
-    /// one session (its channels, shared with handles and transfers); more wait for one. `ok: true` means the command ran: read `exit_code`. A timeout, or
-    /// cancelling the call, kills the command's whole process group (TERM, then KILL).
-    /// It answers when /bin/sh exits; background jobs still holding its output are killed at
-    /// the timeout (use `task_launch` for a process that must keep running). Many clients give
-    /// up on a call after about a minute and the result is lost with it, so when a command
-    /// might be slow (builds, tests, upgrades) pass `handoff_after` (e.g. 30): a command still
-    /// running then is answered at once with `handed_off: true` and runs on as a command
-    /// handle that `command_status` follows, nothing lost. For work known to be long use
-    /// `command_start`; to read or
-    /// change files use the file tools, not `cat` or `echo`. Errors: `remote_path_not_found`
-    /// (cwd), `invalid_command` (over 1 MiB, or a NUL byte),
-    /// `invalid_local_path` (the local files for `spool_output` or a hand-off),
-    /// `invalid_arguments` (a value out of range).
+    /// Run one non-interactive /bin/sh command on the session's host and return its exit code
+    /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code`. No TTY
+    /// and an empty stdin (a password prompt fails; for root use sudo_exec). No shell state
+    /// persists between calls: use `cwd`, not `cd`. Each stream keeps at most the daemon's
+    /// output cap (64 KiB by default, half head, half tail); `spool_output` keeps everything
+    /// in local files. Up to 8 commands run at once on one session (its channels, shared with
+    /// handles and transfers); more wait for one, and one still waiting at its `timeout`
+    /// answers `timed_out: true` without having run. A timeout, or cancelling the call,
+    /// kills the command's whole process group (TERM, then KILL); background jobs still
+    /// holding its output are killed then too (use task_launch for a process that must keep
+    /// running). Clients often give up on a call after about a minute, losing its result:
+    /// when a command may be slow (builds, tests, upgrades) pass `handoff_after`; for work
+    /// known to be long use command_start. To read or change files use the file tools, not
+    /// `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing: check it with
+    /// stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with upload_start
+    /// and run that), `invalid_local_path` (the local root cannot hold the spool or hand-off
+    /// files: tell the user), `invalid_arguments` (a value out of range).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),
@@ -236,8 +240,8 @@ impl Shim {
     /// sudoers denies that program; a narrower `sudo -n CMD` through `exec` may still be
     /// allowed), `sudo_unavailable` (no sudo on the host); the message quotes sudo.
     /// `policy_denied`: the user forbids root on this host; do not try `sudo` through `exec`,
-    /// ask the user. Also exec's:
-    /// `remote_path_not_found` (cwd), `invalid_command`, `invalid_arguments`.
+    /// ask the user. Also exec's `remote_path_not_found` (cwd), `invalid_command`,
+    /// `invalid_local_path` (hand-off files) and `invalid_arguments`.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

@@ -84,7 +84,7 @@ pub struct EditArgs {
 
 #[tool_router(router = files_router, vis = "pub(crate)")]
 impl Shim {
-    /// Write a whole file (at most 1 MiB) on the remote host, atomically: the content travels
+    /// Write a whole file on the remote host, atomically: the content travels
     /// as data (no shell, no quoting) into a temporary file renamed over the target, so a
     /// reader sees the old file or the new one, never half. An existing file keeps its mode
     /// and owner (not its ACLs or extended attributes). Use it instead of `exec` with
@@ -97,7 +97,7 @@ impl Shim {
     /// `invalid_remote_type` (the path is a symlink, whose target you can write instead:
     /// `stat` gives `link_target`, or no regular file), `remote_permission_denied` (no write
     /// access to the directory, or another user's file, whose owner would change),
-    /// `invalid_arguments` (over 1 MiB: nothing is written).
+    /// `invalid_arguments` (`content` too large: nothing is written; use upload_start).
     #[tool(
         input_schema = schema_for_input::<WriteArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileWritten>>(),
@@ -157,23 +157,20 @@ impl Shim {
         )
     }
 
-    /// Replace an exact piece of text in a remote text file, atomically: `old_text` (no
-    /// pattern; whitespace and line ends must match) must occur exactly once unless
-    /// `replace_all: true`. The edit happens on the host in one step (files up to 64 MiB);
-    /// the result is renamed over the file, keeping its mode and owner, so a reader never
-    /// sees half of it, and a file changed by someone else during the edit is never
-    /// overwritten (`file_changed`). Pass the `sha256` from your last write_file or
-    /// edit_file (or `sha256sum` through `exec`) as `expected_sha256` to edit only if nobody
-    /// changed the file since you read it. Use it instead of `sed -i` through `exec`. Acts as
-    /// the session's user, never sudo: a root-owned file needs `sudo_exec`. Errors:
-    /// `edit_no_match` (read the file again and
+    /// Replace an exact piece of text in a remote text file, atomically: `old_text` must
+    /// occur exactly once unless `replace_all: true`. The edit happens on the host in one
+    /// step; the result is renamed over the file, keeping its mode and owner, so a reader
+    /// never sees half of it, and a file changed by someone else during the edit is never
+    /// overwritten (`file_changed`). Use it instead of `sed -i` through `exec`; to replace a
+    /// whole file or make a new one, use write_file. Acts as the session's user, never sudo:
+    /// a root-owned file needs `sudo_exec`. Errors: `edit_no_match` (read the file again and
     /// copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding
-    /// lines, or `replace_all`), `file_changed` (someone changed the
-    /// file since your hash: read it again and redo the edit), `remote_path_not_found`,
-    /// `invalid_remote_type` (the path is a symlink, whose target
-    /// you can edit instead: `stat` gives `link_target`; no regular file; or NUL bytes in
-    /// it), `remote_permission_denied` (no write access to the directory, or another user's
-    /// file), `invalid_arguments`.
+    /// lines, or `replace_all`), `file_changed` (someone changed the file since your hash:
+    /// read it again and redo the edit), `remote_path_not_found` (check the path with stat),
+    /// `invalid_remote_type` (the path is a symlink, whose target you can edit instead:
+    /// `stat` gives `link_target`; no regular file; or NUL bytes in it),
+    /// `remote_permission_denied` (no write access to the directory, or another user's
+    /// file), `invalid_arguments` (a text or the file over its limit: nothing changed).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

@@ -38,7 +38,7 @@ pub struct ForwardStartArgs {
     /// (`socks5h://127.0.0.1:<listen_port>`, so names resolve on the host).
     pub kind: ForwardKind,
     /// The port to listen on: here, or on the host for `remote`. 0 (the default) picks a free
-    /// one, given in the answer; below 1024 needs root on that side.
+    /// one, given in the answer.
     pub listen_port: Option<u16>,
     /// Where to listen: `127.0.0.1` (default), `::1` or `localhost`. Other addresses only if
     /// the user started the daemon with `--allow-public-forwards` (else `forward_not_allowed`).
@@ -149,7 +149,7 @@ impl Shim {
     /// (connections already made through it may finish). Answer: the forward as it was.
     /// Errors: `forward_not_found` (not a forward of this session: see forward_list),
     /// `forward_failed` (the SSH connection could not close it: `disconnect` closes every
-    /// forward of the session). Stop forwards you no longer need.
+    /// forward of the session).
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),

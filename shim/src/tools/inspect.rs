@@ -97,10 +97,10 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
-    /// Describe one remote path: its type, size, permissions, owner and times, and a
-    /// symlink's target. A fixed program runs on the host (GNU `stat`; no SFTP needed) with
-    /// the path as data, so any bytes in it are safe: no quoting. Use it to check that a path
-    /// exists and what it is before acting on it; read-only. Errors: `remote_path_not_found`
+    /// Describe one remote path: what it is, its size, permissions, owner and times, and a
+    /// symlink's target. The path travels as data, so any bytes in it are safe (no
+    /// quoting). Use it to check that a path exists and what it is before acting on it;
+    /// read-only. Errors: `remote_path_not_found`
     /// (nothing there, a parent is not a directory, or a symlink loop),
     /// `remote_permission_denied` (a parent directory is not searchable by the session's
     /// user: `sudo_exec` can look as root), `internal_error` naming GNU coreutils when the
@@ -130,13 +130,12 @@ impl Shim {
     }
 
     /// List one remote directory's entries, a page at a time, sorted by name bytes (`.` and
-    /// `..` left out): each entry's name, its full `path` (give `path` and `path_encoding` to
-    /// stat or read_file_range unchanged; base64 when not UTF-8), type, size, mode, mtime and
-    /// symlink target. When `truncated`, call again with `offset` + the entries returned
-    /// until it is false. Pages are read fresh, not a snapshot: entries added or removed
-    /// between calls shift later pages. Not recursive (use exec with `find` for a tree).
+    /// `..` left out); give an entry's `path` and `path_encoding` to stat or read_file_range
+    /// unchanged. Pages are read fresh, not a snapshot: entries added or removed between
+    /// calls shift later pages. Not recursive (use exec with `find` for a tree).
     /// Prefer it to parsing `ls` through exec; read-only. Errors: `invalid_remote_type` (not
-    /// a directory: use stat), `remote_path_not_found`, `remote_permission_denied` (not
+    /// a directory: use stat), `remote_path_not_found` (check the path with stat),
+    /// `remote_permission_denied` (not
     /// readable or not searchable by the session's user: `sudo_exec` can list as root),
     /// `internal_error` naming GNU findutils when the host lacks them (use `exec`).
     #[tool(
@@ -168,16 +167,14 @@ impl Shim {
 
     /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
     /// `offset`. For a large whole file use download_start instead. To read a whole file,
-    /// call again at `offset` + `bytes_read` until `eof` is true (only `eof` means done; `file_size` is 0 for many /proc files). Each range is
-    /// encoded on its own (utf-8, or base64 when its bytes are not valid UTF-8, as when a
-    /// range cuts a character): decode each before joining. Use exec instead for lines,
+    /// call again at `offset` + `bytes_read` until `eof` is true. Use exec instead for lines,
     /// searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle of
     /// output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:
-    /// list_directory for a directory), `remote_path_not_found`, `remote_permission_denied`
-    /// (the session's user may not read it: as root, `sudo_exec` with
-    /// `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a block
-    /// comes back short; `cat` would lose the middle of a large file), `internal_error`
-    /// naming GNU coreutils when the host lacks them (use `exec`).
+    /// list_directory for a directory), `remote_path_not_found` (check the path with stat),
+    /// `remote_permission_denied` (the session's user may not read it: as root, `sudo_exec`
+    /// with `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a
+    /// block comes back short), `internal_error` naming GNU coreutils when the host lacks
+    /// them (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -66,12 +66,13 @@ pub struct CopyMoveArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// The path to copy or move: a file, a symlink (as the link) or a whole directory;
-    /// absolute, or relative to the login directory (`~` is not expanded).
+    /// What to copy or move: a file, a symlink (as the link) or a whole directory;
+    /// absolute, or relative to the login directory (`~` is not expanded); any bytes but NUL.
     pub source: String,
     /// `utf-8` (default), or `base64` when `source` is the base64 of the path's bytes.
     pub source_encoding: Option<Encoding>,
-    /// The new path itself (not a directory to put it in): `/srv/app/new.conf`.
+    /// The new path itself, not a directory to put it in (`/srv/app/new.conf`): absolute, or
+    /// relative to the login directory (`~` is not expanded); any bytes but NUL.
     pub destination: String,
     /// `utf-8` (default), or `base64` when `destination` is the base64 of the path's bytes.
     pub destination_encoding: Option<Encoding>,
@@ -98,12 +99,12 @@ fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
 
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
-    /// Make a directory on the remote host (with its missing parents unless `parents:
-    /// false`). A directory already there is no error: the answer says `changed: false`.
-    /// Before a write, write_file's `create_dirs` does this itself.
-    /// Acts as the session's user, never sudo (root's paths need `sudo_exec`).
-    /// Answer: `path`, `type`, `changed`. Errors: `remote_path_exists` (something else is
-    /// there), `remote_path_not_found` (a parent is missing and `parents` is false),
+    /// Make a directory on the remote host, with its missing parents unless `parents:
+    /// false`. A directory already there is no error (`changed: false`). Before a write,
+    /// write_file's `create_dirs` does this itself. Acts as the session's user, never sudo
+    /// (root's paths need `sudo_exec`). Errors: `remote_path_exists` (something that is no
+    /// directory is there: stat it, then remove it or pick another path),
+    /// `remote_path_not_found` (a parent is missing and `parents` is false),
     /// `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<MakeDirectoryArgs>().expect("object schema"),
@@ -140,9 +141,10 @@ impl Shim {
 
     /// Remove a remote file, symlink (the link, not its target) or empty directory; a
     /// directory with contents only with `recursive: true` (everything in it goes, for
-    /// good). Acts as the session's user, never sudo (root's paths need `sudo_exec`). Answer: `path`, `type` (what was
-    /// removed), `changed`. Errors: `remote_path_not_found`, `invalid_arguments` (the
-    /// directory is not empty: pass `recursive: true`), `remote_permission_denied`.
+    /// good). The path is taken literally: no wildcards. Acts as the session's user, never
+    /// sudo (root's paths need `sudo_exec`). Errors: `remote_path_not_found` (already gone:
+    /// nothing to do), `invalid_arguments` (the directory is not empty: pass `recursive:
+    /// true`), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),
@@ -171,11 +173,14 @@ impl Shim {
     }
 
     /// Copy a remote file, symlink or whole directory to a new path on the same host
-    /// (`cp -a`: modes, times and links kept). `destination` is the copy's own path. Acts as
-    /// the session's user, never sudo (root's paths need `sudo_exec`). Answer:
-    /// `path` (the destination), `type`, `changed`. Errors: `remote_path_not_found` (the
-    /// source, or the destination's directory), `remote_path_exists` (pass `overwrite: true`
-    /// to replace a file; a directory is never replaced), `remote_permission_denied`.
+    /// (`cp -a`: modes, times and links kept); `destination` is the copy's own path. The copy
+    /// is made under a temporary name beside the destination, then moved into place, so a
+    /// failed one leaves nothing behind; the host gets 300 s. Acts as the session's user,
+    /// never sudo (root's paths need `sudo_exec`). Between the host and this machine use
+    /// download_start / upload_start; a tree that takes longer needs command_start with
+    /// `cp -a`. Errors: `remote_path_not_found` (the source, or the destination's
+    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` to
+    /// replace a file; a directory is never replaced), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),
@@ -195,12 +200,14 @@ impl Shim {
         )
     }
 
-    /// Move or rename a remote file, symlink or directory to a new path on the same host.
-    /// Without `overwrite` it never replaces anything, even a file created at that moment.
-    /// Acts as the session's user, never sudo (root's paths need `sudo_exec`). Answer: `path` (the destination), `type`,
-    /// `changed`. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` to
-    /// replace a file; a directory is never replaced), `remote_permission_denied`.
+    /// Move or rename a remote file, symlink or directory to a new path on the same host:
+    /// one atomic rename within a file system (across file systems `mv` copies, then removes
+    /// the source). Without `overwrite` it never replaces anything. Acts as the session's
+    /// user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
+    /// use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the
+    /// destination's directory: make_directory it first), `remote_path_exists` (pass
+    /// `overwrite: true` to replace a file; a directory is never replaced),
+    /// `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),

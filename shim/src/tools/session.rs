@@ -31,7 +31,8 @@ pub struct ConnectArgs {
     /// SSH port (with `host`); default 22.
     #[schemars(range(min = 1))]
     pub port: Option<u16>,
-    /// Seconds allowed for connecting and authenticating (1..3600); default 60.
+    /// Seconds allowed for connecting and authenticating (1..3600); default 60. Keep it below
+    /// your client's call limit.
     #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
@@ -84,8 +85,11 @@ impl Shim {
     /// accepted. Errors: `already_connected` (the message names the session: use it if you
     /// hold its key; if `session_list` shows it `lost`, disconnect it and connect again;
     /// otherwise another agent may be using it: ask the user), `session_limit_reached`
-    /// (the daemon's max-sessions, 32 by default: disconnect a session you no longer need), `connection_start_failed` (authentication,
-    /// host key or network: tell the user the message; retrying will not help).
+    /// (the daemon's max-sessions, 32 by default: disconnect a session you no longer need),
+    /// `connection_start_failed` (authentication, host key or network, or `connect_timeout`
+    /// ran out: tell the user the message; retrying will not help), `invalid_arguments`
+    /// (`alias` mixed with `host`, `user` or `port`, or a name with characters no host or
+    /// user has).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),

@@ -31,7 +31,8 @@ pub struct TaskLaunchArgs {
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1048576 bytes.
     pub command: String,
-    /// Remote working directory for the task; an error if it does not exist.
+    /// Remote working directory for the task: absolute, or relative to the login directory
+    /// (`~` is not expanded); `remote_path_not_found` if it does not exist.
     pub cwd: Option<String>,
 }
 
@@ -58,7 +59,7 @@ pub struct TaskKillArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// The task's PID, from task_launch.
+    /// The task's PID, from task_launch (above 1).
     pub pid: i64,
     /// Signal number sent to the task's whole process group (1..64); default 15 (TERM).
     #[schemars(range(min = 1, max = 64))]
@@ -86,10 +87,10 @@ impl Shim {
     /// process group, stdin from /dev/null, with no time limit; stdout and stderr go to log
     /// files private to the remote user (`<home>/.sshmcp/tasks/PID.out` and `.err`, absolute
     /// paths returned; never removed by sshmcp). It records its exit status when it ends.
-    /// Keep the `pid`: nothing lists tasks, and task_status and task_kill take it, from any
-    /// session to this host as this user. Use `command_start` instead for work you follow
+    /// Keep the `pid`: nothing lists tasks. Use `command_start` instead for work you follow
     /// and stop within this session (output kept locally, killed on disconnect). Errors:
-    /// `remote_path_not_found` (cwd), `invalid_command` (over 1 MiB, or a NUL byte),
+    /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
+    /// (over 1 MiB, or a NUL byte: upload a script and run that),
     /// `internal_error` (no writable ~/.sshmcp/tasks, or no setsid on the host: tell the
     /// user). task_status with the `pid` confirms it runs.
     #[tool(
@@ -122,9 +123,8 @@ impl Shim {
     /// Check a task from task_launch by its `pid` (for a command handle use command_status):
     /// whether it runs, its recorded exit status, its log paths, and each log's size and last
     /// `tail_bytes` (read more with read_file_range on the log path). A PID since reused by
-    /// another process shows `exited`, never that process; `not_found` means no task of this
-    /// user had this PID on this host (check the host and the user you connected as).
-    /// Errors: `invalid_arguments` (`tail_bytes` out of range).
+    /// another process is never taken for the task (see `state`). Errors:
+    /// `invalid_arguments` (`tail_bytes` out of range).
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -156,11 +156,10 @@ impl Shim {
     /// command_kill). It first checks on the host that the PID is still the task sshmcp
     /// launched (its start time matches): any other PID, one since reused by another process
     /// or a command handle's included, answers `not_running` and is never signalled (which
-    /// says nothing about whether such a process runs). Then it works as command_kill does:
-    /// the signal to the task's whole process group, SIGKILL after `wait_seconds` when
-    /// `force`, the same `result` values and `force_kill_used`; `invalid_pid` for a PID of 1
-    /// or below; after `error` (the attempt failed, the state is unknown) check with
-    /// task_status. Errors: `invalid_arguments` (a value out of range).
+    /// then says nothing about whether such a process runs). Then it works as command_kill
+    /// does: the signal to the task's whole process group, SIGKILL after `wait_seconds` when
+    /// `force`, the same `result` values and `force_kill_used`. Errors: `invalid_arguments`
+    /// (`signal` or `wait_seconds` out of range).
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

@@ -12,7 +12,9 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::inspect::RemotePath;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
+use sshmcp_proto::transfer::{
+    TransferError, TransferList, TransferReport, TransferRequest, TransferStartRequest,
+};
 
 use super::inspect::remote_path;
 use crate::answer::{self, Answer};
@@ -56,7 +58,7 @@ pub struct UploadArgs {
     pub local_path: String,
     /// The file to write on the host, e.g. `/srv/app/app.tar.gz`: a file path, not a
     /// directory (`/srv/app/` is `invalid_arguments`). Absolute, or relative to the login
-    /// directory (`~` is not expanded); any bytes but NUL. Its directory must exist.
+    /// directory (`~` is not expanded); any bytes but NUL.
     pub remote_path: String,
     /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
     pub remote_path_encoding: Option<Encoding>,
@@ -119,26 +121,24 @@ impl Shim {
 
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
-    /// Download one remote regular file into the local root, as a background job: it returns
-    /// at once with an `operation_id` (keep it) and `state` `queued` or `running`; poll
-    /// `transfer_status` every 2-5 s until `completed`, `failed` or `cancelled`. rsync copies
-    /// over the session's own SSH connection (never a new login) into a private partial file;
-    /// before the file appears at `local_path` both ends are hashed (SHA-256) and must agree,
-    /// and it appears whole, at once. Resume a failed or cancelled copy by calling
-    /// download_start again with the same `remote_path` and `local_path` (a new
-    /// `operation_id`; `reused_bytes` shows what was kept). Use it for files of any size
-    /// instead of printing them with `exec` or reading them with `read_file_range`. Never
-    /// uses sudo: copy a root-only file somewhere readable with `sudo_exec` first. A file
-    /// that changes during the copy (a live log) ends `verification_failed`: copy a snapshot
-    /// (`cp`) first. `disconnect` cancels running transfers. Errors: `invalid_local_path`
-    /// (escapes the local root), `local_path_exists` (pass `overwrite: true`),
-    /// `invalid_remote_type` (not a regular file), `remote_path_not_found`,
-    /// `remote_permission_denied`, `transfer_conflict` (another transfer writes that
-    /// destination), `transfer_limit_reached` (the daemon's
-    /// max-transfers, 4 by default, run on this session: wait for one to end).
+    /// Download one remote regular file into the local root as a background job: it answers
+    /// at once with an `operation_id` (keep it); poll `transfer_status` every 2-5 s until
+    /// `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
+    /// connection (never a new login) into a private partial file; the file appears at
+    /// `local_path` whole, and only once both ends' SHA-256 agree. Calling it again with the
+    /// same `remote_path` and `local_path` resumes a failed or cancelled copy. Use it for
+    /// files of any size instead of printing them with `exec` or paging them with
+    /// read_file_range. Never uses sudo. A file that changes during the copy (a live log)
+    /// ends `verification_failed`: copy a snapshot (`cp`) first. `disconnect` cancels running
+    /// transfers. Errors: `invalid_local_path` (escapes the local root),
+    /// `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a regular
+    /// file), `remote_path_not_found` (check the path with stat), `remote_permission_denied`
+    /// (copy the file somewhere readable with sudo_exec first), `transfer_conflict` (another
+    /// transfer writes that destination: wait for it, or pick another), `transfer_limit_reached`
+    /// (the daemon's max-transfers, 4 by default, run on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
         annotations(title = "Download a file", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -163,26 +163,26 @@ impl Shim {
         )
     }
 
-    /// Upload one local regular file (inside the local root) to the remote host, as a
-    /// background job: it returns at once with an `operation_id` (keep it) and `state`
-    /// `queued` or `running`; poll `transfer_status` every 2-5 s until `completed`, `failed`
-    /// or `cancelled`. rsync copies over the session's own SSH connection (never a new login)
-    /// into a hidden partial file beside the destination; before the file appears at
-    /// `remote_path` both ends are hashed (SHA-256) and must agree, and it appears whole, at
-    /// once (a file created there meanwhile is never replaced: the upload ends
-    /// `remote_path_exists`). Resume a failed or cancelled copy by
-    /// calling upload_start again with the same `local_path` and `remote_path` (a new
-    /// `operation_id`; `reused_bytes` shows what was kept). Use it instead of pasting file
-    /// contents into `exec`. Never uses sudo. `disconnect` cancels running transfers.
-    /// Errors: `invalid_local_path` (missing, not a regular file, or outside the local root),
-    /// `remote_path_exists` (pass `overwrite: true`), `invalid_remote_type` (the destination is
-    /// no regular file, or its parent no directory), `remote_path_not_found` (its directory
-    /// is missing: make it with make_directory), `remote_permission_denied`,
-    /// `transfer_conflict` (another transfer writes there), `transfer_limit_reached` (the daemon's
-    /// max-transfers, 4 by default, run on this session: wait for one to end).
+    /// Upload one regular file from the local root to the host as a background job: it
+    /// answers at once with an `operation_id` (keep it); poll `transfer_status` every 2-5 s
+    /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
+    /// connection (never a new login) into a hidden partial file beside the destination; the
+    /// file appears at `remote_path` whole, only once both ends' SHA-256 agree, and never
+    /// replaces a file created there meanwhile. Calling it again with the same `local_path`
+    /// and `remote_path` resumes a failed or cancelled copy. Use it for files of any size
+    /// instead of pasting contents into `exec`; a small text file is simpler with write_file.
+    /// Never uses sudo. `disconnect` cancels running transfers. Errors:
+    /// `invalid_local_path` (missing, not a regular file, or outside the local root),
+    /// `invalid_arguments` (`remote_path` ends in `/`: name the file), `remote_path_exists`
+    /// (pass `overwrite: true`), `invalid_remote_type` (the destination is no regular file, or
+    /// its parent no directory), `remote_path_not_found` (its directory is missing: make it
+    /// with make_directory), `remote_permission_denied` (upload somewhere writable, then move
+    /// it with sudo_exec), `transfer_conflict` (another transfer writes there: wait for it, or
+    /// pick another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run
+    /// on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
         annotations(title = "Upload a file", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -210,18 +210,13 @@ impl Shim {
 
     /// Where a transfer of this session stands, from its `operation_id`: its state, progress,
     /// and once completed the verified `sha256` and the `final_path`. Poll it every 2-5 s
-    /// (`eta` says how long is left) until `completed`, `failed` or `cancelled`. What to do
-    /// with a `failed` report's `error.code`: `transfer_failed` (rsync or a disk failed: the
-    /// message says which; start the same transfer again to resume), `verification_failed`
-    /// (the source changed during the copy: copy a snapshot, then start again),
-    /// `connection_lost` (disconnect, connect, start again), `local_path_exists` or
-    /// `remote_path_exists` (a file appeared at the destination: pass `overwrite` if it may
-    /// go), `invalid_remote_type` or `invalid_local_path` (a path changed under the copy:
-    /// check it). Errors: `transfer_not_found` (not an operation of this session:
-    /// transfer_list shows them).
+    /// (`eta` says how long is left) until `completed`, `failed` or `cancelled`; a `failed`
+    /// report's `error.code` says what to do next (each code is described under `error`).
+    /// Errors: `transfer_not_found` (not an operation of this session: transfer_list shows
+    /// them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
         annotations(title = "Check a transfer", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -242,11 +237,12 @@ impl Shim {
 
     /// Stop a transfer of this session; only when the copy must not go on. Its partial file
     /// stays, so starting the same transfer again resumes. Answers the transfer's state (it
-    /// becomes `cancelled` a moment later; a transfer that already ended stays as it was).
-    /// Errors: `transfer_not_found` (not this session's: transfer_list shows them).
+    /// becomes `cancelled` a moment later: confirm with transfer_status; a transfer that
+    /// already ended stays as it was). Errors: `transfer_not_found` (not this session's:
+    /// transfer_list shows them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport>>(),
+        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
         annotations(title = "Cancel a transfer", read_only_hint = false,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]

@@ -39,7 +39,7 @@ pub struct CommandStartRequest {
 pub enum CommandState {
     /// Still running.
     Running,
-    /// Ended by itself: see `exit_code` (or `signal`).
+    /// Ended by itself: see `exit_code`.
     Completed,
     /// Its `timeout` ended it (the whole process group was terminated).
     TimedOut,
@@ -120,7 +120,7 @@ pub struct CommandReport {
     /// The command's remote process group (its shell's PID); null until the shell reported
     /// it.
     pub pid: Option<u32>,
-    /// `running`, `completed`, `timed_out`, `killed` or `lost` (see each value).
+    /// Where the handle stands (see each value).
     pub status: CommandState,
     /// The command's exit status, once it exited by itself; else null.
     pub exit_code: Option<i32>,
@@ -161,7 +161,8 @@ pub enum KillResult {
     /// Gone by the time the signal landed.
     AlreadyExited,
     /// Still running after the signal (and SIGKILL when forced): not terminal; call again
-    /// with `force: true`.
+    /// with `force: true`, or, when `force_kill_used` was already true, tell the user (the
+    /// process is stuck, e.g. in the kernel).
     FailedToKill,
     /// No valid process id to signal (a command whose shell ended without reporting one; a
     /// task PID of 1 or below): nothing was signalled.
@@ -201,6 +202,7 @@ pub struct CommandKilled {
     pub timestamp: String,
 }
 
+/// One command handle of this session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandSummary {
@@ -208,7 +210,7 @@ pub struct CommandSummary {
     pub handle_id: String,
     /// The first line of the command text (at most 120 bytes; `…` when there is more).
     pub preview: String,
-    /// `running`, `completed`, `timed_out`, `killed` or `lost`.
+    /// Where the handle stands (see each value).
     pub status: CommandState,
     /// Its exit status once it exited by itself, else null.
     pub exit_code: Option<i32>,

@@ -145,7 +145,7 @@ pub struct FileRange {
     pub encoding: Encoding,
     /// Where the range starts, as asked.
     pub offset: u64,
-    /// Bytes returned: continue at `offset` + `bytes_read`.
+    /// Bytes returned.
     pub bytes_read: u64,
     /// The file's size as the host's `stat` reported it before the read (0 for many files
     /// under /proc and /sys, whose size is unknown until read).

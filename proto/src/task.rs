@@ -39,6 +39,7 @@ pub struct TaskStatusRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+/// Whether the task runs.
 pub enum TaskState {
     /// The PID still shows the task's start marker: it runs.
     Running,

@@ -29,6 +29,7 @@ pub struct TransferRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+/// Which way the file goes.
 pub enum TransferDirection {
     /// Remote host to the local root.
     Download,
@@ -39,6 +40,7 @@ pub enum TransferDirection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+/// Where a transfer stands.
 pub enum TransferState {
     /// Waiting for one of the session's channels (running commands hold them all).
     Queued,
@@ -86,6 +88,7 @@ pub struct TransferError {
     pub message: String,
 }
 
+/// One transfer of this session, as transfer_status reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TransferReport {

@@ -89,8 +89,9 @@ impl Shim {
              `download_start` / `upload_start` to copy whole files between the host and the \
              local root. Ports: `forward_start`.\n\
              Limits (defaults): one session per server, 32 sessions; 8 channels per session, \
-             shared by running commands and transfers; commands up to 1 MiB; `exec` and \
-             `sudo_exec` stop a command after 60 s (`timeout` up to 86400); each answer keeps \
+             shared by running commands and transfers; command text up to 1 MiB; `exec` and \
+             `sudo_exec` stop a command after 60 s (`timeout` up to 86400, no limit with \
+             `handoff_after`); each answer keeps \
              64 KiB of each output stream, a command handle up to 1 GiB per stream; 4 \
              transfers per session.\n{root}"
         )

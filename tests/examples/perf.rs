@@ -323,11 +323,36 @@ fn print(rows: &[Row]) {
     }
 }
 
+/// Two machines on this one: sshd, and so every remote process (its children), on the last
+/// CPU; this process, and so the client side it starts (shim, daemon, masters), on the
+/// others. Needs `taskset` (util-linux).
+fn split_cpus(env: &TestEnv) {
+    let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    assert!(last > 0, "SSHMCP_PERF_SPLIT needs two CPUs");
+    let pin = |cpus: String, pid: String| {
+        let status = std::process::Command::new("taskset")
+            .args(["-a", "-p", "-c", &cpus, &pid])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("taskset");
+        assert!(status.success(), "taskset {cpus} {pid}");
+    };
+    for entry in std::fs::read_dir(&env.sshd.dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("sshd.") && name.ends_with(".pid") {
+            let pid = std::fs::read_to_string(entry.path()).unwrap();
+            pin(last.to_string(), pid.trim().to_string());
+        }
+    }
+    pin(format!("0-{}", last - 1), std::process::id().to_string());
+}
+
 /// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
 /// to watch (`perf record -a`); prints the calls/s and the median call. `SSHMCP_PERF_CALLERS`
 /// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
 /// `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
-/// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
+/// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it, `SSHMCP_PERF_SPLIT=1`
+/// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
 /// daemon's log; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, say).
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
@@ -359,6 +384,9 @@ async fn load(seconds: u64) {
             ("SSHMCP_DAEMON", &var("SSHMCP_DAEMON").unwrap_or_default()),
         ],
     );
+    if var("SSHMCP_PERF_SPLIT").as_deref() == Some("1") {
+        split_cpus(&env);
+    }
     let mcp = Arc::new(env.mcp().await);
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let server = Server::Sshmcp {

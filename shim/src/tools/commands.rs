@@ -154,11 +154,8 @@ impl Shim {
     }
 
     /// Check a command handle (from command_start or a handed-off exec) and read its
-    /// output. To read everything without gaps or repeats, pass each stream's `next_offset`
-    /// back as `stdout_offset` / `stderr_offset`; without an offset you get the stream's last
-    /// 4096 bytes (a cheap look at progress). Long-poll with `wait_seconds` rather than
-    /// calling in a tight loop.
-    /// Works on ended handles, and on a session that answers `connection_lost`: read what you
+    /// output, by offset (no gaps or repeats) or as a tail (see the offsets); long-poll with
+    /// `wait_seconds` rather than calling in a tight loop. Works on ended handles, and on a session that answers `connection_lost`: read what you
     /// need before `disconnect`, which deletes the handle and its output. Errors:
     /// `command_not_found` (not a handle of this session: see command_list; a task's PID
     /// goes to task_status), `invalid_arguments` (an offset past `total_bytes`, `max_bytes`
@@ -208,8 +205,7 @@ impl Shim {
     /// handed-off exec/sudo_exec; for a task_launch PID use task_kill). The handle is looked up
     /// in this session's command history, never as a raw PID. Before sending anything it
     /// checks on the host whether the command's process group still runs; then it signals the
-    /// whole group (as root for a sudo_exec handle), and with `force` sends SIGKILL if the
-    /// group has not exited after `wait_seconds`. `result` says what happened (each value is
+    /// whole group (as root for a sudo_exec handle; SIGKILL fallback: `force`). `result` says what happened (each value is
     /// described there). After `killed`, `already_exited` or `not_running`, command_status
     /// reports `killed` for this handle (an exit code it had stays shown). Errors:
     /// `command_not_found` (not a handle of this session, or of one since disconnected: see

@@ -42,8 +42,7 @@ pub struct ExecArgs {
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
     /// still runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid`
     /// and the output so far, and `command_status` continues from each stream's
-    /// `next_offset`. With it, `timeout` defaults to no limit; a `timeout` at or below it
-    /// means no hand-off.
+    /// `next_offset`. A `timeout` at or below it means no hand-off.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
@@ -66,7 +65,7 @@ pub struct SudoExecArgs {
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
-    /// still runs then, the answer comes at once as a command handle, as for exec; a
+    /// still runs then, the answer comes at once as a command handle, as for exec. A
     /// `timeout` at or below it means no hand-off.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,

@@ -159,9 +159,9 @@ impl Shim {
 
     /// Replace an exact piece of text in a remote text file, atomically: `old_text` must
     /// occur exactly once unless `replace_all: true`. The edit happens on the host in one
-    /// step; the result is renamed over the file, keeping its mode and owner, so a reader
-    /// never sees half of it, and a file changed by someone else during the edit is never
-    /// overwritten (`file_changed`). Use it instead of `sed -i` through `exec`; to replace a
+    /// step; the result is renamed over the file, keeping its mode and owner (not its ACLs or
+    /// extended attributes), so a reader never sees half of it, and a file changed by
+    /// someone else during the edit is never overwritten. Use it instead of `sed -i` through `exec`; to replace a
     /// whole file or make a new one, use write_file. Acts as the session's user, never sudo:
     /// a root-owned file needs `sudo_exec`. Errors: `edit_no_match` (read the file again and
     /// copy the text exactly), `edit_ambiguous_match` (with the count: add surrounding

@@ -117,8 +117,8 @@ impl Shim {
         )
     }
 
-    /// List this session's open port forwards, oldest first, each as forward_start answered
-    /// it; read-only. Recover a `forward_id` or `listen_port` here (e.g. after forward_failed
+    /// List this session's open port forwards, each as forward_start answered it;
+    /// read-only. Recover a `forward_id` or `listen_port` here (e.g. after forward_failed
     /// names a forward).
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
@@ -145,7 +145,8 @@ impl Shim {
         )
     }
 
-    /// Close a port forward of this session: its port is free again once this answers
+    /// Close a port forward of this session once its client is done with it (`disconnect`
+    /// closes all of a session's forwards at once): its port is free again once this answers
     /// (connections already made through it may finish). Answer: the forward as it was.
     /// Errors: `forward_not_found` (not a forward of this session: see forward_list),
     /// `forward_failed` (the SSH connection could not close it: `disconnect` closes every

@@ -99,8 +99,9 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 impl Shim {
     /// Describe one remote path: what it is, its size, permissions, owner and times, and a
     /// symlink's target. The path travels as data, so any bytes in it are safe (no
-    /// quoting). Use it to check that a path exists and what it is before acting on it;
-    /// read-only. Errors: `remote_path_not_found`
+    /// quoting). Use it to check that a path exists and what it is before acting on it; a
+    /// directory's entries come from list_directory, a file's bytes from read_file_range.
+    /// Read-only. Errors: `remote_path_not_found`
     /// (nothing there, a parent is not a directory, or a symlink loop),
     /// `remote_permission_denied` (a parent directory is not searchable by the session's
     /// user: `sudo_exec` can look as root), `internal_error` naming GNU coreutils when the

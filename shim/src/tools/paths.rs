@@ -141,7 +141,8 @@ impl Shim {
 
     /// Remove a remote file, symlink (the link, not its target) or empty directory; a
     /// directory with contents only with `recursive: true` (everything in it goes, for
-    /// good). The path is taken literally: no wildcards. Acts as the session's user, never
+    /// good). The path is taken literally: no wildcards (to remove by pattern, list the
+    /// directory first, or use `rm` through exec). Acts as the session's user, never
     /// sudo (root's paths need `sudo_exec`). Errors: `remote_path_not_found` (already gone:
     /// nothing to do), `invalid_arguments` (the directory is not empty: pass `recursive:
     /// true`), `remote_permission_denied`.
@@ -173,14 +174,14 @@ impl Shim {
     }
 
     /// Copy a remote file, symlink or whole directory to a new path on the same host
-    /// (`cp -a`: modes, times and links kept); `destination` is the copy's own path. The copy
+    /// (`cp -a`: modes, times and links kept). The copy
     /// is made under a temporary name beside the destination, then moved into place, so a
     /// failed one leaves nothing behind; the host gets 300 s. Acts as the session's user,
     /// never sudo (root's paths need `sudo_exec`). Between the host and this machine use
     /// download_start / upload_start; a tree that takes longer needs command_start with
     /// `cp -a`. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` to
-    /// replace a file; a directory is never replaced), `remote_permission_denied`.
+    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true`,
+    /// which replaces a file only), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),
@@ -202,12 +203,11 @@ impl Shim {
 
     /// Move or rename a remote file, symlink or directory to a new path on the same host:
     /// one atomic rename within a file system (across file systems `mv` copies, then removes
-    /// the source). Without `overwrite` it never replaces anything. Acts as the session's
+    /// the source: not atomic, and slow for a large tree). Acts as the session's
     /// user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
     /// use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the
     /// destination's directory: make_directory it first), `remote_path_exists` (pass
-    /// `overwrite: true` to replace a file; a directory is never replaced),
-    /// `remote_permission_denied`.
+    /// `overwrite: true`, which replaces a file only), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<PathChanged>>(),

@@ -24,9 +24,9 @@ pub struct ConnectArgs {
     /// A Host alias of the user's OpenSSH configuration. Give either this, or host and user
     /// (with optional port); mixing them is `invalid_arguments`.
     pub alias: Option<String>,
-    /// Host name or address to connect to (with `user`).
+    /// Host name or address to connect to; `user` is then required.
     pub host: Option<String>,
-    /// SSH user name (with `host`).
+    /// SSH user name; required with `host`.
     pub user: Option<String>,
     /// SSH port (with `host`); default 22.
     #[schemars(range(min = 1))]
@@ -79,7 +79,8 @@ fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, DaemonError> {
 impl Shim {
     /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config
     /// (`alias`) or to `host` + `user` [+ `port`]. Returns `session_id` and a secret
-    /// `session_key` shown only this once: keep both, every other tool needs them. One session
+    /// `session_key` shown only this once: keep both, every session tool needs them
+    /// (`disconnect` and session_list need no key). One session
     /// per server (its effective HostName and Port; the user is not part of it). May wait for
     /// a passphrase or key-touch prompt on the user's desktop; unknown host keys are never
     /// accepted. Errors: `already_connected` (the message names the session: use it if you
@@ -88,8 +89,8 @@ impl Shim {
     /// (the daemon's max-sessions, 32 by default: disconnect a session you no longer need),
     /// `connection_start_failed` (authentication, host key or network, or `connect_timeout`
     /// ran out: tell the user the message; retrying will not help), `invalid_arguments`
-    /// (`alias` mixed with `host`, `user` or `port`, or a name with characters no host or
-    /// user has).
+    /// (neither `alias` nor `host` + `user`, `alias` mixed with them, or a name with
+    /// characters no host or user has).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),

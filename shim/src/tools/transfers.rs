@@ -1,6 +1,7 @@
 //! The transfer tools: start a download or an upload as a job, follow it, cancel it, list
 //! them. File bytes never travel in MCP messages.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
@@ -23,6 +24,25 @@ use crate::server::Shim;
 
 /// The start checks the source on the host (30 s at most there); the other calls are local.
 const DEADLINE: Duration = Duration::from_secs(45);
+
+/// The answer schema of a tool that reports one transfer: its `error` also says why a copy
+/// failed, which the shared field's description does not.
+fn report_schema() -> Arc<JsonObject> {
+    let mut schema = (*schema_for_output::<Answer<TransferReport, TransferError>>()).clone();
+    if let Some(error) = schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("error"))
+        .and_then(|e| e.as_object_mut())
+    {
+        error.insert(
+            "description".into(),
+            "With `ok: false`: why the call did not happen. With `ok: true` and `state` \
+             `failed`: why the copy failed. Act on its `code`."
+                .into(),
+        );
+    }
+    Arc::new(schema)
+}
 
 // No Debug: it holds the session key.
 #[derive(Deserialize, JsonSchema)]
@@ -138,7 +158,7 @@ impl Shim {
     /// (the daemon's max-transfers, 4 by default, run on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
+        output_schema = report_schema(),
         annotations(title = "Download a file", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -182,7 +202,7 @@ impl Shim {
     /// on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
+        output_schema = report_schema(),
         annotations(title = "Upload a file", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -216,7 +236,7 @@ impl Shim {
     /// them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
+        output_schema = report_schema(),
         annotations(title = "Check a transfer", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -242,7 +262,7 @@ impl Shim {
     /// transfer_list shows them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferReport, TransferError>>(),
+        output_schema = report_schema(),
         annotations(title = "Cancel a transfer", read_only_hint = false,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -261,8 +281,8 @@ impl Shim {
         )
     }
 
-    /// List this session's transfers, newest first (every running one and the last 100
-    /// ended), each as transfer_status reports it: recover a lost `operation_id` here.
+    /// List this session's transfers (every running one and the last 100 ended), each as
+    /// transfer_status reports it: recover a lost `operation_id` here.
     #[tool(
         input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferList>>(),

@@ -43,12 +43,13 @@ pub enum CommandState {
     Completed,
     /// Its `timeout` ended it (the whole process group was terminated).
     TimedOut,
-    /// command_kill confirmed it gone, or its session closed.
+    /// command_kill (or a disconnect under way) ended it.
     Killed,
     /// The SSH connection died, or the daemon that ran it stopped (a crash, a restart), while
-    /// it ran: its exit is unknown and its process group may still run on the host (check
-    /// with `exec` `kill -0 -PID`; `command_kill` still reaches it). Its output until then is
-    /// kept.
+    /// it ran: its exit is unknown and its process group may still run on the host. After a
+    /// daemon restart `command_kill` still reaches it; after a dead connection, check it from
+    /// a new session with `exec` (`kill -0 -PID`, then `kill -TERM -PID`). Its output until
+    /// then is kept.
     Lost,
 }
 

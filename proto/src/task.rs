@@ -97,8 +97,7 @@ pub struct TaskKillRequest {
 pub struct TaskKilled {
     /// The PID asked about.
     pub pid: i64,
-    /// As command_kill's: `not_running` also when the PID now belongs to a process that is
-    /// not the task (PID reuse): it was not signalled.
+    /// As command_kill's.
     pub result: KillResult,
     /// The signal number asked for (sent unless `result` is `not_running` or `invalid_pid`).
     pub signal: i32,

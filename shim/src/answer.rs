@@ -1,7 +1,9 @@
 //! The answer shape every tool shares: `{ok: true, ...}` or `{ok: false, error: {code,
 //! message}}`, as structured content with the same JSON as text.
 
-use rmcp::model::CallToolResult;
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Serialize;
 use sshmcp_proto::{DaemonError, ErrorCode};
@@ -26,6 +28,54 @@ pub struct ErrorBody {
     pub code: String,
     /// A short human explanation.
     pub message: String,
+}
+
+/// `schema` without the answer fields `fields`, for a tool whose shared answer type carries
+/// fields that mean nothing for it; `def` names the definition (`$defs`) holding them, None
+/// for the answer itself.
+pub fn schema_without(
+    schema: Arc<JsonObject>,
+    def: Option<&str>,
+    fields: &[&str],
+) -> Arc<JsonObject> {
+    let mut schema = (*schema).clone();
+    let object = match def {
+        None => Some(&mut schema),
+        Some(name) => schema
+            .get_mut("$defs")
+            .and_then(|defs| defs.get_mut(name))
+            .and_then(serde_json::Value::as_object_mut),
+    };
+    if let Some(object) = object {
+        if let Some(properties) = object
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            properties.retain(|name, _| !fields.contains(&name.as_str()));
+        }
+        if let Some(required) = object
+            .get_mut("required")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            required.retain(|name| !fields.iter().any(|f| name == f));
+        }
+    }
+    Arc::new(schema)
+}
+
+/// The answer for a tool body's outcome, without the answer fields `fields` (see
+/// [`schema_without`]).
+pub fn respond_without<T: Serialize>(
+    outcome: Result<T, DaemonError>,
+    fields: &[&str],
+) -> CallToolResult {
+    respond(outcome.map(|result| {
+        let mut value = serde_json::to_value(result).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.retain(|name, _| !fields.contains(&name.as_str()));
+        }
+        value
+    }))
 }
 
 /// The answer for a tool body's outcome.

@@ -70,7 +70,8 @@ impl Shim {
              1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers a \
              `session_id` and a `session_key`, shown only this once: pass both to the session's \
              tools. 2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
-             `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root. \
+             `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root \
+             where sudo needs no password. \
              3) `disconnect` when done; `session_list` shows every session.\n\
              Failures (`ok: false`) carry a stable `error.code` to act on. Any session tool \
              may answer `session_not_found` or `invalid_session_key` (a wrong id or key; a \
@@ -82,12 +83,13 @@ impl Shim {
              only {read_only}.\n\
              Long work (clients often give up on a call after a minute): `exec` with \
              `handoff_after` when a command may be slow, `command_start` when it surely is, \
-             then `command_status`; `task_launch` for a process that must outlive the \
-             session.\n\
+             then `command_status` (`command_kill` stops it); `task_launch` for a process \
+             that must outlive the session (`task_status`, `task_kill`).\n\
              Files: `stat`, `list_directory`, `read_file_range` to look; `write_file`, \
              `edit_file`, `make_directory`, `copy_path`, `move_path`, `remove_path` to change; \
              `download_start` / `upload_start` to copy whole files between the host and the \
-             local root. Ports: `forward_start`.\n\
+             local root in the background (poll `transfer_status`). Ports: `forward_start`, \
+             for a client running on this machine.\n\
              Limits (defaults): one session per server, 32 sessions; 8 channels per session, \
              shared by running commands and transfers; command text up to 1 MiB; `exec` and \
              `sudo_exec` stop a command after 60 s (`timeout` up to 86400, no limit with \

@@ -609,11 +609,9 @@ async fn housekeeping_tools_take_every_name_literally() {
             json!({"path": d, "path_encoding": "base64", "recursive": true}),
         )
         .await;
-        assert_eq!(
-            (&r["type"], &r["changed"]),
-            (&json!("directory"), &json!(true)),
-            "{r}"
-        );
+        // A removal either happens or fails: only make_directory's answer says `changed`.
+        assert_eq!(r["type"], "directory", "{r}");
+        assert!(r.get("changed").is_none(), "{r}");
         let r = on("remove_path", json!({"path": d, "path_encoding": "base64"})).await;
         assert_eq!(code(&r), "remote_path_not_found", "{r}");
     }

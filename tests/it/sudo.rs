@@ -44,6 +44,11 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     assert_eq!(r["exit_code"], 7, "{r}");
     assert_eq!(r["stdout"]["data"], "0\n5\n", "root, in bash: {r}");
     assert_eq!(r["stderr"]["data"], "err\n", "{r}");
+    // sudo_exec takes no `spool_output`: its streams carry no spool fields.
+    for stream in ["stdout", "stderr"] {
+        assert!(r[stream].get("spool_path").is_none(), "{r}");
+        assert!(r[stream].get("spool_truncated").is_none(), "{r}");
+    }
     // The command's stdin is empty: reading it cannot eat the command's own next lines.
     let r = sudo(&mcp, &s, "read x; echo \"[$x]\"\necho second", json!({})).await;
     assert_eq!(r["stdout"]["data"], "[]\nsecond\n", "{r}");

@@ -52,7 +52,7 @@ pub struct CommandStatusArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// From command_start (`handle_id` or `id`) or a handed-off exec.
+    /// From command_start (`handle_id` or `id`) or a handed-off exec or sudo_exec.
     pub handle_id: String,
     /// Seconds to wait for the command to end before answering (0..300; stay below your
     /// client's call limit, e.g. 30); default 0 (answer at once). The answer comes as soon as
@@ -106,7 +106,8 @@ pub struct CommandListArgs {
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
     /// Start a /bin/sh command that will outlast a tool call and return its `handle_id` as
-    /// soon as it started. It runs as the login user as `exec` does (no TTY, empty stdin, its
+    /// soon as it started (a command that quick may have ended already: read its `exit_code`
+    /// with command_status). It runs as the login user as `exec` does (no TTY, empty stdin, its
     /// own process group), but apart from this call: follow it with `command_status`, stop it
     /// with `command_kill`. Its stdout and stderr are kept whole in files under the local
     /// root (up to the daemon's max-spool-bytes, 1 GiB by default, per stream), deleted with
@@ -153,8 +154,7 @@ impl Shim {
         )
     }
 
-    /// Check a command handle (from command_start or a handed-off exec) and read its
-    /// output, by offset (no gaps or repeats) or as a tail (see the offsets); long-poll with
+    /// Check a command handle and read its output, by offset (no gaps or repeats) or as a tail (see the offsets); long-poll with
     /// `wait_seconds` rather than calling in a tight loop. Works on ended handles, and on a session that answers `connection_lost`: read what you
     /// need before `disconnect`, which deletes the handle and its output. Errors:
     /// `command_not_found` (not a handle of this session: see command_list; a task's PID
@@ -201,9 +201,8 @@ impl Shim {
         )
     }
 
-    /// Terminate a running command by its handle (`handle_id` from command_start or a
-    /// handed-off exec/sudo_exec; for a task_launch PID use task_kill). The handle is looked up
-    /// in this session's command history, never as a raw PID. Before sending anything it
+    /// Terminate a running command handle of this session (for a task_launch PID use
+    /// task_kill). Before sending anything it
     /// checks on the host whether the command's process group still runs; then it signals the
     /// whole group (as root for a sudo_exec handle; SIGKILL fallback: `force`). `result` says what happened (each value is
     /// described there). After `killed`, `already_exited` or `not_running`, command_status
@@ -244,8 +243,9 @@ impl Shim {
     }
 
     /// List this session's command handles. Use it to find a handle you lost track of; read
-    /// output with command_status. Works on a session
-    /// that answers `connection_lost`. Tasks from task_launch are not listed.
+    /// output with command_status. Tasks from task_launch are not listed (nothing lists them:
+    /// keep task_launch's `pid` for task_status). Works on a session
+    /// that answers `connection_lost`.
     #[tool(
         input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandList>>(),

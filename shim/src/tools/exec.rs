@@ -37,7 +37,7 @@ pub struct ExecArgs {
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Also write the complete streams to files under the local root and return their
-    /// paths; default false.
+    /// paths; default false. The files stay until you remove them.
     pub spool_output: Option<bool>,
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
     /// still runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid`
@@ -83,18 +83,30 @@ fn deadline(timeout: Option<f64>, handoff_after: Option<f64>) -> tarpc::context:
     context_with_timeout(command + EXEC_DEADLINE_MARGIN)
 }
 
-/// The answer of `exec` and `sudo_exec`: the fields of a hand-off only when there was one.
-fn exec_answer(outcome: Result<ExecResult, DaemonError>) -> CallToolResult {
+/// A stream's fields about `spool_output`, which sudo_exec does not take.
+const SPOOL_FIELDS: &[&str] = &["spool_path", "spool_truncated"];
+
+/// The answer of `exec` and `sudo_exec`: the fields of a hand-off only when there was one,
+/// the spool's only when the tool spools.
+fn exec_answer(outcome: Result<ExecResult, DaemonError>, spools: bool) -> CallToolResult {
     answer::respond(outcome.map(|result| {
         let handed_off = result.handed_off.is_some();
         let mut value = serde_json::to_value(result).unwrap_or_default();
-        if let (false, Some(fields)) = (handed_off, value.as_object_mut()) {
+        let Some(fields) = value.as_object_mut() else {
+            return value;
+        };
+        if !handed_off {
             for key in ["handed_off", "handle_id", "pid"] {
                 fields.remove(key);
             }
-            for stream in ["stdout", "stderr"] {
-                if let Some(stream) = fields.get_mut(stream).and_then(|s| s.as_object_mut()) {
+        }
+        for stream in ["stdout", "stderr"] {
+            if let Some(stream) = fields.get_mut(stream).and_then(|s| s.as_object_mut()) {
+                if !handed_off {
                     stream.remove("next_offset");
+                }
+                if !spools {
+                    stream.retain(|name, _| !SPOOL_FIELDS.contains(&name.as_str()));
                 }
             }
         }
@@ -104,14 +116,19 @@ fn exec_answer(outcome: Result<ExecResult, DaemonError>) -> CallToolResult {
 
 /// What `exec` and `sudo_exec` arguments share: the session, the limit, the hand-off.
 trait ExecLike: serde::de::DeserializeOwned + JsonSchema + 'static {
+    /// Whether the tool takes `spool_output`.
+    const SPOOLS: bool;
+
     /// The session's id and key, the timeout and `handoff_after`.
     fn parts(&mut self) -> (SessionAuth, Option<f64>, Option<f64>);
 }
 
 /// Both argument structs hold the same fields under the same names.
 macro_rules! exec_like {
-    ($($args:ty),*) => {$(
+    ($($args:ty => $spools:expr),*) => {$(
         impl ExecLike for $args {
+            const SPOOLS: bool = $spools;
+
             fn parts(&mut self) -> (SessionAuth, Option<f64>, Option<f64>) {
                 let auth = SessionAuth {
                     session_id: std::mem::take(&mut self.session_id),
@@ -123,7 +140,7 @@ macro_rules! exec_like {
     )*};
 }
 
-exec_like!(ExecArgs, SudoExecArgs);
+exec_like!(ExecArgs => true, SudoExecArgs => false);
 
 impl Shim {
     /// An exec-like call: decoded, given its deadline and hand-off settings, followed under a
@@ -160,6 +177,7 @@ impl Shim {
                 progress::follow(run, progress, poll).await
             }
             .await,
+            A::SPOOLS,
         )
     }
 }
@@ -231,7 +249,7 @@ impl Shim {
     /// stdin, so it works only where the host's sudoers allows that program without a
     /// password; no password is ever asked for or sent. `cwd` is entered as the login user,
     /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`,
-    /// without `spool_output` (`spool_path` stays null), with `handoff_after` as for `exec`
+    /// without `spool_output`, with `handoff_after` as for `exec`
     /// (a handed-off root command is killed as root by `command_kill`);
     /// `ok: true` means the command ran as root: read `exit_code`. Use `exec` for everything
     /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
@@ -240,10 +258,14 @@ impl Shim {
     /// allowed), `sudo_unavailable` (no sudo on the host); the message quotes sudo.
     /// `policy_denied`: the user forbids root on this host; do not try `sudo` through `exec`,
     /// ask the user. Also exec's `remote_path_not_found` (cwd), `invalid_command`,
-    /// `invalid_local_path` (hand-off files) and `invalid_arguments`.
+    /// `invalid_local_path` (hand-off files) and `invalid_arguments`, acted on as exec says.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<ExecResult>>(),
+        output_schema = answer::schema_without(
+            schema_for_output::<Answer<ExecResult>>(),
+            Some("StreamOutput"),
+            SPOOL_FIELDS,
+        ),
         annotations(title = "Run a command as root", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]

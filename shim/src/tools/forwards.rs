@@ -41,7 +41,7 @@ pub struct ForwardStartArgs {
     /// one, given in the answer.
     pub listen_port: Option<u16>,
     /// Where to listen: `127.0.0.1` (default), `::1` or `localhost`. Other addresses only if
-    /// the user started the daemon with `--allow-public-forwards` (else `forward_not_allowed`).
+    /// the user started the daemon with `--allow-public-forwards`.
     pub listen_host: Option<String>,
     /// Required for `local` and `remote`, omitted for `dynamic`. For `local` a name as the
     /// host resolves it (`127.0.0.1` is the host itself); for `remote` as this machine
@@ -74,11 +74,11 @@ pub struct ForwardStopArgs {
 
 #[tool_router(router = forwards_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a port forward on the session's SSH connection (no new login; see `kind`). "Here"
+    /// Open a port forward on the session's SSH connection (no new login). "Here"
     /// and "this machine" mean the machine running sshmcp: a `local` or `dynamic` forward
     /// helps only a client (psql, curl, a browser) that runs there too; otherwise run the
     /// client on the host with `exec`. The target is first tried when a connection comes. It
-    /// lasts until forward_stop or disconnect; anyone on this machine can use a loopback
+    /// lasts until forward_stop, disconnect or a lost connection; anyone on this machine can use a loopback
     /// forward, so stop those you no longer need. Errors (nothing listens then):
     /// `forward_failed` (the message says which): the port is taken (retry with
     /// `listen_port` 0) or below 1024 (pick a higher one), this session already has that

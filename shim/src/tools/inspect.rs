@@ -131,8 +131,7 @@ impl Shim {
     }
 
     /// List one remote directory's entries, a page at a time, sorted by name bytes (`.` and
-    /// `..` left out); give an entry's `path` and `path_encoding` to stat or read_file_range
-    /// unchanged. Pages are read fresh, not a snapshot: entries added or removed between
+    /// `..` left out). Pages are read fresh, not a snapshot: entries added or removed between
     /// calls shift later pages. Not recursive (use exec with `find` for a tree).
     /// Prefer it to parsing `ls` through exec; read-only. Errors: `invalid_remote_type` (not
     /// a directory: use stat), `remote_path_not_found` (check the path with stat),

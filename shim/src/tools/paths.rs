@@ -97,10 +97,23 @@ fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
     }
 }
 
+/// `changed` is always true for a removal, a copy or a move (each either happens or fails):
+/// only make_directory's answer carries it.
+const NOT_FOR_CHANGES: &[&str] = &["changed"];
+
+/// The answer schema of remove_path, copy_path and move_path.
+fn without_changed() -> std::sync::Arc<rmcp::model::JsonObject> {
+    answer::schema_without(
+        schema_for_output::<Answer<PathChanged>>(),
+        None,
+        NOT_FOR_CHANGES,
+    )
+}
+
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
-    /// Make a directory on the remote host, with its missing parents unless `parents:
-    /// false`. A directory already there is no error (`changed: false`). Before a write,
+    /// Make a directory on the remote host (and its missing parents: see `parents`). A
+    /// directory already there is no error (`changed: false`). Before a write,
     /// write_file's `create_dirs` does this itself. Acts as the session's user, never sudo
     /// (root's paths need `sudo_exec`). Errors: `remote_path_exists` (something that is no
     /// directory is there: stat it, then remove it or pick another path),
@@ -139,21 +152,20 @@ impl Shim {
         )
     }
 
-    /// Remove a remote file, symlink (the link, not its target) or empty directory; a
-    /// directory with contents only with `recursive: true` (everything in it goes, for
-    /// good). The path is taken literally: no wildcards (to remove by pattern, list the
+    /// Remove a remote file, symlink or directory (see `path` and `recursive`), for good. The
+    /// path is taken literally: no wildcards (to remove by pattern, list the
     /// directory first, or use `rm` through exec). Acts as the session's user, never
     /// sudo (root's paths need `sudo_exec`). Errors: `remote_path_not_found` (already gone:
     /// nothing to do), `invalid_arguments` (the directory is not empty: pass `recursive:
     /// true`), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        output_schema = without_changed(),
         annotations(title = "Remove a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn remove_path(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
+        answer::respond_without(
             async {
                 let a: RemovePathArgs = args::decode(raw)?;
                 let req = RemovePathRequest {
@@ -170,6 +182,7 @@ impl Shim {
                     .await
             }
             .await,
+            NOT_FOR_CHANGES,
         )
     }
 
@@ -180,16 +193,16 @@ impl Shim {
     /// never sudo (root's paths need `sudo_exec`). Between the host and this machine use
     /// download_start / upload_start; a tree that takes longer needs command_start with
     /// `cp -a`. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true`,
-    /// which replaces a file only), `remote_permission_denied`.
+    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true`),
+    /// `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        output_schema = without_changed(),
         annotations(title = "Copy a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn copy_path(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
+        answer::respond_without(
             async {
                 let req = copy_move_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
@@ -198,24 +211,25 @@ impl Shim {
                     .await
             }
             .await,
+            NOT_FOR_CHANGES,
         )
     }
 
     /// Move or rename a remote file, symlink or directory to a new path on the same host:
     /// one atomic rename within a file system (across file systems `mv` copies, then removes
-    /// the source: not atomic, and slow for a large tree). Acts as the session's
+    /// the source: not atomic, and slow for a large tree: use command_start with `mv`). Acts as the session's
     /// user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
     /// use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the
     /// destination's directory: make_directory it first), `remote_path_exists` (pass
-    /// `overwrite: true`, which replaces a file only), `remote_permission_denied`.
+    /// `overwrite: true`), `remote_permission_denied`.
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        output_schema = without_changed(),
         annotations(title = "Move a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn move_path(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
+        answer::respond_without(
             async {
                 let req = copy_move_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
@@ -224,6 +238,7 @@ impl Shim {
                     .await
             }
             .await,
+            NOT_FOR_CHANGES,
         )
     }
 }

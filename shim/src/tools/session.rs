@@ -80,7 +80,8 @@ impl Shim {
     /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config
     /// (`alias`) or to `host` + `user` [+ `port`]. Returns `session_id` and a secret
     /// `session_key` shown only this once: keep both, every session tool needs them
-    /// (`disconnect` and session_list need no key). One session
+    /// (`disconnect` and session_list need no key). Connect once per server and reuse the
+    /// session for every call; never connect per command. One session
     /// per server (its effective HostName and Port; the user is not part of it). May wait for
     /// a passphrase or key-touch prompt on the user's desktop; unknown host keys are never
     /// accepted. Errors: `already_connected` (the message names the session: use it if you
@@ -89,8 +90,7 @@ impl Shim {
     /// (the daemon's max-sessions, 32 by default: disconnect a session you no longer need),
     /// `connection_start_failed` (authentication, host key or network, or `connect_timeout`
     /// ran out: tell the user the message; retrying will not help), `invalid_arguments`
-    /// (neither `alias` nor `host` + `user`, `alias` mixed with them, or a name with
-    /// characters no host or user has).
+    /// (the target's fields: see `alias`).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),

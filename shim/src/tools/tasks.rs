@@ -46,7 +46,8 @@ pub struct TaskStatusArgs {
     pub session_key: String,
     /// The task's PID, from task_launch (above 1).
     pub pid: i64,
-    /// Bytes of each log's end to return (1..the daemon's output cap); default 4096.
+    /// Bytes of each log's end to return (1..the daemon's output cap, 65536 by default);
+    /// default 4096.
     #[schemars(range(min = 1))]
     pub tail_bytes: Option<u64>,
 }

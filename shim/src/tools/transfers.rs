@@ -256,7 +256,8 @@ impl Shim {
     }
 
     /// Stop a transfer of this session; only when the copy must not go on. Its partial file
-    /// stays, so starting the same transfer again resumes. Answers the transfer's state (it
+    /// stays (a download's in the local root's private `.sshmcp` directory, an upload's
+    /// hidden beside the destination), so starting the same transfer again resumes. Answers the transfer's state (it
     /// becomes `cancelled` a moment later: confirm with transfer_status; a transfer that
     /// already ended stays as it was). Errors: `transfer_not_found` (not this session's:
     /// transfer_list shows them).

@@ -154,8 +154,7 @@ pub struct CommandKillRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KillResult {
-    /// Confirmed not running before any signal was sent: nothing sent (task_kill also answers
-    /// it for a PID that is not the task sshmcp launched, never signalling it).
+    /// Confirmed not running before any signal was sent: nothing sent.
     NotRunning,
     /// Confirmed terminated, by the signal or the SIGKILL fallback.
     Killed,

@@ -90,8 +90,8 @@ pub struct StreamOutput {
     pub omitted: Option<ByteRange>,
     /// Absolute local path of the complete stream, when `spool_output` was asked for.
     pub spool_path: Option<String>,
-    /// True when the spool file stopped at the daemon's `max-spool-bytes`: it holds the
-    /// stream's first bytes only.
+    /// True when the spool file stopped at the daemon's `max-spool-bytes` (1 GiB by
+    /// default): it holds the stream's first bytes only.
     pub spool_truncated: bool,
     /// Only after a hand-off: `data` holds this stream from byte 0 up to here; pass it to
     /// `command_status` as the stream's offset.

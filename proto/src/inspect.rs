@@ -99,8 +99,8 @@ pub struct DirEntry {
     pub name: String,
     /// How `name` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
     pub name_encoding: Encoding,
-    /// The directory's path joined with the name: give it, with `path_encoding`, to `stat` or
-    /// `read_file_range` as it is.
+    /// The directory's path joined with the name: give it, with `path_encoding`, to `stat`,
+    /// `read_file_range` or `list_directory` as it is.
     pub path: String,
     /// How `path` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
     pub path_encoding: Encoding,

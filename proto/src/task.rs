@@ -17,7 +17,7 @@ pub struct TaskLaunchRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskLaunched {
-    /// The task's remote PID (it leads its own session and process group): task_status and
+    /// The task's remote PID: task_status and
     /// task_kill take it, from any later session to this host.
     pub pid: u32,
     /// Remote path of the task's stdout log.

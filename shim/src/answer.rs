@@ -63,6 +63,29 @@ pub fn schema_without(
     Arc::new(schema)
 }
 
+/// `schema` with its answer fields' descriptions replaced, for a tool whose shared answer
+/// type describes them for all its tools at once.
+pub fn schema_describing(
+    schema: Arc<JsonObject>,
+    descriptions: &[(&str, &str)],
+) -> Arc<JsonObject> {
+    let mut schema = (*schema).clone();
+    if let Some(properties) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for (field, text) in descriptions {
+            if let Some(property) = properties
+                .get_mut(*field)
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                property.insert("description".into(), (*text).into());
+            }
+        }
+    }
+    Arc::new(schema)
+}
+
 /// The answer for a tool body's outcome, without the answer fields `fields` (see
 /// [`schema_without`]).
 pub fn respond_without<T: Serialize>(

@@ -74,9 +74,8 @@ impl Shim {
              where sudo needs no password. \
              3) `disconnect` when done; `session_list` shows every session.\n\
              Failures (`ok: false`) carry a stable `error.code` to act on. Any session tool \
-             may answer `session_not_found` or `invalid_session_key` (a wrong id or key; a \
-             lost key is never shown again: `disconnect` that session, which needs no key, \
-             then connect again), `session_not_ready` (retry shortly) or `connection_lost` \
+             may answer `session_not_found` or `invalid_session_key` (a wrong id or key; for \
+             a lost key, `disconnect` that session, which needs no key, then connect again), `session_not_ready` (retry shortly) or `connection_lost` \
              (read your command handles, then disconnect and connect again). Any tool may \
              answer `policy_denied`: the user forbids it on that host. Do not retry or work \
              around it (such as `sudo` through `exec`): ask the user. A read-only host keeps \

@@ -79,7 +79,7 @@ pub struct CommandKillArgs {
     /// The session's secret key (from connect).
     pub session_key: String,
     /// The command handle to kill: `handle_id` (or `id`) from command_start, or from a
-    /// handed-off exec. Not a PID.
+    /// handed-off exec or sudo_exec. Not a PID.
     pub handle_id: String,
     /// Signal number sent to the command's whole process group (1..64); default 15 (TERM).
     /// 9 is KILL, 2 is INT, 1 is HUP.
@@ -154,7 +154,7 @@ impl Shim {
         )
     }
 
-    /// Check a command handle and read its output, by offset (no gaps or repeats) or as a tail (see the offsets); long-poll with
+    /// Check a command handle and read its output, by offset or as a tail (see the offsets); long-poll with
     /// `wait_seconds` rather than calling in a tight loop. Works on ended handles, and on a session that answers `connection_lost`: read what you
     /// need before `disconnect`, which deletes the handle and its output. Errors:
     /// `command_not_found` (not a handle of this session: see command_list; a task's PID

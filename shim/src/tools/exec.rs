@@ -37,7 +37,8 @@ pub struct ExecArgs {
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Also write the complete streams to files under the local root and return their
-    /// paths; default false. The files stay until you remove them.
+    /// paths; default false. The files stay until you delete them on this machine (no tool
+    /// does).
     pub spool_output: Option<bool>,
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
     /// still runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid`
@@ -209,8 +210,8 @@ impl Shim {
     /// holding its output are killed then too (use task_launch for a process that must keep
     /// running). Clients often give up on a call after about a minute, losing its result:
     /// when a command may be slow (builds, tests, upgrades) pass `handoff_after`; for work
-    /// known to be long use command_start. To read or change files use the file tools, not
-    /// `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing: check it with
+    /// known to be long use command_start. To read or change files use read_file_range,
+    /// write_file or edit_file, not `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing: check it with
     /// stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with upload_start
     /// and run that), `invalid_local_path` (the local root cannot hold the spool or hand-off
     /// files: tell the user), `invalid_arguments` (a value out of range).
@@ -249,8 +250,7 @@ impl Shim {
     /// stdin, so it works only where the host's sudoers allows that program without a
     /// password; no password is ever asked for or sent. `cwd` is entered as the login user,
     /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`,
-    /// without `spool_output`, with `handoff_after` as for `exec`
-    /// (a handed-off root command is killed as root by `command_kill`);
+    /// without `spool_output` (a handed-off root command is killed as root by `command_kill`);
     /// `ok: true` means the command ran as root: read `exit_code`. Use `exec` for everything
     /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
     /// NOPASSWD rule; never pipe a password through `exec`), `sudo_not_allowed` (the host's

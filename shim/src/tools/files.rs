@@ -88,14 +88,14 @@ impl Shim {
     /// as data (no shell, no quoting) into a temporary file renamed over the target, so a
     /// reader sees the old file or the new one, never half. An existing file keeps its mode
     /// and owner (not its ACLs or extended attributes). Use it instead of `exec` with
-    /// `echo`/heredocs; to change part of a file use edit_file, for larger files
-    /// upload_start. Acts as the session's user, never sudo (root's files need `sudo_exec`).
+    /// `echo`/heredocs; to change part of a file use edit_file. Acts as the session's user, never sudo (root's files need `sudo_exec`).
     /// Errors: `remote_path_exists` (pass `overwrite: true`, or `expected_sha256` to replace
     /// only what you saw), `file_changed` (the message names the current hash: read the
     /// file again, redo the change, retry with that hash; also when the file is gone),
     /// `remote_path_not_found` (the directory is missing: pass `create_dirs: true`),
     /// `invalid_remote_type` (the path is a symlink, whose target you can write instead:
-    /// `stat` gives `link_target`, or no regular file), `remote_permission_denied` (no write
+    /// `stat` gives `link_target`; or a directory or device: pick another path),
+    /// `remote_permission_denied` (no write
     /// access to the directory, or another user's file, whose owner would change),
     /// `invalid_arguments` (`content` too large: nothing is written; use upload_start).
     #[tool(
@@ -170,7 +170,8 @@ impl Shim {
     /// `invalid_remote_type` (the path is a symlink, whose target you can edit instead:
     /// `stat` gives `link_target`; no regular file; or NUL bytes in it),
     /// `remote_permission_denied` (no write access to the directory, or another user's
-    /// file), `invalid_arguments` (a text or the file over its limit: nothing changed).
+    /// file), `invalid_arguments` (a text or the file over its limit, nothing changed: split
+    /// the edit; a file over 64 MiB: download_start, edit here, upload_start).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

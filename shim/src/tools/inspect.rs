@@ -98,8 +98,7 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
     /// Describe one remote path: what it is, its size, permissions, owner and times, and a
-    /// symlink's target. The path travels as data, so any bytes in it are safe (no
-    /// quoting). Use it to check that a path exists and what it is before acting on it; a
+    /// symlink's target. Use it to check that a path exists and what it is before acting on it; a
     /// directory's entries come from list_directory, a file's bytes from read_file_range.
     /// Read-only. Errors: `remote_path_not_found`
     /// (nothing there, a parent is not a directory, or a symlink loop),
@@ -130,8 +129,7 @@ impl Shim {
         )
     }
 
-    /// List one remote directory's entries, a page at a time, sorted by name bytes (`.` and
-    /// `..` left out). Pages are read fresh, not a snapshot: entries added or removed between
+    /// List one remote directory's entries, a page at a time. Pages are read fresh, not a snapshot: entries added or removed between
     /// calls shift later pages. Not recursive (use exec with `find` for a tree).
     /// Prefer it to parsing `ls` through exec; read-only. Errors: `invalid_remote_type` (not
     /// a directory: use stat), `remote_path_not_found` (check the path with stat),

@@ -1,6 +1,7 @@
 //! The housekeeping tools: `make_directory`, `remove_path`, `copy_path`, `move_path` on the
 //! remote host, with paths as data (any bytes, never a shell word).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
@@ -101,27 +102,31 @@ fn copy_move_request(a: CopyMoveArgs) -> CopyMoveRequest {
 /// only make_directory's answer carries it.
 const NOT_FOR_CHANGES: &[&str] = &["changed"];
 
-/// The answer schema of remove_path, copy_path and move_path.
-fn without_changed() -> std::sync::Arc<rmcp::model::JsonObject> {
-    answer::schema_without(
+/// A path tool's answer schema: the shared answer's `path` and `type` described as this
+/// tool fills them, and `changed` only where it can be false (make_directory).
+fn path_schema(path: &str, kind: &str, changed: bool) -> Arc<JsonObject> {
+    let schema = answer::schema_describing(
         schema_for_output::<Answer<PathChanged>>(),
-        None,
-        NOT_FOR_CHANGES,
-    )
+        &[("path", path), ("type", kind)],
+    );
+    match changed {
+        true => schema,
+        false => answer::schema_without(schema, None, NOT_FOR_CHANGES),
+    }
 }
 
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
     /// Make a directory on the remote host (and its missing parents: see `parents`). A
-    /// directory already there is no error (`changed: false`). Before a write,
+    /// directory already there is no error. Before a write,
     /// write_file's `create_dirs` does this itself. Acts as the session's user, never sudo
     /// (root's paths need `sudo_exec`). Errors: `remote_path_exists` (something that is no
     /// directory is there: stat it, then remove it or pick another path),
     /// `remote_path_not_found` (a parent is missing and `parents` is false),
-    /// `remote_permission_denied`.
+    /// `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<MakeDirectoryArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<PathChanged>>(),
+        output_schema = path_schema("The directory as given.", "What is there: `directory`.", true),
         annotations(title = "Make a remote directory", read_only_hint = false,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
@@ -157,10 +162,10 @@ impl Shim {
     /// directory first, or use `rm` through exec). Acts as the session's user, never
     /// sudo (root's paths need `sudo_exec`). Errors: `remote_path_not_found` (already gone:
     /// nothing to do), `invalid_arguments` (the directory is not empty: pass `recursive:
-    /// true`), `remote_permission_denied`.
+    /// true`), `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
-        output_schema = without_changed(),
+        output_schema = path_schema("The removed path as given.", "What was removed.", false),
         annotations(title = "Remove a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -193,11 +198,16 @@ impl Shim {
     /// never sudo (root's paths need `sudo_exec`). Between the host and this machine use
     /// download_start / upload_start; a tree that takes longer needs command_start with
     /// `cp -a`. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true`),
-    /// `remote_permission_denied`.
+    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` for
+    /// a file; a directory there: remove it or pick another destination),
+    /// `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
-        output_schema = without_changed(),
+        output_schema = path_schema(
+            "The copy's path (`destination`) as given.",
+            "What was copied.",
+            false,
+        ),
         annotations(title = "Copy a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
@@ -221,10 +231,15 @@ impl Shim {
     /// user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
     /// use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the
     /// destination's directory: make_directory it first), `remote_path_exists` (pass
-    /// `overwrite: true`), `remote_permission_denied`.
+    /// `overwrite: true` for a file; a directory there: remove it or pick another
+    /// destination), `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
-        output_schema = without_changed(),
+        output_schema = path_schema(
+            "The new path (`destination`) as given.",
+            "What was moved.",
+            false,
+        ),
         annotations(title = "Move a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]

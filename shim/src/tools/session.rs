@@ -80,9 +80,9 @@ impl Shim {
     /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config
     /// (`alias`) or to `host` + `user` [+ `port`]. Returns `session_id` and a secret
     /// `session_key` shown only this once: keep both, every session tool needs them
-    /// (`disconnect` and session_list need no key). Connect once per server and reuse the
-    /// session for every call; never connect per command. One session
-    /// per server (its effective HostName and Port; the user is not part of it). May wait for
+    /// (`disconnect` and session_list need no key). One session per server (its effective
+    /// HostName and Port; the user is not part of it): connect once and reuse it, never per
+    /// command. May wait for
     /// a passphrase or key-touch prompt on the user's desktop; unknown host keys are never
     /// accepted. Errors: `already_connected` (the message names the session: use it if you
     /// hold its key; if `session_list` shows it `lost`, disconnect it and connect again;

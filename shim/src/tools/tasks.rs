@@ -44,7 +44,7 @@ pub struct TaskStatusArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// The task's PID, from task_launch (above 1).
+    /// The task's PID, from task_launch (above 1: 1 or below is `not_found`).
     pub pid: i64,
     /// Bytes of each log's end to return (1..the daemon's output cap, 65536 by default);
     /// default 4096.
@@ -60,7 +60,7 @@ pub struct TaskKillArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// The task's PID, from task_launch (above 1).
+    /// The task's PID, from task_launch (above 1: 1 or below answers `invalid_pid`).
     pub pid: i64,
     /// Signal number sent to the task's whole process group (1..64); default 15 (TERM).
     #[schemars(range(min = 1, max = 64))]

@@ -28,20 +28,14 @@ const DEADLINE: Duration = Duration::from_secs(45);
 /// The answer schema of a tool that reports one transfer: its `error` also says why a copy
 /// failed, which the shared field's description does not.
 fn report_schema() -> Arc<JsonObject> {
-    let mut schema = (*schema_for_output::<Answer<TransferReport, TransferError>>()).clone();
-    if let Some(error) = schema
-        .get_mut("properties")
-        .and_then(|p| p.get_mut("error"))
-        .and_then(|e| e.as_object_mut())
-    {
-        error.insert(
-            "description".into(),
+    answer::schema_describing(
+        schema_for_output::<Answer<TransferReport, TransferError>>(),
+        &[(
+            "error",
             "With `ok: false`: why the call did not happen. With `ok: true` and `state` \
-             `failed`: why the copy failed. Act on its `code`."
-                .into(),
-        );
-    }
-    Arc::new(schema)
+             `failed`: why the copy failed. Act on its `code`.",
+        )],
+    )
 }
 
 // No Debug: it holds the session key.
@@ -77,7 +71,7 @@ pub struct UploadArgs {
     /// it): a regular file. `..`, symlinks and the private `.sshmcp` directory are refused.
     pub local_path: String,
     /// The file to write on the host, e.g. `/srv/app/app.tar.gz`: a file path, not a
-    /// directory (`/srv/app/` is `invalid_arguments`). Absolute, or relative to the login
+    /// directory. Absolute, or relative to the login
     /// directory (`~` is not expanded); any bytes but NUL.
     pub remote_path: String,
     /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
@@ -142,15 +136,14 @@ impl Shim {
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
     /// Download one remote regular file into the local root as a background job: it answers
-    /// at once with an `operation_id` (keep it); poll `transfer_status` every 2-5 s until
+    /// at once with an `operation_id`; poll `transfer_status` every 2-5 s until
     /// `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
     /// connection (never a new login) into a private partial file; the file appears at
     /// `local_path` whole, and only once both ends' SHA-256 agree. Calling it again with the
     /// same `remote_path` and `local_path` resumes a failed or cancelled copy. Use it for
     /// files of any size instead of printing them with `exec` or paging them with
     /// read_file_range. Never uses sudo. A file that changes during the copy (a live log)
-    /// ends `verification_failed`: copy a snapshot (`cp`) first. `disconnect` cancels running
-    /// transfers. Errors: `invalid_local_path` (escapes the local root),
+    /// ends `verification_failed`: copy a snapshot (`cp`) first. Errors: `invalid_local_path` (escapes the local root),
     /// `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a regular
     /// file), `remote_path_not_found` (check the path with stat), `remote_permission_denied`
     /// (copy the file somewhere readable with sudo_exec first), `transfer_conflict` (another
@@ -184,14 +177,14 @@ impl Shim {
     }
 
     /// Upload one regular file from the local root to the host as a background job: it
-    /// answers at once with an `operation_id` (keep it); poll `transfer_status` every 2-5 s
+    /// answers at once with an `operation_id`; poll `transfer_status` every 2-5 s
     /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
     /// connection (never a new login) into a hidden partial file beside the destination; the
     /// file appears at `remote_path` whole, only once both ends' SHA-256 agree, and never
     /// replaces a file created there meanwhile. Calling it again with the same `local_path`
     /// and `remote_path` resumes a failed or cancelled copy. Use it for files of any size
     /// instead of pasting contents into `exec`; a small text file is simpler with write_file.
-    /// Never uses sudo. `disconnect` cancels running transfers. Errors:
+    /// Never uses sudo. Errors:
     /// `invalid_local_path` (missing, not a regular file, or outside the local root),
     /// `invalid_arguments` (`remote_path` ends in `/`: name the file), `remote_path_exists`
     /// (pass `overwrite: true`), `invalid_remote_type` (the destination is no regular file, or
@@ -257,7 +250,7 @@ impl Shim {
 
     /// Stop a transfer of this session; only when the copy must not go on. Its partial file
     /// stays (a download's in the local root's private `.sshmcp` directory, an upload's
-    /// hidden beside the destination), so starting the same transfer again resumes. Answers the transfer's state (it
+    /// hidden beside the destination). Answers the transfer's state (it
     /// becomes `cancelled` a moment later: confirm with transfer_status; a transfer that
     /// already ended stays as it was). Errors: `transfer_not_found` (not this session's:
     /// transfer_list shows them).

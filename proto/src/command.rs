@@ -43,13 +43,14 @@ pub enum CommandState {
     Completed,
     /// Its `timeout` ended it (the whole process group was terminated).
     TimedOut,
-    /// command_kill (or a disconnect under way) ended it.
+    /// command_kill was called on it and it is gone (it may have ended by itself first: see
+    /// `exit_code`), or a disconnect under way ended it.
     Killed,
     /// The SSH connection died, or the daemon that ran it stopped (a crash, a restart), while
     /// it ran: its exit is unknown and its process group may still run on the host. After a
     /// daemon restart `command_kill` still reaches it; after a dead connection, check it from
-    /// a new session with `exec` (`kill -0 -PID`, then `kill -TERM -PID`). Its output until
-    /// then is kept.
+    /// a new session with `exec` (`kill -0 -PID`, then `kill -TERM -PID`, with the `pid`
+    /// command_status gives; `sudo_exec` for a root command). Its output until then is kept.
     Lost,
 }
 
@@ -154,7 +155,8 @@ pub struct CommandKillRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KillResult {
-    /// Confirmed not running before any signal was sent: nothing sent.
+    /// Nothing was signalled: confirmed not running (task_kill: or not the task sshmcp
+    /// launched).
     NotRunning,
     /// Confirmed terminated, by the signal or the SIGKILL fallback.
     Killed,

@@ -85,7 +85,8 @@ impl Shim {
              then `command_status` (`command_kill` stops it); `task_launch` for a process \
              that must outlive the session (`task_status`, `task_kill`).\n\
              Files: `stat`, `list_directory`, `read_file_range` to look; `write_file`, \
-             `edit_file`, `make_directory`, `copy_path`, `move_path`, `remove_path` to change; \
+             `edit_file`, `make_directory`, `copy_path`, `move_path`, `remove_path` to change \
+             (not `cat` or `echo` through `exec`); \
              `download_start` / `upload_start` to copy whole files between the host and the \
              local root in the background (poll `transfer_status`). Ports: `forward_start`, \
              for a client running on this machine.\n\

@@ -125,6 +125,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "expected_sha256",
         "sha256sum",
         "echo",
+        "cat",
         "sed -i",
         "sudo",
         "mv",

@@ -95,8 +95,8 @@ impl Shim {
     /// `remote_path_not_found` (the directory is missing: pass `create_dirs: true`),
     /// `invalid_remote_type` (the path is a symlink, whose target you can write instead:
     /// `stat` gives `link_target`; or a directory or device: pick another path),
-    /// `remote_permission_denied` (no write
-    /// access to the directory, or another user's file, whose owner would change),
+    /// `remote_permission_denied` (no write access to the directory, or another user's file,
+    /// whose owner would change: use sudo_exec, or ask the user),
     /// `invalid_arguments` (`content` too large: nothing is written; use upload_start).
     #[tool(
         input_schema = schema_for_input::<WriteArgs>().expect("object schema"),
@@ -170,7 +170,7 @@ impl Shim {
     /// `invalid_remote_type` (the path is a symlink, whose target you can edit instead:
     /// `stat` gives `link_target`; no regular file; or NUL bytes in it),
     /// `remote_permission_denied` (no write access to the directory, or another user's
-    /// file), `invalid_arguments` (a text or the file over its limit, nothing changed: split
+    /// file: use sudo_exec, or ask the user), `invalid_arguments` (a text or the file over its limit, nothing changed: split
     /// the edit; a file over 64 MiB: download_start, edit here, upload_start).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),

@@ -164,7 +164,8 @@ impl Shim {
     }
 
     /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
-    /// `offset`. For a large whole file use download_start instead. To read a whole file,
+    /// `offset`. For a whole file larger than one call's cap (64 KiB by default) use
+    /// download_start instead. To read a whole file,
     /// call again at `offset` + `bytes_read` until `eof` is true. Use exec instead for lines,
     /// searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle of
     /// output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:

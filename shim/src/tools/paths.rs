@@ -67,7 +67,7 @@ pub struct CopyMoveArgs {
     pub session_id: String,
     /// The session's secret key (from connect).
     pub session_key: String,
-    /// What to copy or move: a file, a symlink (as the link) or a whole directory;
+    /// The path to take: a file, a symlink (as the link) or a whole directory;
     /// absolute, or relative to the login directory (`~` is not expanded); any bytes but NUL.
     pub source: String,
     /// `utf-8` (default), or `base64` when `source` is the base64 of the path's bytes.
@@ -77,8 +77,7 @@ pub struct CopyMoveArgs {
     pub destination: String,
     /// `utf-8` (default), or `base64` when `destination` is the base64 of the path's bytes.
     pub destination_encoding: Option<Encoding>,
-    /// Replace an existing destination file; default false (`remote_path_exists`). A
-    /// directory is never replaced.
+    /// Replace an existing destination file; default false.
     pub overwrite: Option<bool>,
 }
 
@@ -158,8 +157,9 @@ impl Shim {
     }
 
     /// Remove a remote file, symlink or directory (see `path` and `recursive`), for good. The
-    /// path is taken literally: no wildcards (to remove by pattern, list the
-    /// directory first, or use `rm` through exec). Acts as the session's user, never
+    /// path is taken literally: no wildcards (to remove by pattern, list the directory first,
+    /// or use `rm` through exec). The host gets 300 s: a tree that takes longer is stopped
+    /// part-way (`internal_error`; remove it with command_start and `rm -rf`). Acts as the session's user, never
     /// sudo (root's paths need `sudo_exec`). Errors: `remote_path_not_found` (already gone:
     /// nothing to do), `invalid_arguments` (the directory is not empty: pass `recursive:
     /// true`), `remote_permission_denied` (use sudo_exec, or ask the user).
@@ -194,10 +194,11 @@ impl Shim {
     /// Copy a remote file, symlink or whole directory to a new path on the same host
     /// (`cp -a`: modes, times and links kept). The copy
     /// is made under a temporary name beside the destination, then moved into place, so a
-    /// failed one leaves nothing behind; the host gets 300 s. Acts as the session's user,
-    /// never sudo (root's paths need `sudo_exec`). Between the host and this machine use
-    /// download_start / upload_start; a tree that takes longer needs command_start with
-    /// `cp -a`. Errors: `remote_path_not_found` (the source, or the destination's
+    /// failed one leaves nothing behind. The host gets 300 s: a copy that takes longer is
+    /// stopped (`internal_error`), which may leave a `.sshmcp-copy.*` directory beside the
+    /// destination (remove it with remove_path; copy a tree that large with command_start and
+    /// `cp -a`). Acts as the session's user, never sudo (root's paths need `sudo_exec`).
+    /// Between the host and this machine use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the destination's
     /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` for
     /// a file; a directory there: remove it or pick another destination),
     /// `remote_permission_denied` (use sudo_exec, or ask the user).
@@ -227,8 +228,10 @@ impl Shim {
 
     /// Move or rename a remote file, symlink or directory to a new path on the same host:
     /// one atomic rename within a file system (across file systems `mv` copies, then removes
-    /// the source: not atomic, and slow for a large tree: use command_start with `mv`). Acts as the session's
-    /// user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
+    /// the source: not atomic). The host gets 300 s: a move across file systems that takes
+    /// longer is stopped (`internal_error`), which may leave part of the tree at the
+    /// destination and the source whole (move a tree that large with command_start and
+    /// `mv`). Acts as the session's user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
     /// use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the
     /// destination's directory: make_directory it first), `remote_path_exists` (pass
     /// `overwrite: true` for a file; a directory there: remove it or pick another

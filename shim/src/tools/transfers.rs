@@ -185,7 +185,8 @@ impl Shim {
     /// and `remote_path` resumes a failed or cancelled copy. Use it for files of any size
     /// instead of pasting contents into `exec`; a small text file is simpler with write_file.
     /// Never uses sudo. Errors:
-    /// `invalid_local_path` (missing, not a regular file, or outside the local root),
+    /// `invalid_local_path` (missing, not a regular file, or outside the local root: put
+    /// the file under the local root and pass its path relative to it),
     /// `invalid_arguments` (`remote_path` ends in `/`: name the file), `remote_path_exists`
     /// (pass `overwrite: true`), `invalid_remote_type` (the destination is no regular file, or
     /// its parent no directory), `remote_path_not_found` (its directory is missing: make it

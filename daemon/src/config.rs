@@ -69,6 +69,12 @@ pub struct Flags {
     /// host). On by default.
     #[arg(long, env = "SSHMCP_NO_AUDIT", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_audit: bool,
+    /// Offer ciphers in OpenSSH's own order. By default, when the configuration leaves
+    /// OpenSSH's cipher list as it is and this CPU does AES in hardware, masters offer
+    /// AES-GCM first (the same ciphers, cheaper for bulk data on such CPUs); a configuration
+    /// cannot tell "OpenSSH's order, on purpose" from "not configured", this can.
+    #[arg(long, env = "SSHMCP_KEEP_CIPHER_ORDER", value_parser = clap::builder::BoolishValueParser::new())]
+    pub keep_cipher_order: bool,
     /// Seconds without any session or client after which the daemon exits; 0: never.
     #[arg(long, env = "SSHMCP_IDLE_EXIT")]
     pub idle_exit: Option<u64>,
@@ -99,6 +105,7 @@ struct FileSettings {
     idle_exit: Option<u64>,
     allow_public_forwards: Option<bool>,
     audit: Option<bool>,
+    keep_cipher_order: Option<bool>,
     log: Option<String>,
     /// The `[[policy]]` entries (see `policy`).
     #[serde(default)]
@@ -123,6 +130,8 @@ pub struct Settings {
     pub allow_public_forwards: bool,
     /// The audit trail is kept (see `audit`).
     pub audit: bool,
+    /// Masters offer ciphers in OpenSSH's own order (see `session::ciphers`).
+    pub keep_cipher_order: bool,
     pub log: String,
     /// The config file read, if any, and whether it had to exist (named by flag or
     /// environment): `reload_policy` reads the same one.
@@ -191,6 +200,7 @@ impl Settings {
             allow_public_forwards: flags.allow_public_forwards
                 || file.allow_public_forwards.unwrap_or(false),
             audit: !flags.no_audit && file.audit.unwrap_or(true),
+            keep_cipher_order: flags.keep_cipher_order || file.keep_cipher_order.unwrap_or(false),
             log: flags
                 .log
                 .clone()

@@ -293,7 +293,7 @@ mod tests {
         let e = p.check("exec", "prod-web", "10.1.1.1").unwrap_err();
         assert_eq!(e.code, ErrorCode::PolicyDenied);
         assert!(e.message.contains("[\"prod-*\"]") && e.message.contains("read_only = true"));
-        for tool in READ_ONLY_TOOLS {
+        for tool in READ_ONLY_TOOLS.iter().chain([&PROGRESS]) {
             assert!(p.check(tool, "prod-web", "10.1.1.1").is_ok(), "{tool}");
         }
         for tool in [

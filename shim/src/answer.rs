@@ -92,13 +92,19 @@ pub fn respond_without<T: Serialize>(
     outcome: Result<T, DaemonError>,
     fields: &[&str],
 ) -> CallToolResult {
-    respond(outcome.map(|result| {
-        let mut value = serde_json::to_value(result).unwrap_or_default();
+    let trimmed = outcome.and_then(|result| {
+        let mut value = serde_json::to_value(result).map_err(|e| {
+            DaemonError::new(
+                ErrorCode::InternalError,
+                format!("cannot encode the answer: {e}"),
+            )
+        })?;
         if let Some(object) = value.as_object_mut() {
             object.retain(|name, _| !fields.contains(&name.as_str()));
         }
-        value
-    }))
+        Ok(value)
+    });
+    respond(trimmed)
 }
 
 /// The answer for a tool body's outcome.

@@ -4,43 +4,104 @@
 //! tokio's `stdin()` and `stdout()` hand every read and write to a pool thread and back: two
 //! thread wakeups per message, which on an idle machine cost more than the call itself. MCP
 //! clients start servers on pipes (Python, the Rust SDK) or on Unix socket pairs (Node's
-//! libuv): rmcp polls pipes through descriptors of its own, and sockets are polled here. A
-//! terminal or a file keeps tokio's handles.
+//! libuv): rmcp polls pipes through descriptors it opens afresh, and stream sockets are polled
+//! here. Anything else (a terminal, a file, one socket and one pipe) keeps tokio's handles.
 
-use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt as _;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use nix::sys::socket::{MsgFlags, Shutdown, SockType, getsockopt, recv, send, shutdown, sockopt};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
 pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// The transport for `serve`: sockets when stdin and stdout both are, otherwise rmcp's pipe
-/// transport (which falls back to tokio's handles itself).
+/// The transport for `serve`: polled sockets when stdin and stdout both are stream sockets,
+/// otherwise rmcp's pipe transport (which falls back to tokio's handles itself).
 pub fn streams() -> (Reader, Writer) {
-    if let (Some(input), Some(output)) = (
-        polled_socket(std::io::stdin().as_fd()),
-        polled_socket(std::io::stdout().as_fd()),
-    ) {
-        return (Box::new(input), Box::new(output));
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    if is_stream_socket(stdin.as_fd()) && is_stream_socket(stdout.as_fd()) {
+        let input = Socket::new(stdin.as_fd(), Interest::READABLE);
+        let output = Socket::new(stdout.as_fd(), Interest::WRITABLE);
+        if let (Ok(input), Ok(output)) = (input, output) {
+            return (Box::new(input), Box::new(output));
+        }
     }
     let (input, output) = rmcp::transport::stdio_pipes();
     (Box::new(input), Box::new(output))
 }
 
-/// A copy of `fd` registered with the runtime, when it is a socket. Non-blocking mode is set
-/// on the socket's open description, which only this process and its children share (the
-/// client holds the pair's other end); the daemon is started with stdin and stdout of its
-/// own, and nothing else here reads stdin or writes stdout.
-fn polled_socket(fd: BorrowedFd<'_>) -> Option<tokio::net::UnixStream> {
-    let copy: OwnedFd = fd.try_clone_to_owned().ok()?;
-    let kind = std::fs::File::from(copy.try_clone().ok()?)
-        .metadata()
-        .ok()?;
-    if !kind.file_type().is_socket() {
-        return None;
+/// Whether `fd` is a stream socket (a Unix socket pair's end, or TCP).
+fn is_stream_socket(fd: BorrowedFd<'_>) -> bool {
+    let is_socket = fd
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|file| file.metadata())
+        .is_ok_and(|meta| meta.file_type().is_socket());
+    is_socket && getsockopt(&fd, sockopt::SockType).is_ok_and(|kind| kind == SockType::Stream)
+}
+
+/// A copy of a standard stream's socket, read and written with `MSG_DONTWAIT`: the socket's
+/// open description, which whoever started the shim may share, keeps its blocking mode.
+struct Socket(AsyncFd<OwnedFd>);
+
+impl Socket {
+    /// Registers a copy of `fd` with the runtime for `interest`.
+    fn new(fd: BorrowedFd<'_>, interest: Interest) -> io::Result<Self> {
+        let copy = fd.try_clone_to_owned()?;
+        // SAFETY: an owned descriptor stays open, on the same description, until the
+        // AsyncFd that owns it is dropped.
+        let registered = unsafe { AsyncFd::register_with_interest(copy, interest) };
+        registered.map(Self).map_err(|e| e.into_parts().1)
     }
-    let socket = std::os::unix::net::UnixStream::from(copy);
-    socket.set_nonblocking(true).ok()?;
-    tokio::net::UnixStream::from_std(socket).ok()
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let mut ready = ready!(self.0.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            let read = ready.try_io(|fd| {
+                recv(fd.as_raw_fd(), unfilled, MsgFlags::MSG_DONTWAIT).map_err(io::Error::from)
+            });
+            if let Ok(result) = read {
+                return Poll::Ready(result.map(|n| buf.advance(n)));
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let mut ready = ready!(self.0.poll_write_ready(cx))?;
+            // MSG_NOSIGNAL: a client gone answers EPIPE, never a signal.
+            let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+            let written =
+                ready.try_io(|fd| send(fd.as_raw_fd(), data, flags).map_err(io::Error::from));
+            if let Ok(result) = written {
+                return Poll::Ready(result);
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(shutdown(self.0.as_raw_fd(), Shutdown::Write).map_err(io::Error::from))
+    }
 }

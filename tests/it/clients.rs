@@ -380,8 +380,11 @@ async fn the_mcp_inspector_cli_calls_every_tool() {
 }
 
 /// Node's clients (Claude Code, Cursor, the Inspector) start a server on Unix socket pairs,
-/// Python's and Rust's on pipes. The shim serves both on its one thread: no pool thread
-/// between a message and the runtime, whose handoffs would wake a second thread per message.
+/// Python's and Rust's on pipes (older Pythons a socket for stdin and a pipe for stdout). The
+/// shim serves each: both sockets and both pipes on its one thread (no pool thread between a
+/// message and the runtime, whose handoffs would wake a second thread per message), the mixed
+/// pairs through tokio's handles; and it never makes the streams' shared descriptions
+/// non-blocking, which whoever started it may still use.
 #[test]
 fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
     use std::io::{BufRead, BufReader, Write};
@@ -389,37 +392,40 @@ fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
     use std::process::{Command, Stdio};
 
     let env = TestEnv::new();
-    for sockets in [true, false] {
+    for (socket_in, socket_out) in [(true, true), (false, false), (true, false), (false, true)] {
+        let case = format!("stdin a socket: {socket_in}, stdout a socket: {socket_out}");
         let mut command = Command::new(sshmcp_tests::bins::path("sshmcp-mcp"));
         command
             .env_clear()
             .envs(env.env_vars())
             .stderr(Stdio::null());
-        let (mut input, output): (Box<dyn Write>, Box<dyn std::io::Read>) = if sockets {
-            let (ours_in, theirs_in) = UnixStream::pair().unwrap();
-            let (ours_out, theirs_out) = UnixStream::pair().unwrap();
-            command
-                .stdin(std::os::fd::OwnedFd::from(theirs_in))
-                .stdout(std::os::fd::OwnedFd::from(theirs_out));
-            (Box::new(ours_in), Box::new(ours_out))
+        let mut input: Option<Box<dyn Write>> = None;
+        let mut output: Option<Box<dyn std::io::Read>> = None;
+        if socket_in {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            command.stdin(std::os::fd::OwnedFd::from(theirs));
+            input = Some(Box::new(ours));
         } else {
-            command.stdin(Stdio::piped()).stdout(Stdio::piped());
-            (Box::new(std::io::sink()), Box::new(std::io::empty()))
-        };
-        let mut child = command.spawn().expect("spawn sshmcp-mcp");
-        let mut output = match child.stdout.take() {
-            Some(pipe) => BufReader::new(Box::new(pipe) as Box<dyn std::io::Read>),
-            None => BufReader::new(output),
-        };
-        if let Some(pipe) = child.stdin.take() {
-            input = Box::new(pipe);
+            command.stdin(Stdio::piped());
         }
+        if socket_out {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            command.stdout(std::os::fd::OwnedFd::from(theirs));
+            output = Some(Box::new(ours));
+        } else {
+            command.stdout(Stdio::piped());
+        }
+        let mut child = command.spawn().expect("spawn sshmcp-mcp");
         drop(command);
+        let mut input = input.unwrap_or_else(|| Box::new(child.stdin.take().unwrap()));
+        let mut output =
+            BufReader::new(output.unwrap_or_else(|| Box::new(child.stdout.take().unwrap())));
         let messages = [
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
-            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"session_list","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"session_list","arguments":{}}}"#,
         ];
         let mut answers = Vec::new();
         let mut threads = Vec::new();
@@ -433,7 +439,7 @@ fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
             }
             // Counted before the first tool call: starting the daemon takes its start lock on
             // a pool thread, once.
-            if message.contains("tools/list") {
+            if message.contains(r#""id":3"#) {
                 threads = std::fs::read_dir(format!("/proc/{}/task", child.id()))
                     .unwrap()
                     .map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).unwrap())
@@ -442,16 +448,34 @@ fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
         }
         assert!(
             answers[0]["result"]["serverInfo"].is_object(),
-            "{answers:?}"
+            "{case}: {answers:?}"
         );
-        assert!(
-            answers[1]["result"]["tools"]
-                .as_array()
-                .is_some_and(|t| !t.is_empty())
+        for list in &answers[1..3] {
+            assert!(
+                list["result"]["tools"]
+                    .as_array()
+                    .is_some_and(|t| !t.is_empty()),
+                "{case}"
+            );
+        }
+        assert_eq!(
+            answers[3]["result"]["isError"], false,
+            "{case}: {answers:?}"
         );
-        assert_eq!(answers[2]["result"]["isError"], false, "{answers:?}");
-        assert_eq!(threads.len(), 1, "sockets: {sockets}, threads: {threads:?}");
+        if socket_in == socket_out {
+            assert_eq!(threads.len(), 1, "{case}, threads: {threads:?}");
+        }
+        for fd in [0, 1] {
+            let info =
+                std::fs::read_to_string(format!("/proc/{}/fdinfo/{fd}", child.id())).unwrap();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                .expect("the descriptor's flags");
+            assert_eq!(flags & 0o4000, 0, "{case}: fd {fd} made non-blocking");
+        }
         drop(input);
-        assert!(child.wait().unwrap().success(), "sockets: {sockets}");
+        assert!(child.wait().unwrap().success(), "{case}");
     }
 }

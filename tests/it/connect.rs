@@ -533,17 +533,14 @@ async fn passphrase_prompts_take_turns() {
 
 /// A master offers AES-GCM first where this CPU does AES in hardware (cheaper than
 /// ChaCha20-Poly1305 for bulk output), as long as the user's configuration leaves OpenSSH's
-/// cipher list as it is; a list the user chose is what the master offers.
+/// cipher list as it is; a list the user chose is what the master offers, and the daemon's
+/// `keep-cipher-order` keeps OpenSSH's own order.
 #[tokio::test]
 async fn the_master_prefers_aes_gcm_unless_the_configuration_chose_ciphers() {
-    let (env, mcp, session) = crate::connected_with(
-        &SshdOptions {
-            log_level: "DEBUG1",
-            ..SshdOptions::default()
-        },
-        &[],
-    )
-    .await;
+    let debug = SshdOptions {
+        log_level: "DEBUG1",
+        ..SshdOptions::default()
+    };
     let agreed = |env: &TestEnv| -> Vec<String> {
         env.sshd
             .log_text()
@@ -557,11 +554,13 @@ async fn the_master_prefers_aes_gcm_unless_the_configuration_chose_ciphers() {
         (l.starts_with("flags") || l.starts_with("Features"))
             && l.split_whitespace().any(|f| f == "aes")
     });
+    let openssh_first = "chacha20-poly1305@openssh.com";
     let expected = if aes {
         "aes128-gcm@openssh.com"
     } else {
-        "chacha20-poly1305@openssh.com"
+        openssh_first
     };
+    let (env, mcp, session) = crate::connected_with(&debug, &[]).await;
     assert_eq!(agreed(&env), [expected]);
     let r = mcp
         .call("disconnect", json!({"session_id": session.0}))
@@ -576,4 +575,9 @@ async fn the_master_prefers_aes_gcm_unless_the_configuration_chose_ciphers() {
     .unwrap();
     connect(&mcp).await;
     assert_eq!(agreed(&env), [expected, "aes256-ctr"]);
+    mcp.close().await;
+
+    let (env, mcp, _) = crate::connected_with(&debug, &[("SSHMCP_KEEP_CIPHER_ORDER", "1")]).await;
+    assert_eq!(agreed(&env), [openssh_first]);
+    mcp.close().await;
 }

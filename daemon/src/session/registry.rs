@@ -206,6 +206,11 @@ impl Registry {
             .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
         self.policy()
             .check("connect", &req.target.display(), &resolved.host)?;
+        // Before the reservation: learning OpenSSH's own list may take a moment once.
+        let ciphers = match self.settings.keep_cipher_order {
+            true => None,
+            false => ciphers::preferred(resolved.ciphers.as_deref()).await,
+        };
         let (session, session_key) = self.reserve(&req.target, &resolved)?;
         // Undoes the reservation unless connect completes, also when the caller goes away
         // mid-way and this future is dropped: a half-made session must not own its server.
@@ -214,7 +219,7 @@ impl Registry {
             session: session.clone(),
         };
         let (master_pid, remote) = self
-            .authenticate(&session, &req.target, &resolved, timeout)
+            .authenticate(&session, &req.target, &resolved, ciphers.as_deref(), timeout)
             .await
             .inspect_err(|e| {
                 tracing::info!(session = %session.id, code = %e.code, "connect failed: {}", e.message);
@@ -293,6 +298,7 @@ impl Registry {
         session: &Arc<Session>,
         target: &ConnectTarget,
         resolved: &Resolved,
+        ciphers: Option<&str>,
         timeout: Duration,
     ) -> Result<(u32, RemoteFacts), DaemonError> {
         let closed = || {
@@ -307,9 +313,7 @@ impl Registry {
             &session.host.control_path,
             target,
             !resolved.has_keepalive,
-            ciphers::preferred(resolved.ciphers.as_deref())
-                .await
-                .as_deref(),
+            ciphers,
             timeout,
         );
         let log = self

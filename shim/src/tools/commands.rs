@@ -105,24 +105,23 @@ pub struct CommandListArgs {
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
-    /// Start a /bin/sh command that will outlast a tool call and return its `handle_id` as
-    /// soon as it started (a command that quick may have ended already: read its `exit_code`
-    /// with command_status). It runs as the login user as `exec` does (no TTY, empty stdin, its
-    /// own process group), but apart from this call: follow it with `command_status`, stop it
-    /// with `command_kill`. Its stdout and stderr are kept whole in files under the local
-    /// root (up to the daemon's max-spool-bytes, 1 GiB by default, per stream), deleted with
-    /// the handle: when it leaves the history (the last 100 ended handles), or at
-    /// `disconnect`, which also kills the session's running commands. Use it for a build, a
-    /// test suite or a dev server you stop before disconnecting; `exec` with `handoff_after`
-    /// for a command that is usually quick; `task_launch` for a process that must survive a
-    /// disconnect; `sudo_exec` with `handoff_after` for long root work. Errors:
-    /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
-    /// (too long, NUL byte: upload a script and run that), `invalid_arguments` (timeout out
-    /// of range), `invalid_local_path` (the local root cannot hold the output files: tell
-    /// the user),
-    /// `internal_error` (it did not start within 25 s: running commands and transfers hold all
-    /// 8 of the session's channels, or the remote login shell did not finish; nothing ran:
-    /// wait for one to end, or kill one, then retry).
+    /// Start a /bin/sh command that will outlast a tool call and return its `handle_id` as soon
+    /// as it started (a command that quick may have ended already: read its `exit_code` with
+    /// command_status). It runs as the login user as `exec` does (no TTY, empty stdin, its own
+    /// process group), but apart from this call: follow it with `command_status`, stop it with
+    /// `command_kill`. Its stdout and stderr are kept whole in files under the local root (up
+    /// to the daemon's max-spool-bytes, 1 GiB by default, per stream), deleted with the handle:
+    /// when it leaves the history (the last 100 ended handles), or at `disconnect`, which also
+    /// kills the session's running commands. Use it for a build, a test suite or a dev server
+    /// you stop before disconnecting; `exec` with `handoff_after` for a command that is usually
+    /// quick; `task_launch` for a process that must survive a disconnect; `sudo_exec` with
+    /// `handoff_after` for long root work. Errors: `remote_path_not_found` (the `cwd` is
+    /// missing: check it with stat), `invalid_command` (too long, NUL byte: upload a script and
+    /// run that), `invalid_arguments` (timeout out of range), `invalid_local_path` (the local
+    /// root cannot hold the output files: tell the user), `internal_error` (it did not start
+    /// within 25 s: running commands and transfers hold all 8 of the session's channels, or the
+    /// remote login shell did not finish; nothing ran: wait for one to end, or kill one, then
+    /// retry).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),
@@ -154,12 +153,12 @@ impl Shim {
         )
     }
 
-    /// Check a command handle and read its output, by offset or as a tail (see the offsets); long-poll with
-    /// `wait_seconds` rather than calling in a tight loop. Works on ended handles, and on a session that answers `connection_lost`: read what you
-    /// need before `disconnect`, which deletes the handle and its output. Errors:
-    /// `command_not_found` (not a handle of this session: see command_list; a task's PID
-    /// goes to task_status), `invalid_arguments` (an offset past `total_bytes`, `max_bytes`
-    /// above the cap).
+    /// Check a command handle and read its output, by offset or as a tail (see the offsets);
+    /// long-poll with `wait_seconds` rather than calling in a tight loop. Works on ended
+    /// handles, and on a session that answers `connection_lost`: read what you need before
+    /// `disconnect`, which deletes the handle and its output. Errors: `command_not_found` (not
+    /// a handle of this session: see command_list; a task's PID goes to task_status),
+    /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` above the cap).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
@@ -202,13 +201,13 @@ impl Shim {
     }
 
     /// Terminate a running command handle of this session (for a task_launch PID use
-    /// task_kill). Before sending anything it
-    /// checks on the host whether the command's process group still runs; then it signals the
-    /// whole group (as root for a sudo_exec handle; SIGKILL fallback: `force`). `result` says what happened (each value is
-    /// described there). After `killed`, `already_exited` or `not_running`, command_status
-    /// reports `killed` for this handle (an exit code it had stays shown). Errors:
-    /// `command_not_found` (not a handle of this session, or of one since disconnected: see
-    /// command_list), `invalid_arguments` (`signal` or `wait_seconds` out of range).
+    /// task_kill). Before sending anything it checks on the host whether the command's process
+    /// group still runs; then it signals the whole group (as root for a sudo_exec handle;
+    /// SIGKILL fallback: `force`). `result` says what happened (each value is described there).
+    /// After `killed`, `already_exited` or `not_running`, command_status reports `killed` for
+    /// this handle (an exit code it had stays shown). Errors: `command_not_found` (not a handle
+    /// of this session, or of one since disconnected: see command_list), `invalid_arguments`
+    /// (`signal` or `wait_seconds` out of range).
     #[tool(
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),
@@ -244,8 +243,8 @@ impl Shim {
 
     /// List this session's command handles. Use it to find a handle you lost track of; read
     /// output with command_status. Tasks from task_launch are not listed (nothing lists them:
-    /// keep task_launch's `pid` for task_status). Works on a session
-    /// that answers `connection_lost`.
+    /// keep task_launch's `pid` for task_status). Works on a session that answers
+    /// `connection_lost`.
     #[tool(
         input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandList>>(),

@@ -202,19 +202,19 @@ impl Shim {
     /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code`. No TTY
     /// and an empty stdin (a password prompt fails; for root use sudo_exec). No shell state
     /// persists between calls: use `cwd`, not `cd`. Each stream keeps at most the daemon's
-    /// output cap (64 KiB by default, half head, half tail); `spool_output` keeps everything
-    /// in local files. Up to 8 commands run at once on one session (its channels, shared with
+    /// output cap (64 KiB by default, half head, half tail); `spool_output` keeps everything in
+    /// local files. Up to 8 commands run at once on one session (its channels, shared with
     /// handles and transfers); more wait for one, and one still waiting at its `timeout`
-    /// answers `timed_out: true` without having run. A timeout, or cancelling the call,
-    /// kills the command's whole process group (TERM, then KILL); background jobs still
-    /// holding its output are killed then too (use task_launch for a process that must keep
-    /// running). Clients often give up on a call after about a minute, losing its result:
-    /// when a command may be slow (builds, tests, upgrades) pass `handoff_after`; for work
-    /// known to be long use command_start. To read or change files use read_file_range,
-    /// write_file or edit_file, not `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing: check it with
-    /// stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with upload_start
-    /// and run that), `invalid_local_path` (the local root cannot hold the spool or hand-off
-    /// files: tell the user), `invalid_arguments` (a value out of range).
+    /// answers `timed_out: true` without having run. A timeout, or cancelling the call, kills
+    /// the command's whole process group (TERM, then KILL); background jobs still holding its
+    /// output are killed then too (use task_launch for a process that must keep running).
+    /// Clients often give up on a call after about a minute, losing its result: when a command
+    /// may be slow (builds, tests, upgrades) pass `handoff_after`; for work known to be long
+    /// use command_start. To read or change files use read_file_range, write_file or edit_file,
+    /// not `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing: check it
+    /// with stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with
+    /// upload_start and run that), `invalid_local_path` (the local root cannot hold the spool
+    /// or hand-off files: tell the user), `invalid_arguments` (a value out of range).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),
@@ -247,18 +247,18 @@ impl Shim {
 
     /// Run one command as root: `sudo -n -k` starts `/bin/bash --noprofile --norc -s` (bash,
     /// not /bin/sh; sudo's own PATH and root's HOME) and the command runs in it with an empty
-    /// stdin, so it works only where the host's sudoers allows that program without a
-    /// password; no password is ever asked for or sent. `cwd` is entered as the login user,
-    /// before sudo. Otherwise the same limits, answer, timeout and cancellation as `exec`,
-    /// without `spool_output` (a handed-off root command is killed as root by `command_kill`);
-    /// `ok: true` means the command ran as root: read `exit_code`. Use `exec` for everything
-    /// that needs no root. Errors: `sudo_password_required` (stop and ask the user for a
-    /// NOPASSWD rule; never pipe a password through `exec`), `sudo_not_allowed` (the host's
-    /// sudoers denies that program; a narrower `sudo -n CMD` through `exec` may still be
-    /// allowed), `sudo_unavailable` (no sudo on the host); the message quotes sudo.
-    /// `policy_denied`: the user forbids root on this host; do not try `sudo` through `exec`,
-    /// ask the user. Also exec's `remote_path_not_found` (cwd), `invalid_command`,
-    /// `invalid_local_path` (hand-off files) and `invalid_arguments`, acted on as exec says.
+    /// stdin, so it works only where the host's sudoers allows that program without a password;
+    /// no password is ever asked for or sent. `cwd` is entered as the login user, before sudo.
+    /// Otherwise the same limits, answer, timeout and cancellation as `exec`, without
+    /// `spool_output` (a handed-off root command is killed as root by `command_kill`); `ok:
+    /// true` means the command ran as root: read `exit_code`. Use `exec` for everything that
+    /// needs no root. Errors: `sudo_password_required` (stop and ask the user for a NOPASSWD
+    /// rule; never pipe a password through `exec`), `sudo_not_allowed` (the host's sudoers
+    /// denies that program; a narrower `sudo -n CMD` through `exec` may still be allowed),
+    /// `sudo_unavailable` (no sudo on the host); the message quotes sudo. `policy_denied`: the
+    /// user forbids root on this host; do not try `sudo` through `exec`, ask the user. Also
+    /// exec's `remote_path_not_found` (cwd), `invalid_command`, `invalid_local_path` (hand-off
+    /// files) and `invalid_arguments`, acted on as exec says.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = answer::schema_without(

@@ -74,17 +74,17 @@ pub struct ForwardStopArgs {
 
 #[tool_router(router = forwards_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a port forward on the session's SSH connection (no new login). "Here"
-    /// and "this machine" mean the machine running sshmcp: a `local` or `dynamic` forward
-    /// helps only a client (psql, curl, a browser) that runs there too; otherwise run the
-    /// client on the host with `exec`. The target is first tried when a connection comes. It
-    /// lasts until forward_stop, disconnect or a lost connection; anyone on this machine can use a loopback
+    /// Open a port forward on the session's SSH connection (no new login). "Here" and "this
+    /// machine" mean the machine running sshmcp: a `local` or `dynamic` forward helps only a
+    /// client (psql, curl, a browser) that runs there too; otherwise run the client on the host
+    /// with `exec`. The target is first tried when a connection comes. It lasts until
+    /// forward_stop, disconnect or a lost connection; anyone on this machine can use a loopback
     /// forward, so stop those you no longer need. Errors (nothing listens then):
-    /// `forward_failed` (the message says which): the port is taken (retry with
-    /// `listen_port` 0) or below 1024 (pick a higher one), this session already has that
-    /// listener (the message names it: use it), or the host's sshd forbids forwarding (tell
-    /// the user; retrying will not help). `forward_not_allowed`: use a loopback
-    /// `listen_host`. `invalid_arguments`: see `target_host`.
+    /// `forward_failed` (the message says which): the port is taken (retry with `listen_port`
+    /// 0) or below 1024 (pick a higher one), this session already has that listener (the
+    /// message names it: use it), or the host's sshd forbids forwarding (tell the user;
+    /// retrying will not help). `forward_not_allowed`: use a loopback `listen_host`.
+    /// `invalid_arguments`: see `target_host`.
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),
@@ -117,9 +117,9 @@ impl Shim {
         )
     }
 
-    /// List this session's open port forwards, each as forward_start answered it;
-    /// read-only. Recover a `forward_id` or `listen_port` here (e.g. after forward_failed
-    /// names a forward).
+    /// List this session's open port forwards, each as forward_start answered it; read-only.
+    /// Recover a `forward_id` or `listen_port` here (e.g. after forward_failed names a
+    /// forward).
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardList>>(),
@@ -147,12 +147,18 @@ impl Shim {
 
     /// Close a port forward of this session once its client is done with it (`disconnect`
     /// closes all of a session's forwards at once): its port is free again once this answers
-    /// (connections already made through it may finish). Answer: the forward as it was.
-    /// Errors: `forward_not_found` (not a forward of this session: see forward_list),
-    /// `forward_failed` (the SSH connection could not close it: use `disconnect`).
+    /// (connections already made through it may finish). Answer: the forward as it was. Errors:
+    /// `forward_not_found` (not a forward of this session: see forward_list), `forward_failed`
+    /// (the SSH connection could not close it: use `disconnect`).
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<ForwardInfo>>(),
+        output_schema = answer::schema_describing(
+            schema_for_output::<Answer<ForwardInfo>>(),
+            &[
+                ("forward_id", "The forward that was closed."),
+                ("listen_port", "The port it held, free again now."),
+            ],
+        ),
         annotations(title = "Close a port forward", read_only_hint = false,
                     destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]

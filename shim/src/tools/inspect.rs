@@ -98,13 +98,12 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
     /// Describe one remote path: what it is, its size, permissions, owner and times, and a
-    /// symlink's target. Use it to check that a path exists and what it is before acting on it; a
-    /// directory's entries come from list_directory, a file's bytes from read_file_range.
-    /// Read-only. Errors: `remote_path_not_found`
-    /// (nothing there, a parent is not a directory, or a symlink loop),
-    /// `remote_permission_denied` (a parent directory is not searchable by the session's
-    /// user: `sudo_exec` can look as root), `internal_error` naming GNU coreutils when the
-    /// host lacks them (use `exec` with what it has).
+    /// symlink's target. Use it to check that a path exists and what it is before acting on it;
+    /// a directory's entries come from list_directory, a file's bytes from read_file_range.
+    /// Read-only. Errors: `remote_path_not_found` (nothing there, a parent is not a directory,
+    /// or a symlink loop), `remote_permission_denied` (a parent directory is not searchable by
+    /// the session's user: `sudo_exec` can look as root), `internal_error` naming GNU coreutils
+    /// when the host lacks them (use `exec` with what it has).
     #[tool(
         input_schema = schema_for_input::<StatArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileStat>>(),
@@ -129,13 +128,13 @@ impl Shim {
         )
     }
 
-    /// List one remote directory's entries, a page at a time. Pages are read fresh, not a snapshot: entries added or removed between
-    /// calls shift later pages. Not recursive (use exec with `find` for a tree).
-    /// Prefer it to parsing `ls` through exec; read-only. Errors: `invalid_remote_type` (not
-    /// a directory: use stat), `remote_path_not_found` (check the path with stat),
-    /// `remote_permission_denied` (not
-    /// readable or not searchable by the session's user: `sudo_exec` can list as root),
-    /// `internal_error` naming GNU findutils when the host lacks them (use `exec`).
+    /// List one remote directory's entries, a page at a time. Pages are read fresh, not a
+    /// snapshot: entries added or removed between calls shift later pages. Not recursive (use
+    /// exec with `find` for a tree). Prefer it to parsing `ls` through exec; read-only. Errors:
+    /// `invalid_remote_type` (not a directory: use stat), `remote_path_not_found` (check the
+    /// path with stat), `remote_permission_denied` (not readable or not searchable by the
+    /// session's user: `sudo_exec` can list as root), `internal_error` naming GNU findutils
+    /// when the host lacks them (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Listing>>(),
@@ -165,15 +164,14 @@ impl Shim {
 
     /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
     /// `offset`. For a whole file larger than one call's cap (64 KiB by default) use
-    /// download_start instead. To read a whole file,
-    /// call again at `offset` + `bytes_read` until `eof` is true. Use exec instead for lines,
-    /// searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle of
-    /// output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:
-    /// list_directory for a directory), `remote_path_not_found` (check the path with stat),
-    /// `remote_permission_denied` (the session's user may not read it: as root, `sudo_exec`
-    /// with `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a
-    /// block comes back short), `internal_error` naming GNU coreutils when the host lacks
-    /// them (use `exec`).
+    /// download_start instead. To read on through a file, call again at `offset` + `bytes_read`
+    /// until `eof` is true. Use exec instead for lines, searches (`grep`, `tail -n`) or many
+    /// files; `cat` through exec loses the middle of output beyond the cap. Read-only. Errors:
+    /// `invalid_remote_type` (not a regular file: list_directory for a directory),
+    /// `remote_path_not_found` (check the path with stat), `remote_permission_denied` (the
+    /// session's user may not read it: as root, `sudo_exec` with `dd if=PATH bs=32768 skip=N
+    /// count=1 status=none`, one block per call, until a block comes back short),
+    /// `internal_error` naming GNU coreutils when the host lacks them (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -117,12 +117,11 @@ fn path_schema(path: &str, kind: &str, changed: bool) -> Arc<JsonObject> {
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
     /// Make a directory on the remote host (and its missing parents: see `parents`). A
-    /// directory already there is no error. Before a write,
-    /// write_file's `create_dirs` does this itself. Acts as the session's user, never sudo
-    /// (root's paths need `sudo_exec`). Errors: `remote_path_exists` (something that is no
-    /// directory is there: stat it, then remove it or pick another path),
-    /// `remote_path_not_found` (a parent is missing and `parents` is false),
-    /// `remote_permission_denied` (use sudo_exec, or ask the user).
+    /// directory already there is no error. Before a write, write_file's `create_dirs` does
+    /// this itself. Acts as the session's user, never sudo (root's paths need `sudo_exec`).
+    /// Errors: `remote_path_exists` (something that is no directory is there: stat it, then
+    /// remove it or pick another path), `remote_path_not_found` (a parent is missing and
+    /// `parents` is false), `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<MakeDirectoryArgs>().expect("object schema"),
         output_schema = path_schema("The directory as given.", "What is there: `directory`.", true),
@@ -159,10 +158,11 @@ impl Shim {
     /// Remove a remote file, symlink or directory (see `path` and `recursive`), for good. The
     /// path is taken literally: no wildcards (to remove by pattern, list the directory first,
     /// or use `rm` through exec). The host gets 300 s: a tree that takes longer is stopped
-    /// part-way (`internal_error`; remove it with command_start and `rm -rf`). Acts as the session's user, never
-    /// sudo (root's paths need `sudo_exec`). Errors: `remote_path_not_found` (already gone:
-    /// nothing to do), `invalid_arguments` (the directory is not empty: pass `recursive:
-    /// true`), `remote_permission_denied` (use sudo_exec, or ask the user).
+    /// part-way (`internal_error`; remove it with command_start and `rm -rf`). Acts as the
+    /// session's user, never sudo (root's paths need `sudo_exec`). Errors:
+    /// `remote_path_not_found` (already gone: nothing to do), `invalid_arguments` (the
+    /// directory is not empty: pass `recursive: true`), `remote_permission_denied` (use
+    /// sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
         output_schema = path_schema("The removed path as given.", "What was removed.", false),
@@ -191,16 +191,16 @@ impl Shim {
         )
     }
 
-    /// Copy a remote file, symlink or whole directory to a new path on the same host
-    /// (`cp -a`: modes, times and links kept). The copy
-    /// is made under a temporary name beside the destination, then moved into place, so a
-    /// failed one leaves nothing behind. The host gets 300 s: a copy that takes longer is
-    /// stopped (`internal_error`), which may leave a `.sshmcp-copy.*` directory beside the
-    /// destination (remove it with remove_path; copy a tree that large with command_start and
-    /// `cp -a`). Acts as the session's user, never sudo (root's paths need `sudo_exec`).
-    /// Between the host and this machine use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` for
-    /// a file; a directory there: remove it or pick another destination),
+    /// Copy a remote file, symlink or whole directory to a new path on the same host (`cp -a`:
+    /// modes, times and links kept). The copy is made under a temporary name beside the
+    /// destination, then moved into place, so a copy that fails leaves nothing behind. The host
+    /// gets 300 s: a copy that takes longer is stopped (`internal_error`), which may leave a
+    /// `.sshmcp-copy.*` directory beside the destination (remove it with remove_path; copy a
+    /// tree that large with command_start and `cp -a`). Acts as the session's user, never sudo
+    /// (root's paths need `sudo_exec`). Between the host and this machine use download_start /
+    /// upload_start. Errors: `remote_path_not_found` (the source, or the destination's
+    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` for a
+    /// file; a directory there: remove it or pick another destination),
     /// `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
@@ -226,16 +226,16 @@ impl Shim {
         )
     }
 
-    /// Move or rename a remote file, symlink or directory to a new path on the same host:
-    /// one atomic rename within a file system (across file systems `mv` copies, then removes
-    /// the source: not atomic). The host gets 300 s: a move across file systems that takes
-    /// longer is stopped (`internal_error`), which may leave part of the tree at the
-    /// destination and the source whole (move a tree that large with command_start and
-    /// `mv`). Acts as the session's user, never sudo (root's paths need `sudo_exec`). Between the host and this machine
-    /// use download_start / upload_start. Errors: `remote_path_not_found` (the source, or the
-    /// destination's directory: make_directory it first), `remote_path_exists` (pass
-    /// `overwrite: true` for a file; a directory there: remove it or pick another
-    /// destination), `remote_permission_denied` (use sudo_exec, or ask the user).
+    /// Move or rename a remote file, symlink or directory to a new path on the same host: one
+    /// atomic rename within a file system (across file systems `mv` copies, then removes the
+    /// source: not atomic). The host gets 300 s: a move across file systems that takes longer
+    /// is stopped (`internal_error`), which may leave part of the tree at the destination and
+    /// the source whole (move a tree that large with command_start and `mv`). Acts as the
+    /// session's user, never sudo (root's paths need `sudo_exec`). Between the host and this
+    /// machine use download_start / upload_start. Errors: `remote_path_not_found` (the source,
+    /// or the destination's directory: make_directory it first), `remote_path_exists` (pass
+    /// `overwrite: true` for a file; a directory there: remove it or pick another destination),
+    /// `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = path_schema(

@@ -82,15 +82,14 @@ impl Shim {
     /// `session_key` shown only this once: keep both, every session tool needs them
     /// (`disconnect` and session_list need no key). One session per server (its effective
     /// HostName and Port; the user is not part of it): connect once and reuse it, never per
-    /// command. May wait for
-    /// a passphrase or key-touch prompt on the user's desktop; unknown host keys are never
-    /// accepted. Errors: `already_connected` (the message names the session: use it if you
-    /// hold its key; if `session_list` shows it `lost`, disconnect it and connect again;
-    /// otherwise another agent may be using it: ask the user), `session_limit_reached`
-    /// (the daemon's max-sessions, 32 by default: disconnect a session you no longer need),
-    /// `connection_start_failed` (authentication, host key or network, or `connect_timeout`
-    /// ran out: tell the user the message; retrying will not help), `invalid_arguments`
-    /// (the target's fields: see `alias`).
+    /// command. May wait for a passphrase or key-touch prompt on the user's desktop; unknown
+    /// host keys are never accepted. Errors: `already_connected` (the message names the
+    /// session: use it if you hold its key; if `session_list` shows it `lost`, disconnect it
+    /// and connect again; otherwise another agent may be using it: ask the user),
+    /// `session_limit_reached` (the daemon's max-sessions, 32 by default: disconnect a session
+    /// you no longer need), `connection_start_failed` (authentication, host key or network, or
+    /// `connect_timeout` ran out: tell the user the message; retrying will not help),
+    /// `invalid_arguments` (the target's fields: see `alias`).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),
@@ -130,13 +129,13 @@ impl Shim {
         )
     }
 
-    /// Close a session: kills its running commands, cancels its transfers (partial files
-    /// kept), closes its port forwards and stops its SSH connection; its command handles and
-    /// their output go with it (read them first), detached tasks keep running. Needs no key,
-    /// so it closes any session, another agent's too: close only sessions you opened, or ones
-    /// that are `lost`. Use it when the work is done, after `connection_lost`, or when a
-    /// session's key is lost. Works in every state, `starting` included. Errors:
-    /// `session_not_found` (already closed: nothing to do).
+    /// Close a session: kills its running commands, cancels its transfers (partial files kept),
+    /// closes its port forwards and stops its SSH connection; its command handles and their
+    /// output go with it (read them first), detached tasks keep running. Needs no key, so it
+    /// closes any session, another agent's too: close only sessions you opened, or ones that
+    /// are `lost`. Use it when the work is done, after `connection_lost`, or when a session's
+    /// key is lost. Works in every state, `starting` included. Errors: `session_not_found`
+    /// (already closed: nothing to do).
     #[tool(
         input_schema = schema_for_input::<DisconnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Disconnected>>(),

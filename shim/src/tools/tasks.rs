@@ -82,18 +82,18 @@ fn auth(session_id: String, session_key: String) -> SessionAuth {
 
 #[tool_router(router = tasks_router, vis = "pub(crate)")]
 impl Shim {
-    /// Launch a detached background process on the host that survives disconnects,
-    /// reconnects and daemon restarts: a server you leave running, a watcher, a job that runs
-    /// for hours. It runs `/bin/sh` on the command as the login user, in its own session and
-    /// process group, stdin from /dev/null, with no time limit; stdout and stderr go to log
-    /// files private to the remote user (`<home>/.sshmcp/tasks/PID.out` and `.err`, absolute
-    /// paths returned; never removed by sshmcp). It records its exit status when it ends.
-    /// Keep the `pid`: nothing lists tasks. Use `command_start` instead for work you follow
-    /// and stop within this session (output kept locally, killed on disconnect). Errors:
+    /// Launch a detached background process on the host that survives disconnects, reconnects
+    /// and daemon restarts: a server you leave running, a watcher, a job that runs for hours.
+    /// It runs `/bin/sh` on the command as the login user, in its own session and process
+    /// group, stdin from /dev/null, with no time limit; stdout and stderr go to log files
+    /// private to the remote user (`<home>/.sshmcp/tasks/PID.out` and `.err`, absolute paths
+    /// returned; never removed by sshmcp). It records its exit status when it ends. Keep the
+    /// `pid`: nothing lists tasks. Use `command_start` instead for work you follow and stop
+    /// within this session (output kept locally, killed on disconnect). Errors:
     /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
-    /// (over 1 MiB, or a NUL byte: upload a script and run that),
-    /// `internal_error` (no writable ~/.sshmcp/tasks, or no setsid on the host: tell the
-    /// user). task_status with the `pid` confirms it runs.
+    /// (over 1 MiB, or a NUL byte: upload a script and run that), `internal_error` (no writable
+    /// ~/.sshmcp/tasks, or no setsid on the host: tell the user). task_status with the `pid`
+    /// confirms it runs.
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskLaunched>>(),
@@ -124,8 +124,8 @@ impl Shim {
     /// Check a task from task_launch by its `pid` (for a command handle use command_status):
     /// whether it runs, its recorded exit status, its log paths, and each log's size and last
     /// `tail_bytes` (read more with read_file_range on the log path). A PID since reused by
-    /// another process is never taken for the task (see `state`). Errors:
-    /// `invalid_arguments` (`tail_bytes` out of range).
+    /// another process is never taken for the task (see `state`). Errors: `invalid_arguments`
+    /// (`tail_bytes` out of range).
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -153,14 +153,14 @@ impl Shim {
         )
     }
 
-    /// Terminate a task from task_launch by its `pid` (for a command handle use
-    /// command_kill). It first checks on the host that the PID is still the task sshmcp
-    /// launched (its start time matches): any other PID, one since reused by another process
-    /// or a command handle's included, answers `not_running` and is never signalled (which
-    /// then says nothing about whether such a process runs). Then it works as command_kill
-    /// does: the signal to the task's whole process group, SIGKILL after `wait_seconds` when
-    /// `force`, the same `result` values and `force_kill_used`. Errors: `invalid_arguments`
-    /// (`signal` or `wait_seconds` out of range).
+    /// Terminate a task from task_launch by its `pid` (for a command handle use command_kill).
+    /// It first checks on the host that the PID is still the task sshmcp launched (its start
+    /// time matches): any other PID, one since reused by another process or a command handle's
+    /// included, answers `not_running` and is never signalled (which then says nothing about
+    /// whether such a process runs). Then it works as command_kill does: the signal to the
+    /// task's whole process group, SIGKILL after `wait_seconds` when `force`, the same `result`
+    /// values and `force_kill_used`. Errors: `invalid_arguments` (`signal` or `wait_seconds`
+    /// out of range).
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

@@ -135,20 +135,21 @@ impl Shim {
 
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
-    /// Download one remote regular file into the local root as a background job: it answers
-    /// at once with an `operation_id`; poll `transfer_status` every 2-5 s until
-    /// `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
-    /// connection (never a new login) into a private partial file; the file appears at
-    /// `local_path` whole, and only once both ends' SHA-256 agree. Calling it again with the
-    /// same `remote_path` and `local_path` resumes a failed or cancelled copy. Use it for
-    /// files of any size instead of printing them with `exec` or paging them with
-    /// read_file_range. Never uses sudo. A file that changes during the copy (a live log)
-    /// ends `verification_failed`: copy a snapshot (`cp`) first. Errors: `invalid_local_path` (escapes the local root),
-    /// `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a regular
-    /// file), `remote_path_not_found` (check the path with stat), `remote_permission_denied`
-    /// (copy the file somewhere readable with sudo_exec first), `transfer_conflict` (another
-    /// transfer writes that destination: wait for it, or pick another), `transfer_limit_reached`
-    /// (the daemon's max-transfers, 4 by default, run on this session: wait for one to end).
+    /// Download one remote regular file into the local root as a background job: it answers at
+    /// once with an `operation_id`; poll `transfer_status` every 2-5 s until `completed`,
+    /// `failed` or `cancelled`. rsync copies over the session's own SSH connection (never a new
+    /// login) into a private partial file; the file appears at `local_path` whole, and only
+    /// once both ends' SHA-256 agree. Calling it again with the same `remote_path` and
+    /// `local_path` resumes a failed or cancelled copy. Use it for files of any size instead of
+    /// printing them with `exec` or paging them with read_file_range. Never uses sudo. A file
+    /// that changes during the copy (a live log) ends `verification_failed`: copy a snapshot
+    /// (`cp`) first. Errors: `invalid_local_path` (outside the local root, through `..` or a
+    /// symlink, or in `.sshmcp`), `local_path_exists` (pass `overwrite: true`),
+    /// `invalid_remote_type` (not a regular file), `remote_path_not_found` (check the path with
+    /// stat), `remote_permission_denied` (copy the file somewhere readable with sudo_exec
+    /// first), `transfer_conflict` (another transfer writes that destination: wait for it, or
+    /// pick another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run
+    /// on this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -176,22 +177,21 @@ impl Shim {
         )
     }
 
-    /// Upload one regular file from the local root to the host as a background job: it
-    /// answers at once with an `operation_id`; poll `transfer_status` every 2-5 s
-    /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
-    /// connection (never a new login) into a hidden partial file beside the destination; the
-    /// file appears at `remote_path` whole, only once both ends' SHA-256 agree, and never
-    /// replaces a file created there meanwhile. Calling it again with the same `local_path`
-    /// and `remote_path` resumes a failed or cancelled copy. Use it for files of any size
-    /// instead of pasting contents into `exec`; a small text file is simpler with write_file.
-    /// Never uses sudo. Errors:
-    /// `invalid_local_path` (missing, not a regular file, or outside the local root: put
-    /// the file under the local root and pass its path relative to it),
-    /// `invalid_arguments` (`remote_path` ends in `/`: name the file), `remote_path_exists`
-    /// (pass `overwrite: true`), `invalid_remote_type` (the destination is no regular file, or
-    /// its parent no directory), `remote_path_not_found` (its directory is missing: make it
-    /// with make_directory), `remote_permission_denied` (upload somewhere writable, then move
-    /// it with sudo_exec), `transfer_conflict` (another transfer writes there: wait for it, or
+    /// Upload one regular file from the local root to the host as a background job: it answers
+    /// at once with an `operation_id`; poll `transfer_status` every 2-5 s until `completed`,
+    /// `failed` or `cancelled`. rsync copies over the session's own SSH connection (never a new
+    /// login) into a hidden partial file beside the destination; the file appears at
+    /// `remote_path` whole, only once both ends' SHA-256 agree, and never replaces a file
+    /// created there meanwhile. Calling it again with the same `local_path` and `remote_path`
+    /// resumes a failed or cancelled copy. Use it for files of any size instead of pasting
+    /// contents into `exec`; a small text file is simpler with write_file. Never uses sudo.
+    /// Errors: `invalid_local_path` (missing, not a regular file, or outside the local root:
+    /// put the file under the local root and pass its path relative to it), `invalid_arguments`
+    /// (`remote_path` ends in `/`: name the file), `remote_path_exists` (pass `overwrite:
+    /// true`), `invalid_remote_type` (the destination is no regular file, or its parent no
+    /// directory), `remote_path_not_found` (its directory is missing: make it with
+    /// make_directory), `remote_permission_denied` (upload somewhere writable, then move it
+    /// with sudo_exec), `transfer_conflict` (another transfer writes there: wait for it, or
     /// pick another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run
     /// on this session: wait for one to end).
     #[tool(
@@ -250,11 +250,10 @@ impl Shim {
     }
 
     /// Stop a transfer of this session; only when the copy must not go on. Its partial file
-    /// stays (a download's in the local root's private `.sshmcp` directory, an upload's
-    /// hidden beside the destination). Answers the transfer's state (it
-    /// becomes `cancelled` a moment later: confirm with transfer_status; a transfer that
-    /// already ended stays as it was). Errors: `transfer_not_found` (not this session's:
-    /// transfer_list shows them).
+    /// stays (a download's in the local root's private `.sshmcp` directory, an upload's hidden
+    /// beside the destination). Answers the transfer's state (it becomes `cancelled` a moment
+    /// later: confirm with transfer_status; a transfer that already ended stays as it was).
+    /// Errors: `transfer_not_found` (not this session's: transfer_list shows them).
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = report_schema(),

@@ -32,8 +32,8 @@ pub struct ExecArgs {
     /// Remote working directory for this call only: absolute, or relative to the login
     /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
     pub cwd: Option<String>,
-    /// Seconds before the remote process group is terminated (0.1..86400); default 60, or
-    /// no limit with `handoff_after`.
+    /// Seconds before the remote process group is terminated (0.1..86400), a handed-off
+    /// command's too; default 60, or no limit with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Also write the complete streams to files under the local root and return their
@@ -61,8 +61,8 @@ pub struct SudoExecArgs {
     /// Remote working directory for this call only: absolute, or relative to the login
     /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
     pub cwd: Option<String>,
-    /// Seconds before the remote process group is terminated (0.1..86400); default 60, or
-    /// no limit with `handoff_after`.
+    /// Seconds before the remote process group is terminated (0.1..86400), a handed-off
+    /// command's too; default 60, or no limit with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
     /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command

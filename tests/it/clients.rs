@@ -399,27 +399,31 @@ fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
             .env_clear()
             .envs(env.env_vars())
             .stderr(Stdio::null());
-        let mut input: Option<Box<dyn Write>> = None;
-        let mut output: Option<Box<dyn std::io::Read>> = None;
-        if socket_in {
-            let (ours, theirs) = UnixStream::pair().unwrap();
-            command.stdin(std::os::fd::OwnedFd::from(theirs));
-            input = Some(Box::new(ours));
-        } else {
-            command.stdin(Stdio::piped());
-        }
-        if socket_out {
-            let (ours, theirs) = UnixStream::pair().unwrap();
-            command.stdout(std::os::fd::OwnedFd::from(theirs));
-            output = Some(Box::new(ours));
-        } else {
-            command.stdout(Stdio::piped());
-        }
-        let mut child = command.spawn().expect("spawn sshmcp-mcp");
+        // The shim's end of one stream, and ours when it is a socket pair.
+        let end = |socket: bool| -> (Stdio, Option<UnixStream>) {
+            match socket {
+                true => {
+                    let (ours, theirs) = UnixStream::pair().unwrap();
+                    (std::os::fd::OwnedFd::from(theirs).into(), Some(ours))
+                }
+                false => (Stdio::piped(), None),
+            }
+        };
+        let ((stdin, ours_in), (stdout, ours_out)) = (end(socket_in), end(socket_out));
+        let mut child = command
+            .stdin(stdin)
+            .stdout(stdout)
+            .spawn()
+            .expect("spawn sshmcp-mcp");
         drop(command);
-        let mut input = input.unwrap_or_else(|| Box::new(child.stdin.take().unwrap()));
-        let mut output =
-            BufReader::new(output.unwrap_or_else(|| Box::new(child.stdout.take().unwrap())));
+        let mut input: Box<dyn Write> = match ours_in {
+            Some(socket) => Box::new(socket),
+            None => Box::new(child.stdin.take().unwrap()),
+        };
+        let mut output: BufReader<Box<dyn std::io::Read>> = BufReader::new(match ours_out {
+            Some(socket) => Box::new(socket),
+            None => Box::new(child.stdout.take().unwrap()),
+        });
         let messages = [
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,

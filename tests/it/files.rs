@@ -93,7 +93,7 @@ async fn write_file_writes_whole_files_and_replaces_only_when_asked() {
     assert_eq!(r["ok"], true, "{r}");
     // Not a file: refused, whatever the flags.
     for (target, expected) in [
-        (dir.clone(), "invalid_remote_type"),
+        (dir.to_string(), "invalid_remote_type"),
         (format!("{dir}/"), "invalid_arguments"),
         (format!("{path}/x"), "invalid_remote_type"),
     ] {

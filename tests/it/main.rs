@@ -65,14 +65,58 @@ pub async fn remote_out(mcp: &McpClient, s: &(String, String), command: &str) ->
     r["stdout"]["data"].as_str().unwrap().to_string()
 }
 
-/// A fresh remote directory of the test's own, `/tmp/sshmcp-<what>-<unique>`.
-pub async fn fresh_dir(mcp: &McpClient, s: &(String, String), what: &str) -> String {
+/// A fresh remote directory of the test's own, `/tmp/sshmcp-<what>-<unique>`, removed with
+/// everything in it when the test ends, however it ends (the host is this machine).
+pub async fn fresh_dir(mcp: &McpClient, s: &(String, String), what: &str) -> TestPath {
     let dir = format!(
         "/tmp/sshmcp-{what}-{}",
         sshmcp_tests::process::unique_sleep(1)
     );
     remote_out(mcp, s, &format!("mkdir {dir}")).await;
-    dir
+    TestPath(dir)
+}
+
+/// A file or directory a test made on the host: its path, and its removal on drop (some
+/// hold a GiB).
+pub struct TestPath(String);
+
+impl TestPath {
+    pub fn new(path: String) -> Self {
+        Self(path)
+    }
+}
+
+impl std::ops::Deref for TestPath {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TestPath {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.as_ref()
+    }
+}
+
+impl serde::Serialize for TestPath {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for TestPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Drop for TestPath {
+    fn drop(&mut self) {
+        if std::fs::remove_dir_all(&self.0).is_err() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
 }
 
 /// The error code of a failed answer.

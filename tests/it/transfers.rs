@@ -38,7 +38,7 @@ fn local_sha256(path: &std::path::Path) -> String {
 #[tokio::test]
 async fn a_64_mib_download_arrives_verified_and_whole() {
     let (env, mcp, s) = connected().await;
-    let remote = format!("/tmp/sshmcp-dl-{} file", unique_sleep(1));
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-dl-{} file", unique_sleep(1)));
     let made = exec(
         &mcp,
         &s,
@@ -198,8 +198,8 @@ async fn a_download_under_way(
     s: &Session,
     local: &str,
     random: bool,
-) -> (String, Value) {
-    let remote = format!("/tmp/sshmcp-sparse-{}", unique_sleep(1));
+) -> (crate::TestPath, Value) {
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-sparse-{}", unique_sleep(1)));
     let fill = if random {
         " && shred -n 1 "
     } else {
@@ -344,7 +344,7 @@ async fn odd_remote_names_are_literal_and_the_limit_holds_under_a_burst() {
         &[("SSHMCP_MAX_TRANSFERS", "1")],
     )
     .await;
-    let dir = format!("/tmp/sshmcp-odd-{}", unique_sleep(1));
+    let dir = crate::TestPath::new(format!("/tmp/sshmcp-odd-{}", unique_sleep(1)));
     exec(
         &mcp,
         &s,
@@ -493,7 +493,7 @@ async fn an_upload_under_way(
     s: &Session,
     name: &str,
     random: bool,
-) -> (String, Value) {
+) -> (crate::TestPath, Value) {
     let dir = fresh_dir(mcp, s, "upsparse").await;
     std::fs::create_dir_all(&env.local_root).unwrap();
     let path = env.local_root.join(name);
@@ -722,7 +722,7 @@ async fn upload_sources_outside_the_root_and_bad_destinations_are_refused() {
     // The source is the file that was checked, even when a symlink takes its name at once.
     random_file(&root.join("swap.bin"), 1 << 20);
     let hash = local_sha256(&root.join("swap.bin"));
-    let remote = format!("/tmp/sshmcp-swap-{}", unique_sleep(1));
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-swap-{}", unique_sleep(1)));
     let r = on_session(
         &mcp,
         &s,
@@ -862,7 +862,7 @@ async fn a_full_disk_or_a_vanished_directory_fails_the_transfer_and_publishes_no
         "{done}"
     );
     // The local end: the local root is a 1 MiB disk.
-    let remote = format!("/tmp/sshmcp-four-{n}");
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-four-{n}"));
     remote_out(
         &mcp,
         &s,
@@ -906,7 +906,7 @@ async fn a_full_disk_or_a_vanished_directory_fails_the_transfer_and_publishes_no
 #[tokio::test]
 async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
     let (env, mcp, s) = connected().await;
-    let remote = format!("/tmp/sshmcp-orphan-{}", unique_sleep(1));
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-orphan-{}", unique_sleep(1)));
     remote_out(&mcp, &s, &format!("truncate -s 2G {remote}")).await;
     let r = on_session(
         &mcp,
@@ -976,7 +976,7 @@ async fn a_restart_hands_a_transfer_over() {
 async fn odd_remote_names_go_up_and_come_back() {
     use base64::Engine as _;
     let (env, mcp, s) = connected().await;
-    let dir = format!("/tmp/sshmcp-names-{}", unique_sleep(1));
+    let dir = crate::TestPath::new(format!("/tmp/sshmcp-names-{}", unique_sleep(1)));
     let odd_dir = format!("{dir}/d[1]*\\x");
     remote_out(&mcp, &s, &format!("mkdir -p '{odd_dir}'")).await;
     std::fs::create_dir_all(&env.local_root).unwrap();

@@ -2,13 +2,18 @@
 
 use std::path::{Path, PathBuf};
 
-/// A tmpfs unmounted however the test ends.
-pub struct SmallDisk(PathBuf);
+/// A tmpfs unmounted however the test ends; the directory it was mounted on goes too when
+/// the mount made it.
+pub struct SmallDisk {
+    dir: PathBuf,
+    made_dir: bool,
+}
 
 impl SmallDisk {
     /// A 1 MiB tmpfs at `dir`, writable by everyone (sticky, as `/tmp`), so a remote test user
     /// can fill it too.
     pub fn mount(dir: &Path) -> Self {
+        let made_dir = !dir.exists();
         std::fs::create_dir_all(dir).unwrap();
         crate::process::run(
             std::process::Command::new("mount")
@@ -16,12 +21,21 @@ impl SmallDisk {
                 .arg(dir),
             "util-linux",
         );
-        Self(dir.to_path_buf())
+        Self {
+            dir: dir.to_path_buf(),
+            made_dir,
+        }
     }
 }
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let unmounted = std::process::Command::new("umount")
+            .arg(&self.dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if unmounted && self.made_dir {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 }

@@ -9,7 +9,6 @@
 
 use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
-use std::os::unix::fs::FileTypeExt as _;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -35,14 +34,10 @@ pub fn streams() -> (Reader, Writer) {
     (Box::new(input), Box::new(output))
 }
 
-/// Whether `fd` is a stream socket (a Unix socket pair's end, or TCP).
+/// Whether `fd` is a stream socket (a Unix socket pair's end, or TCP): anything but a
+/// socket fails `SO_TYPE` with `ENOTSOCK`.
 fn is_stream_socket(fd: BorrowedFd<'_>) -> bool {
-    let is_socket = fd
-        .try_clone_to_owned()
-        .map(std::fs::File::from)
-        .and_then(|file| file.metadata())
-        .is_ok_and(|meta| meta.file_type().is_socket());
-    is_socket && getsockopt(&fd, sockopt::SockType).is_ok_and(|kind| kind == SockType::Stream)
+    getsockopt(&fd, sockopt::SockType).is_ok_and(|kind| kind == SockType::Stream)
 }
 
 /// A copy of a standard stream's socket, read and written with `MSG_DONTWAIT`: the socket's

@@ -240,12 +240,7 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
     ];
     for (tool, args) in &refused {
         let r = crate::on_session(&mcp, &s, tool, args.clone()).await;
-        assert_eq!(crate::code(&r), "policy_denied", "{tool}: {r}");
-        let message = r["error"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("[\"testbed\"]") && message.contains("read_only = true"),
-            "{tool}: {message}"
-        );
+        refused_by(&r, &["[\"testbed\"]", "read_only = true"]);
     }
     // Nothing reached the host (its disk is this machine's).
     let left: Vec<String> = std::fs::read_dir(&dir)
@@ -343,6 +338,16 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
     mcp.close().await;
 }
 
+/// A `policy_denied` answer whose message names each of `rules` (the entry's match, the rule).
+fn refused_by(r: &Value, rules: &[&str]) {
+    assert_eq!(crate::code(r), "policy_denied", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        rules.iter().all(|rule| message.contains(rule)),
+        "{rules:?}: {message}"
+    );
+}
+
 #[tokio::test]
 async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() {
     let (_dir, config) = with_config(
@@ -356,14 +361,7 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
     let r = crate::exec(&mcp, &s, "true", json!({})).await;
     assert_eq!(r["exit_code"], 0, "{r}");
     let r = crate::on_session(&mcp, &s, "sudo_exec", json!({"command": "true"})).await;
-    assert_eq!(crate::code(&r), "policy_denied");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("sudo = false"),
-        "{r}"
-    );
+    refused_by(&r, &["sudo = false"]);
     let r = crate::on_session(
         &mcp,
         &s,
@@ -371,14 +369,7 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
         json!({"kind": "dynamic", "listen_port": 0}),
     )
     .await;
-    assert_eq!(crate::code(&r), "policy_denied");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("deny = [\"forward_start\"]"),
-        "{r}"
-    );
+    refused_by(&r, &["deny = [\"forward_start\"]"]);
     // A connect refused by its server's name: no master starts.
     let r = mcp
         .call(

@@ -250,11 +250,7 @@ pub trait Summary {
 
 /// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary.
 fn command(text: &str) -> String {
-    let mut end = text.len().min(AUDIT_SUMMARY_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    sshmcp_proto::text::cut(text, AUDIT_SUMMARY_BYTES).to_string()
 }
 
 /// A remote path as the caller gave it, marked when it came base64-encoded.
@@ -361,10 +357,7 @@ impl Summary for ForwardStartRequest {
             ForwardKind::Dynamic => format!("dynamic {listen}"),
             kind => format!(
                 "{} {listen} → {}:{}",
-                match kind {
-                    ForwardKind::Local => "local",
-                    _ => "remote",
-                },
+                kind.as_str(),
                 self.target_host.as_deref().unwrap_or("?"),
                 self.target_port.unwrap_or(0)
             ),

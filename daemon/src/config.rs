@@ -133,25 +133,21 @@ pub struct Settings {
     /// Masters offer ciphers in OpenSSH's own order (see `session::ciphers`).
     pub keep_cipher_order: bool,
     pub log: String,
-    /// The config file read, if any, and whether it had to exist (named by flag or
-    /// environment): `reload_policy` reads the same one.
-    pub config_file: Option<(PathBuf, bool)>,
+    /// The config file read, if any: `reload_policy` reads the same one.
+    pub config_file: Option<PathBuf>,
     /// The per-host policy as the config file gave it at start.
     pub policy: crate::policy::Policy,
 }
 
 impl Settings {
     pub fn load(flags: &Flags) -> Result<Self, String> {
-        let config_file = flags
-            .config
-            .clone()
-            .or_else(paths::default_config_file)
-            .map(|path| (path, flags.config.is_some()));
+        let config_file = flags.config.clone().or_else(paths::default_config_file);
+        // A file named by flag or environment must exist; the default one may not.
         let mut file = match &config_file {
-            Some((path, required)) => read_file(path, *required)?,
+            Some(path) => read_file(path, flags.config.is_some())?,
             None => FileSettings::default(),
         };
-        let policy = policy_of(&mut file, config_file.as_ref())?;
+        let policy = policy_of(&mut file, config_file.as_deref())?;
         let state_dir = flags
             .state_dir
             .clone()
@@ -238,10 +234,10 @@ impl Settings {
     /// moment (an editor saving it) must not lift every limit.
     pub fn reload_policy(&self) -> Result<crate::policy::Policy, String> {
         let mut file = match &self.config_file {
-            Some((path, _)) => read_file(path, true)?,
+            Some(path) => read_file(path, true)?,
             None => FileSettings::default(),
         };
-        policy_of(&mut file, self.config_file.as_ref())
+        policy_of(&mut file, self.config_file.as_deref())
     }
 
     pub fn log_file(&self) -> PathBuf {
@@ -276,10 +272,10 @@ pub fn check_local_root(root: &Path) -> Result<(), String> {
 /// The file's `[[policy]]` entries, checked, with the file named in any error.
 fn policy_of(
     file: &mut FileSettings,
-    path: Option<&(PathBuf, bool)>,
+    path: Option<&Path>,
 ) -> Result<crate::policy::Policy, String> {
     crate::policy::Policy::new(std::mem::take(&mut file.policy)).map_err(|e| match path {
-        Some((path, _)) => format!("{}: {e}", path.display()),
+        Some(path) => format!("{}: {e}", path.display()),
         None => e,
     })
 }

@@ -7,10 +7,6 @@ use serde::Deserialize;
 use sshmcp_proto::policy::{PolicyEntryView, PolicyReport, READ_ONLY_TOOLS};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-/// The daemon's own call behind exec's progress notifications: it reads, so a read-only
-/// host serves it with the tools of [`READ_ONLY_TOOLS`].
-const PROGRESS: &str = "progress";
-
 /// The daemon's methods that are no tool an agent calls, though `CAPABILITIES` names them.
 const NOT_TOOLS: &[&str] = &[
     "progress",
@@ -117,7 +113,7 @@ impl Policy {
         for entry in self.matching(target, server_host) {
             let rule = if entry.deny.iter().any(|d| d == tool) {
                 format!("deny = [\"{tool}\"]")
-            } else if entry.read_only && !READ_ONLY_TOOLS.contains(&tool) && tool != PROGRESS {
+            } else if entry.read_only && !READ_ONLY_TOOLS.contains(&tool) {
                 "read_only = true".to_string()
             } else if !entry.sudo && tool == "sudo_exec" {
                 "sudo = false".to_string()
@@ -293,7 +289,7 @@ mod tests {
         let e = p.check("exec", "prod-web", "10.1.1.1").unwrap_err();
         assert_eq!(e.code, ErrorCode::PolicyDenied);
         assert!(e.message.contains("[\"prod-*\"]") && e.message.contains("read_only = true"));
-        for tool in READ_ONLY_TOOLS.iter().chain([&PROGRESS]) {
+        for tool in READ_ONLY_TOOLS {
             assert!(p.check(tool, "prod-web", "10.1.1.1").is_ok(), "{tool}");
         }
         for tool in [

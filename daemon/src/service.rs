@@ -159,9 +159,12 @@ impl Daemon for DaemonService {
 
     async fn connect(self, _: Context, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let target = req.target.display();
-        let mut line = self.audited(Call::new("connect", target.clone()));
         // A connect that failed has no session; its line names the target alone.
-        line.place.target = target;
+        let place = Place {
+            target: target.clone(),
+            ..Place::default()
+        };
+        let mut line = self.audited(Call::new("connect", target), place);
         let connected = self.registry.connect(req).await;
         if let Ok(c) = &connected {
             line.place = Place {
@@ -177,8 +180,10 @@ impl Daemon for DaemonService {
 
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
         let session = self.registry.find(&session_id)?;
-        let mut line = self.audited(Call::new("disconnect", String::new()));
-        line.place = Place::from(&*session);
+        let line = self.audited(
+            Call::new("disconnect", String::new()),
+            Place::from(&*session),
+        );
         let disconnected = match self.allowed("disconnect", &session) {
             Ok(()) => self.registry.disconnect(&session_id).await,
             Err(refused) => Err(refused),
@@ -301,7 +306,9 @@ impl Daemon for DaemonService {
         _: Context,
         req: ProgressRequest,
     ) -> Result<Option<RunProgress>, DaemonError> {
-        let session = self.local_session("progress", &req.auth)?;
+        // Follows a call that already passed the policy; reads only the daemon's own state.
+        let session = self.registry.authorize_local(&req.auth)?;
+        session.touch();
         Ok(session.commands.progress(&req.key))
     }
 
@@ -496,8 +503,10 @@ impl Daemon for DaemonService {
         req: TransferRequest,
     ) -> Result<TransferReport, DaemonError> {
         let session = self.local_session("transfer_cancel", &req.auth)?;
-        let mut line = self.audited(Call::new("transfer_cancel", req.summary()));
-        line.place = Place::from(&*session);
+        let line = self.audited(
+            Call::new("transfer_cancel", req.summary()),
+            Place::from(&*session),
+        );
         let cancelled = session.transfers.cancel(&req.operation_id);
         line.finish(cancelled.as_ref().map(|_| None));
         cancelled
@@ -592,11 +601,9 @@ impl DaemonService {
     {
         let session = self.registry.authorize(auth)?;
         let (tool, started) = (call.tool, call.started);
-        let mut line = self.audited(call);
-        line.place = Place::from(&*session);
+        let line = self.audited(call, Place::from(&*session));
         if let Err(refused) = self.allowed(tool, &session) {
-            line.finish(Err(&refused));
-            return Err(self.for_client(refused));
+            return Err(self.refuse(line, refused));
         }
         session.touch();
         let outcome = op(session.clone()).await;
@@ -626,10 +633,8 @@ impl DaemonService {
     ) -> Result<Arc<Session>, DaemonError> {
         let session = self.registry.authorize_local(auth)?;
         if let Err(refused) = self.allowed(tool, &session) {
-            let mut line = self.audited(Call::new(tool, String::new()));
-            line.place = Place::from(&*session);
-            line.finish(Err(&refused));
-            return Err(self.for_client(refused));
+            let line = self.audited(Call::new(tool, String::new()), Place::from(&*session));
+            return Err(self.refuse(line, refused));
         }
         session.touch();
         Ok(session)
@@ -657,12 +662,18 @@ impl DaemonService {
     }
 
     /// The guard that writes `call`'s line.
-    fn audited(&self, call: Call) -> Audited<'_> {
+    fn audited(&self, call: Call, place: Place) -> Audited<'_> {
         Audited {
             service: self,
             call: Some(call),
-            place: Place::default(),
+            place,
         }
+    }
+
+    /// Ends `line` with the policy's refusal and gives the refusal as this client reads it.
+    fn refuse(&self, line: Audited<'_>, refused: DaemonError) -> DaemonError {
+        line.finish(Err(&refused));
+        self.for_client(refused)
     }
 
     /// Queues the trail's line for `call` at `place`, ended with `outcome`: the exit status

@@ -18,6 +18,7 @@ pub mod procstat;
 pub mod service;
 pub mod session;
 pub mod task;
+pub mod text;
 pub mod time;
 pub mod transfer;
 

@@ -121,13 +121,8 @@ where
 
 /// `message` cut to [`MESSAGE_BYTES`] at a character boundary.
 fn cut(mut message: String) -> String {
-    if message.len() > MESSAGE_BYTES {
-        let mut end = MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-    }
+    let kept = sshmcp_proto::text::cut(&message, MESSAGE_BYTES).len();
+    message.truncate(kept);
     message
 }
 

@@ -312,12 +312,9 @@ const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The first line of `command`, at most [`PREVIEW_BYTES`] (cut at a character boundary).
 fn preview(command: &str) -> String {
     let line = command.trim_start().lines().next().unwrap_or("");
-    let mut end = line.len().min(PREVIEW_BYTES);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    let more = end < line.len() || line.len() < command.trim().len();
-    format!("{}{}", &line[..end], if more { "…" } else { "" })
+    let kept = sshmcp_proto::text::cut(line, PREVIEW_BYTES);
+    let more = kept.len() < line.len() || line.len() < command.trim().len();
+    format!("{kept}{}", if more { "…" } else { "" })
 }
 
 /// A state as [`CommandState::as_str`] names it.

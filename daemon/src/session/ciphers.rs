@@ -10,9 +10,10 @@
 //! one that names OpenSSH's own list on purpose cannot be told apart, hence the daemon's
 //! `keep-cipher-order` setting.
 
-use std::process::Stdio;
+use std::path::Path;
 use std::time::Duration;
 
+use sshmcp_proto::session::ConnectTarget;
 use tokio::sync::OnceCell;
 
 /// How long `ssh -G` may take to print OpenSSH's own list (it reads the user database, which
@@ -40,24 +41,17 @@ pub async fn preferred(effective: Option<&str>) -> Option<String> {
 /// OpenSSH's built-in list: what `ssh -G` prints with no configuration file at all (it
 /// contacts nobody). Err when ssh could not say.
 async fn openssh_default() -> Result<String, ()> {
-    let ask = tokio::process::Command::new("ssh")
-        .args(["-F", "/dev/null", "-G", "-T", "sshmcp.invalid"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = match tokio::time::timeout(ASK_TIMEOUT, ask).await {
-        Ok(Ok(output)) => output,
-        _ => {
-            tracing::info!("ssh -G did not print OpenSSH's cipher list; ciphers keep their order");
-            return Err(());
-        }
+    let nowhere = ConnectTarget::Alias {
+        alias: "sshmcp.invalid".into(),
     };
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix("ciphers "))
-        .map(str::to_string)
-        .ok_or(())
+    let ask = super::master::resolve(Some(Path::new("/dev/null")), &nowhere);
+    let ciphers = match tokio::time::timeout(ASK_TIMEOUT, ask).await {
+        Ok(Ok(resolved)) => resolved.ciphers,
+        _ => None,
+    };
+    ciphers.ok_or_else(|| {
+        tracing::info!("ssh -G did not print OpenSSH's cipher list; ciphers keep their order")
+    })
 }
 
 /// Whether `/proc/cpuinfo` lists AES instructions (`flags` on x86, `Features` on ARM).

@@ -113,23 +113,29 @@ impl Registry {
     /// untouched: the next call of each is checked against the new policy.
     pub fn reload_policy(&self) -> Result<PolicyReport, DaemonError> {
         let read = self.settings.reload_policy();
-        {
+        let failed = {
             let mut slot = self
                 .policy
                 .write()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            match &read {
-                Ok(policy) => *slot = (Arc::new(policy.clone()), None),
-                Err(e) => slot.1 = Some(e.clone()),
+            match read {
+                Ok(policy) => {
+                    *slot = (Arc::new(policy), None);
+                    None
+                }
+                Err(e) => {
+                    slot.1 = Some(e.clone());
+                    Some(e)
+                }
             }
-        }
-        match read {
-            Ok(_) => {
+        };
+        match failed {
+            None => {
                 let report = self.policy_report();
                 tracing::info!(entries = report.entries.len(), "policy reloaded");
                 Ok(report)
             }
-            Err(e) => {
+            Some(e) => {
                 tracing::warn!("policy not reloaded, the one before stays in force: {e}");
                 Err(DaemonError::new(
                     ErrorCode::InvalidArguments,
@@ -155,7 +161,7 @@ impl Registry {
             .settings
             .config_file
             .as_ref()
-            .map(|(path, _)| path.display().to_string());
+            .map(|path| path.display().to_string());
         policy.report(source, &sessions, error)
     }
 

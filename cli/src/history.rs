@@ -8,7 +8,7 @@ use sshmcp_proto::audit::{AuditEntry, audit_files};
 use sshmcp_proto::time::{parse_rfc3339, rfc3339};
 
 /// Which lines to show.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Filter {
     pub session: Option<String>,
     /// Matches the connect target or the server host, exactly.
@@ -66,29 +66,20 @@ pub fn read(state_dir: &Path, filter: &Filter) -> std::io::Result<(Vec<AuditEntr
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        let mut reached_older = false;
+        // Every generation is read even with `--since`: a line is stamped when its call came
+        // and written when it answered, so a long call's line can follow newer ones, into
+        // the next file after a rotation.
         for line in bytes.split(|&b| b == b'\n').rev().filter(|l| !l.is_empty()) {
             let Ok(entry) = serde_json::from_slice::<AuditEntry>(line) else {
                 unreadable += 1;
                 continue;
             };
-            if filter
-                .since
-                .as_ref()
-                .is_some_and(|since| entry.time < *since)
-            {
-                reached_older = true;
-            }
             if filter.admits(&entry) {
                 found.push(entry);
                 if found.len() == filter.limit {
                     return Ok((found, unreadable));
                 }
             }
-        }
-        // Older generations hold only older lines.
-        if reached_older {
-            break;
         }
     }
     Ok((found, unreadable))
@@ -215,6 +206,39 @@ mod tests {
         let since = Filter::new(None, None, Some("2026-12-01T10:00:02Z".into()), 100).unwrap();
         assert_eq!(read(dir.path(), &since).unwrap().0.len(), 3);
         assert!(Filter::new(None, None, Some("yesterday".into()), 1).is_err());
+    }
+
+    /// A line is stamped when its call came and written when it answered: a long call that
+    /// answered just after a rotation opens the new file with a time older than the lines
+    /// of the file before. `--since` still finds those.
+    #[test]
+    fn since_reads_past_a_long_calls_older_line_in_a_newer_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = |s: u32| format!("2026-12-01T10:00:{s:02}.000Z");
+        write(
+            dir.path(),
+            "audit.jsonl.1",
+            &[
+                entry(&t(5), "s1", "prod", "stat"),
+                entry(&t(6), "s1", "prod", "stat"),
+            ],
+        );
+        write(
+            dir.path(),
+            "audit.jsonl",
+            &[
+                entry(&t(1), "s1", "prod", "exec"),
+                entry(&t(7), "s1", "prod", "stat"),
+            ],
+        );
+        let since = Filter::new(None, None, Some("2026-12-01T10:00:04Z".into()), 100).unwrap();
+        let times: Vec<String> = read(dir.path(), &since)
+            .unwrap()
+            .0
+            .iter()
+            .map(|e| e.time[17..19].to_string())
+            .collect();
+        assert_eq!(times, ["07", "06", "05"]);
     }
 
     #[test]

@@ -411,7 +411,9 @@ async fn logs(
     follow: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let log = state_dir(conn.as_ref()).await?.join("sshmcpd.log");
+    let log = state_dir(conn.as_ref())
+        .await?
+        .join(sshmcp_proto::paths::LOG_FILE);
     let read = |from: u64| -> anyhow::Result<(Vec<u8>, u64)> {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(&log).with_context(|| {

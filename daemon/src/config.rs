@@ -241,7 +241,7 @@ impl Settings {
     }
 
     pub fn log_file(&self) -> PathBuf {
-        self.state_dir.join("sshmcpd.log")
+        self.state_dir.join(paths::LOG_FILE)
     }
 
     /// Where each master's own stderr goes (private: it is never shown to callers).

@@ -45,7 +45,8 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
         }
     };
     sshmcp_proto::paths::ensure_private_dir(&settings.state_dir).context("state directory")?;
-    let appender = tracing_appender::rolling::never(&settings.state_dir, "sshmcpd.log");
+    let appender =
+        tracing_appender::rolling::never(&settings.state_dir, sshmcp_proto::paths::LOG_FILE);
     let (writer, _flush_guard) = tracing_appender::non_blocking(appender);
     let filter = tracing_subscriber::EnvFilter::try_new(format!("{},tarpc=warn", settings.log))
         .context("log filter")?;

@@ -118,6 +118,9 @@ impl PidfileText {
     }
 }
 
+/// The daemon's log, in the state directory.
+pub const LOG_FILE: &str = "sshmcpd.log";
+
 /// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
 /// the platform state dir.
 pub fn state_dir_from_env() -> Option<PathBuf> {

@@ -92,19 +92,33 @@ pub fn respond_without<T: Serialize>(
     outcome: Result<T, DaemonError>,
     fields: &[&str],
 ) -> CallToolResult {
-    let trimmed = outcome.and_then(|result| {
-        let mut value = serde_json::to_value(result).map_err(|e| {
-            DaemonError::new(
-                ErrorCode::InternalError,
-                format!("cannot encode the answer: {e}"),
-            )
-        })?;
-        if let Some(object) = value.as_object_mut() {
-            object.retain(|name, _| !fields.contains(&name.as_str()));
+    respond_trimmed(outcome, |answer| {
+        answer.retain(|name, _| !fields.contains(&name.as_str()))
+    })
+}
+
+/// The answer for a tool body's outcome, its fields trimmed by `trim` first: the result is
+/// encoded once, so output is not copied again for the envelope.
+pub fn respond_trimmed<T: Serialize>(
+    outcome: Result<T, DaemonError>,
+    trim: impl FnOnce(&mut JsonObject),
+) -> CallToolResult {
+    let result = match outcome {
+        Ok(result) => result,
+        Err(e) => return failure(e.code, e.message),
+    };
+    match serde_json::to_value(result) {
+        Ok(serde_json::Value::Object(mut answer)) => {
+            trim(&mut answer);
+            answer.insert("ok".into(), true.into());
+            CallToolResult::structured(answer.into())
         }
-        Ok(value)
-    });
-    respond(trimmed)
+        Ok(_) => failure(ErrorCode::InternalError, "the answer is no JSON object"),
+        Err(e) => failure(
+            ErrorCode::InternalError,
+            format!("cannot encode the answer: {e}"),
+        ),
+    }
 }
 
 /// The answer for a tool body's outcome.

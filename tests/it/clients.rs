@@ -7,11 +7,15 @@ use std::path::PathBuf;
 use serde_json::Value;
 use sshmcp_tests::TestEnv;
 
+/// Where `scripts/test.sh` installs the MCP clients: beside the build, in the target dir.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.ancestors().nth(3).expect("target dir").to_path_buf()
+}
+
 /// The venv `scripts/test.sh` makes beside the build: `<target dir>/py-mcp`.
 fn sdk_python() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let target = exe.ancestors().nth(3).expect("target dir");
-    target.join("py-mcp/bin/python")
+    target_dir().join("py-mcp/bin/python")
 }
 
 #[tokio::test]
@@ -80,9 +84,7 @@ async fn python_sdk_calls_every_tool(mode: &str, protocol: &str) -> TestEnv {
 /// The MCP Inspector's CLI that `scripts/test.sh` installs beside the build:
 /// `<target dir>/inspector`.
 fn inspector() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let target = exe.ancestors().nth(3).expect("target dir");
-    target.join("inspector/node_modules/.bin/mcp-inspector")
+    target_dir().join("inspector/node_modules/.bin/mcp-inspector")
 }
 
 /// One Inspector CLI run against a fresh shim: `method` with `args`, its JSON answer. Every
@@ -153,10 +155,11 @@ async fn the_mcp_inspector_cli_calls_every_tool() {
         c["session_id"].as_str().unwrap().to_string(),
         c["session_key"].as_str().unwrap().to_string(),
     );
-    let dir = format!(
+    // Removed when the test ends, however it ends; the Inspector's own `rm -r` is a call.
+    let dir = crate::TestPath::new(format!(
         "/tmp/sshmcp-inspector-{}",
         sshmcp_tests::process::unique_sleep(1)
-    );
+    ));
     let file = format!("{dir}/a.txt");
     call!("session_list", []);
     let r = call!(

@@ -90,12 +90,8 @@ const SPOOL_FIELDS: &[&str] = &["spool_path", "spool_truncated"];
 /// The answer of `exec` and `sudo_exec`: the fields of a hand-off only when there was one,
 /// the spool's only when the tool spools.
 fn exec_answer(outcome: Result<ExecResult, DaemonError>, spools: bool) -> CallToolResult {
-    answer::respond(outcome.map(|result| {
-        let handed_off = result.handed_off.is_some();
-        let mut value = serde_json::to_value(result).unwrap_or_default();
-        let Some(fields) = value.as_object_mut() else {
-            return value;
-        };
+    let handed_off = outcome.as_ref().is_ok_and(|r| r.handed_off.is_some());
+    answer::respond_trimmed(outcome, |fields| {
         if !handed_off {
             for key in ["handed_off", "handle_id", "pid"] {
                 fields.remove(key);
@@ -111,8 +107,7 @@ fn exec_answer(outcome: Result<ExecResult, DaemonError>, spools: bool) -> CallTo
                 }
             }
         }
-        value
-    }))
+    })
 }
 
 /// What `exec` and `sudo_exec` arguments share: the session, the limit, the hand-off.

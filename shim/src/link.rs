@@ -30,9 +30,13 @@ impl DaemonLink {
         }
     }
 
-    /// Notes the MCP client's name and version (from `initialize`); the first one counts.
-    pub fn set_client(&self, name: &str, version: &str) {
-        let _ = self.client.set(format!("{name} {version}"));
+    /// Notes the MCP client's name and version, once: the first call that gives one counts.
+    pub fn name_client(&self, who: impl FnOnce() -> Option<(String, String)>) {
+        if self.client.get().is_none()
+            && let Some((name, version)) = who()
+        {
+            let _ = self.client.set(format!("{name} {version}"));
+        }
     }
 
     /// A connection whose daemon has not closed it: the current one, or a new one when the

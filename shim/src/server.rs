@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
@@ -102,30 +101,21 @@ impl Shim {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
-    /// Runs a tool. A client of the per-request protocol generation never sends
-    /// `initialize`: it names itself in each request's `_meta`, which the audit trail takes.
+    /// Runs a tool, naming the client for the daemon's audit trail first: rmcp gives the name
+    /// from the request's `_meta` (the per-request protocol generation never sends
+    /// `initialize`), else from `initialize`.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(client) = context.meta.client_info() {
-            self.daemon.set_client(&client.name, &client.version);
-        }
+        self.daemon.name_client(|| {
+            context
+                .client_info()
+                .map(|client| (client.name, client.version))
+        });
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         self.tool_router.call(call).await
-    }
-
-    /// Notes who the client is, for the daemon's audit trail, then answers as rmcp would.
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, ErrorData> {
-        self.daemon
-            .set_client(&request.client_info.name, &request.client_info.version);
-        context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
     }
 
     fn get_info(&self) -> ServerConfig {

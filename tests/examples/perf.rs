@@ -353,7 +353,9 @@ fn split_cpus(env: &TestEnv) {
 /// `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
 /// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it, `SSHMCP_PERF_SPLIT=1`
 /// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
-/// daemon's log; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, say).
+/// daemon's log, `SSHMCP_PERF_DUMP=PATH` every call's time in µs, in the order the calls
+/// ended per caller; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, or
+/// another build to compare).
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
     let callers: usize = var("SSHMCP_PERF_CALLERS")
@@ -432,6 +434,13 @@ async fn load(seconds: u64) {
             "sshmcp watch took {} snapshots meanwhile",
             seen.lines().count()
         );
+    }
+    if let Some(path) = var("SSHMCP_PERF_DUMP") {
+        let lines: String = took
+            .iter()
+            .map(|d| format!("{}\n", d.as_micros()))
+            .collect();
+        std::fs::write(path, lines).expect("the dump");
     }
     took.sort();
     println!(

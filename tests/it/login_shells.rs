@@ -277,6 +277,92 @@ async fn commands_share_a_channel_yet_see_a_changed_startup_file() {
     mcp.close().await;
 }
 
+/// Where the login environment has `SHLVL` and the host has bash, a channel's runner hands
+/// over to bash (job control gives each program's shell its own group for a fork, where
+/// `setsid` costs an exec); with a dash login shell (no `SHLVL`) it stays dash and uses
+/// `setsid`. Either way every program leads a group of its own and sees the same login
+/// environment, on a fresh channel (whose first program dash runs) as on a shared one.
+#[tokio::test]
+async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_them() {
+    let dash = sshmcp_tests::users::user_with_shell("sshmcp-dash", "/bin/dash");
+    for (user, runner) in [(None, "bash"), (Some(dash), "sh")] {
+        let (_env, mcp, s) = match &user {
+            None => crate::connected().await,
+            Some(user) => logged_in_as(user, &[]).await,
+        };
+        // Long enough that the second of two calls at once cannot wait for the first's
+        // channel: it opens its own.
+        let probe = "g=$(ps -o pgid= -p $$); echo \"group ${g##* } of $$\"; \
+                     echo \"runner $(cat /proc/$PPID/comm) $PPID\"; env | grep -v '^_=' | sort; \
+                     sleep 0.3";
+        let mut answers = crate::exec_all(&mcp, &s, &[probe.to_string(), probe.to_string()]).await;
+        for _ in 0..2 {
+            answers.push(exec(&mcp, &s, probe, json!({})).await);
+        }
+        let outputs: Vec<Vec<&str>> = answers
+            .iter()
+            .map(|r| r["stdout"]["data"].as_str().unwrap().lines().collect())
+            .collect();
+        for lines in &outputs {
+            let (group, pid) = lines[0].split_once(" of ").unwrap();
+            assert_eq!(group, format!("group {pid}"), "{lines:?}");
+            assert_eq!(lines[2..], outputs[0][2..], "the same environment");
+        }
+        let runners: Vec<&str> = outputs.iter().map(|lines| lines[1]).collect();
+        assert_eq!(runners[2], runners[3], "one channel: {runners:?}");
+        assert!(
+            runners[3].starts_with(&format!("runner {runner} ")),
+            "{runners:?}"
+        );
+        // Of the two at once, the one on a channel of its own was run by dash.
+        assert!(
+            runners[..2].iter().any(|r| r.starts_with("runner sh ")),
+            "{runners:?}"
+        );
+        mcp.close().await;
+    }
+}
+
+/// A command whose shell is stopped (SIGSTOP) has not ended, on a channel bash runs too (with
+/// job control on, bash's `wait` returns at a stop): it is answered once it continues and
+/// ends.
+#[tokio::test]
+async fn a_stopped_command_is_answered_only_once_it_ends() {
+    let (_env, mcp, s) = crate::connected().await;
+    let pid_file = crate::TestPath::new(format!("/tmp/sshmcp-stopped-{}", unique_sleep(1)));
+    exec(&mcp, &s, "true", json!({})).await;
+    let command = format!(
+        "echo $$ > {}; cat /proc/$PPID/comm; kill -STOP $$; echo resumed",
+        &*pid_file
+    );
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+    let (_, stopped) = mcp.start_call("exec", args).await;
+    let state = format!(
+        "ps -o stat= -p \"$(cat {} 2>/dev/null)\" | cut -c1",
+        &*pid_file
+    );
+    assert!(
+        remote_until(&mcp, &s, &state, "T\n").await,
+        "the shell stopped"
+    );
+    let r = exec(
+        &mcp,
+        &s,
+        &format!("kill -CONT \"$(cat {})\"", &*pid_file),
+        json!({}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = sshmcp_tests::mcp::answer(stopped).await;
+    assert_eq!(
+        (&r["exit_code"], &r["signal"]),
+        (&json!(0), &json!(null)),
+        "{r}"
+    );
+    assert_eq!(r["stdout"]["data"], "bash\nresumed\n", "{r}");
+    mcp.close().await;
+}
+
 /// A host whose `find` lacks `-printf` (BusyBox): list_directory says what is missing instead
 /// of answering wrong; stat, which needs no `find`, still works.
 #[tokio::test]

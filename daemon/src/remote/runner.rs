@@ -7,8 +7,10 @@
 //! (sshd forks a session, the login shell reads its startup files, then `/bin/sh` starts). So
 //! a channel's `/bin/sh` (the runner) keeps one `setsid /bin/sh` (a new process group: a kill
 //! ends it and not the channel) waiting on the channel's stdin, which reads its next program
-//! from there and runs it straight onto the channel's streams. The guarantees of a fresh
-//! channel hold:
+//! from there and runs it straight onto the channel's streams. Where the host has bash, the
+//! runner hands over to bash, whose job control starts each program's shell in a group of its
+//! own without the exec of `setsid` (see [`hand_over`]). The guarantees of a fresh channel
+//! hold:
 //! - Every program has its own `/bin/sh`, started from the login environment: nothing one
 //!   program does to its shell reaches the next.
 //! - A program runs on a channel only when every process of the one before it is gone (its
@@ -23,8 +25,9 @@
 //! - Nothing but a waiting program's shell reads the channel's stdin, and nothing is written
 //!   there until the program before has ended, so no shell reads another's program.
 //!
-//! Where `setsid` is missing, the login files cannot be dated, or a startup file merged the
-//! streams, each channel runs one program, as a fresh channel would.
+//! Where neither `setsid` nor bash can start a program's shell in a group of its own, the login
+//! files cannot be dated, or a startup file merged the streams, each channel runs one
+//! program, as a fresh channel would.
 
 use std::borrow::Cow;
 
@@ -32,14 +35,18 @@ use std::borrow::Cow;
 /// fd 1 is the capture pipe); on fd 4 a here-document of one line, whose file (a pipe, or a
 /// deleted temporary file, both made now) bears the time the channel started; its stderr on
 /// fd 7 for the programs and the end marker, and its own stderr sent to `/dev/null` (dash
-/// reports a program shell killed by a signal there: "Terminated"). `_sshmcp_t` is left empty
-/// when the channel serves one program only (stderr merged into stdout ends only when the
-/// channel closes).
+/// reports a program shell killed by a signal there: "Terminated"). `_sshmcp_d` is where the
+/// shell's descriptors can be opened by name. `_sshmcp_t` is left empty when the channel serves
+/// one program only (stderr merged into stdout ends only when the channel closes);
+/// `_sshmcp_j` says whether the runner may hand over to bash (see [`hand_over`]).
 const SETUP: &str = "exec 6>&1 4<<'_sshmcp_started'\nstarted\n_sshmcp_started\n\
-if [ -e /dev/fd/4 ] || [ -e /proc/self/fd/4 ]; then _sshmcp_t=1; else _sshmcp_t=; fi\n\
+if [ -e /dev/fd/4 ]; then _sshmcp_d=/dev/fd; elif [ -e /proc/self/fd/4 ]; then _sshmcp_d=/proc/self/fd; \
+else _sshmcp_d=; fi; _sshmcp_t=${_sshmcp_d:+1}\n\
 if [ /dev/fd/1 -ef /dev/fd/2 ]; then _sshmcp_t=; fi\n\
 exec 7>&2 2>/dev/null\n\
-if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; fi\n";
+if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; fi\n\
+if [ -n \"$_sshmcp_t\" ] && [ -n \"${SHLVL+x}\" ] && [ -z \"${SHELLOPTS+x}${BASHOPTS+x}\" ] \
+&& command -v bash >/dev/null 2>&1; then _sshmcp_j=1; else _sshmcp_j=; fi\n";
 
 /// How a program's shell gets the channel's streams: stdout from the runner's copy, stderr
 /// from fd 7, and fd 5 as the capture pipe, where the program's prelude reports its group, its
@@ -49,9 +56,10 @@ const PROGRAM_FDS: &str = "5>&1 1>&6 6>&- 2>&7 7>&-";
 /// After each program: the end markers (with the status, whether the channel goes on, and the
 /// host's name of the signal when the status says one ended the program's shell), then the
 /// next program's shell, or the end of the channel. A program whose shell reported
-/// nothing never started (its stdin ended, or its channel was stale).
+/// nothing never started (its stdin ended, or its channel was stale); one whose group is the
+/// runner's own (its shell got no group of its own) ends the channel.
 const LOOP: &str = "while :; do set -- $_sshmcp_p; if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
-case $1 in *[!0-9]*|0|1) _sshmcp_r=last ;; \
+case $1 in *[!0-9]*|0|1|$$) _sshmcp_r=last ;; \
 *) if command kill -0 -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
 else _sshmcp_r=idle; fi ;; esac\n\
@@ -64,6 +72,35 @@ if [ \"$_sshmcp_r\" != idle ]; then exit \"$_sshmcp_s\"; fi\n";
 fn spawn() -> String {
     format!("_sshmcp_p=$($_sshmcp_ss /bin/sh {PROGRAM_FDS}); _sshmcp_s=$?\n")
 }
+
+/// Where the host has bash, the runner hands over to it before its next program's shell:
+/// bash's job control gives each program's shell a process group of its own at the cost of a
+/// fork, where `setsid` costs the exec of one more program (with the dynamic loader, most of
+/// what a command costs the host). The programs' reports then travel through a FIFO on fd 3
+/// (opened, then unlinked at once), as `$( )` turns job control off. Only where the login
+/// environment has `SHLVL` (bash would add it) and sets no bash options for bash to import;
+/// `_sshmcp_j` is cleared first, so a failed hand-over is not tried again. `first` is what
+/// bash runs before its loop. The here-document is part of the `exec` command, so dash has
+/// read it whole, and nothing of the runner's text is left on stdin for the program's shell.
+fn hand_over(first: &str) -> String {
+    format!(
+        "if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; _sshmcp_q=${{TMPDIR:-/tmp}}/sshmcp-$$.fifo; \
+         if command mkfifo -m 600 \"$_sshmcp_q\"; then command exec 3<>\"$_sshmcp_q\" && _sshmcp_j=1; \
+         command rm -f \"$_sshmcp_q\"; fi; if [ -n \"$_sshmcp_j\" ]; then \
+         exec bash --posix --norc \"$_sshmcp_d/9\" 9<<'_sshmcp_jobs'\n\
+         exec 9<&-; _sshmcp_t=1 _sshmcp_ss=jobs\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}\n_sshmcp_jobs\n\
+         fi; fi\n"
+    )
+}
+
+/// bash's way to start the next program's shell: a background job (its own process group)
+/// with the channel's stdin, waited for with job control off again (with it on, `wait` would
+/// also return when the program is stopped). The report is read back through the FIFO up to a
+/// line of the runner's own, so a shell that reported nothing leaves nothing to wait for.
+const JOB_SPAWN: &str = "set -m; /bin/sh 0<&0 5>&3 3>&- 6>&- 2>&7 7>&- & set +m; \
+command wait \"$!\"; _sshmcp_s=$?\n\
+command printf '.\\n' >&3; command read -r _sshmcp_p <&3; \
+if [ \"$_sshmcp_p\" = . ]; then _sshmcp_p=; else command read -r _sshmcp_x <&3; fi\n";
 
 /// Files that shape a login environment (the startup files of bash, zsh, csh-likes, ksh and
 /// fish, and what sshd reads for each session). A channel whose login shell read them before
@@ -109,8 +146,9 @@ const LOGIN_FILES: &[&str] = &[
 /// text (a group is read whole before it runs): until then, a program written to stdin could
 /// be read by the runner along with its text, and never reach the program's shell.
 pub fn standby_text(ready: &str) -> String {
-    let spawn = spawn();
-    format!("{SETUP}{{ command printf '%s\\n' {ready}; {spawn}{LOOP}{spawn}done; }}\n")
+    let (spawn, said) = (spawn(), format!("command printf '%s\\n' {ready}; "));
+    let hand_over = hand_over(&said);
+    format!("{SETUP}{{ {hand_over}{said}{spawn}{LOOP}{spawn}done; }}\n")
 }
 
 /// The text of a channel opened for `payload`: its setup and loop, the first program
@@ -123,7 +161,11 @@ pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
     )
     .into_bytes();
     text.extend_from_slice(payload);
-    let tail = format!("{feed_nonce}\n); _sshmcp_s=$?\n{LOOP}{}done; }}\n", spawn());
+    let tail = format!(
+        "{feed_nonce}\n); _sshmcp_s=$?\n{LOOP}{}{}done; }}\n",
+        hand_over(""),
+        spawn()
+    );
     text.extend_from_slice(tail.as_bytes());
     text
 }

@@ -291,7 +291,7 @@ async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_th
             Some(user) => logged_in_as(user, &[]).await,
         };
         // Long enough that the second of two calls at once cannot wait for the first's
-        // channel: it opens its own.
+        // channel: it opens its own. `_` is left out: bash names the program it starts there.
         let probe = "g=$(ps -o pgid= -p $$); echo \"group ${g##* } of $$\"; \
                      echo \"runner $(cat /proc/$PPID/comm) $PPID\"; env | grep -v '^_=' | sort; \
                      sleep 0.3";

@@ -463,12 +463,22 @@ mod tests {
         assert_eq!(scan.noise().0, 4096 * 1000);
     }
 
-    /// The `/bin/sh` of a local channel's host.
+    /// The `/bin/sh` of a local channel's host, and what its runner runs on.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Sh {
+        /// dash, whose runner hands over to bash (the login environment has `SHLVL`).
         Dash,
+        /// dash with no `SHLVL` in the login environment: the runner keeps its own loop and
+        /// `setsid`.
+        DashAlone,
+        /// dash whose `PATH` finds a `bash` that is not bash (`false`): the hand-over fails and
+        /// the runner goes on with its own loop.
+        DashFalseBash,
+        /// bash as `/bin/sh`: the runner is bash in POSIX mode, with `setsid`.
         Bash,
     }
+
+    const EVERY_SH: [Sh; 4] = [Sh::Dash, Sh::DashAlone, Sh::DashFalseBash, Sh::Bash];
 
     /// A channel's shell run locally: `/bin/sh -c BOOTSTRAP` after a login shell's noise, fed
     /// texts on its stdin as the daemon feeds them (the next only after the last one's end),
@@ -496,15 +506,29 @@ mod tests {
             );
             let login = format!("echo noise; echo noise >&2; {BOOTSTRAP}");
             let bash = match sh {
-                Sh::Dash => "",
+                Sh::Dash | Sh::DashAlone | Sh::DashFalseBash => "",
                 Sh::Bash => "mount --bind /bin/bash /bin/sh && ",
+            };
+            // bash's `exec` exports SHLVL whatever it was, so `env` runs the shell without it.
+            let env = match sh {
+                Sh::DashAlone => "env -u SHLVL ",
+                Sh::DashFalseBash => "env PATH=/run/sshmcp-false-bash:/usr/bin:/bin ",
+                Sh::Dash | Sh::Bash => "",
+            };
+            // The false bash lives on the namespace's own tmpfs.
+            let false_bash = match sh {
+                Sh::DashFalseBash => {
+                    "mount -t tmpfs tmpfs /run && mkdir /run/sshmcp-false-bash && \
+                     ln -s /bin/false /run/sshmcp-false-bash/bash && "
+                }
+                _ => "",
             };
             let mut command = std::process::Command::new("unshare");
             command
                 .args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
                 .arg(format!(
-                    "{bash}mount -t tmpfs tmpfs /etc && touch -d '1 hour ago' /etc && \
-                     exec /bin/sh -c '{login}'"
+                    "{bash}{false_bash}mount -t tmpfs tmpfs /etc && \
+                     touch -d '1 hour ago' /etc && exec {env}/bin/sh -c '{login}'"
                 ));
             configure(&mut command);
             let mut child = command
@@ -736,6 +760,12 @@ mod tests {
         program_after_program(Sh::Bash);
     }
 
+    #[test]
+    fn one_channel_runs_program_after_program_where_the_runner_keeps_dash() {
+        program_after_program(Sh::DashAlone);
+        program_after_program(Sh::DashFalseBash);
+    }
+
     fn program_after_program(sh: Sh) {
         let home = old_home();
         let mut channel = LocalChannel::start_as(sh, |c| {
@@ -752,6 +782,7 @@ mod tests {
             // A syntax error ends its program at once, on a channel that waited too.
             (Framing::new().unwrap(), "echo \"unterminated"),
             (Framing::new().unwrap(), "echo after"),
+            (Framing::new().unwrap(), "cat /proc/$PPID/comm"),
         ];
         for (i, (f, script)) in runs.iter().enumerate() {
             let stdin = (i == 3).then_some(&b"given\n"[..]);
@@ -779,6 +810,11 @@ mod tests {
         assert_eq!(split[4].status(), Some(2));
         assert!(!split[4].err.is_empty());
         assert_eq!(split[5].out, b"after\n");
+        let runner = match sh {
+            Sh::Dash => "bash\n",
+            Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => "sh\n",
+        };
+        assert_eq!(String::from_utf8_lossy(&split[6].out), runner, "{sh:?}");
         assert!(
             split
                 .iter()
@@ -789,8 +825,8 @@ mod tests {
     /// How each program ended, as the answer says it (`exit_code`, `signal`), under dash and
     /// under bash as /bin/sh, with and without given stdin: a shell a signal ended is named
     /// and says nothing about it on stderr; an exit is an exit, above 128 too, under `set -e`
-    /// and from a function too; the trap's own listing is no report. Every program leaves
-    /// its channel idle for the next.
+    /// and from a function too; the trap's own listing is no report; a terminal's stop signal
+    /// stops nothing. Every program leaves its channel idle for the next, whichever runner.
     #[test]
     fn signals_are_told_apart_from_exits() {
         type Case = (
@@ -799,7 +835,7 @@ mod tests {
             Option<i32>,
             Option<&'static str>,
         );
-        let cases: [Case; 8] = [
+        let cases: [Case; 9] = [
             ("echo started; kill -USR1 $$", None, None, Some("USR1")),
             ("kill -TERM $$; echo not-reached", None, None, Some("TERM")),
             ("exit 138", None, Some(138), None),
@@ -807,12 +843,15 @@ mod tests {
             ("trap; exit 5", None, Some(5), None),
             ("exec sh -c 'kill -SEGV $$'", None, None, Some("SEGV")),
             ("cat; exit 7", Some(b"in\n"), Some(7), None),
+            // A terminal's stop signal stops nothing: no terminal, as under `setsid`, where
+            // the group is orphaned.
+            ("kill -TSTP $$; exit 6", None, Some(6), None),
             // Last: the group is a pipeline's subshell, which may outlive the shell a moment,
             // and then keeps the channel.
             ("cat; kill -USR1 $$", Some(b"in\n"), None, Some("USR1")),
         ];
         let stdin_killed = |script: &str| script.starts_with("cat; kill");
-        for sh in [Sh::Dash, Sh::Bash] {
+        for sh in EVERY_SH {
             let home = old_home();
             let mut channel = LocalChannel::after_one_program(sh, home.path());
             let framings: Vec<Framing> = cases.iter().map(|_| Framing::new().unwrap()).collect();
@@ -863,7 +902,7 @@ mod tests {
     /// is stale.
     #[test]
     fn a_changed_login_file_makes_a_waiting_channel_stale() {
-        for sh in [Sh::Dash, Sh::Bash] {
+        for sh in EVERY_SH {
             for edit in ["echo x >> ~/.bashrc", "rm ~/.bashrc"] {
                 changed_login_file_makes_stale(sh, edit);
             }

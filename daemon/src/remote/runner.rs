@@ -64,8 +64,8 @@ case $1 in *[!0-9]*|0|1|$$) _sshmcp_r=last ;; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
 else _sshmcp_r=idle; fi ;; esac\n\
 _sshmcp_n=-; if [ \"$_sshmcp_s\" -gt 128 ]; then _sshmcp_n=$(command kill -l \"$_sshmcp_s\") || _sshmcp_n=-; fi\n\
-command printf '%s %s %s %s\\n' \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\"; \
-command printf '%s %s %s %s\\n' \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\" >&7\n\
+command printf \"%s %s %s %s\\n\" \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\"; \
+command printf \"%s %s %s %s\\n\" \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\" >&7\n\
 if [ \"$_sshmcp_r\" != idle ]; then exit \"$_sshmcp_s\"; fi\n";
 
 /// Starts the next program's shell, which reads its program from the channel's stdin.
@@ -73,33 +73,46 @@ fn spawn() -> String {
     format!("_sshmcp_p=$($_sshmcp_ss /bin/sh {PROGRAM_FDS}); _sshmcp_s=$?\n")
 }
 
-/// Where the host has bash, the runner hands over to it before its next program's shell:
-/// bash's job control gives each program's shell a process group of its own at the cost of a
+/// Where the host has bash, the runner hands its loop over to it before its next program's
+/// shell: bash's job control gives each program's shell a process group of its own for a
 /// fork, where `setsid` costs the exec of one more program (with the dynamic loader, most of
-/// what a command costs the host). The programs' reports then travel through a FIFO on fd 3
-/// (opened, then unlinked at once), as `$( )` turns job control off. Only where the login
-/// environment has `SHLVL` (bash would add it) and sets no bash options for bash to import;
-/// `_sshmcp_j` is cleared first, so a failed hand-over is not tried again. `first` is what
-/// bash runs before its loop. The here-document is part of the `exec` command, so dash has
-/// read it whole, and nothing of the runner's text is left on stdin for the program's shell.
+/// what a command costs the host). Only where the login environment has `SHLVL` (bash would
+/// add it) and no bash options for bash to take up (where `/bin/sh` is bash they are always
+/// set, and the runner keeps `setsid`); `_sshmcp_j` is cleared first, so it is tried once.
+///
+/// The programs' reports come back through a pipe opened for reading and writing on fd 3 (an
+/// empty here-document's pipe opened again by name, Linux's way: nothing on the file system,
+/// no program run; where that open or a first line through it fails, nothing is handed
+/// over), as `$( )` turns job control off. bash gets its loop as `-c` text, read from memory
+/// (a script on a pipe it would read a byte at a time), with `--norc` (bash sources
+/// `~/.bashrc` when sshd seems to have started it). It starts with the stop signals of a
+/// terminal ignored: under `setsid` a program's group is orphaned and the kernel drops them,
+/// while in bash's session a program would stop and wait out its timeout.
+///
+/// dash waits for bash as its child. bash says `ran` on fd 3 as it exits; when it says
+/// nothing (a `bash` in `PATH` that is not bash, or one that could not start), dash goes on
+/// with its own loop, as if nothing had been tried. `first` is what bash runs before its loop.
 fn hand_over(first: &str) -> String {
     format!(
-        "if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; _sshmcp_q=${{TMPDIR:-/tmp}}/sshmcp-$$.fifo; \
-         if command mkfifo -m 600 \"$_sshmcp_q\"; then command exec 3<>\"$_sshmcp_q\" && _sshmcp_j=1; \
-         command rm -f \"$_sshmcp_q\"; fi; if [ -n \"$_sshmcp_j\" ]; then \
-         exec bash --posix --norc \"$_sshmcp_d/9\" 9<<'_sshmcp_jobs'\n\
-         exec 9<&-; _sshmcp_t=1 _sshmcp_ss=jobs\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}\n_sshmcp_jobs\n\
-         fi; fi\n"
+        "if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; exec 8<<'_sshmcp_pipe'\n_sshmcp_pipe\n\
+         if command exec 3<>\"$_sshmcp_d/8\" && command printf \".\\n\" >&3 \
+         && command read -r _sshmcp_x <&3 && [ \"$_sshmcp_x\" = . ]; then exec 8<&-; \
+         trap '' TSTP TTIN TTOU; bash --posix --norc -c '_sshmcp_t=1 _sshmcp_ss=jobs; \
+         trap \"command echo ran >&3\" EXIT\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}'; \
+         _sshmcp_s=$?; command printf \".\\n\" >&3; command read -r _sshmcp_x <&3; \
+         if [ \"$_sshmcp_x\" = ran ]; then exit \"$_sshmcp_s\"; fi; trap - TSTP TTIN TTOU; fi; \
+         exec 3<&- 8<&-; fi\n"
     )
 }
 
 /// bash's way to start the next program's shell: a background job (its own process group)
 /// with the channel's stdin, waited for with job control off again (with it on, `wait` would
-/// also return when the program is stopped). The report is read back through the FIFO up to a
+/// also return when the program is stopped). The report is read back through fd 3 up to a
 /// line of the runner's own, so a shell that reported nothing leaves nothing to wait for.
+/// No single quote: it travels in one.
 const JOB_SPAWN: &str = "set -m; /bin/sh 0<&0 5>&3 3>&- 6>&- 2>&7 7>&- & set +m; \
 command wait \"$!\"; _sshmcp_s=$?\n\
-command printf '.\\n' >&3; command read -r _sshmcp_p <&3; \
+command echo . >&3; command read -r _sshmcp_p <&3; \
 if [ \"$_sshmcp_p\" = . ]; then _sshmcp_p=; else command read -r _sshmcp_x <&3; fi\n";
 
 /// Files that shape a login environment (the startup files of bash, zsh, csh-likes, ksh and
@@ -146,7 +159,7 @@ const LOGIN_FILES: &[&str] = &[
 /// text (a group is read whole before it runs): until then, a program written to stdin could
 /// be read by the runner along with its text, and never reach the program's shell.
 pub fn standby_text(ready: &str) -> String {
-    let (spawn, said) = (spawn(), format!("command printf '%s\\n' {ready}; "));
+    let (spawn, said) = (spawn(), format!("command printf \"%s\\n\" {ready}; "));
     let hand_over = hand_over(&said);
     format!("{SETUP}{{ {hand_over}{said}{spawn}{LOOP}{spawn}done; }}\n")
 }

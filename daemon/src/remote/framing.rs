@@ -602,6 +602,7 @@ mod tests {
         }
 
         /// Closes stdin and waits: the shell reads to its end and exits. Returns both streams.
+        /// (A test that fails first leaves the runner to `Drop`.)
         fn finish(mut self) -> [Vec<u8>; 2] {
             drop(self.child.stdin.take());
             self.child.wait().unwrap();
@@ -609,6 +610,14 @@ mod tests {
                 reader.join().unwrap();
             }
             std::mem::take(&mut *self.streams.0.lock().unwrap())
+        }
+    }
+
+    impl Drop for LocalChannel {
+        /// Ends the runner of a test that failed before `finish`.
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 
@@ -783,6 +792,10 @@ mod tests {
             (Framing::new().unwrap(), "echo \"unterminated"),
             (Framing::new().unwrap(), "echo after"),
             (Framing::new().unwrap(), "cat /proc/$PPID/comm"),
+            (
+                Framing::new().unwrap(),
+                "for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && echo $fd; done; true",
+            ),
         ];
         for (i, (f, script)) in runs.iter().enumerate() {
             let stdin = (i == 3).then_some(&b"given\n"[..]);
@@ -802,10 +815,15 @@ mod tests {
         let here = std::env::current_dir().unwrap();
         assert_eq!(split[1].err, format!("none|{}", here.display()).as_bytes());
         assert_eq!(split[1].status(), Some(4));
-        // SIGINT and SIGQUIT are not ignored by the commands, as in a background job.
+        // SIGINT and SIGQUIT are not ignored by the commands, as in a background job; under
+        // bash the stop signals of a terminal are (TSTP, TTIN, TTOU: bits 19 to 21).
         let out = String::from_utf8_lossy(&split[2].out);
         let mask = u64::from_str_radix(out.trim().trim_start_matches("SigIgn:").trim(), 16);
-        assert_eq!(mask.unwrap() & 0b110, 0, "{out}");
+        let stops = match sh {
+            Sh::Dash => 0x38_0000,
+            Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => 0,
+        };
+        assert_eq!(mask.unwrap() & (0x38_0000 | 0b110), stops, "{sh:?} {out}");
         assert_eq!(split[3].out, b"given\n");
         assert_eq!(split[4].status(), Some(2));
         assert!(!split[4].err.is_empty());
@@ -815,6 +833,11 @@ mod tests {
             Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => "sh\n",
         };
         assert_eq!(String::from_utf8_lossy(&split[6].out), runner, "{sh:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&split[7].out),
+            "",
+            "{sh:?}: no descriptor leaks"
+        );
         assert!(
             split
                 .iter()
@@ -886,6 +909,22 @@ mod tests {
                 "{sh:?}"
             );
         }
+    }
+
+    /// When a signal ends the runner's bash in the middle of a program, the channel ends with
+    /// it: dash does not go on with a shell of its own that would read the next program while
+    /// the last one runs without its end marker.
+    #[test]
+    fn a_channel_whose_bash_is_killed_ends() {
+        let home = old_home();
+        let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
+        let (killer, next) = (framing(), framing());
+        let payload = killer.payload("kill -TERM $PPID; echo after", None, None, true);
+        channel.feed(&killer.warm_text(&payload));
+        channel.wait_for("after");
+        channel.feed(&next.warm_text(&next.payload("echo ran-anyway", None, None, true)));
+        let [out, _] = channel.finish();
+        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
     }
 
     /// A program whose background child outlives it keeps the channel: the channel's shell

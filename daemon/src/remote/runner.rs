@@ -38,13 +38,14 @@ use std::borrow::Cow;
 /// reports a program shell killed by a signal there: "Terminated"). `_sshmcp_d` is where the
 /// shell's descriptors can be opened by name. `_sshmcp_t` is left empty when the channel serves
 /// one program only (stderr merged into stdout ends only when the channel closes);
-/// `_sshmcp_j` says whether the runner may hand over to bash (see [`hand_over`]).
+/// `_sshmcp_j` says whether the runner may hand over to bash (see [`hand_over`]);
+/// `_sshmcp_rg` is the runner's own process group.
 const SETUP: &str = "exec 6>&1 4<<'_sshmcp_started'\nstarted\n_sshmcp_started\n\
 if [ -e /dev/fd/4 ]; then _sshmcp_d=/dev/fd; elif [ -e /proc/self/fd/4 ]; then _sshmcp_d=/proc/self/fd; \
 else _sshmcp_d=; fi; _sshmcp_t=${_sshmcp_d:+1}\n\
 if [ /dev/fd/1 -ef /dev/fd/2 ]; then _sshmcp_t=; fi\n\
 exec 7>&2 2>/dev/null\n\
-if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; fi\n\
+if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; fi; _sshmcp_rg=$$\n\
 if [ -n \"$_sshmcp_t\" ] && [ -n \"${SHLVL+x}\" ] && [ -z \"${SHELLOPTS+x}${BASHOPTS+x}\" ] \
 && command -v bash >/dev/null 2>&1; then _sshmcp_j=1; else _sshmcp_j=; fi\n";
 
@@ -59,7 +60,7 @@ const PROGRAM_FDS: &str = "5>&1 1>&6 6>&- 2>&7 7>&-";
 /// nothing never started (its stdin ended, or its channel was stale); one whose group is the
 /// runner's own (its shell got no group of its own) ends the channel.
 const LOOP: &str = "while :; do set -- $_sshmcp_p; if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
-case $1 in *[!0-9]*|0|1|$$) _sshmcp_r=last ;; \
+case $1 in *[!0-9]*|0|1|\"$_sshmcp_rg\") _sshmcp_r=last ;; \
 *) if command kill -0 -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
 else _sshmcp_r=idle; fi ;; esac\n\
@@ -83,25 +84,33 @@ fn spawn() -> String {
 /// The programs' reports come back through a pipe opened for reading and writing on fd 3 (an
 /// empty here-document's pipe opened again by name, Linux's way: nothing on the file system,
 /// no program run; where that open or a first line through it fails, nothing is handed
-/// over), as `$( )` turns job control off. bash gets its loop as `-c` text, read from memory
+/// over, and a write to a pipe that only reads, as on FreeBSD, fails without killing the
+/// runner), as `$( )` turns job control off. bash gets its loop as `-c` text, read from memory
 /// (a script on a pipe it would read a byte at a time), with `--norc` (bash sources
 /// `~/.bashrc` when sshd seems to have started it). It starts with the stop signals of a
-/// terminal ignored: under `setsid` a program's group is orphaned and the kernel drops them,
-/// while in bash's session a program would stop and wait out its timeout.
+/// terminal ignored, and its programs with it: under `setsid` a program's group is orphaned
+/// and the kernel drops them, while in bash's session a program would stop and wait out its
+/// timeout (a program can then not catch them either, as it could under `setsid`).
 ///
-/// dash waits for bash as its child. bash says `ran` on fd 3 as it exits; when it says
-/// nothing (a `bash` in `PATH` that is not bash, or one that could not start), dash goes on
-/// with its own loop, as if nothing had been tried. `first` is what bash runs before its loop.
+/// dash waits for bash as its child. bash says `ran` on fd 3 as it exits. When bash ended by
+/// itself having read nothing from fd 3 and said nothing (a `bash` in `PATH` that is not
+/// bash, one that could not start, one without job control), dash goes on with its own loop,
+/// as if nothing had been tried. Otherwise (bash ran, or a signal ended it, perhaps in the
+/// middle of a program) dash ends the channel: a second shell waiting on stdin, or the rest of
+/// a program's report, must never be taken for the next program's. `first` is what bash runs
+/// before its loop.
 fn hand_over(first: &str) -> String {
     format!(
         "if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; exec 8<<'_sshmcp_pipe'\n_sshmcp_pipe\n\
-         if command exec 3<>\"$_sshmcp_d/8\" && command printf \".\\n\" >&3 \
-         && command read -r _sshmcp_x <&3 && [ \"$_sshmcp_x\" = . ]; then exec 8<&-; \
-         trap '' TSTP TTIN TTOU; bash --posix --norc -c '_sshmcp_t=1 _sshmcp_ss=jobs; \
+         trap '' PIPE; if command exec 3<>\"$_sshmcp_d/8\" && command printf \".\\n\" >&3 \
+         && command read -r _sshmcp_x <&3 && [ \"$_sshmcp_x\" = . ]; then _sshmcp_j=1; fi; \
+         trap - PIPE; exec 8<&-; if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; \
+         trap '' TSTP TTIN TTOU; bash --posix --norc -c 'command set -m 2>/dev/null || exit 1; \
+         set +m; _sshmcp_t=1 _sshmcp_ss=jobs _sshmcp_rg=$PPID; \
          trap \"command echo ran >&3\" EXIT\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}'; \
          _sshmcp_s=$?; command printf \".\\n\" >&3; command read -r _sshmcp_x <&3; \
-         if [ \"$_sshmcp_x\" = ran ]; then exit \"$_sshmcp_s\"; fi; trap - TSTP TTIN TTOU; fi; \
-         exec 3<&- 8<&-; fi\n"
+         if [ \"$_sshmcp_x\" != . ] || [ \"$_sshmcp_s\" -gt 128 ]; then exit \"$_sshmcp_s\"; fi; \
+         trap - TSTP TTIN TTOU; fi; exec 3<&-; fi\n"
     )
 }
 

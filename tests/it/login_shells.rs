@@ -290,14 +290,37 @@ async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_th
             None => crate::connected().await,
             Some(user) => logged_in_as(user, &[]).await,
         };
+        // `_` is left out: bash names the program it starts there.
+        let probe = |pause: &str| {
+            format!(
+                "g=$(ps -o pgid= -p $$); echo \"group ${{g##* }} of $$\"; \
+                 echo \"runner $(cat /proc/$PPID/comm) $PPID\"; env | grep -v '^_=' | sort; \
+                 sleep {pause}"
+            )
+        };
         // Long enough that the second of two calls at once cannot wait for the first's
-        // channel: it opens its own. `_` is left out: bash names the program it starts there.
-        let probe = "g=$(ps -o pgid= -p $$); echo \"group ${g##* } of $$\"; \
-                     echo \"runner $(cat /proc/$PPID/comm) $PPID\"; env | grep -v '^_=' | sort; \
-                     sleep 0.3";
-        let mut answers = crate::exec_all(&mcp, &s, &[probe.to_string(), probe.to_string()]).await;
-        for _ in 0..2 {
-            answers.push(exec(&mcp, &s, probe, json!({})).await);
+        // channel: it opens its own.
+        let mut answers = crate::exec_all(&mcp, &s, &[probe("0.3"), probe("0.3")]).await;
+        // Then command after command on one channel. A test elsewhere that adds a user changes
+        // `/etc`, which sends a waiting channel's command to a fresh one: until two in a row
+        // share their runner.
+        answers.push(exec(&mcp, &s, &probe("0"), json!({})).await);
+        for _ in 0..20 {
+            answers.push(exec(&mcp, &s, &probe("0"), json!({})).await);
+            let last: Vec<&str> = answers[answers.len() - 2..]
+                .iter()
+                .map(|r| {
+                    r["stdout"]["data"]
+                        .as_str()
+                        .unwrap()
+                        .lines()
+                        .nth(1)
+                        .unwrap()
+                })
+                .collect();
+            if last[0] == last[1] {
+                break;
+            }
         }
         let outputs: Vec<Vec<&str>> = answers
             .iter()
@@ -309,9 +332,10 @@ async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_th
             assert_eq!(lines[2..], outputs[0][2..], "the same environment");
         }
         let runners: Vec<&str> = outputs.iter().map(|lines| lines[1]).collect();
-        assert_eq!(runners[2], runners[3], "one channel: {runners:?}");
+        let n = runners.len();
+        assert_eq!(runners[n - 2], runners[n - 1], "one channel: {runners:?}");
         assert!(
-            runners[3].starts_with(&format!("runner {runner} ")),
+            runners[n - 1].starts_with(&format!("runner {runner} ")),
             "{runners:?}"
         );
         // Of the two at once, the one on a channel of its own was run by dash.
@@ -325,41 +349,50 @@ async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_th
 
 /// A command whose shell is stopped (SIGSTOP) has not ended, on a channel bash runs too (with
 /// job control on, bash's `wait` returns at a stop): it is answered once it continues and
-/// ends.
+/// ends. A test elsewhere that adds a user changes `/etc`, which sends a waiting channel's
+/// command to a fresh one, first run by dash: the command is tried until bash ran it.
 #[tokio::test]
 async fn a_stopped_command_is_answered_only_once_it_ends() {
     let (_env, mcp, s) = crate::connected().await;
-    let pid_file = crate::TestPath::new(format!("/tmp/sshmcp-stopped-{}", unique_sleep(1)));
-    exec(&mcp, &s, "true", json!({})).await;
-    let command = format!(
-        "echo $$ > {}; cat /proc/$PPID/comm; kill -STOP $$; echo resumed",
-        &*pid_file
-    );
-    let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
-    let (_, stopped) = mcp.start_call("exec", args).await;
-    let state = format!(
-        "ps -o stat= -p \"$(cat {} 2>/dev/null)\" | cut -c1",
-        &*pid_file
-    );
-    assert!(
-        remote_until(&mcp, &s, &state, "T\n").await,
-        "the shell stopped"
-    );
-    let r = exec(
-        &mcp,
-        &s,
-        &format!("kill -CONT \"$(cat {})\"", &*pid_file),
-        json!({}),
-    )
-    .await;
-    assert_eq!(r["exit_code"], 0, "{r}");
-    let r = sshmcp_tests::mcp::answer(stopped).await;
+    let mut runners = Vec::new();
+    while runners.len() < 5 && runners.last() != Some(&"bash".to_string()) {
+        let pid_file = crate::TestPath::new(format!("/tmp/sshmcp-stopped-{}", unique_sleep(1)));
+        let warm = remote_until(&mcp, &s, "cat /proc/$PPID/comm", "bash\n").await;
+        assert!(warm, "a channel bash runs");
+        let command = format!(
+            "echo $$ > {}; cat /proc/$PPID/comm; kill -STOP $$; echo resumed",
+            &*pid_file
+        );
+        let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+        let (_, stopped) = mcp.start_call("exec", args).await;
+        let state = format!(
+            "ps -o stat= -p \"$(cat {} 2>/dev/null)\" | cut -c1",
+            &*pid_file
+        );
+        assert!(
+            remote_until(&mcp, &s, &state, "T\n").await,
+            "the shell stopped"
+        );
+        let cont = format!("kill -CONT \"$(cat {})\"", &*pid_file);
+        let r = exec(&mcp, &s, &cont, json!({})).await;
+        assert_eq!(r["exit_code"], 0, "{r}");
+        let r = sshmcp_tests::mcp::answer(stopped).await;
+        assert_eq!(
+            (&r["exit_code"], &r["signal"]),
+            (&json!(0), &json!(null)),
+            "{r}"
+        );
+        let out = r["stdout"]["data"].as_str().unwrap();
+        let runner = out
+            .strip_suffix("\nresumed\n")
+            .unwrap_or_else(|| panic!("{r}"));
+        runners.push(runner.to_string());
+    }
     assert_eq!(
-        (&r["exit_code"], &r["signal"]),
-        (&json!(0), &json!(null)),
-        "{r}"
+        runners.last().map(String::as_str),
+        Some("bash"),
+        "{runners:?}"
     );
-    assert_eq!(r["stdout"]["data"], "bash\nresumed\n", "{r}");
     mcp.close().await;
 }
 

@@ -479,6 +479,20 @@ mod tests {
         assert_eq!(parse_end("130 idle $(x)").signal, None);
     }
 
+    /// bash gets its loop inside single quotes: no part of it may hold one.
+    #[test]
+    fn the_loop_bash_runs_holds_no_single_quote() {
+        let ready = crate::session::key::nonce("_sshmcp_").unwrap();
+        let first = format!("command printf \"%s\\n\" {ready}; ");
+        for part in [LOOP, JOB_SPAWN, first.as_str()] {
+            assert!(!part.contains('\''), "{part}");
+        }
+        let text = standby_text(&ready);
+        let quoted = text.split("bash --posix --norc -c '").nth(1).unwrap();
+        let (loop_text, _) = quoted.split_once('\'').unwrap();
+        assert!(loop_text.ends_with("done; }"), "{loop_text}");
+    }
+
     #[test]
     fn the_possible_start_is_the_longest_nonce_prefix_at_the_end() {
         assert_eq!(possible_start(b"abc_ss", b"_sshmcp"), 3);

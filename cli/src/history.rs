@@ -166,24 +166,29 @@ mod tests {
         std::fs::write(dir.join(name), text).unwrap();
     }
 
+    /// A trail of two generations: the rotated file and the live one.
+    fn generations(older: &[AuditEntry], live: &[AuditEntry]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "audit.jsonl.1", older);
+        write(dir.path(), "audit.jsonl", live);
+        dir
+    }
+
+    /// A call's time, `s` seconds into the minute.
+    fn at(s: u32) -> String {
+        format!("2026-12-01T10:00:{s:02}.000Z")
+    }
+
     #[test]
     fn newest_first_across_generations_with_filters_and_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = |s: u32| format!("2026-12-01T10:00:{s:02}.000Z");
-        write(
-            dir.path(),
-            "audit.jsonl.1",
+        let dir = generations(
             &[
-                entry(&t(1), "s1", "prod", "exec"),
-                entry(&t(2), "s2", "dev", "stat"),
+                entry(&at(1), "s1", "prod", "exec"),
+                entry(&at(2), "s2", "dev", "stat"),
             ],
-        );
-        write(
-            dir.path(),
-            "audit.jsonl",
             &[
-                entry(&t(3), "s1", "prod", "exec"),
-                entry(&t(4), "s2", "dev", "exec"),
+                entry(&at(3), "s1", "prod", "exec"),
+                entry(&at(4), "s2", "dev", "exec"),
             ],
         );
         std::fs::OpenOptions::new()
@@ -202,7 +207,7 @@ mod tests {
         assert_eq!(read(dir.path(), &prod).unwrap().0.len(), 2);
         let s2 = Filter::new(Some("s2".into()), None, None, 1).unwrap();
         let (found, _) = read(dir.path(), &s2).unwrap();
-        assert_eq!((found.len(), found[0].time.as_str()), (1, t(4).as_str()));
+        assert_eq!((found.len(), found[0].time.as_str()), (1, at(4).as_str()));
         let since = Filter::new(None, None, Some("2026-12-01T10:00:02Z".into()), 100).unwrap();
         assert_eq!(read(dir.path(), &since).unwrap().0.len(), 3);
         assert!(Filter::new(None, None, Some("yesterday".into()), 1).is_err());
@@ -213,22 +218,14 @@ mod tests {
     /// of the file before. `--since` still finds those.
     #[test]
     fn since_reads_past_a_long_calls_older_line_in_a_newer_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = |s: u32| format!("2026-12-01T10:00:{s:02}.000Z");
-        write(
-            dir.path(),
-            "audit.jsonl.1",
+        let dir = generations(
             &[
-                entry(&t(5), "s1", "prod", "stat"),
-                entry(&t(6), "s1", "prod", "stat"),
+                entry(&at(5), "s1", "prod", "stat"),
+                entry(&at(6), "s1", "prod", "stat"),
             ],
-        );
-        write(
-            dir.path(),
-            "audit.jsonl",
             &[
-                entry(&t(1), "s1", "prod", "exec"),
-                entry(&t(7), "s1", "prod", "stat"),
+                entry(&at(1), "s1", "prod", "exec"),
+                entry(&at(7), "s1", "prod", "stat"),
             ],
         );
         let since = Filter::new(None, None, Some("2026-12-01T10:00:04Z".into()), 100).unwrap();

@@ -505,29 +505,24 @@ mod tests {
                 "a channel of its own /etc needs root"
             );
             let login = format!("echo noise; echo noise >&2; {BOOTSTRAP}");
-            let bash = match sh {
-                Sh::Dash | Sh::DashAlone | Sh::DashFalseBash => "",
-                Sh::Bash => "mount --bind /bin/bash /bin/sh && ",
-            };
-            // bash's `exec` exports SHLVL whatever it was, so `env` runs the shell without it.
-            let env = match sh {
-                Sh::DashAlone => "env -u SHLVL ",
-                Sh::DashFalseBash => "env PATH=/run/sshmcp-false-bash:/usr/bin:/bin ",
-                Sh::Dash | Sh::Bash => "",
-            };
-            // The false bash lives on the namespace's own tmpfs.
-            let false_bash = match sh {
-                Sh::DashFalseBash => {
+            // What the namespace gets first, and what runs its `/bin/sh`. bash's `exec`
+            // exports SHLVL whatever it was, so `env` runs the shell without it; the false
+            // bash lives on the namespace's own tmpfs.
+            let (prepare, env) = match sh {
+                Sh::Dash => ("", ""),
+                Sh::DashAlone => ("", "env -u SHLVL "),
+                Sh::DashFalseBash => (
                     "mount -t tmpfs tmpfs /run && mkdir /run/sshmcp-false-bash && \
-                     ln -s /bin/false /run/sshmcp-false-bash/bash && "
-                }
-                _ => "",
+                     ln -s /bin/false /run/sshmcp-false-bash/bash && ",
+                    "env PATH=/run/sshmcp-false-bash:/usr/bin:/bin ",
+                ),
+                Sh::Bash => ("mount --bind /bin/bash /bin/sh && ", ""),
             };
             let mut command = std::process::Command::new("unshare");
             command
                 .args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
                 .arg(format!(
-                    "{bash}{false_bash}mount -t tmpfs tmpfs /etc && \
+                    "{prepare}mount -t tmpfs tmpfs /etc && \
                      touch -d '1 hour ago' /etc && exec {env}/bin/sh -c '{login}'"
                 ));
             configure(&mut command);

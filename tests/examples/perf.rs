@@ -18,7 +18,9 @@ const WARMUP: usize = 20;
 const SEQUENTIAL: usize = 200;
 const CALLERS: usize = 8;
 const CALLS_EACH: usize = 50;
-const BIG_RUNS: usize = 5;
+/// Runs of the 10 MiB command per server: each takes about 30 ms, and a median of few swings
+/// with the machine's noise.
+const BIG_RUNS: usize = 15;
 const BIG_BYTES: usize = 10 * 1024 * 1024;
 const HUGE_BYTES: u64 = 1 << 30;
 /// The contract's default cap on what exec keeps of each stream.
@@ -624,7 +626,7 @@ async fn main() {
     let big_median = ms(&big, 50.0);
     let r = ratio_to_fast(big_median, &|x| ms(&x.big, 50.0));
     rows.push(Row {
-        figure: "10 MiB of output, median of 5",
+        figure: "10 MiB of output, median of 15",
         sshmcp: format!("{} ({big_failed} failed)", f(big_median)),
         fast: fast_col(&|x| f(ms(&x.big, 50.0))),
         raw: format!("{} (all 10 MiB)", f(ms(&raw_big, 50.0))),
@@ -721,11 +723,67 @@ async fn main() {
     // The wide run: WIDE_SESSIONS identities (sshd listens on 16 ports a process), each with
     // WIDE_EXECS concurrent execs.
     let wide = wide_run().await;
+    // Last: it pins this process to its CPUs for good.
+    let split = split_run(fast_bin.as_deref()).await;
 
     println!();
     print(&rows);
     println!();
     println!("{wide}");
+    println!();
+    println!("{split}");
+}
+
+/// The sequential `exec true` again, on a fresh sshd whose side (sshd, the login and program
+/// shells) has the last CPU to itself while the client, the servers and the master share the
+/// others: the two machines of a real deployment, on one. It shows how much of the spread
+/// comes from both ends taking turns on the same CPUs.
+async fn split_run(fast_bin: Option<&std::path::Path>) -> String {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return "Each end on CPUs of its own: not measured (one CPU)".into();
+    }
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
+    split_cpus(&env);
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let server = Server::Sshmcp {
+        session: sshmcp_tests::mcp::session_of(&r),
+    };
+    let (ours, ours_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
+    mcp.close().await;
+    let spread = |seq: &[Duration], failed: usize| {
+        format!(
+            "median {:.2} ms, p99 {:.2} ms, p99/median {:.2}× ({failed} failed)",
+            ms(seq, 50.0),
+            ms(seq, 99.0),
+            ms(seq, 99.0) / ms(seq, 50.0)
+        )
+    };
+    let fast = match fast_bin {
+        Some(bin) => {
+            let mut vars = env.env_vars();
+            vars.push((
+                "FAST_MCP_SSH_HOME".into(),
+                fast_home(&env).display().to_string(),
+            ));
+            let f = McpClient::start(
+                &[bin.display().to_string()],
+                &vars,
+                &env.logs_dir(),
+                Default::default(),
+            )
+            .await;
+            let (seq, failed) = sequential(&f, &Server::Fast, "true", SEQUENTIAL).await;
+            f.close().await;
+            spread(&seq, failed)
+        }
+        None => "not run".into(),
+    };
+    format!(
+        "Each end on CPUs of its own (sshd and everything it starts on the last CPU, the rest \
+         on the others), {SEQUENTIAL} sequential `exec true`: sshmcp {}; fast-mcp-ssh {fast}",
+        spread(&ours, ours_failed)
+    )
 }
 
 /// 100 sessions on 100 server identities, 10 concurrent `exec true` on each, all at once.

@@ -10,14 +10,16 @@ use std::time::Instant;
 
 use serde_json::json;
 use sshmcp_tests::TestEnv;
+use sshmcp_tests::bench::in_turn;
 use sshmcp_tests::mcp::call_ok as call;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const BULK_BYTES: usize = 512 << 20;
 /// Rounds of each forward, after one untimed round of each: both are the same master's
-/// listener, so only the machine's noise tells them apart, and more rounds narrow it.
-const RUNS: usize = 7;
+/// listener, so only the machine's noise tells them apart, and more rounds narrow it. An even
+/// number, so each goes first as often.
+const RUNS: usize = 8;
 const PINGS: usize = 300;
 
 /// A server that counts what each connection sends until EOF, then answers the count.
@@ -121,14 +123,9 @@ async fn main() {
     bulk(raw_bulk).await;
     let (mut ours, mut raw) = (vec![], vec![]);
     for round in 0..RUNS {
-        // Each goes first every other round, so a drift of the machine favours neither.
-        if round % 2 == 0 {
-            ours.push(bulk(ours_bulk).await);
-            raw.push(bulk(raw_bulk).await);
-        } else {
-            raw.push(bulk(raw_bulk).await);
-            ours.push(bulk(ours_bulk).await);
-        }
+        let (o, r) = in_turn(round, bulk(ours_bulk), bulk(raw_bulk)).await;
+        ours.push(o);
+        raw.push(r);
     }
     let mib = (BULK_BYTES >> 20) as f64;
     let (o, r) = (median(ours.clone()), median(raw.clone()));

@@ -207,20 +207,39 @@ struct Peer {
     rss_kib: u64,
 }
 
+/// fast-mcp-ssh's environment: `vars`, and its home with the host to reach.
+fn peer_vars(env: &TestEnv, vars: &[(String, String)]) -> Vec<(String, String)> {
+    let mut vars = vars.to_vec();
+    vars.push((
+        "FAST_MCP_SSH_HOME".into(),
+        fast_home(env).display().to_string(),
+    ));
+    vars
+}
+
+/// fast-mcp-ssh started over stdio, ready for calls.
+async fn start_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, String)]) -> McpClient {
+    let argv = [bin.display().to_string()];
+    McpClient::start(
+        &argv,
+        &peer_vars(env, vars),
+        &env.logs_dir(),
+        Default::default(),
+    )
+    .await
+}
+
 /// fast-mcp-ssh, on the same sshd as the same user, in the same run.
 async fn measure_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, String)]) -> Peer {
-    let home = fast_home(env);
-    let mut vars = vars.to_vec();
-    vars.push(("FAST_MCP_SSH_HOME".into(), home.display().to_string()));
-    let argv = vec![bin.display().to_string()];
+    let (argv, peer) = (vec![bin.display().to_string()], peer_vars(env, vars));
     let mut starts = Vec::new();
     for _ in 0..STARTS {
-        let (d, f) = start_to_tools_list(env, &argv, &vars).await;
+        let (d, f) = start_to_tools_list(env, &argv, &peer).await;
         starts.push(d);
         f.close().await;
     }
     starts.sort();
-    let f = McpClient::start(&argv, &vars, &env.logs_dir(), Default::default()).await;
+    let f = start_peer(env, bin, vars).await;
     let (first_exec, ok) = timed(Server::Fast.exec(&f, "true")).await;
     assert!(
         ok,
@@ -327,26 +346,49 @@ fn print(rows: &[Row]) {
 
 /// Two machines on this one: sshd, and so every remote process (its children), on the last
 /// CPU; this process, and so the client side it starts (shim, daemon, masters), on the
-/// others. Needs `taskset` (util-linux).
-fn split_cpus(env: &TestEnv) {
+/// others. Needs `taskset` (util-linux), and CPUs numbered from 0 for this process to use.
+fn split_cpus(env: &TestEnv) -> Result<(), String> {
     let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
-    assert!(last > 0, "SSHMCP_PERF_SPLIT needs two CPUs");
-    let pin = |cpus: String, pid: String| {
+    if last == 0 {
+        return Err("one CPU only".into());
+    }
+    let pin = |cpus: &str, pid: u32| {
         let status = std::process::Command::new("taskset")
-            .args(["-a", "-p", "-c", &cpus, &pid])
+            .args(["-a", "-p", "-c", cpus, &pid.to_string()])
             .stdout(std::process::Stdio::null())
             .status()
-            .expect("taskset");
-        assert!(status.success(), "taskset {cpus} {pid}");
-    };
-    for entry in std::fs::read_dir(&env.sshd.dir).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("sshd.") && name.ends_with(".pid") {
-            let pid = std::fs::read_to_string(entry.path()).unwrap();
-            pin(last.to_string(), pid.trim().to_string());
+            .map_err(|e| format!("taskset: {e}"))?;
+        match status.success() {
+            true => Ok(()),
+            false => Err(format!("taskset -c {cpus} {pid} failed")),
         }
+    };
+    for pid in env.sshd.pids() {
+        pin(&last.to_string(), pid)?;
     }
-    pin(format!("0-{}", last - 1), std::process::id().to_string());
+    pin(&format!("0-{}", last - 1), std::process::id())
+}
+
+/// A throwaway sshd and a daemon that takes, from this process's environment, what compares
+/// builds and settings: the log level, `SSHMCP_STANDBY_CHANNELS`, `SSHMCP_NO_AUDIT` (`1` turns
+/// the audit trail off) and `SSHMCP_DAEMON` (a wrapper such as valgrind, or another build).
+fn test_env() -> TestEnv {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let log = std::env::var("SSHMCP_LOG").unwrap_or("warn".into());
+    let (standby, no_audit, daemon) = (
+        var("SSHMCP_STANDBY_CHANNELS"),
+        var("SSHMCP_NO_AUDIT"),
+        var("SSHMCP_DAEMON"),
+    );
+    TestEnv::with(
+        &SshdOptions::default(),
+        &[
+            ("SSHMCP_LOG", &log),
+            ("SSHMCP_STANDBY_CHANNELS", &standby),
+            ("SSHMCP_NO_AUDIT", &no_audit),
+            ("SSHMCP_DAEMON", &daemon),
+        ],
+    )
 }
 
 /// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
@@ -373,23 +415,11 @@ async fn load(seconds: u64) {
         Some("big") => big_command(),
         Some(other) => other.to_string(),
     };
-    let standby = var("SSHMCP_STANDBY_CHANNELS").unwrap_or_default();
-    let env = TestEnv::with(
-        &SshdOptions::default(),
-        &[
-            ("SSHMCP_LOG", &var("SSHMCP_LOG").unwrap_or("warn".into())),
-            ("SSHMCP_STANDBY_CHANNELS", &standby),
-            // `1` compares the audit trail off against its default, on.
-            (
-                "SSHMCP_NO_AUDIT",
-                &var("SSHMCP_NO_AUDIT").unwrap_or_default(),
-            ),
-            // A wrapper (valgrind, say) may stand in for the daemon.
-            ("SSHMCP_DAEMON", &var("SSHMCP_DAEMON").unwrap_or_default()),
-        ],
-    );
-    if var("SSHMCP_PERF_SPLIT").as_deref() == Some("1") {
-        split_cpus(&env);
+    let env = test_env();
+    if var("SSHMCP_PERF_SPLIT").as_deref() == Some("1")
+        && let Err(why) = split_cpus(&env)
+    {
+        panic!("SSHMCP_PERF_SPLIT: {why}");
     }
     let mcp = Arc::new(env.mcp().await);
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
@@ -467,23 +497,7 @@ async fn main() {
         return load(seconds).await;
     }
     let fast_bin: Option<PathBuf> = std::env::args().nth(1).map(PathBuf::from);
-    // `SSHMCP_STANDBY_CHANNELS` in perf's own environment reaches the daemon (to compare).
-    let standby = std::env::var("SSHMCP_STANDBY_CHANNELS").unwrap_or_default();
-    let env = TestEnv::with(
-        &SshdOptions::default(),
-        &[
-            (
-                "SSHMCP_LOG",
-                &std::env::var("SSHMCP_LOG").unwrap_or("warn".into()),
-            ),
-            ("SSHMCP_STANDBY_CHANNELS", &standby),
-            // `1` compares the audit trail off against its default, on.
-            (
-                "SSHMCP_NO_AUDIT",
-                &std::env::var("SSHMCP_NO_AUDIT").unwrap_or_default(),
-            ),
-        ],
-    );
+    let env = test_env();
     let shim = vec![bins::path("sshmcp-mcp").display().to_string()];
     let vars = env.env_vars();
     let mut rows = Vec::new();
@@ -723,27 +737,27 @@ async fn main() {
     // The wide run: WIDE_SESSIONS identities (sshd listens on 16 ports a process), each with
     // WIDE_EXECS concurrent execs.
     let wide = wide_run().await;
-    // Last: it pins this process to its CPUs for good.
-    let split = split_run(fast_bin.as_deref()).await;
 
     println!();
     print(&rows);
     println!();
     println!("{wide}");
+    // Last, after the rest is printed: it pins this process to its CPUs for good.
     println!();
-    println!("{split}");
+    println!("{}", split_run(fast_bin.as_deref()).await);
 }
 
-/// The sequential `exec true` again, on a fresh sshd whose side (sshd, the login and program
-/// shells) has the last CPU to itself while the client, the servers and the master share the
-/// others: the two machines of a real deployment, on one. It shows how much of the spread
-/// comes from both ends taking turns on the same CPUs.
+/// The sequential `exec true` again, on a fresh sshd whose processes (sshd, the login and
+/// program shells) run on the last CPU only, while the client, the servers and the master
+/// run on the others: the two machines of a deployment, on one (without a network between
+/// them). Beside the figure on shared CPUs, it tells how much of the spread comes from both
+/// ends taking turns on the same CPUs; 200 calls make a rough p99, so load mode with
+/// `SSHMCP_PERF_SPLIT` measures it closer.
 async fn split_run(fast_bin: Option<&std::path::Path>) -> String {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return "Each end on CPUs of its own: not measured (one CPU)".into();
+    let env = test_env();
+    if let Err(why) = split_cpus(&env) {
+        return format!("Each end on CPUs of its own: not measured ({why})");
     }
-    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_LOG", "warn")]);
-    split_cpus(&env);
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let server = Server::Sshmcp {
@@ -761,18 +775,7 @@ async fn split_run(fast_bin: Option<&std::path::Path>) -> String {
     };
     let fast = match fast_bin {
         Some(bin) => {
-            let mut vars = env.env_vars();
-            vars.push((
-                "FAST_MCP_SSH_HOME".into(),
-                fast_home(&env).display().to_string(),
-            ));
-            let f = McpClient::start(
-                &[bin.display().to_string()],
-                &vars,
-                &env.logs_dir(),
-                Default::default(),
-            )
-            .await;
+            let f = start_peer(&env, bin, &env.env_vars()).await;
             let (seq, failed) = sequential(&f, &Server::Fast, "true", SEQUENTIAL).await;
             f.close().await;
             spread(&seq, failed)

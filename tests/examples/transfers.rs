@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
+use sshmcp_tests::bench::in_turn;
 use sshmcp_tests::mcp::call_ok as call;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 const FILE_BYTES: u64 = 1 << 30;
-const RUNS: usize = 5;
+/// Counted rounds, after one that is not: an even number, so each side goes first as often.
+const RUNS: usize = 6;
 
 /// Wall seconds and the machine's busy core-seconds (every process: both ends of the copy,
 /// the hashes, ssh and sshd share the one machine).
@@ -43,37 +45,36 @@ fn busy_core_seconds() -> f64 {
     busy / hz as f64
 }
 
-/// Runs `work` and returns what it cost. The page cache is written back first: otherwise the
-/// copy before leaves a GiB of dirty pages whose writeback lands in this one's time, and the
-/// copies' times vary by a factor of three.
-async fn costed<F: std::future::Future<Output = ()>>(work: F) -> Cost {
+/// Runs `work` and returns what it cost, with what it returned. The page cache is written
+/// back first, so a copy does not pay for the writeback of the GiB the one before it wrote.
+async fn costed<T, F: std::future::Future<Output = T>>(work: F) -> (Cost, T) {
     nix::unistd::sync();
     let (cpu, t) = (busy_core_seconds(), Instant::now());
-    work.await;
-    Cost {
+    let out = work.await;
+    let cost = Cost {
         wall: t.elapsed().as_secs_f64(),
         cpu: busy_core_seconds() - cpu,
-    }
+    };
+    (cost, out)
 }
 
-/// One transfer through the MCP server, from its start to `completed`.
-async fn through_sshmcp(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) {
+/// One transfer through the MCP server, from its start to `completed`; its operation id.
+async fn through_sshmcp(mcp: &McpClient, s: &(String, String), tool: &str, args: Value) -> String {
     let r = call(mcp, s, tool, args).await;
+    let id = r["operation_id"].as_str().unwrap().to_string();
     loop {
-        let st = call(
-            mcp,
-            s,
-            "transfer_status",
-            json!({"operation_id": r["operation_id"]}),
-        )
-        .await;
-        // Each poll is a call that takes CPU from the copy on these two cores: polled as an
-        // agent would, seldom while the copy has far to go, and then every 10 ms.
-        let eta = st["eta"].as_f64().unwrap_or(0.0);
-        let pause = Duration::from_secs_f64((eta / 2.0).clamp(0.01, 0.25));
+        let st = call(mcp, s, "transfer_status", json!({"operation_id": id})).await;
+        // Each poll is a call that takes CPU from the copy and the hashes on these two cores:
+        // polled as an agent would, seldom while the copy has far to go (at half its `eta`),
+        // every 10 ms near its end, and every 25 ms while it is verified (about 0.75 s).
+        let pause = match st["eta"].as_f64() {
+            Some(eta) => (eta / 2.0).clamp(0.01, 0.25),
+            None if st["state"] == "verifying" => 0.025,
+            None => 0.01,
+        };
         match st["state"].as_str().unwrap() {
-            "completed" => return,
-            "running" | "verifying" => tokio::time::sleep(pause).await,
+            "completed" => return id,
+            "running" | "verifying" => tokio::time::sleep(Duration::from_secs_f64(pause)).await,
             _ => panic!("the transfer did not complete: {st}"),
         }
     }
@@ -101,6 +102,17 @@ fn control_socket(env: &TestEnv) -> PathBuf {
             std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
         })
         .expect("the master's socket")
+}
+
+/// What the daemon's log says of operation `id`: the seconds of its copy and of its
+/// verification.
+fn account(log: &str, id: &str) -> Option<(f64, f64)> {
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("transfer {id}: copied in ")))?;
+    let seconds_after =
+        |label: &str| -> Option<f64> { line.split(label).nth(1)?.split(' ').next()?.parse().ok() };
+    Some((seconds_after("copied in ")?, seconds_after("verified in ")?))
 }
 
 /// The run of median wall time.
@@ -152,54 +164,64 @@ async fn main() {
     let down = env.local_root.join("down.bin");
     let raw_down = env.local_root.join("raw-down.bin");
     let (mut up, mut up_raw, mut dl, mut dl_raw) = (vec![], vec![], vec![], vec![]);
-    // rsync's arguments: the upload's source and target, the download's source and target.
-    let raw_args = [
+    // sshmcp's operations, to find each one's verification in the daemon's log.
+    let (mut up_ids, mut dl_ids) = (vec![], vec![]);
+    let (source_arg, raw_remote_arg) = (
         source.display().to_string(),
         format!("sshmcp:{}", raw_remote.display()),
+    );
+    let (remote_arg, raw_down_arg) = (
         format!("sshmcp:{}", remote.display()),
         raw_down.display().to_string(),
-    ];
-    for round in 0..RUNS {
+    );
+    // Round 0 is not counted: the first copies of a run are slower on both sides.
+    for round in 0..=RUNS {
         remove(&remote);
         remove(&raw_remote);
         remove(&down);
         remove(&raw_down);
-        let upload = costed(through_sshmcp(
-            &mcp,
-            &s,
-            "upload_start",
-            json!({"local_path": "bench.bin", "remote_path": remote.display().to_string()}),
-        ));
-        let raw_upload = costed(raw_rsync(&shell, &raw_args[0], &raw_args[1]));
-        // Each goes first every other round, so a drift of the machine favours neither.
-        if round % 2 == 0 {
-            up.push(upload.await);
-            up_raw.push(raw_upload.await);
-        } else {
-            up_raw.push(raw_upload.await);
-            up.push(upload.await);
+        let ((ours, id), (raw, ())) = in_turn(
+            round,
+            costed(through_sshmcp(
+                &mcp,
+                &s,
+                "upload_start",
+                json!({"local_path": "bench.bin", "remote_path": remote.display().to_string()}),
+            )),
+            costed(raw_rsync(&shell, &source_arg, &raw_remote_arg)),
+        )
+        .await;
+        if round > 0 {
+            up.push(ours);
+            up_raw.push(raw);
+            up_ids.push(id);
         }
         // The download's source is sshmcp's upload, there in every round by now.
-        let download = costed(through_sshmcp(
-            &mcp,
-            &s,
-            "download_start",
-            json!({"remote_path": remote.display().to_string(), "local_path": "down.bin"}),
-        ));
-        let raw_download = costed(raw_rsync(&shell, &raw_args[2], &raw_args[3]));
-        if round % 2 == 0 {
-            dl.push(download.await);
-            dl_raw.push(raw_download.await);
-        } else {
-            dl_raw.push(raw_download.await);
-            dl.push(download.await);
+        let ((ours, id), (raw, ())) = in_turn(
+            round,
+            costed(through_sshmcp(
+                &mcp,
+                &s,
+                "download_start",
+                json!({"remote_path": remote.display().to_string(), "local_path": "down.bin"}),
+            )),
+            costed(raw_rsync(&shell, &remote_arg, &raw_down_arg)),
+        )
+        .await;
+        if round > 0 {
+            dl.push(ours);
+            dl_raw.push(raw);
+            dl_ids.push(id);
         }
     }
     let gib = FILE_BYTES as f64 / (1u64 << 30) as f64;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let walls = |v: &[Cost]| format!("{:.2?}", v.iter().map(|c| c.wall).collect::<Vec<_>>());
-    let (up_raw_runs, dl_raw_runs) = (up_raw.clone(), dl_raw.clone());
-    for (what, ours, raw) in [("upload", up, up_raw), ("download", dl, dl_raw)] {
+    let log = env.daemon_log();
+    for (what, ours, raw, ids) in [
+        ("upload", up, up_raw, up_ids),
+        ("download", dl, dl_raw, dl_ids),
+    ] {
         let (o, r) = (median(ours.clone()), median(raw.clone()));
         println!(
             "1 GiB {what}: sshmcp {:.2} s ({:.0} MiB/s, verified), raw rsync {:.2} s; \
@@ -228,36 +250,24 @@ async fn main() {
             100.0 * r.cpu / (r.wall * cores),
             r.wall / floor,
         );
-    }
-    // The daemon's own account of each transfer: the copy, then what the verification added.
-    let log = env.daemon_log();
-    let accounts: Vec<&str> = log.lines().filter(|l| l.contains("copied in")).collect();
-    for line in &accounts {
-        println!("  {}", line.split("transfer ").nth(1).unwrap_or(line));
-    }
-    // The copy's SHA-256 can only be taken once the copy is whole: however fast the copy, the
-    // verification comes after it.
-    let mut verifications: Vec<f64> = accounts
-        .iter()
-        .filter_map(|l| {
-            l.split("verified in ")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect();
-    if !verifications.is_empty() {
-        verifications.sort_by(f64::total_cmp);
-        let v = verifications[verifications.len() / 2];
-        let (up_raw, dl_raw) = (median(up_raw_runs).wall, median(dl_raw_runs).wall);
-        println!(
-            "  Verification, median {v:.2} s, after the copy: with copies exactly as fast as raw \
-             rsync's, the best ratio is {:.2} up, {:.2} down",
-            up_raw / (up_raw + v),
-            dl_raw / (dl_raw + v),
-        );
+        // The daemon's own account of each counted copy: the copy, then the verification,
+        // which reads the finished copy back, so it follows the copy however fast that is.
+        let accounts: Vec<(f64, f64)> = ids.iter().filter_map(|id| account(&log, id)).collect();
+        let (mut copies, mut checks): (Vec<f64>, Vec<f64>) = accounts.into_iter().unzip();
+        if !checks.is_empty() {
+            println!(
+                "  the daemon's account: copied in {copies:.2?} s, verified in {checks:.2?} s"
+            );
+            copies.sort_by(f64::total_cmp);
+            checks.sort_by(f64::total_cmp);
+            let (copy, check) = (copies[copies.len() / 2], checks[checks.len() / 2]);
+            println!(
+                "  medians: copy {copy:.2} s ({:.2}× raw rsync's time), verification {check:.2} s: \
+                 with a copy as fast as raw rsync's, the best ratio is {:.2}",
+                copy / r.wall,
+                r.wall / (r.wall + check),
+            );
+        }
     }
     call(
         &mcp,

@@ -2,6 +2,7 @@
 //! temp root per test with the daemon pointed at it, and an MCP client that drives the real
 //! `sshmcp-mcp` binary over stdio.
 
+pub mod bench;
 pub mod bins;
 pub mod churn;
 pub mod disk;

@@ -189,6 +189,12 @@ impl Sshd {
     pub fn accepted_connections(&self) -> usize {
         self.log_text().matches("Accepted publickey").count()
     }
+
+    /// The listening sshd processes, whose children serve every connection: what a benchmark
+    /// pins to a CPU of its own.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
 }
 
 impl Drop for Sshd {

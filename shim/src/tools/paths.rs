@@ -193,10 +193,11 @@ impl Shim {
 
     /// Copy a remote file, symlink or whole directory to a new path on the same host (`cp -a`:
     /// modes, times and links kept). The copy is made under a temporary name beside the
-    /// destination, then moved into place, so a copy that fails leaves nothing behind. The host
-    /// gets 300 s: a copy that takes longer is stopped (`internal_error`), which may leave a
-    /// `.sshmcp-copy.*` directory beside the destination (remove it with remove_path; copy a
-    /// tree that large with command_start and `cp -a`). Acts as the session's user, never sudo
+    /// destination, then moved into place, so the destination never holds half a copy and a
+    /// copy that fails removes its own. The host gets 300 s: a copy that takes longer is
+    /// stopped (`internal_error`), which may leave a `.sshmcp-copy.*` directory beside the
+    /// destination (remove it with remove_path; copy a tree that large with command_start and
+    /// `cp -a`). Acts as the session's user, never sudo
     /// (root's paths need `sudo_exec`). Between the host and this machine use download_start /
     /// upload_start. Errors: `remote_path_not_found` (the source, or the destination's
     /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` for a

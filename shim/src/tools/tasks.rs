@@ -63,6 +63,7 @@ pub struct TaskKillArgs {
     /// The task's PID, from task_launch (above 1: 1 or below answers `invalid_pid`).
     pub pid: i64,
     /// Signal number sent to the task's whole process group (1..64); default 15 (TERM).
+    /// 9 is KILL, 2 is INT, 1 is HUP.
     #[schemars(range(min = 1, max = 64))]
     pub signal: Option<i32>,
     /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).

@@ -104,6 +104,27 @@ fn control_socket(env: &TestEnv) -> PathBuf {
         .expect("the master's socket")
 }
 
+/// One direction's counted copies: sshmcp's, with their operation ids (to find each one in
+/// the daemon's log), and raw rsync's.
+#[derive(Default)]
+struct Copies {
+    ours: Vec<Cost>,
+    raw: Vec<Cost>,
+    ids: Vec<String>,
+}
+
+impl Copies {
+    /// Keeps one round's pair of copies, unless it is round 0: a run's first copies are slower
+    /// on both sides.
+    fn keep(&mut self, round: usize, ((ours, id), (raw, ())): ((Cost, String), (Cost, ()))) {
+        if round > 0 {
+            self.ours.push(ours);
+            self.raw.push(raw);
+            self.ids.push(id);
+        }
+    }
+}
+
 /// What the daemon's log says of operation `id`: the seconds of its copy and of its
 /// verification.
 fn account(log: &str, id: &str) -> Option<(f64, f64)> {
@@ -163,9 +184,7 @@ async fn main() {
     let raw_remote = remote_dir.join("raw.bin");
     let down = env.local_root.join("down.bin");
     let raw_down = env.local_root.join("raw-down.bin");
-    let (mut up, mut up_raw, mut dl, mut dl_raw) = (vec![], vec![], vec![], vec![]);
-    // sshmcp's operations, to find each one's verification in the daemon's log.
-    let (mut up_ids, mut dl_ids) = (vec![], vec![]);
+    let (mut up, mut dl) = (Copies::default(), Copies::default());
     let (source_arg, raw_remote_arg) = (
         source.display().to_string(),
         format!("sshmcp:{}", raw_remote.display()),
@@ -174,13 +193,12 @@ async fn main() {
         format!("sshmcp:{}", remote.display()),
         raw_down.display().to_string(),
     );
-    // Round 0 is not counted: the first copies of a run are slower on both sides.
     for round in 0..=RUNS {
         remove(&remote);
         remove(&raw_remote);
         remove(&down);
         remove(&raw_down);
-        let ((ours, id), (raw, ())) = in_turn(
+        let upload = in_turn(
             round,
             costed(through_sshmcp(
                 &mcp,
@@ -189,15 +207,10 @@ async fn main() {
                 json!({"local_path": "bench.bin", "remote_path": remote.display().to_string()}),
             )),
             costed(raw_rsync(&shell, &source_arg, &raw_remote_arg)),
-        )
-        .await;
-        if round > 0 {
-            up.push(ours);
-            up_raw.push(raw);
-            up_ids.push(id);
-        }
+        );
+        up.keep(round, upload.await);
         // The download's source is sshmcp's upload, there in every round by now.
-        let ((ours, id), (raw, ())) = in_turn(
+        let download = in_turn(
             round,
             costed(through_sshmcp(
                 &mcp,
@@ -206,22 +219,14 @@ async fn main() {
                 json!({"remote_path": remote.display().to_string(), "local_path": "down.bin"}),
             )),
             costed(raw_rsync(&shell, &remote_arg, &raw_down_arg)),
-        )
-        .await;
-        if round > 0 {
-            dl.push(ours);
-            dl_raw.push(raw);
-            dl_ids.push(id);
-        }
+        );
+        dl.keep(round, download.await);
     }
     let gib = FILE_BYTES as f64 / (1u64 << 30) as f64;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let walls = |v: &[Cost]| format!("{:.2?}", v.iter().map(|c| c.wall).collect::<Vec<_>>());
     let log = env.daemon_log();
-    for (what, ours, raw, ids) in [
-        ("upload", up, up_raw, up_ids),
-        ("download", dl, dl_raw, dl_ids),
-    ] {
+    for (what, Copies { ours, raw, ids }) in [("upload", up), ("download", dl)] {
         let (o, r) = (median(ours.clone()), median(raw.clone()));
         println!(
             "1 GiB {what}: sshmcp {:.2} s ({:.0} MiB/s, verified), raw rsync {:.2} s; \

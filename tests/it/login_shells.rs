@@ -304,34 +304,27 @@ async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_th
         // Then command after command on one channel. A test elsewhere that adds a user changes
         // `/etc`, which sends a waiting channel's command to a fresh one: until two in a row
         // share their runner.
+        let lines_of = |r: &Value| -> Vec<String> {
+            let out = r["stdout"]["data"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"));
+            out.lines().map(str::to_string).collect()
+        };
         answers.push(exec(&mcp, &s, &probe("0"), json!({})).await);
         for _ in 0..20 {
             answers.push(exec(&mcp, &s, &probe("0"), json!({})).await);
-            let last: Vec<&str> = answers[answers.len() - 2..]
-                .iter()
-                .map(|r| {
-                    r["stdout"]["data"]
-                        .as_str()
-                        .unwrap()
-                        .lines()
-                        .nth(1)
-                        .unwrap()
-                })
-                .collect();
-            if last[0] == last[1] {
+            let last = &answers[answers.len() - 2..];
+            if lines_of(&last[0])[1] == lines_of(&last[1])[1] {
                 break;
             }
         }
-        let outputs: Vec<Vec<&str>> = answers
-            .iter()
-            .map(|r| r["stdout"]["data"].as_str().unwrap().lines().collect())
-            .collect();
+        let outputs: Vec<Vec<String>> = answers.iter().map(lines_of).collect();
         for lines in &outputs {
             let (group, pid) = lines[0].split_once(" of ").unwrap();
             assert_eq!(group, format!("group {pid}"), "{lines:?}");
             assert_eq!(lines[2..], outputs[0][2..], "the same environment");
         }
-        let runners: Vec<&str> = outputs.iter().map(|lines| lines[1]).collect();
+        let runners: Vec<&str> = outputs.iter().map(|lines| lines[1].as_str()).collect();
         let n = runners.len();
         assert_eq!(runners[n - 2], runners[n - 1], "one channel: {runners:?}");
         assert!(

@@ -168,9 +168,15 @@ const LOGIN_FILES: &[&str] = &[
 /// text (a group is read whole before it runs): until then, a program written to stdin could
 /// be read by the runner along with its text, and never reach the program's shell.
 pub fn standby_text(ready: &str) -> String {
-    let (spawn, said) = (spawn(), format!("command printf \"%s\\n\" {ready}; "));
+    let (spawn, said) = (spawn(), ready_line(ready));
     let hand_over = hand_over(&said);
     format!("{SETUP}{{ {hand_over}{said}{spawn}{LOOP}{spawn}done; }}\n")
+}
+
+/// What says a standby channel's runner has read its whole text: `ready` on stdout, from
+/// whichever shell runs the loop. No single quote: bash gets it inside one.
+fn ready_line(ready: &str) -> String {
+    format!("command printf \"%s\\n\" {ready}; ")
 }
 
 /// The text of a channel opened for `payload`: its setup and loop, the first program
@@ -483,7 +489,7 @@ mod tests {
     #[test]
     fn the_loop_bash_runs_holds_no_single_quote() {
         let ready = crate::session::key::nonce("_sshmcp_").unwrap();
-        let first = format!("command printf \"%s\\n\" {ready}; ");
+        let first = ready_line(&ready);
         for part in [LOOP, JOB_SPAWN, first.as_str()] {
             assert!(!part.contains('\''), "{part}");
         }

@@ -302,6 +302,43 @@ impl Raw {
             .unwrap();
         (t.elapsed(), out.success())
     }
+
+    /// The floor of any design that starts a `/bin/sh` per command: one remote `/bin/sh` kept
+    /// on the master and fed `/bin/sh -c true` and a marker per call, `runs` calls after the
+    /// warm-up, sorted. No MCP, no daemon, no markers of ours: what is left is the channel's
+    /// round trip and the shell's start, the spread this machine gives them.
+    fn shell_floor(&self, runs: usize) -> Vec<Duration> {
+        use std::io::{BufRead, Write};
+        let mut shell = std::process::Command::new("ssh")
+            .arg("-F")
+            .arg(&self.config)
+            .arg("-S")
+            .arg(&self.control)
+            .args(["testbed", "exec /bin/sh"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut feed = shell.stdin.take().unwrap();
+        let mut answers = std::io::BufReader::new(shell.stdout.take().unwrap());
+        let mut line = String::new();
+        let mut call = || {
+            let t = Instant::now();
+            feed.write_all(b"/bin/sh -c true; echo floor\n").unwrap();
+            line.clear();
+            answers.read_line(&mut line).unwrap();
+            assert_eq!(line, "floor\n", "the remote shell's answer");
+            t.elapsed()
+        };
+        for _ in 0..WARMUP {
+            call();
+        }
+        let mut samples: Vec<Duration> = (0..runs).map(|_| call()).collect();
+        samples.sort();
+        drop(feed);
+        let _ = shell.wait();
+        samples
+    }
 }
 
 impl Drop for Raw {
@@ -550,6 +587,7 @@ async fn main() {
     raw_seq.sort();
     let mut raw_big: Vec<Duration> = (0..BIG_RUNS).map(|_| raw.exec(&big_command()).0).collect();
     raw_big.sort();
+    let floor = raw.shell_floor(SEQUENTIAL);
 
     let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
     // An agent thinks between calls: the same with a pause before each.
@@ -626,6 +664,17 @@ async fn main() {
         ratio: Some(p99 / median),
         goal: "p99 ≤ 1.5× our median",
         met: Some(p99 / median <= 1.5),
+    });
+    let (floor_median, floor_p99) = (ms(&floor, 50.0), ms(&floor, 99.0));
+    rows.push(Row {
+        figure: "the floor: a remote `/bin/sh` on the master fed `/bin/sh -c true`, 200 \
+                 sequential, median / p99",
+        sshmcp: "–".into(),
+        fast: "–".into(),
+        raw: format!("{} / {}", f(floor_median), f(floor_p99)),
+        ratio: Some(floor_p99 / floor_median),
+        goal: "–",
+        met: None,
     });
     let r = fast.as_ref().map(|x| rate / x.rate);
     rows.push(Row {

@@ -614,7 +614,7 @@ async fn main() {
     let with_sessions = Footprint::of(&env).rss_kib;
     mcp.call("disconnect", json!({"session_id": other["session_id"]}))
         .await;
-    for _ in 1..FIRSTS {
+    for round in 1..FIRSTS {
         let (connect, r) = timed(mcp.call(
             "connect",
             json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port}),
@@ -629,8 +629,9 @@ async fn main() {
         after_waits.push(after_wait);
         mcp.call("disconnect", json!({"session_id": r["session_id"]}))
             .await;
-        // Raw OpenSSH's connect in turn with ours, so both medians span the same minutes.
-        let (extra, master) = Raw::start(&env, "raw-connect.ctl");
+        // Raw OpenSSH's connect in turn with ours, so both medians span the same minutes. A
+        // socket of its own: the one before may not be removed yet when `-O exit` returns.
+        let (extra, master) = Raw::start(&env, &format!("raw-connect-{round}.ctl"));
         raw_connects.push(master + extra.exec("true").0);
     }
     first_execs.sort();

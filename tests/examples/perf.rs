@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use sshmcp_tests::bench::in_turn;
 use sshmcp_tests::churn::Footprint;
 use sshmcp_tests::process::status_kib;
 use sshmcp_tests::{McpClient, SshdOptions, TestEnv, bins};
@@ -267,6 +268,8 @@ async fn measure_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, Str
 struct Raw {
     control: PathBuf,
     config: PathBuf,
+    /// The master's process, which `-O check` names.
+    pid: u32,
 }
 
 impl Raw {
@@ -285,8 +288,31 @@ impl Raw {
             .status()
             .unwrap()
             .success();
+        let took = t.elapsed();
         assert!(ok, "raw master");
-        (Self { control, config }, t.elapsed())
+        // A master that found its socket taken runs without one and still exits 0: only
+        // `-O check` shows it listens.
+        let check = std::process::Command::new("ssh")
+            .arg("-F")
+            .arg(&config)
+            .arg("-S")
+            .arg(&control)
+            .args(["-O", "check", "testbed"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&check.stderr);
+        let pid = said
+            .split_once("(pid=")
+            .and_then(|(_, rest)| rest.split(')').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("the raw master does not answer on its socket: {said}"));
+        (
+            Self {
+                control,
+                config,
+                pid,
+            },
+            took,
+        )
     }
 
     fn exec(&self, command: &str) -> (Duration, bool) {
@@ -328,8 +354,9 @@ impl Raw {
         let mut call = || {
             let t = Instant::now();
             feed.write_all(line.as_bytes()).unwrap();
-            // Lines before the marker are what a login shell printed, in the first call.
-            while answer != "floor\n" {
+            // Before the marker, in the first call: what the shell's startup files printed,
+            // perhaps without a newline of its own.
+            while !answer.ends_with("floor\n") {
                 answer.clear();
                 let read = answers.read_line(&mut answer).unwrap();
                 assert!(read > 0, "the remote shell ended");
@@ -349,6 +376,8 @@ impl Raw {
 }
 
 impl Drop for Raw {
+    /// Stops the master and waits (up to 5 s) until its process is gone, so the next figure
+    /// does not share the CPUs with its exit and sshd's end of its connection.
     fn drop(&mut self) {
         let _ = std::process::Command::new("ssh")
             .arg("-F")
@@ -357,6 +386,11 @@ impl Drop for Raw {
             .arg(&self.control)
             .args(["-O", "exit", "testbed"])
             .output();
+        let proc_dir = PathBuf::from(format!("/proc/{}", self.pid));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proc_dir.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -563,34 +597,20 @@ async fn main() {
     let connect_cold = t.elapsed();
     let session = sshmcp_tests::mcp::session_of(&r);
     let server = Server::Sshmcp { session };
-    // Connect with the daemon running, to another identity of the same sshd.
-    let t = Instant::now();
+    // A second session, to another identity of the same sshd: the daemon's memory with two.
     let other = mcp
         .call(
             "connect",
             json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port}),
         )
         .await;
-    let connect_warm = t.elapsed();
-    // The first exec on a session, sent as soon as its connect answered; more sessions after
-    // this one is gone, each connected afresh to the same identity, for a median.
-    let (first, after_wait) = first_and_after_wait(
-        &mcp,
-        &Server::Sshmcp {
-            session: sshmcp_tests::mcp::session_of(&other),
-        },
-        connect_warm,
-    )
-    .await;
-    let (mut first_execs, mut after_waits) = (vec![first], vec![after_wait]);
-    let mut connects = vec![connect_warm];
     // The raw baselines first: the raw master's start goes on in sshd for a while after
     // `ssh -f` returns, and calls measured beside it wait for the CPU it takes; its own
     // figures let it settle. A connection's first channel waits for sshd's
     // post-authentication setup (~45 ms): raw OpenSSH's connect with a first command is the
     // fair baseline for a connect that gathers facts.
     let (raw, raw_master) = Raw::start(&env, "raw.ctl");
-    let mut raw_connects = vec![raw_master + raw.exec("true").0];
+    assert!(raw.exec("true").1, "the raw master's first command");
     let mut raw_seq: Vec<Duration> = (0..SEQUENTIAL).map(|_| raw.exec("true").0).collect();
     raw_seq.sort();
     let mut raw_big: Vec<Duration> = (0..BIG_RUNS).map(|_| raw.exec(&big_command()).0).collect();
@@ -614,25 +634,38 @@ async fn main() {
     let with_sessions = Footprint::of(&env).rss_kib;
     mcp.call("disconnect", json!({"session_id": other["session_id"]}))
         .await;
-    for round in 1..FIRSTS {
-        let (connect, r) = timed(mcp.call(
-            "connect",
-            json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port}),
-        ))
-        .await;
-        let fresh = Server::Sshmcp {
-            session: sshmcp_tests::mcp::session_of(&r),
+    // Connect with the daemon running, and the session's first exec, against raw OpenSSH's
+    // master start with its first command, in turn (each first in every other round), each
+    // after the other's session ended.
+    let (mut connects, mut raw_connects) = (Vec::new(), Vec::new());
+    let (mut first_execs, mut after_waits) = (Vec::new(), Vec::new());
+    for round in 0..FIRSTS {
+        let ours = async {
+            let (connect, r) = timed(mcp.call(
+                "connect",
+                json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port}),
+            ))
+            .await;
+            let fresh = Server::Sshmcp {
+                session: sshmcp_tests::mcp::session_of(&r),
+            };
+            let (first, after_wait) = first_and_after_wait(&mcp, &fresh, connect).await;
+            mcp.call("disconnect", json!({"session_id": r["session_id"]}))
+                .await;
+            (connect, first, after_wait)
         };
-        let (first, after_wait) = first_and_after_wait(&mcp, &fresh, connect).await;
+        // A socket of its own: the one before may not be removed yet when `-O exit` returns.
+        let raw = async {
+            let (extra, master) = Raw::start(&env, &format!("raw-connect-{round}.ctl"));
+            let (first, ok) = extra.exec("true");
+            assert!(ok, "the raw master's first command");
+            master + first
+        };
+        let ((connect, first, after_wait), raw_connect) = in_turn(round, ours, raw).await;
         connects.push(connect);
         first_execs.push(first);
         after_waits.push(after_wait);
-        mcp.call("disconnect", json!({"session_id": r["session_id"]}))
-            .await;
-        // Raw OpenSSH's connect in turn with ours, so both medians span the same minutes. A
-        // socket of its own: the one before may not be removed yet when `-O exit` returns.
-        let (extra, master) = Raw::start(&env, &format!("raw-connect-{round}.ctl"));
-        raw_connects.push(master + extra.exec("true").0);
+        raw_connects.push(raw_connect);
     }
     first_execs.sort();
     after_waits.sort();

@@ -264,6 +264,13 @@ async fn measure_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, Str
     }
 }
 
+/// `ssh` with the test sshd's configuration and the master on `control`.
+fn ssh_on(config: &std::path::Path, control: &std::path::Path) -> std::process::Command {
+    let mut ssh = std::process::Command::new("ssh");
+    ssh.arg("-F").arg(config).arg("-S").arg(control);
+    ssh
+}
+
 /// Raw OpenSSH: a master started as sshmcp starts one, then `ssh -S` per command.
 struct Raw {
     control: PathBuf,
@@ -278,12 +285,8 @@ impl Raw {
         let control = env.root.path().join(name);
         let config = env.sshd.ssh_config.clone();
         let t = Instant::now();
-        let ok = std::process::Command::new("ssh")
-            .arg("-F")
-            .arg(&config)
-            .args(["-M", "-S"])
-            .arg(&control)
-            .args(["-o", "ControlPersist=no", "-N", "-f", "testbed"])
+        let ok = ssh_on(&config, &control)
+            .args(["-M", "-o", "ControlPersist=no", "-N", "-f", "testbed"])
             .stdin(std::process::Stdio::null())
             .status()
             .unwrap()
@@ -292,11 +295,7 @@ impl Raw {
         assert!(ok, "raw master");
         // A master that found its socket taken runs without one and still exits 0: only
         // `-O check` shows it listens.
-        let check = std::process::Command::new("ssh")
-            .arg("-F")
-            .arg(&config)
-            .arg("-S")
-            .arg(&control)
+        let check = ssh_on(&config, &control)
             .args(["-O", "check", "testbed"])
             .output()
             .unwrap();
@@ -317,11 +316,7 @@ impl Raw {
 
     fn exec(&self, command: &str) -> (Duration, bool) {
         let t = Instant::now();
-        let out = std::process::Command::new("ssh")
-            .arg("-F")
-            .arg(&self.config)
-            .arg("-S")
-            .arg(&self.control)
+        let out = ssh_on(&self.config, &self.control)
             .args(["testbed", command])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -337,11 +332,7 @@ impl Raw {
     /// the spread this machine gives it.
     fn shell_floor(&self, command: &str, runs: usize) -> Vec<Duration> {
         use std::io::{BufRead, Write};
-        let mut shell = std::process::Command::new("ssh")
-            .arg("-F")
-            .arg(&self.config)
-            .arg("-S")
-            .arg(&self.control)
+        let mut shell = ssh_on(&self.config, &self.control)
             .args(["testbed", "exec /bin/sh"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -379,11 +370,7 @@ impl Drop for Raw {
     /// Stops the master and waits (up to 5 s) until its process is gone, so the next figure
     /// does not share the CPUs with its exit and sshd's end of its connection.
     fn drop(&mut self) {
-        let _ = std::process::Command::new("ssh")
-            .arg("-F")
-            .arg(&self.config)
-            .arg("-S")
-            .arg(&self.control)
+        let _ = ssh_on(&self.config, &self.control)
             .args(["-O", "exit", "testbed"])
             .output();
         let proc_dir = PathBuf::from(format!("/proc/{}", self.pid));
@@ -606,9 +593,7 @@ async fn main() {
         .await;
     // The raw baselines first: the raw master's start goes on in sshd for a while after
     // `ssh -f` returns, and calls measured beside it wait for the CPU it takes; its own
-    // figures let it settle. A connection's first channel waits for sshd's
-    // post-authentication setup (~45 ms): raw OpenSSH's connect with a first command is the
-    // fair baseline for a connect that gathers facts.
+    // figures, after a first command that waits that setup out, let it settle.
     let (raw, raw_master) = Raw::start(&env, "raw.ctl");
     assert!(raw.exec("true").1, "the raw master's first command");
     let mut raw_seq: Vec<Duration> = (0..SEQUENTIAL).map(|_| raw.exec("true").0).collect();
@@ -636,7 +621,9 @@ async fn main() {
         .await;
     // Connect with the daemon running, and the session's first exec, against raw OpenSSH's
     // master start with its first command, in turn (each first in every other round), each
-    // after the other's session ended.
+    // after the other's session ended. A connection's first channel waits for sshd's
+    // post-authentication setup (~45 ms): raw OpenSSH's connect with a first command is the
+    // fair baseline for a connect that gathers facts.
     let (mut connects, mut raw_connects) = (Vec::new(), Vec::new());
     let (mut first_execs, mut after_waits) = (Vec::new(), Vec::new());
     for round in 0..FIRSTS {

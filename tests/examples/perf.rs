@@ -464,7 +464,8 @@ fn test_env() -> TestEnv {
 /// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
 /// daemon's log, `SSHMCP_PERF_DUMP=PATH` every call's time in µs, in the order the calls
 /// ended per caller; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, or
-/// another build to compare).
+/// another build to compare). With `SSHMCP_LOG=sshmcpd=debug` it also prints how long the
+/// calls took inside the daemon, and with one caller what the rest of each call took.
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
     let callers: usize = var("SSHMCP_PERF_CALLERS")
@@ -532,6 +533,7 @@ async fn load(seconds: u64) {
             seen.lines().count()
         );
     }
+    let took_in_order = took.clone();
     if let Some(path) = var("SSHMCP_PERF_DUMP") {
         let lines: String = took
             .iter()
@@ -547,9 +549,48 @@ async fn load(seconds: u64) {
         ms(&took, 90.0),
         ms(&took, 99.0)
     );
+    let log = env.daemon_log();
+    let inside = daemon_account(&log);
+    if !inside.is_empty() {
+        print_daemon_account(&inside, (callers == 1).then_some(&took_in_order));
+    }
     // `SSHMCP_PERF_KEEP_LOG=PATH` keeps the daemon's log (with `SSHMCP_LOG=debug`, say).
     if let Some(path) = var("SSHMCP_PERF_KEEP_LOG") {
-        std::fs::write(path, env.daemon_log()).expect("the log copy");
+        std::fs::write(path, log).expect("the log copy");
+    }
+}
+
+/// How long each `exec` took inside the daemon, from the RPC's arrival to its answer, in the
+/// order they ended: the "call done" lines its log has with `SSHMCP_LOG=sshmcpd=debug`.
+fn daemon_account(log: &str) -> Vec<Duration> {
+    log.lines()
+        .filter(|line| line.contains("call done") && line.contains("tool=\"exec\""))
+        .filter_map(|line| line.rsplit_once("seconds=")?.1.trim().parse().ok())
+        .map(Duration::from_secs_f64)
+        .collect()
+}
+
+/// Prints where the calls' time went: inside the daemon (its way to the host and back
+/// included), and with one caller, whose calls end in the order they were made, the rest of
+/// each call (this client, MCP, the shim and the daemon's socket).
+fn print_daemon_account(inside: &[Duration], took_in_order: Option<&Vec<Duration>>) {
+    let spread = |mut d: Vec<Duration>| {
+        d.sort();
+        format!(
+            "median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+            ms(&d, 50.0),
+            ms(&d, 90.0),
+            ms(&d, 99.0)
+        )
+    };
+    println!("inside the daemon: {}", spread(inside.to_vec()));
+    if let Some(took) = took_in_order.filter(|took| took.len() == inside.len()) {
+        let rest = took
+            .iter()
+            .zip(inside)
+            .map(|(all, daemon)| all.saturating_sub(*daemon))
+            .collect();
+        println!("the rest of each call: {}", spread(rest));
     }
 }
 

@@ -533,7 +533,8 @@ async fn load(seconds: u64) {
             seen.lines().count()
         );
     }
-    let took_in_order = took.clone();
+    // With one caller the calls end in the order they were made, as the daemon logs them.
+    let took_in_order = (callers == 1).then(|| took.clone());
     if let Some(path) = var("SSHMCP_PERF_DUMP") {
         let lines: String = took
             .iter()
@@ -549,10 +550,10 @@ async fn load(seconds: u64) {
         ms(&took, 90.0),
         ms(&took, 99.0)
     );
-    let log = env.daemon_log();
+    let log = logged_calls(&env, took.len()).await;
     let inside = daemon_account(&log);
     if !inside.is_empty() {
-        print_daemon_account(&inside, (callers == 1).then_some(&took_in_order));
+        print_daemon_account(&inside, took_in_order.as_deref());
     }
     // `SSHMCP_PERF_KEEP_LOG=PATH` keeps the daemon's log (with `SSHMCP_LOG=debug`, say).
     if let Some(path) = var("SSHMCP_PERF_KEEP_LOG") {
@@ -560,8 +561,24 @@ async fn load(seconds: u64) {
     }
 }
 
-/// How long each `exec` took inside the daemon, from the RPC's arrival to its answer, in the
-/// order they ended: the "call done" lines its log has with `SSHMCP_LOG=sshmcpd=debug`.
+/// The daemon's log once it holds a "call done" line for each of `calls` execs, or as it is
+/// after 2 s: a thread of the daemon's writes the log, so its last lines may land a moment
+/// after the last answer. At once when the log times no call (no `SSHMCP_LOG=sshmcpd=debug`).
+async fn logged_calls(env: &TestEnv, calls: usize) -> String {
+    let give_up = Instant::now() + Duration::from_secs(2);
+    loop {
+        let log = env.daemon_log();
+        let logged = daemon_account(&log).len();
+        if logged == 0 || logged >= calls || Instant::now() >= give_up {
+            return log;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How long each `exec` took inside the daemon, in the order they ended: the "call done"
+/// lines its log has with `SSHMCP_LOG=sshmcpd=debug`, timed from the call's start in the
+/// daemon's service (the request decoded, its arguments checked) to its result.
 fn daemon_account(log: &str) -> Vec<Duration> {
     log.lines()
         .filter(|line| line.contains("call done") && line.contains("tool=\"exec\""))
@@ -571,9 +588,10 @@ fn daemon_account(log: &str) -> Vec<Duration> {
 }
 
 /// Prints where the calls' time went: inside the daemon (its way to the host and back
-/// included), and with one caller, whose calls end in the order they were made, the rest of
-/// each call (this client, MCP, the shim and the daemon's socket).
-fn print_daemon_account(inside: &[Duration], took_in_order: Option<&Vec<Duration>>) {
+/// included), and, given every call's time in the order the calls ended, the rest of each
+/// call (this client, MCP, the shim, the daemon's socket and its request's decoding and
+/// answer's encoding).
+fn print_daemon_account(inside: &[Duration], took_in_order: Option<&[Duration]>) {
     let spread = |mut d: Vec<Duration>| {
         d.sort();
         format!(
@@ -584,13 +602,21 @@ fn print_daemon_account(inside: &[Duration], took_in_order: Option<&Vec<Duration
         )
     };
     println!("inside the daemon: {}", spread(inside.to_vec()));
-    if let Some(took) = took_in_order.filter(|took| took.len() == inside.len()) {
-        let rest = took
-            .iter()
-            .zip(inside)
-            .map(|(all, daemon)| all.saturating_sub(*daemon))
-            .collect();
-        println!("the rest of each call: {}", spread(rest));
+    match took_in_order {
+        Some(took) if took.len() == inside.len() => {
+            let rest = took
+                .iter()
+                .zip(inside)
+                .map(|(all, daemon)| all.saturating_sub(*daemon))
+                .collect();
+            println!("the rest of each call: {}", spread(rest));
+        }
+        Some(took) => println!(
+            "the rest of each call: not paired ({} calls, {} timed in the daemon's log)",
+            took.len(),
+            inside.len()
+        ),
+        None => {}
     }
 }
 

@@ -533,8 +533,6 @@ async fn load(seconds: u64) {
             seen.lines().count()
         );
     }
-    // With one caller the calls end in the order they were made, as the daemon logs them.
-    let took_in_order = (callers == 1).then(|| took.clone());
     if let Some(path) = var("SSHMCP_PERF_DUMP") {
         let lines: String = took
             .iter()
@@ -542,23 +540,32 @@ async fn load(seconds: u64) {
             .collect();
         std::fs::write(path, lines).expect("the dump");
     }
-    took.sort();
     println!(
-        "{} calls/s over {seconds} s, median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        "{} calls/s over {seconds} s, {}",
         took.len() as u64 / seconds,
-        ms(&took, 50.0),
-        ms(&took, 90.0),
-        ms(&took, 99.0)
+        spread(took.clone())
     );
     let log = logged_calls(&env, took.len()).await;
     let inside = daemon_account(&log);
     if !inside.is_empty() {
-        print_daemon_account(&inside, took_in_order.as_deref());
+        // With one caller the calls end in the order they were made, as the daemon logs them.
+        print_daemon_account(&inside, (callers == 1).then_some(&took[..]));
     }
     // `SSHMCP_PERF_KEEP_LOG=PATH` keeps the daemon's log (with `SSHMCP_LOG=debug`, say).
     if let Some(path) = var("SSHMCP_PERF_KEEP_LOG") {
         std::fs::write(path, log).expect("the log copy");
     }
+}
+
+/// The median, p90 and p99 of `times`.
+fn spread(mut times: Vec<Duration>) -> String {
+    times.sort();
+    format!(
+        "median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        ms(&times, 50.0),
+        ms(&times, 90.0),
+        ms(&times, 99.0)
+    )
 }
 
 /// The daemon's log once it holds a "call done" line for each of `calls` execs, or as it is
@@ -592,15 +599,6 @@ fn daemon_account(log: &str) -> Vec<Duration> {
 /// call (this client, MCP, the shim, the daemon's socket and its request's decoding and
 /// answer's encoding).
 fn print_daemon_account(inside: &[Duration], took_in_order: Option<&[Duration]>) {
-    let spread = |mut d: Vec<Duration>| {
-        d.sort();
-        format!(
-            "median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
-            ms(&d, 50.0),
-            ms(&d, 90.0),
-            ms(&d, 99.0)
-        )
-    };
     println!("inside the daemon: {}", spread(inside.to_vec()));
     match took_in_order {
         Some(took) if took.len() == inside.len() => {

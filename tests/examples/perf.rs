@@ -457,7 +457,7 @@ fn test_env() -> TestEnv {
 }
 
 /// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
-/// to watch (`perf record -a`); prints the calls/s and the median call. `SSHMCP_PERF_CALLERS`
+/// to watch (`perf record -a`); prints the calls/s and the median, p90 and p99 call. `SSHMCP_PERF_CALLERS`
 /// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
 /// `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
 /// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it, `SSHMCP_PERF_SPLIT=1`
@@ -543,7 +543,7 @@ async fn load(seconds: u64) {
     println!(
         "{} calls/s over {seconds} s, {}",
         took.len() as u64 / seconds,
-        spread(took.clone())
+        percentiles(took.clone())
     );
     let log = logged_calls(&env, took.len()).await;
     let inside = daemon_account(&log);
@@ -558,7 +558,7 @@ async fn load(seconds: u64) {
 }
 
 /// The median, p90 and p99 of `times`.
-fn spread(mut times: Vec<Duration>) -> String {
+fn percentiles(mut times: Vec<Duration>) -> String {
     times.sort();
     format!(
         "median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
@@ -596,10 +596,10 @@ fn daemon_account(log: &str) -> Vec<Duration> {
 
 /// Prints where the calls' time went: inside the daemon (its way to the host and back
 /// included), and, given every call's time in the order the calls ended, the rest of each
-/// call (this client, MCP, the shim, the daemon's socket and its request's decoding and
-/// answer's encoding).
+/// call (this client, MCP, the shim, the daemon's socket, its request's decoding, its audit
+/// line and its answer's encoding).
 fn print_daemon_account(inside: &[Duration], took_in_order: Option<&[Duration]>) {
-    println!("inside the daemon: {}", spread(inside.to_vec()));
+    println!("inside the daemon: {}", percentiles(inside.to_vec()));
     match took_in_order {
         Some(took) if took.len() == inside.len() => {
             let rest = took
@@ -607,7 +607,7 @@ fn print_daemon_account(inside: &[Duration], took_in_order: Option<&[Duration]>)
                 .zip(inside)
                 .map(|(all, daemon)| all.saturating_sub(*daemon))
                 .collect();
-            println!("the rest of each call: {}", spread(rest));
+            println!("the rest of each call: {}", percentiles(rest));
         }
         Some(took) => println!(
             "the rest of each call: not paired ({} calls, {} timed in the daemon's log)",

@@ -457,9 +457,9 @@ fn test_env() -> TestEnv {
 }
 
 /// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
-/// to watch (`perf record -a`); prints the calls/s and the median, p90 and p99 call. `SSHMCP_PERF_CALLERS`
-/// (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND` (`true`, or
-/// `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
+/// to watch (`perf record -a`); prints the calls/s and the median, p90 and p99 call.
+/// `SSHMCP_PERF_CALLERS` (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and
+/// `SSHMCP_PERF_COMMAND` (`true`, or `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
 /// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it, `SSHMCP_PERF_SPLIT=1`
 /// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
 /// daemon's log, `SSHMCP_PERF_DUMP=PATH` every call's time in µs, in the order the calls

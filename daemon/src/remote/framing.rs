@@ -568,16 +568,17 @@ mod tests {
         }
 
         /// Whether the channel's shell exits by itself, its stdin still open, within
-        /// `limit`.
-        fn exits_within(&mut self, limit: std::time::Duration) -> bool {
-            let deadline = std::time::Instant::now() + limit;
-            while std::time::Instant::now() < deadline {
-                if self.child.try_wait().unwrap().is_some() {
-                    return true;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            false
+        /// `limit`. A thread waits for the exit without reaping the shell (`finish`, or the
+        /// drop, still does), so its answer comes the moment the shell ends.
+        fn exits_within(&self, limit: std::time::Duration) -> bool {
+            use nix::sys::wait::{Id, WaitPidFlag, waitid};
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let (exited, seen) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let ended = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
+                let _ = exited.send(ended.is_ok());
+            });
+            seen.recv_timeout(limit).unwrap_or(false)
         }
 
         /// A channel with `home` as HOME that ran one program already: the next one it is

@@ -3,16 +3,18 @@
 //! goal of issue 6 beside its ratio. Run it with `scripts/perf.sh` (release build; installs
 //! fast-mcp-ssh from crates.io when missing). A measurement, never a test: it fails on nothing.
 //!
-//! `perf [FAST_MCP_SSH_BINARY]`; without one, fast-mcp-ssh is left out.
+//! `perf [FAST_MCP_SSH_BINARY]`; without one, fast-mcp-ssh is left out. `SSHMCP_PERF_LOAD`
+//! and `SSHMCP_PERF_RING` run one part alone (see `load` and `ring_sets`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sshmcp_tests::bench::in_turn;
+use sshmcp_tests::bench::{in_turn, shown_ratio};
 use sshmcp_tests::churn::Footprint;
 use sshmcp_tests::process::status_kib;
+use sshmcp_tests::ring::{Ring, serve_if_member};
 use sshmcp_tests::{McpClient, SshdOptions, TestEnv, bins};
 
 const WARMUP: usize = 20;
@@ -35,6 +37,12 @@ const PAUSE: Duration = Duration::from_millis(50);
 /// Sessions (and server identities) of the wide run, and concurrent execs on each.
 const WIDE_SESSIONS: usize = 100;
 const WIDE_EXECS: usize = 10;
+/// The hand-overs between processes on an `exec`'s way there and back, at the least: the
+/// client, the shim, the daemon, the master, sshd and the program's shell there; the runner,
+/// sshd, the master, the daemon, the shim and the client back.
+const HANDOVERS: usize = 11;
+/// Sets of SEQUENTIAL rounds in the ring-only mode.
+const RING_SETS: usize = 20;
 
 /// A server under test, as an agent drives it.
 #[derive(Clone)]
@@ -396,7 +404,11 @@ fn print(rows: &[Row]) {
     println!("| figure | sshmcp | fast-mcp-ssh | raw OpenSSH | ratio | goal | met |");
     println!("|---|---|---|---|---|---|---|");
     for r in rows {
-        let ratio = r.ratio.map_or("–".into(), |x| format!("{x:.2}×"));
+        // The goal's text tells which way it points.
+        let at_least = r.goal.contains('≥');
+        let ratio = r.ratio.map_or("–".into(), |x| {
+            format!("{}×", shown_ratio(x, r.met != Some(false), at_least))
+        });
         let met = match r.met {
             Some(true) => "yes",
             Some(false) => "no",
@@ -620,6 +632,13 @@ fn print_daemon_account(inside: &[Duration], took_in_order: Option<&[Duration]>)
 
 #[tokio::main]
 async fn main() {
+    serve_if_member();
+    if let Some(micros) = std::env::var("SSHMCP_PERF_RING")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return ring_sets(Duration::from_micros(micros));
+    }
     if let Some(seconds) = std::env::var("SSHMCP_PERF_LOAD")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -669,6 +688,9 @@ async fn main() {
     let with_shell = raw.shell_floor("/bin/sh -c true", SEQUENTIAL);
 
     let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
+    // Right after, while the machine is as it was: a ring as long as our median call.
+    let ring = Ring::new(HANDOVERS, Duration::from_secs_f64(ms(&seq, 50.0) / 1000.0))
+        .rounds(WARMUP, SEQUENTIAL);
     // An agent thinks between calls: the same with a pause before each.
     let mut paced = Vec::new();
     for _ in 0..PACED {
@@ -774,6 +796,10 @@ async fn main() {
         (
             "the same fed `/bin/sh -c true` (a shell started on the call's path)",
             &with_shell,
+        ),
+        (
+            "no SSH: as many local processes as a call's hand-overs pass a byte around a ring of pipes, with our median's work a round",
+            &ring,
         ),
     ] {
         let (floor_median, floor_p99) = (ms(floor, 50.0), ms(floor, 99.0));
@@ -904,6 +930,24 @@ async fn main() {
     // Last, after the rest is printed: it pins this process to its CPUs for good.
     println!();
     println!("{}", split_run(fast_bin.as_deref()).await);
+}
+
+/// With `SSHMCP_PERF_RING=MICROS`: only the ring of HANDOVERS processes with MICROS of work a
+/// round, RING_SETS sets of SEQUENTIAL rounds, each set's median, p99 and their ratio: how
+/// often this machine keeps a path of as many hand-overs and as long a round within 1.5×.
+fn ring_sets(round: Duration) {
+    let mut ring = Ring::new(HANDOVERS, round);
+    let mut over = 0;
+    for set in 1..=RING_SETS {
+        let times = ring.rounds(WARMUP, SEQUENTIAL);
+        let (median, p99) = (ms(&times, 50.0), ms(&times, 99.0));
+        over += usize::from(p99 / median > 1.5);
+        println!(
+            "set {set:2}: median {median:.2} ms, p99 {p99:.2} ms, p99/median {:.2}×",
+            p99 / median
+        );
+    }
+    println!("{over} of {RING_SETS} sets above 1.5×");
 }
 
 /// The sequential `exec true` again, on a fresh sshd whose processes (sshd, the login and

@@ -11,6 +11,7 @@ pub mod env;
 pub mod mcp;
 pub mod netns;
 pub mod process;
+pub mod ring;
 pub mod sshd;
 pub mod users;
 

@@ -43,6 +43,9 @@ const WIDE_EXECS: usize = 10;
 const HANDOVERS: usize = 11;
 /// Sets of SEQUENTIAL rounds in the ring-only mode.
 const RING_SETS: usize = 20;
+/// The ring member in the runner's place: it gets the byte from the program's shell, the
+/// fifth member.
+const RUNNER_AT: usize = 6;
 
 /// A server under test, as an agent drives it.
 #[derive(Clone)]
@@ -689,8 +692,12 @@ async fn main() {
 
     let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
     // Right after, while the machine is as it was: a ring as long as our median call.
-    let ring = Ring::new(HANDOVERS, Duration::from_secs_f64(ms(&seq, 50.0) / 1000.0))
-        .rounds(WARMUP, SEQUENTIAL);
+    let ring = Ring::new(
+        HANDOVERS,
+        Duration::from_secs_f64(ms(&seq, 50.0) / 1000.0),
+        None,
+    )
+    .rounds(WARMUP, SEQUENTIAL);
     // An agent thinks between calls: the same with a pause before each.
     let mut paced = Vec::new();
     for _ in 0..PACED {
@@ -935,8 +942,14 @@ async fn main() {
 /// With `SSHMCP_PERF_RING=MICROS`: only the ring of HANDOVERS processes with MICROS of work a
 /// round, RING_SETS sets of SEQUENTIAL rounds, each set's median, p99 and their ratio: how
 /// often this machine keeps a path of as many hand-overs and as long a round within 1.5×.
+/// `SSHMCP_PERF_RING_SIDE=MICROS` has the member in the runner's place work that much more
+/// after handing the byte on, as the runner starts the next call's shell.
 fn ring_sets(round: Duration) {
-    let mut ring = Ring::new(HANDOVERS, round);
+    let side = std::env::var("SSHMCP_PERF_RING_SIDE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(|micros| (RUNNER_AT, Duration::from_micros(micros)));
+    let mut ring = Ring::new(HANDOVERS, round, side);
     let mut over = 0;
     for set in 1..=RING_SETS {
         let times = ring.rounds(WARMUP, SEQUENTIAL);

@@ -942,25 +942,27 @@ async fn main() {
 /// With `SSHMCP_PERF_RING=MICROS`: only the ring of HANDOVERS processes with MICROS of work a
 /// round, RING_SETS sets of SEQUENTIAL rounds, each set's median, p99 and their ratio: how
 /// often this machine keeps a path of as many hand-overs and as long a round within 1.5×.
-/// `SSHMCP_PERF_RING_SIDE=MICROS` has the member in the runner's place work that much more
+/// With `SSHMCP_PERF_RING_SHELL=1` the member in the runner's place starts `/bin/sh -c :`
 /// after handing the byte on, as the runner starts the next call's shell.
 fn ring_sets(round: Duration) {
-    let side = std::env::var("SSHMCP_PERF_RING_SIDE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .map(|micros| (RUNNER_AT, Duration::from_micros(micros)));
-    let mut ring = Ring::new(HANDOVERS, round, side);
-    let mut over = 0;
+    let shell_at = std::env::var_os("SSHMCP_PERF_RING_SHELL").map(|_| RUNNER_AT);
+    let mut ring = Ring::new(HANDOVERS, round, shell_at);
+    let mut ratios = Vec::new();
     for set in 1..=RING_SETS {
         let times = ring.rounds(WARMUP, SEQUENTIAL);
         let (median, p99) = (ms(&times, 50.0), ms(&times, 99.0));
-        over += usize::from(p99 / median > 1.5);
+        ratios.push(p99 / median);
         println!(
             "set {set:2}: median {median:.2} ms, p99 {p99:.2} ms, p99/median {:.2}×",
             p99 / median
         );
     }
-    println!("{over} of {RING_SETS} sets above 1.5×");
+    let over = ratios.iter().filter(|r| **r > 1.5).count();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "{over} of {RING_SETS} sets above 1.5×; the middle set's p99/median {:.2}×",
+        ratios[RING_SETS / 2]
+    );
 }
 
 /// The sequential `exec true` again, on a fresh sshd whose processes (sshd, the login and

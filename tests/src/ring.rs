@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 /// In a ring member's environment: the steps of work it does before handing the byte on.
 const MEMBER_VAR: &str = "SSHMCP_RING_STEPS";
-/// In one member's environment: the steps of work it does after handing the byte on, as
-/// sshmcp's remote runner starts the next call's shell while the answer travels back.
-const SIDE_VAR: &str = "SSHMCP_RING_SIDE_STEPS";
+/// Set in one member's environment: after handing the byte on, it starts a `/bin/sh` and waits
+/// for it, as sshmcp's remote runner starts the next call's shell while the answer travels
+/// back.
+const SHELL_VAR: &str = "SSHMCP_RING_STARTS_SHELL";
 
 /// Work that a preemption lengthens: a count of steps, never a time to reach, which would hide
 /// the time the CPU was taken away.
@@ -42,11 +43,10 @@ fn steps_per_microsecond() -> f64 {
 /// dropped, or the process that started it gone), then exits. Anywhere else it returns at
 /// once; a program that builds a ring calls it first thing in `main`.
 pub fn serve_if_member() {
-    let steps_in = |name| std::env::var(name).ok().and_then(|s| s.parse().ok());
-    let Some(steps) = steps_in(MEMBER_VAR) else {
+    let Some(steps) = std::env::var(MEMBER_VAR).ok().and_then(|s| s.parse().ok()) else {
         return;
     };
-    let side = steps_in(SIDE_VAR).unwrap_or(0);
+    let starts_shell = std::env::var_os(SHELL_VAR).is_some();
     let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
     let mut byte = [0u8];
     while input.read_exact(&mut byte).is_ok() {
@@ -58,7 +58,9 @@ pub fn serve_if_member() {
         {
             break;
         }
-        work(side);
+        if starts_shell {
+            let _ = Command::new("/bin/sh").args(["-c", ":"]).status();
+        }
     }
     std::process::exit(0);
 }
@@ -74,21 +76,19 @@ pub struct Ring {
 impl Ring {
     /// A ring of `handovers` hand-overs a round (this process and `handovers - 1` members,
     /// each this program run again) with `work` a round, shared evenly between them. A round
-    /// takes longer than `work` by what the hand-overs take. With `side`, the member that
-    /// receives the byte at hand-over `side.0` (1 for the first member) works `side.1` more
+    /// takes longer than `work` by what the hand-overs take. With `shell_at`, the member
+    /// that receives the byte at that hand-over (1 for the first member) starts `/bin/sh -c :`
     /// after handing it on, beside the rest of the round.
-    pub fn new(handovers: usize, work: Duration, side: Option<(usize, Duration)>) -> Self {
+    pub fn new(handovers: usize, work: Duration, shell_at: Option<usize>) -> Self {
         assert!(handovers >= 2, "a ring of one hands nothing over");
-        let per_microsecond = steps_per_microsecond();
-        let steps_of = |time: Duration| (per_microsecond * time.as_secs_f64() * 1e6) as u64;
-        let steps = steps_of(work) / handovers as u64;
+        let steps = (steps_per_microsecond() * work.as_secs_f64() * 1e6 / handovers as f64) as u64;
         let program = std::env::current_exe().expect("this program's path");
         let (mut feed, mut previous, mut members) = (None, None::<ChildStdout>, Vec::new());
         for position in 1..handovers {
             let input = previous.take().map_or_else(Stdio::piped, Stdio::from);
             let mut member = Command::new(&program);
-            if let Some((_, extra)) = side.filter(|(at, _)| *at == position) {
-                member.env(SIDE_VAR, steps_of(extra).to_string());
+            if shell_at == Some(position) {
+                member.env(SHELL_VAR, "1");
             }
             let mut member = member
                 .env(MEMBER_VAR, steps.to_string())

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use sshmcp_tests::TestEnv;
-use sshmcp_tests::bench::{in_turn, shown_ratio};
+use sshmcp_tests::bench::{in_turn, judged_at_least};
 use sshmcp_tests::mcp::call_ok as call;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -129,14 +129,14 @@ async fn main() {
     }
     let mib = (BULK_BYTES >> 20) as f64;
     let (o, r) = (median(ours.clone()), median(raw.clone()));
-    let met = r / o >= 0.9;
+    let (ratio, verdict) = judged_at_least(r / o, 0.9);
     println!(
         "{mib} MiB through a local forward: forward_start {:.0} MiB/s, ssh -O forward -L \
          {:.0} MiB/s; ratio {}, goal ≥ 0.9×: {} (runs: {ours:.2?} s, {raw:.2?} s)",
         mib / o,
         mib / r,
-        shown_ratio(r / o, met, true),
-        if met { "met" } else { "not met" }
+        ratio,
+        verdict
     );
     let (ol, rl, direct) = (
         latency(ours_ping).await,

@@ -633,15 +633,17 @@ fn print_daemon_account(inside: &[Duration], took_in_order: Option<&[Duration]>)
     }
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // Before any runtime: a ring member is a small process that only works and hands on.
     serve_if_member();
-    if let Some(micros) = std::env::var("SSHMCP_PERF_RING")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        return ring_sets(Duration::from_micros(micros));
+    match std::env::var("SSHMCP_PERF_RING").map(|s| s.parse()) {
+        Ok(Ok(micros)) => ring_sets(Duration::from_micros(micros)),
+        _ => measure(),
     }
+}
+
+#[tokio::main]
+async fn measure() {
     if let Some(seconds) = std::env::var("SSHMCP_PERF_LOAD")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -945,16 +947,18 @@ async fn main() {
 /// With `SSHMCP_PERF_RING_SHELL=1` the member in the runner's place starts `/bin/sh -c :`
 /// after handing the byte on, as the runner starts the next call's shell.
 fn ring_sets(round: Duration) {
-    let shell_at = std::env::var_os("SSHMCP_PERF_RING_SHELL").map(|_| RUNNER_AT);
+    let shell_at =
+        (std::env::var("SSHMCP_PERF_RING_SHELL").as_deref() == Ok("1")).then_some(RUNNER_AT);
     let mut ring = Ring::new(HANDOVERS, round, shell_at);
     let mut ratios = Vec::new();
     for set in 1..=RING_SETS {
         let times = ring.rounds(WARMUP, SEQUENTIAL);
         let (median, p99) = (ms(&times, 50.0), ms(&times, 99.0));
-        ratios.push(p99 / median);
+        let ratio = p99 / median;
+        ratios.push(ratio);
         println!(
-            "set {set:2}: median {median:.2} ms, p99 {p99:.2} ms, p99/median {:.2}×",
-            p99 / median
+            "set {set:2}: median {median:.2} ms, p99 {p99:.2} ms, p99/median {}×",
+            shown_ratio(ratio, ratio <= 1.5, false)
         );
     }
     let over = ratios.iter().filter(|r| **r > 1.5).count();

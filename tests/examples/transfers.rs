@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
-use sshmcp_tests::bench::{in_turn, shown_ratio};
+use sshmcp_tests::bench::{in_turn, judged_at_least};
 use sshmcp_tests::mcp::call_ok as call;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
@@ -228,15 +228,15 @@ async fn main() {
     let log = env.daemon_log();
     for (what, Copies { ours, raw, ids }) in [("upload", up), ("download", dl)] {
         let (o, r) = (median(ours.clone()), median(raw.clone()));
-        let met = r.wall / o.wall >= 0.8;
+        let (ratio, verdict) = judged_at_least(r.wall / o.wall, 0.8);
         println!(
             "1 GiB {what}: sshmcp {:.2} s ({:.0} MiB/s, verified), raw rsync {:.2} s; \
              ratio raw/sshmcp {}, goal ≥ 0.8×: {} (runs: sshmcp {}, raw {})",
             o.wall,
             gib * 1024.0 / o.wall,
             r.wall,
-            shown_ratio(r.wall / o.wall, met, true),
-            if met { "met" } else { "not met" },
+            ratio,
+            verdict,
             walls(&ours),
             walls(&raw),
         );

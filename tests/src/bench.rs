@@ -28,6 +28,16 @@ pub fn shown_ratio(ratio: f64, met: bool, at_least: bool) -> String {
     format!("{:.2}", shown / 100.0)
 }
 
+/// A ratio that must reach `goal`, as printed beside it: the ratio (see `shown_ratio`), and
+/// "met" or "not met".
+pub fn judged_at_least(ratio: f64, goal: f64) -> (String, &'static str) {
+    let met = ratio >= goal;
+    (
+        shown_ratio(ratio, met, true),
+        if met { "met" } else { "not met" },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::shown_ratio;

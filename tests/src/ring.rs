@@ -39,9 +39,9 @@ fn steps_per_microsecond() -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// In a process started as a ring member: serves the ring until its input ends (the ring
-/// dropped, or the process that started it gone), then exits. Anywhere else it returns at
-/// once; a program that builds a ring calls it first thing in `main`.
+/// In a process started as a ring member: serves the ring until it is killed (the ring
+/// dropped) or its input ends (the process that started it gone), then exits. Anywhere else
+/// it returns at once; a program that builds a ring calls it first thing in `main`.
 pub fn serve_if_member() {
     let Some(steps) = std::env::var(MEMBER_VAR).ok().and_then(|s| s.parse().ok()) else {
         return;
@@ -81,6 +81,10 @@ impl Ring {
     /// after handing it on, beside the rest of the round.
     pub fn new(handovers: usize, work: Duration, shell_at: Option<usize>) -> Self {
         assert!(handovers >= 2, "a ring of one hands nothing over");
+        assert!(
+            shell_at.is_none_or(|at| (1..handovers).contains(&at)),
+            "no member receives the byte at hand-over {shell_at:?}"
+        );
         let steps = (steps_per_microsecond() * work.as_secs_f64() * 1e6 / handovers as f64) as u64;
         let program = std::env::current_exe().expect("this program's path");
         let (mut feed, mut previous, mut members) = (None, None::<ChildStdout>, Vec::new());

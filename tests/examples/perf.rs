@@ -479,8 +479,10 @@ fn test_env() -> TestEnv {
 /// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
 /// daemon's log, `SSHMCP_PERF_DUMP=PATH` every call's time in µs, in the order the calls
 /// ended per caller; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, or
-/// another build to compare). With `SSHMCP_LOG=sshmcpd=debug` it also prints how long the
-/// calls took inside the daemon, and with one caller what the rest of each call took.
+/// another build to compare). With one caller it prints how the calls, in sets of
+/// SEQUENTIAL in a row, stand against the p99 goal. With `SSHMCP_LOG=sshmcpd=debug` it also
+/// prints how long the calls took inside the daemon, and with one caller what the rest of
+/// each call took.
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
     let callers: usize = var("SSHMCP_PERF_CALLERS")
@@ -560,6 +562,22 @@ async fn load(seconds: u64) {
         took.len() as u64 / seconds,
         percentiles(took.clone())
     );
+    // With one caller, the calls in the order they were made, cut into sets as long as the
+    // side-by-side run's: the goal's p99, set after set.
+    if callers == 1 && took.len() >= SEQUENTIAL {
+        let ratios = took
+            .chunks_exact(SEQUENTIAL)
+            .map(|set| {
+                let mut set = set.to_vec();
+                set.sort();
+                ms(&set, 99.0) / ms(&set, 50.0)
+            })
+            .collect();
+        println!(
+            "sets of {SEQUENTIAL} calls in a row: {}",
+            sets_against_goal(ratios)
+        );
+    }
     let log = logged_calls(&env, took.len()).await;
     let inside = daemon_account(&log);
     if !inside.is_empty() {
@@ -580,6 +598,19 @@ fn percentiles(mut times: Vec<Duration>) -> String {
         ms(&times, 50.0),
         ms(&times, 90.0),
         ms(&times, 99.0)
+    )
+}
+
+/// How sets of SEQUENTIAL calls (or rounds) in a row stand against the p99 goal, from each
+/// set's p99 / median: how many are above 1.5×, and the middle set's ratio.
+fn sets_against_goal(mut ratios: Vec<f64>) -> String {
+    let over = ratios.iter().filter(|r| **r > 1.5).count();
+    ratios.sort_by(f64::total_cmp);
+    let middle = ratios[ratios.len() / 2];
+    format!(
+        "{over} of {} sets above 1.5×; the middle set's p99/median {}×",
+        ratios.len(),
+        shown_ratio(middle, middle <= 1.5, false)
     )
 }
 
@@ -961,12 +992,7 @@ fn ring_sets(round: Duration) {
             shown_ratio(ratio, ratio <= 1.5, false)
         );
     }
-    let over = ratios.iter().filter(|r| **r > 1.5).count();
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "{over} of {RING_SETS} sets above 1.5×; the middle set's p99/median {:.2}×",
-        ratios[RING_SETS / 2]
-    );
+    println!("{}", sets_against_goal(ratios));
 }
 
 /// The sequential `exec true` again, on a fresh sshd whose processes (sshd, the login and

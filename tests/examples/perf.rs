@@ -493,6 +493,10 @@ async fn load(seconds: u64) {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0),
     );
+    assert!(
+        seconds > 0 && callers > 0,
+        "SSHMCP_PERF_LOAD and SSHMCP_PERF_CALLERS must be at least 1"
+    );
     let command = match var("SSHMCP_PERF_COMMAND").as_deref() {
         None => "true".to_string(),
         Some("big") => big_command(),

@@ -1,7 +1,9 @@
 //! The side-by-side performance figures of docs/benchmarks.md: sshmcp, fast-mcp-ssh (the
 //! fastest peer) and raw OpenSSH against one throwaway sshd on loopback, in one run, with each
-//! goal of issue 6 beside its ratio. Run it with `scripts/perf.sh` (release build; installs
-//! fast-mcp-ssh from crates.io when missing). A measurement, never a test: it fails on nothing.
+//! goal of issue 6 beside its ratio. The figures set against fast-mcp-ssh's are taken in
+//! rounds, the two servers taking turns, so both meet the same spells of a machine whose speed
+//! drifts. Run it with `scripts/perf.sh` (release build; installs fast-mcp-ssh from crates.io
+//! when missing). A measurement, never a test: it fails on nothing.
 //!
 //! `perf [FAST_MCP_SSH_BINARY]`; without one, fast-mcp-ssh is left out. `SSHMCP_PERF_LOAD`
 //! and `SSHMCP_PERF_RING` run one part alone (see `load` and `ring_sets`).
@@ -24,6 +26,11 @@ const CALLS_EACH: usize = 50;
 /// Runs of the 10 MiB command per server: each takes about 30 ms, and a median of few swings
 /// with the machine's noise.
 const BIG_RUNS: usize = 15;
+/// The rounds in which the servers take turns (see `sequential_in_turn`): of SEQUENTIAL
+/// calls, of BIG_RUNS, and of CALLERS × CALLS_EACH.
+const SEQUENTIAL_ROUNDS: usize = 10;
+const BIG_ROUNDS: usize = 5;
+const CONCURRENT_ROUNDS: usize = 4;
 const BIG_BYTES: usize = 10 * 1024 * 1024;
 const HUGE_BYTES: u64 = 1 << 30;
 /// The contract's default cap on what exec keeps of each stream.
@@ -107,29 +114,80 @@ async fn first_and_after_wait(
     (first, timed(server.exec(mcp, "true")).await.0)
 }
 
-/// `runs` sequential calls after the warm-up: sorted durations and failures.
-async fn sequential(
-    mcp: &McpClient,
-    server: &Server,
-    command: &str,
-    runs: usize,
-) -> (Vec<Duration>, usize) {
-    for _ in 0..WARMUP.min(runs) {
-        server.exec(mcp, "true").await;
-    }
-    let mut samples = Vec::new();
-    let mut failed = 0;
-    for _ in 0..runs {
-        let (d, ok) = timed(server.exec(mcp, command)).await;
-        samples.push(d);
-        failed += usize::from(!ok);
-    }
-    samples.sort();
-    (samples, failed)
+/// A server under test with the client that drives it.
+type Side = (Arc<McpClient>, Server);
+
+/// The order in which `sides` take their turns in `round`: the first one changes every round,
+/// so a drift of the machine favours none.
+fn turns(sides: &[Side], round: usize) -> impl Iterator<Item = (usize, &Side)> {
+    (0..sides.len()).map(move |k| {
+        let i = (k + round) % sides.len();
+        (i, &sides[i])
+    })
 }
 
-/// `CALLERS` concurrent callers × `CALLS_EACH` `exec true`: calls/s and failures.
-async fn concurrent(mcp: &Arc<McpClient>, server: &Server) -> (f64, usize) {
+/// `runs` sequential calls of `command` on each side, after WARMUP calls of `true`, in
+/// `rounds` rounds of `runs / rounds` calls. The sides take turns, and each turn starts with
+/// one uncounted `exec true`, which meets whatever the side before left running: the
+/// machine's speed drifts over minutes, and each side's samples come from the same spells.
+/// Per side: sorted durations and failures.
+async fn sequential_in_turn(
+    sides: &[Side],
+    command: &str,
+    runs: usize,
+    rounds: usize,
+) -> Vec<(Vec<Duration>, usize)> {
+    for (mcp, server) in sides {
+        for _ in 0..WARMUP.min(runs) {
+            server.exec(mcp, "true").await;
+        }
+    }
+    let mut taken = vec![(Vec::new(), 0); sides.len()];
+    for round in 0..rounds {
+        for (i, (mcp, server)) in turns(sides, round) {
+            server.exec(mcp, "true").await;
+            for _ in 0..runs / rounds {
+                let (d, ok) = timed(server.exec(mcp, command)).await;
+                taken[i].0.push(d);
+                taken[i].1 += usize::from(!ok);
+            }
+        }
+    }
+    for (samples, _) in &mut taken {
+        samples.sort();
+    }
+    taken
+}
+
+/// Ends every side's client; one still shared elsewhere ends when its last holder drops it.
+async fn close_all(sides: Vec<Side>) {
+    for (client, _) in sides {
+        if let Ok(client) = Arc::try_unwrap(client) {
+            client.close().await;
+        }
+    }
+}
+
+/// `rounds` rounds of `CALLERS` concurrent callers × `CALLS_EACH` `exec true` on each side in
+/// turn: per side, calls/s over all its rounds, and failures.
+async fn concurrent_in_turn(sides: &[Side], rounds: usize) -> Vec<(f64, usize)> {
+    let mut taken = vec![(Duration::ZERO, 0); sides.len()];
+    for round in 0..rounds {
+        for (i, (mcp, server)) in turns(sides, round) {
+            let (took, failed) = concurrent(mcp, server).await;
+            taken[i].0 += took;
+            taken[i].1 += failed;
+        }
+    }
+    let calls = (rounds * CALLERS * CALLS_EACH) as f64;
+    taken
+        .into_iter()
+        .map(|(took, failed)| (calls / took.as_secs_f64(), failed))
+        .collect()
+}
+
+/// `CALLERS` concurrent callers × `CALLS_EACH` `exec true`: how long they took, and failures.
+async fn concurrent(mcp: &Arc<McpClient>, server: &Server) -> (Duration, usize) {
     let t = Instant::now();
     let callers: Vec<_> = (0..CALLERS)
         .map(|_| {
@@ -147,10 +205,7 @@ async fn concurrent(mcp: &Arc<McpClient>, server: &Server) -> (f64, usize) {
     for c in callers {
         failed += c.await.unwrap();
     }
-    (
-        (CALLERS * CALLS_EACH) as f64 / t.elapsed().as_secs_f64(),
-        failed,
-    )
+    (t.elapsed(), failed)
 }
 
 /// The command that prints `BIG_BYTES` of text.
@@ -248,8 +303,14 @@ async fn start_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, Strin
     .await
 }
 
-/// fast-mcp-ssh, on the same sshd as the same user, in the same run.
-async fn measure_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, String)]) -> Peer {
+/// fast-mcp-ssh, on the same sshd as the same user, in the same run: start → first
+/// `tools/list`, STARTS times, then a client kept for the figures taken in turn with ours,
+/// and the time of its first exec, on which it connects.
+async fn start_measured_peer(
+    env: &TestEnv,
+    bin: &std::path::Path,
+    vars: &[(String, String)],
+) -> (Vec<Duration>, Duration, McpClient) {
     let (argv, peer) = (vec![bin.display().to_string()], peer_vars(env, vars));
     let mut starts = Vec::new();
     for _ in 0..STARTS {
@@ -265,21 +326,7 @@ async fn measure_peer(env: &TestEnv, bin: &std::path::Path, vars: &[(String, Str
         "fast-mcp-ssh cannot run a command; its stderr is in {}",
         env.logs_dir().display()
     );
-    let (seq, seq_failed) = sequential(&f, &Server::Fast, "true", SEQUENTIAL).await;
-    let f = Arc::new(f);
-    let (rate, rate_failed) = concurrent(&f, &Server::Fast).await;
-    let (big, _) = sequential(&f, &Server::Fast, &big_command(), BIG_RUNS).await;
-    let rss_kib = status_kib(f.pid(), "VmRSS");
-    Peer {
-        starts,
-        first_exec,
-        seq,
-        seq_failed,
-        rate,
-        rate_failed,
-        big,
-        rss_kib,
-    }
+    (starts, first_exec, f)
 }
 
 /// `ssh` with the test sshd's configuration and the master on `control`.
@@ -711,6 +758,10 @@ async fn measure() {
         mcp.close().await;
     }
     starts.sort();
+    let peer = match &fast_bin {
+        Some(bin) => Some(start_measured_peer(&env, bin, &vars).await),
+        None => None,
+    };
 
     // Connect with the daemon cold: the first call of a new shim starts the daemon too.
     let t = Instant::now();
@@ -738,7 +789,15 @@ async fn measure() {
     let round_trip = raw.shell_floor(":", SEQUENTIAL);
     let with_shell = raw.shell_floor("/bin/sh -c true", SEQUENTIAL);
 
-    let (seq, seq_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
+    // The figures set against fast-mcp-ssh's, the two servers taking turns.
+    let mcp = Arc::new(mcp);
+    let mut sides = vec![(mcp.clone(), server.clone())];
+    let peer_alone = peer.map(|(starts, first_exec, f)| {
+        sides.push((Arc::new(f), Server::Fast));
+        (starts, first_exec)
+    });
+    let mut seqs = sequential_in_turn(&sides, "true", SEQUENTIAL, SEQUENTIAL_ROUNDS).await;
+    let (seq, seq_failed) = seqs.remove(0);
     // Right after, while the machine is as it was: a ring as long as our median call.
     let ring = Ring::new(
         HANDOVERS,
@@ -753,10 +812,28 @@ async fn measure() {
         paced.push(timed(server.exec(&mcp, "true")).await.0);
     }
     paced.sort();
-    let mcp = Arc::new(mcp);
-    let (rate, rate_failed) = concurrent(&mcp, &server).await;
-    let (big, big_failed) = sequential(&mcp, &server, &big_command(), BIG_RUNS).await;
+    let mut rates = concurrent_in_turn(&sides, CONCURRENT_ROUNDS).await;
+    let (rate, rate_failed) = rates.remove(0);
+    let mut bigs = sequential_in_turn(&sides, &big_command(), BIG_RUNS, BIG_ROUNDS).await;
+    let (big, big_failed) = bigs.remove(0);
     let shim_rss = status_kib(mcp.pid(), "VmRSS");
+    let fast = match (peer_alone, sides.get(1)) {
+        (Some((starts, first_exec)), Some((f, _))) => {
+            let ((seq, seq_failed), (rate, rate_failed), (big, _)) =
+                (seqs.remove(0), rates.remove(0), bigs.remove(0));
+            Some(Peer {
+                starts,
+                first_exec,
+                seq,
+                seq_failed,
+                rate,
+                rate_failed,
+                big,
+                rss_kib: status_kib(f.pid(), "VmRSS"),
+            })
+        }
+        _ => None,
+    };
     let huge = huge_output(&env, &mcp, &server).await;
     let with_sessions = Footprint::of(&env).rss_kib;
     mcp.call("disconnect", json!({"session_id": other["session_id"]}))
@@ -804,10 +881,6 @@ async fn measure() {
         std::fs::write(path, env.daemon_log()).expect("the log copy");
     }
 
-    let fast = match &fast_bin {
-        Some(bin) => Some(measure_peer(&env, bin, &vars).await),
-        None => None,
-    };
     let f = |x: f64| format!("{x:.2} ms");
     let fast_col = |g: &dyn Fn(&Peer) -> String| fast.as_ref().map_or("not run".into(), g);
     let ratio_to_fast =
@@ -969,10 +1042,8 @@ async fn measure() {
         goal: "daemon ≤ 15 MB, shim ≤ 10 MB",
         met: Some(idle.rss_kib <= 15 * 1024 && shim_rss <= 10 * 1024),
     });
-    drop(raw);
-    if let Ok(mcp) = Arc::try_unwrap(mcp) {
-        mcp.close().await;
-    }
+    drop((raw, mcp));
+    close_all(sides).await;
 
     // The wide run: WIDE_SESSIONS identities (sshd listens on 16 ports a process), each with
     // WIDE_EXECS concurrent execs.
@@ -1027,8 +1098,13 @@ async fn split_run(fast_bin: Option<&std::path::Path>) -> String {
     let server = Server::Sshmcp {
         session: sshmcp_tests::mcp::session_of(&r),
     };
-    let (ours, ours_failed) = sequential(&mcp, &server, "true", SEQUENTIAL).await;
-    mcp.close().await;
+    let mut sides = vec![(Arc::new(mcp), server)];
+    if let Some(bin) = fast_bin {
+        let f = start_peer(&env, bin, &env.env_vars()).await;
+        sides.push((Arc::new(f), Server::Fast));
+    }
+    let mut seqs = sequential_in_turn(&sides, "true", SEQUENTIAL, SEQUENTIAL_ROUNDS).await;
+    close_all(sides).await;
     let spread = |seq: &[Duration], failed: usize| {
         format!(
             "median {:.2} ms, p99 {:.2} ms, p99/median {:.2}× ({failed} failed)",
@@ -1037,18 +1113,13 @@ async fn split_run(fast_bin: Option<&std::path::Path>) -> String {
             p99_over_median(seq)
         )
     };
-    let fast = match fast_bin {
-        Some(bin) => {
-            let f = start_peer(&env, bin, &env.env_vars()).await;
-            let (seq, failed) = sequential(&f, &Server::Fast, "true", SEQUENTIAL).await;
-            f.close().await;
-            spread(&seq, failed)
-        }
-        None => "not run".into(),
-    };
+    let (ours, ours_failed) = seqs.remove(0);
+    let fast = seqs
+        .pop()
+        .map_or("not run".into(), |(seq, failed)| spread(&seq, failed));
     format!(
         "Each end on CPUs of its own (sshd and everything it starts on the last CPU, the rest \
-         on the others), {SEQUENTIAL} sequential `exec true`: sshmcp {}; fast-mcp-ssh {fast}",
+         on the others), {SEQUENTIAL} sequential `exec true` in turn: sshmcp {}; fast-mcp-ssh {fast}",
         spread(&ours, ours_failed)
     )
 }

@@ -25,11 +25,12 @@ const CALLERS: usize = 8;
 const CALLS_EACH: usize = 50;
 /// Runs of the 10 MiB command per server: each takes about 30 ms, and a median of few swings
 /// with the machine's noise.
-const BIG_RUNS: usize = 15;
-/// The rounds in which the servers take turns (see `sequential_in_turn`): of SEQUENTIAL
-/// calls, of BIG_RUNS, and of CALLERS × CALLS_EACH.
+const BIG_RUNS: usize = 16;
+/// The rounds in which the servers take turns (see `sequential_in_turn`), even so that each
+/// goes first as often: the SEQUENTIAL calls split into 10 of them, the BIG_RUNS into 4.
 const SEQUENTIAL_ROUNDS: usize = 10;
-const BIG_ROUNDS: usize = 5;
+const BIG_ROUNDS: usize = 4;
+/// Rounds of CALLERS × CALLS_EACH calls on each server in turn, each round all of them.
 const CONCURRENT_ROUNDS: usize = 4;
 const BIG_BYTES: usize = 10 * 1024 * 1024;
 const HUGE_BYTES: u64 = 1 << 30;
@@ -126,8 +127,8 @@ fn turns(sides: &[Side], round: usize) -> impl Iterator<Item = (usize, &Side)> {
     })
 }
 
-/// `runs` sequential calls of `command` on each side, after WARMUP calls of `true`, in
-/// `rounds` rounds of `runs / rounds` calls. The sides take turns, and each turn starts with
+/// `runs` sequential calls of `command` on each side, after up to WARMUP calls of `true`, in
+/// `rounds` rounds of `runs / rounds` calls (`runs` a multiple of `rounds`). The sides take turns, and each turn starts with
 /// one uncounted `exec true`, which meets whatever the side before left running: the
 /// machine's speed drifts over minutes, and each side's samples come from the same spells.
 /// Per side: sorted durations and failures.
@@ -137,6 +138,11 @@ async fn sequential_in_turn(
     runs: usize,
     rounds: usize,
 ) -> Vec<(Vec<Duration>, usize)> {
+    assert_eq!(
+        runs % rounds,
+        0,
+        "{runs} calls cannot split into {rounds} rounds"
+    );
     for (mcp, server) in sides {
         for _ in 0..WARMUP.min(runs) {
             server.exec(mcp, "true").await;
@@ -954,7 +960,7 @@ async fn measure() {
     let big_median = ms(&big, 50.0);
     let r = ratio_to_fast(big_median, &|x| ms(&x.big, 50.0));
     rows.push(Row {
-        figure: "10 MiB of output, median of 15",
+        figure: "10 MiB of output, median of 16",
         sshmcp: format!("{} ({big_failed} failed)", f(big_median)),
         fast: fast_col(&|x| f(ms(&x.big, 50.0))),
         raw: format!("{} (all 10 MiB)", f(ms(&raw_big, 50.0))),

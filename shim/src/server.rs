@@ -69,8 +69,8 @@ impl Shim {
              1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers a \
              `session_id` and a `session_key`, shown only this once: pass both to the session's \
              tools. 2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
-             `cd`); `ok: true` means it ran, `exit_code` says how. `sudo_exec` runs as root \
-             where sudo needs no password. \
+             `cd`); `ok: true` means it ran, `exit_code` says how (or `timed_out`). \
+             `sudo_exec` runs as root where sudo needs no password. \
              3) `disconnect` when done; `session_list` shows every session.\n\
              Failures (`ok: false`) carry a stable `error.code` to act on. Any session tool \
              may answer `session_not_found` or `invalid_session_key` (a wrong id or key; for \

@@ -117,6 +117,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "ok: true",
         "ok: false",
         "exit_code",
+        "timed_out",
         "handoff_after",
         "next_offset",
         "wait_seconds",

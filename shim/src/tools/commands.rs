@@ -64,8 +64,8 @@ pub struct CommandStatusArgs {
     pub stdout_offset: Option<u64>,
     /// Byte offset to read stderr from, as for stdout.
     pub stderr_offset: Option<u64>,
-    /// Bytes per stream to return (1..the daemon's output cap, 65536 by default); default
-    /// the cap when reading from an offset, 4096 for a tail.
+    /// Bytes per stream to return (1..the daemon's output cap, 65536 by default); by default,
+    /// for each stream, the cap when it is read from its offset and 4096 when its tail is.
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
 }

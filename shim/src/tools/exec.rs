@@ -194,20 +194,20 @@ pub(crate) async fn unless_cancelled<T>(
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
     /// Run one non-interactive /bin/sh command on the session's host and return its exit code
-    /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code`. No TTY
-    /// and an empty stdin (a password prompt fails; for root use sudo_exec). No shell state
-    /// persists between calls: use `cwd`, not `cd`. Each stream keeps at most the daemon's
-    /// output cap (64 KiB by default, half head, half tail); `spool_output` keeps everything in
-    /// local files. Up to 8 commands run at once on one session (its channels, shared with
-    /// handles and transfers); more wait for one, and one still waiting at its `timeout`
-    /// answers `timed_out: true` without having run. A timeout, or cancelling the call, kills
-    /// the command's whole process group (TERM, then KILL); background jobs still holding its
-    /// output are killed then too (use task_launch for a process that must keep running).
-    /// Clients often give up on a call after about a minute, losing its result: when a command
-    /// may be slow (builds, tests, upgrades) pass `handoff_after`; for work known to be long
-    /// use command_start. To read or change files use read_file_range, write_file or edit_file,
-    /// not `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing: check it
-    /// with stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with
+    /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code`; or, with
+    /// `timed_out: true`, that it ran out of time, perhaps before it started (up to 8 commands
+    /// run at once on one session, on its channels, shared with handles and transfers; more
+    /// wait for one within their `timeout`). No TTY and an empty stdin (a password prompt
+    /// fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not
+    /// `cd`. Each stream keeps at most the daemon's output cap (64 KiB by default, half head,
+    /// half tail); `spool_output` keeps everything in local files. A timeout, or cancelling the
+    /// call, kills the command's whole process group (TERM, then KILL); background jobs still
+    /// holding its output are killed then too (use task_launch for a process that must keep
+    /// running). Clients often give up on a call after about a minute, losing its result: when
+    /// a command may be slow (builds, tests, upgrades) pass `handoff_after`; for work known to
+    /// be long use command_start. To read or change files use read_file_range, write_file or
+    /// edit_file, not `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing:
+    /// check it with stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with
     /// upload_start and run that), `invalid_local_path` (the local root cannot hold the spool
     /// or hand-off files: tell the user), `invalid_arguments` (a value out of range).
     #[tool(

@@ -140,16 +140,17 @@ impl Shim {
     /// `failed` or `cancelled`. rsync copies over the session's own SSH connection (never a new
     /// login) into a private partial file; the file appears at `local_path` whole, and only
     /// once both ends' SHA-256 agree. Calling it again with the same `remote_path` and
-    /// `local_path` resumes a failed or cancelled copy. Use it for files of any size instead of
-    /// printing them with `exec` or paging them with read_file_range. Never uses sudo. A file
-    /// that changes during the copy (a live log) ends `verification_failed`: copy a snapshot
-    /// (`cp`) first. Errors: `invalid_local_path` (outside the local root, through `..` or a
-    /// symlink, or in `.sshmcp`), `local_path_exists` (pass `overwrite: true`),
-    /// `invalid_remote_type` (not a regular file), `remote_path_not_found` (check the path with
-    /// stat), `remote_permission_denied` (copy the file somewhere readable with sudo_exec
-    /// first), `transfer_conflict` (another transfer writes that destination: wait for it, or
-    /// pick another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run
-    /// on this session: wait for one to end).
+    /// `local_path` resumes a failed or cancelled copy (one that failed `verification_failed`
+    /// starts afresh). Use it for files of any size instead of printing them with `exec` or
+    /// paging them with read_file_range. Never uses sudo. A file that changes during the copy
+    /// (a live log) ends `verification_failed`: copy a snapshot (`cp`) first. Errors:
+    /// `invalid_local_path` (outside the local root, through `..` or a symlink, or in
+    /// `.sshmcp`), `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a
+    /// regular file), `remote_path_not_found` (check the path with stat),
+    /// `remote_permission_denied` (copy the file somewhere readable with sudo_exec first),
+    /// `transfer_conflict` (another transfer writes that destination: wait for it, or pick
+    /// another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on
+    /// this session: wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -183,7 +184,8 @@ impl Shim {
     /// login) into a hidden partial file beside the destination; the file appears at
     /// `remote_path` whole, only once both ends' SHA-256 agree, and never replaces a file
     /// created there meanwhile. Calling it again with the same `local_path` and `remote_path`
-    /// resumes a failed or cancelled copy. Use it for files of any size instead of pasting
+    /// resumes a failed or cancelled copy (one that failed `verification_failed` or
+    /// `remote_path_exists` starts afresh). Use it for files of any size instead of pasting
     /// contents into `exec`; a small text file is simpler with write_file. Never uses sudo.
     /// Errors: `invalid_local_path` (missing, not a regular file, or outside the local root:
     /// put the file under the local root and pass its path relative to it), `invalid_arguments`

@@ -128,10 +128,10 @@ fn turns(sides: &[Side], round: usize) -> impl Iterator<Item = (usize, &Side)> {
 }
 
 /// `runs` sequential calls of `command` on each side, after up to WARMUP calls of `true`, in
-/// `rounds` rounds of `runs / rounds` calls (`runs` a multiple of `rounds`). The sides take turns, and each turn starts with
-/// one uncounted `exec true`, which meets whatever the side before left running: the
-/// machine's speed drifts over minutes, and each side's samples come from the same spells.
-/// Per side: sorted durations and failures.
+/// `rounds` rounds of `runs / rounds` calls (`runs` a multiple of `rounds`). The sides take
+/// turns, and each turn starts with one uncounted `exec true`, which meets whatever the side
+/// before left running: the machine's speed drifts over minutes, and each side's samples come
+/// from the same spells. Per side: sorted durations and failures.
 async fn sequential_in_turn(
     sides: &[Side],
     command: &str,
@@ -453,7 +453,7 @@ impl Drop for Raw {
 }
 
 struct Row {
-    figure: &'static str,
+    figure: String,
     sshmcp: String,
     fast: String,
     raw: String,
@@ -531,18 +531,17 @@ fn test_env() -> TestEnv {
     )
 }
 
-/// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler
-/// to watch (`perf record -a`); prints the calls/s and the median, p90 and p99 call.
-/// `SSHMCP_PERF_CALLERS` (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and
-/// `SSHMCP_PERF_COMMAND` (`true`, or `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit trail
-/// off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it, `SSHMCP_PERF_SPLIT=1`
-/// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the
-/// daemon's log, `SSHMCP_PERF_DUMP=PATH` every call's time in µs, in the order the calls
-/// ended per caller; `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, or
-/// another build to compare). With one caller it prints how the calls, in sets of
-/// SEQUENTIAL in a row, stand against the p99 goal. With `SSHMCP_LOG=sshmcpd=debug` it also
-/// prints how long the calls took inside the daemon, and with one caller what the rest of
-/// each call took.
+/// With `SSHMCP_PERF_LOAD=SECONDS`: only callers on one session for that long, for a profiler to
+/// watch (`perf record -a`); prints the calls/s and the median, p90 and p99 call.
+/// `SSHMCP_PERF_CALLERS` (8), `SSHMCP_PERF_PAUSE_MS` before each call (0) and `SSHMCP_PERF_COMMAND`
+/// (`true`, or `big` for the 10 MiB command) shape the load, `SSHMCP_NO_AUDIT=1` turns the audit
+/// trail off, `SSHMCP_PERF_WATCH=1` runs `sshmcp watch --json` beside it, `SSHMCP_PERF_SPLIT=1`
+/// gives sshd's side a CPU of its own; `SSHMCP_PERF_KEEP_LOG=PATH` keeps the daemon's log,
+/// `SSHMCP_PERF_DUMP=PATH` every call's time in µs, in the order the calls ended per caller;
+/// `SSHMCP_DAEMON` names the daemon to start (a `valgrind` wrapper, or another build to compare).
+/// With one caller it prints how the calls, in sets of SEQUENTIAL in a row, stand against the p99
+/// goal. With `SSHMCP_LOG=sshmcpd=debug` it also prints how long the calls took inside the daemon,
+/// and with one caller what the rest of each call took.
 async fn load(seconds: u64) {
     let var = |name: &str| std::env::var(name).ok();
     let callers: usize = var("SSHMCP_PERF_CALLERS")
@@ -823,23 +822,21 @@ async fn measure() {
     let mut bigs = sequential_in_turn(&sides, &big_command(), BIG_RUNS, BIG_ROUNDS).await;
     let (big, big_failed) = bigs.remove(0);
     let shim_rss = status_kib(mcp.pid(), "VmRSS");
-    let fast = match (peer_alone, sides.get(1)) {
-        (Some((starts, first_exec)), Some((f, _))) => {
-            let ((seq, seq_failed), (rate, rate_failed), (big, _)) =
-                (seqs.remove(0), rates.remove(0), bigs.remove(0));
-            Some(Peer {
-                starts,
-                first_exec,
-                seq,
-                seq_failed,
-                rate,
-                rate_failed,
-                big,
-                rss_kib: status_kib(f.pid(), "VmRSS"),
-            })
+    // The peer's figures are the second side's.
+    let fast = peer_alone.map(|(starts, first_exec)| {
+        let ((seq, seq_failed), (rate, rate_failed), (big, _)) =
+            (seqs.remove(0), rates.remove(0), bigs.remove(0));
+        Peer {
+            starts,
+            first_exec,
+            seq,
+            seq_failed,
+            rate,
+            rate_failed,
+            big,
+            rss_kib: status_kib(sides[1].0.pid(), "VmRSS"),
         }
-        _ => None,
-    };
+    });
     let huge = huge_output(&env, &mcp, &server).await;
     let with_sessions = Footprint::of(&env).rss_kib;
     mcp.call("disconnect", json!({"session_id": other["session_id"]}))
@@ -895,7 +892,7 @@ async fn measure() {
     let median = ms(&seq, 50.0);
     let r = ratio_to_fast(median, &|x| ms(&x.seq, 50.0));
     rows.push(Row {
-        figure: "exec `true`, median (200 sequential)",
+        figure: format!("exec `true`, median ({SEQUENTIAL} sequential)"),
         sshmcp: f(median),
         fast: fast_col(&|x| f(ms(&x.seq, 50.0))),
         raw: format!("{} (`ssh -S`)", f(ms(&raw_seq, 50.0))),
@@ -904,7 +901,10 @@ async fn measure() {
         met: r.map(|r| r <= 1.0),
     });
     rows.push(Row {
-        figure: "exec `true`, median with 50 ms between calls (as an agent calls)",
+        figure: format!(
+            "exec `true`, median with {} ms between calls (as an agent calls)",
+            PAUSE.as_millis()
+        ),
         sshmcp: f(ms(&paced, 50.0)),
         fast: "–".into(),
         raw: "–".into(),
@@ -914,7 +914,7 @@ async fn measure() {
     });
     let p99 = ms(&seq, 99.0);
     rows.push(Row {
-        figure: "exec `true`, p99",
+        figure: "exec `true`, p99".into(),
         sshmcp: format!("{} ({seq_failed} failed)", f(p99)),
         fast: fast_col(&|x| format!("{} ({} failed)", f(ms(&x.seq, 99.0)), x.seq_failed)),
         raw: f(ms(&raw_seq, 99.0)),
@@ -924,15 +924,17 @@ async fn measure() {
     });
     for (figure, floor) in [
         (
-            "a remote `/bin/sh` on the master fed `:`, 200 sequential: median / p99",
+            format!(
+                "a remote `/bin/sh` on the master fed `:`, {SEQUENTIAL} sequential: median / p99"
+            ),
             &round_trip,
         ),
         (
-            "the same fed `/bin/sh -c true` (a shell started on the call's path)",
+            "the same fed `/bin/sh -c true` (a shell started on the call's path)".into(),
             &with_shell,
         ),
         (
-            "no SSH: as many local processes as a call's hand-overs pass a byte around a ring of pipes, with our median's work a round",
+            "no SSH: as many local processes as a call's hand-overs pass a byte around a ring of pipes, with our median's work a round".into(),
             &ring,
         ),
     ] {
@@ -949,7 +951,7 @@ async fn measure() {
     }
     let r = fast.as_ref().map(|x| rate / x.rate);
     rows.push(Row {
-        figure: "8 callers × 50, calls/s",
+        figure: format!("{CALLERS} callers × {CALLS_EACH}, calls/s"),
         sshmcp: format!("{rate:.0} ({rate_failed} failed)"),
         fast: fast_col(&|x| format!("{:.0} ({} failed)", x.rate, x.rate_failed)),
         raw: "–".into(),
@@ -960,7 +962,7 @@ async fn measure() {
     let big_median = ms(&big, 50.0);
     let r = ratio_to_fast(big_median, &|x| ms(&x.big, 50.0));
     rows.push(Row {
-        figure: "10 MiB of output, median of 16",
+        figure: format!("10 MiB of output, median of {BIG_RUNS}"),
         sshmcp: format!("{} ({big_failed} failed)", f(big_median)),
         fast: fast_col(&|x| f(ms(&x.big, 50.0))),
         raw: format!("{} (all 10 MiB)", f(ms(&raw_big, 50.0))),
@@ -971,7 +973,7 @@ async fn measure() {
     let cold = connect_cold.as_secs_f64() * 1000.0;
     let raw_ms = raw_master.as_secs_f64() * 1000.0;
     rows.push(Row {
-        figure: "connect, daemon cold (shim start → answer)",
+        figure: "connect, daemon cold (shim start → answer)".into(),
         sshmcp: f(cold),
         fast: fast_col(&|x| {
             format!(
@@ -986,7 +988,7 @@ async fn measure() {
     });
     let (warm, raw_first) = (ms(&connects, 50.0), ms(&raw_connects, 50.0));
     rows.push(Row {
-        figure: "connect, daemon running (remote facts included), median of 9",
+        figure: format!("connect, daemon running (remote facts included), median of {FIRSTS}"),
         sshmcp: f(warm),
         fast: "–".into(),
         raw: format!("{} (master + first `ssh -S true`)", f(raw_first)),
@@ -997,7 +999,7 @@ async fn measure() {
     let first = ms(&first_execs, 50.0);
     let after_wait = ms(&after_waits, 50.0);
     rows.push(Row {
-        figure: "first exec right after its connect, median of 9 sessions",
+        figure: format!("first exec right after its connect, median of {FIRSTS} sessions"),
         sshmcp: format!(
             "{}; the same sessions' next exec after as long a wait {}; {:.2}× the back-to-back median",
             f(first),
@@ -1014,7 +1016,7 @@ async fn measure() {
     let growth = huge_most.saturating_sub(huge_before);
     let bound = 2 * DEFAULT_CAP_KIB;
     rows.push(Row {
-        figure: "1 GiB of output: the daemon's memory growth (VmRSS, sampled every 10 ms)",
+        figure: "1 GiB of output: the daemon's memory growth (VmRSS, sampled every 10 ms)".into(),
         sshmcp: format!(
             "{growth} KiB ({huge_before} → at most {huge_most} KiB){}",
             if huge_ok { "" } else { ", the command failed" }
@@ -1027,7 +1029,7 @@ async fn measure() {
     });
     let start = ms(&starts, 50.0);
     rows.push(Row {
-        figure: "start → first `tools/list`, median of 10",
+        figure: format!("start → first `tools/list`, median of {STARTS}"),
         sshmcp: f(start),
         fast: fast_col(&|x| f(ms(&x.starts, 50.0))),
         raw: "–".into(),
@@ -1037,7 +1039,7 @@ async fn measure() {
     });
     let idle = Footprint::of(&env);
     rows.push(Row {
-        figure: "memory (VmRSS)",
+        figure: "memory (VmRSS)".into(),
         sshmcp: format!(
             "shim {} KiB; daemon {} KiB with 2 sessions, {} KiB with 1",
             shim_rss, with_sessions, idle.rss_kib
@@ -1125,7 +1127,8 @@ async fn split_run(fast_bin: Option<&std::path::Path>) -> String {
         .map_or("not run".into(), |(seq, failed)| spread(&seq, failed));
     format!(
         "Each end on CPUs of its own (sshd and everything it starts on the last CPU, the rest \
-         on the others), {SEQUENTIAL} sequential `exec true` in turn: sshmcp {}; fast-mcp-ssh {fast}",
+         on the others), {SEQUENTIAL} sequential `exec true` in turn: sshmcp {}; \
+         fast-mcp-ssh {fast}",
         spread(&ours, ours_failed)
     )
 }

@@ -38,6 +38,9 @@ async fn signals_are_named_and_exits_above_128_stay_exits() {
         ("kill -SEGV $$", json!(null), json!("SEGV")),
         ("exec sh -c 'kill -TERM $$'", json!(null), json!("TERM")),
         ("exit 138", json!(138), json!(null)),
+        // The command's own exit trap replaces the shell's report: a status no signal
+        // gives is still an exit.
+        ("trap 'true' EXIT; exit 255", json!(255), json!(null)),
     ] {
         let r = exec(&mcp, &s, command, json!({})).await;
         assert_eq!(

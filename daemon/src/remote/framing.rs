@@ -867,7 +867,7 @@ mod tests {
             Option<i32>,
             Option<&'static str>,
         );
-        let cases: [Case; 9] = [
+        let cases: [Case; 11] = [
             ("echo started; kill -USR1 $$", None, None, Some("USR1")),
             ("kill -TERM $$; echo not-reached", None, None, Some("TERM")),
             ("exit 138", None, Some(138), None),
@@ -878,6 +878,10 @@ mod tests {
             // A terminal's stop signal stops nothing: no terminal, as under `setsid`, where
             // the group is orphaned.
             ("kill -TSTP $$; exit 6", None, Some(6), None),
+            // No report (the command's own exit trap replaced it, or an `exec`), and a status
+            // no signal gives.
+            ("trap 'true' EXIT; exit 255", None, Some(255), None),
+            ("exec sh -c 'exit 200'", None, Some(200), None),
             // Last: the group is a pipeline's subshell, which may outlive the shell a moment,
             // and then keeps the channel.
             ("cat; kill -USR1 $$", Some(b"in\n"), None, Some("USR1")),

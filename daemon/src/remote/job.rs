@@ -900,11 +900,14 @@ fn exited(out: &Stream, err: &Stream) -> Option<u32> {
 /// The answer's `exit_code` and `signal`: a shell that reported the status it ended with
 /// exited; one that did not (or reported another: bash runs the exit trap before it lets a
 /// signal end it) was ended by a signal when its status says so (named by the host), else
-/// exited (an `exec` of another program replaces the shell and its report).
+/// exited (an `exec` of another program replaces the shell and its report, and so does an
+/// exit trap of the command's own). A status the host names no signal for, above 128 plus
+/// Linux's highest signal (64), is no signal anywhere: an exit (`exit 255` under a trap).
 pub(super) fn exit_or_signal(end: &End, reported: Option<u32>) -> (Option<i32>, Option<String>) {
+    const HIGHEST_SIGNAL_STATUS: u32 = 128 + 64;
     match reported {
         Some(status) if status == end.status => (Some(status as i32), None),
-        _ if end.status > 128 => (
+        _ if end.status > 128 && (end.signal.is_some() || end.status <= HIGHEST_SIGNAL_STATUS) => (
             None,
             Some(end.signal.clone().unwrap_or_else(|| "unknown".into())),
         ),

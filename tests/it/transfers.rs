@@ -127,9 +127,17 @@ async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are
         .await;
         assert_eq!(code(&r), expected, "{local}: {r}");
     }
+    let unreadable = fresh_dir(&mcp, &s, "unreadable").await;
+    remote_out(
+        &mcp,
+        &s,
+        &format!("echo secret > {unreadable}/f; chmod 000 {unreadable}/f"),
+    )
+    .await;
     for (remote, expected) in [
         ("/etc", "invalid_remote_type"),
         ("/nonexistent/x", "remote_path_not_found"),
+        (&format!("{unreadable}/f"), "remote_permission_denied"),
     ] {
         let r = on_session(
             &mcp,
@@ -308,6 +316,68 @@ async fn a_cancelled_download_resumes_and_verifies() {
         1 << 30
     );
     exec(&mcp, &s, &format!("rm -f {remote}"), json!({})).await;
+    mcp.close().await;
+}
+
+/// A copy cancelled part-way, then a source that shrank below what had arrived (a rebuilt
+/// file, a rotated log): the partial is no prefix of the new source, and rsync would leave it
+/// as it is. It is dropped before the copy, so the first retry completes, each way.
+#[tokio::test]
+async fn a_partial_longer_than_its_shrunk_source_is_dropped_before_the_copy() {
+    // A user of its own: no other test's rsync runs as it.
+    let user = sshmcp_tests::users::user_with_shell("sshmcp-shrunk", "/bin/bash");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let (dir, r) = an_upload_under_way(&env, &mcp, &s, "app.bin", false).await;
+    on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(
+        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
+        "cancelled"
+    );
+    std::fs::write(env.local_root.join("app.bin"), "new build\n").unwrap();
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "app.bin", "remote_path": format!("{dir}/app.bin")}),
+    )
+    .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["reused_bytes"], 0, "{done}");
+    let there = remote_out(&mcp, &s, &format!("ls -A {dir}; cat {dir}/app.bin")).await;
+    assert_eq!(there, "app.bin\nnew build\n");
+
+    let (remote, r) = a_download_under_way(&mcp, &s, "log.bin", false).await;
+    on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(
+        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
+        "cancelled"
+    );
+    remote_out(&mcp, &s, &format!("printf 'rotated\\n' > {remote}")).await;
+    let again = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "log.bin"}),
+    )
+    .await;
+    let done = until_ended(&mcp, &s, &again["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(env.local_root.join("log.bin")).unwrap(),
+        "rotated\n"
+    );
+    remote_out(&mcp, &s, &format!("rm -r {dir} {remote}")).await;
     mcp.close().await;
 }
 

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
-use sshmcp_proto::inspect::{FileType, StatRequest};
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::transfer::{
     TransferDirection, TransferError, TransferList, TransferReport, TransferStartRequest,
@@ -470,7 +469,7 @@ async fn begin(
                     "rsync cannot fetch a file whose name holds both a backslash and one of                      * ? [: copy or rename it on the host first (exec)",
                 ));
             }
-            let total = remote_file_size(session, &req).await?;
+            let total = remote::source_size(session, &remote_path).await?;
             let destination = local::destination(&root, &req.local_path, req.overwrite)?;
             let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
             let partial =
@@ -551,29 +550,6 @@ async fn begin(
     Ok(op.report())
 }
 
-/// The size of a download's source, which must be a regular file (a symlink to one counts).
-async fn remote_file_size(
-    session: &Session,
-    req: &TransferStartRequest,
-) -> Result<u64, DaemonError> {
-    let source = inspect::stat::stat(
-        session,
-        StatRequest {
-            auth: req.auth.clone(),
-            path: req.remote_path.clone(),
-            follow_symlinks: true,
-        },
-    )
-    .await?;
-    if source.file_type != FileType::File {
-        return Err(DaemonError::new(
-            ErrorCode::InvalidRemoteType,
-            "remote_path is not a regular file (transfers copy single files)",
-        ));
-    }
-    Ok(source.size)
-}
-
 type Outcome = Result<(String, String), (TransferState, DaemonError)>;
 
 fn cancelled() -> (TransferState, DaemonError) {
@@ -602,6 +578,16 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
     op.set_state(TransferState::Running);
+    let checked = tokio::select! {
+        checked = drop_longer_partial(session, plan, op.total) => checked,
+        _ = op.cancel.cancelled() => return Err(cancelled()),
+    };
+    checked.map_err(|e| {
+        failed(DaemonError::new(
+            ErrorCode::TransferFailed,
+            format!("cannot check the partial file: {}", e.message),
+        ))
+    })?;
     let ends = match plan {
         Plan::Download {
             source, partial, ..
@@ -764,6 +750,24 @@ fn pair_tag(parts: [&[u8]; 3]) -> String {
         hash.update(part);
     }
     crate::session::key::hex(&hash.finalize()[..16])
+}
+
+/// Removes a partial longer than the source before the copy: it holds no prefix of this
+/// source (the source shrank since a copy stopped), and rsync, which only appends to a
+/// shorter one, would leave it as it is.
+async fn drop_longer_partial(session: &Session, plan: &Plan, size: u64) -> Result<(), DaemonError> {
+    match plan {
+        Plan::Download { partial, .. } => {
+            let longer = std::fs::symlink_metadata(partial)
+                .is_ok_and(|m| m.file_type().is_file() && m.len() > size);
+            match longer {
+                true => std::fs::remove_file(partial)
+                    .map_err(|e| DaemonError::new(ErrorCode::TransferFailed, e.to_string())),
+                false => Ok(()),
+            }
+        }
+        Plan::Upload { partial, .. } => remote::drop_longer_partial(session, partial, size).await,
+    }
 }
 
 fn is_file(path: &Path) -> bool {

@@ -80,6 +80,38 @@ pub async fn destination(
     Ok(Destination { path, identity })
 }
 
+/// A download's source, checked on the host: a regular file (a symlink to one counts) that
+/// the session's user may read. Answers its size. rsync would copy an unreadable file's
+/// nothing and fail with its own words only after the transfer started.
+pub async fn source_size(session: &Session, remote: &[u8]) -> Result<u64, DaemonError> {
+    let script = format!(
+        "{}_o=$(command stat -L -c '%s %F' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+         case ${{_o#* }} in 'regular file'|'regular empty file') ;; *) echo notfile; exit 0 ;; esac\n\
+         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
+         printf 'ok %s\\n' \"${{_o%% *}}\"\n",
+        inspect::prelude("stat"),
+    );
+    let (size, _) = inspect::run(session, script, remote, 4096)
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::InvalidRemoteType => DaemonError::new(
+                ErrorCode::InvalidRemoteType,
+                "remote_path is not a regular file (transfers copy single files)",
+            ),
+            ErrorCode::RemotePermissionDenied => DaemonError::new(
+                ErrorCode::RemotePermissionDenied,
+                format!(
+                    "{}; copy it somewhere readable with sudo_exec first",
+                    e.message
+                ),
+            ),
+            _ => e,
+        })?;
+    size.trim()
+        .parse()
+        .map_err(|_| DaemonError::internal(format!("the host gave no file size: {size:?}")))
+}
+
 /// Moves a verified partial to its destination: a rename over it (`overwrite`), else a link,
 /// which fails when the destination appeared meanwhile. Then the partial is useless: it is
 /// removed before `remote_path_exists` is reported.
@@ -146,6 +178,24 @@ pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError
             "the remote rsync of a stopped copy outlived 5 s of SIGKILL",
         )),
     }
+}
+
+/// Removes an upload's partial when it is longer than `size`, its source's (see the caller).
+pub async fn drop_longer_partial(
+    session: &Session,
+    partial: &Partial,
+    size: u64,
+) -> Result<(), DaemonError> {
+    let script = format!(
+        "{}if [ -f \"$_p\" ] && [ ! -L \"$_p\" ]; then\n\
+         _s=$(command wc -c 2>&1 < \"$_p\") || _sshmcp_fail \"$_s\"; set -- $_s\n\
+         if [ \"$1\" -gt {size} ]; then _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
+         fi\necho ok\n",
+        inspect::prelude("wc rm")
+    );
+    inspect::run(session, script, &partial.path, 4096)
+        .await
+        .map(drop)
 }
 
 /// Removes a partial that failed verification.

@@ -700,6 +700,45 @@ async fn a_destination_created_during_an_upload_is_never_replaced() {
     mcp.close().await;
 }
 
+/// A directory that takes the destination's name during an upload with `overwrite` is no
+/// file to replace: `invalid_remote_type`, the directory untouched, the partial kept.
+#[tokio::test]
+async fn a_directory_in_the_destinations_place_is_never_replaced() {
+    let (user, hook) = sshmcp_tests::users::user_with_hashing_hook("sshmcp-hookdir");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let dir = fresh_dir(&mcp, &s, "dirrace").await;
+    remote_out(&mcp, &s, &format!("echo old > {dir}/dest")).await;
+    std::fs::write(
+        &hook,
+        format!("rm -f {dir}/dest; mkdir {dir}/dest; echo theirs > {dir}/dest/f\n"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    std::fs::write(env.local_root.join("mine.txt"), "mine").unwrap();
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "mine.txt", "remote_path": format!("{dir}/dest"), "overwrite": true}),
+    )
+    .await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("invalid_remote_type")),
+        "{done}"
+    );
+    let there = remote_out(&mcp, &s, &format!("cd {dir} && ls -A; cat dest/f")).await;
+    let mut names = there.lines();
+    assert!(
+        names
+            .next()
+            .is_some_and(|n| n.starts_with(".sshmcp-") && n.ends_with(".part")),
+        "the partial stays: {there:?}"
+    );
+    assert_eq!(names.collect::<Vec<_>>(), ["dest", "theirs"], "{there:?}");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
 /// A partial corrupted after the copy (before its hash) is caught: `verification_failed`,
 /// nothing published, and the partial removed, so the retry copies afresh and completes.
 #[tokio::test]

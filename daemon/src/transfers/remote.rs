@@ -122,7 +122,13 @@ pub async fn publish(
     overwrite: bool,
 ) -> Result<(), DaemonError> {
     let moved = match overwrite {
-        true => "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\necho ok\n",
+        // A directory that took the destination's name refuses the rename: not the
+        // destination `overwrite` was given for, and nothing was removed.
+        true => {
+            "if ! _e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1); then\n\
+             if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then echo notfile; exit 0; fi\n\
+             _sshmcp_fail \"$_e\"; fi\necho ok\n"
+        }
         false => {
             "if _e=$(command ln -T -- \"$_t\" \"$_p\" 2>&1); then command rm -f -- \"$_t\"; echo ok; exit 0; fi\n\
              if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then command rm -f -- \"$_t\"; echo exists; exit 0; fi\n\
@@ -139,6 +145,11 @@ pub async fn publish(
         Err(e) if e.code == ErrorCode::RemotePathExists => Err(DaemonError::new(
             ErrorCode::RemotePathExists,
             "remote_path appeared during the copy; the copy was removed, nothing was replaced",
+        )),
+        Err(e) if e.code == ErrorCode::InvalidRemoteType => Err(DaemonError::new(
+            ErrorCode::InvalidRemoteType,
+            "remote_path became a directory during the copy; nothing was replaced, and the \
+             partial file is kept for a retry once the directory is gone",
         )),
         Err(e) => Err(DaemonError::new(
             ErrorCode::TransferFailed,

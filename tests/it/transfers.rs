@@ -339,6 +339,11 @@ async fn a_partial_longer_than_its_shrunk_source_is_dropped_before_the_copy() {
         until_ended(&mcp, &s, &r["operation_id"]).await["state"],
         "cancelled"
     );
+    let arrived = remote_out(&mcp, &s, &format!("stat -c %s {dir}/.sshmcp-*.part")).await;
+    assert!(
+        arrived.trim().parse::<u64>().unwrap() > 10,
+        "the partial must be longer than the new source: {arrived}"
+    );
     std::fs::write(env.local_root.join("app.bin"), "new build\n").unwrap();
     let done = upload(
         &mcp,
@@ -363,6 +368,15 @@ async fn a_partial_longer_than_its_shrunk_source_is_dropped_before_the_copy() {
         until_ended(&mcp, &s, &r["operation_id"]).await["state"],
         "cancelled"
     );
+    let partials: Vec<_> = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(partials.len(), 1, "the partial stays");
+    assert!(
+        partials[0].metadata().unwrap().len() > 8,
+        "the partial must be longer than the new source"
+    );
     remote_out(&mcp, &s, &format!("printf 'rotated\\n' > {remote}")).await;
     let again = on_session(
         &mcp,
@@ -378,6 +392,45 @@ async fn a_partial_longer_than_its_shrunk_source_is_dropped_before_the_copy() {
         "rotated\n"
     );
     remote_out(&mcp, &s, &format!("rm -r {dir} {remote}")).await;
+    mcp.close().await;
+}
+
+/// A partial with a second name (a publish by link, cut off before it removed the partial,
+/// leaves the published file so) is never resumed: rsync would write into the other file.
+#[tokio::test]
+async fn a_partial_with_a_second_link_is_never_written_into() {
+    // A user of its own: no other test's rsync runs as it.
+    let user = sshmcp_tests::users::user_with_shell("sshmcp-linked", "/bin/bash");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let (dir, r) = an_upload_under_way(&env, &mcp, &s, "big.bin", false).await;
+    on_session(
+        &mcp,
+        &s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(
+        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
+        "cancelled"
+    );
+    let linked = format!("cd {dir} && ln .sshmcp-*.part other && stat -c %s other");
+    let before = remote_out(&mcp, &s, &linked).await;
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "big.bin", "remote_path": format!("{dir}/big.bin")}),
+    )
+    .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["reused_bytes"], 0, "{done}");
+    let after = remote_out(&mcp, &s, &format!("stat -c %s {dir}/other {dir}/big.bin")).await;
+    assert_eq!(
+        after,
+        format!("{before}1073741824\n"),
+        "the other name is untouched"
+    );
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }
 
@@ -726,7 +779,7 @@ async fn a_directory_in_the_destinations_place_is_never_replaced() {
         (&json!("failed"), &json!("invalid_remote_type")),
         "{done}"
     );
-    let there = remote_out(&mcp, &s, &format!("cd {dir} && ls -A; cat dest/f")).await;
+    let there = remote_out(&mcp, &s, &format!("cd {dir} && LC_ALL=C ls -A; cat dest/f")).await;
     let mut names = there.lines();
     assert!(
         names

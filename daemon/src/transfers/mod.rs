@@ -565,6 +565,21 @@ fn failed(e: DaemonError) -> (TransferState, DaemonError) {
 
 /// The copy, the verification and the publishing of one transfer.
 async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -> Outcome {
+    // Before the slot: the check of an upload's partial is a program of its own, which takes
+    // a channel.
+    let checked = tokio::select! {
+        checked = drop_unusable_partial(session, plan, op.total) => checked,
+        _ = op.cancel.cancelled() => return Err(cancelled()),
+    };
+    checked.map_err(|e| {
+        failed(match e.code {
+            ErrorCode::ConnectionLost => e,
+            _ => DaemonError::new(
+                ErrorCode::TransferFailed,
+                format!("cannot check the partial file: {}", e.message),
+            ),
+        })
+    })?;
     // rsync's ssh opens a channel on the master like any command: it takes one of the
     // session's slots, so commands and transfers together stay within sshd's MaxSessions.
     let slot = tokio::select! {
@@ -578,16 +593,6 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
     op.set_state(TransferState::Running);
-    let checked = tokio::select! {
-        checked = drop_longer_partial(session, plan, op.total) => checked,
-        _ = op.cancel.cancelled() => return Err(cancelled()),
-    };
-    checked.map_err(|e| {
-        failed(DaemonError::new(
-            ErrorCode::TransferFailed,
-            format!("cannot check the partial file: {}", e.message),
-        ))
-    })?;
     let ends = match plan {
         Plan::Download {
             source, partial, ..
@@ -752,21 +757,32 @@ fn pair_tag(parts: [&[u8]; 3]) -> String {
     crate::session::key::hex(&hash.finalize()[..16])
 }
 
-/// Removes a partial longer than the source before the copy: it holds no prefix of this
-/// source (the source shrank since a copy stopped), and rsync, which only appends to a
-/// shorter one, would leave it as it is.
-async fn drop_longer_partial(session: &Session, plan: &Plan, size: u64) -> Result<(), DaemonError> {
+/// Removes a partial no copy can resume from, before the copy: one longer than the source
+/// holds no prefix of it (the source shrank since a copy stopped), and rsync, which only
+/// appends to a shorter one, would leave it to fail the verification; one with a second link
+/// is the file a publish linked into place before it was cut off, and rsync would write into
+/// that file.
+async fn drop_unusable_partial(
+    session: &Session,
+    plan: &Plan,
+    size: u64,
+) -> Result<(), DaemonError> {
+    use std::os::unix::fs::MetadataExt;
     match plan {
         Plan::Download { partial, .. } => {
-            let longer = std::fs::symlink_metadata(partial)
-                .is_ok_and(|m| m.file_type().is_file() && m.len() > size);
-            match longer {
-                true => std::fs::remove_file(partial)
-                    .map_err(|e| DaemonError::new(ErrorCode::TransferFailed, e.to_string())),
+            let unusable = std::fs::symlink_metadata(partial)
+                .is_ok_and(|m| m.file_type().is_file() && (m.len() > size || m.nlink() > 1));
+            match unusable {
+                true => match std::fs::remove_file(partial) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        Err(DaemonError::new(ErrorCode::TransferFailed, e.to_string()))
+                    }
+                    _ => Ok(()),
+                },
                 false => Ok(()),
             }
         }
-        Plan::Upload { partial, .. } => remote::drop_longer_partial(session, partial, size).await,
+        Plan::Upload { partial, .. } => remote::drop_unusable_partial(session, partial, size).await,
     }
 }
 

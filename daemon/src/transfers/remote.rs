@@ -191,18 +191,21 @@ pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError
     }
 }
 
-/// Removes an upload's partial when it is longer than `size`, its source's (see the caller).
-pub async fn drop_longer_partial(
+/// Removes an upload's partial no copy can resume from (see the caller): longer than `size`,
+/// its source's, or linked twice. `stat` opens nothing, and a partial that is gone or no
+/// regular file is left to the copy.
+pub async fn drop_unusable_partial(
     session: &Session,
     partial: &Partial,
     size: u64,
 ) -> Result<(), DaemonError> {
     let script = format!(
-        "{}if [ -f \"$_p\" ] && [ ! -L \"$_p\" ]; then\n\
-         _s=$(command wc -c 2>&1 < \"$_p\") || _sshmcp_fail \"$_s\"; set -- $_s\n\
-         if [ \"$1\" -gt {size} ]; then _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
-         fi\necho ok\n",
-        inspect::prelude("wc rm")
+        "{}_o=$(command stat -c '%s %h %F' -- \"$_p\" 2>/dev/null) || {{ echo ok; exit 0; }}\n\
+         set -- $_o\n\
+         case $3$4$5 in regularfile|regularemptyfile) ;; *) echo ok; exit 0 ;; esac\n\
+         if [ \"$1\" -gt {size} ] || [ \"$2\" -gt 1 ]; then\n\
+         _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\necho ok\n",
+        inspect::prelude("stat rm")
     );
     inspect::run(session, script, &partial.path, 4096)
         .await

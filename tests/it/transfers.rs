@@ -434,6 +434,44 @@ async fn a_partial_with_a_second_link_is_never_written_into() {
     mcp.close().await;
 }
 
+/// A destination on a file system of its own inside the local root (a mounted disk) takes no
+/// rename from the private directory: the verified copy goes over, is moved into place whole,
+/// and nothing is left behind on either side.
+#[tokio::test]
+async fn a_download_into_a_mount_inside_the_root_is_published() {
+    let (env, mcp, s) = connected().await;
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-xdev-{}", unique_sleep(1)));
+    remote_out(&mcp, &s, &format!("printf 'hello\\n' > {remote}")).await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    let mnt = env.local_root.join("mnt");
+    let _disk = sshmcp_tests::disk::SmallDisk::mount(&mnt);
+    for overwrite in [false, true] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "download_start",
+            json!({"remote_path": remote, "local_path": "mnt/hello.txt", "overwrite": overwrite}),
+        )
+        .await;
+        assert_eq!(r["ok"], true, "{r}");
+        let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+        assert_eq!(done["state"], "completed", "{done}");
+        assert_eq!(
+            std::fs::read_to_string(mnt.join("hello.txt")).unwrap(),
+            "hello\n"
+        );
+        let names: Vec<_> = std::fs::read_dir(&mnt)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["hello.txt"], "nothing staged is left");
+        let partials = std::fs::read_dir(env.local_root.join(".sshmcp/partial")).unwrap();
+        assert_eq!(partials.count(), 0, "the partial is gone");
+    }
+    mcp.close().await;
+}
+
 /// A running transfer counts in `session_list`; disconnect cancels it, keeps its partial and
 /// leaves no rsync behind.
 #[tokio::test]

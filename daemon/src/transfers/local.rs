@@ -10,6 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
 use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
+use nix::unistd::UnlinkatFlags;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 /// Where a download lands: the checked parent directory, held open, and the file's name.
@@ -162,43 +163,143 @@ fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
 
 impl Destination {
     /// Moves the verified partial into place: never over a file that appeared meanwhile
-    /// unless `overwrite`.
-    pub fn publish(&self, partial: &Path, overwrite: bool) -> Result<(), DaemonError> {
-        let here = nix::fcntl::AT_FDCWD;
-        let moved = match overwrite {
-            true => renameat(here, partial, &self.parent, self.name.as_os_str()),
-            false => match renameat2(
-                here,
-                partial,
-                &self.parent,
-                self.name.as_os_str(),
-                RenameFlags::RENAME_NOREPLACE,
-            ) {
-                // NFS and some FUSE file systems have no such rename: a link does not replace
-                // either.
-                Err(Errno::EINVAL) => nix::unistd::linkat(
-                    here,
-                    partial,
+    /// unless `overwrite`. `verified` is the SHA-256 the partial was verified with.
+    pub fn publish(
+        &self,
+        partial: &Path,
+        overwrite: bool,
+        verified: &str,
+    ) -> Result<(), DaemonError> {
+        match self.move_in(nix::fcntl::AT_FDCWD, partial.as_os_str(), overwrite) {
+            // A destination on another file system than the private directory (a mount
+            // inside the local root) takes no rename from there.
+            Err(Errno::EXDEV) => {
+                tokio::task::block_in_place(|| self.publish_across(partial, overwrite, verified))
+            }
+            moved => moved.map_err(publish_error),
+        }
+    }
+
+    /// Renames `from` (in `from_dir`) to the destination, or links it there where the file
+    /// system has no rename that does not replace.
+    fn move_in<Fd: std::os::fd::AsFd + Copy>(
+        &self,
+        from_dir: Fd,
+        from: &std::ffi::OsStr,
+        overwrite: bool,
+    ) -> nix::Result<()> {
+        if overwrite {
+            return renameat(from_dir, from, &self.parent, self.name.as_os_str());
+        }
+        match renameat2(
+            from_dir,
+            from,
+            &self.parent,
+            self.name.as_os_str(),
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
+            // NFS and some FUSE file systems have no such rename: a link does not replace
+            // either.
+            Err(Errno::EINVAL) => {
+                nix::unistd::linkat(
+                    from_dir,
+                    from,
                     &self.parent,
                     self.name.as_os_str(),
                     AtFlags::empty(),
-                )
-                .map(|()| {
-                    let _ = std::fs::remove_file(partial);
-                }),
-                other => other,
-            },
-        };
-        moved.map_err(|e| match e {
-            Errno::EEXIST => DaemonError::new(
-                ErrorCode::LocalPathExists,
-                "local_path appeared during the copy; the verified copy stays as the partial",
-            ),
-            e => DaemonError::new(
+                )?;
+                let _ = nix::unistd::unlinkat(from_dir, from, UnlinkatFlags::NoRemoveDir);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Publishes across file systems: the partial is copied into a hidden file beside the
+    /// destination, hashed as it is read (it must still be what was verified), and that file
+    /// is moved into place. The partial goes once the file is published.
+    fn publish_across(
+        &self,
+        partial: &Path,
+        overwrite: bool,
+        verified: &str,
+    ) -> Result<(), DaemonError> {
+        let stem = partial.file_stem().unwrap_or_default().to_string_lossy();
+        let staged = OsString::from(format!(".sshmcp-{stem}.publish"));
+        let published = self.stage(partial, &staged, verified).and_then(|()| {
+            self.move_in(&self.parent, &staged, overwrite)
+                .map_err(publish_error)
+        });
+        match &published {
+            Ok(()) => drop(std::fs::remove_file(partial)),
+            Err(_) => drop(nix::unistd::unlinkat(
+                &self.parent,
+                staged.as_os_str(),
+                UnlinkatFlags::NoRemoveDir,
+            )),
+        }
+        published
+    }
+
+    /// Copies the partial to `staged` in the destination's directory, with its mode.
+    fn stage(&self, partial: &Path, staged: &OsString, verified: &str) -> Result<(), DaemonError> {
+        use sha2::{Digest, Sha256};
+        use std::io::{Read, Write};
+        use std::os::unix::fs::PermissionsExt;
+        let failed = |e: std::io::Error| {
+            DaemonError::new(
                 ErrorCode::TransferFailed,
-                format!("cannot publish the file: {e}"),
-            ),
-        })
+                format!("cannot copy the file onto local_path's file system: {e}"),
+            )
+        };
+        let mut from = std::fs::File::open(partial).map_err(failed)?;
+        let mode = from.metadata().map_err(failed)?.permissions().mode() & 0o7777;
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_TRUNC
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC;
+        let to = openat(
+            &self.parent,
+            staged.as_os_str(),
+            flags,
+            Mode::S_IRUSR | Mode::S_IWUSR,
+        )
+        .map_err(|e| failed(e.into()))?;
+        let mut to = std::fs::File::from(to);
+        let mut hash = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match from.read(&mut buf).map_err(failed)? {
+                0 => break,
+                n => {
+                    hash.update(&buf[..n]);
+                    to.write_all(&buf[..n]).map_err(failed)?;
+                }
+            }
+        }
+        to.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(failed)?;
+        match crate::session::key::hex(&hash.finalize()) == verified {
+            true => Ok(()),
+            false => Err(DaemonError::new(
+                ErrorCode::VerificationFailed,
+                "the partial changed after its verification; nothing was published",
+            )),
+        }
+    }
+}
+
+fn publish_error(e: Errno) -> DaemonError {
+    match e {
+        Errno::EEXIST => DaemonError::new(
+            ErrorCode::LocalPathExists,
+            "local_path appeared during the copy; the verified copy stays as the partial",
+        ),
+        e => DaemonError::new(
+            ErrorCode::TransferFailed,
+            format!("cannot publish the file: {e}"),
+        ),
     }
 }
 
@@ -290,7 +391,8 @@ mod tests {
         std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
         let partial = tmp.path().join("p");
         std::fs::write(&partial, b"data").unwrap();
-        d.publish(&partial, false).unwrap();
+        // One file system: a rename, which reads no hash.
+        d.publish(&partial, false, "").unwrap();
         assert!(!outside.join("file").exists());
         assert_eq!(std::fs::read(root.join("d-moved/file")).unwrap(), b"data");
     }

@@ -706,7 +706,9 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             destination,
             ..
         } => {
-            destination.publish(partial, overwrite).map_err(failed)?;
+            destination
+                .publish(partial, overwrite, &copy_hash)
+                .map_err(failed)?;
             destination.final_path.display().to_string()
         }
         Plan::Upload {

@@ -472,6 +472,58 @@ async fn a_download_into_a_mount_inside_the_root_is_published() {
     mcp.close().await;
 }
 
+/// Across file systems, a publish that cannot finish leaves nothing half-made: a full disk
+/// fails the transfer, keeps the partial and leaves no hidden file; a file planted under the
+/// hidden name (a hard link to another of the user's files, a FIFO) is neither written into
+/// nor waited on.
+#[tokio::test]
+async fn a_publish_across_file_systems_fails_cleanly_and_ignores_planted_files() {
+    let (env, mcp, s) = connected().await;
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-xdevfull-{}", unique_sleep(1)));
+    // Twice the small disk's size.
+    remote_out(&mcp, &s, &format!("head -c 2097152 /dev/zero > {remote}")).await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    let mnt = env.local_root.join("mnt");
+    let _disk = sshmcp_tests::disk::SmallDisk::mount(&mnt);
+    let args = json!({"remote_path": remote, "local_path": "mnt/data", "overwrite": true});
+    let r = on_session(&mcp, &s, "download_start", args.clone()).await;
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("transfer_failed")),
+        "{done}"
+    );
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "nothing left");
+    let partial = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .next()
+        .expect("the partial stays");
+    let staged = mnt.join(format!(
+        ".sshmcp-{}.publish",
+        partial.trim_end_matches(".part")
+    ));
+    // The same pair again, with a small source: the hidden name is the same.
+    remote_out(&mcp, &s, &format!("printf 'small\\n' > {remote}")).await;
+    std::fs::write(mnt.join("victim"), "mine").unwrap();
+    std::fs::hard_link(mnt.join("victim"), &staged).unwrap();
+    let r = on_session(&mcp, &s, "download_start", args.clone()).await;
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("data")).unwrap(),
+        "small\n"
+    );
+    assert_eq!(std::fs::read_to_string(mnt.join("victim")).unwrap(), "mine");
+    nix::unistd::mkfifo(&staged, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let r = on_session(&mcp, &s, "download_start", args).await;
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert!(!staged.exists(), "the hidden file is gone");
+    mcp.close().await;
+}
+
 /// A running transfer counts in `session_list`; disconnect cancels it, keeps its partial and
 /// leaves no rsync behind.
 #[tokio::test]

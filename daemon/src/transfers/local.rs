@@ -163,19 +163,21 @@ fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
 
 impl Destination {
     /// Moves the verified partial into place: never over a file that appeared meanwhile
-    /// unless `overwrite`. `verified` is the SHA-256 the partial was verified with.
+    /// unless `overwrite`. `verified` is the SHA-256 the partial was verified with; `stop`
+    /// says when a copy across file systems is to stop (a cancel).
     pub fn publish(
         &self,
         partial: &Path,
         overwrite: bool,
         verified: &str,
+        stop: &dyn Fn() -> bool,
     ) -> Result<(), DaemonError> {
         match self.move_in(nix::fcntl::AT_FDCWD, partial.as_os_str(), overwrite) {
             // A destination on another file system than the private directory (a mount
             // inside the local root) takes no rename from there.
-            Err(Errno::EXDEV) => {
-                tokio::task::block_in_place(|| self.publish_across(partial, overwrite, verified))
-            }
+            Err(Errno::EXDEV) => tokio::task::block_in_place(|| {
+                self.publish_across(partial, overwrite, verified, stop)
+            }),
             moved => moved.map_err(publish_error),
         }
     }
@@ -216,33 +218,49 @@ impl Destination {
     }
 
     /// Publishes across file systems: the partial is copied into a hidden file beside the
-    /// destination, hashed as it is read (it must still be what was verified), and that file
-    /// is moved into place. The partial goes once the file is published.
+    /// destination, hashed as it is read (it must still be what was verified) and synced,
+    /// and that file is moved into place. The partial goes once the file is published, or
+    /// when it no longer matches its hash (a retry would take it up again); the hidden file
+    /// goes whenever publishing fails.
     fn publish_across(
         &self,
         partial: &Path,
         overwrite: bool,
         verified: &str,
+        stop: &dyn Fn() -> bool,
     ) -> Result<(), DaemonError> {
         let stem = partial.file_stem().unwrap_or_default().to_string_lossy();
         let staged = OsString::from(format!(".sshmcp-{stem}.publish"));
-        let published = self.stage(partial, &staged, verified).and_then(|()| {
+        let published = self.stage(partial, &staged, verified, stop).and_then(|()| {
             self.move_in(&self.parent, &staged, overwrite)
                 .map_err(publish_error)
         });
         match &published {
             Ok(()) => drop(std::fs::remove_file(partial)),
-            Err(_) => drop(nix::unistd::unlinkat(
-                &self.parent,
-                staged.as_os_str(),
-                UnlinkatFlags::NoRemoveDir,
-            )),
+            Err(e) => {
+                if e.code == ErrorCode::VerificationFailed {
+                    let _ = std::fs::remove_file(partial);
+                }
+                let _ = nix::unistd::unlinkat(
+                    &self.parent,
+                    staged.as_os_str(),
+                    UnlinkatFlags::NoRemoveDir,
+                );
+            }
         }
         published
     }
 
-    /// Copies the partial to `staged` in the destination's directory, with its mode.
-    fn stage(&self, partial: &Path, staged: &OsString, verified: &str) -> Result<(), DaemonError> {
+    /// Copies the partial to `staged` in the destination's directory, with its mode, and
+    /// syncs it: the partial goes once it is published, and a write error (a full disk, NFS)
+    /// may show only then.
+    fn stage(
+        &self,
+        partial: &Path,
+        staged: &OsString,
+        verified: &str,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), DaemonError> {
         use sha2::{Digest, Sha256};
         use std::io::{Read, Write};
         use std::os::unix::fs::PermissionsExt;
@@ -254,11 +272,11 @@ impl Destination {
         };
         let mut from = std::fs::File::open(partial).map_err(failed)?;
         let mode = from.metadata().map_err(failed)?.permissions().mode() & 0o7777;
-        let flags = OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_TRUNC
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_CLOEXEC;
+        // A fresh file, never one found under the name: a leftover of a crash, or a link to
+        // another file planted by someone who may write the directory, is unlinked first.
+        let _ = nix::unistd::unlinkat(&self.parent, staged.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let to = openat(
             &self.parent,
             staged.as_os_str(),
@@ -270,6 +288,9 @@ impl Destination {
         let mut hash = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         loop {
+            if stop() {
+                return Err(DaemonError::new(ErrorCode::TransferFailed, "cancelled"));
+            }
             match from.read(&mut buf).map_err(failed)? {
                 0 => break,
                 n => {
@@ -280,11 +301,13 @@ impl Destination {
         }
         to.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(failed)?;
+        to.sync_all().map_err(failed)?;
         match crate::session::key::hex(&hash.finalize()) == verified {
             true => Ok(()),
             false => Err(DaemonError::new(
                 ErrorCode::VerificationFailed,
-                "the partial changed after its verification; nothing was published",
+                "the partial changed after its verification; nothing was published and the \
+                 partial was removed (a retry starts afresh)",
             )),
         }
     }
@@ -392,7 +415,7 @@ mod tests {
         let partial = tmp.path().join("p");
         std::fs::write(&partial, b"data").unwrap();
         // One file system: a rename, which reads no hash.
-        d.publish(&partial, false, "").unwrap();
+        d.publish(&partial, false, "", &|| false).unwrap();
         assert!(!outside.join("file").exists());
         assert_eq!(std::fs::read(root.join("d-moved/file")).unwrap(), b"data");
     }

@@ -706,9 +706,12 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             destination,
             ..
         } => {
-            destination
-                .publish(partial, overwrite, &copy_hash)
-                .map_err(failed)?;
+            let stop = || op.cancel.is_cancelled();
+            let published = destination.publish(partial, overwrite, &copy_hash, &stop);
+            if published.is_err() && stop() {
+                return Err(cancelled());
+            }
+            published.map_err(failed)?;
             destination.final_path.display().to_string()
         }
         Plan::Upload {

@@ -328,17 +328,7 @@ async fn a_partial_longer_than_its_shrunk_source_is_dropped_before_the_copy() {
     let user = sshmcp_tests::users::user_with_shell("sshmcp-shrunk", "/bin/bash");
     let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let (dir, r) = an_upload_under_way(&env, &mcp, &s, "app.bin", false).await;
-    on_session(
-        &mcp,
-        &s,
-        "transfer_cancel",
-        json!({"operation_id": r["operation_id"]}),
-    )
-    .await;
-    assert_eq!(
-        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
-        "cancelled"
-    );
+    cancel_and_wait(&mcp, &s, &r).await;
     let arrived = remote_out(&mcp, &s, &format!("stat -c %s {dir}/.sshmcp-*.part")).await;
     assert!(
         arrived.trim().parse::<u64>().unwrap() > 10,
@@ -357,17 +347,7 @@ async fn a_partial_longer_than_its_shrunk_source_is_dropped_before_the_copy() {
     assert_eq!(there, "app.bin\nnew build\n");
 
     let (remote, r) = a_download_under_way(&mcp, &s, "log.bin", false).await;
-    on_session(
-        &mcp,
-        &s,
-        "transfer_cancel",
-        json!({"operation_id": r["operation_id"]}),
-    )
-    .await;
-    assert_eq!(
-        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
-        "cancelled"
-    );
+    cancel_and_wait(&mcp, &s, &r).await;
     let partials: Vec<_> = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
         .unwrap()
         .flatten()
@@ -403,17 +383,7 @@ async fn a_partial_with_a_second_link_is_never_written_into() {
     let user = sshmcp_tests::users::user_with_shell("sshmcp-linked", "/bin/bash");
     let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let (dir, r) = an_upload_under_way(&env, &mcp, &s, "big.bin", false).await;
-    on_session(
-        &mcp,
-        &s,
-        "transfer_cancel",
-        json!({"operation_id": r["operation_id"]}),
-    )
-    .await;
-    assert_eq!(
-        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
-        "cancelled"
-    );
+    cancel_and_wait(&mcp, &s, &r).await;
     let linked = format!("cd {dir} && ln .sshmcp-*.part other && stat -c %s other");
     let before = remote_out(&mcp, &s, &linked).await;
     let done = upload(
@@ -732,6 +702,21 @@ async fn an_upload_under_way(
     (dir, r)
 }
 
+/// Cancels the transfer `r` started and waits until it shows `cancelled`.
+async fn cancel_and_wait(mcp: &McpClient, s: &Session, r: &Value) {
+    on_session(
+        mcp,
+        s,
+        "transfer_cancel",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert_eq!(
+        until_ended(mcp, s, &r["operation_id"]).await["state"],
+        "cancelled"
+    );
+}
+
 /// Waits until a transfer's first bytes went (rsync's progress; no event reaches the test).
 async fn until_bytes_flow(mcp: &McpClient, s: &Session, r: &Value) {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -763,17 +748,7 @@ async fn a_cancelled_upload_resumes_from_what_arrived() {
     let user = sshmcp_tests::users::user_with_shell("sshmcp-upcancel", "/bin/bash");
     let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let (dir, r) = an_upload_under_way(&env, &mcp, &s, "resumed.bin", true).await;
-    on_session(
-        &mcp,
-        &s,
-        "transfer_cancel",
-        json!({"operation_id": r["operation_id"]}),
-    )
-    .await;
-    assert_eq!(
-        until_ended(&mcp, &s, &r["operation_id"]).await["state"],
-        "cancelled"
-    );
+    cancel_and_wait(&mcp, &s, &r).await;
     // The remote rsync is gone too (it could write into the partial under a retry).
     let marked = "grep -l SSHMCP_RSYNC= /proc/[0-9]*/environ 2>/dev/null; true";
     assert_eq!(

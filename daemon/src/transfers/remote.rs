@@ -81,8 +81,8 @@ pub async fn destination(
 }
 
 /// A download's source, checked on the host: a regular file (a symlink to one counts) that
-/// the session's user may read. Answers its size. rsync would copy an unreadable file's
-/// nothing and fail with its own words only after the transfer started.
+/// the session's user may read. Answers its size. rsync would fail on an unreadable file
+/// only after the transfer started, and in its own words.
 pub async fn source_size(session: &Session, remote: &[u8]) -> Result<u64, DaemonError> {
     let script = format!(
         "{}_o=$(command stat -L -c '%s %F' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\

@@ -74,7 +74,9 @@ async fn through_sshmcp(mcp: &McpClient, s: &(String, String), tool: &str, args:
         };
         match st["state"].as_str().unwrap() {
             "completed" => return id,
-            "running" | "verifying" => tokio::time::sleep(Duration::from_secs_f64(pause)).await,
+            "queued" | "running" | "verifying" => {
+                tokio::time::sleep(Duration::from_secs_f64(pause)).await
+            }
             _ => panic!("the transfer did not complete: {st}"),
         }
     }

@@ -235,20 +235,36 @@ impl Destination {
             self.move_in(&self.parent, &staged, overwrite)
                 .map_err(publish_error)
         });
-        match &published {
-            Ok(()) => drop(std::fs::remove_file(partial)),
+        match published {
+            Ok(()) => {
+                // The rename reaches the disk before the only other copy goes.
+                let _ = nix::unistd::fsync(&self.parent);
+                let _ = std::fs::remove_file(partial);
+                Ok(())
+            }
             Err(e) => {
-                if e.code == ErrorCode::VerificationFailed {
-                    let _ = std::fs::remove_file(partial);
-                }
                 let _ = nix::unistd::unlinkat(
                     &self.parent,
                     staged.as_os_str(),
                     UnlinkatFlags::NoRemoveDir,
                 );
+                if e.code != ErrorCode::VerificationFailed {
+                    return Err(e);
+                }
+                Err(DaemonError::new(
+                    ErrorCode::VerificationFailed,
+                    match std::fs::remove_file(partial) {
+                        Ok(()) => {
+                            "the partial changed after its verification; nothing was published \
+                             and the partial was removed (a retry starts afresh)"
+                        }
+                        Err(_) => {
+                            "the partial changed after its verification; nothing was published"
+                        }
+                    },
+                ))
             }
         }
-        published
     }
 
     /// Copies the partial to `staged` in the destination's directory, with its mode, and
@@ -299,16 +315,14 @@ impl Destination {
                 }
             }
         }
-        to.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(failed)?;
+        // As `mv` across file systems: a disk that cannot store the mode (vfat) refuses the
+        // change, and the file is published with the mode it has.
+        let _ = to.set_permissions(std::fs::Permissions::from_mode(mode));
         to.sync_all().map_err(failed)?;
         match crate::session::key::hex(&hash.finalize()) == verified {
             true => Ok(()),
-            false => Err(DaemonError::new(
-                ErrorCode::VerificationFailed,
-                "the partial changed after its verification; nothing was published and the \
-                 partial was removed (a retry starts afresh)",
-            )),
+            // Worded by the caller, which knows whether the partial went.
+            false => Err(DaemonError::new(ErrorCode::VerificationFailed, "")),
         }
     }
 }
@@ -399,6 +413,78 @@ mod tests {
             ErrorCode::LocalPathExists
         );
         assert!(destination(&root, "new/dir/file", true).is_ok());
+    }
+
+    /// A partial of `bytes` bytes in `tmp`, and its SHA-256.
+    fn partial_of(tmp: &Path, bytes: usize) -> (PathBuf, String) {
+        use sha2::{Digest, Sha256};
+        let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+        let partial = tmp.join("p.part");
+        std::fs::write(&partial, &data).unwrap();
+        (partial, crate::session::key::hex(&Sha256::digest(&data)))
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The publish across file systems (run here on one): the copy is moved in and the
+    /// partial goes; a stop keeps the partial, a mismatch removes it, a destination that
+    /// appeared is kept with the partial; no hidden file is ever left.
+    #[test]
+    fn a_publish_through_a_copy_keeps_the_partial_but_on_a_mismatch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        let (partial, hash) = partial_of(tmp.path(), 3 << 20);
+        let d = destination(&root, "d/file", false).unwrap();
+
+        let calls = std::cell::Cell::new(0);
+        let stop_second = || {
+            calls.set(calls.get() + 1);
+            calls.get() > 1
+        };
+        let stopped = d.publish_across(&partial, false, &hash, &stop_second);
+        assert_eq!(stopped.unwrap_err().code, ErrorCode::TransferFailed);
+        assert!(partial.exists());
+        assert!(
+            names(&root.join("d")).is_empty(),
+            "{:?}",
+            names(&root.join("d"))
+        );
+
+        std::fs::write(root.join("d/file"), b"theirs").unwrap();
+        let appeared = d.publish_across(&partial, false, &hash, &|| false);
+        assert_eq!(appeared.unwrap_err().code, ErrorCode::LocalPathExists);
+        assert!(partial.exists());
+        assert_eq!(names(&root.join("d")), ["file"]);
+        assert_eq!(std::fs::read(root.join("d/file")).unwrap(), b"theirs");
+        std::fs::remove_file(root.join("d/file")).unwrap();
+
+        d.publish_across(&partial, false, &hash, &|| false).unwrap();
+        assert!(!partial.exists());
+        assert_eq!(names(&root.join("d")), ["file"]);
+        assert_eq!(std::fs::read(root.join("d/file")).unwrap().len(), 3 << 20);
+
+        let (partial, _) = partial_of(tmp.path(), 10);
+        let mismatch = d
+            .publish_across(&partial, true, &hash, &|| false)
+            .unwrap_err();
+        assert_eq!(mismatch.code, ErrorCode::VerificationFailed);
+        assert!(
+            mismatch.message.contains("the partial was removed"),
+            "{}",
+            mismatch.message
+        );
+        assert!(!partial.exists());
+        assert_eq!(names(&root.join("d")), ["file"]);
+        assert_eq!(std::fs::read(root.join("d/file")).unwrap().len(), 3 << 20);
     }
 
     /// The directory checked is the one published into, even when a symlink takes its name

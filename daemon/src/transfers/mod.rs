@@ -707,11 +707,14 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             ..
         } => {
             let stop = || op.cancel.is_cancelled();
-            let published = destination.publish(partial, overwrite, &copy_hash, &stop);
-            if published.is_err() && stop() {
-                return Err(cancelled());
+            match destination.publish(partial, overwrite, &copy_hash, &stop) {
+                // A copy across file systems that stopped; a mismatch or a destination that
+                // appeared says so whatever came meanwhile.
+                Err(e) if e.code == ErrorCode::TransferFailed && stop() => {
+                    return Err(cancelled());
+                }
+                published => published.map_err(failed)?,
             }
-            published.map_err(failed)?;
             destination.final_path.display().to_string()
         }
         Plan::Upload {

@@ -405,49 +405,13 @@ async fn a_partial_with_a_second_link_is_never_written_into() {
 }
 
 /// A destination on a file system of its own inside the local root (a mounted disk) takes no
-/// rename from the private directory: the verified copy goes over, is moved into place whole,
-/// and nothing is left behind on either side.
+/// rename from the private directory: the verified copy goes over and is moved into place
+/// whole, with or without `overwrite`. A publish that cannot finish leaves nothing half-made:
+/// a full disk fails the transfer, keeps the partial and leaves no hidden file; a file
+/// planted under the hidden name (a hard link to another of the user's files, a FIFO) is
+/// neither written into nor waited on.
 #[tokio::test]
-async fn a_download_into_a_mount_inside_the_root_is_published() {
-    let (env, mcp, s) = connected().await;
-    let remote = crate::TestPath::new(format!("/tmp/sshmcp-xdev-{}", unique_sleep(1)));
-    remote_out(&mcp, &s, &format!("printf 'hello\\n' > {remote}")).await;
-    std::fs::create_dir_all(&env.local_root).unwrap();
-    let mnt = env.local_root.join("mnt");
-    let _disk = sshmcp_tests::disk::SmallDisk::mount(&mnt);
-    for overwrite in [false, true] {
-        let r = on_session(
-            &mcp,
-            &s,
-            "download_start",
-            json!({"remote_path": remote, "local_path": "mnt/hello.txt", "overwrite": overwrite}),
-        )
-        .await;
-        assert_eq!(r["ok"], true, "{r}");
-        let done = until_ended(&mcp, &s, &r["operation_id"]).await;
-        assert_eq!(done["state"], "completed", "{done}");
-        assert_eq!(
-            std::fs::read_to_string(mnt.join("hello.txt")).unwrap(),
-            "hello\n"
-        );
-        let names: Vec<_> = std::fs::read_dir(&mnt)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        assert_eq!(names, ["hello.txt"], "nothing staged is left");
-        let partials = std::fs::read_dir(env.local_root.join(".sshmcp/partial")).unwrap();
-        assert_eq!(partials.count(), 0, "the partial is gone");
-    }
-    mcp.close().await;
-}
-
-/// Across file systems, a publish that cannot finish leaves nothing half-made: a full disk
-/// fails the transfer, keeps the partial and leaves no hidden file; a file planted under the
-/// hidden name (a hard link to another of the user's files, a FIFO) is neither written into
-/// nor waited on.
-#[tokio::test]
-async fn a_publish_across_file_systems_fails_cleanly_and_ignores_planted_files() {
+async fn a_download_into_a_mount_inside_the_root_is_published_whole_or_not_at_all() {
     let (env, mcp, s) = connected().await;
     let remote = crate::TestPath::new(format!("/tmp/sshmcp-xdevfull-{}", unique_sleep(1)));
     // Twice the small disk's size.
@@ -455,7 +419,7 @@ async fn a_publish_across_file_systems_fails_cleanly_and_ignores_planted_files()
     std::fs::create_dir_all(&env.local_root).unwrap();
     let mnt = env.local_root.join("mnt");
     let _disk = sshmcp_tests::disk::SmallDisk::mount(&mnt);
-    let args = json!({"remote_path": remote, "local_path": "mnt/data", "overwrite": true});
+    let args = json!({"remote_path": remote, "local_path": "mnt/data"});
     let r = on_session(&mcp, &s, "download_start", args.clone()).await;
     let done = until_ended(&mcp, &s, &r["operation_id"]).await;
     assert_eq!(
@@ -486,11 +450,25 @@ async fn a_publish_across_file_systems_fails_cleanly_and_ignores_planted_files()
         "small\n"
     );
     assert_eq!(std::fs::read_to_string(mnt.join("victim")).unwrap(), "mine");
+    let partials = std::fs::read_dir(env.local_root.join(".sshmcp/partial")).unwrap();
+    assert_eq!(partials.count(), 0, "the partial is gone");
     nix::unistd::mkfifo(&staged, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    remote_out(&mcp, &s, &format!("printf 'again\\n' > {remote}")).await;
+    let mut args = args;
+    args["overwrite"] = json!(true);
     let r = on_session(&mcp, &s, "download_start", args).await;
     let done = until_ended(&mcp, &s, &r["operation_id"]).await;
     assert_eq!(done["state"], "completed", "{done}");
-    assert!(!staged.exists(), "the hidden file is gone");
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("data")).unwrap(),
+        "again\n"
+    );
+    let names: Vec<_> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "data and victim only: {names:?}");
     mcp.close().await;
 }
 

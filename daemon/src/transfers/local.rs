@@ -231,54 +231,43 @@ impl Destination {
     ) -> Result<(), DaemonError> {
         let stem = partial.file_stem().unwrap_or_default().to_string_lossy();
         let staged = OsString::from(format!(".sshmcp-{stem}.publish"));
-        let published = self.stage(partial, &staged, verified, stop).and_then(|()| {
-            self.move_in(&self.parent, &staged, overwrite)
-                .map_err(publish_error)
-        });
+        let published =
+            self.stage(partial, &staged, stop)
+                .and_then(|hash| match hash == verified {
+                    true => self
+                        .move_in(&self.parent, &staged, overwrite)
+                        .map_err(publish_error),
+                    false => Err(super::not_published(
+                        "the partial changed after its verification",
+                        std::fs::remove_file(partial).is_ok(),
+                    )),
+                });
         match published {
             Ok(()) => {
                 // The rename reaches the disk before the only other copy goes.
                 let _ = nix::unistd::fsync(&self.parent);
                 let _ = std::fs::remove_file(partial);
-                Ok(())
             }
-            Err(e) => {
+            Err(_) => {
                 let _ = nix::unistd::unlinkat(
                     &self.parent,
                     staged.as_os_str(),
                     UnlinkatFlags::NoRemoveDir,
                 );
-                if e.code != ErrorCode::VerificationFailed {
-                    return Err(e);
-                }
-                Err(DaemonError::new(
-                    ErrorCode::VerificationFailed,
-                    match std::fs::remove_file(partial) {
-                        Ok(()) => {
-                            "the partial changed after its verification; nothing was published \
-                             and the partial was removed (a retry starts afresh)"
-                        }
-                        Err(_) => {
-                            "the partial changed after its verification; nothing was published"
-                        }
-                    },
-                ))
             }
         }
+        published
     }
 
     /// Copies the partial to `staged` in the destination's directory, with its mode, and
     /// syncs it: the partial goes once it is published, and a write error (a full disk, NFS)
-    /// may show only then.
+    /// may show only then. Answers the SHA-256 of what it read.
     fn stage(
         &self,
         partial: &Path,
         staged: &OsString,
-        verified: &str,
         stop: &dyn Fn() -> bool,
-    ) -> Result<(), DaemonError> {
-        use sha2::{Digest, Sha256};
-        use std::io::{Read, Write};
+    ) -> Result<String, DaemonError> {
         use std::os::unix::fs::PermissionsExt;
         let failed = |e: std::io::Error| {
             DaemonError::new(
@@ -301,28 +290,40 @@ impl Destination {
         )
         .map_err(|e| failed(e.into()))?;
         let mut to = std::fs::File::from(to);
-        let mut hash = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            if stop() {
-                return Err(DaemonError::new(ErrorCode::TransferFailed, "cancelled"));
-            }
-            match from.read(&mut buf).map_err(failed)? {
-                0 => break,
-                n => {
-                    hash.update(&buf[..n]);
-                    to.write_all(&buf[..n]).map_err(failed)?;
-                }
-            }
-        }
+        let hash = sha256_of(&mut from, Some(&mut to), stop)
+            .map_err(failed)?
+            .ok_or_else(|| DaemonError::new(ErrorCode::TransferFailed, "cancelled"))?;
         // As `mv` across file systems: a disk that cannot store the mode (vfat) refuses the
         // change, and the file is published with the mode it has.
         let _ = to.set_permissions(std::fs::Permissions::from_mode(mode));
         to.sync_all().map_err(failed)?;
-        match crate::session::key::hex(&hash.finalize()) == verified {
-            true => Ok(()),
-            // Worded by the caller, which knows whether the partial went.
-            false => Err(DaemonError::new(ErrorCode::VerificationFailed, "")),
+        Ok(hash)
+    }
+}
+
+/// The SHA-256 of all `from` reads, each piece also written to `to` when there is one; none
+/// when `stop` said so first (it is asked before each MiB).
+pub fn sha256_of(
+    from: &mut impl std::io::Read,
+    mut to: Option<&mut std::fs::File>,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<Option<String>> {
+    use sha2::{Digest, Sha256};
+    use std::io::Write;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        if stop() {
+            return Ok(None);
+        }
+        match from.read(&mut buf)? {
+            0 => return Ok(Some(crate::session::key::hex(&hash.finalize()))),
+            n => {
+                hash.update(&buf[..n]);
+                if let Some(to) = to.as_mut() {
+                    to.write_all(&buf[..n])?;
+                }
+            }
         }
     }
 }
@@ -478,7 +479,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(mismatch.code, ErrorCode::VerificationFailed);
         assert!(
-            mismatch.message.contains("the partial was removed"),
+            mismatch.message.contains("and the copy was removed"),
             "{}",
             mismatch.message
         );

@@ -571,15 +571,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         checked = drop_unusable_partial(session, plan, op.total) => checked,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
-    checked.map_err(|e| {
-        failed(match e.code {
-            ErrorCode::ConnectionLost => e,
-            _ => DaemonError::new(
-                ErrorCode::TransferFailed,
-                format!("cannot check the partial file: {}", e.message),
-            ),
-        })
-    })?;
+    checked.map_err(|e| failed(remote::step_failed("cannot check the partial file", e)))?;
     // rsync's ssh opens a channel on the master like any command: it takes one of the
     // session's slots, so commands and transfers together stay within sshd's MaxSessions.
     let slot = tokio::select! {
@@ -686,15 +678,9 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             Plan::Download { partial, .. } => std::fs::remove_file(partial).is_ok(),
             Plan::Upload { partial, .. } => remote::discard(session, partial).await.is_ok(),
         };
-        return Err(failed(DaemonError::new(
-            ErrorCode::VerificationFailed,
-            match discarded {
-                true => {
-                    "the copy's SHA-256 differs from the source's; nothing was published \
-                     and the copy was removed (a retry starts afresh)"
-                }
-                false => "the copy's SHA-256 differs from the source's; nothing was published",
-            },
+        return Err(failed(not_published(
+            "the copy's SHA-256 differs from the source's",
+            discarded,
         )));
     }
     if op.cancel.is_cancelled() {
@@ -765,6 +751,20 @@ fn pair_tag(parts: [&[u8]; 3]) -> String {
     crate::session::key::hex(&hash.finalize()[..16])
 }
 
+/// `verification_failed`: `why`, and whether the partial was removed (a retry would resume
+/// from it, and rsync takes a partial as long as the source for done).
+pub(super) fn not_published(why: &str, removed: bool) -> DaemonError {
+    DaemonError::new(
+        ErrorCode::VerificationFailed,
+        match removed {
+            true => format!(
+                "{why}; nothing was published and the copy was removed (a retry starts afresh)"
+            ),
+            false => format!("{why}; nothing was published"),
+        },
+    )
+}
+
 /// Removes a partial no copy can resume from, before the copy: one longer than the source
 /// holds no prefix of it (the source shrank since a copy stopped), and rsync, which only
 /// appends to a shorter one, would leave it to fail the verification; one with a second link
@@ -801,17 +801,9 @@ fn is_file(path: &Path) -> bool {
 /// A local file's SHA-256, read off the async threads.
 async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-        use std::io::Read;
         let mut file = std::fs::File::open(path)?;
-        let mut hash = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            match file.read(&mut buf)? {
-                0 => break,
-                n => hash.update(&buf[..n]),
-            }
-        }
-        Ok(crate::session::key::hex(&hash.finalize()))
+        let hash = local::sha256_of(&mut file, None, &|| false)?;
+        Ok(hash.expect("never stopped"))
     })
     .await;
     match hashed {

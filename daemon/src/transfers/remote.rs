@@ -212,6 +212,15 @@ pub async fn drop_unusable_partial(
         .map(drop)
 }
 
+/// A transfer's step on the host that failed: `transfer_failed` saying `what`, but a lost
+/// master, which stays `connection_lost` (the session is gone, not the transfer's doing).
+pub fn step_failed(what: &str, e: DaemonError) -> DaemonError {
+    match e.code {
+        ErrorCode::ConnectionLost => e,
+        _ => DaemonError::new(ErrorCode::TransferFailed, format!("{what}: {}", e.message)),
+    }
+}
+
 /// Removes a partial that failed verification.
 pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonError> {
     let script = format!(
@@ -242,13 +251,7 @@ pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<Strin
     let timeout = Duration::from_secs(30 + size / (10 << 20));
     let (hash, _) = inspect::run_within(session, script, remote, 4096, timeout)
         .await
-        .map_err(|e| match e.code {
-            ErrorCode::ConnectionLost => e,
-            _ => DaemonError::new(
-                ErrorCode::TransferFailed,
-                format!("cannot hash the remote file: {}", e.message),
-            ),
-        })?;
+        .map_err(|e| step_failed("cannot hash the remote file", e))?;
     let hash = hash.trim().to_ascii_lowercase();
     match hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         true => Ok(hash),

@@ -54,6 +54,48 @@ async fn none_left(mcp: &McpClient, s: &Session, needle: &str) -> bool {
     exec(mcp, s, &probe, json!({})).await["stdout"]["data"] == "none\n"
 }
 
+/// On a server allowing three sessions, two handles running and a third waiting for a
+/// channel: `command_kill` still ends each, through the session kept for kills, and the third
+/// starts in the session the first one freed.
+#[tokio::test]
+async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
+    let opts = SshdOptions {
+        max_sessions: 3,
+        ..SshdOptions::default()
+    };
+    let env = TestEnv::with(&opts, &[]);
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let secs = unique_sleep(300);
+    let command = format!("sleep {secs}");
+    let first = start(&mcp, &s, &command).await;
+    let second = start(&mcp, &s, &command).await;
+    let refusals = || env.sshd.log_text().matches("no more sessions").count();
+    let before = refusals();
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+    let third = mcp.start_call("command_start", args).await.1;
+    // The server refused the third its channel: the kills below find every session taken
+    // but the one kept for them.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while refusals() == before {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "sshd refused no channel"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for handle in [&first, &second] {
+        let k = kill(&mcp, &s, &handle["handle_id"], json!({})).await;
+        assert_eq!(k["result"], "killed", "{k}");
+    }
+    let third = sshmcp_tests::mcp::answer(third).await;
+    assert_eq!(third["ok"], true, "{third}");
+    let k = kill(&mcp, &s, &third["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
 /// Every `result` of command_kill that a real command can produce on demand, and the status
 /// each leaves behind (`already_exited` needs a race: see the kill program's own test).
 #[tokio::test]

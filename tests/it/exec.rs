@@ -5,7 +5,7 @@ use serde_json::json;
 use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::{SshdOptions, TestEnv};
 
-use crate::{code, connected, connected_with, exec, exec_all, remote_until};
+use crate::{code, connected, connected_with, exec, exec_all, remote_out, remote_until};
 
 #[tokio::test]
 async fn splits_streams_and_reports_exit_code() {
@@ -411,6 +411,95 @@ async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
     };
     let (_env, mcp, s) = connected_with(&opts, &[]).await;
     crate::assert_timeout_kills(&mcp, &s, "exec").await;
+    mcp.close().await;
+}
+
+/// On a server whose `MaxSessions` the running commands could fill (3 here), commands side by
+/// side leave one session for kills: every one of them that times out is killed, and nothing
+/// of them is left on the host. The fourth queues and still runs.
+#[tokio::test]
+async fn timeouts_kill_commands_side_by_side_on_a_server_with_few_sessions() {
+    let opts = SshdOptions {
+        max_sessions: 3,
+        ..SshdOptions::default()
+    };
+    let (env, mcp, s) = connected_with(&opts, &[]).await;
+    let secs = unique_sleep(41);
+    let mut pending = Vec::new();
+    for _ in 0..4 {
+        let args = json!({"session_id": s.0, "session_key": s.1, "timeout": 2,
+                          "command": format!("sleep {secs}")});
+        pending.push(mcp.start_call("exec", args).await.1);
+    }
+    let mut signals = Vec::new();
+    for rx in pending {
+        let r = sshmcp_tests::mcp::answer(rx).await;
+        assert_eq!(r["timed_out"], true, "{r}");
+        signals.push(r["signal"].clone());
+    }
+    // The commands that got a channel were killed; one that waited out its timeout in the
+    // queue ran nothing (no signal).
+    let killed = signals.iter().filter(|s| **s == json!("TERM")).count();
+    assert!(killed >= 2, "at least two ran side by side: {signals:?}");
+    assert!(
+        signals.iter().all(|s| *s == json!("TERM") || s.is_null()),
+        "{signals:?}"
+    );
+    let (watcher, w) = crate::connect_watcher(&env).await;
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    assert_eq!(remote_out(&watcher, &w, &probe).await, "gone\n");
+    // The session still runs commands.
+    assert_eq!(remote_out(&mcp, &s, "echo still").await, "still\n");
+    watcher.close().await;
+    mcp.close().await;
+}
+
+/// On a server allowing three sessions, two commands running and a third waiting for a
+/// channel: `disconnect` ends them all, through the session kept for kills.
+#[tokio::test]
+async fn disconnect_kills_commands_on_a_server_their_sessions_fill() {
+    let opts = SshdOptions {
+        max_sessions: 3,
+        ..SshdOptions::default()
+    };
+    let (env, mcp, s) = connected_with(&opts, &[]).await;
+    let secs = unique_sleep(43);
+    let mut pending = Vec::new();
+    for _ in 0..3 {
+        let args = json!({"session_id": s.0, "session_key": s.1,
+                          "command": format!("sleep {secs}")});
+        pending.push(mcp.start_call("exec", args).await.1);
+    }
+    let (watcher, w) = crate::connect_watcher(&env).await;
+    let running = format!("[ \"$(pgrep -fc 'sleep {secs}')\" = 2 ] && echo two || echo not");
+    assert!(remote_until(&watcher, &w, &running, "two\n").await);
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    for rx in pending {
+        let r = sshmcp_tests::mcp::answer(rx).await;
+        assert_eq!(r["ok"], false, "{r}");
+    }
+    let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
+    assert_eq!(remote_out(&watcher, &w, &probe).await, "gone\n");
+    watcher.close().await;
+    mcp.close().await;
+}
+
+/// On a server that allows one session per connection, commands side by side still all run
+/// (one at a time): nothing kept for kills holds the only session.
+#[tokio::test]
+async fn commands_side_by_side_all_run_on_a_server_with_one_session() {
+    let opts = SshdOptions {
+        max_sessions: 1,
+        ..SshdOptions::default()
+    };
+    let (env, mcp, s) = connected_with(&opts, &[]).await;
+    let commands: Vec<String> = (0..3).map(|i| format!("sleep 0.2; echo {i}")).collect();
+    for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
+        assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
+    }
+    assert!(env.daemon_log_shows("the kill channel gives it up"));
+    assert_eq!(remote_out(&mcp, &s, "echo still").await, "still\n");
     mcp.close().await;
 }
 

@@ -126,9 +126,15 @@ impl Framing {
         runner::fresh_text(payload, &self.feed_nonce)
     }
 
-    /// What the waiting program shell of a channel that waited reads (see `runner`).
-    pub fn warm_text(&self, payload: &[u8]) -> Vec<u8> {
-        runner::warm_text(payload, &self.out_nonce, &self.feed_nonce)
+    /// What the waiting program shell of a channel that waited reads (see `runner`), with
+    /// the check of the login files first when `check_login_files`.
+    pub fn warm_text(&self, payload: &[u8], check_login_files: bool) -> Vec<u8> {
+        runner::warm_text(
+            payload,
+            &self.out_nonce,
+            &self.feed_nonce,
+            check_login_files,
+        )
     }
 
     /// A scanner for stdout's end marker.
@@ -751,7 +757,7 @@ mod tests {
         // A later program, cut in its own text.
         let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
         let later = Framing::new().unwrap();
-        let text = later.warm_text(&payload(&later));
+        let text = later.warm_text(&payload(&later), true);
         let cut = &text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
         assert!(cut.ends_with(b"; f"), "the sourcing line is cut");
         channel.feed(cut);
@@ -759,7 +765,7 @@ mod tests {
         assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
         // Cut inside its here-document, right after the program's group.
         let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
-        let text = later.warm_text(&payload(&later));
+        let text = later.warm_text(&payload(&later), true);
         let group_end = text.windows(2).rposition(|w| w == b"\n}").unwrap() + 2;
         channel.feed(&text[..group_end]);
         let [out, _] = channel.finish();
@@ -811,7 +817,7 @@ mod tests {
             let payload = f.payload(script, None, stdin, true);
             channel.feed(&match i {
                 0 => f.fresh_text(&payload),
-                _ => f.warm_text(&payload),
+                _ => f.warm_text(&payload, true),
             });
             channel.wait_for(&f.end_out);
         }
@@ -892,7 +898,7 @@ mod tests {
             let mut channel = LocalChannel::after_one_program(sh, home.path());
             let framings: Vec<Framing> = cases.iter().map(|_| Framing::new().unwrap()).collect();
             for (f, (script, stdin, _, _)) in framings.iter().zip(&cases) {
-                channel.feed(&f.warm_text(&f.payload(script, None, *stdin, true)));
+                channel.feed(&f.warm_text(&f.payload(script, None, *stdin, true), true));
                 channel.wait_for(&f.end_out);
             }
             let output = channel.finish();
@@ -933,7 +939,7 @@ mod tests {
         let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
         let killer = framing();
         let payload = killer.payload("kill -TERM $PPID; echo after", None, None, true);
-        channel.feed(&killer.warm_text(&payload));
+        channel.feed(&killer.warm_text(&payload, true));
         channel.wait_for("after");
         assert!(
             channel.exits_within(std::time::Duration::from_secs(10)),
@@ -957,13 +963,34 @@ mod tests {
     fn a_changed_login_file_makes_a_waiting_channel_stale() {
         for sh in EVERY_SH {
             for edit in ["echo x >> ~/.bashrc", "rm ~/.bashrc"] {
-                changed_login_file_makes_stale(sh, edit);
+                let (second, output) = after_a_login_file_changed(sh, edit, true);
+                assert!(
+                    second.markers.stale && !second.markers.started,
+                    "{sh:?} {edit}"
+                );
+                assert!(!String::from_utf8_lossy(&output).contains("ran-anyway"));
             }
         }
     }
 
-    /// `edit` changes a login file that is an hour old, in a home an hour old.
-    fn changed_login_file_makes_stale(sh: Sh, edit: &str) {
+    /// A kill's program skips that check: it runs on a channel whose login files changed.
+    #[test]
+    fn a_program_without_the_check_runs_after_a_login_file_changed() {
+        for sh in EVERY_SH {
+            let (second, output) = after_a_login_file_changed(sh, "echo x >> ~/.bashrc", false);
+            assert!(second.markers.started && !second.markers.stale, "{sh:?}");
+            assert!(String::from_utf8_lossy(&output).contains("ran-anyway"));
+        }
+    }
+
+    /// `edit` changes a login file that is an hour old, in a home an hour old; then a second
+    /// program (`check_login_files` as given) prints `ran-anyway`. Returns the second run and
+    /// the channel's stdout.
+    fn after_a_login_file_changed(
+        sh: Sh,
+        edit: &str,
+        check_login_files: bool,
+    ) -> (LocalRun, Vec<u8>) {
         let home = old_home();
         let rc = home.path().join(".bashrc");
         std::fs::write(&rc, "").unwrap();
@@ -976,19 +1003,15 @@ mod tests {
         let mut channel = LocalChannel::after_one_program(sh, home.path());
         let (same, second) = (Framing::new().unwrap(), Framing::new().unwrap());
         // Nothing changed yet: the channel serves the next program.
-        channel.feed(&same.warm_text(&same.payload(edit, None, None, true)));
+        channel.feed(&same.warm_text(&same.payload(edit, None, None, true), true));
         channel.wait_for(&same.end_out);
-        channel.feed(&second.warm_text(&second.payload("echo ran-anyway", None, None, true)));
+        let payload = second.payload("echo ran-anyway", None, None, true);
+        channel.feed(&second.warm_text(&payload, check_login_files));
         let output = channel.finish();
         let same = LocalRun::split(&same, &output);
         assert!(same.markers.started, "{sh:?} {edit}");
         assert_eq!(same.end.unwrap().after, runner::After::Idle);
-        let second = LocalRun::split(&second, &output);
-        assert!(
-            second.markers.stale && !second.markers.started,
-            "{sh:?} {edit}"
-        );
-        assert!(!String::from_utf8_lossy(&output[0]).contains("ran-anyway"));
+        (LocalRun::split(&second, &output), output[0].clone())
     }
 
     #[test]

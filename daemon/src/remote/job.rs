@@ -29,6 +29,7 @@ use super::capture::Capture;
 use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan, Markers};
 use super::kill::{self, KILL_BUDGET, Killed};
+use super::kill_channel::{Kept, KillChannel, Lease};
 use super::observer::{self, Observer};
 use super::runner::{After, End, LineScan};
 use super::spool::{Spool, Spooled};
@@ -298,6 +299,23 @@ pub(super) async fn drive(host: Host, program: Program, stop: CancellationToken,
     }
 }
 
+/// Counts a run's program as having a channel for as long as it lives.
+struct RunningProgram(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl RunningProgram {
+    fn new(host: &Host) -> Self {
+        host.running
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Self(host.running.clone())
+    }
+}
+
+impl Drop for RunningProgram {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// Counts a run as active for as long as it lives.
 struct ActiveRun(std::sync::Arc<tokio::sync::watch::Sender<u32>>);
 
@@ -321,6 +339,8 @@ fn spool_err(e: std::io::Error) -> RunError {
 /// A channel for one attempt, with the slot it holds (none for a kill's own channel).
 struct Opened {
     permit: Option<OwnedSemaphorePermit>,
+    /// The kill's hold on the session's kill channel, when this is it.
+    lease: Option<Lease>,
     session: mux::MuxSession,
     /// The channel was opened for this program (its shell needs its setup).
     fresh: bool,
@@ -397,6 +417,30 @@ async fn run(
     }
 }
 
+impl Opened {
+    /// A channel that waited for its program, with its slot.
+    fn waiting(warm: Warm) -> Self {
+        Self {
+            permit: Some(warm.permit),
+            lease: None,
+            session: warm.session,
+            fresh: false,
+            opened_at: warm.opened_at,
+        }
+    }
+
+    /// The session's kill channel, lent to a kill.
+    fn lent((lease, kept): (Lease, Kept)) -> Self {
+        Self {
+            permit: None,
+            lease: Some(lease),
+            session: kept.session,
+            fresh: false,
+            opened_at: kept.opened_at,
+        }
+    }
+}
+
 /// A channel for `program`: a waiting one when `waiting_ok` and one is ready, else a new one.
 async fn open(
     host: &Host,
@@ -404,30 +448,33 @@ async fn open(
     deadline: Instant,
     waiting_ok: bool,
 ) -> Result<Opened, OpenError> {
-    // A waiting channel only needs the program text (a kill may take one too: on a server
-    // with few sessions it may hold the last one). Not while the master is stopped: the text
-    // would wait in its buffers and run whenever it resumes. A kill never waits for a fill:
-    // it takes a ready channel or opens its own.
-    let alone = !program.control && *host.active.borrow() <= 1;
+    if program.control {
+        return open_for_kill(host, deadline, waiting_ok).await;
+    }
+    // Before a run takes a channel beside one in use, the kill channel holds its session: on
+    // a server whose sessions the commands could fill, the run then waits, not its kill.
+    if host.channels_shared() {
+        KillChannel::ensure(host, deadline).await;
+    }
+    // A waiting channel only needs the program text. Not while the master is stopped: the
+    // text would wait in its buffers and run whenever it resumes.
+    let alone = *host.active.borrow() <= 1;
     if waiting_ok
         && !host.master_stopped()
         && let Some(warm) = host.standby.take_soon(alone, deadline).await
     {
-        return Ok(Opened {
-            permit: Some(warm.permit),
-            session: warm.session,
-            fresh: false,
-            opened_at: warm.opened_at,
-        });
+        return Ok(Opened::waiting(warm));
     }
-    let _opening = (!program.control).then(|| host.standby.opening());
-    let permit = match program.control {
-        true => None,
-        false => Some(channel::acquire_slot(&host.slots, deadline).await?),
-    };
+    let _opening = host.standby.opening();
+    let permit = channel::acquire_slot(&host.slots, deadline).await?;
     // A refusal means sshd allows fewer sessions than our slots: a waiting channel gives its
-    // session back.
-    let refused = || host.standby.release_one();
+    // session back, and when none waits and no run holds a channel, the kill channel holds
+    // the only session the server allows.
+    let refused = || {
+        if !host.standby.release_one() && host.nothing_running() {
+            host.kill_channel.yield_to_command();
+        }
+    };
     let mut session =
         channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused).await?;
     let opened_at = Instant::now();
@@ -435,28 +482,69 @@ async fn open(
     // closes the channel with nothing of the program sent.
     let ready = program.ready_first && runner_ready(&mut session, deadline).await?;
     Ok(Opened {
-        permit,
+        permit: Some(permit),
+        lease: None,
         session,
         fresh: !ready,
         opened_at,
     })
 }
 
+/// A channel for a kill, which skips the queue: the kill channel when it waits, else a
+/// waiting standby channel (on a server with few sessions it may hold the last one), else one
+/// of its own, opened while watching for the kill channel to come free (on a full server it
+/// is the only channel a kill can get). A kill never waits for a fill. Waiting channels are
+/// left alone while the master is stopped, as for commands.
+async fn open_for_kill(
+    host: &Host,
+    deadline: Instant,
+    waiting_ok: bool,
+) -> Result<Opened, OpenError> {
+    let waiting_ok = waiting_ok && !host.master_stopped();
+    if waiting_ok {
+        if let Some(lent) = host.kill_channel.lend() {
+            return Ok(Opened::lent(lent));
+        }
+        if let Some(warm) = host.standby.take() {
+            return Ok(Opened::waiting(warm));
+        }
+    }
+    let refused = || {
+        host.standby.release_one();
+    };
+    let own = async {
+        let session =
+            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused)
+                .await?;
+        Ok(Opened {
+            permit: None,
+            lease: None,
+            session,
+            fresh: true,
+            opened_at: Instant::now(),
+        })
+    };
+    let kill_channel = async {
+        match waiting_ok {
+            true => Ok(Opened::lent(host.kill_channel.lend_when_free().await)),
+            false => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        opened = own => opened,
+        opened = kill_channel => opened,
+    }
+}
+
 /// Sends a new channel the runner's standby text and waits, until `deadline`, for it to say
 /// it is ready. False when the login shell ended first: the channel then takes the program as
 /// a fresh one, which reports why.
 async fn runner_ready(session: &mut mux::MuxSession, deadline: Instant) -> Result<bool, OpenError> {
-    use tokio::io::AsyncWriteExt;
-    let nonce =
-        crate::session::key::nonce("_sshmcp_").map_err(|e| OpenError::Mux(mux::MuxError::Io(e)))?;
-    let text = super::runner::standby_text(&nonce);
-    let waited = tokio::time::timeout_at(deadline, async {
-        if session.stdin.write_all(text.as_bytes()).await.is_err() {
-            return false;
-        }
-        standby::said(&mut session.stdout, &nonce).await
-    });
-    waited.await.map_err(|_| OpenError::TimedOut)
+    let started = tokio::time::timeout_at(deadline, standby::start_runner(session));
+    match started.await {
+        Ok(started) => started.map_err(|e| OpenError::Mux(mux::MuxError::Io(e))),
+        Err(_) => Err(OpenError::TimedOut),
+    }
 }
 
 /// The answer of a run that could not get a channel within its timeout: nothing ran.
@@ -503,10 +591,12 @@ impl Run<'_> {
         let (host, started, deadline) = (self.host, self.started, self.deadline);
         let Opened {
             permit,
+            lease,
             session,
             fresh,
             opened_at,
         } = opened;
+        let _running = RunningProgram::new(host);
         let mux::MuxSession {
             mut control,
             stdin,
@@ -517,7 +607,10 @@ impl Run<'_> {
         // A program that holds root processes never shares its channel (the shell cannot tell
         // whether they are gone), nor does one whose channel will not be kept: its shell then
         // ends with the program instead of starting the next program's shell for nothing.
-        let keep = permit.is_some() && host.standby.keeps_channels() && !program.kill_as_root;
+        // A kill's channel is kept when it is the kill channel, or the kill channel is wanted.
+        let kept_for_kills = program.control && (lease.is_some() || host.kill_channel.takes_back());
+        let keep = !program.kill_as_root
+            && (permit.is_some() && host.standby.keeps_channels() || kept_for_kills);
         let payload = framing.payload(
             &program.script,
             program.cwd.as_deref(),
@@ -528,7 +621,8 @@ impl Run<'_> {
             pipe: Some(stdin),
             payload: match fresh {
                 true => framing.fresh_text(&payload),
-                false => framing.warm_text(&payload),
+                // A kill does not depend on the login environment: it skips the check.
+                false => framing.warm_text(&payload, !program.control),
             },
             written: 0,
         };
@@ -708,7 +802,7 @@ impl Run<'_> {
         };
         if both_idle(&out, &err)
             && !closed
-            && let (Some(permit), Some(stdin)) = (permit, feed.pipe)
+            && let Some(stdin) = feed.pipe
         {
             let session = mux::MuxSession {
                 control,
@@ -716,7 +810,13 @@ impl Run<'_> {
                 stdout: out.pipe,
                 stderr: err.pipe,
             };
-            Standby::put_back(host, Warm::returned(permit, session, opened_at));
+            match (permit, lease) {
+                (Some(permit), _) => {
+                    Standby::put_back(host, Warm::returned(permit, session, opened_at))
+                }
+                (None, Some(lease)) => lease.give_back(Kept { session, opened_at }),
+                (None, None) => drop(host.kill_channel.adopt(Kept { session, opened_at })),
+            }
         }
         Attempt::Over(outcome)
     }

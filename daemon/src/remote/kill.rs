@@ -112,6 +112,8 @@ pub fn control_program(script: String, as_root: bool, timeout: Duration) -> Prog
         true => {
             let mut p = Program::new(AS_ROOT, timeout, 64);
             p.stdin = Some(script.into_bytes());
+            // It runs root processes: its channel is not kept after it (see `job`).
+            p.kill_as_root = true;
             p
         }
         false => Program::new(script, timeout, 64),

@@ -8,7 +8,8 @@
 //! process group whatever instant that came at (see `job`). The framing that keeps the login
 //! shell's noise out of the streams is in `framing`, the shell each channel keeps running for
 //! program after program in `runner`, the channel slots in `channel`, the channels waiting
-//! for a program in `standby`, the kill in `kill`, the bounded capture in `capture`, the
+//! for a program in `standby`, the kill in `kill`, the channel kept for kills in
+//! `kill_channel`, the bounded capture in `capture`, the
 //! complete copies in `spool` and what a followed run has done so far in `observer`.
 
 pub mod capture;
@@ -16,12 +17,14 @@ pub mod channel;
 pub mod framing;
 mod job;
 pub mod kill;
+pub mod kill_channel;
 pub mod observer;
 pub mod runner;
 pub mod spool;
 pub mod standby;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -46,6 +49,10 @@ pub struct Host {
     pub master: Arc<OnceLock<ProcessId>>,
     /// Channels opened ahead of need (see `standby`).
     pub standby: Arc<standby::Standby>,
+    /// The channel kept for kills once channels are shared (see `kill_channel`).
+    pub kill_channel: Arc<kill_channel::KillChannel>,
+    /// Runs whose program has a channel now (kills included).
+    pub running: Arc<AtomicUsize>,
 }
 
 impl Host {
@@ -58,7 +65,20 @@ impl Host {
             active: Arc::new(watch::channel(0).0),
             master: Arc::new(OnceLock::new()),
             standby: Arc::new(standby::Standby::new(standby_channels)),
+            kill_channel: Arc::default(),
+            running: Arc::default(),
         }
+    }
+
+    /// Whether a slot of the session is held by more than a waiting standby channel: by a
+    /// run (running, or opening its channel) or a transfer.
+    pub fn channels_shared(&self) -> bool {
+        channel::CHANNEL_SLOTS - self.slots.available_permits() > self.standby.waiting()
+    }
+
+    /// Whether no run's program has a channel now.
+    pub fn nothing_running(&self) -> bool {
+        self.running.load(Ordering::Acquire) == 0
     }
 
     /// Whether the master is known and confirmed gone (exited, or its pid now belongs to

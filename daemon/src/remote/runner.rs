@@ -212,15 +212,24 @@ static WARM_CHECK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
-/// The text for a channel that waited: the check of its login files (when one changed, the
-/// stale marker on stdout, and nothing runs), then `payload` in a here-document delimited by
-/// `feed_nonce`, sourced once whole. The shell reads it to the here-document's end, so a
-/// syntax error ends it at once instead of leaving it waiting for more on the channel's
-/// stdin, and nothing runs until the last line (which the `if` makes one command) is whole.
-pub fn warm_text(payload: &[u8], out_nonce: &str, feed_nonce: &str) -> Vec<u8> {
-    let mut text = WARM_CHECK.as_bytes().to_vec();
-    text.extend_from_slice(out_nonce.as_bytes());
-    text.extend_from_slice(b"; exit 0; fi; unset _sshmcp_t _sshmcp_x _sshmcp_f\n");
+/// The text for a channel that waited: when `check_login_files`, the check of its login
+/// files (when one changed, the stale marker on stdout, and nothing runs), then `payload` in a
+/// here-document delimited by `feed_nonce`, sourced once whole. The shell reads it to the
+/// here-document's end, so a syntax error ends it at once instead of leaving it waiting for
+/// more on the channel's stdin, and nothing runs until the last line (which the `if` makes
+/// one command) is whole.
+pub fn warm_text(
+    payload: &[u8],
+    out_nonce: &str,
+    feed_nonce: &str,
+    check_login_files: bool,
+) -> Vec<u8> {
+    let mut text = Vec::new();
+    if check_login_files {
+        text.extend_from_slice(WARM_CHECK.as_bytes());
+        text.extend_from_slice(out_nonce.as_bytes());
+        text.extend_from_slice(b"; exit 0; fi; unset _sshmcp_t _sshmcp_x _sshmcp_f\n");
+    }
     text.extend_from_slice(format!("exec 3<<'{feed_nonce}'\n").as_bytes());
     text.extend_from_slice(payload);
     let source = super::framing::SOURCE_FD3;

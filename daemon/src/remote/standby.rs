@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use super::Host;
 use super::framing::BOOTSTRAP;
 use super::framing::MarkerScan;
+use super::kill_channel::Kept;
 use super::runner;
 use crate::mux::{self, MuxSession};
 
@@ -37,7 +38,7 @@ use crate::mux::{self, MuxSession};
 const MAX_AGE: Duration = Duration::from_secs(60);
 /// How long a channel opened ahead of need may take to start its runner (its login shell
 /// reads the startup files first).
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a channel beyond the target may wait for a program before it closes.
 const IDLE_TRIM: Duration = Duration::from_secs(5);
 
@@ -117,10 +118,7 @@ impl Standby {
     /// written on its streams while it waited (a process that left the last program's group
     /// still holds them).
     fn fresh(warm: &Warm) -> bool {
-        warm.opened_at.elapsed() < MAX_AGE
-            && warm.session.control.is_quiet()
-            && silent(&warm.session.stdout)
-            && silent(&warm.session.stderr)
+        warm.opened_at.elapsed() < MAX_AGE && usable(&warm.session)
     }
 
     /// A usable waiting channel, the latest idle first, if one is ready; old or ended ones are
@@ -157,9 +155,14 @@ impl Standby {
     }
 
     /// Gives one standby channel back (its slot, and its sshd session): a channel open was
-    /// refused, so the server allows fewer sessions than the slots.
-    pub fn release_one(&self) {
-        drop(self.ready().channels.pop_back());
+    /// refused, so the server allows fewer sessions than the slots. False when none waited.
+    pub fn release_one(&self) -> bool {
+        self.ready().channels.pop_back().is_some()
+    }
+
+    /// How many channels wait now.
+    pub fn waiting(&self) -> usize {
+        self.ready().channels.len()
     }
 
     /// Whether channels are kept for later commands at all (a target above 0).
@@ -180,6 +183,10 @@ impl Standby {
     /// Keeps a channel that ran a program and waits for the next one; closes it when the
     /// session keeps none (closed, or a target of 0).
     pub fn put_back(host: &Host, warm: Warm) {
+        // A wanted kill channel comes first: it is what lets a kill run on a full server.
+        let Some(warm) = adopted(host, warm) else {
+            return;
+        };
         let standby = &host.standby;
         let mut ready = standby.ready();
         // A command waiting for a slot gets this one's (it opens its own channel): waiting
@@ -204,6 +211,31 @@ impl Standby {
         ready.closed = true;
         ready.channels.clear();
     }
+}
+
+/// Hands `warm` to the kill channel when one is wanted (its slot goes free: the kill channel
+/// holds none); otherwise gives it back.
+fn adopted(host: &Host, warm: Warm) -> Option<Warm> {
+    let Warm {
+        permit,
+        session,
+        opened_at,
+        idle_since,
+    } = warm;
+    let kept = host.kill_channel.adopt(Kept { session, opened_at })?;
+    Some(Warm {
+        permit,
+        session: kept.session,
+        opened_at,
+        idle_since,
+    })
+}
+
+/// Whether a waiting channel may take a program: its master has said nothing about it (it
+/// has not ended), and nothing was written on its streams while it waited (a process that
+/// left the last program's group still holds them).
+pub fn usable(session: &MuxSession) -> bool {
+    session.control.is_quiet() && silent(&session.stdout) && silent(&session.stderr)
 }
 
 /// Whether nothing can be read from a waiting channel's stream: no bytes, no end. Reads one
@@ -253,6 +285,18 @@ pub(super) async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &
     true
 }
 
+/// Sends a new channel the runner's standby text and waits for the runner to say it has read
+/// it whole (see `runner`). False when the login shell ended first.
+pub async fn start_runner(session: &mut MuxSession) -> std::io::Result<bool> {
+    use tokio::io::AsyncWriteExt;
+    let ready = crate::session::key::nonce("_sshmcp_")?;
+    let text = runner::standby_text(&ready);
+    if session.stdin.write_all(text.as_bytes()).await.is_err() {
+        return Ok(false);
+    }
+    Ok(said(&mut session.stdout, &ready).await)
+}
+
 /// Tops the session's standby channels up to their target in the background.
 pub fn refill(host: &Host) {
     let host = host.clone();
@@ -282,21 +326,13 @@ pub async fn fill(host: &Host) {
             mux::open_session(&host.control_path, BOOTSTRAP),
         )
         .await;
-        let Ok(Ok(session)) = opened else {
+        let Ok(Ok(mut session)) = opened else {
             break;
         };
         // The runner goes at once, so it dates the login files now and has a program's shell
-        // waiting; a fresh pipe holds it whole. The channel is ready once the runner says so.
-        let Ok(ready) = crate::session::key::nonce("_sshmcp_") else {
-            break;
-        };
-        let text = runner::standby_text(&ready);
-        if !matches!(session.stdin.try_write(text.as_bytes()), Ok(n) if n == text.len()) {
-            break;
-        }
-        let mut session = session;
-        let said_ready = tokio::time::timeout(READY_TIMEOUT, said(&mut session.stdout, &ready));
-        if !matches!(said_ready.await, Ok(true)) {
+        // waiting. The channel is ready once the runner says so.
+        let said_ready = tokio::time::timeout(READY_TIMEOUT, start_runner(&mut session));
+        if !matches!(said_ready.await, Ok(Ok(true))) {
             break;
         }
         let now = Instant::now();
@@ -305,6 +341,9 @@ pub async fn fill(host: &Host) {
             session,
             opened_at: now,
             idle_since: now,
+        };
+        let Some(warm) = adopted(host, warm) else {
+            continue;
         };
         let mut ready = standby.ready();
         // A run that began opening its own channel meanwhile gets the slot, and a closed

@@ -1,0 +1,215 @@
+//! The channel a session keeps for kills once its channels are shared. sshd allows each
+//! connection `MaxSessions` sessions (10 by default, as few as 1 on some servers), and a
+//! command holds its channel until its processes are gone: commands side by side can hold
+//! every session the server allows, and the kill a timeout needs would then find none. So as
+//! soon as a run needs a channel while another channel is in use, the session opens one more
+//! first and keeps it, with its runner waiting (see `runner`), for kills only.
+//!
+//! The rules:
+//! - It is opened before the run that asked for it takes a channel, so on a full server the
+//!   run waits in the queue, never the kill. A refused open gives back a waiting standby
+//!   channel and tries again for `OPEN_WINDOW`; when the server still has no session free, the
+//!   next channel a run leaves idle becomes it.
+//! - Only kills take it; one that finds it lent waits for it while it opens a channel of its
+//!   own, and takes whichever comes first. It is never dated out: a kill does not depend on
+//!   the login environment, so its program skips the check of the login files.
+//! - On a server allowing one session, it would keep every command out: a command refused
+//!   while no other run holds a channel makes it close, and it is opened again only when
+//!   channels are shared again.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::Host;
+use super::channel;
+use super::framing::BOOTSTRAP;
+use super::standby;
+use crate::mux::MuxSession;
+
+/// How long an open of the kill channel may retry refusals, giving back standby channels.
+const OPEN_WINDOW: Duration = Duration::from_secs(1);
+
+/// The kill channel's open channel and when its login shell started.
+pub struct Kept {
+    pub session: MuxSession,
+    pub opened_at: Instant,
+}
+
+/// Where the session's kill channel stands.
+enum State {
+    /// Not needed: the session's channels have not been shared since it was closed (or ever).
+    Unneeded,
+    /// Needed, but the server had no session free: the next channel left idle becomes it.
+    Wanted,
+    /// Being opened: runs that asked for it wait.
+    Opening,
+    /// Open, its runner starting: it holds its sshd session.
+    Starting,
+    /// Waiting for a kill.
+    Waiting(Kept),
+    /// Running a kill.
+    Lent,
+}
+
+/// A session's kill channel.
+pub struct KillChannel {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl Default for KillChannel {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(State::Unneeded),
+            changed: Notify::new(),
+        }
+    }
+}
+
+/// A kill's hold on the kill channel. Dropped without [`give_back`](Lease::give_back) (the
+/// channel ended, or its program did not leave it idle), the channel is wanted again.
+pub struct Lease(Arc<KillChannel>);
+
+impl Lease {
+    /// Returns the channel, idle again, for the next kill.
+    pub fn give_back(self, kept: Kept) {
+        self.0.set(State::Waiting(kept));
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        if matches!(*state, State::Lent) {
+            *state = State::Wanted;
+            drop(state);
+            self.0.changed.notify_waiters();
+        }
+    }
+}
+
+impl KillChannel {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn set(&self, new: State) {
+        *self.state() = new;
+        self.changed.notify_waiters();
+    }
+
+    /// Makes sure the kill channel holds its session before a run takes one beside a channel
+    /// in use: opens it when it is not needed yet, and waits (until `deadline`) while it opens.
+    pub async fn ensure(host: &Host, deadline: Instant) {
+        let this = &host.kill_channel;
+        loop {
+            let changed = this.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut state = this.state();
+                match *state {
+                    State::Unneeded => {
+                        *state = State::Opening;
+                        let host = host.clone();
+                        tokio::spawn(async move { open(&host).await });
+                    }
+                    State::Opening => {}
+                    _ => return,
+                }
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The kill channel for a kill, if it waits and is still usable (a channel that ended is
+    /// let go, and wanted again).
+    pub fn lend(self: &Arc<Self>) -> Option<(Lease, Kept)> {
+        let mut state = self.state();
+        let kept = match std::mem::replace(&mut *state, State::Lent) {
+            State::Waiting(kept) => kept,
+            other => {
+                *state = other;
+                return None;
+            }
+        };
+        let lease = Lease(self.clone());
+        if standby::usable(&kept.session) {
+            return Some((lease, kept));
+        }
+        drop(state);
+        drop(lease);
+        None
+    }
+
+    /// Like [`lend`](Self::lend), but waits while the channel is lent, opening or starting;
+    /// never answers when there is none.
+    pub async fn lend_when_free(self: &Arc<Self>) -> (Lease, Kept) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(lent) = self.lend() {
+                return lent;
+            }
+            changed.await;
+        }
+    }
+
+    /// Whether a channel given back now would be kept (lent, or wanted).
+    pub fn takes_back(&self) -> bool {
+        matches!(*self.state(), State::Wanted | State::Lent)
+    }
+
+    /// Keeps `kept` as the kill channel when one is wanted; otherwise hands it back.
+    pub fn adopt(&self, kept: Kept) -> Option<Kept> {
+        let mut state = self.state();
+        if !matches!(*state, State::Wanted) {
+            return Some(kept);
+        }
+        *state = State::Waiting(kept);
+        drop(state);
+        self.changed.notify_waiters();
+        None
+    }
+
+    /// Closes a waiting kill channel for a command the server refused while no other run
+    /// held a channel: the server allows one session, which the kill channel must not keep.
+    pub fn yield_to_command(&self) {
+        let mut state = self.state();
+        if matches!(*state, State::Waiting(_)) {
+            tracing::debug!("the server allows one session: the kill channel gives it up");
+            *state = State::Unneeded;
+        }
+    }
+}
+
+/// Opens the kill channel and starts its runner; on failure it is wanted from the next idle
+/// channel.
+async fn open(host: &Host) {
+    let this = &host.kill_channel;
+    let deadline = Instant::now() + OPEN_WINDOW;
+    let refused = || {
+        host.standby.release_one();
+    };
+    let opened = channel::open_with_retry(&host.control_path, BOOTSTRAP, deadline, refused).await;
+    let Ok(mut session) = opened else {
+        tracing::debug!("no session free for the kill channel yet");
+        return this.set(State::Wanted);
+    };
+    let opened_at = Instant::now();
+    this.set(State::Starting);
+    let ready =
+        tokio::time::timeout(standby::READY_TIMEOUT, standby::start_runner(&mut session)).await;
+    match ready {
+        Ok(Ok(true)) => this.set(State::Waiting(Kept { session, opened_at })),
+        _ => this.set(State::Wanted),
+    }
+}

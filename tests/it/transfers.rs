@@ -645,6 +645,40 @@ async fn a_64_mib_upload_arrives_verified_and_replaces_only_with_overwrite() {
     mcp.close().await;
 }
 
+/// On a server allowing two sessions, one held by a running command: an upload waits for a
+/// session instead of failing on sshd's refusal, and arrives whole.
+#[tokio::test]
+async fn an_upload_beside_a_command_on_a_server_with_two_sessions_arrives() {
+    let opts = sshmcp_tests::SshdOptions {
+        max_sessions: 2,
+        ..sshmcp_tests::SshdOptions::default()
+    };
+    let env = sshmcp_tests::TestEnv::with(&opts, &[]);
+    let mcp = env.mcp().await;
+    let s = crate::connect(&mcp).await;
+    let dir = fresh_dir(&mcp, &s, "up2").await;
+    let local = env.local_root.join("up2/small.bin");
+    random_file(&local, 1 << 20);
+    let secs = unique_sleep(2);
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {secs}")});
+    let running = mcp.start_call("exec", args).await.1;
+    let busy = |row: &Value| row["active_commands"] == 1;
+    assert!(crate::first_session_until(&mcp, busy).await);
+    let remote = format!("{dir}/small.bin");
+    let done = upload(
+        &mcp,
+        &s,
+        json!({"local_path": "up2/small.bin", "remote_path": remote}),
+    )
+    .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["sha256"], local_sha256(&local), "{done}");
+    assert!(env.daemon_log_shows("sshd refused rsync's channel; trying again"));
+    assert_eq!(sshmcp_tests::mcp::answer(running).await["exit_code"], 0);
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
 /// Starts an upload of a fresh 1 GiB local file (pseudo-random with `random`, else sparse)
 /// into a fresh remote directory and waits until rsync's first bytes went; returns the
 /// directory and the answer.

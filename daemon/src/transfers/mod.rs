@@ -34,6 +34,10 @@ use crate::session::record::{TransferEntry, from_unix_ms, unix_ms};
 const HISTORY_LEN: usize = 100;
 /// How long a transfer waits for one of the session's channels.
 const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The first pause before rsync tries again a channel sshd refused; it doubles up to
+/// `REFUSED_PAUSE_MAX` (each try starts rsync and ssh anew).
+const REFUSED_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+const REFUSED_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(500);
 /// How long a handover waits for each copy it stopped to stop writing.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// How long a master whose copy ended badly may take to show as exited.
@@ -603,15 +607,36 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     let marker = crate::session::key::nonce("sshmcp-rsync-")
         .map_err(|e| failed(DaemonError::internal(format!("no randomness: {e}"))))?;
     let began = Instant::now();
-    let copied = rsync::copy(
-        &session.host.control_path,
-        server,
-        &marker,
-        ends,
-        (&op.bytes, op.total),
-        &op.cancel,
-    )
-    .await;
+    let give_up = began + SLOT_WAIT;
+    let mut pause = REFUSED_PAUSE;
+    let copied = loop {
+        let copied = rsync::copy(
+            &session.host.control_path,
+            server,
+            &marker,
+            ends,
+            (&op.bytes, op.total),
+            &op.cancel,
+        )
+        .await;
+        if !matches!(copied, Err(rsync::Failure::Refused)) || Instant::now() + pause >= give_up {
+            break copied;
+        }
+        // The server allows fewer sessions than the slots: a waiting channel gives its
+        // session back, and the copy waits for one as a command does.
+        tracing::debug!(
+            "transfer {}: sshd refused rsync's channel; trying again",
+            op.id
+        );
+        session.host.standby.release_one();
+        op.set_state(TransferState::Queued);
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = op.cancel.cancelled() => return Err(cancelled()),
+        }
+        op.set_state(TransferState::Running);
+        pause = (pause * 2).min(REFUSED_PAUSE_MAX);
+    };
     drop(slot);
     let reused = match copied {
         Ok(reused) => reused,
@@ -622,6 +647,13 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
                 tracing::warn!("transfer {}: {}", op.id, e.message);
             }
             return Err(cancelled());
+        }
+        Err(rsync::Failure::Refused) => {
+            return Err(failed(DaemonError::new(
+                ErrorCode::TransferFailed,
+                "no session of the server came free in time (sshd refused rsync's channel: \
+                 running commands hold every session it allows)",
+            )));
         }
         Err(rsync::Failure::Exited(code, said)) => {
             return Err(failed(exit_error(session, code, &said).await));

@@ -18,6 +18,9 @@ use tokio_util::sync::CancellationToken;
 /// Why a copy did not finish.
 pub enum Failure {
     Cancelled,
+    /// sshd refused rsync's channel (the server allows fewer sessions than the session's
+    /// slots): nothing reached the host.
+    Refused,
     /// rsync exited with this status (or was ended by a signal: -1), and the last line it
     /// wrote on stderr.
     Exited(i32, String),
@@ -25,6 +28,7 @@ pub enum Failure {
 }
 
 /// The two ends of one copy.
+#[derive(Clone, Copy)]
 pub enum Ends<'a> {
     /// A remote file into a local partial file.
     Download { remote: &'a [u8], partial: &'a Path },
@@ -219,6 +223,7 @@ pub async fn copy(
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let (mut out, mut err) = (Lines::default(), Lines::default());
+    let mut refused = false;
     let (mut out_buf, mut err_buf) = (vec![0u8; 4096], vec![0u8; 4096]);
     let mut sent = total;
     let (mut out_open, mut err_open) = (true, true);
@@ -235,7 +240,7 @@ pub async fn copy(
                 _ => out_open = false,
             },
             read = stderr.read(&mut err_buf), if err_open => match read {
-                Ok(n @ 1..) => err.feed(&err_buf[..n], |_| {}),
+                Ok(n @ 1..) => err.feed(&err_buf[..n], |line| refused |= is_refusal(line)),
                 _ => err_open = false,
             },
             // Only after its output ended: the statistics come last, and an exit seen first
@@ -246,6 +251,7 @@ pub async fn copy(
                         bytes.store(total, Ordering::Relaxed);
                         Ok(total.saturating_sub(sent))
                     }
+                    Ok(s) if refused && s.code() == Some(SSH_FAILED) => Err(Failure::Refused),
                     Ok(s) => Err(Failure::Exited(s.code().unwrap_or(-1), err.last_said())),
                     Err(e) => Err(Failure::Start(e)),
                 };
@@ -259,6 +265,16 @@ pub async fn copy(
             }
         }
     }
+}
+
+/// rsync's status when its remote shell (ssh) failed.
+const SSH_FAILED: i32 = 255;
+
+/// Whether a line of ssh's is the mux client's report of a session the master could not open
+/// because sshd refused the channel (OpenSSH's words in `mux.c`).
+fn is_refusal(line: &[u8]) -> bool {
+    const WORDS: &[u8] = b"session request failed: Session open refused by peer";
+    line.windows(WORDS.len()).any(|w| w == WORDS)
 }
 
 /// Lines of one of rsync's streams (`\r` ends a progress line), each at most `LINE_MAX`
@@ -307,7 +323,7 @@ pub fn exit_meaning(code: i32) -> String {
         12 => "its data stream broke",
         23 | 24 => "the file could not be copied whole",
         30 => "a timeout",
-        255 => "its ssh failed",
+        SSH_FAILED => "its ssh failed",
         _ => "an error",
     };
     format!("exit status {code}: {why}")
@@ -351,6 +367,19 @@ mod tests {
         );
         assert_eq!(progress_bytes(b"sending incremental file list"), None);
         assert_eq!(progress_bytes(b""), None);
+    }
+
+    #[test]
+    fn only_the_mux_clients_refusal_is_a_refusal() {
+        let said =
+            b"mux_client_request_session: session request failed: Session open refused by peer";
+        assert!(is_refusal(said));
+        assert!(!is_refusal(
+            b"mux_client_request_session: session request failed: boom"
+        ));
+        assert!(!is_refusal(
+            b"rsync error: unexplained error (code 255) at io.c(285)"
+        ));
     }
 
     #[test]

@@ -2,15 +2,21 @@
 
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
-use sshmcp_tests::TestEnv;
 use sshmcp_tests::mcp::session_of;
+use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::users::{SudoRule, sudo_user};
+use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::code;
 
 /// A world whose `sudoer` alias logs in as `user`, connected.
 async fn as_user(user: &str) -> (TestEnv, McpClient, (String, String)) {
-    let env = TestEnv::new();
+    as_user_with(user, &SshdOptions::default()).await
+}
+
+/// Like [`as_user`], with sshd options.
+async fn as_user_with(user: &str, opts: &SshdOptions) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::with(opts, &[]);
     env.sshd.add_host_block(&format!(
         "Host sudoer\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
         env.sshd.port
@@ -184,4 +190,80 @@ async fn a_handed_off_root_command_is_killed_as_root() {
                        "command": format!("pgrep -f 'sleep {left}' || echo none")});
     assert_eq!(mcp.call("exec", probe).await["stdout"]["data"], "none\n");
     mcp.close().await;
+}
+
+/// On a server allowing three sessions, root commands side by side: a root kill ends the
+/// channel it ran on (a channel that ran root processes is not kept), so the channel kept for
+/// kills is had again before the next command takes a session, and every timeout still kills.
+#[tokio::test]
+async fn root_commands_filling_a_server_with_few_sessions_are_all_killed() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let opts = SshdOptions {
+        max_sessions: 3,
+        ..SshdOptions::default()
+    };
+    let (env, mcp, s) = as_user_with(&user, &opts).await;
+    let (watcher, w) = crate::connect_watcher(&env).await;
+    let secs = unique_sleep(301);
+    let call = |timeout: u64| {
+        json!({"session_id": s.0, "session_key": s.1, "timeout": timeout,
+               "command": format!("sleep {secs}")})
+    };
+    let sleeping =
+        |n: u32| format!("[ \"$(pgrep -fc 'sleep {secs}')\" = {n} ] && echo yes || echo no");
+    let a = mcp.start_call("sudo_exec", call(2)).await.1;
+    let b = mcp.start_call("sudo_exec", call(10)).await.1;
+    assert!(crate::remote_until(&watcher, &w, &sleeping(2), "yes\n").await);
+    // The third waits for a session: the server's third is the kill channel's.
+    let c = mcp.start_call("sudo_exec", call(12)).await.1;
+    let three = |row: &Value| row["active_commands"] == 3;
+    assert!(crate::first_session_until(&mcp, three).await);
+    let a = sshmcp_tests::mcp::answer(a).await;
+    assert_eq!(
+        (&a["timed_out"], &a["signal"]),
+        (&json!(true), &json!("TERM")),
+        "{a}"
+    );
+    let d = mcp.start_call("sudo_exec", call(12)).await.1;
+    assert!(crate::first_session_until(&mcp, three).await);
+    let b = sshmcp_tests::mcp::answer(b).await;
+    assert_eq!(
+        (&b["timed_out"], &b["signal"]),
+        (&json!(true), &json!("TERM")),
+        "{b}"
+    );
+    for rx in [c, d] {
+        let r = sshmcp_tests::mcp::answer(rx).await;
+        assert_eq!(r["timed_out"], true, "{r}");
+        assert!(r["signal"] == "TERM" || r["signal"].is_null(), "{r}");
+    }
+    assert!(crate::remote_until(&watcher, &w, &sleeping(0), "yes\n").await);
+    watcher.close().await;
+    mcp.close().await;
+}
+
+/// Commands one after the other, root ones included (whose channels close after them), open
+/// no channel for kills, on a server allowing one session as on one allowing ten.
+#[tokio::test]
+async fn commands_one_after_the_other_keep_no_channel_for_kills() {
+    let user = sudo_user(SudoRule::NoPassword);
+    for max_sessions in [1, 10] {
+        let opts = SshdOptions {
+            max_sessions,
+            ..SshdOptions::default()
+        };
+        let (env, mcp, s) = as_user_with(&user, &opts).await;
+        for _ in 0..5 {
+            let r = sudo(&mcp, &s, "true", json!({})).await;
+            assert_eq!(r["exit_code"], 0, "{r}");
+            let r = crate::exec(&mcp, &s, "true", json!({})).await;
+            assert_eq!(r["exit_code"], 0, "{r}");
+        }
+        assert!(
+            !env.daemon_log()
+                .contains("opening the channel kept for kills"),
+            "MaxSessions {max_sessions}"
+        );
+        mcp.close().await;
+    }
 }

@@ -645,12 +645,14 @@ async fn a_64_mib_upload_arrives_verified_and_replaces_only_with_overwrite() {
     mcp.close().await;
 }
 
-/// On a server allowing two sessions, one held by a running command: an upload waits for a
-/// session instead of failing on sshd's refusal, and arrives whole.
+/// On a server allowing three sessions, held by a running command, the channel kept for
+/// kills and the channel the upload's checks left waiting: sshd refuses rsync's channel, and
+/// the upload tries again (the waiting channel gives its session back) instead of failing,
+/// and arrives whole.
 #[tokio::test]
-async fn an_upload_beside_a_command_on_a_server_with_two_sessions_arrives() {
+async fn an_upload_beside_a_command_on_a_server_with_three_sessions_arrives() {
     let opts = sshmcp_tests::SshdOptions {
-        max_sessions: 2,
+        max_sessions: 3,
         ..sshmcp_tests::SshdOptions::default()
     };
     let env = sshmcp_tests::TestEnv::with(&opts, &[]);

@@ -29,7 +29,7 @@ use super::capture::Capture;
 use super::channel::{self, OpenError};
 use super::framing::{self, Framing, MarkerScan, Markers};
 use super::kill::{self, KILL_BUDGET, Killed};
-use super::kill_channel::{Kept, KillChannel, Lease};
+use super::kill_channel::{self, Kept, KillChannel, Lease};
 use super::observer::{self, Observer};
 use super::runner::{After, End, LineScan};
 use super::spool::{Spool, Spooled};
@@ -61,7 +61,19 @@ const BULK_READ_BYTES: usize = 64 * 1024;
 /// An output pipe's size once its command prints in bulk: 4 times Linux's default.
 const BULK_PIPE_BYTES: i32 = 256 * 1024;
 
-type Answer = oneshot::Sender<Result<ExecResult, RunError>>;
+/// Where a run's result goes, counting the run as unanswered (see `Host::pending`) until it
+/// is sent or dropped.
+struct Answer {
+    tx: oneshot::Sender<Result<ExecResult, RunError>>,
+    _pending: Option<super::Counted>,
+}
+
+impl Answer {
+    /// Sends the result; a caller that went away no longer wants it.
+    fn send(self, result: Result<ExecResult, RunError>) {
+        let _ = self.tx.send(result);
+    }
+}
 
 /// Why a run is being stopped before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,34 +297,26 @@ impl Stopping {
 
 /// Runs `program` on `host`; sends the result on `answer` as soon as it is known, then
 /// finishes the run's business (a kill, a channel still closing) before returning.
-pub(super) async fn drive(host: Host, program: Program, stop: CancellationToken, answer: Answer) {
+pub(super) async fn drive(
+    host: Host,
+    program: Program,
+    stop: CancellationToken,
+    answer: oneshot::Sender<Result<ExecResult, RunError>>,
+) {
     let active = (!program.control).then(|| ActiveRun::new(&host));
-    let mut answer = Some(answer);
+    let pending = (!program.control).then(|| super::Counted::new(&host.pending));
+    let mut answer = Some(Answer {
+        tx: answer,
+        _pending: pending,
+    });
     let outcome = run(&host, program, &stop, &mut answer).await;
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
-        let _ = answer.send(outcome);
+        answer.send(outcome);
     }
     // The run is over: its slot may be free again to ready a channel for the next command.
     if active.is_some() {
         drop(active);
         standby::refill(&host);
-    }
-}
-
-/// Counts a run's program as having a channel for as long as it lives.
-struct RunningProgram(std::sync::Arc<std::sync::atomic::AtomicUsize>);
-
-impl RunningProgram {
-    fn new(host: &Host) -> Self {
-        host.running
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Self(host.running.clone())
-    }
-}
-
-impl Drop for RunningProgram {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -451,9 +455,10 @@ async fn open(
     if program.control {
         return open_for_kill(host, deadline, waiting_ok).await;
     }
-    // Before a run takes a channel beside one in use, the kill channel holds its session: on
+    // Before a run takes a channel beside other work, the kill channel holds its session: on
     // a server whose sessions the commands could fill, the run then waits, not its kill.
-    if host.channels_shared() {
+    let beside = host.work_beside(1, 0);
+    if beside {
         KillChannel::ensure(host, deadline).await;
     }
     // A waiting channel only needs the program text. Not while the master is stopped: the
@@ -467,16 +472,23 @@ async fn open(
     }
     let _opening = host.standby.opening();
     let permit = channel::acquire_slot(&host.slots, deadline).await?;
-    // A refusal means sshd allows fewer sessions than our slots: a waiting channel gives its
-    // session back, and when none waits and no run holds a channel, the kill channel holds
-    // the only session the server allows.
-    let refused = || {
-        if !host.standby.release_one() && host.nothing_running() {
-            host.kill_channel.yield_to_command();
+    // A refusal means sshd allows fewer sessions than our slots (see `kill_channel`).
+    let first_refusal = std::sync::OnceLock::new();
+    let refused = || kill_channel::refused(host, &first_refusal, 0);
+    // A channel that came free after a wait goes to the kill channel first when it is wanted
+    // (its open was refused): the run waits on, not a kill.
+    let mut session = loop {
+        let session =
+            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused)
+                .await?;
+        match beside {
+            true => match host.kill_channel.claim(host, session) {
+                Some(session) => break session,
+                None => continue,
+            },
+            false => break session,
         }
     };
-    let mut session =
-        channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused).await?;
     let opened_at = Instant::now();
     // Until the runner is ready only its own text went out: dropping this future (a stop)
     // closes the channel with nothing of the program sent.
@@ -596,7 +608,7 @@ impl Run<'_> {
             fresh,
             opened_at,
         } = opened;
-        let _running = RunningProgram::new(host);
+        let _running = super::Counted::new(&host.running);
         let mux::MuxSession {
             mut control,
             stdin,
@@ -698,7 +710,7 @@ impl Run<'_> {
                 // The complete copy asked for cannot be kept: the run is abandoned and ended.
                 drop_spools(&mut out, &mut err);
                 if let Some(a) = answer.take() {
-                    let _ = a.send(Err(failure));
+                    a.send(Err(failure));
                 }
                 if stopping.is_none() {
                     stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
@@ -709,7 +721,7 @@ impl Run<'_> {
             if answer.is_some() && stopping.is_none() && program_done && !idle {
                 let result = complete(host, &mut out, &mut err, exit_status, started).await;
                 if let Some(a) = answer.take() {
-                    let _ = a.send(result);
+                    a.send(result);
                 }
             }
             if let Some(stop) = stopping.as_mut() {
@@ -725,7 +737,7 @@ impl Run<'_> {
                 {
                     let result = stopped_result(stop, started, &mut out, &mut err);
                     if let Some(a) = answer.take() {
-                        let _ = a.send(result);
+                        a.send(result);
                     }
                 }
             }

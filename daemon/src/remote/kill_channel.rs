@@ -8,16 +8,18 @@
 //! The rules:
 //! - It is opened before the run that asked for it takes a channel, so on a full server the
 //!   run waits in the queue, never the kill. A refused open gives back a waiting standby
-//!   channel and tries again for `OPEN_WINDOW`; when the server still has no session free, the
-//!   next channel a run leaves idle becomes it.
+//!   channel and tries again for `OPEN_WINDOW`. When the server still has no session free (or
+//!   the channel ended: a root kill's channel is not kept), it is wanted: the next run that
+//!   asks opens it again, and the first channel a waiting run gets, or a run leaves idle,
+//!   becomes it.
 //! - Only kills take it; one that finds it lent waits for it while it opens a channel of its
 //!   own, and takes whichever comes first. It is never dated out: a kill does not depend on
 //!   the login environment, so its program skips the check of the login files.
 //! - On a server allowing one session, it would keep every command out: a command refused
-//!   while no other run holds a channel makes it close, and it is opened again only when
-//!   channels are shared again.
+//!   for `YIELD_AFTER` while no other run holds a channel makes it close, and it is opened
+//!   again only when channels are shared again.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -31,6 +33,10 @@ use crate::mux::MuxSession;
 
 /// How long an open of the kill channel may retry refusals, giving back standby channels.
 const OPEN_WINDOW: Duration = Duration::from_secs(1);
+/// How long a command's refusals must go on, no run holding a channel, before the kill
+/// channel gives its session up: sshd frees the session of a channel that just closed only a
+/// little later, and refuses until then.
+const YIELD_AFTER: Duration = Duration::from_millis(250);
 
 /// The kill channel's open channel and when its login shell started.
 pub struct Kept {
@@ -42,7 +48,7 @@ pub struct Kept {
 enum State {
     /// Not needed: the session's channels have not been shared since it was closed (or ever).
     Unneeded,
-    /// Needed, but the server had no session free: the next channel left idle becomes it.
+    /// Needed, but the server had no session free, or it ended.
     Wanted,
     /// Being opened: runs that asked for it wait.
     Opening,
@@ -103,8 +109,8 @@ impl KillChannel {
         self.changed.notify_waiters();
     }
 
-    /// Makes sure the kill channel holds its session before a run takes one beside a channel
-    /// in use: opens it when it is not needed yet, and waits (until `deadline`) while it opens.
+    /// Makes sure the kill channel holds its session before a run takes one beside other
+    /// work: opens it when there is none, and waits (until `deadline`) while it opens.
     pub async fn ensure(host: &Host, deadline: Instant) {
         let this = &host.kill_channel;
         loop {
@@ -114,7 +120,8 @@ impl KillChannel {
             {
                 let mut state = this.state();
                 match *state {
-                    State::Unneeded => {
+                    State::Unneeded | State::Wanted => {
+                        tracing::debug!("opening the channel kept for kills");
                         *state = State::Opening;
                         let host = host.clone();
                         tokio::spawn(async move { open(&host).await });
@@ -180,14 +187,46 @@ impl KillChannel {
         None
     }
 
-    /// Closes a waiting kill channel for a command the server refused while no other run
-    /// held a channel: the server allows one session, which the kill channel must not keep.
+    /// Takes `session`, a channel a run just got after a wait, when the kill channel is
+    /// wanted: its runner starts in the background. Otherwise hands it back.
+    pub fn claim(&self, host: &Host, session: MuxSession) -> Option<MuxSession> {
+        let mut state = self.state();
+        if !matches!(*state, State::Wanted) {
+            return Some(session);
+        }
+        *state = State::Starting;
+        drop(state);
+        self.changed.notify_waiters();
+        let host = host.clone();
+        tokio::spawn(async move { start(&host, session).await });
+        None
+    }
+
+    /// Closes the kill channel, waiting or starting, for a command the server refused while
+    /// no other work held a channel: the server allows one session, which the kill channel
+    /// must not keep.
     pub fn yield_to_command(&self) {
         let mut state = self.state();
-        if matches!(*state, State::Waiting(_)) {
+        if matches!(*state, State::Waiting(_) | State::Starting) {
             tracing::debug!("the server allows one session: the kill channel gives it up");
             *state = State::Unneeded;
+            drop(state);
+            self.changed.notify_waiters();
         }
+    }
+}
+
+/// What a refused channel open does: a waiting standby channel gives its session back. When
+/// none waits, and refusals have gone on since `first_refusal` for `YIELD_AFTER` while no
+/// work but the caller's `own_copies` holds a channel, the kill channel holds the only session
+/// the server allows, and gives it up.
+pub fn refused(host: &Host, first_refusal: &OnceLock<Instant>, own_copies: usize) {
+    if host.standby.release_one() {
+        return;
+    }
+    let since = first_refusal.get_or_init(Instant::now);
+    if host.nothing_running(own_copies) && since.elapsed() >= YIELD_AFTER {
+        host.kill_channel.yield_to_command();
     }
 }
 
@@ -200,16 +239,42 @@ async fn open(host: &Host) {
         host.standby.release_one();
     };
     let opened = channel::open_with_retry(&host.control_path, BOOTSTRAP, deadline, refused).await;
-    let Ok(mut session) = opened else {
+    let Ok(session) = opened else {
         tracing::debug!("no session free for the kill channel yet");
         return this.set(State::Wanted);
     };
-    let opened_at = Instant::now();
     this.set(State::Starting);
-    let ready =
-        tokio::time::timeout(standby::READY_TIMEOUT, standby::start_runner(&mut session)).await;
-    match ready {
-        Ok(Ok(true)) => this.set(State::Waiting(Kept { session, opened_at })),
-        _ => this.set(State::Wanted),
+    start(host, session).await;
+}
+
+/// Starts the kill channel's runner on `session`, then keeps it, unless it was given up
+/// meanwhile (closed at once then).
+async fn start(host: &Host, mut session: MuxSession) {
+    let this = &host.kill_channel;
+    let opened_at = Instant::now();
+    let ready = tokio::time::timeout(standby::READY_TIMEOUT, standby::start_runner(&mut session));
+    let given_up = async {
+        loop {
+            let changed = this.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !matches!(*this.state(), State::Starting) {
+                return;
+            }
+            changed.await;
+        }
+    };
+    let ready = tokio::select! {
+        ready = ready => matches!(ready, Ok(Ok(true))),
+        () = given_up => return,
+    };
+    let mut state = this.state();
+    if matches!(*state, State::Starting) {
+        *state = match ready {
+            true => State::Waiting(Kept { session, opened_at }),
+            false => State::Wanted,
+        };
+        drop(state);
+        this.changed.notify_waiters();
     }
 }

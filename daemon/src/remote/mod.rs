@@ -51,8 +51,13 @@ pub struct Host {
     pub standby: Arc<standby::Standby>,
     /// The channel kept for kills once channels are shared (see `kill_channel`).
     pub kill_channel: Arc<kill_channel::KillChannel>,
+    /// Runs not answered yet, kills excluded: what may still need a kill (a command handle
+    /// is answered when its program ends).
+    pub pending: Arc<AtomicUsize>,
     /// Runs whose program has a channel now (kills included).
     pub running: Arc<AtomicUsize>,
+    /// Transfers whose rsync runs or tries to (each holds a channel of the master's).
+    pub copies: Arc<AtomicUsize>,
 }
 
 impl Host {
@@ -66,19 +71,27 @@ impl Host {
             master: Arc::new(OnceLock::new()),
             standby: Arc::new(standby::Standby::new(standby_channels)),
             kill_channel: Arc::default(),
+            pending: Arc::default(),
             running: Arc::default(),
+            copies: Arc::default(),
         }
     }
 
-    /// Whether a slot of the session is held by more than a waiting standby channel: by a
-    /// run (running, or opening its channel) or a transfer.
-    pub fn channels_shared(&self) -> bool {
-        channel::CHANNEL_SLOTS - self.slots.available_permits() > self.standby.waiting()
+    /// Whether other work holds a channel of the session, or is on its way to one, beside the
+    /// caller's own `own_runs` runs and `own_copies` copies: a run not answered yet (waiting
+    /// for its channel, or running) or a transfer's copy. Runs count from their start, so of
+    /// two arriving together the later sees the other; a run answered no longer counts while
+    /// its channel closes.
+    pub fn work_beside(&self, own_runs: usize, own_copies: usize) -> bool {
+        self.pending.load(Ordering::Acquire) > own_runs
+            || self.copies.load(Ordering::Acquire) > own_copies
     }
 
-    /// Whether no run's program has a channel now.
-    pub fn nothing_running(&self) -> bool {
+    /// Whether no run's program and no transfer's copy but the caller's `own_copies` has a
+    /// channel now.
+    pub fn nothing_running(&self, own_copies: usize) -> bool {
         self.running.load(Ordering::Acquire) == 0
+            && self.copies.load(Ordering::Acquire) == own_copies
     }
 
     /// Whether the master is known and confirmed gone (exited, or its pid now belongs to
@@ -90,6 +103,22 @@ impl Host {
     /// Whether the master is stopped (SIGSTOP): it forwards nothing until it continues.
     pub fn master_stopped(&self) -> bool {
         self.master.get().is_some_and(ProcessId::stopped)
+    }
+}
+
+/// Counts one piece of work in a counter of the session's for as long as it lives.
+pub struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    pub fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Self(counter.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -27,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::inspect;
+use crate::remote::Counted;
+use crate::remote::kill_channel::{self, KillChannel};
 use crate::session::Session;
 use crate::session::record::{TransferEntry, from_unix_ms, unix_ms};
 
@@ -609,7 +611,17 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     let began = Instant::now();
     let give_up = began + SLOT_WAIT;
     let mut pause = REFUSED_PAUSE;
+    let first_refusal = std::sync::OnceLock::new();
+    let host = &session.host;
+    let _copying = Counted::new(&host.copies);
     let copied = loop {
+        // Beside other work, the kill channel holds its session first (see `kill_channel`).
+        if host.work_beside(0, 1) {
+            tokio::select! {
+                () = KillChannel::ensure(host, give_up.into()) => {}
+                _ = op.cancel.cancelled() => return Err(cancelled()),
+            }
+        }
         let copied = rsync::copy(
             &session.host.control_path,
             server,
@@ -622,13 +634,13 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         if !matches!(copied, Err(rsync::Failure::Refused)) || Instant::now() + pause >= give_up {
             break copied;
         }
-        // The server allows fewer sessions than the slots: a waiting channel gives its
-        // session back, and the copy waits for one as a command does.
+        // The server allows fewer sessions than the slots (see `kill_channel`): the copy
+        // waits for one as a command does.
         tracing::debug!(
             "transfer {}: sshd refused rsync's channel; trying again",
             op.id
         );
-        session.host.standby.release_one();
+        kill_channel::refused(host, &first_refusal, 1);
         op.set_state(TransferState::Queued);
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
@@ -637,7 +649,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         op.set_state(TransferState::Running);
         pause = (pause * 2).min(REFUSED_PAUSE_MAX);
     };
-    drop(slot);
+    drop((slot, _copying));
     let reused = match copied {
         Ok(reused) => reused,
         Err(rsync::Failure::Cancelled) => {

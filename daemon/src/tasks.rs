@@ -325,20 +325,21 @@ mod tests {
         let said = sh(&launch_script(), b"echo out; echo err >&2; exit 3");
         let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
         let dir = home.path().join(".sshmcp/tasks");
-        let exit = dir.join(format!("{pid}.exit"));
-        // The task records its status as it ends; it is not our child, so poll for the file.
-        let give_up = std::time::Instant::now() + Duration::from_secs(10);
-        while !exit.exists() || std::fs::read_to_string(&exit).unwrap().is_empty() {
-            assert!(std::time::Instant::now() < give_up, "no exit file");
-            std::thread::sleep(Duration::from_millis(10));
-        }
         let status = |pid: u32| {
             sh(
                 &format!("{}{}", about(pid), STATUS.replace("{N}", "100")),
                 b"",
             )
         };
-        let said = status(pid);
+        // The task is not our child: poll its status until it has exited (its shell writes
+        // the exit file a moment before it ends, and is running until then).
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        let mut said = status(pid);
+        while said.starts_with("running ") {
+            assert!(std::time::Instant::now() < give_up, "never exited: {said}");
+            std::thread::sleep(Duration::from_millis(10));
+            said = status(pid);
+        }
         assert!(said.starts_with("exited 3 4 4 "), "{said}");
         assert!(said.ends_with("\nout\n"), "{said}");
         use std::os::unix::fs::PermissionsExt;

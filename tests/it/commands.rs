@@ -96,6 +96,30 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
     mcp.close().await;
 }
 
+/// On a server allowing two sessions, a command handle running: keeping a session aside for
+/// kills would leave no command beside it, so none is kept, and commands still run.
+#[tokio::test]
+async fn commands_run_beside_a_handle_on_a_server_with_two_sessions() {
+    let opts = SshdOptions {
+        max_sessions: 2,
+        ..SshdOptions::default()
+    };
+    let env = TestEnv::with(&opts, &[]);
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    let secs = unique_sleep(300);
+    let handle = start(&mcp, &s, &format!("sleep {secs}")).await;
+    for _ in 0..2 {
+        let r = exec(&mcp, &s, "echo beside", json!({"timeout": 10})).await;
+        assert_eq!(r["stdout"]["data"], "beside\n", "{r}");
+    }
+    assert!(env.daemon_log_shows("none is kept for kills"));
+    let k = kill(&mcp, &s, &handle["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
 /// Every `result` of command_kill that a real command can produce on demand, and the status
 /// each leaves behind (`already_exited` needs a race: see the kill program's own test).
 #[tokio::test]

@@ -648,7 +648,7 @@ async fn a_64_mib_upload_arrives_verified_and_replaces_only_with_overwrite() {
 /// On a server allowing three sessions, held by a running command, the channel kept for
 /// kills and the channel the upload's checks left waiting: sshd refuses rsync's channel, and
 /// the upload tries again (the waiting channel gives its session back) instead of failing,
-/// and arrives whole.
+/// and arrives whole while the command still runs.
 #[tokio::test]
 async fn an_upload_beside_a_command_on_a_server_with_three_sessions_arrives() {
     let opts = sshmcp_tests::SshdOptions {
@@ -658,11 +658,13 @@ async fn an_upload_beside_a_command_on_a_server_with_three_sessions_arrives() {
     let env = sshmcp_tests::TestEnv::with(&opts, &[]);
     let mcp = env.mcp().await;
     let s = crate::connect(&mcp).await;
-    let dir = fresh_dir(&mcp, &s, "up2").await;
-    let local = env.local_root.join("up2/small.bin");
+    let dir = fresh_dir(&mcp, &s, "up3").await;
+    let local = env.local_root.join("up3/small.bin");
     random_file(&local, 1 << 20);
-    let secs = unique_sleep(2);
-    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {secs}")});
+    // The command runs until the test lets it go (the host is this machine).
+    let go = std::path::PathBuf::from(format!("{}-go", env.root.path().display()));
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": wait, "timeout": 60});
     let running = mcp.start_call("exec", args).await.1;
     let busy = |row: &Value| row["active_commands"] == 1;
     assert!(crate::first_session_until(&mcp, busy).await);
@@ -670,13 +672,15 @@ async fn an_upload_beside_a_command_on_a_server_with_three_sessions_arrives() {
     let done = upload(
         &mcp,
         &s,
-        json!({"local_path": "up2/small.bin", "remote_path": remote}),
+        json!({"local_path": "up3/small.bin", "remote_path": remote}),
     )
     .await;
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["sha256"], local_sha256(&local), "{done}");
     assert!(env.daemon_log_shows("sshd refused rsync's channel; trying again"));
+    std::fs::write(&go, "").unwrap();
     assert_eq!(sshmcp_tests::mcp::answer(running).await["exit_code"], 0);
+    std::fs::remove_file(&go).unwrap();
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

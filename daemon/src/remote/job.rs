@@ -61,17 +61,26 @@ const BULK_READ_BYTES: usize = 64 * 1024;
 /// An output pipe's size once its command prints in bulk: 4 times Linux's default.
 const BULK_PIPE_BYTES: i32 = 256 * 1024;
 
-/// Where a run's result goes, counting the run as unanswered (see `Host::pending`) until it
-/// is sent or dropped.
+/// Where a run's result goes, counting the run as pending (see `Host::pending`) until it is
+/// sent, or dropped.
 struct Answer {
     tx: oneshot::Sender<Result<ExecResult, RunError>>,
-    _pending: Option<super::Counted>,
+    pending: Option<super::Counted>,
 }
 
 impl Answer {
-    /// Sends the result; a caller that went away no longer wants it.
-    fn send(self, result: Result<ExecResult, RunError>) {
+    /// Sends the result (a caller that went away no longer wants it). The run stops counting
+    /// as pending first when `group_done` (nothing of the program is left to kill); otherwise
+    /// the count comes back, for the caller to keep until the run ends.
+    fn send(
+        mut self,
+        result: Result<ExecResult, RunError>,
+        group_done: bool,
+    ) -> Option<super::Counted> {
+        let pending = self.pending.take();
+        let pending = if group_done { None } else { pending };
         let _ = self.tx.send(result);
+        pending
     }
 }
 
@@ -307,11 +316,11 @@ pub(super) async fn drive(
     let pending = (!program.control).then(|| super::Counted::new(&host.pending));
     let mut answer = Some(Answer {
         tx: answer,
-        _pending: pending,
+        pending,
     });
     let outcome = run(&host, program, &stop, &mut answer).await;
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
-        answer.send(outcome);
+        drop(answer.send(outcome, true));
     }
     // The run is over: its slot may be free again to ready a channel for the next command.
     if active.is_some() {
@@ -473,8 +482,8 @@ async fn open(
     let _opening = host.standby.opening();
     let permit = channel::acquire_slot(&host.slots, deadline).await?;
     // A refusal means sshd allows fewer sessions than our slots (see `kill_channel`).
-    let first_refusal = std::sync::OnceLock::new();
-    let refused = || kill_channel::refused(host, &first_refusal, 0);
+    let refusals = kill_channel::Refusals::default();
+    let refused = || kill_channel::refused(host, &refusals, 0);
     // A channel that came free after a wait goes to the kill channel first when it is wanted
     // (its open was refused): the run waits on, not a kill.
     let mut session = loop {
@@ -670,6 +679,8 @@ impl Run<'_> {
         let mut quiet_since: Option<Instant> = None;
         let mut stopping: Option<Stopping> = None;
         let mut spool_failure: Option<RunError> = None;
+        // The run's count as pending, when its answer went while its group may live on.
+        let mut still_pending = None;
         let far = started + NEVER;
         loop {
             if let Some(observer) = program.observer.as_ref() {
@@ -710,7 +721,7 @@ impl Run<'_> {
                 // The complete copy asked for cannot be kept: the run is abandoned and ended.
                 drop_spools(&mut out, &mut err);
                 if let Some(a) = answer.take() {
-                    a.send(Err(failure));
+                    still_pending = a.send(Err(failure), false);
                 }
                 if stopping.is_none() {
                     stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
@@ -720,8 +731,11 @@ impl Run<'_> {
             // command sent right after the answer finds it waiting.
             if answer.is_some() && stopping.is_none() && program_done && !idle {
                 let result = complete(host, &mut out, &mut err, exit_status, started).await;
+                // A group that outlived its program (a background child) is killed at the
+                // timeout: the run counts as pending until then.
+                let group_done = end.as_ref().is_some_and(|e| e.after != After::Left);
                 if let Some(a) = answer.take() {
-                    a.send(result);
+                    still_pending = a.send(result, group_done);
                 }
             }
             if let Some(stop) = stopping.as_mut() {
@@ -737,7 +751,7 @@ impl Run<'_> {
                 {
                     let result = stopped_result(stop, started, &mut out, &mut err);
                     if let Some(a) = answer.take() {
-                        a.send(result);
+                        still_pending = a.send(result, !stop.killing());
                     }
                 }
             }
@@ -830,6 +844,8 @@ impl Run<'_> {
                 (None, None) => drop(host.kill_channel.adopt(Kept { session, opened_at })),
             }
         }
+        // Whatever of the group outlived its answer is killed or gone by now.
+        drop(still_pending);
         Attempt::Over(outcome)
     }
 }

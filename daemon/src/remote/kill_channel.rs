@@ -15,11 +15,12 @@
 //! - Only kills take it; one that finds it lent waits for it while it opens a channel of its
 //!   own, and takes whichever comes first. It is never dated out: a kill does not depend on
 //!   the login environment, so its program skips the check of the login files.
-//! - On a server allowing one session, it would keep every command out: a command refused
-//!   for `YIELD_AFTER` while no other run holds a channel makes it close, and it is opened
-//!   again only when channels are shared again.
+//! - On a server allowing one or two sessions, it would leave no command, or one at a time
+//!   (none beside a long command handle): a command refused for `FORGO_AFTER` while the
+//!   session holds at most one channel besides it makes it close, for the session's life.
+//!   There a kill waits for a channel to come free, as it did before.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -33,10 +34,10 @@ use crate::mux::MuxSession;
 
 /// How long an open of the kill channel may retry refusals, giving back standby channels.
 const OPEN_WINDOW: Duration = Duration::from_secs(1);
-/// How long a command's refusals must go on, no run holding a channel, before the kill
-/// channel gives its session up: sshd frees the session of a channel that just closed only a
-/// little later, and refuses until then.
-const YIELD_AFTER: Duration = Duration::from_millis(250);
+/// How long a command's refusals must go on while the session holds at most one channel
+/// besides the kill channel before it is forgone: sshd frees the session of a channel that
+/// just closed only a little later, and refuses until then.
+const FORGO_AFTER: Duration = Duration::from_secs(1);
 
 /// The kill channel's open channel and when its login shell started.
 pub struct Kept {
@@ -58,6 +59,8 @@ enum State {
     Waiting(Kept),
     /// Running a kill.
     Lent,
+    /// Not kept: the server allows two sessions or fewer.
+    Forgone,
 }
 
 /// A session's kill channel.
@@ -80,9 +83,14 @@ impl Default for KillChannel {
 pub struct Lease(Arc<KillChannel>);
 
 impl Lease {
-    /// Returns the channel, idle again, for the next kill.
+    /// Returns the channel, idle again, for the next kill (unless it was forgone meanwhile).
     pub fn give_back(self, kept: Kept) {
-        self.0.set(State::Waiting(kept));
+        let mut state = self.0.state();
+        if matches!(*state, State::Lent) {
+            *state = State::Waiting(kept);
+            drop(state);
+            self.0.changed.notify_waiters();
+        }
     }
 }
 
@@ -202,31 +210,44 @@ impl KillChannel {
         None
     }
 
-    /// Closes the kill channel, waiting or starting, for a command the server refused while
-    /// no other work held a channel: the server allows one session, which the kill channel
-    /// must not keep.
-    pub fn yield_to_command(&self) {
+    /// Closes the kill channel for good (waiting, starting or lent: a lent one closes after
+    /// its kill): the server allows two sessions or fewer.
+    fn forgo(&self) {
         let mut state = self.state();
-        if matches!(*state, State::Waiting(_) | State::Starting) {
-            tracing::debug!("the server allows one session: the kill channel gives it up");
-            *state = State::Unneeded;
+        if matches!(*state, State::Waiting(_) | State::Starting | State::Lent) {
+            tracing::debug!("the server allows two sessions or fewer: none is kept for kills");
+            *state = State::Forgone;
             drop(state);
             self.changed.notify_waiters();
         }
     }
 }
 
+/// A run's or a copy's refused channel opens so far (see [`refused`]).
+#[derive(Default)]
+pub struct Refusals {
+    /// Since when the session has held at most one channel besides the kill channel.
+    tight_since: Mutex<Option<Instant>>,
+}
+
 /// What a refused channel open does: a waiting standby channel gives its session back. When
-/// none waits, and refusals have gone on since `first_refusal` for `YIELD_AFTER` while no
-/// work but the caller's `own_copies` holds a channel, the kill channel holds the only session
-/// the server allows, and gives it up.
-pub fn refused(host: &Host, first_refusal: &OnceLock<Instant>, own_copies: usize) {
+/// none waits, and refusals have gone on for `FORGO_AFTER` while the session's work but the
+/// caller's `own_copies` held at most one channel, the server allows two sessions or fewer,
+/// and the kill channel is forgone.
+pub fn refused(host: &Host, refusals: &Refusals, own_copies: usize) {
     if host.standby.release_one() {
         return;
     }
-    let since = first_refusal.get_or_init(Instant::now);
-    if host.nothing_running(own_copies) && since.elapsed() >= YIELD_AFTER {
-        host.kill_channel.yield_to_command();
+    let mut tight_since = refusals
+        .tight_since
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if host.channels_held(own_copies) > 1 {
+        *tight_since = None;
+        return;
+    }
+    if tight_since.get_or_insert_with(Instant::now).elapsed() >= FORGO_AFTER {
+        host.kill_channel.forgo();
     }
 }
 

@@ -87,11 +87,16 @@ impl Host {
             || self.copies.load(Ordering::Acquire) > own_copies
     }
 
-    /// Whether no run's program and no transfer's copy but the caller's `own_copies` has a
-    /// channel now.
-    pub fn nothing_running(&self, own_copies: usize) -> bool {
-        self.running.load(Ordering::Acquire) == 0
-            && self.copies.load(Ordering::Acquire) == own_copies
+    /// How many channels the session's work holds now but the caller's `own_copies` (the kill
+    /// channel and waiting standby channels aside): runs' programs, transfers' copies, and a
+    /// standby channel being readied.
+    pub fn channels_held(&self, own_copies: usize) -> usize {
+        self.running.load(Ordering::Acquire)
+            + self
+                .copies
+                .load(Ordering::Acquire)
+                .saturating_sub(own_copies)
+            + usize::from(self.standby.filling())
     }
 
     /// Whether the master is known and confirmed gone (exited, or its pid now belongs to

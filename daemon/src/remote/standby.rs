@@ -160,9 +160,9 @@ impl Standby {
         self.ready().channels.pop_back().is_some()
     }
 
-    /// How many channels wait now.
-    pub fn waiting(&self) -> usize {
-        self.ready().channels.len()
+    /// Whether a fill is under way (it may hold a channel whose runner is starting).
+    pub fn filling(&self) -> bool {
+        self.filling.load(Ordering::Acquire)
     }
 
     /// Whether channels are kept for later commands at all (a target above 0).

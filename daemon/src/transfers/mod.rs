@@ -611,7 +611,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     let began = Instant::now();
     let give_up = began + SLOT_WAIT;
     let mut pause = REFUSED_PAUSE;
-    let first_refusal = std::sync::OnceLock::new();
+    let refusals = kill_channel::Refusals::default();
     let host = &session.host;
     let _copying = Counted::new(&host.copies);
     let copied = loop {
@@ -640,7 +640,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             "transfer {}: sshd refused rsync's channel; trying again",
             op.id
         );
-        kill_channel::refused(host, &first_refusal, 1);
+        kill_channel::refused(host, &refusals, 1);
         op.set_state(TransferState::Queued);
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}

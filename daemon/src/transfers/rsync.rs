@@ -251,7 +251,9 @@ pub async fn copy(
                         bytes.store(total, Ordering::Relaxed);
                         Ok(total.saturating_sub(sent))
                     }
-                    Ok(s) if refused && s.code() == Some(SSH_FAILED) => Err(Failure::Refused),
+                    // rsync says 255 (its ssh failed) or, when it saw the stream end before
+                    // its ssh was gone, 12: either way nothing reached the host.
+                    Ok(_) if refused => Err(Failure::Refused),
                     Ok(s) => Err(Failure::Exited(s.code().unwrap_or(-1), err.last_said())),
                     Err(e) => Err(Failure::Start(e)),
                 };
@@ -266,9 +268,6 @@ pub async fn copy(
         }
     }
 }
-
-/// rsync's status when its remote shell (ssh) failed.
-const SSH_FAILED: i32 = 255;
 
 /// Whether a line of ssh's is the mux client's report of a session the master could not open
 /// because sshd refused the channel (OpenSSH's words in `mux.c`).
@@ -323,7 +322,7 @@ pub fn exit_meaning(code: i32) -> String {
         12 => "its data stream broke",
         23 | 24 => "the file could not be copied whole",
         30 => "a timeout",
-        SSH_FAILED => "its ssh failed",
+        255 => "its ssh failed",
         _ => "an error",
     };
     format!("exit status {code}: {why}")

@@ -1,9 +1,10 @@
-//! The channel a session keeps for kills once its channels are shared. sshd allows each
+//! The channel a session keeps for kills once its work runs side by side. sshd allows each
 //! connection `MaxSessions` sessions (10 by default, as few as 1 on some servers), and a
 //! command holds its channel until its processes are gone: commands side by side can hold
 //! every session the server allows, and the kill a timeout needs would then find none. So as
-//! soon as a run needs a channel while another channel is in use, the session opens one more
-//! first and keeps it, with its runner waiting (see `runner`), for kills only.
+//! soon as a run or a copy needs a channel while other work goes on (see
+//! `Host::work_beside`), the session opens one more first and keeps it, with its runner
+//! waiting (see `runner`), for kills only.
 //!
 //! The rules:
 //! - It is opened before the run that asked for it takes a channel, so on a full server the
@@ -47,7 +48,7 @@ pub struct Kept {
 
 /// Where the session's kill channel stands.
 enum State {
-    /// Not needed: the session's channels have not been shared since it was closed (or ever).
+    /// Not needed: the session's work has not run side by side yet.
     Unneeded,
     /// Needed, but the server had no session free, or it ended.
     Wanted,

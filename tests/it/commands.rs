@@ -120,6 +120,75 @@ async fn commands_run_beside_a_handle_on_a_server_with_two_sessions() {
     mcp.close().await;
 }
 
+/// On a server allowing three sessions, with a login shell that takes 2 s: a command runs, a
+/// handle's channel is still in its login, and the next command is refused meanwhile. The
+/// handle's channel counts as held, so the session keeps its channel for kills (three
+/// sessions are not two): the next command waits and runs nothing, and the handle is killed.
+#[tokio::test]
+async fn a_handle_in_its_login_counts_as_holding_a_channel() {
+    let opts = SshdOptions {
+        max_sessions: 3,
+        ..SshdOptions::default()
+    };
+    let env = TestEnv::with(&opts, &[]);
+    let user = slow_login_user();
+    env.sshd.add_host_block(&format!(
+        "Host slow\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "slow"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let s = session_of(&r);
+    let tag = unique_sleep(300);
+    let (started, go) = (
+        format!("/tmp/sshmcp-started.{tag}"),
+        format!("/tmp/sshmcp-go.{tag}"),
+    );
+    let first = format!("touch {started}; while [ ! -e {go} ]; do sleep 0.05; done");
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": first, "timeout": 60});
+    let first = mcp.start_call("exec", args).await.1;
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !std::path::Path::new(&started).exists() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the first command never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The handle opens the kill channel, then a channel of its own, whose login takes 2 s.
+    let sessions = || env.sshd.log_text().matches("Starting session:").count();
+    let before = sessions();
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {tag}")});
+    let handle = mcp.start_call("command_start", args).await.1;
+    while sessions() < before + 2 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the handle opened no channel"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = exec(&mcp, &s, "echo beside", json!({"timeout": 3})).await;
+    assert_eq!(
+        (&r["timed_out"], &r["stdout"]["data"]),
+        (&json!(true), &json!("")),
+        "{r}"
+    );
+    assert!(!env.daemon_log().contains("none is kept for kills"));
+    let handle = sshmcp_tests::mcp::answer(handle).await;
+    assert_eq!(handle["ok"], true, "{handle}");
+    let k = kill(&mcp, &s, &handle["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(sshmcp_tests::mcp::answer(first).await["exit_code"], 0);
+    for file in [&started, &go] {
+        std::fs::remove_file(file).unwrap();
+    }
+    let r = exec(&mcp, &s, "echo after", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "after\n", "{r}");
+    mcp.close().await;
+}
+
 /// Every `result` of command_kill that a real command can produce on demand, and the status
 /// each leaves behind (`already_exited` needs a race: see the kill program's own test).
 #[tokio::test]

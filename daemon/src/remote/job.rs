@@ -359,6 +359,9 @@ struct Opened {
     fresh: bool,
     /// When its login shell started.
     opened_at: Instant,
+    /// Counts the channel as held by a run (see `Host::channels_held`) from the moment it is
+    /// the run's, its login included, to the run's end.
+    held: super::Counted,
 }
 
 /// What one attempt came to. One per attempt, moved once: its size does not matter.
@@ -432,24 +435,26 @@ async fn run(
 
 impl Opened {
     /// A channel that waited for its program, with its slot.
-    fn waiting(warm: Warm) -> Self {
+    fn waiting(host: &Host, warm: Warm) -> Self {
         Self {
             permit: Some(warm.permit),
             lease: None,
             session: warm.session,
             fresh: false,
             opened_at: warm.opened_at,
+            held: super::Counted::new(&host.running),
         }
     }
 
     /// The session's kill channel, lent to a kill.
-    fn lent((lease, kept): (Lease, Kept)) -> Self {
+    fn lent(host: &Host, (lease, kept): (Lease, Kept)) -> Self {
         Self {
             permit: None,
             lease: Some(lease),
             session: kept.session,
             fresh: false,
             opened_at: kept.opened_at,
+            held: super::Counted::new(&host.running),
         }
     }
 }
@@ -477,7 +482,7 @@ async fn open(
         && !host.master_stopped()
         && let Some(warm) = host.standby.take_soon(alone, deadline).await
     {
-        return Ok(Opened::waiting(warm));
+        return Ok(Opened::waiting(host, warm));
     }
     let _opening = host.standby.opening();
     let permit = channel::acquire_slot(&host.slots, deadline).await?;
@@ -499,6 +504,7 @@ async fn open(
         }
     };
     let opened_at = Instant::now();
+    let held = super::Counted::new(&host.running);
     // Until the runner is ready only its own text went out: dropping this future (a stop)
     // closes the channel with nothing of the program sent.
     let ready = program.ready_first && runner_ready(&mut session, deadline).await?;
@@ -508,6 +514,7 @@ async fn open(
         session,
         fresh: !ready,
         opened_at,
+        held,
     })
 }
 
@@ -524,10 +531,10 @@ async fn open_for_kill(
     let waiting_ok = waiting_ok && !host.master_stopped();
     if waiting_ok {
         if let Some(lent) = host.kill_channel.lend() {
-            return Ok(Opened::lent(lent));
+            return Ok(Opened::lent(host, lent));
         }
         if let Some(warm) = host.standby.take() {
-            return Ok(Opened::waiting(warm));
+            return Ok(Opened::waiting(host, warm));
         }
     }
     let refused = || {
@@ -543,11 +550,12 @@ async fn open_for_kill(
             session,
             fresh: true,
             opened_at: Instant::now(),
+            held: super::Counted::new(&host.running),
         })
     };
     let kill_channel = async {
         match waiting_ok {
-            true => Ok(Opened::lent(host.kill_channel.lend_when_free().await)),
+            true => Ok(Opened::lent(host, host.kill_channel.lend_when_free().await)),
             false => std::future::pending().await,
         }
     };
@@ -616,8 +624,8 @@ impl Run<'_> {
             session,
             fresh,
             opened_at,
+            held: _held,
         } = opened;
-        let _running = super::Counted::new(&host.running);
         let mux::MuxSession {
             mut control,
             stdin,

@@ -54,7 +54,7 @@ pub struct Host {
     /// Runs not answered yet, kills excluded: what may still need a kill (a command handle
     /// is answered when its program ends).
     pub pending: Arc<AtomicUsize>,
-    /// Runs whose program has a channel now (kills included).
+    /// Runs that hold a channel now, its login included (kills included).
     pub running: Arc<AtomicUsize>,
     /// Transfers whose rsync runs or tries to (each holds a channel of the master's).
     pub copies: Arc<AtomicUsize>,

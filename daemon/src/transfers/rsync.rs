@@ -269,11 +269,13 @@ pub async fn copy(
     }
 }
 
-/// Whether a line of ssh's is the mux client's report of a session the master could not open
-/// because sshd refused the channel (OpenSSH's words in `mux.c`).
+/// Whether a line of rsync's stderr is ssh's mux client reporting a session the master could
+/// not open because sshd refused the channel (OpenSSH's words in `mux.c`), at the start of the
+/// line: the same stream carries the remote side's messages, which may quote anything.
 fn is_refusal(line: &[u8]) -> bool {
-    const WORDS: &[u8] = b"session request failed: Session open refused by peer";
-    line.windows(WORDS.len()).any(|w| w == WORDS)
+    line.starts_with(
+        b"mux_client_request_session: session request failed: Session open refused by peer",
+    )
 }
 
 /// Lines of one of rsync's streams (`\r` ends a progress line), each at most `LINE_MAX`
@@ -379,6 +381,8 @@ mod tests {
         assert!(!is_refusal(
             b"rsync error: unexplained error (code 255) at io.c(285)"
         ));
+        let quoted = [b"file has vanished: \"/tmp/".as_slice(), said, b"\""].concat();
+        assert!(!is_refusal(&quoted));
     }
 
     #[test]

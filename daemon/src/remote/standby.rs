@@ -326,13 +326,21 @@ pub async fn fill(host: &Host) {
             mux::open_session(&host.control_path, BOOTSTRAP),
         )
         .await;
-        let Ok(Ok(mut session)) = opened else {
+        let Ok(Ok(session)) = opened else {
             break;
         };
         // The runner goes at once, so it dates the login files now and has a program's shell
-        // waiting. The channel is ready once the runner says so.
-        let said_ready = tokio::time::timeout(READY_TIMEOUT, start_runner(&mut session));
-        if !matches!(said_ready.await, Ok(Ok(true))) {
+        // waiting; a fresh pipe holds it whole. The channel is ready once the runner says so.
+        let Ok(ready) = crate::session::key::nonce("_sshmcp_") else {
+            break;
+        };
+        let text = runner::standby_text(&ready);
+        if !matches!(session.stdin.try_write(text.as_bytes()), Ok(n) if n == text.len()) {
+            break;
+        }
+        let mut session = session;
+        let said_ready = tokio::time::timeout(READY_TIMEOUT, said(&mut session.stdout, &ready));
+        if !matches!(said_ready.await, Ok(true)) {
             break;
         }
         let now = Instant::now();

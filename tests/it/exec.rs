@@ -419,18 +419,36 @@ async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
 /// of them is left on the host. The fourth queues and still runs.
 #[tokio::test]
 async fn timeouts_kill_commands_side_by_side_on_a_server_with_few_sessions() {
-    timeouts_kill_side_by_side(3, 4, 2).await;
+    timeouts_kill_side_by_side(None, 3, 4, 2).await;
 }
 
-/// Sends `commands` sleeps with a 2 s timeout at once on a server allowing `max_sessions`:
-/// each answers `timed_out`, at least `killed` of them killed by TERM and the rest never run,
-/// and none is left on the host.
-async fn timeouts_kill_side_by_side(max_sessions: u32, commands: usize, killed: usize) {
+/// Sends `commands` sleeps with a 2 s timeout at once, as `user` (the test user when None),
+/// on a server allowing `max_sessions`: each answers `timed_out`, at least `killed` of them
+/// killed by TERM and the rest never run, and none is left on the host.
+pub async fn timeouts_kill_side_by_side(
+    user: Option<&str>,
+    max_sessions: u32,
+    commands: usize,
+    killed: usize,
+) -> TestEnv {
     let opts = SshdOptions {
         max_sessions,
         ..SshdOptions::default()
     };
-    let (env, mcp, s) = connected_with(&opts, &[]).await;
+    let env = TestEnv::with(&opts, &[]);
+    let mcp = env.mcp().await;
+    let s = match user {
+        None => crate::connect(&mcp).await,
+        Some(user) => {
+            env.sshd.add_host_block(&format!(
+                "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+                env.sshd.port
+            ));
+            let r = mcp.call("connect", json!({"alias": "other"})).await;
+            assert_eq!(r["ok"], true, "{r}");
+            sshmcp_tests::mcp::session_of(&r)
+        }
+    };
     let secs = unique_sleep(41);
     let mut pending = Vec::new();
     for _ in 0..commands {
@@ -461,6 +479,7 @@ async fn timeouts_kill_side_by_side(max_sessions: u32, commands: usize, killed: 
     assert_eq!(remote_out(&mcp, &s, "echo still").await, "still\n");
     watcher.close().await;
     mcp.close().await;
+    env
 }
 
 /// On a server allowing three sessions, two commands running and a third waiting for a

@@ -404,3 +404,13 @@ async fn a_host_without_gnu_find_gets_an_error_naming_it() {
     assert_eq!(r["type"], "directory", "{r}");
     mcp.close().await;
 }
+
+/// A login shell that prints on both streams, on a server whose sessions the commands could
+/// fill (3): the channel kept for kills still serves them (what the login printed on it is
+/// dropped as on any channel), and every command that ran is killed at its timeout.
+#[tokio::test]
+async fn timeouts_kill_commands_side_by_side_under_a_chatty_login() {
+    let user = chatty_user(Chatty::Bash);
+    let env = crate::exec::timeouts_kill_side_by_side(Some(&user), 3, 4, 2).await;
+    assert!(env.daemon_log_shows("a kill takes the channel kept for kills"));
+}

@@ -157,7 +157,8 @@ impl KillChannel {
             }
         };
         let lease = Lease(self.clone());
-        if standby::usable(&kept.session) {
+        if standby::open_for_kills(&kept.session) {
+            tracing::debug!("a kill takes the channel kept for kills");
             return Some((lease, kept));
         }
         drop(state);

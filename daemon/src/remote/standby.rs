@@ -118,7 +118,10 @@ impl Standby {
     /// written on its streams while it waited (a process that left the last program's group
     /// still holds them).
     fn fresh(warm: &Warm) -> bool {
-        warm.opened_at.elapsed() < MAX_AGE && usable(&warm.session)
+        warm.opened_at.elapsed() < MAX_AGE
+            && warm.session.control.is_quiet()
+            && silent(&warm.session.stdout)
+            && silent(&warm.session.stderr)
     }
 
     /// A usable waiting channel, the latest idle first, if one is ready; old or ended ones are
@@ -231,13 +234,6 @@ fn adopted(host: &Host, warm: Warm) -> Option<Warm> {
     })
 }
 
-/// Whether a waiting channel may take a program: its master has said nothing about it (it
-/// has not ended), and nothing was written on its streams while it waited (a process that
-/// left the last program's group still holds them).
-pub fn usable(session: &MuxSession) -> bool {
-    session.control.is_quiet() && silent(&session.stdout) && silent(&session.stderr)
-}
-
 /// Whether nothing can be read from a waiting channel's stream: no bytes, no end. Reads one
 /// byte if there is one (the channel is then dropped anyway). The pipe is non-blocking.
 fn silent(pipe: &tokio::net::unix::pipe::Receiver) -> bool {
@@ -245,6 +241,26 @@ fn silent(pipe: &tokio::net::unix::pipe::Receiver) -> bool {
         nix::unistd::read(pipe, &mut [0u8; 1]),
         Err(nix::errno::Errno::EAGAIN)
     )
+}
+
+/// Whether a waiting channel that only kills use has not ended (its master said nothing about
+/// it, neither stream ended), dropping what waits on its streams (the login shell's noise): a
+/// kill's answer is read from its own markers, so noise does not matter to it. The pipes are
+/// non-blocking.
+pub fn open_for_kills(session: &MuxSession) -> bool {
+    session.control.is_quiet() && drained(&session.stdout) && drained(&session.stderr)
+}
+
+/// Reads `pipe` until it has nothing more now; false when it ended.
+fn drained(pipe: &tokio::net::unix::pipe::Receiver) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match nix::unistd::read(pipe, &mut buf) {
+            Err(nix::errno::Errno::EAGAIN) => return true,
+            Err(nix::errno::Errno::EINTR) | Ok(1..) => {}
+            Ok(0) | Err(_) => return false,
+        }
+    }
 }
 
 /// Closes the channels beyond the target that waited `IDLE_TRIM`, the longest idle first,

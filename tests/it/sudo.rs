@@ -267,20 +267,3 @@ async fn commands_one_after_the_other_keep_no_channel_for_kills() {
         mcp.close().await;
     }
 }
-
-/// A root command's channel is not kept after it: a channel is opened ahead of need while the
-/// next call is on its way, and that call takes it instead of opening one.
-#[tokio::test]
-async fn after_a_root_command_a_channel_is_opened_ahead_for_the_next() {
-    let user = sudo_user(SudoRule::NoPassword);
-    let (env, mcp, s) = as_user(&user).await;
-    let r = sudo(&mcp, &s, "true", json!({})).await;
-    assert_eq!(r["exit_code"], 0, "{r}");
-    assert!(env.daemon_log_shows("a channel opened ahead of need is ready"));
-    let sessions = || env.sshd.log_text().matches("Starting session:").count();
-    let before = sessions();
-    let r = crate::exec(&mcp, &s, "echo next", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "next\n", "{r}");
-    assert_eq!(sessions(), before, "the call opened a channel of its own");
-    mcp.close().await;
-}

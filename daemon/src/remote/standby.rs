@@ -326,9 +326,7 @@ pub async fn fill(host: &Host) {
     if standby.target == 0 || standby.filling.swap(true, Ordering::AcqRel) {
         return;
     }
-    // A fill opens at most its target: a channel that is gone again at once (a login shell
-    // that still writes after its runner said ready) is not opened again and again.
-    for _ in 0..standby.target {
+    loop {
         {
             let mut ready = standby.ready();
             ready.channels.retain(Standby::fresh);
@@ -344,14 +342,21 @@ pub async fn fill(host: &Host) {
             mux::open_session(&host.control_path, BOOTSTRAP),
         )
         .await;
-        let Ok(Ok(mut session)) = opened else {
+        let Ok(Ok(session)) = opened else {
             break;
         };
         // The runner goes at once, so it dates the login files now and has a program's shell
-        // waiting. The channel is ready once the runner says so; what the login shell printed
-        // on stderr before is not the runner's, and is dropped (on stdout, `said` dropped it).
-        let said_ready = tokio::time::timeout(READY_TIMEOUT, start_runner(&mut session));
-        if !matches!(said_ready.await, Ok(Ok(true))) || !drained(&session.stderr) {
+        // waiting; a fresh pipe holds it whole. The channel is ready once the runner says so.
+        let Ok(ready) = crate::session::key::nonce("_sshmcp_") else {
+            break;
+        };
+        let text = runner::standby_text(&ready);
+        if !matches!(session.stdin.try_write(text.as_bytes()), Ok(n) if n == text.len()) {
+            break;
+        }
+        let mut session = session;
+        let said_ready = tokio::time::timeout(READY_TIMEOUT, said(&mut session.stdout, &ready));
+        if !matches!(said_ready.await, Ok(true)) {
             break;
         }
         let now = Instant::now();
@@ -372,7 +377,6 @@ pub async fn fill(host: &Host) {
         }
         ready.channels.push_back(warm);
         drop(ready);
-        tracing::debug!("a channel opened ahead of need is ready");
         standby.changed.notify_waiters();
     }
     standby.filling.store(false, Ordering::Release);

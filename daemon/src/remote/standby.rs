@@ -251,16 +251,22 @@ pub fn open_for_kills(session: &MuxSession) -> bool {
     session.control.is_quiet() && drained(&session.stdout) && drained(&session.stderr)
 }
 
-/// Reads `pipe` until it has nothing more now; false when it ended.
+/// Reads `pipe` until it has nothing more now; false when it ended, or when more than a login
+/// shell's noise waits there (64 KiB: something still writes on the channel, a process a
+/// program left behind).
 fn drained(pipe: &tokio::net::unix::pipe::Receiver) -> bool {
+    const NOISE_MAX: usize = 64 * 1024;
     let mut buf = [0u8; 4096];
-    loop {
+    let mut dropped = 0;
+    while dropped <= NOISE_MAX {
         match nix::unistd::read(pipe, &mut buf) {
             Err(nix::errno::Errno::EAGAIN) => return true,
-            Err(nix::errno::Errno::EINTR) | Ok(1..) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Ok(n @ 1..) => dropped += n,
             Ok(0) | Err(_) => return false,
         }
     }
+    false
 }
 
 /// Closes the channels beyond the target that waited `IDLE_TRIM`, the longest idle first,
@@ -381,4 +387,35 @@ pub async fn fill(host: &Host) {
     }
     standby.filling.store(false, Ordering::Release);
     standby.changed.notify_waiters();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipe's reading end as a channel's stream, and its writing end.
+    fn pipe() -> (tokio::net::unix::pipe::Receiver, std::fs::File) {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(read).unwrap();
+        (receiver, std::fs::File::from(write))
+    }
+
+    #[tokio::test]
+    async fn a_drain_drops_noise_and_tells_an_end_or_a_writer_apart() {
+        use std::io::Write;
+        let (stream, mut writer) = pipe();
+        assert!(drained(&stream), "nothing waits");
+        writer.write_all(b"chatty rc on stderr\n").unwrap();
+        assert!(drained(&stream), "noise is dropped");
+        assert!(silent(&stream), "and gone");
+        // Exactly 64 KiB is still noise; one byte more is something writing.
+        writer.write_all(&vec![b'x'; 64 * 1024]).unwrap();
+        assert!(drained(&stream));
+        nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETPIPE_SZ(128 * 1024)).unwrap();
+        writer.write_all(&vec![b'x'; 64 * 1024 + 1]).unwrap();
+        assert!(!drained(&stream), "past 64 KiB");
+        let (ended, writer) = pipe();
+        drop(writer);
+        assert!(!drained(&ended), "an ended stream");
+    }
 }

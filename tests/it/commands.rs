@@ -130,16 +130,7 @@ async fn a_handle_in_its_login_counts_as_holding_a_channel() {
         max_sessions: 3,
         ..SshdOptions::default()
     };
-    let env = TestEnv::with(&opts, &[]);
-    let user = slow_login_user();
-    env.sshd.add_host_block(&format!(
-        "Host slow\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
-        env.sshd.port
-    ));
-    let mcp = env.mcp().await;
-    let r = mcp.call("connect", json!({"alias": "slow"})).await;
-    assert_eq!(r["ok"], true, "{r}");
-    let s = session_of(&r);
+    let (env, mcp, s) = crate::logged_in_with(&slow_login_user(), &opts, &[]).await;
     let tag = unique_sleep(300);
     let (started, go) = (
         format!("/tmp/sshmcp-started.{tag}"),

@@ -435,19 +435,9 @@ pub async fn timeouts_kill_side_by_side(
         max_sessions,
         ..SshdOptions::default()
     };
-    let env = TestEnv::with(&opts, &[]);
-    let mcp = env.mcp().await;
-    let s = match user {
-        None => crate::connect(&mcp).await,
-        Some(user) => {
-            env.sshd.add_host_block(&format!(
-                "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
-                env.sshd.port
-            ));
-            let r = mcp.call("connect", json!({"alias": "other"})).await;
-            assert_eq!(r["ok"], true, "{r}");
-            sshmcp_tests::mcp::session_of(&r)
-        }
+    let (env, mcp, s) = match user {
+        None => connected_with(&opts, &[]).await,
+        Some(user) => crate::logged_in_with(user, &opts, &[]).await,
     };
     let secs = unique_sleep(41);
     let mut pending = Vec::new();

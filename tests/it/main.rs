@@ -228,7 +228,16 @@ pub async fn logged_in_as(
     user: &str,
     extra: &[(&str, &str)],
 ) -> (TestEnv, McpClient, (String, String)) {
-    let env = TestEnv::with(&SshdOptions::default(), extra);
+    logged_in_with(user, &SshdOptions::default(), extra).await
+}
+
+/// Like [`logged_in_as`], with sshd options.
+pub async fn logged_in_with(
+    user: &str,
+    opts: &SshdOptions,
+    extra: &[(&str, &str)],
+) -> (TestEnv, McpClient, (String, String)) {
+    let env = TestEnv::with(opts, extra);
     env.sshd.add_host_block(&format!(
         "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
         env.sshd.port

@@ -2,31 +2,11 @@
 
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
-use sshmcp_tests::mcp::session_of;
 use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::users::{SudoRule, sudo_user};
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::code;
-
-/// A world whose `sudoer` alias logs in as `user`, connected.
-async fn as_user(user: &str) -> (TestEnv, McpClient, (String, String)) {
-    as_user_with(user, &SshdOptions::default()).await
-}
-
-/// Like [`as_user`], with sshd options.
-async fn as_user_with(user: &str, opts: &SshdOptions) -> (TestEnv, McpClient, (String, String)) {
-    let env = TestEnv::with(opts, &[]);
-    env.sshd.add_host_block(&format!(
-        "Host sudoer\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
-        env.sshd.port
-    ));
-    let mcp = env.mcp().await;
-    let r = mcp.call("connect", json!({"alias": "sudoer"})).await;
-    assert_eq!(r["ok"], true, "{r}");
-    let session = session_of(&r);
-    (env, mcp, session)
-}
 
 async fn sudo(mcp: &McpClient, s: &(String, String), command: &str, extra: Value) -> Value {
     let mut args = json!({"session_id": s.0, "session_key": s.1, "command": command});
@@ -39,7 +19,7 @@ async fn sudo(mcp: &McpClient, s: &(String, String), command: &str, extra: Value
 #[tokio::test]
 async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     let user = sudo_user(SudoRule::NoPassword);
-    let (_env, mcp, s) = as_user(&user).await;
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let r = sudo(
         &mcp,
         &s,
@@ -86,7 +66,7 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
 #[tokio::test]
 async fn a_user_whose_sudo_wants_a_password_is_told_so() {
     let user = sudo_user(SudoRule::PasswordRequired);
-    let (_env, mcp, s) = as_user(&user).await;
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let r = sudo(&mcp, &s, "id -u", json!({})).await;
     assert_eq!(code(&r), "sudo_password_required", "{r}");
     mcp.close().await;
@@ -95,7 +75,7 @@ async fn a_user_whose_sudo_wants_a_password_is_told_so() {
 #[tokio::test]
 async fn a_user_with_rules_for_other_commands_only_is_not_allowed() {
     let user = sudo_user(SudoRule::OnlyId);
-    let (_env, mcp, s) = as_user(&user).await;
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let r = sudo(&mcp, &s, "id -u", json!({})).await;
     assert_eq!(code(&r), "sudo_not_allowed", "{r}");
     // With a hand-off asked for, the refusal is still the call's answer, not a handle.
@@ -119,7 +99,7 @@ async fn a_user_in_no_sudoers_rule_is_not_allowed() {
 #[tokio::test]
 async fn a_timeout_ends_a_command_running_as_root() {
     let user = sudo_user(SudoRule::NoPassword);
-    let (_env, mcp, s) = as_user(&user).await;
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     crate::assert_timeout_kills(&mcp, &s, "sudo_exec").await;
     mcp.close().await;
 }
@@ -145,7 +125,7 @@ async fn a_host_without_sudo_says_so() {
 #[tokio::test]
 async fn a_handed_off_root_command_is_killed_as_root() {
     let user = sudo_user(SudoRule::NoPassword);
-    let (_env, mcp, s) = as_user(&user).await;
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let secs = sshmcp_tests::process::unique_sleep(300);
     let r = sudo(
         &mcp,
@@ -202,7 +182,7 @@ async fn root_commands_filling_a_server_with_few_sessions_are_all_killed() {
         max_sessions: 3,
         ..SshdOptions::default()
     };
-    let (env, mcp, s) = as_user_with(&user, &opts).await;
+    let (env, mcp, s) = crate::logged_in_with(&user, &opts, &[]).await;
     let (watcher, w) = crate::connect_watcher(&env).await;
     let secs = unique_sleep(301);
     let call = |timeout: u64| {
@@ -252,7 +232,7 @@ async fn commands_one_after_the_other_keep_no_channel_for_kills() {
             max_sessions,
             ..SshdOptions::default()
         };
-        let (env, mcp, s) = as_user_with(&user, &opts).await;
+        let (env, mcp, s) = crate::logged_in_with(&user, &opts, &[]).await;
         for _ in 0..5 {
             let r = sudo(&mcp, &s, "true", json!({})).await;
             assert_eq!(r["exit_code"], 0, "{r}");

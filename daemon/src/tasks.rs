@@ -79,7 +79,9 @@ printf 'ok %s %s\n' "$p" "$d"
 /// Whether PID `$p` is the task sshmcp launched: its start file matches the live process.
 /// With its leader gone, the group is the task's only while a live member carries the task's
 /// mark in its environment (every process the task starts inherits it): a group whose number
-/// was once the task's but emptied may be anyone's now.
+/// was once the task's but emptied may be anyone's now. A member in the middle of an exec
+/// shows an empty environment for a moment (Linux installs the new one late), so an empty
+/// one is read again for up to about a second before it counts as unmarked.
 const IS_TASK: &str = r#"is_task() {
   [ -f "$d/$p.start" ] || return 1
   read -r m < "$d/$p.start" || return 1
@@ -92,6 +94,10 @@ const IS_TASK: &str = r#"is_task() {
     set -- ${s##*)}
     [ "$3" = $p ] && [ "$1" != Z ] || continue
     q=${f#/proc/}; q=${q%/stat}
+    i=0
+    while c=$(wc -c < /proc/$q/environ 2>/dev/null) && [ "$c" -eq 0 ] && [ $i -lt 100 ]; do
+      sleep 0.01; i=$((i+1))
+    done
     tr '\0' '\n' < /proc/$q/environ 2>/dev/null | grep -qxF "SSHMCP_TASK=$p:$m" && return 0
   done
   return 1
@@ -361,5 +367,33 @@ mod tests {
         );
         assert_eq!(said, "other\n");
         assert_eq!(status(999_999), "not_found\n");
+
+        // A group whose leader is gone and whose one member shows an empty environment, as a
+        // process in the middle of an exec does, for 0.4 s before it carries the mark: still
+        // the task, as it was all along.
+        let said = sh(
+            &launch_script(),
+            b"env -i /bin/sh -c 'sleep 0.4; exec env SSHMCP_TASK=\"$1\" sleep 30' - \"$SSHMCP_TASK\" &",
+        );
+        let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        let leader_gone = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |stat| stat.contains(") Z "))
+        };
+        while !(dir.join(format!("{pid}.exit")).exists() && leader_gone()) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the leader never ended"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let said = status(pid);
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        assert!(said.starts_with("running 0 "), "{said}");
     }
 }

@@ -14,8 +14,8 @@ pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
 
 /// Channels each session keeps waiting for a command by default, and at most: they share the
 /// session's channel slots (8, below sshd's usual MaxSessions of 10) with running commands.
-/// One is enough for an agent's commands one after another; more wait only briefly (see
-/// `remote::standby`).
+/// One is enough for an agent's commands one after another; more (channels of commands that
+/// ran side by side, idle again) wait only briefly (see `remote::standby`).
 pub const DEFAULT_STANDBY_CHANNELS: usize = 1;
 pub const MAX_STANDBY_CHANNELS: usize = 4;
 

@@ -223,9 +223,11 @@ async fn root_commands_filling_a_server_with_few_sessions_are_all_killed() {
 }
 
 /// Commands one after the other, root ones included (whose channels close after them), open
-/// no channel for kills, on a server allowing one session as on one allowing ten.
+/// no channel for kills, on a server allowing one session as on one allowing ten, and no
+/// channel they do not use: each root command takes the channel the command before it left,
+/// and each other command opens one, which it leaves for the next.
 #[tokio::test]
-async fn commands_one_after_the_other_keep_no_channel_for_kills() {
+async fn commands_one_after_the_other_open_only_the_channels_they_use() {
     let user = sudo_user(SudoRule::NoPassword);
     for max_sessions in [1, 10] {
         let opts = SshdOptions {
@@ -233,12 +235,15 @@ async fn commands_one_after_the_other_keep_no_channel_for_kills() {
             ..SshdOptions::default()
         };
         let (env, mcp, s) = crate::logged_in_with(&user, &opts, &[]).await;
+        let sessions = || env.sshd.log_text().matches("Starting session:").count();
+        let before = sessions();
         for _ in 0..5 {
             let r = sudo(&mcp, &s, "true", json!({})).await;
             assert_eq!(r["exit_code"], 0, "{r}");
             let r = crate::exec(&mcp, &s, "true", json!({})).await;
             assert_eq!(r["exit_code"], 0, "{r}");
         }
+        assert_eq!(sessions() - before, 5, "MaxSessions {max_sessions}");
         assert!(
             !env.daemon_log()
                 .contains("opening the channel kept for kills"),

@@ -70,7 +70,7 @@ pub struct SessionControl {
 
 impl SessionControl {
     /// Whether the master has said nothing about this session yet (no exit, no close): a
-    /// channel opened ahead of need is still waiting for its program.
+    /// waiting channel is still waiting for its program.
     pub fn is_quiet(&self) -> bool {
         // Peeks at the socket itself: tokio's own readiness may not have seen a close yet.
         let mut probe = [0u8; 1];

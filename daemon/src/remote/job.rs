@@ -312,7 +312,7 @@ pub(super) async fn drive(
     stop: CancellationToken,
     answer: oneshot::Sender<Result<ExecResult, RunError>>,
 ) {
-    let active = (!program.control).then(|| ActiveRun::new(&host));
+    let _active = (!program.control).then(|| ActiveRun::new(&host));
     let pending = (!program.control).then(|| super::Counted::new(&host.pending));
     let mut answer = Some(Answer {
         tx: answer,
@@ -321,11 +321,6 @@ pub(super) async fn drive(
     let outcome = run(&host, program, &stop, &mut answer).await;
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
         drop(answer.send(outcome, true));
-    }
-    // The run is over: its slot may be free again to ready a channel for the next command.
-    if active.is_some() {
-        drop(active);
-        standby::refill(&host);
     }
 }
 
@@ -477,10 +472,9 @@ async fn open(
     }
     // A waiting channel only needs the program text. Not while the master is stopped: the
     // text would wait in its buffers and run whenever it resumes.
-    let alone = *host.active.borrow() <= 1;
     if waiting_ok
         && !host.master_stopped()
-        && let Some(warm) = host.standby.take_soon(alone, deadline).await
+        && let Some(warm) = host.standby.take()
     {
         return Ok(Opened::waiting(host, warm));
     }

@@ -47,7 +47,7 @@ pub struct Host {
     /// The master process, once it is up: only its confirmed death makes a run report the
     /// connection lost (a failed socket call may just be this daemon out of descriptors).
     pub master: Arc<OnceLock<ProcessId>>,
-    /// Channels opened ahead of need (see `standby`).
+    /// Channels waiting for the next program (see `standby`).
     pub standby: Arc<standby::Standby>,
     /// The channel kept for kills once channels are shared (see `kill_channel`).
     pub kill_channel: Arc<kill_channel::KillChannel>,
@@ -61,7 +61,7 @@ pub struct Host {
 }
 
 impl Host {
-    /// A host keeping `standby_channels` channels open ahead of need.
+    /// A host keeping up to `standby_channels` idle channels for the next programs.
     pub fn new(control_path: PathBuf, standby_channels: usize) -> Self {
         Self {
             control_path,
@@ -88,15 +88,13 @@ impl Host {
     }
 
     /// How many channels the session's work holds now but the caller's `own_copies` (the kill
-    /// channel and waiting standby channels aside): runs' programs, transfers' copies, and a
-    /// standby channel being readied.
+    /// channel and waiting standby channels aside): runs' programs and transfers' copies.
     pub fn channels_held(&self, own_copies: usize) -> usize {
         self.running.load(Ordering::Acquire)
             + self
                 .copies
                 .load(Ordering::Acquire)
                 .saturating_sub(own_copies)
-            + usize::from(self.standby.filling())
     }
 
     /// Whether the master is known and confirmed gone (exited, or its pid now belongs to

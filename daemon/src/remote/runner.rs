@@ -163,8 +163,8 @@ const LOGIN_FILES: &[&str] = &[
     "/etc/ssh/sshrc",
 ];
 
-/// The text of a channel opened ahead of need: its setup and loop, with a program's shell
-/// already waiting on stdin. The runner prints `ready` on stdout once it has read its whole
+/// The text of a channel opened before it has a program (a kill's): its setup and loop, with
+/// a program's shell already waiting on stdin. The runner prints `ready` on stdout once it has read its whole
 /// text (a group is read whole before it runs): until then, a program written to stdin could
 /// be read by the runner along with its text, and never reach the program's shell.
 pub fn standby_text(ready: &str) -> String {

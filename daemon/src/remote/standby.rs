@@ -1,8 +1,10 @@
 //! Channels waiting for a program. Each runs the channel's shell (see `runner`) and waits
 //! on its stdin, so a command that takes one skips the mux exchange, sshd's channel open, and
 //! the start of the login shell: most of what a command costs. A channel comes back here
-//! after each program that left it idle, and a few more are opened ahead of need (the
-//! daemon's `standby-channels`, 1 by default); each holds a channel slot while it waits.
+//! after each program that left it idle (up to the daemon's `standby-channels`, 1 by
+//! default, for long); each holds a channel slot while it waits. None is opened ahead of
+//! need: its login would run beside the next command, which may be editing the login files
+//! that the channel dates only once its login shell has read them (see `runner`).
 //!
 //! The rules that keep them invisible:
 //! - A waiting channel is only ever fed a whole program text: until then its shell runs
@@ -14,8 +16,8 @@
 //!   anything about it (it ended), is dropped instead of used.
 //! - Beyond the target, channels that came back wait at most `IDLE_TRIM`; with a target of 0
 //!   none is kept at all.
-//! - None is opened ahead while a command opens a channel of its own, and a refused channel
-//!   open gives one back: a command never waits for a slot or an sshd session that a waiting
+//! - None is kept while a command opens a channel of its own, and a refused channel open
+//!   gives one back: a command never waits for a slot or an sshd session that a waiting
 //!   channel holds.
 
 use std::collections::VecDeque;
@@ -27,17 +29,16 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::Host;
-use super::framing::BOOTSTRAP;
 use super::framing::MarkerScan;
 use super::kill_channel::Kept;
 use super::runner;
-use crate::mux::{self, MuxSession};
+use crate::mux::MuxSession;
 
 /// A channel whose login shell started longer ago than this is closed rather than used: what
 /// the login environment computes (beyond its files) is at most this old.
 const MAX_AGE: Duration = Duration::from_secs(60);
-/// How long a channel opened ahead of need may take to start its runner (its login shell
-/// reads the startup files first).
+/// How long a channel opened for kills may take to start its runner (its login shell reads
+/// the startup files first).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a channel beyond the target may wait for a program before it closes.
 const IDLE_TRIM: Duration = Duration::from_secs(5);
@@ -69,15 +70,11 @@ pub struct Standby {
     /// How many to keep (the daemon's `standby-channels`).
     target: usize,
     ready: Mutex<Ready>,
-    /// Set while a fill runs: one at a time per session.
-    filling: AtomicBool,
     /// Runs opening a channel of their own now (waiting for a slot, or for sshd to accept
     /// one): while any does, no standby channel is opened or kept.
     opening: AtomicUsize,
     /// Set while a trim waits: one at a time per session.
     trimming: AtomicBool,
-    /// Woken when a fill pushes a channel or ends.
-    changed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -101,10 +98,8 @@ impl Standby {
         Self {
             target,
             ready: Mutex::default(),
-            filling: AtomicBool::new(false),
             opening: AtomicUsize::new(0),
             trimming: AtomicBool::new(false),
-            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -136,36 +131,10 @@ impl Standby {
         None
     }
 
-    /// Like [`take`](Self::take), but when a fill is under way and `alone` (no other run on
-    /// the session), waits for its channel (until `deadline`, at most a second) instead of
-    /// opening one beside it: back-to-back commands would otherwise start two shells each.
-    pub async fn take_soon(&self, alone: bool, deadline: Instant) -> Option<Warm> {
-        let give_up = deadline.min(Instant::now() + Duration::from_secs(1));
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if let Some(warm) = self.take() {
-                return Some(warm);
-            }
-            if !alone || !self.filling.load(Ordering::Acquire) {
-                return None;
-            }
-            if tokio::time::timeout_at(give_up, changed).await.is_err() {
-                return None;
-            }
-        }
-    }
-
     /// Gives one standby channel back (its slot, and its sshd session): a channel open was
     /// refused, so the server allows fewer sessions than the slots. False when none waited.
     pub fn release_one(&self) -> bool {
         self.ready().channels.pop_back().is_some()
-    }
-
-    /// Whether a fill is under way (it may hold a channel whose runner is starting).
-    pub fn filling(&self) -> bool {
-        self.filling.load(Ordering::Acquire)
     }
 
     /// Whether channels are kept for later commands at all (a target above 0).
@@ -200,7 +169,6 @@ impl Standby {
         ready.channels.push_back(warm);
         let over_target = ready.channels.len() > standby.target;
         drop(ready);
-        standby.changed.notify_waiters();
         if over_target && !standby.trimming.swap(true, Ordering::AcqRel) {
             let host = host.clone();
             tokio::spawn(async move { trim(&host).await });
@@ -293,7 +261,7 @@ async fn trim(host: &Host) {
 
 /// Reads `stdout` up to the line starting with `nonce`, dropping (and logging) what the login
 /// shell printed before it; false when the stream ends first.
-pub(super) async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
+async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
     use tokio::io::AsyncReadExt;
     let mut scan = MarkerScan::new(nonce.as_bytes());
     let mut buf = vec![0u8; 4096];
@@ -317,76 +285,6 @@ pub async fn start_runner(session: &mut MuxSession) -> std::io::Result<bool> {
         return Ok(false);
     }
     Ok(said(&mut session.stdout, &ready).await)
-}
-
-/// Tops the session's standby channels up to their target in the background.
-pub fn refill(host: &Host) {
-    let host = host.clone();
-    tokio::spawn(async move { fill(&host).await });
-}
-
-/// Opens standby channels until there are enough, a run opens its own, or no slot is free;
-/// returns when done (at once when another fill is under way).
-pub async fn fill(host: &Host) {
-    let standby = &host.standby;
-    if standby.target == 0 || standby.filling.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    loop {
-        {
-            let mut ready = standby.ready();
-            ready.channels.retain(Standby::fresh);
-            if ready.closed || ready.channels.len() >= standby.target || standby.contended() {
-                break;
-            }
-        }
-        let Ok(permit) = host.slots.clone().try_acquire_owned() else {
-            break;
-        };
-        let opened = tokio::time::timeout(
-            mux::EXCHANGE_TIMEOUT,
-            mux::open_session(&host.control_path, BOOTSTRAP),
-        )
-        .await;
-        let Ok(Ok(session)) = opened else {
-            break;
-        };
-        // The runner goes at once, so it dates the login files now and has a program's shell
-        // waiting; a fresh pipe holds it whole. The channel is ready once the runner says so.
-        let Ok(ready) = crate::session::key::nonce("_sshmcp_") else {
-            break;
-        };
-        let text = runner::standby_text(&ready);
-        if !matches!(session.stdin.try_write(text.as_bytes()), Ok(n) if n == text.len()) {
-            break;
-        }
-        let mut session = session;
-        let said_ready = tokio::time::timeout(READY_TIMEOUT, said(&mut session.stdout, &ready));
-        if !matches!(said_ready.await, Ok(true)) {
-            break;
-        }
-        let now = Instant::now();
-        let warm = Warm {
-            permit,
-            session,
-            opened_at: now,
-            idle_since: now,
-        };
-        let Some(warm) = adopted(host, warm) else {
-            continue;
-        };
-        let mut ready = standby.ready();
-        // A run that began opening its own channel meanwhile gets the slot, and a closed
-        // session keeps nothing: the channel closes unused.
-        if ready.closed || standby.contended() {
-            break;
-        }
-        ready.channels.push_back(warm);
-        drop(ready);
-        standby.changed.notify_waiters();
-    }
-    standby.filling.store(false, Ordering::Release);
-    standby.changed.notify_waiters();
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::key::{KeyHash, is_session_id};
 use super::record::{self, Entry, TransferEntry};
 use super::{Registry, Session, master};
 use crate::local_process::ProcessId;
-use crate::{mux, remote, transfers};
+use crate::{mux, transfers};
 
 impl Registry {
     /// Reads the record, re-adopts what it names, records the outcome, and stops masters left
@@ -50,8 +50,6 @@ impl Registry {
             self.spawn_recorder(&session);
             if session.state() == SessionState::Ready {
                 self.spawn_watcher(&session);
-                let host = session.host.clone();
-                tokio::spawn(async move { remote::standby::fill(&host).await });
             }
             for transfer in transfers {
                 let (settings, destinations) = (self.settings.clone(), self.destinations.clone());

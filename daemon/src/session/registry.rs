@@ -351,18 +351,11 @@ impl Registry {
         let _ = session.host.master.set(master);
         // The first channel of a connection waits about 45 ms for sshd to finish its post-
         // authentication setup (raw `ssh -S` shows the same); the facts pay it.
+        // Its channel comes back idle and waits for the first command.
         let clock = std::time::Instant::now();
         let facts = self.remote_facts(session).await;
         let facts_ms = clock.elapsed().as_secs_f64() * 1000.0;
-        // Channels for the first commands, ready when connect answers.
-        remote::standby::fill(&session.host).await;
-        tracing::debug!(
-            session = %session.id,
-            master_ms,
-            facts_ms,
-            standby_ms = clock.elapsed().as_secs_f64() * 1000.0 - facts_ms,
-            "connect steps"
-        );
+        tracing::debug!(session = %session.id, master_ms, facts_ms, "connect steps");
         if session.host.closing.is_cancelled() || session.state() != SessionState::Starting {
             master::stop(control_path, Some(master)).await;
             return Err(closed());

@@ -59,10 +59,7 @@ async fn none_left(mcp: &McpClient, s: &Session, needle: &str) -> bool {
 /// starts in the session the first one freed.
 #[tokio::test]
 async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
-    let opts = SshdOptions {
-        max_sessions: 3,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(3);
     let env = TestEnv::with(&opts, &[]);
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
@@ -100,10 +97,7 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
 /// kills would leave no command beside it, so none is kept, and commands still run.
 #[tokio::test]
 async fn commands_run_beside_a_handle_on_a_server_with_two_sessions() {
-    let opts = SshdOptions {
-        max_sessions: 2,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(2);
     let env = TestEnv::with(&opts, &[]);
     let mcp = env.mcp().await;
     let s = connect(&mcp).await;
@@ -126,10 +120,7 @@ async fn commands_run_beside_a_handle_on_a_server_with_two_sessions() {
 /// sessions are not two): the next command waits and runs nothing, and the handle is killed.
 #[tokio::test]
 async fn a_handle_in_its_login_counts_as_holding_a_channel() {
-    let opts = SshdOptions {
-        max_sessions: 3,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(3);
     let (env, mcp, s) = crate::logged_in_with(&slow_login_user(), &opts, &[]).await;
     let tag = unique_sleep(300);
     let (started, go) = (

@@ -178,14 +178,7 @@ async fn mcp_cancellation_kills_the_remote_command() {
 
 #[tokio::test]
 async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connection() {
-    let (env, mcp, s) = connected_with(
-        &SshdOptions {
-            max_sessions: 10,
-            ..SshdOptions::default()
-        },
-        &[],
-    )
-    .await;
+    let (env, mcp, s) = connected_with(&SshdOptions::allowing_sessions(10), &[]).await;
     let accepted_before = env.sshd.accepted_connections();
     let commands: Vec<String> = (0..12)
         .map(|i| format!("sleep 0.5; echo $(id -un) {i}"))
@@ -286,14 +279,7 @@ async fn a_shim_that_dies_mid_command_takes_the_command_with_it() {
 
 #[tokio::test]
 async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
-    let (env, mcp, s) = connected_with(
-        &SshdOptions {
-            max_sessions: 2,
-            ..SshdOptions::default()
-        },
-        &[],
-    )
-    .await;
+    let (env, mcp, s) = connected_with(&SshdOptions::allowing_sessions(2), &[]).await;
     let commands: Vec<String> = (0..8).map(|i| format!("sleep 0.2; echo {i}")).collect();
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
         assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
@@ -405,10 +391,7 @@ async fn spool_files_are_capped_and_removed_when_the_call_fails() {
 /// refused channel gives one back.
 #[tokio::test]
 async fn a_timeout_kills_even_when_the_server_allows_few_sessions() {
-    let opts = SshdOptions {
-        max_sessions: 2,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(2);
     let (_env, mcp, s) = connected_with(&opts, &[]).await;
     crate::assert_timeout_kills(&mcp, &s, "exec").await;
     mcp.close().await;
@@ -431,10 +414,7 @@ pub async fn timeouts_kill_side_by_side(
     commands: usize,
     killed: usize,
 ) -> TestEnv {
-    let opts = SshdOptions {
-        max_sessions,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(max_sessions);
     let (env, mcp, s) = match user {
         None => connected_with(&opts, &[]).await,
         Some(user) => crate::logged_in_with(user, &opts, &[]).await,
@@ -476,10 +456,7 @@ pub async fn timeouts_kill_side_by_side(
 /// channel: `disconnect` ends them all, through the session kept for kills.
 #[tokio::test]
 async fn disconnect_kills_commands_on_a_server_their_sessions_fill() {
-    let opts = SshdOptions {
-        max_sessions: 3,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(3);
     let (env, mcp, s) = connected_with(&opts, &[]).await;
     let secs = unique_sleep(43);
     let mut pending = Vec::new();
@@ -507,10 +484,7 @@ async fn disconnect_kills_commands_on_a_server_their_sessions_fill() {
 /// (one at a time): nothing kept for kills holds the only session.
 #[tokio::test]
 async fn commands_side_by_side_all_run_on_a_server_with_one_session() {
-    let opts = SshdOptions {
-        max_sessions: 1,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(1);
     let (env, mcp, s) = connected_with(&opts, &[]).await;
     let commands: Vec<String> = (0..3).map(|i| format!("sleep 0.2; echo {i}")).collect();
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {

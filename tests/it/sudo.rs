@@ -178,10 +178,7 @@ async fn a_handed_off_root_command_is_killed_as_root() {
 #[tokio::test]
 async fn root_commands_filling_a_server_with_few_sessions_are_all_killed() {
     let user = sudo_user(SudoRule::NoPassword);
-    let opts = SshdOptions {
-        max_sessions: 3,
-        ..SshdOptions::default()
-    };
+    let opts = SshdOptions::allowing_sessions(3);
     let (env, mcp, s) = crate::logged_in_with(&user, &opts, &[]).await;
     let (watcher, w) = crate::connect_watcher(&env).await;
     let secs = unique_sleep(301);
@@ -230,10 +227,7 @@ async fn root_commands_filling_a_server_with_few_sessions_are_all_killed() {
 async fn commands_one_after_the_other_open_only_the_channels_they_use() {
     let user = sudo_user(SudoRule::NoPassword);
     for max_sessions in [1, 10] {
-        let opts = SshdOptions {
-            max_sessions,
-            ..SshdOptions::default()
-        };
+        let opts = SshdOptions::allowing_sessions(max_sessions);
         let (env, mcp, s) = crate::logged_in_with(&user, &opts, &[]).await;
         let sessions = || env.sshd.log_text().matches("Starting session:").count();
         let before = sessions();

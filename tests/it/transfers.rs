@@ -651,10 +651,7 @@ async fn a_64_mib_upload_arrives_verified_and_replaces_only_with_overwrite() {
 /// and arrives whole while the command still runs.
 #[tokio::test]
 async fn an_upload_beside_a_command_on_a_server_with_three_sessions_arrives() {
-    let opts = sshmcp_tests::SshdOptions {
-        max_sessions: 3,
-        ..sshmcp_tests::SshdOptions::default()
-    };
+    let opts = sshmcp_tests::SshdOptions::allowing_sessions(3);
     let env = sshmcp_tests::TestEnv::with(&opts, &[]);
     let mcp = env.mcp().await;
     let s = crate::connect(&mcp).await;

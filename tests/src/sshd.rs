@@ -42,6 +42,16 @@ impl Default for SshdOptions {
     }
 }
 
+impl SshdOptions {
+    /// The defaults, with `MaxSessions` at `max_sessions`.
+    pub fn allowing_sessions(max_sessions: u32) -> Self {
+        Self {
+            max_sessions,
+            ..Self::default()
+        }
+    }
+}
+
 pub struct Sshd {
     pub dir: PathBuf,
     /// Where it listens: 127.0.0.1, or the server address of its network namespace.

@@ -80,25 +80,39 @@ printf 'ok %s %s\n' "$p" "$d"
 /// With its leader gone, the group is the task's only while a live member carries the task's
 /// mark in its environment (every process the task starts inherits it): a group whose number
 /// was once the task's but emptied may be anyone's now. A member in the middle of an exec
-/// shows an empty environment for a moment (Linux installs the new one late), so an empty
-/// one is read again for up to about a second before it counts as unmarked.
-const IS_TASK: &str = r#"is_task() {
+/// shows an empty environment for a moment (Linux installs the new one late), so when no
+/// member carries the mark, those that showed none are read again for about a second in all
+/// (a process started with an empty environment, `env -i`, shows none for good).
+const IS_TASK: &str = r#"marked() {
+  v=$(tr '\0' '\n' 2>/dev/null < /proc/$1/environ) || return 1
+  [ -n "$v" ] || return 2
+  case "
+$v
+" in *"
+SSHMCP_TASK=$p:$m
+"*) return 0 ;; esac
+  return 1
+}
+is_task() {
   [ -f "$d/$p.start" ] || return 1
   read -r m < "$d/$p.start" || return 1
   [ -n "$m" ] || return 1
   l=$(started $p)
   if [ -n "$l" ]; then [ "$l" = "$m" ]; return; fi
   [ -r /proc/self/stat ] || return 1
+  e=
   for f in /proc/[0-9]*/stat; do
     read -r s 2>/dev/null < $f || continue
     set -- ${s##*)}
     [ "$3" = $p ] && [ "$1" != Z ] || continue
     q=${f#/proc/}; q=${q%/stat}
-    i=0
-    while c=$(wc -c < /proc/$q/environ 2>/dev/null) && [ "$c" -eq 0 ] && [ $i -lt 100 ]; do
-      sleep 0.01; i=$((i+1))
-    done
-    tr '\0' '\n' < /proc/$q/environ 2>/dev/null | grep -qxF "SSHMCP_TASK=$p:$m" && return 0
+    marked $q && return 0
+    [ $? = 2 ] && e="$e $q"
+  done
+  i=0
+  while [ -n "$e" ] && [ $i -lt 50 ]; do
+    sleep 0.02; i=$((i+1)); w=$e; e=
+    for q in $w; do marked $q && return 0; [ $? = 2 ] && e="$e $q"; done
   done
   return 1
 }
@@ -368,32 +382,43 @@ mod tests {
         assert_eq!(said, "other\n");
         assert_eq!(status(999_999), "not_found\n");
 
-        // A group whose leader is gone and whose one member shows an empty environment, as a
-        // process in the middle of an exec does, for 0.4 s before it carries the mark: still
-        // the task, as it was all along.
-        let said = sh(
-            &launch_script(),
-            b"env -i /bin/sh -c 'sleep 0.4; exec env SSHMCP_TASK=\"$1\" sleep 30' - \"$SSHMCP_TASK\" &",
-        );
-        let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
-        let give_up = std::time::Instant::now() + Duration::from_secs(10);
-        let leader_gone = || {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map_or(true, |stat| stat.contains(") Z "))
-        };
-        while !(dir.join(format!("{pid}.exit")).exists() && leader_gone()) {
-            assert!(
-                std::time::Instant::now() < give_up,
-                "the leader never ended"
-            );
-            std::thread::sleep(Duration::from_millis(5));
+        // A group whose leader is gone, two of whose members have an empty environment for
+        // good (`env -i`) and the third for 0.4 s, as a process in the middle of an exec
+        // does, before it carries the mark: still the task, as it was all along. The status
+        // must begin before that exec (the file it leaves says when), else the try is over.
+        let execd = home.path().join("execd");
+        let members = b"env -i sleep 30 & env -i sleep 30 & \
+            env -i /bin/sh -c 'sleep 0.4; : > \"$2\"; exec env SSHMCP_TASK=\"$1\" sleep 30' \
+            - \"$SSHMCP_TASK\" \"$HOME/execd\" &";
+        let mut said = String::new();
+        for _try in 0..5 {
+            let _ = std::fs::remove_file(&execd);
+            let launched = sh(&launch_script(), members);
+            let pid: u32 = launched.split(' ').nth(1).unwrap().parse().unwrap();
+            let give_up = std::time::Instant::now() + Duration::from_secs(10);
+            let leader_gone = || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .map_or(true, |stat| stat.contains(") Z "))
+            };
+            while !(dir.join(format!("{pid}.exit")).exists() && leader_gone()) {
+                assert!(
+                    std::time::Instant::now() < give_up,
+                    "the leader never ended"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let in_time = !execd.exists();
+            said = status(pid);
+            nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            if in_time {
+                break;
+            }
+            said = "the status never began before the member's exec".into();
         }
-        let said = status(pid);
-        nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .unwrap();
         assert!(said.starts_with("running 0 "), "{said}");
     }
 }

@@ -233,3 +233,36 @@ async fn a_task_whose_leader_left_children_is_still_its_group() {
     assert_eq!(st["state"], "exited", "{st}");
     mcp.close().await;
 }
+
+/// A task whose shell exited leaving ten children started with an empty environment
+/// (`env -i`, which carries no mark) beside one that carries it: still running, and a kill
+/// ends them all within its time, the empty environments read again once for all of them.
+#[tokio::test]
+async fn children_with_empty_environments_neither_slow_nor_stop_a_kill() {
+    let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let launched = task(
+        &mcp,
+        &s,
+        "task_launch",
+        json!({"command": format!(
+            "for i in 1 2 3 4 5 6 7 8 9 10; do env -i sleep {secs} & done; sleep {secs} & echo spawned"
+        )}),
+    )
+    .await;
+    let pid = launched["pid"].as_u64().unwrap();
+    let status = until_exit_recorded(&mcp, &s, pid).await;
+    assert_eq!(
+        (&status["state"], &status["exit_code"]),
+        (&json!("running"), &json!(0)),
+        "{status}"
+    );
+    let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    let probe = format!("pgrep -f 'sleep {secs}' || echo none");
+    assert_eq!(
+        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        "none\n"
+    );
+    mcp.close().await;
+}

@@ -515,8 +515,8 @@ async fn open(
 /// A channel for a kill, which skips the queue: the kill channel when it waits, else a
 /// waiting standby channel (on a server with few sessions it may hold the last one), else one
 /// of its own, opened while watching for the kill channel to come free (on a full server it
-/// is the only channel a kill can get). A kill never waits for a fill. Waiting channels are
-/// left alone while the master is stopped, as for commands.
+/// is the only channel a kill can get). Waiting channels are left alone while the master is
+/// stopped, as for commands.
 async fn open_for_kill(
     host: &Host,
     deadline: Instant,

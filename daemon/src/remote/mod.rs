@@ -138,7 +138,7 @@ pub struct Program {
     /// for days does not wait that long to start.
     pub queue_timeout: Option<Duration>,
     /// A channel opened for this program is sent the program only once its login shell is
-    /// through and its runner says it is ready (as a standby channel is): a stop until then
+    /// through and its runner says it is ready (as the kill channel is): a stop until then
     /// sends nothing, so nothing of the program ever runs. For programs that may outlive
     /// their call (handles), whose stop can come at any moment before they start.
     pub ready_first: bool,

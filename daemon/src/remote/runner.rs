@@ -163,10 +163,11 @@ const LOGIN_FILES: &[&str] = &[
     "/etc/ssh/sshrc",
 ];
 
-/// The text of a channel opened before it has a program (a kill's): its setup and loop, with
-/// a program's shell already waiting on stdin. The runner prints `ready` on stdout once it has read its whole
-/// text (a group is read whole before it runs): until then, a program written to stdin could
-/// be read by the runner along with its text, and never reach the program's shell.
+/// The text of a channel whose program waits for it to be ready (the kill channel, a
+/// handle's program): its setup and loop, with a program's shell already waiting on stdin.
+/// The runner prints `ready` on stdout once it has read its whole text (a group is read whole
+/// before it runs): until then, a program written to stdin could be read by the runner along
+/// with its text, and never reach the program's shell.
 pub fn standby_text(ready: &str) -> String {
     let (spawn, said) = (spawn(), ready_line(ready));
     let hand_over = hand_over(&said);

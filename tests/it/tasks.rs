@@ -207,28 +207,7 @@ async fn a_reused_pid_is_never_signalled() {
 async fn a_task_whose_leader_left_children_is_still_its_group() {
     let (_env, mcp, s) = connected().await;
     let secs = unique_sleep(300);
-    let launched = task(
-        &mcp,
-        &s,
-        "task_launch",
-        json!({"command": format!("sleep {secs} & echo spawned")}),
-    )
-    .await;
-    let pid = launched["pid"].as_u64().unwrap();
-    // The wrapper records its shell's status as it exits; the child runs on.
-    let status = until_exit_recorded(&mcp, &s, pid).await;
-    assert_eq!(
-        (&status["state"], &status["exit_code"]),
-        (&json!("running"), &json!(0)),
-        "{status}"
-    );
-    let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
-    assert_eq!(k["result"], "killed", "{k}");
-    let probe = format!("pgrep -f 'sleep {secs}' || echo none");
-    assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
-        "none\n"
-    );
+    let pid = left_children_run_and_die(&mcp, &s, &secs, &format!("sleep {secs} &")).await;
     let st = task(&mcp, &s, "task_status", json!({"pid": pid})).await;
     assert_eq!(st["state"], "exited", "{st}");
     mcp.close().await;
@@ -241,28 +220,36 @@ async fn a_task_whose_leader_left_children_is_still_its_group() {
 async fn children_with_empty_environments_neither_slow_nor_stop_a_kill() {
     let (_env, mcp, s) = connected().await;
     let secs = unique_sleep(300);
-    let launched = task(
-        &mcp,
-        &s,
-        "task_launch",
-        json!({"command": format!(
-            "for i in 1 2 3 4 5 6 7 8 9 10; do env -i sleep {secs} & done; sleep {secs} & echo spawned"
-        )}),
-    )
-    .await;
+    let children =
+        format!("for i in 1 2 3 4 5 6 7 8 9 10; do env -i sleep {secs} & done; sleep {secs} &");
+    left_children_run_and_die(&mcp, &s, &secs, &children).await;
+    mcp.close().await;
+}
+
+/// Launches a task whose shell starts `children` (each a `sleep` of `secs`) and exits; once
+/// its exit is recorded the task is still `running`, and `task_kill` ends every child.
+async fn left_children_run_and_die(
+    mcp: &McpClient,
+    s: &Session,
+    secs: &str,
+    children: &str,
+) -> u64 {
+    let command = format!("{children} echo spawned");
+    let launched = task(mcp, s, "task_launch", json!({ "command": command })).await;
     let pid = launched["pid"].as_u64().unwrap();
-    let status = until_exit_recorded(&mcp, &s, pid).await;
+    // The wrapper records its shell's status as it exits; the children run on.
+    let status = until_exit_recorded(mcp, s, pid).await;
     assert_eq!(
         (&status["state"], &status["exit_code"]),
         (&json!("running"), &json!(0)),
         "{status}"
     );
-    let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+    let k = task(mcp, s, "task_kill", json!({"pid": pid})).await;
     assert_eq!(k["result"], "killed", "{k}");
     let probe = format!("pgrep -f 'sleep {secs}' || echo none");
     assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        exec(mcp, s, &probe, json!({})).await["stdout"]["data"],
         "none\n"
     );
-    mcp.close().await;
+    pid
 }

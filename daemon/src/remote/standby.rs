@@ -1,10 +1,11 @@
 //! Channels waiting for a program. Each runs the channel's shell (see `runner`) and waits
 //! on its stdin, so a command that takes one skips the mux exchange, sshd's channel open, and
 //! the start of the login shell: most of what a command costs. A channel comes back here
-//! after each program that left it idle (up to the daemon's `standby-channels`, 1 by
-//! default, for long); each holds a channel slot while it waits. None is opened ahead of
-//! need: its login would run beside the next command, which may be editing the login files
-//! that the channel dates only once its login shell has read them (see `runner`).
+//! after each program that left it idle (the daemon's `standby-channels`, 1 by default, wait
+//! while they stay fresh; more, `IDLE_TRIM`); each holds a channel slot while it waits. None
+//! is opened ahead of need: its login would run beside the next command, which may be
+//! editing the login files that the channel dates only once its login shell has read them
+//! (see `runner`).
 //!
 //! The rules that keep them invisible:
 //! - A waiting channel is only ever fed a whole program text: until then its shell runs

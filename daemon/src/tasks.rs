@@ -81,8 +81,8 @@ printf 'ok %s %s\n' "$p" "$d"
 /// mark in its environment (every process the task starts inherits it): a group whose number
 /// was once the task's but emptied may be anyone's now. A member in the middle of an exec
 /// shows an empty environment for a moment (Linux installs the new one late), so when no
-/// member carries the mark, those that showed none are read again for about a second in all
-/// (a process started with an empty environment, `env -i`, shows none for good).
+/// member carries the mark, those that showed none are read again until a second is over (a
+/// process started with an empty environment, `env -i`, shows none for good).
 const IS_TASK: &str = r#"marked() {
   v=$(tr '\0' '\n' 2>/dev/null < /proc/$1/environ) || return 1
   [ -n "$v" ] || return 2
@@ -109,11 +109,16 @@ is_task() {
     marked $q && return 0
     [ $? = 2 ] && e="$e $q"
   done
-  i=0
-  while [ -n "$e" ] && [ $i -lt 50 ]; do
-    sleep 0.02; i=$((i+1)); w=$e; e=
-    for q in $w; do marked $q && return 0; [ $? = 2 ] && e="$e $q"; done
+  [ -n "$e" ] || return 1
+  sleep 1 & z=$!
+  while [ -n "$e" ] && kill -0 $z 2>/dev/null; do
+    sleep 0.02; w=$e; e=
+    for q in $w; do
+      marked $q && { kill $z 2>/dev/null; wait $z; return 0; }
+      [ $? = 2 ] && e="$e $q"
+    done
   done
+  kill $z 2>/dev/null; wait $z
   return 1
 }
 "#;
@@ -388,7 +393,7 @@ mod tests {
         // must begin before that exec (the file it leaves says when), else the try is over.
         let execd = home.path().join("execd");
         let members = b"env -i sleep 30 & env -i sleep 30 & \
-            env -i /bin/sh -c 'sleep 0.4; : > \"$2\"; exec env SSHMCP_TASK=\"$1\" sleep 30' \
+            env -i /bin/sh -c 'sleep 0.4; : > \"$2\"; export SSHMCP_TASK=\"$1\"; exec sleep 30' \
             - \"$SSHMCP_TASK\" \"$HOME/execd\" &";
         let mut said = String::new();
         for _try in 0..5 {

@@ -253,3 +253,29 @@ async fn left_children_run_and_die(
     );
     pid
 }
+
+/// A task whose shell exited leaving only children without the mark (300 started with an
+/// empty environment, `env -i`, all of them past their exec): nothing shows the group is
+/// still the task's, so a kill answers `not_running` within its time, the empty environments
+/// read again for a second in all, and leaves them alone.
+#[tokio::test]
+async fn a_group_of_unmarked_children_is_not_running_and_the_kill_answers_in_time() {
+    let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let command = format!("for i in $(seq 300); do env -i sleep {secs} & done; echo spawned");
+    let launched = task(&mcp, &s, "task_launch", json!({ "command": command })).await;
+    let pid = launched["pid"].as_u64().unwrap();
+    let status = until_exit_recorded(&mcp, &s, pid).await;
+    assert_eq!(status["exit_code"], 0, "{status}");
+    // Until each child has become `sleep`, one still carries the mark from its shell.
+    let execd = format!("pgrep -c -f '^sleep {secs}'");
+    assert!(crate::remote_until(&mcp, &s, &execd, "300\n").await);
+    let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
+    assert_eq!(k["result"], "not_running", "{k}");
+    let left = format!("pgrep -c -f '^sleep {secs}'; pkill -f '^sleep {secs}'");
+    assert_eq!(
+        exec(&mcp, &s, &left, json!({})).await["stdout"]["data"],
+        "300\n"
+    );
+    mcp.close().await;
+}

@@ -48,7 +48,10 @@ const STARTED: &str = r#"started() {
 /// `setsid /bin/sh` that opens its logs, records its start marker, runs the command with
 /// stdin from /dev/null and records its status. Its traps are handlers, not ignores, so the
 /// command keeps the default dispositions and a TERM to the group still ends it, after which
-/// the wrapper records 128 + the signal. The launch answers once the marker exists.
+/// the wrapper records 128 + the signal. PIDs come round again and the files of an old task
+/// of the same PID may still be there: the wrapper removes its start and exit files, then
+/// writes this launch's word (`{WORD}`, fresh from the daemon) to `PID.launch`, then its
+/// start marker. The launch answers once its own word is there and the marker after it.
 const LAUNCH: &str = r#"umask 077
 mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 [ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
@@ -59,7 +62,8 @@ setsid /bin/sh -c '
 d=$1
 exec >"$d/$$.out" 2>"$d/$$.err"
 mv -f "$2" "$d/$$.cmd"
-rm -f "$d/$$.exit"
+rm -f "$d/$$.exit" "$d/$$.start"
+echo "$3" > "$d/$$.launch"
 {STARTED}
 started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
 read -r m < "$d/$$.start"
@@ -68,11 +72,12 @@ trap : HUP INT TERM
 /bin/sh "$d/$$.cmd"
 echo $? > "$d/$$.exit"
 rm -f "$d/$$.cmd"
-' sshmcp-task "$d" "$t" </dev/null >/dev/null 2>&1 &
+' sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 &
 p=$!
+ours() { read -r w 2>/dev/null < "$d/$p.launch" && [ "$w" = {WORD} ] && [ -s "$d/$p.start" ]; }
 i=0
-while [ ! -s "$d/$p.start" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
-[ -s "$d/$p.start" ] || { echo nostart; exit 0; }
+while ! ours && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
+ours || { echo nostart; exit 0; }
 printf 'ok %s %s\n' "$p" "$d"
 "#;
 
@@ -146,7 +151,9 @@ pub async fn launch(
 ) -> Result<TaskLaunched, DaemonError> {
     request::check_command(&req.command)?;
     request::check_cwd(req.cwd.as_deref())?;
-    let mut program = Program::new(launch_script(), TIMEOUT, max_output_bytes.max(4096));
+    let word = crate::session::key::nonce("t")
+        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+    let mut program = Program::new(launch_script(&word), TIMEOUT, max_output_bytes.max(4096));
     program.cwd = req.cwd;
     program.stdin = Some(req.command.into_bytes());
     let result = remote::run(&session.host, program).await?;
@@ -180,9 +187,10 @@ pub async fn launch(
     }
 }
 
-/// The launch program.
-fn launch_script() -> String {
-    format!("{DIR}{}", LAUNCH.replace("{STARTED}", STARTED))
+/// The launch program, whose wrapper proves itself with `word`.
+fn launch_script(word: &str) -> String {
+    let launch = LAUNCH.replace("{STARTED}", STARTED).replace("{WORD}", word);
+    format!("{DIR}{launch}")
 }
 
 /// What the status and kill programs start with for PID `pid`.
@@ -347,7 +355,7 @@ mod tests {
             child.stdin.take().unwrap().write_all(stdin).unwrap();
             String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
         };
-        let said = sh(&launch_script(), b"echo out; echo err >&2; exit 3");
+        let said = sh(&launch_script("tword"), b"echo out; echo err >&2; exit 3");
         let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
         let dir = home.path().join(".sshmcp/tasks");
         let status = |pid: u32| {
@@ -387,6 +395,34 @@ mod tests {
         assert_eq!(said, "other\n");
         assert_eq!(status(999_999), "not_found\n");
 
+        // The files an old task left under the PID the next one gets (PIDs come round
+        // again): the launch waits for the new wrapper's own files, and the status is the new
+        // task's. The next PIDs are taken to follow this shell's, which is checked.
+        let mut said = String::new();
+        for _try in 0..5 {
+            let after: u32 = sh("echo $$", b"").trim().parse().unwrap();
+            let seeded = after + 1..after + 200;
+            for old in seeded.clone() {
+                for (ext, text) in [("start", "12345\n"), ("exit", "42\n"), ("out", "old\n")] {
+                    std::fs::write(dir.join(format!("{old}.{ext}")), text).unwrap();
+                }
+                std::fs::write(dir.join(format!("{old}.launch")), "tother\n").unwrap();
+            }
+            let launched = sh(&launch_script("tword"), b"sleep 30");
+            let pid: u32 = launched.split(' ').nth(1).unwrap().parse().unwrap();
+            said = status(pid);
+            nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            if seeded.contains(&pid) {
+                break;
+            }
+            said = format!("PID {pid} came after none of the seeded {seeded:?}");
+        }
+        assert!(said.starts_with("running - 0 0 "), "{said}");
+
         // A group whose leader is gone, two of whose members have an empty environment for
         // good (`env -i`) and the third for 0.4 s, as a process in the middle of an exec
         // does, before it carries the mark: still the task, as it was all along. The status
@@ -398,7 +434,7 @@ mod tests {
         let mut said = String::new();
         for _try in 0..5 {
             let _ = std::fs::remove_file(&execd);
-            let launched = sh(&launch_script(), members);
+            let launched = sh(&launch_script("tword"), members);
             let pid: u32 = launched.split(' ').nth(1).unwrap().parse().unwrap();
             let give_up = std::time::Instant::now() + Duration::from_secs(10);
             let leader_gone = || {

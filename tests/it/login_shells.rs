@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
 use sshmcp_tests::TestEnv;
 use sshmcp_tests::process::unique_sleep;
-use sshmcp_tests::users::{Chatty, chatty_user, rc_editing_user, user_without_gnu_find};
+use sshmcp_tests::users::{
+    Chatty, chatty_user, rc_dir_user, rc_editing_user, user_without_gnu_find,
+};
 
 use crate::{code, exec, logged_in_as, remote_until};
 
@@ -274,6 +276,42 @@ async fn commands_share_a_channel_yet_see_a_changed_startup_file() {
         third.split(' ').next(),
         "a fresh channel"
     );
+    mcp.close().await;
+}
+
+/// A file that `~/.bashrc` sources from `~/.bashrc.d`, edited in place (its directory keeps
+/// its time): the channel that waited finds it changed, and a fresh channel runs the next
+/// command in the new environment.
+#[tokio::test]
+async fn a_file_the_bashrc_sources_from_its_directory_edited_in_place_is_seen() {
+    let (_env, mcp, s) = logged_in_as(&rc_dir_user(), &[]).await;
+    let set = |value: &str| {
+        format!("mkdir -p ~/.bashrc.d && echo 'export SSHMCP_RC_DIR={value}' > ~/.bashrc.d/env.sh")
+    };
+    let probe = "echo \"$PPID ${SSHMCP_RC_DIR-unset}\"";
+    assert_eq!(exec(&mcp, &s, &set("one"), json!({})).await["exit_code"], 0);
+    // A channel started in the clock tick of the edit counts it as changed since (and the
+    // first run on this machine makes the directory): wait for one that serves two commands
+    // in a row.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut last = String::new();
+    loop {
+        let said = exec(&mcp, &s, probe, json!({})).await;
+        let said = streams(&said).0.to_string();
+        assert!(said.ends_with(" one\n"), "{said}");
+        if said == last {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no channel served twice"
+        );
+        last = said;
+    }
+    assert_eq!(exec(&mcp, &s, &set("two"), json!({})).await["exit_code"], 0);
+    let third = exec(&mcp, &s, probe, json!({})).await;
+    let third = streams(&third).0;
+    assert!(third.ends_with(" two\n"), "{third}");
     mcp.close().await;
 }
 

@@ -92,6 +92,17 @@ pub fn rc_editing_user() -> String {
     user_with_startup_file("sshmcp-rcedit", "/bin/bash", ".bashrc", "")
 }
 
+/// A bash user whose `~/.bashrc` sources every file in `~/.bashrc.d` (as Fedora's does), for
+/// tests that edit them (root only).
+pub fn rc_dir_user() -> String {
+    user_with_startup_file(
+        "sshmcp-rcdir",
+        "/bin/bash",
+        ".bashrc",
+        "for rc in ~/.bashrc.d/*; do [ -f \"$rc\" ] && . \"$rc\"; done\n",
+    )
+}
+
 /// A bash user whose `~/.bashrc` takes 2 s before its guard: long enough that a command is
 /// handed off before its shell could report its process group (root only).
 pub fn slow_login_user() -> String {

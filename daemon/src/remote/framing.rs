@@ -962,7 +962,12 @@ mod tests {
     #[test]
     fn a_changed_login_file_makes_a_waiting_channel_stale() {
         for sh in EVERY_SH {
-            for edit in ["echo x >> ~/.bashrc", "rm ~/.bashrc"] {
+            for edit in [
+                "echo x >> ~/.bashrc",
+                "rm ~/.bashrc",
+                "echo x >> ~/.bashrc.d/env.sh",
+                "echo x >> ~/.bash_aliases",
+            ] {
                 let (second, output) = after_a_login_file_changed(sh, edit, true);
                 assert!(
                     second.markers.stale && !second.markers.started,
@@ -983,19 +988,24 @@ mod tests {
         }
     }
 
-    /// `edit` changes a login file that is an hour old, in a home an hour old; then a second
-    /// program (`check_login_files` as given) prints `ran-anyway`. Returns the second run and
-    /// the channel's stdout.
+    /// `edit` changes a login file that is an hour old (`~/.bashrc`, `~/.bash_aliases`, or
+    /// `~/.bashrc.d/env.sh`), in directories an hour old; then a second program
+    /// (`check_login_files` as given) prints `ran-anyway`. Returns the second run and the
+    /// channel's stdout.
     fn after_a_login_file_changed(
         sh: Sh,
         edit: &str,
         check_login_files: bool,
     ) -> (LocalRun, Vec<u8>) {
         let home = old_home();
-        let rc = home.path().join(".bashrc");
-        std::fs::write(&rc, "").unwrap();
+        let (rc, rc_d) = (home.path().join(".bashrc"), home.path().join(".bashrc.d"));
+        std::fs::create_dir(&rc_d).unwrap();
+        let (aliases, in_rc_d) = (home.path().join(".bash_aliases"), rc_d.join("env.sh"));
+        for file in [&rc, &aliases, &in_rc_d] {
+            std::fs::write(file, "").unwrap();
+        }
         let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        for path in [rc.as_path(), home.path()] {
+        for path in [&rc, &aliases, &in_rc_d, &rc_d, home.path()] {
             std::fs::File::open(path)
                 .and_then(|f| f.set_modified(hour_ago))
                 .unwrap();

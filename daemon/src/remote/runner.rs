@@ -125,15 +125,20 @@ command echo . >&3; command read -r _sshmcp_p <&3; \
 if [ \"$_sshmcp_p\" = . ]; then _sshmcp_p=; else command read -r _sshmcp_x <&3; fi\n";
 
 /// Files that shape a login environment (the startup files of bash, zsh, csh-likes, ksh and
-/// fish, and what sshd reads for each session). A channel whose login shell read them before
-/// one of them changed is stale. A file written in the same clock tick as the channel started
-/// counts as changed: a needless new channel beats a missed change.
+/// fish, what they commonly source, and what sshd reads for each session); one ending in `/*`
+/// stands for each file in that directory. A channel whose login shell read them before one
+/// of them changed is stale. A file written in the same clock tick as the channel started
+/// counts as changed: a needless new channel beats a missed change. A file given an older
+/// time than its change (`cp -p`, `touch -r`) goes unseen: the shell compares times of last
+/// modification only.
 const LOGIN_FILES: &[&str] = &[
     // A startup file deleted, renamed over or added changes its directory.
     "$HOME",
     "/etc",
     "$HOME/.bashrc",
     "$HOME/.bashrc.d",
+    "$HOME/.bashrc.d/*",
+    "$HOME/.bash_aliases",
     "$HOME/.bash_profile",
     "$HOME/.bash_login",
     "$HOME/.profile",
@@ -148,6 +153,9 @@ const LOGIN_FILES: &[&str] = &[
     "$HOME/.mkshrc",
     "$HOME/.config/fish/config.fish",
     "$HOME/.config/fish/conf.d",
+    "$HOME/.config/fish/conf.d/*",
+    // What nvm's startup script reads for the default node (`nvm alias default`).
+    "$HOME/.nvm/alias/default",
     "$HOME/.ssh/environment",
     "$HOME/.ssh/rc",
     "$HOME/.pam_environment",
@@ -155,6 +163,7 @@ const LOGIN_FILES: &[&str] = &[
     "/etc/default/locale",
     "/etc/profile",
     "/etc/profile.d",
+    "/etc/profile.d/*",
     "/etc/bash.bashrc",
     "/etc/bashrc",
     "/etc/zsh/zshenv",
@@ -203,7 +212,13 @@ pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
 /// its shell inherited the channel's start date on fd 4; a login file not older than that
 /// makes the channel stale.
 static WARM_CHECK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let files: String = LOGIN_FILES.iter().map(|f| format!(" \"{f}\"")).collect();
+    let files: String = LOGIN_FILES
+        .iter()
+        .map(|f| match f.strip_suffix("/*") {
+            Some(dir) => format!(" \"{dir}\"/*"),
+            None => format!(" \"{f}\""),
+        })
+        .collect();
     format!(
         "if [ -e /dev/fd/4 ]; then _sshmcp_t=/dev/fd/4; elif [ -e /proc/self/fd/4 ]; then \
          _sshmcp_t=/proc/self/fd/4; else _sshmcp_t=; fi; _sshmcp_x=${{_sshmcp_t:+fresh}}; \

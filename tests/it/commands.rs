@@ -476,6 +476,27 @@ async fn exec_hands_off_without_losing_a_byte() {
         assert!(quick.get(absent).is_none(), "{quick}");
     }
     assert!(quick["stdout"].get("next_offset").is_none(), "{quick}");
+    // A timeout at handoff_after ends the command first, with no hand-off, even one whose
+    // kill outlasts the hand-off's moment; a timeout above it lets the hand-off come.
+    let at = exec(
+        &mcp,
+        &s,
+        "trap '' TERM; sleep 5",
+        json!({"timeout": 1, "handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(at["timed_out"], true, "{at}");
+    assert!(at.get("handed_off").is_none(), "{at}");
+    let above = exec(
+        &mcp,
+        &s,
+        "sleep 5",
+        json!({"timeout": 1.5, "handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(above["handed_off"], true, "{above}");
+    let ended = until_ended(&mcp, &s, &above["handle_id"]).await;
+    assert_eq!(ended["status"], "timed_out", "{ended}");
     mcp.close().await;
 }
 

@@ -33,7 +33,10 @@ pub async fn run(
         session.commands.follow(key, observer)
     });
     let local_files = |e: sshmcp_proto::DaemonError| RunError::LocalFiles(e.message);
-    let Some(after) = handoff.after else {
+    // A timeout at or below `handoff_after` ends the command first: no hand-off (the timer
+    // would otherwise race the kill, which may outlast it).
+    let hands_off = |after: &f64| program.timeout > std::time::Duration::from_secs_f64(*after);
+    let Some(after) = handoff.after.filter(hands_off) else {
         if spool_output {
             let root = super::local_root(given_root, settings).map_err(local_files)?;
             program.spool = Some(

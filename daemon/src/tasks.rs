@@ -409,7 +409,11 @@ mod tests {
                 std::fs::write(dir.join(format!("{old}.launch")), "tother\n").unwrap();
             }
             let launched = sh(&launch_script("tword"), b"sleep 30");
-            let pid: u32 = launched.split(' ').nth(1).unwrap().parse().unwrap();
+            let pid: u32 = launched
+                .split(' ')
+                .nth(1)
+                .and_then(|pid| pid.parse().ok())
+                .unwrap_or_else(|| panic!("the launch said {launched:?}"));
             said = status(pid);
             nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid as i32),

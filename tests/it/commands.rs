@@ -491,7 +491,7 @@ async fn exec_hands_off_without_losing_a_byte() {
         &mcp,
         &s,
         "sleep 5",
-        json!({"timeout": 1.5, "handoff_after": 1}),
+        json!({"timeout": 3, "handoff_after": 1}),
     )
     .await;
     assert_eq!(above["handed_off"], true, "{above}");

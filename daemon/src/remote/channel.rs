@@ -1,7 +1,8 @@
 //! Opening command channels on a master without ever exceeding what sshd allows: a per-session
 //! slot limit below the server's MaxSessions, a short retry of the refusals sshd still sends
 //! near its limit (it frees a slot only after the client has seen EOF), and a bound on every
-//! exchange with the master, which may be stopped or wedged.
+//! exchange with the master, which may be stopped or wedged; and readying a new channel's
+//! runner before its program (the kill channel, a handle's program).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,4 +69,32 @@ pub async fn open_with_retry(
             Err(_) => tracing::debug!("the master did not answer a session request; retrying"),
         }
     }
+}
+
+/// Reads `stdout` up to the line starting with `nonce`, dropping (and logging) what the login
+/// shell printed before it; false when the stream ends first.
+async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut scan = super::framing::MarkerScan::new(nonce.as_bytes());
+    let mut buf = vec![0u8; 4096];
+    while scan.marker().is_none() {
+        match stdout.read(&mut buf).await {
+            Ok(n @ 1..) => drop(scan.feed(&buf[..n])),
+            _ => return false,
+        }
+    }
+    scan.log_noise("stdout");
+    true
+}
+
+/// Sends a new channel the runner's ready text and waits for the runner to say it has read
+/// it whole (see `runner`). False when the login shell ended first.
+pub async fn start_runner(session: &mut MuxSession) -> std::io::Result<bool> {
+    use tokio::io::AsyncWriteExt;
+    let ready = crate::session::key::nonce("_sshmcp_")?;
+    let text = super::runner::ready_text(&ready);
+    if session.stdin.write_all(text.as_bytes()).await.is_err() {
+        return Ok(false);
+    }
+    Ok(said(&mut session.stdout, &ready).await)
 }

@@ -33,7 +33,7 @@ use super::kill_channel::{self, Kept, KillChannel, Lease};
 use super::observer::{self, Observer};
 use super::runner::{After, End, LineScan};
 use super::spool::{Spool, Spooled};
-use super::standby::{self, Standby, Warm};
+use super::standby::{Standby, Warm};
 use super::{Host, Program, RunError};
 use crate::mux::{self, ControlEvent};
 
@@ -559,11 +559,11 @@ async fn open_for_kill(
     }
 }
 
-/// Sends a new channel the runner's standby text and waits, until `deadline`, for it to say
+/// Sends a new channel the runner's ready text and waits, until `deadline`, for it to say
 /// it is ready. False when the login shell ended first: the channel then takes the program as
 /// a fresh one, which reports why.
 async fn runner_ready(session: &mut mux::MuxSession, deadline: Instant) -> Result<bool, OpenError> {
-    let started = tokio::time::timeout_at(deadline, standby::start_runner(session));
+    let started = tokio::time::timeout_at(deadline, channel::start_runner(session));
     match started.await {
         Ok(started) => started.map_err(|e| OpenError::Mux(mux::MuxError::Io(e))),
         Err(_) => Err(OpenError::TimedOut),

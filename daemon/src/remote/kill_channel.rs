@@ -33,6 +33,9 @@ use super::framing::BOOTSTRAP;
 use super::standby;
 use crate::mux::MuxSession;
 
+/// How long the kill channel may take to start its runner (its login shell reads the startup
+/// files first).
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an open of the kill channel may retry refusals, giving back standby channels.
 const OPEN_WINDOW: Duration = Duration::from_secs(1);
 /// How long a command's refusals must go on while the session holds at most one channel
@@ -275,7 +278,7 @@ async fn open(host: &Host) {
 async fn start(host: &Host, mut session: MuxSession) {
     let this = &host.kill_channel;
     let opened_at = Instant::now();
-    let ready = tokio::time::timeout(standby::READY_TIMEOUT, standby::start_runner(&mut session));
+    let ready = tokio::time::timeout(READY_TIMEOUT, channel::start_runner(&mut session));
     let given_up = async {
         loop {
             let changed = this.changed.notified();

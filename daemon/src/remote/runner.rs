@@ -177,7 +177,7 @@ const LOGIN_FILES: &[&str] = &[
 /// The runner prints `ready` on stdout once it has read its whole text (a group is read whole
 /// before it runs): until then, a program written to stdin could be read by the runner along
 /// with its text, and never reach the program's shell.
-pub fn standby_text(ready: &str) -> String {
+pub fn ready_text(ready: &str) -> String {
     let (spawn, said) = (spawn(), ready_line(ready));
     let hand_over = hand_over(&said);
     format!("{SETUP}{{ {hand_over}{said}{spawn}{LOOP}{spawn}done; }}\n")
@@ -518,7 +518,7 @@ mod tests {
         for part in [LOOP, JOB_SPAWN, first.as_str()] {
             assert!(!part.contains('\''), "{part}");
         }
-        let text = standby_text(&ready);
+        let text = ready_text(&ready);
         let quoted = text.split("bash --posix --norc -c '").nth(1).unwrap();
         let (loop_text, _) = quoted.split_once('\'').unwrap();
         assert!(loop_text.ends_with("done; }"), "{loop_text}");

@@ -30,17 +30,12 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::Host;
-use super::framing::MarkerScan;
 use super::kill_channel::Kept;
-use super::runner;
 use crate::mux::MuxSession;
 
 /// A channel whose login shell started longer ago than this is closed rather than used: what
 /// the login environment computes (beyond its files) is at most this old.
 const MAX_AGE: Duration = Duration::from_secs(60);
-/// How long a channel opened for kills may take to start its runner (its login shell reads
-/// the startup files first).
-pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a channel beyond the target may wait for a program before it closes.
 const IDLE_TRIM: Duration = Duration::from_secs(5);
 
@@ -72,7 +67,7 @@ pub struct Standby {
     target: usize,
     ready: Mutex<Ready>,
     /// Runs opening a channel of their own now (waiting for a slot, or for sshd to accept
-    /// one): while any does, no standby channel is opened or kept.
+    /// one): while any does, no channel that comes back is kept.
     opening: AtomicUsize,
     /// Set while a trim waits: one at a time per session.
     trimming: AtomicBool,
@@ -258,34 +253,6 @@ async fn trim(host: &Host) {
             return;
         }
     }
-}
-
-/// Reads `stdout` up to the line starting with `nonce`, dropping (and logging) what the login
-/// shell printed before it; false when the stream ends first.
-async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> bool {
-    use tokio::io::AsyncReadExt;
-    let mut scan = MarkerScan::new(nonce.as_bytes());
-    let mut buf = vec![0u8; 4096];
-    while scan.marker().is_none() {
-        match stdout.read(&mut buf).await {
-            Ok(n @ 1..) => drop(scan.feed(&buf[..n])),
-            _ => return false,
-        }
-    }
-    scan.log_noise("stdout");
-    true
-}
-
-/// Sends a new channel the runner's standby text and waits for the runner to say it has read
-/// it whole (see `runner`). False when the login shell ended first.
-pub async fn start_runner(session: &mut MuxSession) -> std::io::Result<bool> {
-    use tokio::io::AsyncWriteExt;
-    let ready = crate::session::key::nonce("_sshmcp_")?;
-    let text = runner::standby_text(&ready);
-    if session.stdin.write_all(text.as_bytes()).await.is_err() {
-        return Ok(false);
-    }
-    Ok(said(&mut session.stdout, &ready).await)
 }
 
 #[cfg(test)]

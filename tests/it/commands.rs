@@ -38,6 +38,12 @@ async fn until_ended(mcp: &McpClient, s: &Session, handle: &Value) -> Value {
     panic!("the command did not end within a minute");
 }
 
+/// Kills the handle's command with the defaults; its result must be `killed`.
+async fn killed(mcp: &McpClient, s: &Session, handle: &Value) {
+    let k = kill(mcp, s, &handle["handle_id"], json!({})).await;
+    assert_eq!(k["result"], "killed", "{k}");
+}
+
 async fn kill(mcp: &McpClient, s: &Session, handle: &Value, extra: Value) -> Value {
     let mut args = json!({"handle_id": handle});
     if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
@@ -82,13 +88,11 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     for handle in [&first, &second] {
-        let k = kill(&mcp, &s, &handle["handle_id"], json!({})).await;
-        assert_eq!(k["result"], "killed", "{k}");
+        killed(&mcp, &s, handle).await;
     }
     let third = sshmcp_tests::mcp::answer(third).await;
     assert_eq!(third["ok"], true, "{third}");
-    let k = kill(&mcp, &s, &third["handle_id"], json!({})).await;
-    assert_eq!(k["result"], "killed", "{k}");
+    killed(&mcp, &s, &third).await;
     assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
     mcp.close().await;
 }
@@ -108,8 +112,7 @@ async fn commands_run_beside_a_handle_on_a_server_with_two_sessions() {
         assert_eq!(r["stdout"]["data"], "beside\n", "{r}");
     }
     assert!(env.daemon_log_shows("none is kept for kills"));
-    let k = kill(&mcp, &s, &handle["handle_id"], json!({})).await;
-    assert_eq!(k["result"], "killed", "{k}");
+    killed(&mcp, &s, &handle).await;
     assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
     mcp.close().await;
 }
@@ -159,8 +162,7 @@ async fn a_handle_in_its_login_counts_as_holding_a_channel() {
     assert!(!env.daemon_log().contains("none is kept for kills"));
     let handle = sshmcp_tests::mcp::answer(handle).await;
     assert_eq!(handle["ok"], true, "{handle}");
-    let k = kill(&mcp, &s, &handle["handle_id"], json!({})).await;
-    assert_eq!(k["result"], "killed", "{k}");
+    killed(&mcp, &s, &handle).await;
     std::fs::write(&go, "").unwrap();
     assert_eq!(sshmcp_tests::mcp::answer(first).await["exit_code"], 0);
     for file in [&started, &go] {
@@ -536,8 +538,7 @@ async fn a_handoff_waits_for_the_start_and_a_failed_start_is_the_calls_error() {
     .await;
     assert_eq!(r["handed_off"], true, "{r}");
     assert!(r["pid"].as_u64().unwrap() > 1, "{r}");
-    let k = kill(&mcp, &s, &r["handle_id"], json!({})).await;
-    assert_eq!(k["result"], "killed", "{k}");
+    killed(&mcp, &s, &r).await;
     assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
     for (tool, args) in [
         (
@@ -760,8 +761,7 @@ async fn a_kill_through_a_stopped_master_is_an_error_then_works() {
         status(&mcp, &s, &h["handle_id"], json!({})).await["status"],
         "running"
     );
-    let k = kill(&mcp, &s, &h["handle_id"], json!({})).await;
-    assert_eq!(k["result"], "killed", "{k}");
+    killed(&mcp, &s, &h).await;
     assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
     mcp.close().await;
 }

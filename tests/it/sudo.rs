@@ -172,6 +172,15 @@ async fn a_handed_off_root_command_is_killed_as_root() {
     mcp.close().await;
 }
 
+/// A command's answer that says its timeout ended it with TERM.
+fn timed_out_by_term(r: Value) {
+    assert_eq!(
+        (&r["timed_out"], &r["signal"]),
+        (&json!(true), &json!("TERM")),
+        "{r}"
+    );
+}
+
 /// On a server allowing three sessions, root commands side by side: a root kill ends the
 /// channel it ran on (a channel that ran root processes is not kept), so the channel kept for
 /// kills is had again before the next command takes a session, and every timeout still kills.
@@ -195,20 +204,10 @@ async fn root_commands_filling_a_server_with_few_sessions_are_all_killed() {
     let c = mcp.start_call("sudo_exec", call(12)).await.1;
     let three = |row: &Value| row["active_commands"] == 3;
     assert!(crate::first_session_until(&mcp, three).await);
-    let a = sshmcp_tests::mcp::answer(a).await;
-    assert_eq!(
-        (&a["timed_out"], &a["signal"]),
-        (&json!(true), &json!("TERM")),
-        "{a}"
-    );
+    timed_out_by_term(sshmcp_tests::mcp::answer(a).await);
     let d = mcp.start_call("sudo_exec", call(12)).await.1;
     assert!(crate::first_session_until(&mcp, three).await);
-    let b = sshmcp_tests::mcp::answer(b).await;
-    assert_eq!(
-        (&b["timed_out"], &b["signal"]),
-        (&json!(true), &json!("TERM")),
-        "{b}"
-    );
+    timed_out_by_term(sshmcp_tests::mcp::answer(b).await);
     for rx in [c, d] {
         let r = sshmcp_tests::mcp::answer(rx).await;
         assert_eq!(r["timed_out"], true, "{r}");

@@ -507,7 +507,7 @@ impl Daemon for DaemonService {
             Call::new("transfer_cancel", req.summary()),
             Place::from(&*session),
         );
-        let cancelled = session.transfers.cancel(&req.operation_id);
+        let cancelled = session.transfers.cancel(&req.operation_id).await;
         line.finish(cancelled.as_ref().map(|_| None));
         cancelled
     }

@@ -717,19 +717,16 @@ async fn an_upload_under_way(
     (dir, r)
 }
 
-/// Cancels the transfer `r` started and waits until it shows `cancelled`.
+/// Cancels the transfer `r` started: the answer comes once the copy stopped, and says so.
 async fn cancel_and_wait(mcp: &McpClient, s: &Session, r: &Value) {
-    on_session(
+    let cancelled = on_session(
         mcp,
         s,
         "transfer_cancel",
         json!({"operation_id": r["operation_id"]}),
     )
     .await;
-    assert_eq!(
-        until_ended(mcp, s, &r["operation_id"]).await["state"],
-        "cancelled"
-    );
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
 }
 
 /// Waits until a transfer's first bytes went (rsync's progress; no event reaches the test).
@@ -801,6 +798,92 @@ async fn a_cancelled_upload_resumes_from_what_arrived() {
     )
     .await;
     assert_eq!(there, "resumed.bin\n1073741824\n");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// An upload's partial has a name other users of the host can work out. In a sticky
+/// directory all may write (as /tmp), a file of that name that another user made is in the
+/// way: the upload fails and nothing of the user's goes into it or is published through it.
+/// Where the user may remove it, it goes, and the copy arrives in the user's own file, with
+/// the source's mode less the host's umask.
+#[tokio::test]
+async fn a_partial_another_user_made_is_never_written_into_nor_published() {
+    let user = sshmcp_tests::users::user_with_shell("sshmcp-upowner", "/bin/bash");
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let (dir, r) = an_upload_under_way(&env, &mcp, &s, "owned.bin", false).await;
+    cancel_and_wait(&mcp, &s, &r).await;
+    let partial = remote_out(&mcp, &s, &format!("ls -A {dir}")).await;
+    let partial = format!("{dir}/{}", partial.trim());
+    // As root: the partial becomes another user's, writable by all, in a sticky directory of
+    // root's.
+    let root_does = |command: String| {
+        sshmcp_tests::process::run(
+            std::process::Command::new("sh").args(["-c", &command]),
+            "coreutils",
+        )
+    };
+    root_does(format!(
+        "chown nobody '{partial}' && chmod 666 '{partial}' && chown root {dir} && chmod 1777 {dir}"
+    ));
+    let args = json!({"local_path": "owned.bin", "remote_path": format!("{dir}/owned.bin")});
+    let done = upload(&mcp, &s, args.clone()).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("transfer_failed")),
+        "{done}"
+    );
+    assert!(
+        done["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("in the way"),
+        "{done}"
+    );
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("ls -A {dir}; stat -c '%U %s' '{partial}'"),
+    )
+    .await;
+    assert_eq!(
+        there,
+        format!(
+            "{}
+nobody {}
+",
+            partial.rsplit('/').next().unwrap(),
+            { std::fs::metadata(&partial).unwrap().len() }
+        ),
+        "nothing published, the other user's file untouched"
+    );
+    // The user's own directory: the other user's file is removed, and the copy arrives.
+    root_does(format!("chown {user} {dir} && chmod 755 {dir}"));
+    std::fs::set_permissions(
+        env.local_root.join("owned.bin"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    let done = upload(&mcp, &s, args).await;
+    assert_eq!(
+        (&done["state"], &done["reused_bytes"]),
+        (&json!("completed"), &json!(0)),
+        "{done}"
+    );
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("ls -A {dir}; stat -c '%U %a' {dir}/owned.bin"),
+    )
+    .await;
+    assert_eq!(
+        there,
+        format!(
+            "owned.bin
+{user} 750
+"
+        )
+    );
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

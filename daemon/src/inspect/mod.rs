@@ -188,8 +188,11 @@ pub(crate) async fn run_program(
         ))),
         "error" => Err(DaemonError::internal(format!("the host said: {detail}"))),
         _ => Err(DaemonError::internal(format!(
-            "unexpected answer from the host (exit {:?}): {}",
-            result.exit_code,
+            "unexpected answer from the host ({}): {}",
+            match result.exit_code {
+                Some(code) => format!("exit status {code}"),
+                None => "no exit status".to_string(),
+            },
             String::from_utf8_lossy(&said)
         ))),
     }

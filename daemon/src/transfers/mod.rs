@@ -40,7 +40,7 @@ const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// `REFUSED_PAUSE_MAX` (each try starts rsync and ssh anew).
 const REFUSED_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 const REFUSED_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(500);
-/// How long a handover waits for each copy it stopped to stop writing.
+/// How long a handover or a cancel waits for each copy it stopped to stop writing.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// How long a master whose copy ended badly may take to show as exited.
 const MASTER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -275,10 +275,14 @@ impl Transfers {
         Ok(self.find(id)?.report())
     }
 
-    /// Stops the copy; its partial file stays for a retry to resume from.
-    pub fn cancel(&self, id: &str) -> Result<TransferReport, DaemonError> {
+    /// Stops the copy; its partial file stays for a retry to resume from. Answers once the
+    /// copy has stopped writing (`STOP_WAIT` at most), so that the answer says `cancelled`
+    /// and a retry started at once finds its destination free.
+    pub async fn cancel(&self, id: &str) -> Result<TransferReport, DaemonError> {
         let op = self.find(id)?;
         op.cancel.cancel();
+        let mut ended = op.ended.subscribe();
+        let _ = tokio::time::timeout(STOP_WAIT, ended.wait_for(|e| *e)).await;
         Ok(op.report())
     }
 
@@ -472,7 +476,8 @@ async fn begin(
             if !rsync::fetchable(&remote_path) {
                 return Err(DaemonError::new(
                     ErrorCode::InvalidArguments,
-                    "rsync cannot fetch a file whose name holds both a backslash and one of                      * ? [: copy or rename it on the host first (exec)",
+                    "rsync cannot fetch a file whose name holds both a backslash and one of * ? [: copy \
+                     or rename it on the host first (exec)",
                 ));
             }
             let total = remote::source_size(session, &remote_path).await?;
@@ -574,7 +579,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     // Before the slot: the check of an upload's partial is a program of its own, which takes
     // a channel.
     let checked = tokio::select! {
-        checked = drop_unusable_partial(session, plan, op.total) => checked,
+        checked = prepare_partial(session, plan, op.total) => checked,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
     checked.map_err(|e| failed(remote::step_failed("cannot check the partial file", e)))?;
@@ -813,12 +818,8 @@ pub(super) fn not_published(why: &str, removed: bool) -> DaemonError {
 /// holds no prefix of it (the source shrank since a copy stopped), and rsync, which only
 /// appends to a shorter one, would leave it to fail the verification; one with a second link
 /// is the file a publish linked into place before it was cut off, and rsync would write into
-/// that file.
-async fn drop_unusable_partial(
-    session: &Session,
-    plan: &Plan,
-    size: u64,
-) -> Result<(), DaemonError> {
+/// that file. An upload's partial is then made ready on the host (`remote::prepare_partial`).
+async fn prepare_partial(session: &Session, plan: &Plan, size: u64) -> Result<(), DaemonError> {
     use std::os::unix::fs::MetadataExt;
     match plan {
         Plan::Download { partial, .. } => {
@@ -834,7 +835,17 @@ async fn drop_unusable_partial(
                 false => Ok(()),
             }
         }
-        Plan::Upload { partial, .. } => remote::drop_unusable_partial(session, partial, size).await,
+        Plan::Upload {
+            partial, source, ..
+        } => {
+            let mode = source.file.metadata().map(|m| m.mode()).map_err(|e| {
+                DaemonError::new(
+                    ErrorCode::TransferFailed,
+                    format!("cannot read the local file's mode: {e}"),
+                )
+            })?;
+            remote::prepare_partial(session, partial, size, mode).await
+        }
     }
 }
 

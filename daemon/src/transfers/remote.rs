@@ -135,12 +135,23 @@ pub async fn publish(
              _sshmcp_fail \"$_e\"\n"
         }
     };
+    // Another user cannot take over the user's own file, so the check before the move holds.
     let script = format!(
-        "{}_t=${{_p%/*}}/.sshmcp-{}.part\n{moved}",
-        inspect::prelude("mv ln rm"),
+        "{}_t=${{_p%/*}}/.sshmcp-{}.part\n\
+         _o=$(command stat -c '%h %u %F' -- \"$_t\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+         set -- $_o\n\
+         if [ \"$1 $2 $3 $4\" != \"1 $(command id -u) regular file\" ] && \
+         [ \"$1 $2 $3 $4 $5\" != \"1 $(command id -u) regular empty file\" ]; then \
+         echo 'ok notown'; exit 0; fi\n{moved}",
+        inspect::prelude("mv ln rm stat id"),
         partial.tag
     );
     match inspect::run(session, script, destination, 4096).await {
+        Ok((said, _)) if said.trim() == "notown" => Err(DaemonError::new(
+            ErrorCode::TransferFailed,
+            "the partial file on the host stopped being the session user's own file with one \
+             link during the copy (another user's doing?); nothing was published",
+        )),
         Ok(_) => Ok(()),
         Err(e) if e.code == ErrorCode::RemotePathExists => Err(DaemonError::new(
             ErrorCode::RemotePathExists,
@@ -191,25 +202,47 @@ pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError
     }
 }
 
-/// Removes an upload's partial no copy can resume from (see the caller): longer than `size`,
-/// its source's, or linked twice. `stat` opens nothing, and a partial that is gone or no
-/// regular file is left to the copy.
-pub async fn drop_unusable_partial(
+/// Makes an upload's partial ready for rsync, which writes into whatever file has its name:
+/// one no copy can resume from (see the caller), or that is not the session user's own regular
+/// file (another user may have made it, in a directory all may write such as /tmp), is
+/// removed, and one that cannot be removed is in the way. A missing partial is created here,
+/// exclusively (an existing file of its name fails the creation, never opened), with the mode
+/// a new file of rsync's would get (`mode`, the source's, less the umask): the name is known
+/// to other users of the host, and so the copy only ever goes into the user's own file.
+pub async fn prepare_partial(
     session: &Session,
     partial: &Partial,
     size: u64,
+    mode: u32,
 ) -> Result<(), DaemonError> {
     let script = format!(
-        "{}_o=$(command stat -c '%s %h %F' -- \"$_p\" 2>/dev/null) || {{ echo ok; exit 0; }}\n\
+        "{}_u=$(command id -u) || exit 1\n\
+         if _o=$(command stat -c '%s %h %u %F' -- \"$_p\" 2>/dev/null); then\n\
          set -- $_o\n\
-         case $3$4$5 in regularfile|regularemptyfile) ;; *) echo ok; exit 0 ;; esac\n\
-         if [ \"$1\" -gt {size} ] || [ \"$2\" -gt 1 ]; then\n\
-         _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\necho ok\n",
-        inspect::prelude("stat rm")
+         case $4$5$6 in regularfile|regularemptyfile) _k=1 ;; *) _k=0 ;; esac\n\
+         if [ $_k = 0 ] || [ \"$1\" -gt {size} ] || [ \"$2\" -gt 1 ] || [ \"$3\" != \"$_u\" ]; then\n\
+         command rm -f -- \"$_p\" 2>/dev/null\n\
+         if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo 'ok inway'; exit 0; fi; fi; fi\n\
+         if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo 'ok ready'; exit 0; fi\n\
+         _m=$(printf '%o' $((0{mode:o} & ~0$(umask))))\n\
+         (umask 077; set -C; : > \"$_p\") 2>/dev/null || {{ echo 'ok inway'; exit 0; }}\n\
+         _e=$(command chmod \"$_m\" -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n\
+         echo 'ok ready'\n",
+        inspect::prelude("stat rm id chmod"),
+        mode = mode & 0o777,
     );
-    inspect::run(session, script, &partial.path, 4096)
-        .await
-        .map(drop)
+    let (said, _) = inspect::run(session, script, &partial.path, 4096).await?;
+    match said.trim() {
+        "ready" => Ok(()),
+        _ => Err(DaemonError::new(
+            ErrorCode::TransferFailed,
+            format!(
+                "a file of the upload's partial name is in the way on the host and cannot be \
+                 removed ({}): another user's file, or a directory; nothing was copied",
+                String::from_utf8_lossy(&partial.path)
+            ),
+        )),
+    }
 }
 
 /// A transfer's step on the host that failed: `transfer_failed` saying `what`, but a lost
@@ -239,11 +272,11 @@ pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<Strin
     // Only stdout counts (a build of openssl may warn on stderr and still hash), and only a
     // digest that looks like one: else `sha256sum`, whose errors are the answer.
     let script = format!(
-        "{}_h=$(command openssl dgst -sha256 -r < \"$_p\" 2>/dev/null) || _h=\n\
+        "{}_h=$(command openssl dgst -sha256 -r 2>/dev/null < \"$_p\") || _h=\n\
          _h=${{_h%% *}}\n\
          case $_h in *[!0-9a-f]*|'') _h= ;; esac\n\
          if [ ${{#_h}} -ne 64 ]; then \
-         _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; fi\n\
+         _h=$(command sha256sum 2>&1 < \"$_p\") || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; fi\n\
          printf 'ok %s\\n' \"$_h\"\n",
         inspect::prelude("sha256sum")
     );

@@ -871,3 +871,113 @@ async fn file_tools_work_under_login_shells_that_print() {
         mcp.close().await;
     }
 }
+
+/// A file the session's user may not write stays as it is, though its directory would let a
+/// rename replace it; a file in a directory the user may not search is denied, never "not
+/// found" (the file is there).
+#[tokio::test]
+async fn a_read_only_file_and_a_closed_directory_are_denied_and_left_as_they_were() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "readonly").await;
+    let ro = format!("{dir}/ro.txt");
+    write(
+        &mcp,
+        &s,
+        json!({"path": ro, "content": "y\n", "mode": "0444"}),
+    )
+    .await;
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": ro, "content": "z\n", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": ro, "old_text": "y", "new_text": "z"}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let r = write(&mcp, &s, json!({"path": ro, "content": "z\n"})).await;
+    assert_eq!(code(&r), "remote_path_exists", "without overwrite: {r}");
+    let closed = format!("{dir}/closed/f");
+    remote_out(
+        &mcp,
+        &s,
+        &format!("mkdir {dir}/closed && echo d > {closed} && chmod 600 {dir}/closed"),
+    )
+    .await;
+    let r = edit(
+        &mcp,
+        &s,
+        json!({"path": closed, "old_text": "d", "new_text": "e"}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": closed, "content": "x", "expected_sha256": sha256_hex(b"d\n")}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let there = remote_out(
+        &mcp,
+        &s,
+        &format!("chmod 700 {dir}/closed; cat {ro} {closed}; stat -c %a {ro}; ls -A {dir}"),
+    )
+    .await;
+    assert_eq!(there, "y\nd\n444\nclosed\nro.txt\n");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
+/// Eight clients at once, each with the same `expected_sha256` (or the same edit of the same
+/// text): exactly one changes the file, and every other is told it changed, round after
+/// round. Writes and edits in one directory take turns.
+#[tokio::test]
+async fn of_eight_writers_with_one_hash_exactly_one_succeeds() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "cas8").await;
+    let path = format!("{dir}/cas.txt");
+    for round in 0..4 {
+        let base = write(
+            &mcp,
+            &s,
+            json!({"path": path, "content": "base\n", "overwrite": true}),
+        )
+        .await;
+        let expected = &base["sha256"];
+        let calls = (0..8).map(|i| {
+            let (mcp, s, path) = (&mcp, &s, &path);
+            async move {
+                match round % 2 {
+                    0 => {
+                        let content = format!("writer {i}\n");
+                        let args = json!({"path": path, "content": content, "expected_sha256": expected});
+                        write(mcp, s, args).await
+                    }
+                    _ => {
+                        let args = json!({"path": path, "old_text": "base", "new_text": format!("editor {i}"), "expected_sha256": expected});
+                        edit(mcp, s, args).await
+                    }
+                }
+            }
+        });
+        let answers = futures::future::join_all(calls).await;
+        let won: Vec<usize> = (0..8).filter(|i| answers[*i]["ok"] == true).collect();
+        assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+        for a in answers.iter().filter(|a| a["ok"] != true) {
+            assert_eq!(code(a), "file_changed", "round {round}: {a}");
+        }
+        let who = if round % 2 == 0 { "writer" } else { "editor" };
+        assert_eq!(
+            remote_out(&mcp, &s, &format!("cat {path}")).await,
+            format!("{who} {}\n", won[0])
+        );
+    }
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}

@@ -78,6 +78,7 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
         "{prelude}{checks}\
          [ $_x = 1 ] || {{ echo notfound; exit 0; }}\n\
          [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
+         {writable}\
          _n=$(command wc -c < \"$_p\") || exit 1\n\
          [ \"$_n\" -le {max_file} ] || {{ printf 'ok toolarge %s\\n' \"$_n\"; exit 0; }}\n\
          [ \"$(command tr -dc '\\000' < \"$_p\" | command wc -c)\" -eq 0 ] || {{ echo 'ok binary'; exit 0; }}\n\
@@ -106,6 +107,7 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
         count = encode(&count),
         edit = encode(&edit),
         checks = super::target_checks(expected),
+        writable = super::WRITABLE,
         temporary = super::temporary("edit"),
         keep = super::KEEP_OWNER,
         flush = super::FLUSH_AND_RECHECK,

@@ -50,8 +50,12 @@ fn check_expected(expected: &Option<String>) -> Result<(), DaemonError> {
     }
 }
 
-/// After the prelude: `_d` the directory, which must be one; the target, if it exists, a
-/// regular file and no symlink; `_x` 1 when it exists. `_ident` names the target's state
+/// After the prelude: `_d` the directory, which must be one that the session's user may search
+/// (else the target's absence would be a guess); the target, if it exists, a regular file and
+/// no symlink; `_x` 1 when it exists. Changes of sshmcp's in one directory take turns: a lock
+/// on it (`flock`, where the host has it and the directory is readable), held until the
+/// program ends, so two writes or edits given the same `expected_sha256` cannot both pass
+/// the check before either renames. `_ident` names the target's state
 /// (device, inode, size, change time to the nanosecond): a rename over it or a write into it
 /// changes it. `_same` notes that state in `_i`, then ends the program with `ok changed
 /// <hash>` (or `missing`) unless the target's SHA-256 is `expected`; `_changed_now` ends it
@@ -61,17 +65,25 @@ fn target_checks(expected: &str) -> String {
         "_d=${{_p%/*}}; _d=${{_d:-/}}\n\
          _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
          [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
+         [ -x \"$_d\" ] || {{ echo denied; exit 0; }}\n\
+         if [ -r \"$_d\" ] && command -v flock >/dev/null 2>&1; then exec 6<\"$_d\"; \
+         command flock -w 20 6 || {{ echo 'error another change in this directory held its \
+         lock for 20 s; nothing was changed'; exit 0; }}; fi\n\
          if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
          _x=0; [ -e \"$_p\" ] && _x=1; _i=\n\
          _ident() {{ command stat -c '%d:%i:%s:%z' -- \"$_p\" 2>/dev/null; }}\n\
-         _changed_now() {{ if [ -e \"$_p\" ]; then _h=$(command sha256sum < \"$_p\" 2>/dev/null); \
+         _changed_now() {{ if [ -e \"$_p\" ]; then _h=$(command sha256sum 2>/dev/null < \"$_p\"); \
          printf 'ok changed %s\\n' \"${{_h%% *}}\"; else echo 'ok changed missing'; fi; exit 0; }}\n\
          _same() {{ [ $_x = 1 ] || {{ echo 'ok changed missing'; exit 0; }}; \
          [ -r \"$_p\" ] || {{ echo denied; exit 0; }}; _i=$(_ident); \
-         _h=$(command sha256sum < \"$_p\" 2>&1) || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
+         _h=$(command sha256sum 2>&1 < \"$_p\") || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
          [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n"
     )
 }
+
+/// An existing target the session's user may not write is refused, as the shell would refuse
+/// to write into it: the rename that replaces it needs only the directory's write permission.
+const WRITABLE: &str = "if [ $_x = 1 ] && [ ! -w \"$_p\" ]; then echo denied; exit 0; fi\n";
 
 /// A temporary file `_t` beside the target, removed however the program ends: a signal (the
 /// daemon's timeout, a cancel) ends it through `exit`, which runs the trap.

@@ -48,7 +48,7 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
         "{prelude}{make_dirs}{checks}\
          if [ -n '{expected}' ]; then _same; \
          elif [ $_x = 1 ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
-         {temporary}\
+         {writable}{temporary}\
          _e=$(command cat 2>&1 > \"$_t\") || _sshmcp_fail \"$_e\"\n\
          {keep}{mode}{flush}{publish}\
          printf 'ok written %s\\n' $_x\n",
@@ -57,6 +57,7 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
             path
         ),
         checks = super::target_checks(expected),
+        writable = super::WRITABLE,
         temporary = super::temporary("write"),
         keep = super::KEEP_OWNER,
         flush = super::FLUSH_AND_RECHECK,

@@ -135,6 +135,14 @@ fn parent(root: &Path, relative: &Path, create: bool) -> Result<(OwnedFd, OsStri
 
 /// The path inside the root that `local_path` names, checked by its words alone.
 fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
+    // Path's components drop a trailing `/` or `/.`, which asks for a directory: the file of
+    // that name would be read or written instead.
+    if local_path.ends_with('/') || local_path.ends_with("/.") {
+        return Err(invalid(
+            "local_path ends with `/`, naming a directory: transfers copy single files, so \
+             name the file (`dir/name`)",
+        ));
+    }
     let path = Path::new(local_path);
     let relative = match path.is_absolute() {
         true => path
@@ -378,6 +386,9 @@ mod tests {
             ".sshmcp/x",
             "./.sshmcp",
             "a/.sshmcp/b",
+            "newdir/",
+            "a/b/.",
+            "/r/root/a/",
         ] {
             assert_eq!(
                 confine(root, bad).unwrap_err().code,

@@ -232,7 +232,9 @@ pub async fn copy(
             read = stdout.read(&mut out_buf), if out_open => match read {
                 Ok(n @ 1..) => out.feed(&out_buf[..n], |line| {
                     if let Some(done) = progress_bytes(line) {
-                        bytes.store(done, Ordering::Relaxed);
+                        // rsync counts a file it sends again (a failed whole-file check)
+                        // twice: the report never says more than the file holds.
+                        bytes.store(done.min(total), Ordering::Relaxed);
                     } else if let Some(literal) = literal_bytes(line) {
                         sent = literal;
                     }

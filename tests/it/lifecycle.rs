@@ -341,6 +341,41 @@ async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
     mcp.close().await;
 }
 
+/// The only handle of a session, its daemon killed right after `command_start` answered: the
+/// next daemon still knows its group, so `command_kill` ends the command (before, the record
+/// was written when the handle came, before its group was known, and said `pid: null`).
+#[tokio::test]
+async fn a_handle_started_just_before_a_crash_can_still_be_killed() {
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(120);
+    let started = on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": format!("sleep {sleep}")}),
+    )
+    .await;
+    assert!(started["pid"].is_u64(), "{started}");
+    env.crash_daemon();
+    let id = started["handle_id"].clone();
+    let r = on_session(&mcp, &s, "command_status", json!({"handle_id": id})).await;
+    assert_eq!(
+        (&r["status"], &r["pid"]),
+        (&json!("lost"), &started["pid"]),
+        "{r}"
+    );
+    let k = on_session(
+        &mcp,
+        &s,
+        "command_kill",
+        json!({"handle_id": id, "wait_seconds": 10}),
+    )
+    .await;
+    assert_eq!(k["result"], "killed", "{k}");
+    assert_eq!(count_matching(&[&sleep]), 0, "the command is gone");
+    mcp.close().await;
+}
+
 /// A daemon with no session and no client exits after its idle period; a session, however
 /// idle, keeps it.
 #[tokio::test]

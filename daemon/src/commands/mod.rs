@@ -293,8 +293,22 @@ impl Prepared {
         session.commands.add(handle.clone());
         let (follower, record) = (handle.clone(), session.commands.record.clone());
         tokio::spawn(async move {
+            // The record keeps the group once it is known: a daemon that dies after that
+            // leaves the next one a handle whose command it can still reach (`command_kill`,
+            // a disconnect). It was written when the handle came, before the group.
+            let mut seen = follower.observer.subscribe();
+            let pid_known = async move {
+                let _ = seen.wait_for(|s| s.pid.is_some()).await;
+            };
+            let mut outcome = std::pin::pin!(outcome);
+            let outcome = tokio::select! {
+                outcome = &mut outcome => outcome,
+                () = pid_known => {
+                    record.ask();
+                    outcome.await
+                }
+            };
             let outcome = outcome
-                .await
                 .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
             let ended = Ended::from_outcome(outcome);
             let _ = follower.ending.set(ended.clone());
@@ -498,6 +512,9 @@ pub async fn start(
             ))
         }));
     }
+    // The answer names a handle that a crash right after it would not lose track of.
+    let record = &session.commands.record;
+    let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
     Ok(CommandStarted {
         handle_id: handle.id.clone(),
         id: handle.id.clone(),

@@ -72,9 +72,13 @@ async fn session_keys_never_reach_logs_or_state_files() {
         .iter()
         .flat_map(|d| files_under(d))
         .collect();
-    assert!(
-        files.iter().any(|f| f.ends_with("sshmcpd.log")),
-        "{files:?}"
+    let log = files.iter().find(|f| f.ends_with("sshmcpd.log"));
+    let mode =
+        log.map(|f| std::os::unix::fs::PermissionsExt::mode(&f.metadata().unwrap().permissions()));
+    assert_eq!(
+        mode.map(|m| m & 0o777),
+        Some(0o600),
+        "the daemon's log is private: {files:?}"
     );
     assert!(
         files.iter().any(|f| f.ends_with("sessions.json")),

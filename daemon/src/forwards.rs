@@ -3,7 +3,7 @@
 //! may listen where, keeps each session's list, and closes them; the master carries the data.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
@@ -229,9 +229,8 @@ pub async fn start(
             same.id, same.listen_port
         )));
     }
-    let control = &session.host.control_path;
     let listen_port = match req.kind {
-        ForwardKind::Remote => match mux::open_forward(control, &opened).await {
+        ForwardKind::Remote => match ask_master(session, &opened).await {
             Ok(allocated) => allocated.unwrap_or(req.listen_port),
             Err(MuxError::Refused(_)) => {
                 let port = match req.listen_port {
@@ -243,11 +242,7 @@ pub async fn start(
                      in use there, or its AllowTcpForwarding or PermitListen forbids it)"
                 )));
             }
-            Err(e) => {
-                // A late answer would leave the server listening unlisted: withdraw it.
-                let _ = mux::close_forward(control, &opened).await;
-                return Err(mux_failure(session, e));
-            }
+            Err(e) => return Err(mux_failure(session, e)),
         },
         ForwardKind::Local | ForwardKind::Dynamic => {
             open_here(session, &mut opened, req.listen_port).await?
@@ -280,7 +275,7 @@ async fn open_here(
         if asked == 0 {
             opened.listen_port = free_port(&opened.listen_host)?;
         }
-        match mux::open_forward(&session.host.control_path, opened).await {
+        match ask_master(session, opened).await {
             Ok(_) => return Ok(opened.listen_port),
             Err(MuxError::Refused(_)) => continue,
             Err(e) => return Err(mux_failure(session, e)),
@@ -294,6 +289,41 @@ async fn open_here(
             opened.listen_host
         ),
     }))
+}
+
+/// How long an unanswered request to open a forward is followed: a master (or, for a remote
+/// forward, the server behind it) that answers this late still gets the forward withdrawn.
+const LATE_ANSWER_WAIT: Duration = Duration::from_secs(600);
+
+/// Asks the master to open `opened`, answering within the mux's exchange timeout. The
+/// request runs in a task of its own, so that neither that timeout nor a caller that went
+/// away (its call dropped) leaves the master or the server listening unlisted: an answer
+/// that comes later, a success, is withdrawn (the forward named as it was asked, which is
+/// how the master knows a remote port it let the server choose).
+async fn ask_master(session: &Session, opened: &Forwarding) -> Result<Option<u16>, MuxError> {
+    let (control, forwarding) = (session.host.control_path.clone(), opened.clone());
+    let mut asked = tokio::spawn(async move {
+        let answer = mux::open_forward(&control, &forwarding, LATE_ANSWER_WAIT).await;
+        (answer, control, forwarding)
+    });
+    let late = match tokio::time::timeout(mux::EXCHANGE_TIMEOUT, &mut asked).await {
+        Ok(Ok((answer, ..))) => return answer,
+        Ok(Err(e)) => {
+            return Err(MuxError::Protocol(format!(
+                "the request's task failed: {e}"
+            )));
+        }
+        Err(_) => asked,
+    };
+    tokio::spawn(async move {
+        if let Ok((Ok(_), control, forwarding)) = late.await {
+            let closed = mux::close_forward(&control, &forwarding).await;
+            tracing::info!(
+                "a forward the master opened after its request timed out was withdrawn: {closed:?}"
+            );
+        }
+    });
+    Err(MuxError::Silent)
 }
 
 /// A port nothing listens on at `host` right now.

@@ -444,7 +444,15 @@ impl Daemon for DaemonService {
         self.on_session(
             Call::new("forward_start", req.summary()),
             &auth,
-            |session| async move { forwards::start(&session, &settings, req).await },
+            // In a task of its own: a caller that goes away mid-call must not leave the
+            // master listening for a forward no list shows (it is listed, and stoppable).
+            |session| async move {
+                tokio::spawn(async move { forwards::start(&session, &settings, req).await })
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(DaemonError::internal(format!("forward_start failed: {e}")))
+                    })
+            },
         )
         .await
     }

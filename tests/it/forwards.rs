@@ -334,3 +334,127 @@ async fn a_stopped_master_refuses_a_forward_up_front() {
     );
     mcp.close().await;
 }
+
+/// The sshd processes serving `env`'s connections (the listener's descendants named sshd).
+fn connection_sshds(env: &sshmcp_tests::TestEnv) -> Vec<i32> {
+    let parent_of = |pid: i32| -> Option<(i32, String)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_string();
+        Some((rest.split_whitespace().nth(1)?.parse().ok()?, comm))
+    };
+    let listeners: Vec<i32> = env.sshd.pids().iter().map(|p| *p as i32).collect();
+    let mut found: Vec<i32> = vec![];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if let Some((parent, comm)) = parent_of(pid)
+                && comm.starts_with("sshd")
+                && (listeners.contains(&parent) || found.contains(&parent))
+                && !found.contains(&pid)
+            {
+                found.push(pid);
+                grew = true;
+            }
+        }
+    }
+    found
+}
+
+/// The TCP ports `pids` listen on (their sockets found in /proc/net/tcp and tcp6).
+fn listening_ports(pids: &[i32]) -> std::collections::BTreeSet<u16> {
+    let inodes: Vec<String> = pids
+        .iter()
+        .flat_map(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .into_iter()
+                .flatten()
+        })
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .flat_map(|table| {
+            std::fs::read_to_string(table)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let port = u16::from_str_radix(cols.get(1)?.rsplit(':').next()?, 16).ok()?;
+            let inode = cols.get(9)?;
+            (cols.get(3)? == &"0A" && inodes.iter().any(|i| i == inode)).then_some(port)
+        })
+        .collect()
+}
+
+/// A remote forward the server answers too late (its sshd stopped past the master's exchange
+/// timeout): forward_start fails, and once the server answers, the forward it opened is
+/// withdrawn, with a port asked for and with one the server chose: nothing listens unlisted.
+#[tokio::test]
+async fn a_remote_forward_answered_too_late_is_withdrawn() {
+    use nix::sys::signal::{Signal, kill};
+    let (env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sshds = connection_sshds(&env);
+    assert!(!sshds.is_empty(), "no sshd serves the session");
+    let signal = |sig| {
+        for pid in &sshds {
+            let _ = kill(nix::unistd::Pid::from_raw(*pid), sig);
+        }
+    };
+    let before = listening_ports(&sshds);
+    signal(Signal::SIGSTOP);
+    let asked = json!({"kind": "remote", "listen_port": port, "target_host": "127.0.0.1",
+                       "target_port": echo});
+    let r = start(&mcp, &s, asked).await;
+    let chosen = json!({"kind": "remote", "target_host": "127.0.0.1", "target_port": echo});
+    let r0 = start(&mcp, &s, chosen).await;
+    signal(Signal::SIGCONT);
+    assert_eq!(
+        (code(&r), code(&r0)),
+        ("internal_error", "internal_error"),
+        "{r} {r0}"
+    );
+    let withdrawn = "opened after its request timed out was withdrawn: Ok(())";
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.daemon_log().matches(withdrawn).count() < 2 {
+        assert!(std::time::Instant::now() < give_up, "{}", env.daemon_log());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The master answers a close before the server acted on it.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while listening_ports(&sshds) != before {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the host still listens: {:?} against {before:?} before",
+            listening_ports(&sshds)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!listening(port), "the asked port still listens on the host");
+    let list = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(list["forwards"], json!([]), "{list}");
+    mcp.close().await;
+}

@@ -191,8 +191,9 @@ impl Forwarding {
 pub async fn open_forward(
     control_path: &Path,
     forwarding: &Forwarding,
+    within: Duration,
 ) -> Result<Option<u16>, MuxError> {
-    bounded(async {
+    bounded_by(within, async {
         let packet = forwarding.packet(wire::C_OPEN_FWD);
         let (mut control, mut packets) = request(control_path, packet).await?;
         match read_reply(&mut control, &mut packets).await? {
@@ -225,7 +226,14 @@ pub async fn close_forward(control_path: &Path, forwarding: &Forwarding) -> Resu
 async fn bounded<T>(
     exchange: impl std::future::Future<Output = Result<T, MuxError>>,
 ) -> Result<T, MuxError> {
-    tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
+    bounded_by(EXCHANGE_TIMEOUT, exchange).await
+}
+
+async fn bounded_by<T>(
+    within: Duration,
+    exchange: impl std::future::Future<Output = Result<T, MuxError>>,
+) -> Result<T, MuxError> {
+    tokio::time::timeout(within, exchange)
         .await
         .unwrap_or(Err(MuxError::Silent))
 }

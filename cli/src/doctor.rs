@@ -203,13 +203,9 @@ fn local_root(root: Option<PathBuf>) -> Finding {
             "set SSHMCP_LOCAL_ROOT",
         );
     };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if !root.is_absolute() || root == Path::new("/") || home.as_deref() == Some(&root) {
+    if let Err(why) = sshmcp_proto::paths::check_local_root(&root) {
         return problem(
-            format!(
-                "{} (must be absolute, and neither / nor the home directory)",
-                root.display()
-            ),
+            format!("{} ({why})", root.display()),
             "point SSHMCP_LOCAL_ROOT (or local-root in config.toml) at a folder of its own",
         );
     }

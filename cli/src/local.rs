@@ -58,6 +58,13 @@ fn mcp_config(
         )
         .join("sshmcp-files"),
     };
+    // The daemon would refuse it on every call that needs the root.
+    sshmcp_proto::paths::check_local_root(&root).map_err(|why| {
+        anyhow::anyhow!(
+            "{why}: {}; hint: pass --local-root DIR, a folder of its own",
+            root.display()
+        )
+    })?;
     let (shim, root) = (shim.display().to_string(), root.display().to_string());
     match client {
         McpClient::ClaudeCode => writeln!(

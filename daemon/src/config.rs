@@ -226,7 +226,7 @@ impl Settings {
                 "max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"
             ));
         }
-        check_local_root(&self.local_root)
+        sshmcp_proto::paths::check_local_root(&self.local_root)
     }
 
     /// The config file's policy as it reads now; the file's other settings need a restart.
@@ -255,18 +255,6 @@ impl Settings {
     pub fn record_file(&self) -> PathBuf {
         self.runtime.dir.join("sessions.json")
     }
-}
-
-/// A local root must be absolute, and neither `/` nor the bare home directory.
-pub fn check_local_root(root: &Path) -> Result<(), String> {
-    if !root.is_absolute() {
-        return Err("the local root must be an absolute path".into());
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if root == Path::new("/") || home.as_deref() == Some(root) {
-        return Err("the local root must not be / or the home directory".into());
-    }
-    Ok(())
 }
 
 /// The file's `[[policy]]` entries, checked, with the file named in any error.
@@ -333,6 +321,7 @@ mod tests {
 
     #[test]
     fn local_root_rules() {
+        use sshmcp_proto::paths::check_local_root;
         assert!(check_local_root(Path::new("relative")).is_err());
         assert!(check_local_root(Path::new("/")).is_err());
         assert!(check_local_root(Path::new("/srv/agent")).is_ok());

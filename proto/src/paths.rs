@@ -8,6 +8,19 @@ use std::path::{Path, PathBuf};
 /// The longest path a Unix socket can be bound to (`sun_path` is 108 bytes with its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
+/// A local root must be absolute, and neither `/` nor the bare home directory: the daemon
+/// refuses any other, and the CLI's checks and suggestions say the same.
+pub fn check_local_root(root: &Path) -> Result<(), String> {
+    if !root.is_absolute() {
+        return Err("the local root must be an absolute path".into());
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if root == Path::new("/") || home.as_deref() == Some(root) {
+        return Err("the local root must not be / or the home directory".into());
+    }
+    Ok(())
+}
+
 /// The per-user runtime directory and the files in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimePaths {

@@ -402,5 +402,17 @@ async fn completions_and_mcp_config_need_no_daemon() {
             "{client}"
         );
     }
+    // A root the daemon would refuse on every call is refused here, and nothing printed.
+    let vars = env.env_vars();
+    let home = &vars.iter().find(|(k, _)| k == "HOME").expect("the CLI's HOME").1;
+    for root in ["/", home.as_str()] {
+        let out = env.cli(&["mcp-config", "claude-code", "--local-root", root]);
+        assert!(!out.status.success(), "{root}: {out:?}");
+        assert_eq!(stdout(&out), "", "{root}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("must not be / or the home directory"),
+            "{root}: {out:?}"
+        );
+    }
     assert!(env.daemon_pid().is_none(), "no daemon was started");
 }

@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use sshmcp_proto::exec::{ExecRequest, ExecResult};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use crate::config::{Settings, check_local_root};
+use crate::config::Settings;
 use crate::remote::Program;
 use crate::session::Session;
+use sshmcp_proto::paths::check_local_root;
 
 /// Checks the request before any session is looked at.
 pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {

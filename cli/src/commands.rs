@@ -308,6 +308,14 @@ fn lock_holder(paths: &RuntimePaths) -> anyhow::Result<Option<Holder>> {
 /// SIGUSR1 to exit leaving its masters up, then a daemon of this installation starts and
 /// re-adopts them.
 async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    // The running daemon stops only for one that can start: a config file broken since would
+    // leave every agent without a daemon.
+    crate::doctor::check_config().map_err(|why| {
+        anyhow::anyhow!(
+            "the new daemon would not start ({why}); the running one was left as it is\n\
+             hint: correct the config file, then sshmcp daemon restart"
+        )
+    })?;
     let holder = lock_holder(paths)?;
     let old = holder.as_ref().map(|h| h.pid);
     if let Some(holder) = holder {

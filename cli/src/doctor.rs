@@ -84,6 +84,17 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         ),
         ("local root", local_root(root)),
         ("ssh config", ssh_config(ssh_config_file)),
+        (
+            "config",
+            match check_config() {
+                Ok(()) => Finding::Ok("a daemon started now reads it without error".into()),
+                Err(why) => problem(
+                    why,
+                    "correct the config file, then sshmcp daemon restart (or reload for the \
+                     policy)",
+                ),
+            },
+        ),
         ("daemon", daemon(answered)),
         ("policy", policy_finding(policy.as_ref())),
     ];
@@ -110,6 +121,21 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
             ExitCode::from(EXIT_PROBLEM)
         }
     })
+}
+
+/// Whether a daemon started now, from this environment, would accept its settings and the
+/// config file (`sshmcpd --check-config`): a running daemon read them when it started, and
+/// a file edited since may stop the next one.
+pub fn check_config() -> Result<(), String> {
+    let program = sshmcp_proto::client::daemon_program();
+    match Command::new(&program).arg("--check-config").output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .trim_start_matches("sshmcpd: ")
+            .to_string()),
+        Err(e) => Err(format!("cannot run {}: {e}", program.display())),
+    }
 }
 
 /// The first line a tool prints about its version (on either stream: `ssh -V` uses stderr).

@@ -87,6 +87,10 @@ pub struct Flags {
     /// Write one status line to stdout once listening (used by clients that start us).
     #[arg(long, hide = true)]
     pub report_ready: bool,
+    /// Only read the settings and the config file, say whether a daemon could start with
+    /// them, and exit (what `sshmcp daemon restart` and `sshmcp doctor` ask first).
+    #[arg(long)]
+    pub check_config: bool,
 }
 
 /// The config file's keys: the same settings as the flags.

@@ -19,6 +19,18 @@ fn main() -> ExitCode {
     }
     close_inherited_descriptors();
     let flags = Flags::parse();
+    if flags.check_config {
+        return match Settings::load(&flags) {
+            Ok(_) => {
+                println!("ok");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sshmcpd: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let report = ReadyReport::new(flags.report_ready);
     match run(&flags, &report) {
         Ok(()) => ExitCode::SUCCESS,

@@ -308,6 +308,19 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
     let out = env.cli(&["doctor"]);
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("the last reload failed"), "{report}");
+    assert!(
+        report.contains("FAIL  config") && report.contains("TOML parse error"),
+        "doctor reads the file as the next daemon would: {report}"
+    );
+    // A restart would stop this daemon for one that cannot start: it does not.
+    let before = env.daemon_pid();
+    let out = env.cli(&["daemon", "restart"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("left as it is"), "{err}");
+    assert_eq!(env.daemon_pid(), before);
+    let r = crate::exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(crate::code(&r), "policy_denied", "the same daemon answers: {r}");
 
     // A file gone (an editor renaming it for a moment) does not lift the policy either.
     std::fs::remove_file(&config).unwrap();

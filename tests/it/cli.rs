@@ -404,7 +404,11 @@ async fn completions_and_mcp_config_need_no_daemon() {
     }
     // A root the daemon would refuse on every call is refused here, and nothing printed.
     let vars = env.env_vars();
-    let home = &vars.iter().find(|(k, _)| k == "HOME").expect("the CLI's HOME").1;
+    let home = &vars
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .expect("the CLI's HOME")
+        .1;
     for root in ["/", home.as_str()] {
         let out = env.cli(&["mcp-config", "claude-code", "--local-root", root]);
         assert!(!out.status.success(), "{root}: {out:?}");

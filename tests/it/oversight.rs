@@ -320,7 +320,11 @@ async fn a_reloaded_read_only_policy_refuses_every_change_and_nothing_reaches_th
     assert!(err.contains("left as it is"), "{err}");
     assert_eq!(env.daemon_pid(), before);
     let r = crate::exec(&mcp, &s, "true", json!({})).await;
-    assert_eq!(crate::code(&r), "policy_denied", "the same daemon answers: {r}");
+    assert_eq!(
+        crate::code(&r),
+        "policy_denied",
+        "the same daemon answers: {r}"
+    );
 
     // A file gone (an editor renaming it for a moment) does not lift the policy either.
     std::fs::remove_file(&config).unwrap();

@@ -873,3 +873,33 @@ async fn a_chatty_login_shell_leaves_handles_clean() {
     );
     mcp.close().await;
 }
+
+/// A `command_start` waiting on a host that stopped answering, its session disconnected
+/// meanwhile: `session_closed`, as `exec` says, never a claim that 25 s passed.
+#[tokio::test]
+async fn a_start_cut_by_a_disconnect_says_the_session_closed() {
+    use nix::sys::signal::{Signal, kill};
+    let (env, mcp, s) = connected().await;
+    let sshds = crate::connection_sshds(&env);
+    let signal = |sig| {
+        for pid in &sshds {
+            let _ = kill(nix::unistd::Pid::from_raw(*pid), sig);
+        }
+    };
+    signal(Signal::SIGSTOP);
+    let started = on_session(&mcp, &s, "command_start", json!({"command": "sleep 100"}));
+    let cut = async {
+        // The handle is listed once the daemon took the call, before its command starts.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while on_session(&mcp, &s, "command_list", json!({})).await["commands"] == json!([]) {
+            assert!(std::time::Instant::now() < give_up, "the start never came");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        mcp.call("disconnect", json!({"session_id": s.0})).await
+    };
+    let (r, closed) = tokio::join!(started, cut);
+    signal(Signal::SIGCONT);
+    assert_eq!(closed["ok"], true, "{closed}");
+    assert_eq!(code(&r), "session_closed", "{r}");
+    mcp.close().await;
+}

@@ -335,36 +335,6 @@ async fn a_stopped_master_refuses_a_forward_up_front() {
     mcp.close().await;
 }
 
-/// The sshd processes serving `env`'s connections (the listener's descendants named sshd).
-fn connection_sshds(env: &sshmcp_tests::TestEnv) -> Vec<i32> {
-    let parent_of = |pid: i32| -> Option<(i32, String)> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (head, rest) = stat.rsplit_once(')')?;
-        let comm = head.split_once('(')?.1.to_string();
-        Some((rest.split_whitespace().nth(1)?.parse().ok()?, comm))
-    };
-    let listeners: Vec<i32> = env.sshd.pids().iter().map(|p| *p as i32).collect();
-    let mut found: Vec<i32> = vec![];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            if let Some((parent, comm)) = parent_of(pid)
-                && comm.starts_with("sshd")
-                && (listeners.contains(&parent) || found.contains(&parent))
-                && !found.contains(&pid)
-            {
-                found.push(pid);
-                grew = true;
-            }
-        }
-    }
-    found
-}
-
 /// The TCP ports `pids` listen on (their sockets found in /proc/net/tcp and tcp6).
 fn listening_ports(pids: &[i32]) -> std::collections::BTreeSet<u16> {
     let inodes: Vec<String> = pids
@@ -417,7 +387,7 @@ async fn a_remote_forward_answered_too_late_is_withdrawn() {
         .local_addr()
         .unwrap()
         .port();
-    let sshds = connection_sshds(&env);
+    let sshds = crate::connection_sshds(&env);
     assert!(!sshds.is_empty(), "no sshd serves the session");
     let signal = |sig| {
         for pid in &sshds {

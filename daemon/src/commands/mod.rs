@@ -503,6 +503,11 @@ pub async fn start(
         // It never ran (a missing cwd, no channel in time, a lost master): the call failed,
         // and no handle stays.
         session.commands.remove(&handle.id);
+        // A run cut before it started ends `killed` with no error only when its session
+        // closed meanwhile (nothing else stops a detached run).
+        if ended.state == CommandState::Killed {
+            return Err(RunError::Cancelled.into());
+        }
         return Err(ended.error.unwrap_or_else(|| {
             DaemonError::internal(format!(
                 "the command did not start within {} s: no channel of the session came free \

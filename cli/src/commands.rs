@@ -227,9 +227,24 @@ async fn stop(
     paths: &RuntimePaths,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let Some(c) = conn else {
-        writeln!(out, "sshmcpd is not running")?;
-        return Ok(ExitCode::SUCCESS);
+    let c = match conn {
+        Some(c) => c,
+        None => match recorded_sessions(paths) {
+            0 => {
+                writeln!(out, "sshmcpd is not running")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            // A daemon that died (SIGKILL, OOM) left its masters and their forwards up: the
+            // one started here adopts them, and the stop below closes them.
+            n => {
+                writeln!(
+                    out,
+                    "sshmcpd was not running, but {n} session(s) it recorded may still be up; \
+                     starting one to close them"
+                )?;
+                connect_or_start(paths, &daemon_program()).await?
+            }
+        },
     };
     // Taken before asking, so the wait is on this daemon's pidfile, not a successor's.
     let holder = lock_holder(paths)?;
@@ -249,6 +264,16 @@ async fn stop(
     }
     writeln!(out, "sshmcpd stopped; its sessions are closed")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many sessions the record in the runtime directory lists (none when it is missing or
+/// unreadable: the daemon that would adopt them would set it aside too).
+fn recorded_sessions(paths: &RuntimePaths) -> usize {
+    std::fs::read(paths.dir.join(sshmcp_proto::paths::RECORD_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|record| record["sessions"].as_array().map(Vec::len))
+        .unwrap_or(0)
 }
 
 /// The daemon holding the pidfile lock: its pid, read from the very file it locked.

@@ -134,6 +134,10 @@ impl PidfileText {
 /// The daemon's log, in the state directory.
 pub const LOG_FILE: &str = "sshmcpd.log";
 
+/// The record of the sessions and what runs in them, in the runtime directory: what the next
+/// daemon adopts.
+pub const RECORD_FILE: &str = "sessions.json";
+
 /// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
 /// the platform state dir.
 pub fn state_dir_from_env() -> Option<PathBuf> {

@@ -376,6 +376,32 @@ async fn a_handle_started_just_before_a_crash_can_still_be_killed() {
     mcp.close().await;
 }
 
+/// `sshmcp daemon stop` after a crash: the masters the dead daemon left up, and their
+/// forwards, are closed too (a daemon is started to adopt and close them).
+#[tokio::test]
+async fn daemon_stop_after_a_crash_closes_what_the_dead_daemon_left() {
+    let (env, mcp, s) = connected().await;
+    let f = on_session(&mcp, &s, "forward_start", json!({"kind": "dynamic"})).await;
+    let port = f["listen_port"].as_u64().unwrap() as u16;
+    let master = sessions(&mcp).await[0]["master_pid"].as_u64().unwrap() as u32;
+    env.crash_daemon();
+    assert!(
+        std::path::Path::new(&format!("/proc/{master}")).exists(),
+        "a crash leaves the master up"
+    );
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("starting one to close them"), "{said}");
+    assert!(gone(master), "the master is closed");
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "the forward still listens"
+    );
+    assert!(env.daemon_pid().is_none());
+    drop(mcp);
+}
+
 /// A daemon with no session and no client exits after its idle period; a session, however
 /// idle, keeps it.
 #[tokio::test]

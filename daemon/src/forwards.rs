@@ -192,7 +192,7 @@ fn check(req: &ForwardStartRequest, settings: &Settings) -> Result<String, Daemo
 
 /// `forward_start`.
 pub async fn start(
-    session: &Session,
+    session: &Arc<Session>,
     settings: &Settings,
     req: ForwardStartRequest,
 ) -> Result<ForwardInfo, DaemonError> {
@@ -266,7 +266,7 @@ pub async fn start(
 /// Opens a forward that listens on this machine. The master's answer carries no port, so a
 /// port 0 is a free one found here first (tried again if someone takes it meanwhile).
 async fn open_here(
-    session: &Session,
+    session: &Arc<Session>,
     opened: &mut Forwarding,
     asked: u16,
 ) -> Result<u16, DaemonError> {
@@ -299,8 +299,9 @@ const LATE_ANSWER_WAIT: Duration = Duration::from_secs(600);
 /// request runs in a task of its own, so that neither that timeout nor a caller that went
 /// away (its call dropped) leaves the master or the server listening unlisted: an answer
 /// that comes later, a success, is withdrawn (the forward named as it was asked, which is
-/// how the master knows a remote port it let the server choose).
-async fn ask_master(session: &Session, opened: &Forwarding) -> Result<Option<u16>, MuxError> {
+/// how the master knows a remote port it let the server choose), unless a start alike that
+/// came meanwhile listed it: the master keeps one listener for the two, now in use.
+async fn ask_master(session: &Arc<Session>, opened: &Forwarding) -> Result<Option<u16>, MuxError> {
     let (control, forwarding) = (session.host.control_path.clone(), opened.clone());
     let mut asked = tokio::spawn(async move {
         let answer = mux::open_forward(&control, &forwarding, LATE_ANSWER_WAIT).await;
@@ -315,8 +316,13 @@ async fn ask_master(session: &Session, opened: &Forwarding) -> Result<Option<u16
         }
         Err(_) => asked,
     };
+    let session = session.clone();
     tokio::spawn(async move {
         if let Ok((Ok(_), control, forwarding)) = late.await {
+            let _changing = session.forwards.changing.lock().await;
+            if session.forwards.locked().iter().any(|f| f.opened == forwarding) {
+                return;
+            }
             let closed = mux::close_forward(&control, &forwarding).await;
             tracing::info!(
                 "a forward the master opened after its request timed out was withdrawn: {closed:?}"

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use sshmcp_proto::audit::{
-    AUDIT_FILE, AUDIT_GENERATIONS, AUDIT_ROTATE_BYTES, AUDIT_SUMMARY_BYTES, AuditEntry, generation,
+    AUDIT_FILE, AUDIT_GENERATIONS, AUDIT_ROTATE_BYTES, AUDIT_SUMMARY_BYTES, AuditEntry,
+    PENDING_FILE, PendingLine, generation,
 };
 use sshmcp_proto::command::{CommandKillRequest, CommandStartRequest};
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
@@ -54,26 +55,32 @@ impl Counts {
 /// The daemon's end of the trail; cheap to share.
 pub struct Trail {
     /// Taken by [`Trail::close`]: the writer drains what is queued, then ends.
-    queue: std::sync::Mutex<Option<SyncSender<AuditEntry>>>,
+    queue: std::sync::Mutex<Option<SyncSender<Note>>>,
+    /// The next call's number in the journal of calls under way.
+    next_call: AtomicU64,
     /// Disconnected once the writer thread has ended.
     writer_done: std::sync::Mutex<Receiver<()>>,
     pub counts: Arc<Counts>,
 }
 
 impl Trail {
-    /// Starts the writer thread for `<state_dir>/audit.jsonl`.
+    /// Starts the writer thread for `<state_dir>/audit.jsonl`, after writing the lines of the
+    /// calls a daemon before this one never ended (it died under them).
     pub fn start(state_dir: &Path) -> std::io::Result<Self> {
         let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
         let counts = Arc::new(Counts::default());
         let live = state_dir.join(AUDIT_FILE);
         // Opened now, so the daemon's descriptors do not change with its first call; a file
         // that cannot be opened yet is tried again (and reported) at the first line.
-        let writer = Writer {
+        let mut writer = Writer {
             file: open(&live).ok().map(|(file, _)| file),
             live,
             counts: counts.clone(),
             failing: false,
+            pending: state_dir.join(PENDING_FILE),
+            under_way: Default::default(),
         };
+        writer.recover();
         let (done, writer_done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("audit".into())
@@ -83,13 +90,26 @@ impl Trail {
             })?;
         Ok(Self {
             queue: std::sync::Mutex::new(Some(queue)),
+            next_call: AtomicU64::new(0),
             writer_done: std::sync::Mutex::new(writer_done),
             counts,
         })
     }
 
-    /// Queues one line; never waits.
-    pub fn record(&self, entry: AuditEntry) {
+    /// Notes a call that begins, with the line the trail keeps should it never end (the
+    /// daemon dying under it): its number, for [`Trail::record`] at its end.
+    pub fn begin(&self, entry: AuditEntry) -> u64 {
+        let call = self.next_call.fetch_add(1, Ordering::Relaxed);
+        self.queue_note(Note::Begun(call, entry));
+        call
+    }
+
+    /// Queues the line of call `call` (from [`Trail::begin`]); never waits.
+    pub fn record(&self, call: u64, entry: AuditEntry) {
+        self.queue_note(Note::Ended(call, entry));
+    }
+
+    fn queue_note(&self, note: Note) {
         let queue = self
             .queue
             .lock()
@@ -99,7 +119,7 @@ impl Trail {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        match queue.try_send(entry) {
+        match queue.try_send(note) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 if self.counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -133,6 +153,12 @@ impl Trail {
     }
 }
 
+/// What the writer is given: a call that begins, or the line of one that ended.
+pub enum Note {
+    Begun(u64, AuditEntry),
+    Ended(u64, AuditEntry),
+}
+
 struct Writer {
     live: PathBuf,
     /// The open live file.
@@ -140,29 +166,65 @@ struct Writer {
     counts: Arc<Counts>,
     /// Inside a spell of failed writes (logged once, at its start).
     failing: bool,
+    /// The journal of calls under way ([`PENDING_FILE`]).
+    pending: PathBuf,
+    /// The calls the journal holds as begun and not yet ended.
+    under_way: std::collections::HashSet<u64>,
 }
 
 impl Writer {
-    fn run(mut self, lines: Receiver<AuditEntry>) {
-        while let Ok(first) = lines.recv() {
+    fn run(mut self, notes: Receiver<Note>) {
+        while let Ok(first) = notes.recv() {
             // The lines of the next moment go in the same write: under load the thread
             // wakes (and its callers wake it) a few dozen times a second, not once per call.
             std::thread::sleep(BATCH_WINDOW);
-            let batch: Vec<AuditEntry> = std::iter::once(first).chain(lines.try_iter()).collect();
-            let mut bytes = Vec::with_capacity(batch.len() * 256);
-            for entry in &batch {
-                // An entry is strings and numbers: serializing it cannot fail.
-                if serde_json::to_writer(&mut bytes, entry).is_ok() {
-                    bytes.push(b'\n');
+            let batch: Vec<Note> = std::iter::once(first).chain(notes.try_iter()).collect();
+            // A call that began and ended within the batch never reaches the journal.
+            let ended_now: std::collections::HashSet<u64> = batch
+                .iter()
+                .filter_map(|note| match note {
+                    Note::Ended(call, _) => Some(*call),
+                    Note::Begun(..) => None,
+                })
+                .collect();
+            let (mut bytes, mut begun, mut ended) =
+                (Vec::with_capacity(batch.len() * 256), vec![], vec![]);
+            for note in batch {
+                match note {
+                    Note::Begun(call, entry) if !ended_now.contains(&call) => {
+                        self.under_way.insert(call);
+                        line(
+                            &mut begun,
+                            &PendingLine::Begun {
+                                begun: call,
+                                entry: Box::new(entry),
+                            },
+                        );
+                    }
+                    Note::Begun(..) => {}
+                    Note::Ended(call, entry) => {
+                        line(&mut bytes, &entry);
+                        if self.under_way.remove(&call) {
+                            line(&mut ended, &PendingLine::Ended { ended: call });
+                        }
+                    }
                 }
             }
-            let n = batch.len() as u64;
+            // Begun calls first, the trail's lines next, their ends in the journal last: a
+            // death between two of these writes leaves a line twice, never none.
+            self.journal(&begun);
+            if bytes.is_empty() {
+                self.journal(&ended);
+                continue;
+            }
+            let n = bytes.iter().filter(|b| **b == b'\n').count() as u64;
             match self.append(&bytes) {
                 Ok(()) => {
                     self.counts.written.fetch_add(n, Ordering::Relaxed);
                     if std::mem::take(&mut self.failing) {
                         tracing::info!("the audit trail is written again");
                     }
+                    self.journal(&ended);
                 }
                 Err(e) => {
                     self.counts.failed.fetch_add(n, Ordering::Relaxed);
@@ -177,6 +239,73 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Appends `bytes` to the journal of calls under way, or empties it once none is: it
+    /// only ever holds what is going on. A journal that cannot be written loses only what a
+    /// death would have left to the next daemon.
+    fn journal(&mut self, bytes: &[u8]) {
+        let written = match self.under_way.is_empty() {
+            true => match std::fs::metadata(&self.pending) {
+                Ok(meta) if meta.len() > 0 => std::fs::write(&self.pending, b""),
+                _ => Ok(()),
+            },
+            false if bytes.is_empty() => Ok(()),
+            false => std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&self.pending)
+                .and_then(|mut f| f.write_all(bytes)),
+        };
+        if let Err(e) = written {
+            tracing::debug!("cannot write {}: {e}", self.pending.display());
+        }
+    }
+
+    /// Writes to the trail the lines of the calls the journal left begun and never ended (a
+    /// daemon before this one died under them), as `cancelled`, then empties it.
+    fn recover(&mut self) {
+        let Ok(text) = std::fs::read_to_string(&self.pending) else {
+            return;
+        };
+        let mut begun = std::collections::BTreeMap::new();
+        for note in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<PendingLine>(l).ok())
+        {
+            match note {
+                PendingLine::Begun { begun: call, entry } => {
+                    begun.insert(call, entry);
+                }
+                PendingLine::Ended { ended } => {
+                    begun.remove(&ended);
+                }
+            }
+        }
+        let mut bytes = vec![];
+        for entry in begun.values() {
+            line(&mut bytes, entry);
+        }
+        let cut = begun.len() as u64;
+        if cut > 0 {
+            match self.append(&bytes) {
+                Ok(()) => {
+                    self.counts.written.fetch_add(cut, Ordering::Relaxed);
+                    tracing::warn!(
+                        "{cut} call(s) were under way when the daemon before this one died: \
+                         their lines are in the audit trail as cancelled"
+                    );
+                }
+                Err(e) => {
+                    self.counts.failed.fetch_add(cut, Ordering::Relaxed);
+                    tracing::warn!("cannot write the calls a dead daemon left: {e}");
+                    return;
+                }
+            }
+        }
+        self.journal(&[]);
     }
 
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -207,6 +336,13 @@ impl Writer {
         let (file, len) = open(&self.live)?;
         self.file = Some(file);
         Ok(len)
+    }
+}
+
+/// Appends `value` as one JSON line: strings and numbers, so serializing cannot fail.
+fn line(bytes: &mut Vec<u8>, value: &impl serde::Serialize) {
+    if serde_json::to_writer(&mut *bytes, value).is_ok() {
+        bytes.push(b'\n');
     }
 }
 
@@ -434,6 +570,8 @@ mod tests {
             file: None,
             counts: Arc::default(),
             failing: false,
+            pending: live.with_file_name(PENDING_FILE),
+            under_way: Default::default(),
         }
     }
 
@@ -490,12 +628,56 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let trail = Trail::start(dir.path()).unwrap();
         for n in 0..10 {
-            trail.record(entry(n));
+            let call = trail.begin(entry(n));
+            trail.record(call, entry(n));
         }
         trail.close(std::time::Duration::from_secs(10));
         let text = std::fs::read_to_string(dir.path().join(AUDIT_FILE)).unwrap();
         assert_eq!(text.lines().count(), 10);
         assert_eq!(trail.counts.written.load(Ordering::Relaxed), 10);
+    }
+
+    /// A call still under way at a batch's write is in the journal; a daemon that dies then
+    /// leaves it, and the next one writes its line (`cancelled`) and empties the journal.
+    #[test]
+    fn the_calls_a_dead_daemon_left_under_way_reach_the_trail() {
+        let dir = tempfile::tempdir().unwrap();
+        let (live, pending) = (dir.path().join(AUDIT_FILE), dir.path().join(PENDING_FILE));
+        let trail = Trail::start(dir.path()).unwrap();
+        let mut cut = entry(2);
+        cut.outcome = "cancelled".into();
+        trail.begin(cut);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&pending)
+            .unwrap_or_default()
+            .contains("\"s2\"")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the call never reached the journal"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // The daemon dies here: its writer is never closed. The next one recovers.
+        std::mem::forget(trail);
+        let next = Trail::start(dir.path()).unwrap();
+        let lines: Vec<AuditEntry> = std::fs::read_to_string(&live)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(
+            (lines[0].session_id.as_str(), lines[0].outcome.as_str()),
+            ("s2", "cancelled")
+        );
+        assert_eq!(std::fs::read_to_string(&pending).unwrap(), "");
+        // A call that ends empties the journal again.
+        let call = next.begin(entry(3));
+        next.record(call, entry(3));
+        next.close(std::time::Duration::from_secs(10));
+        assert_eq!(std::fs::read_to_string(&pending).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(&live).unwrap().lines().count(), 2);
     }
 
     #[test]
@@ -504,8 +686,8 @@ mod tests {
         // The live file's place is a directory: every open fails.
         std::fs::create_dir(dir.path().join(AUDIT_FILE)).unwrap();
         let trail = Trail::start(dir.path()).unwrap();
-        trail.record(entry(1));
-        trail.record(entry(2));
+        trail.record(0, entry(1));
+        trail.record(1, entry(2));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while trail.counts.failed.load(Ordering::Relaxed) < 2 {
             assert!(std::time::Instant::now() < deadline, "no failure counted");

@@ -94,10 +94,14 @@ impl From<&Session> for Place {
 /// A call that will have its line in the trail: written when it ends, or, when it is dropped
 /// first (its client went away, the daemon stopped), as `cancelled`: it may have reached the
 /// host all the same.
+/// Its beginning is noted too (see `audit::Trail::begin`), so that a daemon dying under it
+/// leaves its line to the next daemon.
 struct Audited<'a> {
     service: &'a DaemonService,
     call: Option<Call>,
     place: Place,
+    /// Its number in the trail's journal of calls under way.
+    number: u64,
 }
 
 impl Audited<'_> {
@@ -105,7 +109,7 @@ impl Audited<'_> {
         if let Some(call) = self.call.take() {
             let outcome = outcome.map_err(|e| e.code.as_str());
             self.service
-                .write_line(call, std::mem::take(&mut self.place), outcome);
+                .write_line(self.number, &call, &self.place, outcome);
         }
     }
 }
@@ -114,7 +118,7 @@ impl Drop for Audited<'_> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
             self.service
-                .write_line(call, std::mem::take(&mut self.place), Err("cancelled"));
+                .write_line(self.number, &call, &self.place, Err("cancelled"));
         }
     }
 }
@@ -671,10 +675,15 @@ impl DaemonService {
 
     /// The guard that writes `call`'s line.
     fn audited(&self, call: Call, place: Place) -> Audited<'_> {
+        let number = match &self.trail {
+            Some(trail) => trail.begin(self.line(&call, &place, Err("cancelled"))),
+            None => 0,
+        };
         Audited {
             service: self,
             call: Some(call),
             place,
+            number,
         }
     }
 
@@ -684,26 +693,36 @@ impl DaemonService {
         self.for_client(refused)
     }
 
-    /// Queues the trail's line for `call` at `place`, ended with `outcome`: the exit status
-    /// if any, or the error code (`cancelled` for a call cut off before its end).
-    fn write_line(&self, call: Call, place: Place, outcome: Result<Option<i32>, &str>) {
-        let Some(trail) = &self.trail else {
-            return;
-        };
+    /// Queues the trail's line for call `number` at `place`, ended with `outcome`: the exit
+    /// status if any, or the error code (`cancelled` for a call cut off before its end).
+    fn write_line(
+        &self,
+        number: u64,
+        call: &Call,
+        place: &Place,
+        outcome: Result<Option<i32>, &str>,
+    ) {
+        if let Some(trail) = &self.trail {
+            trail.record(number, self.line(call, place, outcome));
+        }
+    }
+
+    /// The trail's line for `call` at `place`, ended now with `outcome`.
+    fn line(&self, call: &Call, place: &Place, outcome: Result<Option<i32>, &str>) -> AuditEntry {
         let client = self
             .client
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .as_deref()
             .map(str::to_string);
-        trail.record(AuditEntry {
+        AuditEntry {
             time: sshmcp_proto::time::rfc3339(call.arrived),
-            session_id: place.session_id,
-            target: place.target,
-            server_host: place.server_host,
+            session_id: place.session_id.clone(),
+            target: place.target.clone(),
+            server_host: place.server_host.clone(),
             server_port: place.server_port,
             tool: call.tool.to_string(),
-            summary: call.summary,
+            summary: call.summary.clone(),
             outcome: match outcome {
                 Ok(_) => "ok".to_string(),
                 Err(code) => code.to_string(),
@@ -711,7 +730,7 @@ impl DaemonService {
             exit_code: outcome.ok().flatten(),
             duration: call.started.elapsed().as_secs_f64(),
             client,
-        });
+        }
     }
 }
 

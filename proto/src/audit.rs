@@ -19,6 +19,22 @@ pub const AUDIT_GENERATIONS: usize = 4;
 /// Bytes of a command kept in a line's `summary` (cut at a character boundary).
 pub const AUDIT_SUMMARY_BYTES: usize = 200;
 
+/// The journal of calls under way, beside the trail: a call still going after the trail's
+/// next write is noted there when it begins, and its end too, so that a daemon that died
+/// (SIGKILL, the OOM killer) leaves the next one the calls it never ended. Emptied whenever
+/// nothing is under way.
+pub const PENDING_FILE: &str = "audit.pending";
+
+/// One line of [`PENDING_FILE`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PendingLine {
+    /// A call under way, its line as the trail would keep it were it cut off now.
+    Begun { begun: u64, entry: Box<AuditEntry> },
+    /// The call `ended` is over (its line is in the trail).
+    Ended { ended: u64 },
+}
+
 /// One call of one tool, as the trail keeps it. Never a session key, never file contents.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {

@@ -569,3 +569,61 @@ async fn a_host_named_directly_meets_its_alias_entries_and_a_cut_call_is_in_the_
     mcp.call("disconnect", json!({"session_id": s.0})).await;
     mcp.close().await;
 }
+
+/// A command under way when the daemon is killed outright (SIGKILL, the OOM killer) ran on
+/// the host all the same: the next daemon writes its line, `cancelled`, from the journal of
+/// calls under way the dead one left.
+#[tokio::test]
+async fn a_call_cut_by_a_daemon_crash_is_in_the_trail() {
+    let (env, mcp, s) = crate::connected().await;
+    let marker = sshmcp_tests::process::unique_sleep(30);
+    let command = format!("sleep {marker}");
+    let cut = crate::exec(&mcp, &s, &command, json!({}));
+    let crash = async {
+        // The daemon's journal of calls under way (docs/oversight.md).
+        let journal = env.state_dir.join("audit.pending");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .contains(&marker)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the call never reached the journal"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        env.crash_daemon();
+    };
+    let (r, ()) = tokio::join!(cut, crash);
+    assert_eq!(crate::code(&r), "daemon_unavailable", "{r}");
+    // The next call starts the next daemon, which writes the line before any other.
+    mcp.call("session_list", json!({})).await;
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines
+            .iter()
+            .any(|l| l["summary"] == format!("sleep {marker}"))
+    });
+    let line = lines
+        .iter()
+        .find(|l| l["summary"] == format!("sleep {marker}"))
+        .unwrap();
+    assert_eq!(
+        (&line["tool"], &line["outcome"]),
+        (&json!("exec"), &json!("cancelled")),
+        "{line}"
+    );
+    assert!(env.daemon_log_shows("were under way when the daemon before this one died"));
+    let _ = remote_pkill(&mcp, &s, &marker).await;
+    mcp.close().await;
+}
+
+async fn remote_pkill(mcp: &sshmcp_tests::McpClient, s: &(String, String), marker: &str) -> Value {
+    crate::exec(
+        mcp,
+        s,
+        &format!("pkill -f 'sleep {marker}'; true"),
+        json!({}),
+    )
+    .await
+}

@@ -849,11 +849,9 @@ async fn a_partial_another_user_made_is_never_written_into_nor_published() {
     assert_eq!(
         there,
         format!(
-            "{}
-nobody {}
-",
+            "{}\nnobody {}\n",
             partial.rsplit('/').next().unwrap(),
-            { std::fs::metadata(&partial).unwrap().len() }
+            std::fs::metadata(&partial).unwrap().len()
         ),
         "nothing published, the other user's file untouched"
     );
@@ -861,7 +859,7 @@ nobody {}
     root_does(format!("chown {user} {dir} && chmod 755 {dir}"));
     std::fs::set_permissions(
         env.local_root.join("owned.bin"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+        std::os::unix::fs::PermissionsExt::from_mode(0o766),
     )
     .unwrap();
     let done = upload(&mcp, &s, args).await;
@@ -876,14 +874,8 @@ nobody {}
         &format!("ls -A {dir}; stat -c '%U %a' {dir}/owned.bin"),
     )
     .await;
-    assert_eq!(
-        there,
-        format!(
-            "owned.bin
-{user} 750
-"
-        )
-    );
+    // The source's mode less the host's umask (022).
+    assert_eq!(there, format!("owned.bin\n{user} 744\n"));
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

@@ -137,12 +137,9 @@ pub async fn publish(
     };
     // Another user cannot take over the user's own file, so the check before the move holds.
     let script = format!(
-        "{}_t=${{_p%/*}}/.sshmcp-{}.part\n\
-         _o=$(command stat -c '%h %u %F' -- \"$_t\" 2>&1) || _sshmcp_fail \"$_o\"\n\
-         set -- $_o\n\
-         if [ \"$1 $2 $3 $4\" != \"1 $(command id -u) regular file\" ] && \
-         [ \"$1 $2 $3 $4 $5\" != \"1 $(command id -u) regular empty file\" ]; then \
-         echo 'ok notown'; exit 0; fi\n{moved}",
+        "{}_t=${{_p%/*}}/.sshmcp-{}.part\n{OWN_FILE}\
+         if ! _own \"$_t\"; then [ -e \"$_t\" ] || [ -L \"$_t\" ] || \
+         _sshmcp_fail 'the partial file is gone'; echo 'ok notown'; exit 0; fi\n{moved}",
         inspect::prelude("mv ln rm stat id"),
         partial.tag
     );
@@ -202,13 +199,21 @@ pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError
     }
 }
 
+/// `_own FILE`: whether FILE is the session user's own regular file with one link. Nobody
+/// else can make it otherwise where others may write (a sticky directory), so it is the last
+/// check before rsync writes the partial and before it is published.
+const OWN_FILE: &str = "_own() { _o=$(command stat -c '%h %u %F' -- \"$1\" 2>/dev/null) || return 1; \
+     set -- $_o; _u=$(command id -u) || return 1; \
+     [ \"$1 $2 $3 $4\" = \"1 $_u regular file\" ] || [ \"$1 $2 $3 $4 $5\" = \"1 $_u regular empty file\" ]; }\n";
+
 /// Makes an upload's partial ready for rsync, which writes into whatever file has its name:
 /// one no copy can resume from (see the caller), or that is not the session user's own regular
 /// file (another user may have made it, in a directory all may write such as /tmp), is
 /// removed, and one that cannot be removed is in the way. A missing partial is created here,
 /// exclusively (an existing file of its name fails the creation, never opened), with the mode
 /// a new file of rsync's would get (`mode`, the source's, less the umask): the name is known
-/// to other users of the host, and so the copy only ever goes into the user's own file.
+/// to other users of the host. Last, the file of that name must be the user's own (someone
+/// may have made it between two of these steps): the copy only ever goes into it.
 pub async fn prepare_partial(
     session: &Session,
     partial: &Partial,
@@ -223,10 +228,11 @@ pub async fn prepare_partial(
          if [ $_k = 0 ] || [ \"$1\" -gt {size} ] || [ \"$2\" -gt 1 ] || [ \"$3\" != \"$_u\" ]; then\n\
          command rm -f -- \"$_p\" 2>/dev/null\n\
          if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo 'ok inway'; exit 0; fi; fi; fi\n\
-         if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo 'ok ready'; exit 0; fi\n\
+         if ! {{ [ -e \"$_p\" ] || [ -L \"$_p\" ]; }}; then\n\
          _m=$(printf '%o' $((0{mode:o} & ~0$(umask))))\n\
          (umask 077; set -C; : > \"$_p\") 2>/dev/null || {{ echo 'ok inway'; exit 0; }}\n\
-         _e=$(command chmod \"$_m\" -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n\
+         _e=$(command chmod \"$_m\" -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
+         {OWN_FILE}_own \"$_p\" || {{ echo 'ok inway'; exit 0; }}\n\
          echo 'ok ready'\n",
         inspect::prelude("stat rm id chmod"),
         mode = mode & 0o777,

@@ -57,9 +57,18 @@ pub struct Forwards {
     /// the master answers a forward it already has with success, so two starts alike must
     /// not both reach it, and a stop must not race a start of the same forward.
     changing: tokio::sync::Mutex<()>,
+    /// Requests that timed out and are still followed (`ask_master`): the master keeps them
+    /// and would answer a request alike at once, with nothing granted yet.
+    late: Mutex<Vec<Forwarding>>,
 }
 
 impl Forwards {
+    fn late_requests(&self) -> MutexGuard<'_, Vec<Forwarding>> {
+        self.late
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn locked(&self) -> MutexGuard<'_, Vec<Arc<Forward>>> {
         self.list
             .lock()
@@ -213,6 +222,12 @@ pub async fn start(
         connect_host: req.target_host.clone().unwrap_or_else(|| "socks".into()),
         connect_port: req.target_port.unwrap_or(0),
     };
+    if session.forwards.late_requests().contains(&opened) {
+        return Err(failed(
+            "an earlier forward_start alike timed out and its request still waits for the \
+             host's answer (it is withdrawn when that comes): try again once the host answers",
+        ));
+    }
     // The master answers a forward it already has with success and keeps one listener, so
     // a second one alike would be an alias that a forward_stop of either closes.
     if let Some(same) = session.forwards.locked().iter().find(|f| {
@@ -299,8 +314,8 @@ const LATE_ANSWER_WAIT: Duration = Duration::from_secs(600);
 /// request runs in a task of its own, so that neither that timeout nor a caller that went
 /// away (its call dropped) leaves the master or the server listening unlisted: an answer
 /// that comes later, a success, is withdrawn (the forward named as it was asked, which is
-/// how the master knows a remote port it let the server choose), unless a start alike that
-/// came meanwhile listed it: the master keeps one listener for the two, now in use.
+/// how the master knows a remote port it let the server choose). Meanwhile a start alike is
+/// refused: the master would answer it at once from the pending request.
 async fn ask_master(session: &Arc<Session>, opened: &Forwarding) -> Result<Option<u16>, MuxError> {
     let (control, forwarding) = (session.host.control_path.clone(), opened.clone());
     let mut asked = tokio::spawn(async move {
@@ -316,17 +331,21 @@ async fn ask_master(session: &Arc<Session>, opened: &Forwarding) -> Result<Optio
         }
         Err(_) => asked,
     };
-    let session = session.clone();
+    session.forwards.late_requests().push(opened.clone());
+    let (session, pending) = (session.clone(), opened.clone());
     tokio::spawn(async move {
-        if let Ok((Ok(_), control, forwarding)) = late.await {
-            let _changing = session.forwards.changing.lock().await;
-            if session.forwards.locked().iter().any(|f| f.opened == forwarding) {
-                return;
-            }
-            let closed = mux::close_forward(&control, &forwarding).await;
+        let answered = late.await;
+        // Withdrawn before a start alike may ask again.
+        let _changing = session.forwards.changing.lock().await;
+        if let Ok((Ok(_), control, forwarding)) = &answered {
+            let closed = mux::close_forward(control, forwarding).await;
             tracing::info!(
                 "a forward the master opened after its request timed out was withdrawn: {closed:?}"
             );
+        }
+        let mut late = session.forwards.late_requests();
+        if let Some(at) = late.iter().position(|f| *f == pending) {
+            late.remove(at);
         }
     });
     Err(MuxError::Silent)

@@ -398,9 +398,22 @@ async fn a_remote_forward_answered_too_late_is_withdrawn() {
     signal(Signal::SIGSTOP);
     let asked = json!({"kind": "remote", "listen_port": port, "target_host": "127.0.0.1",
                        "target_port": echo});
-    let r = start(&mcp, &s, asked).await;
+    let r = start(&mcp, &s, asked.clone()).await;
     let chosen = json!({"kind": "remote", "target_host": "127.0.0.1", "target_port": echo});
-    let r0 = start(&mcp, &s, chosen).await;
+    let r0 = start(&mcp, &s, chosen.clone()).await;
+    // The master still holds both requests and would answer one alike at once, granted or
+    // not: a retry meanwhile is refused.
+    for again in [&asked, &chosen] {
+        let r = start(&mcp, &s, again.clone()).await;
+        assert_eq!(code(&r), "forward_failed", "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("still waits"),
+            "{r}"
+        );
+    }
     signal(Signal::SIGCONT);
     assert_eq!(
         (code(&r), code(&r0)),
@@ -426,5 +439,11 @@ async fn a_remote_forward_answered_too_late_is_withdrawn() {
     assert!(!listening(port), "the asked port still listens on the host");
     let list = on_session(&mcp, &s, "forward_list", json!({})).await;
     assert_eq!(list["forwards"], json!([]), "{list}");
+    // Once withdrawn, the same start works and carries connections.
+    let f = start(&mcp, &s, asked).await;
+    assert_eq!(f["listen_port"], port, "{f}");
+    let script =
+        format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; printf ping >&3; head -c 4 <&3'");
+    assert_eq!(remote_out(&mcp, &s, &script).await, "ping");
     mcp.close().await;
 }

@@ -2,6 +2,8 @@
 //! kept, compare-and-swap against other writers, the 1 MiB bound at its edge, and names with
 //! any bytes taken literally.
 
+use std::os::unix::process::CommandExt as _;
+
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -978,6 +980,36 @@ async fn of_eight_writers_with_one_hash_exactly_one_succeeds() {
             format!("{who} {}\n", won[0])
         );
     }
+    // Another user's lock on the directory (anyone who may read it can take one) holds
+    // nothing up: the turns are taken on a file of the user's own.
+    let mut holder = std::process::Command::new("flock")
+        .args(["-x", &dir, "sleep", "60"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::process::Command::new("flock")
+        .args(["-n", &dir, "true"])
+        .status()
+        .unwrap()
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock was never taken"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let r = write(
+        &mcp,
+        &s,
+        json!({"path": path, "content": "free\n", "overwrite": true}),
+    )
+    .await;
+    let group = nix::unistd::Pid::from_raw(holder.id() as i32);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let _ = holder.wait();
+    assert_eq!(r["ok"], true, "{r}");
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
     mcp.close().await;
 }

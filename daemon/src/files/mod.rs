@@ -52,10 +52,8 @@ fn check_expected(expected: &Option<String>) -> Result<(), DaemonError> {
 
 /// After the prelude: `_d` the directory, which must be one that the session's user may search
 /// (else the target's absence would be a guess); the target, if it exists, a regular file and
-/// no symlink; `_x` 1 when it exists. Changes of sshmcp's in one directory take turns: a lock
-/// on it (`flock`, where the host has it and the directory is readable), held until the
-/// program ends, so two writes or edits given the same `expected_sha256` cannot both pass
-/// the check before either renames. `_ident` names the target's state
+/// no symlink; `_x` 1 when it exists. The session user's writes and edits take turns (see
+/// [`TAKE_TURNS`]). `_ident` names the target's state
 /// (device, inode, size, change time to the nanosecond): a rename over it or a write into it
 /// changes it. `_same` notes that state in `_i`, then ends the program with `ok changed
 /// <hash>` (or `missing`) unless the target's SHA-256 is `expected`; `_changed_now` ends it
@@ -66,9 +64,7 @@ fn target_checks(expected: &str) -> String {
          _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
          [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
          [ -x \"$_d\" ] || {{ echo denied; exit 0; }}\n\
-         if [ -r \"$_d\" ] && command -v flock >/dev/null 2>&1; then exec 6<\"$_d\"; \
-         command flock -w 20 6 || {{ echo 'error another change in this directory held its \
-         lock for 20 s; nothing was changed'; exit 0; }}; fi\n\
+         {TAKE_TURNS}\
          if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
          _x=0; [ -e \"$_p\" ] && _x=1; _i=\n\
          _ident() {{ command stat -c '%d:%i:%s:%z' -- \"$_p\" 2>/dev/null; }}\n\
@@ -80,6 +76,21 @@ fn target_checks(expected: &str) -> String {
          [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n"
     )
 }
+
+/// The session user's writes and edits take turns, so that two given the same
+/// `expected_sha256` cannot both pass the check before either renames: a lock (`flock`,
+/// where the host has it) on a file of the user's own, `~/.sshmcp/files.lock`, which no
+/// other user can hold, held until the program ends. `flock -n` in a loop, 20 s at most: the
+/// BusyBox one has no `-w`. Where the lock cannot be had otherwise (no flock, no writable
+/// home, a flock that fails with another status than 1, its "held by another"), the change
+/// goes ahead without it.
+const TAKE_TURNS: &str = "if [ -n \"$HOME\" ] && command -v flock >/dev/null 2>&1 && \
+     command mkdir -p -- \"$HOME/.sshmcp\" 2>/dev/null && \
+     (umask 077; : >> \"$HOME/.sshmcp/files.lock\") 2>/dev/null; then \
+     exec 6>>\"$HOME/.sshmcp/files.lock\"; _k=0; \
+     until command flock -n 6 2>/dev/null; do [ $? -eq 1 ] || break; _k=$((_k + 1)); \
+     [ $_k -lt 400 ] || { echo 'error another write or edit of this user held its lock for \
+     20 s; nothing was changed'; exit 0; }; command sleep 0.05; done; fi\n";
 
 /// An existing target the session's user may not write is refused, as the shell would refuse
 /// to write into it: the rename that replaces it needs only the directory's write permission.

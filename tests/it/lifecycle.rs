@@ -147,6 +147,11 @@ async fn restart_hands_every_session_to_the_new_daemon() {
         "the same master"
     );
     assert_eq!(after[0]["state"], "ready");
+    assert_ne!(before[0]["last_used_at"], before[0]["created_at"]);
+    assert_eq!(
+        after[0]["last_used_at"], before[0]["last_used_at"],
+        "when it was last used is kept"
+    );
     assert_eq!(remote_out(&mcp, &s, "echo kept").await, "kept\n");
     let r = on_session(
         &mcp,

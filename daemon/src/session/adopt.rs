@@ -97,6 +97,7 @@ impl Registry {
             }
         };
         let created_at = entry.created_at();
+        let last_used = entry.last_used_unix_ms.map(super::record::from_unix_ms);
         let session = Session::new(
             id,
             key_hash,
@@ -106,6 +107,9 @@ impl Registry {
             self.settings.standby_channels,
             created_at,
         );
+        if let Some(at) = last_used {
+            session.touched_at(at);
+        }
         if let Some(master) = live_master {
             let _ = session.host.master.set(master);
         }

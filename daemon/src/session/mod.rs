@@ -155,7 +155,16 @@ impl Session {
     }
 
     pub fn touch(&self) {
-        self.lock().last_used = SystemTime::now();
+        self.touched_at(SystemTime::now());
+    }
+
+    /// Sets when it was last used (a re-adopted session: as its record says).
+    pub fn touched_at(&self, at: SystemTime) {
+        self.lock().last_used = at;
+    }
+
+    pub fn last_used(&self) -> SystemTime {
+        self.lock().last_used
     }
 
     /// Checks the caller's key, then that the session can run work now.

@@ -75,6 +75,10 @@ pub struct Entry {
     /// For people reading the file; `created_unix_ms` is what is read back.
     pub created_at: String,
     pub created_unix_ms: u64,
+    /// Its last call as of this record's writing (records are written as work comes and
+    /// goes, not on every call): a restarted daemon's listing keeps it.
+    #[serde(default)]
+    pub last_used_unix_ms: Option<u64>,
     /// The session's command handles, newest first.
     #[serde(default)]
     pub commands: Vec<CommandEntry>,
@@ -164,6 +168,7 @@ impl Entry {
             state: session.state().as_str().to_string(),
             created_at: sshmcp_proto::time::rfc3339(session.created_at),
             created_unix_ms: unix_ms(session.created_at),
+            last_used_unix_ms: Some(unix_ms(session.last_used())),
             commands: session.commands.recorded(),
             transfers: session.transfers.recorded(),
             forwards: session.forwards.recorded(),
@@ -272,6 +277,7 @@ mod tests {
             state: "ready".into(),
             created_at: "2026-01-01T00:00:00.000Z".into(),
             created_unix_ms: 1_767_225_600_000,
+            last_used_unix_ms: Some(1_767_225_660_000),
             commands: vec![CommandEntry {
                 handle_id: "cmd-0123456789abcdef".into(),
                 preview: "make".into(),

@@ -309,11 +309,13 @@ async fn a_cancelled_download_resumes_and_verifies() {
         reused <= arrived && reused + (1 << 20) > arrived,
         "{arrived} bytes had arrived: {done}"
     );
+    let published = std::fs::metadata(env.local_root.join("resumed.bin")).unwrap();
+    assert_eq!(published.len(), 1 << 30);
+    // The mode an uninterrupted copy gets (the source's 0644, less the umask 022), not the
+    // 0600 rsync gives a file until its copy completes.
     assert_eq!(
-        std::fs::metadata(env.local_root.join("resumed.bin"))
-            .unwrap()
-            .len(),
-        1 << 30
+        std::os::unix::fs::PermissionsExt::mode(&published.permissions()) & 0o777,
+        0o644
     );
     exec(&mcp, &s, &format!("rm -f {remote}"), json!({})).await;
     mcp.close().await;

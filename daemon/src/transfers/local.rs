@@ -133,6 +133,25 @@ fn parent(root: &Path, relative: &Path, create: bool) -> Result<(OwnedFd, OsStri
     Ok((dir, name))
 }
 
+/// Gives a verified download the mode rsync gives a file it copied whole: the source's
+/// permission bits less this process's umask. rsync makes a new file 0600 until its copy
+/// completes, so a copy cut off and resumed would otherwise keep 0600.
+pub fn give_copied_mode(partial: &Path, source_mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    // Read from /proc: umask(2) can only be read by setting it, for every thread at once.
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
+        })
+        .unwrap_or(0o022);
+    std::fs::set_permissions(
+        partial,
+        std::fs::Permissions::from_mode(source_mode & 0o777 & !umask),
+    )
+}
+
 /// The path inside the root that `local_path` names, checked by its words alone.
 fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
     // Path's components drop a trailing `/` or `/.`, which asks for a directory: the file of

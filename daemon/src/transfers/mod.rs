@@ -421,6 +421,8 @@ enum Plan {
     Download {
         /// The remote source.
         source: Vec<u8>,
+        /// Its permission bits.
+        mode: u32,
         /// The private local partial file.
         partial: PathBuf,
         destination: local::Destination,
@@ -480,7 +482,7 @@ async fn begin(
                      or rename it on the host first (exec)",
                 ));
             }
-            let total = remote::source_size(session, &remote_path).await?;
+            let (total, mode) = remote::source_size(session, &remote_path).await?;
             let destination = local::destination(&root, &req.local_path, req.overwrite)?;
             let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
             let partial =
@@ -493,6 +495,7 @@ async fn begin(
                     })?;
             let plan = Plan::Download {
                 source: remote_path,
+                mode,
                 partial,
                 destination,
             };
@@ -739,8 +742,15 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         Plan::Download {
             partial,
             destination,
+            mode,
             ..
         } => {
+            local::give_copied_mode(partial, *mode).map_err(|e| {
+                failed(DaemonError::new(
+                    ErrorCode::TransferFailed,
+                    format!("cannot set the copy's mode: {e}"),
+                ))
+            })?;
             let stop = || op.cancel.is_cancelled();
             match destination.publish(partial, overwrite, &copy_hash, &stop) {
                 // A copy across file systems that stopped; a mismatch or a destination that

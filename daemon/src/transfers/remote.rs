@@ -81,14 +81,15 @@ pub async fn destination(
 }
 
 /// A download's source, checked on the host: a regular file (a symlink to one counts) that
-/// the session's user may read. Answers its size. rsync would fail on an unreadable file
-/// only after the transfer started, and in its own words.
-pub async fn source_size(session: &Session, remote: &[u8]) -> Result<u64, DaemonError> {
+/// the session's user may read. Answers its size and its mode's permission bits. rsync would
+/// fail on an unreadable file only after the transfer started, and in its own words.
+pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32), DaemonError> {
     let script = format!(
-        "{}_o=$(command stat -L -c '%s %F' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
-         case ${{_o#* }} in 'regular file'|'regular empty file') ;; *) echo notfile; exit 0 ;; esac\n\
+        "{}_o=$(command stat -L -c '%s %a %F' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
+         case ${{_o#* * }} in 'regular file'|'regular empty file') ;; *) echo notfile; exit 0 ;; esac\n\
          [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
-         printf 'ok %s\\n' \"${{_o%% *}}\"\n",
+         _s=${{_o%% *}}; _o=${{_o#* }}\n\
+         printf 'ok %s %s\\n' \"$_s\" \"${{_o%% *}}\"\n",
         inspect::prelude("stat"),
     );
     let (size, _) = inspect::run(session, script, remote, 4096)
@@ -107,9 +108,15 @@ pub async fn source_size(session: &Session, remote: &[u8]) -> Result<u64, Daemon
             ),
             _ => e,
         })?;
-    size.trim()
-        .parse()
-        .map_err(|_| DaemonError::internal(format!("the host gave no file size: {size:?}")))
+    let parsed = size.split_once(' ').and_then(|(bytes, mode)| {
+        Some((
+            bytes.trim().parse().ok()?,
+            u32::from_str_radix(mode.trim(), 8).ok()?,
+        ))
+    });
+    parsed.ok_or_else(|| {
+        DaemonError::internal(format!("the host gave no file size and mode: {size:?}"))
+    })
 }
 
 /// Moves a verified partial to its destination: a rename over it (`overwrite`), else a link,

@@ -19,5 +19,8 @@ echo
 echo "Transfers (goal: raw rsync / sshmcp ≥ 0.8× each way, verification included):"
 target/release/examples/transfers
 echo
+# The transfers leave a GiB or two unwritten in the page cache: written back now, not by the
+# machine during the forwards' rounds.
+sync
 echo "Port forwards (goal: forward_start ≥ 0.9× the throughput of ssh -O forward -L):"
 target/release/examples/forwards

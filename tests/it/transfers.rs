@@ -1262,6 +1262,46 @@ async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
     mcp.close().await;
 }
 
+/// A transfer the next daemon cannot resume (its destination was taken meanwhile) ends
+/// failed, saying why, and its report names the local file as every other report does:
+/// absolute.
+#[tokio::test]
+async fn a_transfer_that_cannot_resume_after_a_crash_says_why() {
+    let (env, mcp, s) = connected().await;
+    let remote = crate::TestPath::new(format!("/tmp/sshmcp-unresumed-{}", unique_sleep(1)));
+    remote_out(&mcp, &s, &format!("truncate -s 2G {remote}")).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": remote, "local_path": "taken.bin"}),
+    )
+    .await;
+    until_bytes_flow(&mcp, &s, &r).await;
+    env.crash_daemon();
+    std::fs::write(env.local_root.join("taken.bin"), "someone else's").unwrap();
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("local_path_exists")),
+        "{done}"
+    );
+    assert!(
+        done["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not resume"),
+        "{done}"
+    );
+    assert_eq!(
+        done["local_path"],
+        env.local_root.join("taken.bin").display().to_string(),
+        "{done}"
+    );
+    remote_out(&mcp, &s, &format!("rm {remote}")).await;
+    mcp.close().await;
+}
+
 /// `daemon restart` hands a transfer under way to the new daemon: the old one records it and
 /// stops its rsync, the new one resumes from the partial file, under the same id.
 #[tokio::test]

@@ -363,7 +363,7 @@ pub fn resume(
         local_root: entry.local_root,
     };
     let id = entry.operation_id;
-    let placeholder = Arc::new(Operation::new(
+    let mut placeholder = Operation::new(
         Resumed {
             id: id.clone(),
             started_at: from_unix_ms(entry.started_unix_ms),
@@ -373,7 +373,12 @@ pub fn resume(
         req.clone(),
         0,
         session.host.closing.child_token(),
-    ));
+    );
+    // Absolute, as every other report says it, also when the resume fails.
+    if let Some(root) = &req.local_root {
+        placeholder.local_path = Path::new(root).join(&req.local_path).display().to_string();
+    }
+    let placeholder = Arc::new(placeholder);
     session.transfers.add(placeholder.clone());
     let resumed = Resumed {
         id: id.clone(),

@@ -69,6 +69,25 @@ impl Call {
             started: Instant::now(),
         }
     }
+
+    /// The call with the caller's session key taken out of its summary (see `without_key`).
+    fn without_key(self, key: &str) -> Self {
+        Self {
+            summary: without_key(&self.summary, key),
+            ..self
+        }
+    }
+}
+
+/// `text` with every copy of the session key `key` replaced: an agent that pasted its key
+/// into another field (a command, an id, a host) must not see it written to the trail or
+/// into an error message. Keys are long random words, so a copy of one is no accident of
+/// the text.
+fn without_key(text: &str, key: &str) -> String {
+    match key.len() >= 16 && text.contains(key) {
+        true => text.replace(key, "[session key]"),
+        false => text.to_string(),
+    }
 }
 
 /// Which session and host a trail line is about.
@@ -516,7 +535,7 @@ impl Daemon for DaemonService {
     ) -> Result<TransferReport, DaemonError> {
         let session = self.local_session("transfer_cancel", &req.auth)?;
         let line = self.audited(
-            Call::new("transfer_cancel", req.summary()),
+            Call::new("transfer_cancel", req.summary()).without_key(&req.auth.session_key),
             Place::from(&*session),
         );
         let cancelled = session.transfers.cancel(&req.operation_id).await;
@@ -613,6 +632,7 @@ impl DaemonService {
     {
         let session = self.registry.authorize(auth)?;
         let (tool, started) = (call.tool, call.started);
+        let call = call.without_key(&auth.session_key);
         let line = self.audited(call, Place::from(&*session));
         if let Err(refused) = self.allowed(tool, &session) {
             return Err(self.refuse(line, refused));
@@ -622,7 +642,7 @@ impl DaemonService {
         session.touch();
         let outcome = outcome.map_err(|e| match e.code {
             ErrorCode::ConnectionLost => connection_lost(&session),
-            _ => e,
+            _ => DaemonError::new(e.code, without_key(&e.message, &auth.session_key)),
         });
         tracing::debug!(
             tool,

@@ -627,3 +627,33 @@ async fn remote_pkill(mcp: &sshmcp_tests::McpClient, s: &(String, String), marke
     )
     .await
 }
+
+/// An agent that pastes its session key into another field (a command, a forward's host)
+/// finds it neither in the trail nor in an error message (and the test's world checks every
+/// file for it at its end).
+#[tokio::test]
+async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
+    let (env, mcp, s) = crate::connected().await;
+    let key = s.1.clone();
+    let r = crate::exec(&mcp, &s, &format!("test -n {key}"), json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "forward_start",
+        json!({"kind": "dynamic", "listen_host": key}),
+    )
+    .await;
+    assert_eq!(crate::code(&r), "forward_not_allowed", "{r}");
+    assert!(!r.to_string().contains(&key), "{r}");
+    let lines = history_until(&env, &["--session", &s.0], |lines| lines.len() >= 3);
+    let summaries: Vec<&str> = lines
+        .iter()
+        .map(|l| l["summary"].as_str().unwrap())
+        .collect();
+    assert!(
+        summaries.contains(&"test -n [session key]"),
+        "{summaries:?}"
+    );
+    mcp.close().await;
+}

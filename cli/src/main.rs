@@ -32,6 +32,16 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli.command)) {
         Ok(code) => code,
+        // The reader went away (`sshmcp watch | head`): what it wanted was written.
+        Err(e)
+            if e.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             let message = format!("{e:#}");
             eprintln!("sshmcp: {message}");

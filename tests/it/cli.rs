@@ -420,3 +420,22 @@ async fn completions_and_mcp_config_need_no_daemon() {
     }
     assert!(env.daemon_pid().is_none(), "no daemon was started");
 }
+
+/// A reader that went away (`sshmcp sessions | head -0`) is no failure: exit 0, nothing on
+/// stderr, where before it said "Broken pipe" and pointed at `sshmcp doctor`.
+#[tokio::test]
+async fn a_closed_pipe_ends_the_cli_quietly() {
+    let (env, mcp, _s) = crate::connected().await;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["sessions"])
+        .env_clear()
+        .envs(env.env_vars())
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    mcp.close().await;
+}

@@ -20,13 +20,13 @@ fn main() -> ExitCode {
     close_inherited_descriptors();
     let flags = Flags::parse();
     if flags.check_config {
-        return match Settings::load(&flags) {
-            Ok(_) => {
+        return match check_config(&flags) {
+            Ok(()) => {
                 println!("ok");
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("sshmcpd: {e}");
+                eprintln!("sshmcpd: {e:#}");
                 ExitCode::FAILURE
             }
         };
@@ -40,6 +40,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What a start checks of its settings before it touches anything: whether a daemon could
+/// start with them (`--check-config`; the directories are checked where they exist, as a
+/// start would create the others).
+fn check_config(flags: &Flags) -> anyhow::Result<()> {
+    let settings = Settings::load(flags).map_err(anyhow::Error::msg)?;
+    settings
+        .runtime
+        .check_length()
+        .map_err(anyhow::Error::msg)?;
+    log_filter(&settings)?;
+    for (dir, what) in [
+        (&settings.runtime.dir, "runtime directory"),
+        (&settings.state_dir, "state directory"),
+    ] {
+        if dir.exists() {
+            sshmcp_proto::paths::check_private_dir(dir).context(what)?;
+        }
+    }
+    Ok(())
+}
+
+fn log_filter(settings: &Settings) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    tracing_subscriber::EnvFilter::try_new(format!("{},tarpc=warn", settings.log))
+        .context("log filter")
 }
 
 fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
@@ -71,8 +97,7 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
     let appender =
         tracing_appender::rolling::never(&settings.state_dir, sshmcp_proto::paths::LOG_FILE);
     let (writer, _flush_guard) = tracing_appender::non_blocking(appender);
-    let filter = tracing_subscriber::EnvFilter::try_new(format!("{},tarpc=warn", settings.log))
-        .context("log filter")?;
+    let filter = log_filter(&settings)?;
     tracing_subscriber::fmt()
         .with_writer(writer)
         .with_ansi(false)

@@ -657,3 +657,37 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
     );
     mcp.close().await;
 }
+
+/// Settings a start would refuse, though they read well (a log filter no level matches, in
+/// the environment the new daemon would take from this shell): `daemon restart` leaves the
+/// running daemon as it is, and `doctor` names the problem.
+#[tokio::test]
+async fn a_restart_into_settings_a_start_refuses_keeps_the_running_daemon() {
+    let (env, mcp, s) = crate::connected().await;
+    let cli = |args: &[&str]| {
+        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+            .args(args)
+            .env_clear()
+            .envs(env.env_vars())
+            .env("SSHMCP_LOG", "info,sshmcpd=verbose")
+            .output()
+            .unwrap()
+    };
+    let before = env.daemon_pid();
+    let out = cli(&["daemon", "restart"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("log filter") && err.contains("left as it is"),
+        "{err}"
+    );
+    assert_eq!(env.daemon_pid(), before);
+    assert_eq!(crate::remote_out(&mcp, &s, "echo same").await, "same\n");
+    let out = cli(&["doctor"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("FAIL  config") && report.contains("log filter"),
+        "{report}"
+    );
+    mcp.close().await;
+}

@@ -145,7 +145,8 @@ pub fn give_copied_mode(partial: &Path, source_mode: u32) -> std::io::Result<()>
             let line = status.lines().find(|l| l.starts_with("Umask:"))?;
             u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
         })
-        .unwrap_or(0o022);
+        // Before Linux 4.7 there is no such line: the narrowest mode, not a guess.
+        .unwrap_or(0o077);
     std::fs::set_permissions(
         partial,
         std::fs::Permissions::from_mode(source_mode & 0o777 & !umask),

@@ -218,9 +218,11 @@ const OWN_FILE: &str = "_own() { _o=$(command stat -c '%h %u %F' -- \"$1\" 2>/de
 /// file (another user may have made it, in a directory all may write such as /tmp), is
 /// removed, and one that cannot be removed is in the way. A missing partial is created here,
 /// exclusively (an existing file of its name fails the creation, never opened), with the mode
-/// a new file of rsync's would get (`mode`, the source's, less the umask): the name is known
-/// to other users of the host. Last, the file of that name must be the user's own (someone
-/// may have made it between two of these steps): the copy only ever goes into it.
+/// a new file of rsync's would get (`mode`, the source's, less the umask), set through the
+/// descriptor that created it (`/proc/self/fd`, where the host has it): the name is known to
+/// other users of the host, and one who may rename in the directory could put a symlink in
+/// its place meanwhile. Last, the file of that name must be the user's own (someone may have
+/// made it between two of these steps): the copy only ever goes into it.
 pub async fn prepare_partial(
     session: &Session,
     partial: &Partial,
@@ -236,9 +238,10 @@ pub async fn prepare_partial(
          command rm -f -- \"$_p\" 2>/dev/null\n\
          if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo 'ok inway'; exit 0; fi; fi; fi\n\
          if ! {{ [ -e \"$_p\" ] || [ -L \"$_p\" ]; }}; then\n\
-         _m=$(printf '%o' $((0{mode:o} & ~0$(umask))))\n\
-         (umask 077; set -C; : > \"$_p\") 2>/dev/null || {{ echo 'ok inway'; exit 0; }}\n\
-         _e=$(command chmod \"$_m\" -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
+         _m=$(printf '%o' $((0{mode:o} & ~0$(umask)))); _k=$(umask); umask 077; set -C\n\
+         {{ command exec 7>\"$_p\"; }} 2>/dev/null || {{ echo 'ok inway'; exit 0; }}\n\
+         set +C; umask \"$_k\"; _f=\"$_p\"; [ -e /proc/self/fd/7 ] && _f=/proc/self/fd/7\n\
+         _e=$(command chmod \"$_m\" -- \"$_f\" 2>&1) || _sshmcp_fail \"$_e\"; exec 7>&-; fi\n\
          {OWN_FILE}_own \"$_p\" || {{ echo 'ok inway'; exit 0; }}\n\
          echo 'ok ready'\n",
         inspect::prelude("stat rm id chmod"),

@@ -77,10 +77,11 @@ impl Trail {
             live,
             counts: counts.clone(),
             failing: false,
-            pending: state_dir.join(PENDING_FILE),
+            journal: None,
             under_way: Default::default(),
         };
-        writer.recover();
+        writer.recover(state_dir);
+        writer.journal = Journal::open(state_dir);
         let (done, writer_done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("audit".into())
@@ -166,10 +167,69 @@ struct Writer {
     counts: Arc<Counts>,
     /// Inside a spell of failed writes (logged once, at its start).
     failing: bool,
-    /// The journal of calls under way ([`PENDING_FILE`]).
-    pending: PathBuf,
+    /// This daemon's journal of calls under way (none when it cannot be opened: a death
+    /// then loses the lines of the calls under way, as before the journal).
+    journal: Option<Journal>,
     /// The calls the journal holds as begun and not yet ended.
     under_way: std::collections::HashSet<u64>,
+}
+
+/// This daemon's journal of calls under way: a file of its own, `audit.pending.<pid>.<n>`,
+/// locked (`flock`) as long as the daemon lives. Another daemon sharing the state directory
+/// (started for another runtime directory) neither empties it nor takes it for a dead one's;
+/// a daemon that starts takes over only the journals no live daemon holds.
+struct Journal {
+    file: std::fs::File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl Journal {
+    fn open(state_dir: &Path) -> Option<Self> {
+        // One per trail: a process holds one (a test may start several).
+        static TRAILS: AtomicU64 = AtomicU64::new(0);
+        let n = TRAILS.fetch_add(1, Ordering::Relaxed);
+        let path = state_dir.join(format!("{PENDING_FILE}.{}.{n}", std::process::id()));
+        // Emptied only once held: what a file of that name held was taken over already.
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|file| {
+                file.try_lock().map_err(std::io::Error::other)?;
+                file.set_len(0)?;
+                Ok(file)
+            });
+        match opened {
+            Ok(file) => Some(Self { file, path, len: 0 }),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot keep the journal of calls under way {}: {e}",
+                    path.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Appends `bytes`, or empties the journal when `idle` (nothing under way).
+    fn note(&mut self, bytes: &[u8], idle: bool) -> std::io::Result<()> {
+        use std::io::{Seek as _, SeekFrom};
+        if idle {
+            if self.len > 0 {
+                self.file.set_len(0)?;
+                self.file.seek(SeekFrom::Start(0))?;
+                self.len = 0;
+            }
+            return Ok(());
+        }
+        self.file.write_all(bytes)?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
 }
 
 impl Writer {
@@ -187,7 +247,7 @@ impl Writer {
                     Note::Begun(..) => None,
                 })
                 .collect();
-            let (mut bytes, mut begun, mut ended) =
+            let (mut bytes, mut begun, mut ending) =
                 (Vec::with_capacity(batch.len() * 256), vec![], vec![]);
             for note in batch {
                 match note {
@@ -204,8 +264,8 @@ impl Writer {
                     Note::Begun(..) => {}
                     Note::Ended(call, entry) => {
                         line(&mut bytes, &entry);
-                        if self.under_way.remove(&call) {
-                            line(&mut ended, &PendingLine::Ended { ended: call });
+                        if self.under_way.contains(&call) {
+                            ending.push(call);
                         }
                     }
                 }
@@ -213,63 +273,94 @@ impl Writer {
             // Begun calls first, the trail's lines next, their ends in the journal last: a
             // death between two of these writes leaves a line twice, never none.
             self.journal(&begun);
-            if bytes.is_empty() {
-                self.journal(&ended);
-                continue;
+            if !bytes.is_empty() {
+                self.write_lines(&bytes);
             }
-            let n = bytes.iter().filter(|b| **b == b'\n').count() as u64;
-            match self.append(&bytes) {
-                Ok(()) => {
-                    self.counts.written.fetch_add(n, Ordering::Relaxed);
-                    if std::mem::take(&mut self.failing) {
-                        tracing::info!("the audit trail is written again");
-                    }
-                    self.journal(&ended);
+            // Written, or lost and counted: either way those calls are over.
+            let mut ended = vec![];
+            for call in ending {
+                self.under_way.remove(&call);
+                line(&mut ended, &PendingLine::Ended { ended: call });
+            }
+            self.journal(&ended);
+        }
+        // Closed: what was under way is in the trail as cancelled, and the journal goes.
+        if let Some(journal) = self.journal.take()
+            && self.under_way.is_empty()
+        {
+            let _ = std::fs::remove_file(&journal.path);
+        }
+    }
+
+    fn write_lines(&mut self, bytes: &[u8]) {
+        let n = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+        match self.append(bytes) {
+            Ok(()) => {
+                self.counts.written.fetch_add(n, Ordering::Relaxed);
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("the audit trail is written again");
                 }
-                Err(e) => {
-                    self.counts.failed.fetch_add(n, Ordering::Relaxed);
-                    self.file = None;
-                    if !std::mem::replace(&mut self.failing, true) {
-                        tracing::warn!(
-                            "cannot write the audit trail {}: {e}; calls go on, lost lines \
-                             are counted",
-                            self.live.display()
-                        );
-                    }
+            }
+            Err(e) => {
+                self.counts.failed.fetch_add(n, Ordering::Relaxed);
+                self.file = None;
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(
+                        "cannot write the audit trail {}: {e}; calls go on, lost lines \
+                         are counted",
+                        self.live.display()
+                    );
                 }
             }
         }
     }
 
-    /// Appends `bytes` to the journal of calls under way, or empties it once none is: it
-    /// only ever holds what is going on. A journal that cannot be written loses only what a
-    /// death would have left to the next daemon.
+    /// Notes `bytes` in the journal, or empties it once no call is under way: it only ever
+    /// holds what is going on. A journal that cannot be written loses only what a death
+    /// would have left to the next daemon.
     fn journal(&mut self, bytes: &[u8]) {
-        let written = match self.under_way.is_empty() {
-            true => match std::fs::metadata(&self.pending) {
-                Ok(meta) if meta.len() > 0 => std::fs::write(&self.pending, b""),
-                _ => Ok(()),
-            },
-            false if bytes.is_empty() => Ok(()),
-            false => std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(&self.pending)
-                .and_then(|mut f| f.write_all(bytes)),
-        };
-        if let Err(e) = written {
-            tracing::debug!("cannot write {}: {e}", self.pending.display());
+        let idle = self.under_way.is_empty();
+        if let Some(journal) = self.journal.as_mut()
+            && (idle || !bytes.is_empty())
+            && let Err(e) = journal.note(bytes, idle)
+        {
+            tracing::debug!("cannot write the journal of calls under way: {e}");
         }
     }
 
-    /// Writes to the trail the lines of the calls the journal left begun and never ended (a
-    /// daemon before this one died under them), as `cancelled`, then empties it.
-    fn recover(&mut self) {
-        let Ok(text) = std::fs::read_to_string(&self.pending) else {
+    /// Writes to the trail, as `cancelled`, the lines of the calls that dead daemons' journals
+    /// left begun and never ended, then removes those journals. A journal a live daemon holds
+    /// (its lock) is left alone.
+    fn recover(&mut self, state_dir: &Path) {
+        let Ok(dir) = std::fs::read_dir(state_dir) else {
             return;
         };
+        let prefix = format!("{PENDING_FILE}.");
+        for entry in dir.flatten() {
+            if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(mut file) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path)
+            else {
+                continue;
+            };
+            // Held: its daemon lives. Gone meanwhile: another daemon took it over.
+            use std::os::unix::fs::MetadataExt as _;
+            if file.try_lock().is_err() || file.metadata().is_ok_and(|m| m.nlink() == 0) {
+                continue;
+            }
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut file, &mut text);
+            self.recover_from(&text);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    fn recover_from(&mut self, text: &str) {
         let mut begun = std::collections::BTreeMap::new();
         for note in text
             .lines()
@@ -284,28 +375,19 @@ impl Writer {
                 }
             }
         }
+        if begun.is_empty() {
+            return;
+        }
         let mut bytes = vec![];
         for entry in begun.values() {
             line(&mut bytes, entry);
         }
-        let cut = begun.len() as u64;
-        if cut > 0 {
-            match self.append(&bytes) {
-                Ok(()) => {
-                    self.counts.written.fetch_add(cut, Ordering::Relaxed);
-                    tracing::warn!(
-                        "{cut} call(s) were under way when the daemon before this one died: \
-                         their lines are in the audit trail as cancelled"
-                    );
-                }
-                Err(e) => {
-                    self.counts.failed.fetch_add(cut, Ordering::Relaxed);
-                    tracing::warn!("cannot write the calls a dead daemon left: {e}");
-                    return;
-                }
-            }
-        }
-        self.journal(&[]);
+        tracing::warn!(
+            "{} call(s) were under way when a daemon before this one died: their lines go \
+             into the audit trail as cancelled",
+            begun.len()
+        );
+        self.write_lines(&bytes);
     }
 
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -570,7 +652,7 @@ mod tests {
             file: None,
             counts: Arc::default(),
             failing: false,
-            pending: live.with_file_name(PENDING_FILE),
+            journal: None,
             under_way: Default::default(),
         }
     }
@@ -642,14 +724,23 @@ mod tests {
     #[test]
     fn the_calls_a_dead_daemon_left_under_way_reach_the_trail() {
         let dir = tempfile::tempdir().unwrap();
-        let (live, pending) = (dir.path().join(AUDIT_FILE), dir.path().join(PENDING_FILE));
+        let live = dir.path().join(AUDIT_FILE);
+        let journals = || -> Vec<PathBuf> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().contains(PENDING_FILE))
+                .collect()
+        };
         let trail = Trail::start(dir.path()).unwrap();
+        let journal = journals().pop().expect("the daemon's journal");
         let mut cut = entry(2);
         cut.outcome = "cancelled".into();
         trail.begin(cut);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !std::fs::read_to_string(&pending)
-            .unwrap_or_default()
+        while !std::fs::read_to_string(&journal)
+            .unwrap()
             .contains("\"s2\"")
         {
             assert!(
@@ -658,7 +749,20 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        // The daemon dies here: its writer is never closed. The next one recovers.
+        // Another daemon sharing the state directory meanwhile: the journal is held, and
+        // left alone.
+        let other = Trail::start(dir.path()).unwrap();
+        assert!(!live.exists() || std::fs::read_to_string(&live).unwrap().is_empty());
+        other.close(std::time::Duration::from_secs(10));
+        assert!(
+            std::fs::read_to_string(&journal)
+                .unwrap()
+                .contains("\"s2\"")
+        );
+        // A daemon that died with that journal: the same lines in a file no one holds (the
+        // lock of a process that died goes with it). The first daemon lives on, unclosed.
+        let dead = dir.path().join(format!("{PENDING_FILE}.4000000.0"));
+        std::fs::copy(&journal, &dead).unwrap();
         std::mem::forget(trail);
         let next = Trail::start(dir.path()).unwrap();
         let lines: Vec<AuditEntry> = std::fs::read_to_string(&live)
@@ -671,12 +775,13 @@ mod tests {
             (lines[0].session_id.as_str(), lines[0].outcome.as_str()),
             ("s2", "cancelled")
         );
-        assert_eq!(std::fs::read_to_string(&pending).unwrap(), "");
-        // A call that ends empties the journal again.
+        assert!(!dead.exists(), "the dead daemon's journal is taken over");
+        assert!(journal.exists(), "a live daemon's is left alone");
+        // A call that ends leaves nothing under way, and a closed daemon no journal.
         let call = next.begin(entry(3));
         next.record(call, entry(3));
         next.close(std::time::Duration::from_secs(10));
-        assert_eq!(std::fs::read_to_string(&pending).unwrap(), "");
+        assert_eq!(journals(), [journal]);
         assert_eq!(std::fs::read_to_string(&live).unwrap().lines().count(), 2);
     }
 

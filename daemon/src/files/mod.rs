@@ -85,7 +85,7 @@ fn target_checks(expected: &str) -> String {
 /// home, a flock that fails with another status than 1, its "held by another"), the change
 /// goes ahead without it.
 const TAKE_TURNS: &str = "if [ -n \"$HOME\" ] && command -v flock >/dev/null 2>&1 && \
-     command mkdir -p -- \"$HOME/.sshmcp\" 2>/dev/null && \
+     (umask 077; command mkdir -p -- \"$HOME/.sshmcp\") 2>/dev/null && \
      (umask 077; : >> \"$HOME/.sshmcp/files.lock\") 2>/dev/null; then \
      exec 6>>\"$HOME/.sshmcp/files.lock\"; _k=0; \
      until command flock -n 6 2>/dev/null; do [ $? -eq 1 ] || break; _k=$((_k + 1)); \

@@ -29,8 +29,9 @@ use sshmcp_proto::transfer::{TransferRequest, TransferStartRequest};
 /// How long the writer gathers lines after the first of a batch.
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Lines waiting for the writer; beyond this a stalled disk loses lines (counted), not calls.
-const QUEUE: usize = 4096;
+/// Notes waiting for the writer (a call's beginning and its line: two a call); beyond this a
+/// stalled disk loses lines (counted), not calls.
+const QUEUE: usize = 8192;
 
 /// How the trail fared since the daemon started.
 #[derive(Debug, Default)]
@@ -110,25 +111,33 @@ impl Trail {
         self.queue_note(Note::Ended(call, entry));
     }
 
+    /// Queues `note`. Only a line that is lost counts (a call's beginning that is lost only
+    /// leaves it out of the journal).
     fn queue_note(&self, note: Note) {
+        let is_line = matches!(note, Note::Ended(..));
         let queue = self
             .queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some(queue) = queue.as_ref() else {
             // The daemon is stopping: the trail is closed.
-            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            if is_line {
+                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         };
         match queue.try_send(note) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
+            Err(TrySendError::Full(_)) if is_line => {
                 if self.counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!("the audit trail's writer fell behind; lines are being lost");
                 }
             }
+            Err(TrySendError::Full(_)) => {}
             Err(TrySendError::Disconnected(_)) => {
-                self.counts.failed.fetch_add(1, Ordering::Relaxed);
+                if is_line {
+                    self.counts.failed.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }

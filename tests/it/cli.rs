@@ -326,7 +326,12 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
         "{said}"
     );
     assert!(said.contains("ok    ssh "), "{said}");
-    assert!(said.contains("2 problem(s) found"), "{said}");
+    // A daemon would not start there either: the config check says so.
+    assert!(
+        said.contains("FAIL  config      runtime directory: refusing"),
+        "{said}"
+    );
+    assert!(said.contains("3 problem(s) found"), "{said}");
 }
 
 /// The config file's `runtime-dir` is where the CLI and the shim look for the daemon (and

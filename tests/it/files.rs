@@ -938,7 +938,7 @@ async fn a_read_only_file_and_a_closed_directory_are_denied_and_left_as_they_wer
 
 /// Eight clients at once, each with the same `expected_sha256` (or the same edit of the same
 /// text): exactly one changes the file, and every other is told it changed, round after
-/// round. Writes and edits in one directory take turns.
+/// round. The user's writes and edits take turns.
 #[tokio::test]
 async fn of_eight_writers_with_one_hash_exactly_one_succeeds() {
     let (_env, mcp, s) = connected().await;

@@ -1268,16 +1268,7 @@ async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
 #[tokio::test]
 async fn a_transfer_that_cannot_resume_after_a_crash_says_why() {
     let (env, mcp, s) = connected().await;
-    let remote = crate::TestPath::new(format!("/tmp/sshmcp-unresumed-{}", unique_sleep(1)));
-    remote_out(&mcp, &s, &format!("truncate -s 2G {remote}")).await;
-    let r = on_session(
-        &mcp,
-        &s,
-        "download_start",
-        json!({"remote_path": remote, "local_path": "taken.bin"}),
-    )
-    .await;
-    until_bytes_flow(&mcp, &s, &r).await;
+    let (remote, r) = a_download_under_way(&mcp, &s, "taken.bin", false).await;
     env.crash_daemon();
     std::fs::write(env.local_root.join("taken.bin"), "someone else's").unwrap();
     let done = until_ended(&mcp, &s, &r["operation_id"]).await;

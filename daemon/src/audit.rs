@@ -102,13 +102,13 @@ impl Trail {
     /// daemon dying under it): its number, for [`Trail::record`] at its end.
     pub fn begin(&self, entry: AuditEntry) -> u64 {
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
-        self.queue_note(Note::Begun(call, entry));
+        self.queue_note(Note::Begun(call, Box::new(entry)));
         call
     }
 
     /// Queues the line of call `call` (from [`Trail::begin`]); never waits.
     pub fn record(&self, call: u64, entry: AuditEntry) {
-        self.queue_note(Note::Ended(call, entry));
+        self.queue_note(Note::Ended(call, Box::new(entry)));
     }
 
     /// Queues `note`. Only a line that is lost counts (a call's beginning that is lost only
@@ -163,10 +163,11 @@ impl Trail {
     }
 }
 
-/// What the writer is given: a call that begins, or the line of one that ended.
+/// What the writer is given: a call that begins, or the line of one that ended. Boxed: the
+/// queue's slots are allocated and touched up front, so each is kept to a pointer's size.
 pub enum Note {
-    Begun(u64, AuditEntry),
-    Ended(u64, AuditEntry),
+    Begun(u64, Box<AuditEntry>),
+    Ended(u64, Box<AuditEntry>),
 }
 
 struct Writer {
@@ -262,13 +263,7 @@ impl Writer {
                 match note {
                     Note::Begun(call, entry) if !ended_now.contains(&call) => {
                         self.under_way.insert(call);
-                        line(
-                            &mut begun,
-                            &PendingLine::Begun {
-                                begun: call,
-                                entry: Box::new(entry),
-                            },
-                        );
+                        line(&mut begun, &PendingLine::Begun { begun: call, entry });
                     }
                     Note::Begun(..) => {}
                     Note::Ended(call, entry) => {

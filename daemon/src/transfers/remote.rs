@@ -102,7 +102,7 @@ pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32),
             ErrorCode::RemotePermissionDenied => DaemonError::new(
                 ErrorCode::RemotePermissionDenied,
                 format!(
-                    "{}; copy it somewhere readable with sudo_exec first",
+                    "{}; copy it with sudo_exec into a directory only the session's user can read (not /tmp), give it to that user, and remove the copy afterwards",
                     e.message
                 ),
             ),

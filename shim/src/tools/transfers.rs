@@ -147,7 +147,8 @@ impl Shim {
     /// `invalid_local_path` (outside the local root, through `..` or a symlink, or in
     /// `.sshmcp`), `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a
     /// regular file), `remote_path_not_found` (check the path with stat),
-    /// `remote_permission_denied` (copy the file somewhere readable with sudo_exec first),
+    /// `remote_permission_denied` (copy the file with sudo_exec into a directory only your user
+    /// can read, not /tmp, and remove the copy after the download),
     /// `transfer_conflict` (another transfer writes that destination: wait for it, or pick
     /// another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on
     /// this session: wait for one to end).

@@ -318,12 +318,12 @@ const LATE_ANSWER_WAIT: Duration = Duration::from_secs(600);
 /// refused: the master would answer it at once from the pending request.
 async fn ask_master(session: &Arc<Session>, opened: &Forwarding) -> Result<Option<u16>, MuxError> {
     let (control, forwarding) = (session.host.control_path.clone(), opened.clone());
-    let mut asked = tokio::spawn(async move {
-        let answer = mux::open_forward(&control, &forwarding, LATE_ANSWER_WAIT).await;
-        (answer, control, forwarding)
-    });
+    let mut asked =
+        tokio::spawn(
+            async move { mux::open_forward(&control, &forwarding, LATE_ANSWER_WAIT).await },
+        );
     let late = match tokio::time::timeout(mux::EXCHANGE_TIMEOUT, &mut asked).await {
-        Ok(Ok((answer, ..))) => return answer,
+        Ok(Ok(answer)) => return answer,
         Ok(Err(e)) => {
             return Err(MuxError::Protocol(format!(
                 "the request's task failed: {e}"
@@ -337,8 +337,8 @@ async fn ask_master(session: &Arc<Session>, opened: &Forwarding) -> Result<Optio
         let answered = late.await;
         // Withdrawn before a start alike may ask again.
         let _changing = session.forwards.changing.lock().await;
-        if let Ok((Ok(_), control, forwarding)) = &answered {
-            let closed = mux::close_forward(control, forwarding).await;
+        if let Ok(Ok(_)) = answered {
+            let closed = mux::close_forward(&session.host.control_path, &pending).await;
             tracing::info!(
                 "a forward the master opened after its request timed out was withdrawn: {closed:?}"
             );

@@ -112,9 +112,8 @@ impl From<&Session> for Place {
 
 /// A call that will have its line in the trail: written when it ends, or, when it is dropped
 /// first (its client went away, the daemon stopped), as `cancelled`: it may have reached the
-/// host all the same.
-/// Its beginning is noted too (see `audit::Trail::begin`), so that a daemon dying under it
-/// leaves its line to the next daemon.
+/// host all the same. Its beginning is noted too (see `audit::Trail::begin`), so that a
+/// daemon dying under it leaves its line to the next daemon.
 struct Audited<'a> {
     service: &'a DaemonService,
     call: Option<Call>,

@@ -49,9 +49,11 @@ const STARTED: &str = r#"started() {
 /// stdin from /dev/null and records its status. Its traps are handlers, not ignores, so the
 /// command keeps the default dispositions and a TERM to the group still ends it, after which
 /// the wrapper records 128 + the signal. PIDs come round again and the files of an old task
-/// of the same PID may still be there: the wrapper removes its start and exit files, then
-/// writes this launch's word (`{WORD}`, fresh from the daemon) to `PID.launch`, then its
-/// start marker. The launch answers once its own word is there and the marker after it.
+/// of the same PID may still be there: the wrapper removes them and creates its logs anew,
+/// exclusively (an old log would keep its mode, and the logs must be private), then writes
+/// this launch's word (`{WORD}`, fresh from the daemon) to `PID.launch`, then its start
+/// marker. The launch answers once its own word is there and the marker after it; a wrapper
+/// that cannot make its logs ends before writing the word.
 const LAUNCH: &str = r#"umask 077
 mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 [ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
@@ -60,9 +62,11 @@ t=$d/launch.$$
 command cat > "$t" || { echo nowrite; exit 0; }
 setsid /bin/sh -c '
 d=$1
-exec >"$d/$$.out" 2>"$d/$$.err"
+rm -f "$d/$$.out" "$d/$$.err" "$d/$$.exit" "$d/$$.start"
+set -C
+exec >"$d/$$.out" 2>"$d/$$.err" || exit 1
+set +C
 mv -f "$2" "$d/$$.cmd"
-rm -f "$d/$$.exit" "$d/$$.start"
 echo "$3" > "$d/$$.launch"
 {STARTED}
 started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
@@ -397,16 +401,26 @@ mod tests {
 
         // The files an old task left under the PID the next one gets (PIDs come round
         // again): the launch waits for the new wrapper's own files, and the status is the new
-        // task's. The next PIDs are taken to follow this shell's, which is checked.
+        // task's, and its logs are private though the old ones were not. The next PIDs are
+        // taken to follow this shell's, which is checked.
         let mut said = String::new();
+        let mut log_modes = (0, 0);
         for _try in 0..5 {
             let after: u32 = sh("echo $$", b"").trim().parse().unwrap();
             let seeded = after + 1..after + 200;
             for old in seeded.clone() {
-                for (ext, text) in [("start", "12345\n"), ("exit", "42\n"), ("out", "old\n")] {
-                    std::fs::write(dir.join(format!("{old}.{ext}")), text).unwrap();
+                for (ext, text) in [
+                    ("start", "12345\n"),
+                    ("exit", "42\n"),
+                    ("out", "old\n"),
+                    ("err", "old\n"),
+                    ("launch", "tother\n"),
+                ] {
+                    let file = dir.join(format!("{old}.{ext}"));
+                    std::fs::write(&file, text).unwrap();
+                    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))
+                        .unwrap();
                 }
-                std::fs::write(dir.join(format!("{old}.launch")), "tother\n").unwrap();
             }
             let launched = sh(&launch_script("tword"), b"sleep 30");
             let pid: u32 = launched
@@ -415,6 +429,10 @@ mod tests {
                 .and_then(|pid| pid.parse().ok())
                 .unwrap_or_else(|| panic!("the launch said {launched:?}"));
             said = status(pid);
+            log_modes = (
+                mode(&dir.join(format!("{pid}.out"))),
+                mode(&dir.join(format!("{pid}.err"))),
+            );
             nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid as i32),
                 nix::sys::signal::Signal::SIGKILL,
@@ -426,6 +444,7 @@ mod tests {
             said = format!("PID {pid} came after none of the seeded {seeded:?}");
         }
         assert!(said.starts_with("running - 0 0 "), "{said}");
+        assert_eq!(log_modes, (0o600, 0o600));
 
         // A group whose leader is gone, two of whose members have an empty environment for
         // good (`env -i`) and the third for 0.4 s, as a process in the middle of an exec

@@ -18,7 +18,7 @@ use sshmcp_proto::time::now_rfc3339;
 
 use crate::commands::kill::{KillOrder, signal_group};
 use crate::exec::request;
-use crate::inspect::{remote_text, stream_bytes};
+use crate::inspect::{self, remote_text, stream_bytes};
 use crate::remote::capture::utf8_tail_boundary;
 use crate::remote::{self, Program};
 use crate::session::Session;
@@ -162,7 +162,7 @@ pub async fn launch(
     program.stdin = Some(req.command.into_bytes());
     let result = remote::run(&session.host, program).await?;
     if result.timed_out {
-        return Err(no_answer());
+        return Err(inspect::no_answer(TIMEOUT, ""));
     }
     let said = String::from_utf8_lossy(&stream_bytes(&result.stdout)?).into_owned();
     let words: Vec<&str> = said.trim_end().splitn(3, ' ').collect();
@@ -202,16 +202,6 @@ fn about(pid: u32) -> String {
     format!("{DIR}{STARTED}p={pid}\n{IS_TASK}")
 }
 
-/// The answer of a task program that ran out of time (its session's channels all busy, a
-/// host that does not answer).
-fn no_answer() -> DaemonError {
-    DaemonError::internal(format!(
-        "the host did not answer within {} s (are all of the session's channels taken by \
-         running commands?)",
-        TIMEOUT.as_secs()
-    ))
-}
-
 /// A PID a task can have: above 1 (0 and negative values address groups, 1 is init).
 fn task_pid(pid: i64) -> Option<u32> {
     u32::try_from(pid).ok().filter(|p| *p > 1)
@@ -247,7 +237,7 @@ pub async fn status(
     let program = Program::new(script, TIMEOUT, tail + 4096);
     let result = remote::run(&session.host, program).await?;
     if result.timed_out {
-        return Err(no_answer());
+        return Err(inspect::no_answer(TIMEOUT, ""));
     }
     let out = stream_bytes(&result.stdout)?;
     let err = stream_bytes(&result.stderr)?;

@@ -131,6 +131,17 @@ pub(crate) async fn run_within(
     .await
 }
 
+/// The answer of a program that ran out of `timeout` (`about` says what for): a host that
+/// does not answer, or a session whose channels were all taken by running commands for that
+/// long, which the program waited behind.
+pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
+    DaemonError::internal(format!(
+        "the host did not answer within {} s{about} (are all of the session's channels taken by \
+         running commands?)",
+        timeout.as_secs()
+    ))
+}
+
 /// [`run_within`] for a program whose stdin is not the path: the path (`shown`) is only named
 /// in errors.
 pub(crate) async fn run_program(
@@ -146,11 +157,7 @@ pub(crate) async fn run_program(
     let result: ExecResult = remote::run(&session.host, program).await?;
     let shown = || String::from_utf8_lossy(shown).into_owned();
     if result.timed_out {
-        return Err(DaemonError::internal(format!(
-            "the host did not answer within {} s for {}",
-            timeout.as_secs(),
-            shown()
-        )));
+        return Err(no_answer(timeout, &format!(" for {}", shown())));
     }
     let out = stream_bytes(&result.stdout)?;
     let said = stream_bytes(&result.stderr)?;

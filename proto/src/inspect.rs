@@ -113,7 +113,7 @@ pub struct DirEntry {
     pub mode: String,
     /// Last content change, RFC 3339 UTC.
     pub mtime: String,
-    /// For a symlink: where it points, as stored.
+    /// For a symlink: where it points, as stored; null when the user may not read it.
     pub link_target: Option<String>,
     /// How `link_target` carries its bytes, when there is one.
     pub link_target_encoding: Option<Encoding>,

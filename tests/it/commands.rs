@@ -7,7 +7,7 @@ use sshmcp_tests::process::unique_sleep;
 use sshmcp_tests::users::{HANG_FILE, hanging_login_user, slow_login_user};
 use sshmcp_tests::{McpClient, SshdOptions, TestEnv};
 
-use crate::{code, connect, connect_watcher, connected, exec, on_session};
+use crate::{code, connect, connect_watcher, connected, exec, fresh_dir, on_session, remote_out};
 
 type Session = (String, String);
 
@@ -394,6 +394,64 @@ async fn incremental_reads_reassemble_a_50_mib_output() {
     // Without an offset: the tail.
     let tail = status(&mcp, &s, &h["handle_id"], json!({"max_bytes": 8})).await;
     assert_eq!(tail["stdout"]["data"], "6999999\n7000000\n"[8..]);
+    mcp.close().await;
+}
+
+/// Output of three-byte characters stays text however a bound cuts it: pages of a handle's
+/// output (the cap, or `max_bytes`), exec's kept head and tail, and a file range clamped to
+/// the cap each end on a character boundary, and the pages join to the whole.
+#[tokio::test]
+async fn bounds_that_cut_inside_characters_keep_the_text() {
+    let (_env, mcp, s) = connected().await;
+    // 40,000 × "━" (3 bytes): the 64 KiB cap falls one byte into a character.
+    let print = "printf '━%.0s' $(seq 40000)";
+    let expected = "━".repeat(40_000);
+    let h = start(&mcp, &s, print).await;
+    let done = status(&mcp, &s, &h["handle_id"], json!({"wait_seconds": 30})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let (mut got, mut offset) = (String::new(), 0);
+    while offset < expected.len() as u64 {
+        let r = status(&mcp, &s, &h["handle_id"], json!({"stdout_offset": offset})).await;
+        let out = &r["stdout"];
+        assert_eq!(
+            out["encoding"], "utf-8",
+            "at {offset}: {}",
+            out["next_offset"]
+        );
+        got.push_str(out["data"].as_str().unwrap());
+        offset = out["next_offset"].as_u64().unwrap();
+    }
+    assert!(got == expected, "the pages differ from the output");
+    let args = json!({"stdout_offset": 3, "max_bytes": 4});
+    let r = status(&mcp, &s, &h["handle_id"], args).await;
+    assert_eq!(
+        (&r["stdout"]["data"], &r["stdout"]["next_offset"]),
+        (&json!("━"), &json!(6)),
+        "{}",
+        r["stdout"]
+    );
+    let r = exec(&mcp, &s, print, json!({})).await;
+    assert_eq!(
+        (&r["stdout"]["encoding"], &r["stdout"]["truncated"]),
+        (&json!("utf-8"), &json!(true)),
+        "{}",
+        r["stdout"]["omitted"]
+    );
+    let file = fresh_dir(&mcp, &s, "utf8cut").await;
+    remote_out(&mcp, &s, &format!("{{ {print}; }} > {file}/bars")).await;
+    let r = on_session(
+        &mcp,
+        &s,
+        "read_file_range",
+        json!({"path": format!("{file}/bars"), "length": 100_000}),
+    )
+    .await;
+    assert_eq!(
+        (&r["encoding"], &r["bytes_read"], &r["eof"]),
+        (&json!("utf-8"), &json!(65_535), &json!(false)),
+        "{}",
+        r["bytes_read"]
+    );
     mcp.close().await;
 }
 

@@ -507,6 +507,80 @@ async fn a_50_mib_file_is_edited_without_passing_through_the_daemon() {
     mcp.close().await;
 }
 
+/// The housekeeping tools' failures say what they are and what they left: a move or copy
+/// the destination's directory refuses, a directory into itself, a recursive removal
+/// stopped part way, a path longer than a host takes.
+#[tokio::test]
+async fn housekeeping_failures_name_their_cause_and_what_is_left() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "housefail").await;
+    remote_out(
+        &mcp,
+        &s,
+        &format!(
+            "cd {dir} && echo f > src && mkdir ro d1 tree tree/locked && echo x > tree/other && \
+             echo y > tree/locked/kept && chmod 555 ro tree/locked"
+        ),
+    )
+    .await;
+    let on = |tool: &'static str, args: Value| {
+        let (mcp, s) = (&mcp, &s);
+        async move { on_session(mcp, s, tool, args).await }
+    };
+    for tool in ["move_path", "copy_path"] {
+        let args = json!({"source": format!("{dir}/src"), "destination": format!("{dir}/ro/new")});
+        let r = on(tool, args).await;
+        assert_eq!(code(&r), "remote_permission_denied", "{tool}: {r}");
+        let args = json!({"source": format!("{dir}/d1"), "destination": format!("{dir}/d1/in")});
+        let r = on(tool, args).await;
+        assert_eq!(code(&r), "invalid_arguments", "{tool}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("inside the source"),
+            "{r}"
+        );
+    }
+    let r = on(
+        "remove_path",
+        json!({"path": format!("{dir}/tree"), "recursive": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "remote_permission_denied", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(said.contains("part of the tree may be gone"), "{r}");
+    let long = format!("{dir}/{}", "d/".repeat(2048));
+    let r = on(
+        "make_directory",
+        json!({"path": long.trim_end_matches('/'), "parents": true}),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    assert_eq!(
+        remote_out(&mcp, &s, &format!("cd {dir} && ls -A . ro d1 tree/locked")).await,
+        ".:\nd1\nro\nsrc\ntree\n\nd1:\n\nro:\n\ntree/locked:\nkept\n"
+    );
+    remote_out(&mcp, &s, &format!("chmod 755 {dir}/tree/locked")).await;
+    mcp.close().await;
+}
+
+/// A link whose target the user may not read (another user's `/proc/PID/cwd`) is listed with
+/// no target, not a failure of the listing.
+#[tokio::test]
+async fn a_listing_with_unreadable_link_targets_still_lists() {
+    let (_env, mcp, s) = connected().await;
+    let r = on_session(&mcp, &s, "list_directory", json!({"path": "/proc/1"})).await;
+    let entries = r["entries"].as_array().unwrap_or_else(|| panic!("{r}"));
+    let cwd = entries.iter().find(|e| e["name"] == "cwd").unwrap();
+    assert_eq!(
+        (&cwd["type"], &cwd["link_target"]),
+        (&json!("symlink"), &json!(null)),
+        "{cwd}"
+    );
+    mcp.close().await;
+}
+
 /// make_directory, remove_path, copy_path and move_path on names with any bytes, with nothing
 /// in them ever run, and existing paths never replaced unless asked.
 #[tokio::test]

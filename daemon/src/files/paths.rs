@@ -14,11 +14,35 @@ const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// Whether a path exists, a dangling symlink included.
 const EXISTS: &str = "{ [ -e \"$_p\" ] || [ -L \"$_p\" ]; }";
 
+/// The most bytes an answer may take: the host's complaints name the paths, each up to
+/// 4096 bytes, and may name them twice.
+const ANSWER_BYTES: u64 = 64 * 1024;
+
+/// What a failed program may have done: nothing, or part of its work (`Partly` says which),
+/// since some steps (a recursive removal, `mkdir -p`) do not undo what they did before the
+/// failure.
+enum OnFailure {
+    NothingChanged,
+    Partly(&'static str),
+}
+
 /// Runs `script` and reads its `ok <word> <hex mode>` answer into what changed at `path`.
-async fn run(session: &Session, script: String, path: &[u8]) -> Result<PathChanged, DaemonError> {
-    let (said, _) = inspect::run_program(session, script, Vec::new(), path, 4096, TIMEOUT)
+async fn run(
+    session: &Session,
+    script: String,
+    path: &[u8],
+    on_failure: OnFailure,
+) -> Result<PathChanged, DaemonError> {
+    let (said, _) = inspect::run_program(session, script, Vec::new(), path, ANSWER_BYTES, TIMEOUT)
         .await
-        .map_err(super::nothing_changed)?;
+        .map_err(|e| match (on_failure, e.code) {
+            (OnFailure::NothingChanged, _) => super::nothing_changed(e),
+            (
+                OnFailure::Partly(what),
+                ErrorCode::InternalError | ErrorCode::RemotePermissionDenied,
+            ) => DaemonError::new(e.code, format!("{}; {what}", e.message)),
+            (OnFailure::Partly(_), _) => e,
+        })?;
     let mut words = said.split(' ');
     let (word, mode) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     if word == "notempty" {
@@ -60,13 +84,19 @@ pub async fn make_directory(
          printf 'ok made %s\\n' \"$(command stat -c %f -- \"$_p\")\"\n",
         prelude = inspect::prelude_with_path("mkdir stat", &path),
     );
-    run(session, script, &path).await.map_err(|e| match e.code {
-        ErrorCode::RemotePathExists => DaemonError::new(
-            ErrorCode::RemotePathExists,
-            "something other than a directory is at this path",
-        ),
-        _ => e,
-    })
+    let on_failure = match req.parents {
+        true => OnFailure::Partly("the parent directories made before the failure stay"),
+        false => OnFailure::NothingChanged,
+    };
+    run(session, script, &path, on_failure)
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::RemotePathExists => DaemonError::new(
+                ErrorCode::RemotePathExists,
+                "something other than a directory is at this path",
+            ),
+            _ => e,
+        })
 }
 
 /// `remove_path`: a file, a symlink (not what it points to) or an empty directory; a
@@ -94,7 +124,14 @@ pub async fn remove_path(
          printf 'ok removed %s\\n' \"$_f\"\n",
         prelude = inspect::prelude_with_path("rm rmdir stat", &path),
     );
-    run(session, script, &path).await
+    let on_failure = match req.recursive {
+        true => OnFailure::Partly(
+            "a recursive removal removes all it may before it stops, so part of the tree may be \
+             gone (it never crosses into another file system mounted inside)",
+        ),
+        false => OnFailure::NothingChanged,
+    };
+    run(session, script, &path, on_failure).await
 }
 
 /// `copy_path` (`move_it` false) and `move_path`: a file, a symlink or a whole directory to
@@ -127,7 +164,7 @@ pub async fn copy_or_move(
         false => {
             "_e=$(command mv -n -T -- \"$_s\" \"$_q\" 2>&1)\n\
              if [ -e \"$_s\" ] || [ -L \"$_s\" ]; then \
-             {{ [ -e \"$_q\" ] || [ -L \"$_q\" ]; }} && {{ echo exists; exit 0; }}; \
+             { [ -e \"$_q\" ] || [ -L \"$_q\" ]; } && { echo exists; exit 0; }; \
              _sshmcp_fail \"$_e\"; fi"
         }
     };
@@ -145,7 +182,7 @@ pub async fn copy_or_move(
     );
     // Errors name both paths: a missing directory may be the destination's.
     let shown = [source.as_slice(), b" -> ", destination.as_slice()].concat();
-    let done = run(session, script, &shown).await;
+    let done = run(session, script, &shown, OnFailure::NothingChanged).await;
     done.map(|changed| {
         let (path, path_encoding) = inspect::remote_text(&destination);
         PathChanged {

@@ -16,7 +16,9 @@ const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 /// The program. A directory is entered first (its search permission), then counted and
 /// listed: one record per entry, NUL-terminated, fields `/`-separated (a name holds neither),
 /// the link target last since it may hold `/`. Records sort by their first field, the name,
-/// byte by byte.
+/// byte by byte. The page is read fresh: an entry removed while `find` reads the directory is
+/// left out, and a link whose target may not be read has an empty one (both of which `find`
+/// complains about, on a stderr that would fail the call).
 fn script(skip: u64, limit: u32) -> String {
     format!(
         "{}_o=$(command stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
@@ -26,8 +28,9 @@ fn script(skip: u64, limit: u32) -> String {
          {{ echo 'missing find -printf'; exit 0; }}\n\
          [ \"$(printf 'a\\0' | command sort -z | command tail -z -n +1 | command head -z -n 1 | \
          command wc -c)\" -eq 2 ] || {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
-         printf 'ok %s\\n' \"$(command find . -mindepth 1 -maxdepth 1 -printf x | command wc -c)\"\n\
-         command find . -mindepth 1 -maxdepth 1 -printf '%P/%y/%s/%m/%T@/%l\\0' | \
+         printf 'ok %s\\n' \"$(command find . -mindepth 1 -maxdepth 1 -printf x 2>/dev/null | \
+         command wc -c)\"\n\
+         command find . -mindepth 1 -maxdepth 1 -printf '%P/%y/%s/%m/%T@/%l\\0' 2>/dev/null | \
          command sort -z -t/ -k1,1 | command tail -z -n +{skip} | command head -z -n {limit}\n",
         prelude("stat find sort head tail wc")
     )
@@ -42,12 +45,10 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
             format!("`limit` must be 1..={MAX_LIST_LIMIT}"),
         ));
     }
-    // `tail -n +N` counts from 1; an offset beyond i64 is no offset a host can count to.
-    let skip = i64::try_from(req.offset)
-        .ok()
-        .and_then(|o| o.checked_add(1))
-        .ok_or_else(|| DaemonError::new(ErrorCode::InvalidArguments, "`offset` is too large"))?;
-    let script = script(skip as u64, limit);
+    // `tail -n +N` counts from 1. No directory holds i64::MAX entries (the largest count the
+    // host's tools take), so a larger offset reads as that one: past the end.
+    let skip = req.offset.saturating_add(1).min(i64::MAX as u64);
+    let script = script(skip, limit);
     let (total, records) = run(session, script, &path, MAX_PAGE_BYTES).await?;
     let total: u64 = number("total", total.trim())?;
     let entries = records
@@ -55,7 +56,7 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
         .filter(|r| !r.is_empty())
         .map(|record| entry(&path, record))
         .collect::<Result<Vec<_>, _>>()?;
-    let truncated = req.offset + (entries.len() as u64) < total;
+    let truncated = req.offset.saturating_add(entries.len() as u64) < total;
     Ok(Listing {
         entries,
         total,
@@ -94,7 +95,8 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
     let (name, name_encoding) = remote_text(name);
     let (path, path_encoding) = remote_text(&full);
     let (link_target, link_target_encoding) = match file_type {
-        FileType::Symlink => {
+        // No link has an empty target: the one `find` could not read.
+        FileType::Symlink if !target.is_empty() => {
             let (text, encoding) = remote_text(target);
             (Some(text), Some(encoding))
         }

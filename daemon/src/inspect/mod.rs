@@ -38,7 +38,7 @@ _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|
 *': Too many levels of symbolic links') echo notfound ;; \
 *': Permission denied'|*': Operation not permitted') echo denied ;; \
 *': File exists'|*'cannot overwrite '*) echo exists ;; \
-*': File name too long') echo toolong ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
+*': File name too long') echo toolong ;; *' of itself, '*|*' into itself, '*) echo itself ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
 
 /// How the prelude reads the path from stdin.
 const PATH_FROM_STDIN: &str = "_p=$(command cat; printf .); _p=${_p%.}";
@@ -77,8 +77,19 @@ pub fn path_bytes(path: &RemotePath) -> Result<Vec<u8>, DaemonError> {
     if bytes.contains(&0) {
         return Err(invalid("path", "contains a NUL byte"));
     }
+    // A longer path fails every system call with ENAMETOOLONG, but `mkdir -p` walks it a
+    // directory at a time and would make most of it before failing.
+    if bytes.len() > MAX_PATH_BYTES {
+        return Err(invalid(
+            "path",
+            "is longer than 4095 bytes, the most a host's system calls take",
+        ));
+    }
     Ok(bytes)
 }
+
+/// Linux's `PATH_MAX` less its terminating NUL.
+const MAX_PATH_BYTES: usize = 4095;
 
 fn invalid(field: &str, why: &str) -> DaemonError {
     DaemonError::new(ErrorCode::InvalidArguments, format!("`{field}` {why}"))
@@ -170,8 +181,12 @@ pub(crate) async fn run_program(
     match word {
         // A tool that complained (a file gone between two steps) spoils the answer.
         "ok" if result.exit_code == Some(0) && said.is_empty() => Ok((detail.to_string(), rest)),
-        "toolong" | "notfound" | "denied" | "notdir" | "notfile" | "exists" => {
+        "toolong" | "notfound" | "denied" | "notdir" | "notfile" | "exists" | "itself" => {
             let (code, what) = match word {
+                "itself" => (
+                    ErrorCode::InvalidArguments,
+                    "the destination lies inside the source directory",
+                ),
                 "toolong" => (
                     ErrorCode::InvalidArguments,
                     "the path is longer than the host allows",
@@ -266,7 +281,13 @@ mod tests {
         };
         assert_eq!(path_bytes(&p("/a b", Encoding::Utf8)).unwrap(), b"/a b");
         assert_eq!(path_bytes(&p("/w==", Encoding::Base64)).unwrap(), [0xff]);
+        let longest = "d/".repeat(2047) + "d";
+        assert_eq!(
+            path_bytes(&p(&longest, Encoding::Utf8)).unwrap().len(),
+            4095
+        );
         for bad in [
+            p(&(longest + "d"), Encoding::Utf8),
             p("", Encoding::Utf8),
             p("a\0b", Encoding::Utf8),
             p("!", Encoding::Base64),

@@ -5,17 +5,21 @@ use sshmcp_proto::inspect::{FileRange, ReadRangeRequest};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::{number, path_bytes, prelude, remote_text, run};
+use crate::remote::capture::utf8_head_boundary;
 use crate::session::Session;
 
 /// The program: only a regular file the user may read, then its size, then the range, one
 /// byte longer than asked (whether more follows tells `eof`, also where the size is unknown
-/// or changing). `tail -c +N` seeks on a regular file, so a far offset costs nothing.
+/// or changing). `tail -c +N` seeks on a regular file, so a far offset costs nothing; one past
+/// the end of a file whose size is known reads nothing (a seek past what the file system
+/// allows would fail). A size of 0 is unknown under /proc and /sys: those are read.
 fn script(start: u64, read_length: u64) -> String {
     format!(
         "{}_o=$(command stat -L -c '%F %s' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
          case $_o in 'regular file '*|'regular empty file '*) ;; *) echo notfile; exit 0 ;; esac\n\
          [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
          printf 'ok %s\\n' \"${{_o##* }}\"\n\
+         [ \"${{_o##* }}\" -gt 0 ] && [ {start} -gt \"${{_o##* }}\" ] && exit 0\n\
          command tail -c +{start} -- \"$_p\" | command head -c {read_length}\n",
         prelude("stat tail head")
     )
@@ -33,18 +37,21 @@ pub async fn read(
             "`length` must be at least 1",
         ));
     }
-    // `tail -c +N` counts from 1; an offset beyond i64 is no offset a host can seek to.
-    let start = i64::try_from(req.offset)
-        .ok()
-        .and_then(|o| o.checked_add(1))
-        .ok_or_else(|| DaemonError::new(ErrorCode::InvalidArguments, "`offset` is too large"))?;
+    // `tail -c +N` counts from 1. No file is as long as i64::MAX (the shell's numbers), so a
+    // larger offset reads as that one: past the end.
+    let start = req.offset.saturating_add(1).min(i64::MAX as u64);
     let length = req.length.min(max_output_bytes);
     // The status line comes first: room for it beside the range and its extra byte.
-    let script = script(start as u64, length + 1);
+    let script = script(start, length + 1);
     let (size, mut data) = run(session, script, &path, length + 65).await?;
     let file_size: u64 = number("size", size.trim())?;
     let eof = data.len() as u64 <= length;
     data.truncate(length as usize);
+    // A range the bound cut inside a character ends before it, unless nothing would be left.
+    let whole = utf8_head_boundary(&data);
+    if !eof && whole > 0 && std::str::from_utf8(&data[..whole]).is_ok() {
+        data.truncate(whole);
+    }
     let (text, encoding) = remote_text(&data);
     Ok(FileRange {
         data: text,

@@ -93,11 +93,14 @@ impl Capture {
 /// The length of `head` without a trailing incomplete UTF-8 sequence (only such a cut is
 /// undone: bytes that are invalid anyway stay).
 pub(crate) fn utf8_head_boundary(head: &[u8]) -> usize {
-    let start = head.len().saturating_sub(3);
-    match std::str::from_utf8(&head[start..]) {
-        Ok(_) => head.len(),
-        Err(e) if e.error_len().is_none() => start + e.valid_up_to(),
-        Err(_) => head.len(),
+    // A cut character has at most three of its bytes here, the first a lead byte: the last
+    // byte that is no continuation byte, among the last three, is where it would start.
+    let lead = (head.len().saturating_sub(3)..head.len())
+        .rev()
+        .find(|&i| (head[i] & 0xC0) != 0x80);
+    match lead.map(|start| (start, std::str::from_utf8(&head[start..]))) {
+        Some((start, Err(e))) if e.error_len().is_none() => start + e.valid_up_to(),
+        _ => head.len(),
     }
 }
 
@@ -162,6 +165,24 @@ mod tests {
             omitted.end - omitted.start + out.captured_bytes,
             out.total_bytes
         );
+    }
+
+    /// Every cut of text made of 1- to 4-byte characters keeps the whole characters before
+    /// it and nothing more; invalid bytes at the end stay.
+    #[test]
+    fn a_head_cut_keeps_exactly_the_whole_characters() {
+        for text in [
+            "a\u{e9}\u{20ac}\u{1f600}",
+            "\u{2501}\u{2501}\u{2501}\u{2501}",
+        ] {
+            let text = text.repeat(3);
+            for cut in 0..=text.len() {
+                let whole = (0..=cut).rev().find(|&i| text.is_char_boundary(i)).unwrap();
+                assert_eq!(utf8_head_boundary(&text.as_bytes()[..cut]), whole, "{cut}");
+            }
+        }
+        assert_eq!(utf8_head_boundary(b"ab\x80\x80"), 4);
+        assert_eq!(utf8_head_boundary(b"ab\xff"), 3);
     }
 
     #[test]

@@ -46,42 +46,54 @@ const STARTED: &str = r#"started() {
 
 /// The launch: the command (on stdin) saved in the private directory, then a detached
 /// `setsid /bin/sh` that opens its logs, records its start marker, runs the command with
-/// stdin from /dev/null and records its status. Its traps are handlers, not ignores, so the
-/// command keeps the default dispositions and a TERM to the group still ends it, after which
-/// the wrapper records 128 + the signal. PIDs come round again and the files of an old task
-/// of the same PID may still be there: the wrapper removes them and creates its logs anew,
-/// exclusively (an old log would keep its mode, and the logs must be private), then writes
-/// this launch's word (`{WORD}`, fresh from the daemon) to `PID.launch`, then its start
-/// marker. The launch answers once its own word is there and the marker after it; a wrapper
-/// that cannot make its logs ends before writing the word.
+/// stdin from /dev/null and records its status. `setsid -f` forks it, so that it is no
+/// asynchronous list of the launching shell, whose INT and QUIT would be ignored for good
+/// (a shell cannot trap or reset a signal ignored on entry); a setsid without `-f` (BusyBox,
+/// util-linux before 2.31) starts it as one, and such a task ignores INT and QUIT. The
+/// wrapper's traps are handlers, not ignores, so the command keeps the default dispositions
+/// and a signal to the group still ends it, after which the wrapper records 128 + the
+/// signal. PIDs come round again and the files of an old task of the same PID may still be
+/// there: the wrapper removes them and creates its logs anew, exclusively (an old log would
+/// keep its mode, and the logs must be private), then gives its PID to the launch
+/// (`launch.N.pid`), then writes this launch's word (`{WORD}`, fresh from the daemon) to
+/// `PID.launch`, then its start marker. The launch answers once its own word is there and
+/// the marker after it, or after 20 s with what it knows; a wrapper that cannot make its
+/// logs ends before writing anything.
 const LAUNCH: &str = r#"umask 077
 mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 [ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
 t=$d/launch.$$
 command cat > "$t" || { echo nowrite; exit 0; }
-setsid /bin/sh -c '
+wrapper='
 d=$1
 rm -f "$d/$$.out" "$d/$$.err" "$d/$$.exit" "$d/$$.start"
 set -C
 exec >"$d/$$.out" 2>"$d/$$.err" || exit 1
 set +C
+echo $$ > "$2.pid.new" && mv -f "$2.pid.new" "$2.pid"
 mv -f "$2" "$d/$$.cmd"
 echo "$3" > "$d/$$.launch"
 {STARTED}
 started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
 read -r m < "$d/$$.start"
 export SSHMCP_TASK="$$:$m"
-trap : HUP INT TERM
+trap : HUP INT QUIT USR1 USR2 PIPE ALRM TERM
 /bin/sh "$d/$$.cmd"
 echo $? > "$d/$$.exit"
 rm -f "$d/$$.cmd"
-' sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 &
-p=$!
-ours() { read -r w 2>/dev/null < "$d/$p.launch" && [ "$w" = {WORD} ] && [ -s "$d/$p.start" ]; }
+'
+p=
+setsid -f /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 || {
+setsid /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 & p=$!; }
+ours() {
+  [ -n "$p" ] || { [ -s "$t.pid" ] && read -r p < "$t.pid"; } || return 1
+  read -r w 2>/dev/null < "$d/$p.launch" && [ "$w" = {WORD} ] && [ -s "$d/$p.start" ]
+}
 i=0
-while ! ours && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
-ours || { echo nostart; exit 0; }
+while ! ours && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done
+ours; rm -f "$t.pid"
+ours || { echo "nostart $p"; exit 0; }
 printf 'ok %s %s\n' "$p" "$d"
 "#;
 
@@ -133,17 +145,21 @@ is_task() {
 "#;
 
 /// The status: a line `state exit out_size err_size dir`, then the stdout log's tail; the
-/// stderr log's tail on stderr, where nothing else goes. `{N}` is the tail's size.
+/// stderr log's tail on stderr, where nothing else goes. `{N}` is the tail's size. Only
+/// regular files are read (a fifo in a log's place would hang the read), and an exit file
+/// that holds no number is no status.
 const STATUS: &str = r#"exec 3>&2 2>/dev/null
 [ -f "$d/$p.start" ] || { echo not_found; exit 0; }
 if is_task; then s=running; else s=exited; fi
 e=-
-[ -f "$d/$p.exit" ] && read -r e < "$d/$p.exit"
-o=$(wc -c < "$d/$p.out" 2>/dev/null) || o=0
-r=$(wc -c < "$d/$p.err" 2>/dev/null) || r=0
-printf '%s %s %s %s %s\n' $s "${e:--}" $o $r "$d"
-tail -c {N} "$d/$p.out" 2>/dev/null
-tail -c {N} "$d/$p.err" >&3
+[ -f "$d/$p.exit" ] && read -r e _ < "$d/$p.exit"
+case $e in ''|*[!0-9]*) e=- ;; esac
+o=0; r=0
+[ -f "$d/$p.out" ] && o=$(wc -c < "$d/$p.out")
+[ -f "$d/$p.err" ] && r=$(wc -c < "$d/$p.err")
+printf '%s %s %s %s %s\n' $s $e ${o:-0} ${r:-0} "$d"
+[ -f "$d/$p.out" ] && tail -c {N} "$d/$p.out"
+[ -f "$d/$p.err" ] && tail -c {N} "$d/$p.err" >&3
 exit 0
 "#;
 
@@ -184,6 +200,11 @@ pub async fn launch(
         ["nosetsid"] => Err(DaemonError::internal(
             "the host has no setsid (util-linux), which a detached task needs",
         )),
+        ["nostart", pid] => Err(DaemonError::internal(format!(
+            "the task's wrapper, PID {pid}, did not confirm its start within 20 s (a slow \
+             host or home directory): it may still run the command, so ask task_status for \
+             PID {pid} before launching it again"
+        ))),
         _ => Err(DaemonError::internal(format!(
             "the task did not start (the host said {:?})",
             said.trim_end()

@@ -69,8 +69,8 @@ pub struct TaskReport {
     pub pid: i64,
     /// Whether the task runs (see each value).
     pub state: TaskState,
-    /// The exit status of the task's shell, once it recorded it (128 + n after signal n;
-    /// nothing after SIGKILL: null). A shell that exited leaving children in its group
+    /// The exit status of the task's shell, once it recorded it (128 + n after signal n of
+    /// HUP, INT, QUIT, USR1, USR2, PIPE, ALRM, TERM; null after KILL and other signals). A shell that exited leaving children in its group
     /// shows its status while `state` is still `running`.
     pub exit_code: Option<i32>,
     /// Remote path of the stdout log; null when `state` is `not_found`.

@@ -279,3 +279,36 @@ async fn a_group_of_unmarked_children_is_not_running_and_the_kill_answers_in_tim
     );
     mcp.close().await;
 }
+
+/// A task takes every signal as a command run by hand would: INT and QUIT are not ignored
+/// (as they are for an asynchronous list of a shell), so a program's graceful stop on INT
+/// works, and the status the wrapper records is 128 + the signal, for USR1 too.
+#[tokio::test]
+async fn a_task_stops_on_int_and_records_each_signal() {
+    let (_env, mcp, s) = connected().await;
+    for (signal, name) in [(2, "INT"), (3, "QUIT"), (10, "USR1")] {
+        let secs = unique_sleep(300);
+        let command = format!("grep SigIgn /proc/self/status; exec sleep {secs}");
+        let launched = task(&mcp, &s, "task_launch", json!({ "command": command })).await;
+        let pid = launched["pid"].as_u64().unwrap();
+        let k = task(
+            &mcp,
+            &s,
+            "task_kill",
+            json!({"pid": pid, "signal": signal, "wait_seconds": 10}),
+        )
+        .await;
+        assert_eq!(k["result"], "killed", "{name}: {k}");
+        let status = until_exit_recorded(&mcp, &s, pid).await;
+        assert_eq!(status["exit_code"], json!(128 + signal), "{name}: {status}");
+        // The command itself started with INT and QUIT (bits 1 and 2) not ignored.
+        let shown = status["stdout"]["data"].as_str().unwrap();
+        let ignored = shown
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("{shown}"));
+        assert_eq!(ignored & 0b110, 0, "{shown}");
+    }
+    mcp.close().await;
+}

@@ -106,6 +106,34 @@ async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
     assert_eq!(r["stdout"]["data"], "/tmp/sshmcp\nnl\n");
     let r = exec(&mcp, &s, "echo ran", json!({"cwd": "/no/such/dir"})).await;
     assert_eq!(code(&r), "remote_path_not_found");
+    // `-` is a directory of that name, never `cd -`'s previous directory.
+    let r = exec(&mcp, &s, "echo ran", json!({"cwd": "-"})).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    exec(&mcp, &s, "mkdir -p ./-", json!({})).await;
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": "-"})).await;
+    let pwd = r["stdout"]["data"].as_str().unwrap();
+    assert!(pwd.ends_with("/-\n"), "{r}");
+    exec(&mcp, &s, "rmdir ./-", json!({})).await;
+    mcp.close().await;
+}
+
+/// A command of comments or blank lines alone runs (and does nothing); an empty one, or
+/// one of blanks only, is refused.
+#[tokio::test]
+async fn comments_alone_run_and_an_empty_command_is_refused() {
+    let (_env, mcp, s) = connected().await;
+    for command in ["# nothing to do", "\n\n# two\n"] {
+        let r = exec(&mcp, &s, command, json!({})).await;
+        assert_eq!(
+            (&r["exit_code"], &r["stderr"]["data"]),
+            (&json!(0), &json!("")),
+            "{command:?}: {r}"
+        );
+    }
+    for command in ["", " \n\t"] {
+        let r = exec(&mcp, &s, command, json!({})).await;
+        assert_eq!(code(&r), "invalid_command", "{command:?}: {r}");
+    }
     mcp.close().await;
 }
 

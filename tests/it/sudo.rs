@@ -72,6 +72,53 @@ async fn a_user_whose_sudo_wants_a_password_is_told_so() {
     mcp.close().await;
 }
 
+/// A user whose rules let `sudo -l` list bash without a password (one rule is NOPASSWD) but
+/// whose rule for bash wants one: told a password is required, quoting sudo whole.
+#[tokio::test]
+async fn a_password_rule_beside_a_nopasswd_one_is_told_so() {
+    let user = sudo_user(SudoRule::PasswordRequiredBesideId);
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let r = sudo(&mcp, &s, "id -u", json!({})).await;
+    assert_eq!(code(&r), "sudo_password_required", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.ends_with("(sudo said: sudo: a password is required)"),
+        "{r}"
+    );
+    mcp.close().await;
+}
+
+/// A startup file that merges stderr into stdout: the command runs as root once, and the
+/// answer is its own (streams merged as the login shell left them), handed off too.
+#[tokio::test]
+async fn merged_streams_still_give_the_root_commands_answer() {
+    let user = sudo_user(SudoRule::NoPasswordMergedStreams);
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let r = sudo(&mcp, &s, "id -u; echo err >&2; exit 7", json!({})).await;
+    assert_eq!(
+        (&r["exit_code"], &r["stdout"]["data"], &r["stderr"]["data"]),
+        (&json!(7), &json!("0\nerr\n"), &json!("")),
+        "{r}"
+    );
+    let secs = unique_sleep(30);
+    let r = sudo(
+        &mcp,
+        &s,
+        &format!("echo early; sleep {secs}"),
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    let k = mcp
+        .call(
+            "command_kill",
+            json!({"session_id": s.0, "session_key": s.1, "handle_id": r["handle_id"]}),
+        )
+        .await;
+    assert_eq!(k["result"], "killed", "{k}");
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn a_user_with_rules_for_other_commands_only_is_not_allowed() {
     let user = sudo_user(SudoRule::OnlyId);

@@ -191,19 +191,33 @@ pub enum SudoRule {
     PasswordRequired,
     /// Only `/usr/bin/id` as root, without a password: no rule for bash.
     OnlyId,
+    /// `/usr/bin/id` without a password and everything else after one: `sudo -l` lists bash
+    /// without asking (a NOPASSWD rule exists), yet running it wants the password.
+    PasswordRequiredBesideId,
+    /// Everything as root, no password, for a user whose `~/.bashrc` sends stderr to stdout
+    /// (`exec 2>&1`) above its guard.
+    NoPasswordMergedStreams,
 }
 
 /// A user whose sudoers rule is `rule` (root only: creates the account and writes
 /// `/etc/sudoers.d/sshmcp-tests`). The default test user is in no sudoers rule.
 pub fn sudo_user(rule: SudoRule) -> String {
-    let name = match rule {
-        SudoRule::NoPassword => "sshmcp-sudo",
-        SudoRule::PasswordRequired => "sshmcp-sudopw",
-        SudoRule::OnlyId => "sshmcp-sudoid",
+    let user = match rule {
+        SudoRule::NoPassword => user_with_shell("sshmcp-sudo", "/bin/bash"),
+        SudoRule::PasswordRequired => user_with_shell("sshmcp-sudopw", "/bin/bash"),
+        SudoRule::OnlyId => user_with_shell("sshmcp-sudoid", "/bin/bash"),
+        SudoRule::PasswordRequiredBesideId => user_with_shell("sshmcp-sudomix", "/bin/bash"),
+        SudoRule::NoPasswordMergedStreams => user_with_startup_file(
+            "sshmcp-sudomrg",
+            "/bin/bash",
+            ".bashrc",
+            "echo 'merging' >&2\nexec 2>&1\ncase $- in *i*) ;; *) return;; esac\n",
+        ),
     };
-    let user = user_with_shell(name, "/bin/bash");
     let rules = "sshmcp-sudo ALL=(ALL) NOPASSWD: ALL\nsshmcp-sudopw ALL=(ALL) ALL\n\
-                 sshmcp-sudoid ALL=(ALL) NOPASSWD: /usr/bin/id\n";
+                 sshmcp-sudoid ALL=(ALL) NOPASSWD: /usr/bin/id\n\
+                 sshmcp-sudomix ALL=(ALL) NOPASSWD: /usr/bin/id\nsshmcp-sudomix ALL=(ALL) ALL\n\
+                 sshmcp-sudomrg ALL=(ALL) NOPASSWD: ALL\n";
     let path = std::path::Path::new("/etc/sudoers.d/sshmcp-tests");
     if std::fs::read_to_string(path).ok().as_deref() != Some(rules) {
         // Written aside and renamed: another test's sudo may be reading it.

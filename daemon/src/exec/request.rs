@@ -17,6 +17,12 @@ pub fn check_command(command: &str) -> Result<(), DaemonError> {
             format!("command is longer than {MAX_COMMAND_BYTES} bytes"),
         ));
     }
+    if command.trim().is_empty() {
+        return Err(DaemonError::new(
+            ErrorCode::InvalidCommand,
+            "command is empty: give the shell text to run",
+        ));
+    }
     if command.contains('\0') {
         return Err(DaemonError::new(
             ErrorCode::InvalidCommand,

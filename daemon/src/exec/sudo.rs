@@ -2,11 +2,11 @@
 //! `/bin/bash --noprofile --norc -s` under `sudo -n -k`, so it runs as root only where
 //! sudoers allows that without a password. No password is ever asked for, stored or sent.
 //!
-//! Root's bash first prints a gate line with a fresh nonce on stderr, then runs the command
-//! as one group with an empty stdin (its own stdin is the script: a command reading stdin
-//! must not eat the lines after it). When the gate line came, the answer is the command's,
-//! whatever it exits with, and sudo's own warnings before the gate are dropped. When it never
-//! came, sudo did not start bash, and a second program asks sudo why: `sudo` words "not in
+//! Root's bash first prints a gate line with a fresh nonce on stderr and another on stdout
+//! (see `Program::gate`), then runs the command as one group with an empty stdin (its own
+//! stdin is the script: a command reading stdin must not eat the lines after it). When a gate
+//! line came, the answer is the command's, whatever it exits with, and sudo's own warnings
+//! before the gate are dropped. When none came, sudo did not start bash, and a second program asks sudo why: `sudo` words "not in
 //! sudoers" and "password required" the same for the command itself.
 
 use sshmcp_proto::exec::{ExecResult, SudoExecRequest};
@@ -54,9 +54,11 @@ pub async fn sudo_exec(
         settings.max_output_bytes,
     );
     program.cwd = req.cwd;
+    // The group starts with `:`, so that a command of comments alone is no empty group.
     program.stdin = Some(
         format!(
-            "printf '%s\\n' {gate} >&2\n{{\n{}\n}} </dev/null\n",
+            "printf '%s\\n' {gate} >&2\nprintf '%s\\n' {}\n{{ :\n{}\n}} </dev/null\n",
+            remote::stdout_gate(&gate),
             req.command
         )
         .into_bytes(),
@@ -111,6 +113,12 @@ fn classify(why: &str, sudo_said: &str) -> DaemonError {
         "" => m.to_string(),
         said => format!("{m} (sudo said: {said})"),
     };
+    // A rule allows bash (`-l` listed it without a password, as it does when any rule of
+    // the user's is NOPASSWD), yet sudo refused: that rule wants the password.
+    let why = match why {
+        "allowed" if sudo_said.contains("password is required") => "password_required",
+        why => why,
+    };
     match why {
         "password_required" => DaemonError::new(
             ErrorCode::SudoPasswordRequired,
@@ -146,6 +154,8 @@ mod tests {
         let e = classify("allowed", "sudo: sorry, you must have a tty to run sudo");
         assert_eq!(e.code, ErrorCode::SudoNotAllowed);
         assert!(e.message.contains("must have a tty"));
+        let e = classify("allowed", "sudo: a password is required");
+        assert_eq!(e.code, ErrorCode::SudoPasswordRequired);
     }
 
     #[test]

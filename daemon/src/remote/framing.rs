@@ -156,6 +156,8 @@ impl Framing {
     /// The program its own `/bin/sh` reads: the prelude (the stderr marker with the process
     /// group), the working directory, the stdout marker (`run` or `nocwd`, and the group
     /// again), then `script` as one group, with `stdin` (when given) as the group's input.
+    /// The group starts with `:`, so that a script of comments alone is no empty group (a
+    /// syntax error).
     /// `reusable`: the channel may serve another program after this one.
     pub fn payload(
         &self,
@@ -177,12 +179,16 @@ impl Framing {
         let (x1, x2) = self.exit_nonce.split_at(self.exit_nonce.len() / 2);
         let exit_trap = EXIT_TRAP.replace("{X1}", x1).replace("{X2}", x2);
         if let Some(dir) = cwd {
-            // An exported CDPATH would turn a relative cwd into another directory.
+            // An exported CDPATH would turn a relative cwd into another directory, and `cd -`
+            // goes to $OLDPWD: a relative one is entered as `./dir`.
+            let dir = match dir.starts_with('/') {
+                true => sh_quote(dir),
+                false => format!("./{}", sh_quote(dir)),
+            };
             let _ = write!(
                 out,
-                "CDPATH= command cd -- {} >/dev/null 2>&1 || {{ command printf '%s nocwd %s\\n' \
-                 {o} \"$_sshmcp_g\"; exit {NO_CWD_STATUS}; }}; ",
-                sh_quote(dir)
+                "CDPATH= command cd -- {dir} >/dev/null 2>&1 || {{ command printf '%s nocwd %s\\n' \
+                 {o} \"$_sshmcp_g\"; exit {NO_CWD_STATUS}; }}; "
             );
         }
         let _ = writeln!(
@@ -199,7 +205,7 @@ impl Framing {
             Some(bytes) => {
                 let _ = writeln!(
                     out,
-                    "exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ {exit_trap}; {{"
+                    "exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ {exit_trap}; {{ :"
                 );
                 let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
                 for line in encoded.as_bytes().chunks(76) {
@@ -209,7 +215,7 @@ impl Framing {
                 let _ = writeln!(out, "{o}");
             }
             None => {
-                let _ = writeln!(out, "{exit_trap}; {{");
+                let _ = writeln!(out, "{exit_trap}; {{ :");
             }
         }
         let mut payload = out.into_bytes();

@@ -670,10 +670,10 @@ impl Run<'_> {
             program,
             observer::STDERR,
         );
-        err.gate = program
-            .gate
-            .as_deref()
-            .map(|g| MarkerScan::new(g.as_bytes()));
+        if let Some(gate) = program.gate.as_deref() {
+            err.gate = Some(MarkerScan::new(gate.as_bytes()));
+            out.gate = Some(MarkerScan::new(super::stdout_gate(gate).as_bytes()));
+        }
         (out.spool, err.spool) = program.spool.take().unzip();
         let mut closed = false;
         let mut exit_status: Option<u32> = None;
@@ -742,7 +742,7 @@ impl Run<'_> {
             }
             if let Some(stop) = stopping.as_mut() {
                 if stop.kill.is_none() && stop.must_kill {
-                    start_kill(stop, host, &out.scan, &err);
+                    start_kill(stop, host, &out, &err);
                 }
                 // Nothing to kill (nothing of the program ran): the answer goes now.
                 // Otherwise it waits for the kill, at most until `answer_by`.
@@ -861,8 +861,7 @@ fn follow(observer: &Observer, out: &Stream, err: &Stream, group_end_visible: bo
         if let (false, Some(group)) = (has_pid, markers.group) {
             observer.set_pid(group);
         }
-        let gate_open = err.gate.as_ref().is_none_or(|g| g.marker().is_some());
-        if !started && markers.started && gate_open {
+        if !started && markers.started && gate_open(out, err) {
             observer.set_started();
         }
     }
@@ -871,6 +870,16 @@ fn follow(observer: &Observer, out: &Stream, err: &Stream, group_end_visible: bo
         && let Some(end) = ended(out, err)
     {
         observer.set_group_left(end.after == After::Left);
+    }
+}
+
+/// Whether the program's inner stage started: it has no gate, or either stream showed its
+/// gate line.
+fn gate_open(out: &Stream, err: &Stream) -> bool {
+    let seen = |s: &Stream| s.gate.as_ref().map(|g| g.marker().is_some());
+    match (seen(out), seen(err)) {
+        (None, None) => true,
+        (out, err) => out == Some(true) || err == Some(true),
     }
 }
 
@@ -925,10 +934,9 @@ fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stoppin
 
 /// Starts the kill once the group is known; as root only once the inner stage started (a
 /// root kill sudo refuses would leave the user's own processes alone).
-fn start_kill(stop: &mut Stopping, host: &Host, out: &MarkerScan, err: &Stream) {
-    if let Some(group) = Markers::read(out, &err.scan).group {
-        let started = err.gate.as_ref().is_some_and(|g| g.marker().is_some());
-        let as_root = stop.kill_as_root && started;
+fn start_kill(stop: &mut Stopping, host: &Host, out: &Stream, err: &Stream) {
+    if let Some(group) = Markers::read(&out.scan, &err.scan).group {
+        let as_root = stop.kill_as_root && gate_open(out, err);
         stop.kill = Some(tokio::spawn(kill::kill_group(host.clone(), group, as_root)));
         // The kill has its own budget; the drain starts when it is over.
         stop.answer_by = stop
@@ -985,10 +993,22 @@ async fn complete(
         drop_spools(out, err);
         return Err(RunError::NoCwd);
     }
-    if let Some(gate) = err.gate.as_ref().filter(|g| g.marker().is_none()) {
-        let stderr = String::from_utf8_lossy(gate.noise().1).into_owned();
+    if !gate_open(out, err) {
+        // What came before the gates, all of it: the scans still hold back a possible start
+        // of their gate, which no end of the stream flushed (the channel serves on). What
+        // sudo said is on stderr, or on stdout when a startup file merged the streams.
+        let before_gate = |s: &mut Stream| {
+            s.gate.as_mut().map_or(String::new(), |g| {
+                g.finish();
+                String::from_utf8_lossy(g.noise().1).into_owned()
+            })
+        };
+        let (said, on_stderr) = (before_gate(out), before_gate(err));
+        let stderr = match on_stderr.trim().is_empty() {
+            true => said.clone(),
+            false => on_stderr,
+        };
         drop_spools(out, err);
-        let said = out.answer().map_err(spool_err)?.data;
         return Err(RunError::NotStarted { said, stderr });
     }
     let (exit_code, signal) = match (ended(out, err), exit_status) {

@@ -153,8 +153,10 @@ pub struct Program {
     /// too, through the same sudo rule.
     pub kill_as_root: bool,
     /// A second-stage marker (a nonce): the program's inner stage (root's bash under sudo)
-    /// prints it on stderr as it starts, and only what follows it is the command's stderr.
-    /// When it never appears the run fails with [`RunError::NotStarted`].
+    /// prints it on stderr, then [`stdout_gate`] of it on stdout, as it starts; only what
+    /// follows them is the command's output. Either one seen means the stage started (a
+    /// startup file may have merged stderr into stdout, where both then arrive); when
+    /// neither appears the run fails with [`RunError::NotStarted`].
     pub gate: Option<String>,
     /// Followers of the run (progress, a command handle), when it has any.
     pub observer: Option<Arc<observer::Observer>>,
@@ -241,6 +243,12 @@ impl Running {
         }
         self.result
     }
+}
+
+/// The gate's line on stdout: another nonce than stderr's, so that with the streams merged
+/// the stderr line is noise before it rather than a second gate.
+pub fn stdout_gate(gate: &str) -> String {
+    format!("{gate}o")
 }
 
 /// Starts `program` on `host`.

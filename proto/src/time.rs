@@ -3,11 +3,14 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Formats a point in time as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+/// Formats a point in time as `YYYY-MM-DDTHH:MM:SS.mmmZ`, before 1970 too (a file's times
+/// may be anything).
 pub fn rfc3339(t: SystemTime) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as i64;
-    let millis = since.subsec_millis();
+    let millis = match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => after.as_millis() as i64,
+        Err(before) => -(before.duration().as_millis() as i64),
+    };
+    let (secs, millis) = (millis.div_euclid(1000), millis.rem_euclid(1000));
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     format!(
@@ -54,8 +57,11 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
         return None;
     }
     let secs = days_from_civil(y, m as u32, d as u32) * 86_400 + hh * 3600 + mm * 60 + ss;
-    let millis = u64::try_from(secs).ok()? * 1000 + ms as u64;
-    Some(UNIX_EPOCH + std::time::Duration::from_millis(millis))
+    let millis = secs * 1000 + ms;
+    match u64::try_from(millis) {
+        Ok(after) => UNIX_EPOCH.checked_add(std::time::Duration::from_millis(after)),
+        Err(_) => UNIX_EPOCH.checked_sub(std::time::Duration::from_millis(millis.unsigned_abs())),
+    }
 }
 
 /// Howard Hinnant's civil-to-days algorithm, the inverse of [`civil_from_days`].
@@ -95,12 +101,18 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-11-30T00:53:20.123Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        let before = UNIX_EPOCH - Duration::from_secs(302_486_400);
+        assert_eq!(rfc3339(before), "1960-06-01T00:00:00.000Z");
+        let just_before = UNIX_EPOCH - Duration::from_millis(500);
+        assert_eq!(rfc3339(just_before), "1969-12-31T23:59:59.500Z");
     }
 
     #[test]
     fn parses_what_it_formats_and_nothing_else() {
         for ms in [0, 951_782_400_000, 1_796_000_000_123, 4_102_444_799_999] {
             let t = UNIX_EPOCH + Duration::from_millis(ms);
+            assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
+            let t = UNIX_EPOCH - Duration::from_millis(ms / 3);
             assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
         }
         assert_eq!(

@@ -43,7 +43,7 @@ async fn stat_describes_each_kind_of_file_and_names_what_went_wrong() {
         &s,
         "d=$(mktemp -d) && cd \"$d\" && printf hello >f && chmod 640 f && mkdir sub && \
          ln -s f link && mkfifo fifo && mkdir locked && touch locked/x && chmod 000 locked && \
-         echo \"$d\"",
+         touch -d '1960-06-01 00:00:00.25 UTC' old && echo \"$d\"",
     )
     .await;
     let stat = |path: String, follow: bool| {
@@ -68,6 +68,16 @@ async fn stat_describes_each_kind_of_file_and_names_what_went_wrong() {
     assert_eq!(r["owner"], env.sshd.user, "{r}");
     assert!(r["mtime"].as_str().unwrap().ends_with('Z'), "{r}");
     assert_eq!(r["link_target"], Value::Null);
+    // Times before 1970 are what they are, not the epoch.
+    let r = stat(format!("{d}/old"), false).await;
+    assert_eq!(r["mtime"], "1960-06-01T00:00:00.250Z", "{r}");
+    let r = on_session(&mcp, &s, "list_directory", json!({"path": d})).await;
+    let old = r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "old");
+    assert_eq!(old.unwrap()["mtime"], "1960-06-01T00:00:00.250Z", "{r}");
     let r = stat(format!("{d}/link"), false).await;
     assert_eq!(
         (&r["type"], &r["link_target"]),

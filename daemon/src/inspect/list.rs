@@ -6,7 +6,7 @@ use sshmcp_proto::inspect::{
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::{mode_string, number, path_bytes, prelude, remote_text, run, time};
+use super::{mode_string, number, path_bytes, prelude, remote_text, run};
 use crate::session::Session;
 
 /// The most bytes a page may take: names up to 255 bytes and link targets up to 4096 for
@@ -30,7 +30,8 @@ fn script(skip: u64, limit: u32) -> String {
          command wc -c)\" -eq 2 ] || {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
          printf 'ok %s\\n' \"$(command find . -mindepth 1 -maxdepth 1 -printf x 2>/dev/null | \
          command wc -c)\"\n\
-         command find . -mindepth 1 -maxdepth 1 -printf '%P/%y/%s/%m/%T@/%l\\0' 2>/dev/null | \
+         TZ=UTC0 command find . -mindepth 1 -maxdepth 1 \
+         -printf '%P/%y/%s/%m/%TY-%Tm-%TdT%TH:%TM:%TS/%l\\0' 2>/dev/null | \
          command sort -z -t/ -k1,1 | command tail -z -n +{skip} | command head -z -n {limit}\n",
         prelude("stat find sort head tail wc")
     )
@@ -110,10 +111,21 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
         file_type,
         size: number("size", &text(size))?,
         mode: mode_string(mode),
-        mtime: time(&text(mtime))?,
+        mtime: utc_time(&text(mtime))?,
         link_target,
         link_target_encoding,
     })
+}
+
+/// `find`'s UTC time (`YYYY-MM-DDTHH:MM:SS.fraction`) as RFC 3339 to the millisecond. Not
+/// `%T@`: findutils writes the seconds before 1970 with the fraction on the wrong side.
+fn utc_time(text: &str) -> Result<String, DaemonError> {
+    let bad = || DaemonError::internal(format!("bad time from the host: {text:?}"));
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let millis: String = fraction.chars().chain("000".chars()).take(3).collect();
+    let stamp = format!("{whole}.{millis}Z");
+    sshmcp_proto::time::parse_rfc3339(&stamp).ok_or_else(bad)?;
+    Ok(stamp)
 }
 
 #[cfg(test)]
@@ -123,7 +135,7 @@ mod tests {
 
     #[test]
     fn records_keep_names_and_targets_whole() {
-        let e = entry(b"/d", b"a\nb/l/4/777/1.5/../x/y").unwrap();
+        let e = entry(b"/d", b"a\nb/l/4/777/1970-01-01T00:00:01.5000000000/../x/y").unwrap();
         assert_eq!((e.name.as_str(), e.file_type), ("a\nb", FileType::Symlink));
         assert_eq!(
             (e.path.as_str(), e.path_encoding),
@@ -134,7 +146,7 @@ mod tests {
             (e.mode.as_str(), e.mtime.as_str()),
             ("0777", "1970-01-01T00:00:01.500Z")
         );
-        let e = entry(b"/d/", b"\xff/f/3/4755/0/").unwrap();
+        let e = entry(b"/d/", b"\xff/f/3/4755/1960-06-01T00:00:00/").unwrap();
         assert_eq!(
             (e.name.as_str(), e.name_encoding),
             ("/w==", Encoding::Base64)
@@ -144,6 +156,7 @@ mod tests {
             ("L2Qv/w==", Encoding::Base64)
         );
         assert_eq!((e.mode.as_str(), e.link_target), ("4755", None));
+        assert_eq!(e.mtime, "1960-06-01T00:00:00.000Z");
         assert!(entry(b"/d", b"short/f/1").is_err());
     }
 }

@@ -9,7 +9,7 @@ pub mod list;
 pub mod read;
 pub mod stat;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use base64::Engine as _;
 use sshmcp_proto::exec::{Encoding, ExecResult, StreamOutput};
@@ -260,8 +260,16 @@ fn time(secs: &str) -> Result<String, DaemonError> {
     let secs: f64 = secs
         .parse()
         .map_err(|_| DaemonError::internal(format!("bad time from the host: {secs:?}")))?;
-    let at = UNIX_EPOCH + Duration::try_from_secs_f64(secs).unwrap_or_default();
-    Ok(sshmcp_proto::time::rfc3339(at.max(SystemTime::UNIX_EPOCH)))
+    let at = match secs < 0.0 {
+        true => Duration::try_from_secs_f64(-secs)
+            .ok()
+            .and_then(|before| UNIX_EPOCH.checked_sub(before)),
+        false => Duration::try_from_secs_f64(secs)
+            .ok()
+            .and_then(|after| UNIX_EPOCH.checked_add(after)),
+    };
+    let at = at.ok_or_else(|| DaemonError::internal(format!("bad time from the host: {secs}")))?;
+    Ok(sshmcp_proto::time::rfc3339(at))
 }
 
 fn number<T: std::str::FromStr>(field: &str, text: &str) -> Result<T, DaemonError> {

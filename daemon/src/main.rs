@@ -4,7 +4,7 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::Parser as _;
 use sshmcpd::config::{Flags, Settings};
 use sshmcpd::lifecycle::{self, Instance, ReadyReport};
 
@@ -18,7 +18,19 @@ fn main() -> ExitCode {
         return ExitCode::from(status);
     }
     close_inherited_descriptors();
-    let flags = Flags::parse();
+    let flags = match Flags::try_parse() {
+        Ok(flags) => flags,
+        Err(e) => {
+            // A setting that does not parse (a flag, or its SSHMCP_ variable): a client that
+            // started us reads why on its pipe rather than "exited before reporting ready".
+            if e.use_stderr() && std::env::args().any(|a| a == "--report-ready") {
+                let said = e.to_string();
+                let first = said.lines().next().unwrap_or_default();
+                ReadyReport::new(true).error(first.trim_start_matches("error: "));
+            }
+            e.exit()
+        }
+    };
     if flags.check_config {
         return match check_config(&flags) {
             Ok(()) => {

@@ -144,6 +144,25 @@ async fn clients_of_another_uid_are_refused() {
     mcp.close().await;
 }
 
+/// A setting that does not parse (here its environment variable) keeps the daemon from
+/// starting, and the client that started it is told which one and why.
+#[tokio::test]
+async fn a_setting_that_does_not_parse_is_named_to_the_client() {
+    let env = TestEnv::with(
+        &sshmcp_tests::SshdOptions::default(),
+        &[("SSHMCP_MAX_OUTPUT_BYTES", "abc")],
+    );
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["error"]["code"], "daemon_unavailable");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("invalid value 'abc' for '--max-output-bytes"),
+        "{r}"
+    );
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn a_runtime_dir_too_long_for_unix_sockets_is_refused_clearly() {
     let long = format!("/tmp/{}", "d".repeat(90));

@@ -97,6 +97,39 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
     mcp.close().await;
 }
 
+/// Commands hold at most seven of the session's eight channels, however long they run: with
+/// seven handles running and a command waiting for a channel, stat, a listing and a task's
+/// status still answer at once, and the waiting command times out having run nothing.
+#[tokio::test]
+async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
+    let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let mut handles = Vec::new();
+    for _ in 0..7 {
+        handles.push(start(&mcp, &s, &format!("sleep {secs}")).await);
+    }
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": "echo ran",
+                      "timeout": 5});
+    let waiting = mcp.start_call("exec", args).await.1;
+    let r = on_session(&mcp, &s, "stat", json!({"path": "/etc/hostname"})).await;
+    assert_eq!(r["type"], "file", "{r}");
+    let r = on_session(&mcp, &s, "list_directory", json!({"path": "/etc"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let r = on_session(&mcp, &s, "task_status", json!({"pid": 999_999})).await;
+    assert_eq!(r["state"], "not_found", "{r}");
+    let r = sshmcp_tests::mcp::answer(waiting).await;
+    assert_eq!(
+        (&r["timed_out"], &r["stdout"]["data"]),
+        (&json!(true), &json!("")),
+        "{r}"
+    );
+    for handle in &handles {
+        killed(&mcp, &s, handle).await;
+    }
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
 /// On a server allowing two sessions, a command handle running: keeping a session aside for
 /// kills would leave no command beside it, so none is kept, and commands still run.
 #[tokio::test]

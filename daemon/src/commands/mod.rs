@@ -488,6 +488,7 @@ pub async fn start(
     let root = crate::exec::local_root(req.local_root, settings)?;
     // The output is read from the files: the run's own capture would only hold memory.
     let mut program = Program::new(req.command.as_str(), timeout, 0);
+    program.command = true;
     program.cwd = req.cwd;
     program.queue_timeout = Some(request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;

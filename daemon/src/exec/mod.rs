@@ -45,6 +45,7 @@ pub async fn exec(
 ) -> Result<ExecResult, DaemonError> {
     let timeout = check(&req)?;
     let mut program = Program::new(req.command, timeout, settings.max_output_bytes);
+    program.command = true;
     program.cwd = req.cwd;
     Ok(handoff::run(
         session,

@@ -54,6 +54,7 @@ pub async fn sudo_exec(
         settings.max_output_bytes,
     );
     program.cwd = req.cwd;
+    program.command = true;
     // The group starts with `:`, so that a command of comments alone is no empty group.
     program.stdin = Some(
         format!(

@@ -17,6 +17,11 @@ use crate::mux::{self, MuxError, MuxSession};
 /// refuses a little before its limit, so we stay two below it and queue the rest.
 pub const CHANNEL_SLOTS: usize = 8;
 
+/// Of those, the most that callers' commands (and transfers) may hold: the last one stays
+/// for the daemon's own brief programs, so a stat or a task's status never waits behind
+/// commands that run for hours.
+pub const COMMAND_SLOTS: usize = CHANNEL_SLOTS - 1;
+
 /// Why a channel could not be had.
 #[derive(Debug)]
 pub enum OpenError {

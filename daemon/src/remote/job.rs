@@ -390,6 +390,21 @@ async fn run(
         Ok(f) => f,
         Err(e) => return Some(Err(RunError::Failed(format!("no randomness: {e}")))),
     };
+    let _command_slot = match program.command {
+        true => {
+            let slot = tokio::select! {
+                slot = channel::acquire_slot(&host.command_slots, queue_deadline) => slot,
+                _ = stop.cancelled() => return Some(Err(RunError::Cancelled)),
+                _ = closing.cancelled() => return Some(Err(RunError::Cancelled)),
+            };
+            match slot {
+                Ok(slot) => Some(slot),
+                Err(OpenError::TimedOut) => return Some(no_channel_in_time(&mut program, started)),
+                Err(_) => return Some(Err(RunError::ConnectionLost)),
+            }
+        }
+        false => None,
+    };
     let mut waiting_ok = true;
     loop {
         let opened = tokio::select! {

@@ -40,6 +40,9 @@ pub struct Host {
     pub control_path: PathBuf,
     /// Channels this master may have open at once (see `channel`).
     pub slots: Arc<Semaphore>,
+    /// How many of them callers' commands and transfers may hold (see `channel`): taken
+    /// before a slot, held for the run.
+    pub command_slots: Arc<Semaphore>,
     /// Fired when the session closes: every run on it stops and kills its program.
     pub closing: CancellationToken,
     /// Runs in progress, kills excluded: the session's active commands.
@@ -61,11 +64,18 @@ pub struct Host {
 }
 
 impl Host {
+    /// No run gets a channel any more: those waiting for one, and later ones, fail at once.
+    pub fn close_slots(&self) {
+        self.command_slots.close();
+        self.slots.close();
+    }
+
     /// A host keeping up to `standby_channels` idle channels for the next programs.
     pub fn new(control_path: PathBuf, standby_channels: usize) -> Self {
         Self {
             control_path,
             slots: Arc::new(Semaphore::new(channel::CHANNEL_SLOTS)),
+            command_slots: Arc::new(Semaphore::new(channel::COMMAND_SLOTS)),
             closing: CancellationToken::new(),
             active: Arc::new(watch::channel(0).0),
             master: Arc::new(OnceLock::new()),
@@ -146,6 +156,9 @@ pub struct Program {
     pub max_output_bytes: u64,
     /// Complete copies of both streams, when asked for.
     pub spool: Option<(spool::Spool, spool::Spool)>,
+    /// The caller's own command (exec, sudo_exec, a handle), which may hold its channel for
+    /// as long as it runs: it takes one of the slots commands may hold (see `channel`).
+    pub command: bool,
     /// A control program (a kill): it skips the channel queue and is not counted as active,
     /// so it runs even while every slot is taken by the commands it is meant to end.
     pub control: bool,
@@ -174,6 +187,7 @@ impl Program {
             ready_first: false,
             max_output_bytes,
             spool: None,
+            command: false,
             control: false,
             kill_as_root: false,
             gate: None,

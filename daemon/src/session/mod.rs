@@ -129,7 +129,7 @@ impl Session {
     pub(crate) fn mark_lost(&self) -> bool {
         let lost = self.transition(SessionState::Ready, SessionState::Lost);
         if lost {
-            self.host.slots.close();
+            self.host.close_slots();
             self.host.standby.close();
             self.forwards.clear();
         }

@@ -487,7 +487,7 @@ impl Registry {
         let _ = tokio::time::timeout(DRAIN_ON_CLOSE, session.commands_drained()).await;
         // Also for a session still starting: its master may have come up meanwhile.
         master::stop(&session.host.control_path, session.master()).await;
-        session.host.slots.close();
+        session.host.close_slots();
         self.sessions().remove(&session.id);
         self.persist();
         tracing::info!(session = %session.id, "session closed");

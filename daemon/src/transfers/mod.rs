@@ -592,12 +592,17 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     };
     checked.map_err(|e| failed(remote::step_failed("cannot check the partial file", e)))?;
     // rsync's ssh opens a channel on the master like any command: it takes one of the
-    // session's slots, so commands and transfers together stay within sshd's MaxSessions.
+    // session's slots (one of those commands may hold), so commands and transfers together
+    // stay within sshd's MaxSessions.
+    let slots = async {
+        let by = tokio::time::Instant::now() + SLOT_WAIT;
+        let host = &session.host;
+        let command_slot = crate::remote::channel::acquire_slot(&host.command_slots, by).await?;
+        let slot = crate::remote::channel::acquire_slot(&host.slots, by).await?;
+        Ok::<_, crate::remote::channel::OpenError>((command_slot, slot))
+    };
     let slot = tokio::select! {
-        slot = crate::remote::channel::acquire_slot(
-            &session.host.slots,
-            tokio::time::Instant::now() + SLOT_WAIT,
-        ) => slot.map_err(|_| failed(DaemonError::new(
+        slot = slots => slot.map_err(|_| failed(DaemonError::new(
             ErrorCode::TransferFailed,
             "no channel of the session came free in time (running commands hold them all)",
         )))?,

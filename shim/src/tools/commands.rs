@@ -119,7 +119,7 @@ impl Shim {
     /// missing: check it with stat), `invalid_command` (too long, NUL byte: upload a script and
     /// run that), `invalid_arguments` (timeout out of range), `invalid_local_path` (the local
     /// root cannot hold the output files: tell the user), `internal_error` (it did not start
-    /// within 25 s: running commands and transfers hold all 8 of the session's channels, or the
+    /// within 25 s: running commands and transfers hold all 7 channels they may, or the
     /// remote login shell did not finish; nothing ran: wait for one to end, or kill one, then
     /// retry).
     #[tool(

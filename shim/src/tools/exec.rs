@@ -195,7 +195,7 @@ pub(crate) async fn unless_cancelled<T>(
 impl Shim {
     /// Run one non-interactive /bin/sh command on the session's host and return its exit code
     /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code`; or, with
-    /// `timed_out: true`, that it ran out of time, perhaps before it started (up to 8 commands
+    /// `timed_out: true`, that it ran out of time, perhaps before it started (up to 7 commands
     /// run at once on one session, on its channels, shared with handles and transfers; more
     /// wait for one within their `timeout`). No TTY and an empty stdin (a password prompt
     /// fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not

@@ -351,6 +351,53 @@ mod tests {
         }
     }
 
+    /// A host whose `setsid` has no `-f` (BusyBox, util-linux before 2.31): the wrapper
+    /// starts as a background job instead, and the launch still names its PID.
+    #[test]
+    fn a_setsid_without_fork_still_launches() {
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = bin.join("setsid");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\n[ \"$1\" = -f ] && { echo \"setsid: invalid option -- 'f'\" >&2; exit 1; }\n\
+             exec /usr/bin/setsid \"$@\"\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let sh = |script: &str, stdin: &[u8]| {
+            use std::io::Write;
+            let mut child = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(script)
+                .env("HOME", home.path())
+                .env("PATH", &path)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(stdin).unwrap();
+            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        };
+        let said = sh(&launch_script("tword"), b"echo started");
+        let pid: u32 = said
+            .strip_prefix("ok ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("the launch said {said:?}"));
+        let exit = home.path().join(format!(".sshmcp/tasks/{pid}.exit"));
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while !exit.exists() {
+            assert!(std::time::Instant::now() < give_up, "never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = home.path().join(format!(".sshmcp/tasks/{pid}.out"));
+        assert_eq!(std::fs::read_to_string(out).unwrap(), "started\n");
+    }
+
     /// The launch, status and identity programs against this machine's own shell: a task
     /// starts detached, records its marker and exit status, and a PID whose marker does not
     /// match (reused) is not the task.

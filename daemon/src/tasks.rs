@@ -64,6 +64,7 @@ mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 [ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
 t=$d/launch.$$
+rm -f "$t.pid"
 command cat > "$t" || { echo nowrite; exit 0; }
 wrapper='
 d=$1

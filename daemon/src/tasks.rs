@@ -26,6 +26,10 @@ use crate::session::Session;
 /// How long a launch or a status may take on the host.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a launch may take on the host: its wait for the wrapper (20 s by the clock), a
+/// channel and a login shell.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(45);
+
 /// Where the tasks live on the host.
 const DIR: &str = "d=$HOME/.sshmcp/tasks\n";
 
@@ -46,32 +50,33 @@ const STARTED: &str = r#"started() {
 
 /// The launch: the command (on stdin) saved in the private directory, then a detached
 /// `setsid /bin/sh` that opens its logs, records its start marker, runs the command with
-/// stdin from /dev/null and records its status. `setsid -f` forks it, so that it is no
-/// asynchronous list of the launching shell, whose INT and QUIT would be ignored for good
-/// (a shell cannot trap or reset a signal ignored on entry); a setsid without `-f` (BusyBox,
-/// util-linux before 2.31) starts it as one, and such a task ignores INT and QUIT. The
-/// wrapper's traps are handlers, not ignores, so the command keeps the default dispositions
-/// and a signal to the group still ends it, after which the wrapper records 128 + the
-/// signal. PIDs come round again and the files of an old task of the same PID may still be
-/// there: the wrapper removes them and creates its logs anew, exclusively (an old log would
-/// keep its mode, and the logs must be private), then gives its PID to the launch
-/// (`launch.N.pid`), then writes this launch's word (`{WORD}`, fresh from the daemon) to
+/// stdin from /dev/null and records its status. setsid forks it (`setsid -f`, else `setsid
+/// setsid`, whose inner one forks as the session leader the outer one made it, for a setsid
+/// without `-f`: BusyBox, util-linux before 2.31), so that it is no asynchronous list of the
+/// launching shell, whose INT and QUIT would be ignored for good (a shell cannot trap or
+/// reset a signal ignored on entry). The wrapper's traps are handlers, not ignores, so the
+/// command keeps the default dispositions and a signal to the group still ends it, after
+/// which the wrapper records 128 + the signal; the wrapper's own stderr is /dev/null, so its
+/// notes on how the command ended ("Terminated") stay out of the log. PIDs come round again
+/// and the files of an old task of the same PID may still be there: the wrapper removes them
+/// and creates its logs anew, exclusively (an old log would keep its mode, and the logs must
+/// be private), then gives its PID to the launch (`launch.WORD.pid`, 0 when it could not
+/// make its logs), then writes this launch's word (`{WORD}`, fresh from the daemon) to
 /// `PID.launch`, then its start marker. The launch answers once its own word is there and
-/// the marker after it, or after 20 s with what it knows; a wrapper that cannot make its
-/// logs ends before writing anything.
+/// the marker after it, or after 20 s by the clock with what it knows.
 const LAUNCH: &str = r#"umask 077
 mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 [ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
-t=$d/launch.$$
-rm -f "$t.pid"
+t=$d/launch.{WORD}
 command cat > "$t" || { echo nowrite; exit 0; }
 wrapper='
 d=$1
 rm -f "$d/$$.out" "$d/$$.err" "$d/$$.exit" "$d/$$.start"
 set -C
-exec >"$d/$$.out" 2>"$d/$$.err" || exit 1
+command exec >"$d/$$.out" 2>"$d/$$.err" || { echo 0 > "$2.pid"; exit 1; }
 set +C
+exec 3>&2 2>/dev/null
 echo $$ > "$2.pid.new" && mv -f "$2.pid.new" "$2.pid"
 mv -f "$2" "$d/$$.cmd"
 echo "$3" > "$d/$$.launch"
@@ -80,20 +85,23 @@ started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
 read -r m < "$d/$$.start"
 export SSHMCP_TASK="$$:$m"
 trap : HUP INT QUIT USR1 USR2 PIPE ALRM TERM
-/bin/sh "$d/$$.cmd"
+/bin/sh "$d/$$.cmd" 2>&3 3>&-
 echo $? > "$d/$$.exit"
 rm -f "$d/$$.cmd"
 '
+setsid -f /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 ||
+setsid setsid /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1
 p=
-setsid -f /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 || {
-setsid /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 & p=$!; }
 ours() {
   [ -n "$p" ] || { [ -s "$t.pid" ] && read -r p < "$t.pid"; } || return 1
-  read -r w 2>/dev/null < "$d/$p.launch" && [ "$w" = {WORD} ] && [ -s "$d/$p.start" ]
+  [ "$p" != 0 ] && read -r w 2>/dev/null < "$d/$p.launch" && [ "$w" = {WORD} ] &&
+    [ -s "$d/$p.start" ]
 }
-i=0
-while ! ours && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done
+sleep 20 & z=$!
+while ! ours && [ "$p" != 0 ] && kill -0 $z 2>/dev/null; do sleep 0.02; done
+kill $z 2>/dev/null
 ours; rm -f "$t.pid"
+[ "$p" = 0 ] && { echo nologs; exit 0; }
 ours || { echo "nostart $p"; exit 0; }
 printf 'ok %s %s\n' "$p" "$d"
 "#;
@@ -174,12 +182,21 @@ pub async fn launch(
     request::check_cwd(req.cwd.as_deref())?;
     let word = crate::session::key::nonce("t")
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
-    let mut program = Program::new(launch_script(&word), TIMEOUT, max_output_bytes.max(4096));
+    let mut program = Program::new(
+        launch_script(&word),
+        LAUNCH_TIMEOUT,
+        max_output_bytes.max(4096),
+    );
     program.cwd = req.cwd;
     program.stdin = Some(req.command.into_bytes());
     let result = remote::run(&session.host, program).await?;
     if result.timed_out {
-        return Err(inspect::no_answer(TIMEOUT, ""));
+        return Err(DaemonError::internal(format!(
+            "the launch did not answer within {} s (a slow host, or the session's channels \
+             all busy): the task may have started all the same, so look for it in \
+             ~/.sshmcp/tasks (newest files) before launching it again",
+            LAUNCH_TIMEOUT.as_secs()
+        )));
     }
     let said = String::from_utf8_lossy(&stream_bytes(&result.stdout)?).into_owned();
     let words: Vec<&str> = said.trim_end().splitn(3, ' ').collect();
@@ -206,6 +223,14 @@ pub async fn launch(
              host or home directory): it may still run the command, so ask task_status for \
              PID {pid} before launching it again"
         ))),
+        ["nologs"] => Err(DaemonError::internal(
+            "the task's wrapper could not create its logs in ~/.sshmcp/tasks on the host (a \
+             full disk or quota?); nothing ran",
+        )),
+        ["nostart"] => Err(DaemonError::internal(
+            "no task wrapper started within 20 s (the host is slow, or out of processes); \
+             none is known to run",
+        )),
         _ => Err(DaemonError::internal(format!(
             "the task did not start (the host said {:?})",
             said.trim_end()
@@ -350,6 +375,57 @@ mod tests {
         for bad in [1, 0, -5, i64::from(u32::MAX) + 1] {
             assert_eq!(task_pid(bad), None, "{bad}");
         }
+    }
+
+    /// A wrapper that cannot make its logs (here a directory in the way of each, under the
+    /// PIDs to come) says so at once, and nothing runs.
+    #[test]
+    fn a_wrapper_without_its_logs_says_so_at_once() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".sshmcp/tasks");
+        std::fs::create_dir_all(&dir).unwrap();
+        let ran = home.path().join("ran");
+        let sh = |script: &str, stdin: &[u8]| {
+            use std::io::Write;
+            let mut child = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(script)
+                .env("HOME", home.path())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(stdin).unwrap();
+            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        };
+        // The next PIDs are taken to follow this shell's: a launch whose wrapper came after
+        // all of them (other processes took them) ran, and the try is over.
+        let command = format!("sleep 30; touch {}", ran.display());
+        let mut said = String::new();
+        for _try in 0..5 {
+            let after: u32 = sh("echo $$", b"").trim().parse().unwrap();
+            for next in after + 1..after + 200 {
+                std::fs::create_dir_all(dir.join(format!("{next}.out"))).unwrap();
+            }
+            let began = std::time::Instant::now();
+            said = sh(&launch_script("tword"), command.as_bytes());
+            if said == "nologs\n" {
+                assert!(
+                    began.elapsed() < Duration::from_secs(10),
+                    "{:?}",
+                    began.elapsed()
+                );
+                break;
+            }
+            if let Some(pid) = said.split(' ').nth(1).and_then(|p| p.parse::<i32>().ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        assert_eq!(said, "nologs\n");
+        assert!(!ran.exists());
     }
 
     /// A host whose `setsid` has no `-f` (BusyBox, util-linux before 2.31): the wrapper

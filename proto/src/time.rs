@@ -6,9 +6,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Formats a point in time as `YYYY-MM-DDTHH:MM:SS.mmmZ`, before 1970 too (a file's times
 /// may be anything).
 pub fn rfc3339(t: SystemTime) -> String {
+    // Whole milliseconds, rounded down (toward the past) on either side of the epoch.
     let millis = match t.duration_since(UNIX_EPOCH) {
-        Ok(after) => after.as_millis() as i64,
-        Err(before) => -(before.duration().as_millis() as i64),
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => {
+            let before = before.duration().as_nanos().div_ceil(1_000_000);
+            i64::try_from(before).map_or(i64::MIN, |ms| -ms)
+        }
     };
     let (secs, millis) = (millis.div_euclid(1000), millis.rem_euclid(1000));
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
@@ -53,7 +57,20 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     };
     let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+    from_utc(y, [m, d, hh, mm, ss], ms)
+}
+
+/// The point in time of a UTC date and time (`[month, day, hour, minute, second]` of year
+/// `y`, any year, and `ms` milliseconds); `None` for fields out of range.
+pub fn from_utc(y: i64, [m, d, hh, mm, ss]: [i64; 5], ms: i64) -> Option<SystemTime> {
+    if !(1..=12).contains(&m)
+        || !(1..=31).contains(&d)
+        || !(0..=23).contains(&hh)
+        || !(0..=59).contains(&mm)
+        || !(0..=60).contains(&ss)
+        || !(0..=999).contains(&ms)
+        || !(-999_999..=999_999).contains(&y)
+    {
         return None;
     }
     let secs = days_from_civil(y, m as u32, d as u32) * 86_400 + hh * 3600 + mm * 60 + ss;
@@ -105,6 +122,11 @@ mod tests {
         assert_eq!(rfc3339(before), "1960-06-01T00:00:00.000Z");
         let just_before = UNIX_EPOCH - Duration::from_millis(500);
         assert_eq!(rfc3339(just_before), "1969-12-31T23:59:59.500Z");
+        // Toward the past on both sides, as a file time to the nanosecond is cut.
+        let within = UNIX_EPOCH - Duration::from_micros(500);
+        assert_eq!(rfc3339(within), "1969-12-31T23:59:59.999Z");
+        let after = UNIX_EPOCH + Duration::from_micros(1500);
+        assert_eq!(rfc3339(after), "1970-01-01T00:00:00.001Z");
     }
 
     #[test]

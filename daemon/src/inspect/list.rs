@@ -117,15 +117,37 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
     })
 }
 
-/// `find`'s UTC time (`YYYY-MM-DDTHH:MM:SS.fraction`) as RFC 3339 to the millisecond. Not
-/// `%T@`: findutils writes the seconds before 1970 with the fraction on the wrong side.
+/// `find`'s UTC time (`YEAR-MM-DDTHH:MM:SS.fraction`, the year of any width) as RFC 3339 to
+/// the millisecond. Not `%T@`: findutils writes the seconds before 1970 with the fraction on
+/// the wrong side.
 fn utc_time(text: &str) -> Result<String, DaemonError> {
     let bad = || DaemonError::internal(format!("bad time from the host: {text:?}"));
-    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let (date, clock) = text.split_once('T').ok_or_else(bad)?;
+    let (year, month_day) = date
+        .get(1..)
+        .and_then(|d| d.split_once('-'))
+        .ok_or_else(bad)?;
+    let year = format!("{}{year}", &date[..1]);
+    let (whole, fraction) = clock.split_once('.').unwrap_or((clock, ""));
     let millis: String = fraction.chars().chain("000".chars()).take(3).collect();
-    let stamp = format!("{whole}.{millis}Z");
-    sshmcp_proto::time::parse_rfc3339(&stamp).ok_or_else(bad)?;
-    Ok(stamp)
+    let fields: Vec<&str> = month_day.split('-').chain(whole.split(':')).collect();
+    let [m, d, hh, mm, ss] = fields[..] else {
+        return Err(bad());
+    };
+    let number = |field: &str| field.parse::<i64>().map_err(|_| bad());
+    let at = sshmcp_proto::time::from_utc(
+        number(&year)?,
+        [
+            number(m)?,
+            number(d)?,
+            number(hh)?,
+            number(mm)?,
+            number(ss)?,
+        ],
+        number(&millis)?,
+    )
+    .ok_or_else(bad)?;
+    Ok(sshmcp_proto::time::rfc3339(at))
 }
 
 #[cfg(test)]
@@ -157,6 +179,19 @@ mod tests {
         );
         assert_eq!((e.mode.as_str(), e.link_target), ("4755", None));
         assert_eq!(e.mtime, "1960-06-01T00:00:00.000Z");
+        // Years of any width, as tmpfs, btrfs and XFS keep them.
+        for (find, answer) in [
+            (
+                "10000-01-01T00:00:00.0000000000",
+                "10000-01-01T00:00:00.000Z",
+            ),
+            ("999-01-01T00:00:00.5", "0999-01-01T00:00:00.500Z"),
+        ] {
+            assert_eq!(utc_time(find).unwrap(), answer);
+        }
+        for bad in ["", "2026-13-01T00:00:00", "2026-01-01", "x-01-01T00:00:00"] {
+            assert!(utc_time(bad).is_err(), "{bad}");
+        }
         assert!(entry(b"/d", b"short/f/1").is_err());
     }
 }

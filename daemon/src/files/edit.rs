@@ -149,6 +149,7 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
         &path,
         4096,
         TIMEOUT,
+        false,
     )
     .await
     .map_err(super::nothing_changed)?;

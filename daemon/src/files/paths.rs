@@ -27,22 +27,32 @@ enum OnFailure {
 }
 
 /// Runs `script` and reads its `ok <word> <hex mode>` answer into what changed at `path`.
+/// `lasting`: the program may take long (a tree copied, moved across file systems or
+/// removed), and waits for a slot commands may hold (see `remote::channel`).
 async fn run(
     session: &Session,
     script: String,
     path: &[u8],
     on_failure: OnFailure,
+    lasting: bool,
 ) -> Result<PathChanged, DaemonError> {
-    let (said, _) = inspect::run_program(session, script, Vec::new(), path, ANSWER_BYTES, TIMEOUT)
-        .await
-        .map_err(|e| match (on_failure, e.code) {
-            (OnFailure::NothingChanged, _) => super::nothing_changed(e),
-            (
-                OnFailure::Partly(what),
-                ErrorCode::InternalError | ErrorCode::RemotePermissionDenied,
-            ) => DaemonError::new(e.code, format!("{}; {what}", e.message)),
-            (OnFailure::Partly(_), _) => e,
-        })?;
+    let (said, _) = inspect::run_program(
+        session,
+        script,
+        Vec::new(),
+        path,
+        ANSWER_BYTES,
+        TIMEOUT,
+        lasting,
+    )
+    .await
+    .map_err(|e| match (on_failure, e.code) {
+        (OnFailure::NothingChanged, _) => super::nothing_changed(e),
+        (OnFailure::Partly(what), ErrorCode::InternalError | ErrorCode::RemotePermissionDenied) => {
+            DaemonError::new(e.code, format!("{}; {what}", e.message))
+        }
+        (OnFailure::Partly(_), _) => e,
+    })?;
     let mut words = said.split(' ');
     let (word, mode) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     if word == "notempty" {
@@ -88,7 +98,7 @@ pub async fn make_directory(
         true => OnFailure::Partly("the parent directories made before the failure stay"),
         false => OnFailure::NothingChanged,
     };
-    run(session, script, &path, on_failure)
+    run(session, script, &path, on_failure, false)
         .await
         .map_err(|e| match e.code {
             ErrorCode::RemotePathExists => DaemonError::new(
@@ -131,7 +141,7 @@ pub async fn remove_path(
         ),
         false => OnFailure::NothingChanged,
     };
-    run(session, script, &path, on_failure).await
+    run(session, script, &path, on_failure, req.recursive).await
 }
 
 /// `copy_path` (`move_it` false) and `move_path`: a file, a symlink or a whole directory to
@@ -182,7 +192,7 @@ pub async fn copy_or_move(
     );
     // Errors name both paths: a missing directory may be the destination's.
     let shown = [source.as_slice(), b" -> ", destination.as_slice()].concat();
-    let done = run(session, script, &shown, OnFailure::NothingChanged).await;
+    let done = run(session, script, &shown, OnFailure::NothingChanged, true).await;
     done.map(|changed| {
         let (path, path_encoding) = inspect::remote_text(&destination);
         PathChanged {

@@ -87,6 +87,7 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
         &path,
         4096,
         TIMEOUT,
+        false,
     )
     .await
     .map_err(super::nothing_changed)?;

@@ -138,6 +138,7 @@ pub(crate) async fn run_within(
         path,
         max_output_bytes,
         timeout,
+        false,
     )
     .await
 }
@@ -154,7 +155,8 @@ pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
 }
 
 /// [`run_within`] for a program whose stdin is not the path: the path (`shown`) is only named
-/// in errors.
+/// in errors. A `command` may take long (a copy of a large tree): it waits for one of the
+/// slots commands may hold (see `remote::channel`).
 pub(crate) async fn run_program(
     session: &Session,
     script: String,
@@ -162,9 +164,11 @@ pub(crate) async fn run_program(
     shown: &[u8],
     max_output_bytes: u64,
     timeout: Duration,
+    command: bool,
 ) -> Result<(String, Vec<u8>), DaemonError> {
     let mut program = Program::new(script, timeout, max_output_bytes);
     program.stdin = Some(stdin);
+    program.command = command;
     let result: ExecResult = remote::run(&session.host, program).await?;
     let shown = || String::from_utf8_lossy(shown).into_owned();
     if result.timed_out {

@@ -601,7 +601,9 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         let slot = crate::remote::channel::acquire_slot(&host.slots, by).await?;
         Ok::<_, crate::remote::channel::OpenError>((command_slot, slot))
     };
-    let slot = tokio::select! {
+    // The command slot is kept to the end, through the hashing on the host: each transfer
+    // then holds at most one of the slots commands may hold, whatever step it is at.
+    let (_command_slot, slot) = tokio::select! {
         slot = slots => slot.map_err(|_| failed(DaemonError::new(
             ErrorCode::TransferFailed,
             "no channel of the session came free in time (running commands hold them all)",

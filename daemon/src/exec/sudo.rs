@@ -19,12 +19,19 @@ use crate::session::Session;
 /// The program: sudo, or a word saying there is none. `{N}` is the nonce.
 const RUN: &str = "command -v sudo >/dev/null 2>&1 || { printf '%s unavailable\\n' {N}; exit 1; }\nexec {AS_ROOT}";
 
-/// Why sudo did not start bash, asked of sudo itself (with messages in English): a rule that
-/// lets the user run it without a password (`-l` answers 0), no rule for it among others
-/// (`-l` says nothing), not in sudoers at all (`-v`: "may not run sudo"), a password wanted,
-/// or something else.
+/// Why sudo did not start bash, asked of sudo itself (with messages in English): a rule for
+/// it (`-l` answers 0, without asking a password when any of the user's rules is NOPASSWD)
+/// that wants a password (the run itself says so, its stdin empty: were it allowed after
+/// all, root's bash would read nothing and exit), or that refuses for another reason; no
+/// rule for it among others (`-l` says nothing), not in sudoers at all (`-v`: "may not run
+/// sudo"), a password wanted, or something else.
 const WHY: &str = r#"_l=$(LC_ALL=C sudo -n -l /bin/bash --noprofile --norc -s 2>&1); _r=$?
-if [ $_r -eq 0 ]; then echo allowed
+if [ $_r -eq 0 ]; then
+  _m=$(LC_ALL=C sudo -n -k /bin/bash --noprofile --norc -s </dev/null 2>&1)
+  case $_m in
+    *"password is required"*) echo password_required;;
+    *) echo allowed;;
+  esac
 elif [ -z "$_l" ]; then echo not_allowed
 else
   _v=$(LC_ALL=C sudo -n -v 2>&1)
@@ -88,7 +95,7 @@ fn fresh_nonce() -> Result<String, DaemonError> {
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))
 }
 
-/// The error for a command sudo did not start, with sudo's own first words.
+/// The error for a command sudo did not start, with sudo's own last line.
 async fn refused(session: &Session, nonce: &str, said: &str, stderr: &str) -> DaemonError {
     if said.trim() == format!("{nonce} unavailable") {
         return DaemonError::new(
@@ -96,8 +103,10 @@ async fn refused(session: &Session, nonce: &str, said: &str, stderr: &str) -> Da
             "sudo is not installed on the host; run the command with exec, or install sudo",
         );
     }
+    // Its last line: warnings (a host name that does not resolve) come before the refusal.
     let sudo_said = stderr
         .lines()
+        .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
@@ -113,12 +122,6 @@ fn classify(why: &str, sudo_said: &str) -> DaemonError {
     let quoted = |m: &str| match sudo_said {
         "" => m.to_string(),
         said => format!("{m} (sudo said: {said})"),
-    };
-    // A rule allows bash (`-l` listed it without a password, as it does when any rule of
-    // the user's is NOPASSWD), yet sudo refused: that rule wants the password.
-    let why = match why {
-        "allowed" if sudo_said.contains("password is required") => "password_required",
-        why => why,
     };
     match why {
         "password_required" => DaemonError::new(
@@ -155,8 +158,6 @@ mod tests {
         let e = classify("allowed", "sudo: sorry, you must have a tty to run sudo");
         assert_eq!(e.code, ErrorCode::SudoNotAllowed);
         assert!(e.message.contains("must have a tty"));
-        let e = classify("allowed", "sudo: a password is required");
-        assert_eq!(e.code, ErrorCode::SudoPasswordRequired);
     }
 
     #[test]

@@ -581,3 +581,34 @@ async fn the_master_prefers_aes_gcm_unless_the_configuration_chose_ciphers() {
     assert_eq!(agreed(&env), [openssh_first]);
     mcp.close().await;
 }
+
+/// A configuration whose `Match exec` hangs: the connect fails within its `connect_timeout`
+/// (not the daemon's call deadline, minutes later), saying why, and what the match started
+/// is gone with it.
+#[tokio::test]
+async fn a_hanging_match_exec_fails_the_connect_within_its_timeout() {
+    let env = TestEnv::new();
+    let secs = sshmcp_tests::process::unique_sleep(100);
+    env.sshd.add_host_block(&format!(
+        "Match originalhost hangingmatch exec \"sleep {secs}\"\n  HostName 127.0.0.1"
+    ));
+    let mcp = env.mcp().await;
+    let r = mcp
+        .call(
+            "connect",
+            json!({"alias": "hangingmatch", "connect_timeout": 1}),
+        )
+        .await;
+    assert_eq!(code(&r), "connection_start_failed", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(said.contains("Match exec"), "{r}");
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while count_matching(&["sleep", &secs]) > 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the match's command lives on"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    mcp.close().await;
+}

@@ -44,11 +44,8 @@ async fn openssh_default() -> Result<String, ()> {
     let nowhere = ConnectTarget::Alias {
         alias: "sshmcp.invalid".into(),
     };
-    let ask = super::master::resolve(Some(Path::new("/dev/null")), &nowhere);
-    let ciphers = match tokio::time::timeout(ASK_TIMEOUT, ask).await {
-        Ok(Ok(resolved)) => resolved.ciphers,
-        _ => None,
-    };
+    let ask = super::master::resolve(Some(Path::new("/dev/null")), &nowhere, ASK_TIMEOUT);
+    let ciphers = ask.await.ok().and_then(|resolved| resolved.ciphers);
     ciphers.ok_or_else(|| {
         tracing::info!("ssh -G did not print OpenSSH's cipher list; ciphers keep their order")
     })

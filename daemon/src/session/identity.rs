@@ -10,8 +10,9 @@ pub struct Resolved {
     pub host: String,
     pub port: u16,
     pub user: String,
-    /// Whether the configuration already asks for keepalives; without them a dead link
-    /// would only be noticed by TCP, minutes later.
+    /// Whether the configuration already asks for keepalives at least as often as the
+    /// daemon would (every 15 s); without them a dead link would only be noticed by TCP, or
+    /// by keepalives minutes apart (Debian's OpenSSH makes `BatchMode yes` imply 300 s).
     pub has_keepalive: bool,
     /// The ciphers the configuration offers, in its order.
     pub ciphers: Option<String>,
@@ -48,7 +49,11 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
             "hostname" => host = Some(value.to_ascii_lowercase()),
             "port" => port = value.parse().ok(),
             "user" => user = Some(value.to_string()),
-            "serveraliveinterval" => has_keepalive = value != "0",
+            "serveraliveinterval" => {
+                has_keepalive = value
+                    .parse::<u32>()
+                    .is_ok_and(|secs| (1..=super::master::KEEPALIVE_SECS).contains(&secs))
+            }
             "ciphers" => ciphers = Some(value.to_string()),
             _ => {}
         }
@@ -134,6 +139,15 @@ mod tests {
         );
         assert!(!r.has_keepalive);
         assert!(parse_ssh_g("hostname x\n").is_none());
+        let keepalive = |secs: &str| {
+            let out = format!("user b\nhostname h\nport 22\nserveraliveinterval {secs}\n");
+            parse_ssh_g(&out).unwrap().has_keepalive
+        };
+        assert!(keepalive("15") && keepalive("5"));
+        assert!(
+            !keepalive("16") && !keepalive("300"),
+            "minutes apart: ours are added"
+        );
     }
 
     #[test]

@@ -20,14 +20,17 @@ use crate::mux;
 /// The exact text the contract requires when a prompt is needed and cannot be shown.
 pub const ASKPASS_MESSAGE: &str = "SSH authentication requires an interactive system prompt, but no usable user session environment was available";
 
-/// Keepalives added when the user's configuration has none, so a dead link makes the session
-/// `lost` within seconds rather than when TCP gives up.
+/// Keepalives added when the user's configuration has none as frequent, so a dead link
+/// makes the session `lost` within a minute rather than when TCP gives up.
 const KEEPALIVE: [&str; 4] = [
     "-o",
     "ServerAliveInterval=15",
     "-o",
     "ServerAliveCountMax=3",
 ];
+
+/// The interval of [`KEEPALIVE`].
+pub const KEEPALIVE_SECS: u32 = 15;
 
 /// `ssh -G` for `target`: evaluates the configuration, connects nowhere.
 pub fn resolve_args(ssh_config: Option<&Path>, target: &ConnectTarget) -> Vec<OsString> {
@@ -95,14 +98,37 @@ fn config_args(ssh_config: Option<&Path>) -> Vec<OsString> {
 pub async fn resolve(
     ssh_config: Option<&Path>,
     target: &ConnectTarget,
+    timeout: std::time::Duration,
 ) -> Result<Resolved, String> {
-    let output = tokio::process::Command::new("ssh")
+    // In a process group of its own: what a `Match exec` of the configuration started goes
+    // with it when it takes too long.
+    let child = tokio::process::Command::new("ssh")
         .args(resolve_args(ssh_config, target))
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true)
-        .output()
-        .await
+        .spawn()
         .map_err(|e| format!("cannot run ssh: {e}"))?;
+    let group = child.id();
+    let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(output) => output.map_err(|e| format!("cannot run ssh: {e}"))?,
+        Err(_) => {
+            if let Some(group) = group.and_then(|g| i32::try_from(g).ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(group),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            return Err(format!(
+                "ssh could not evaluate the target's configuration (ssh -G) within \
+                 connect_timeout ({} s): a `Match exec` command of the OpenSSH configuration \
+                 may hang",
+                timeout.as_secs()
+            ));
+        }
+    };
     if !output.status.success() {
         return Err(format!(
             "ssh could not evaluate the target's configuration (exit status {})",

@@ -207,7 +207,7 @@ impl Registry {
             ));
         }
         let ssh_config = self.settings.ssh_config.as_deref();
-        let resolved = master::resolve(ssh_config, &req.target)
+        let resolved = master::resolve(ssh_config, &req.target, timeout)
             .await
             .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
         self.policy()

@@ -612,3 +612,28 @@ async fn a_hanging_match_exec_fails_the_connect_within_its_timeout() {
     }
     mcp.close().await;
 }
+
+/// The test configuration says `BatchMode yes`, which Debian's OpenSSH takes to mean
+/// keepalives every 300 s: the master still gets the daemon's, every 15 s.
+#[tokio::test]
+async fn a_master_gets_keepalives_unless_the_configuration_asks_as_often() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let pid = r["master_pid"].as_u64().unwrap_or_else(|| panic!("{r}"));
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+    assert!(argv.contains("ServerAliveInterval=15"), "{argv}");
+    env.sshd.add_host_block(&format!(
+        "Host frequent\n  HostName 127.0.0.1\n  Port {}\n  User {}\n  ServerAliveInterval 5",
+        env.sshd.port, env.sshd.user
+    ));
+    mcp.call("disconnect", json!({"session_id": r["session_id"]}))
+        .await;
+    let r = mcp.call("connect", json!({"alias": "frequent"})).await;
+    let pid = r["master_pid"].as_u64().unwrap_or_else(|| panic!("{r}"));
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+    assert!(!argv.contains("ServerAliveInterval=15"), "{argv}");
+    mcp.close().await;
+}

@@ -637,3 +637,30 @@ async fn a_master_gets_keepalives_unless_the_configuration_asks_as_often() {
     assert!(!argv.contains("ServerAliveInterval=15"), "{argv}");
     mcp.close().await;
 }
+
+/// A connect the MCP client cancels while the login shell is still starting gives up at once:
+/// its reservation goes (the server may be connected again) and so does its master.
+#[tokio::test]
+async fn a_cancelled_connect_leaves_no_session_and_no_master() {
+    let user = sshmcp_tests::users::slow_login_user();
+    let env = TestEnv::new();
+    env.sshd.add_host_block(&format!(
+        "Host other\n  HostName 127.0.0.1\n  Port {}\n  User {user}",
+        env.sshd.port
+    ));
+    let mcp = env.mcp().await;
+    let (id, _answer) = mcp.start_call("connect", json!({"alias": "other"})).await;
+    assert!(first_session_until(&mcp, |s| s["state"] == "starting").await);
+    mcp.cancel(id).await;
+    assert!(
+        first_session_until(&mcp, |s| s.is_null()).await,
+        "the session stayed"
+    );
+    let runtime = env.runtime_dir.display().to_string();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while count_matching(&["ssh", "-M", &runtime]) > 0 {
+        assert!(std::time::Instant::now() < give_up, "the master lives on");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    mcp.close().await;
+}

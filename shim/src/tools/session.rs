@@ -12,11 +12,13 @@ use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::{
     ConnectRequest, ConnectTarget, Connected, Disconnected, SessionSummary,
 };
+use tokio_util::sync::CancellationToken;
 
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress, Step};
 use crate::server::Shim;
+use crate::tools::exec::unless_cancelled;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +101,7 @@ impl Shim {
     pub async fn connect(
         &self,
         raw: JsonObject,
+        cancel: CancellationToken,
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> CallToolResult {
@@ -110,9 +113,12 @@ impl Shim {
                 let ctx = context_with_timeout(
                     Duration::from_secs_f64(secs) * 2 + Duration::from_secs(60),
                 );
+                // Cancelled, the call is dropped: the daemon's connect then gives up its
+                // reservation and stops the master it was starting.
                 let call = self
                     .daemon
                     .call("connect", |c| async move { c.connect(ctx, req).await });
+                let call = unless_cancelled(call, cancel);
                 // The one step a connect takes that lasts is the master's start.
                 let step = |seconds: u32| async move {
                     Some(Step {

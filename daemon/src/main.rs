@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // A setting that does not parse (a flag, or its SSHMCP_ variable): a client that
             // started us reads why on its pipe rather than "exited before reporting ready".
-            if e.use_stderr() && std::env::args().any(|a| a == "--report-ready") {
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--report-ready") {
                 let said = e.to_string();
                 let first = said.lines().next().unwrap_or_default();
                 ReadyReport::new(true).error(first.trim_start_matches("error: "));

@@ -17,7 +17,8 @@ pub fn check_command(command: &str) -> Result<(), DaemonError> {
             format!("command is longer than {MAX_COMMAND_BYTES} bytes"),
         ));
     }
-    if command.trim().is_empty() {
+    // What the shell takes for blanks: a command of those alone is none.
+    if command.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\n')) {
         return Err(DaemonError::new(
             ErrorCode::InvalidCommand,
             "command is empty: give the shell text to run",

@@ -17,8 +17,9 @@ const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 /// listed: one record per entry, NUL-terminated, fields `/`-separated (a name holds neither),
 /// the link target last since it may hold `/`. Records sort by their first field, the name,
 /// byte by byte. The page is read fresh: an entry removed while `find` reads the directory is
-/// left out, and a link whose target may not be read has an empty one (both of which `find`
-/// complains about, on a stderr that would fail the call).
+/// left out, and a link whose target may not be read has an empty one. `find` complains of
+/// both on stderr, which would fail the call: `_find` drops those two complaints and passes
+/// any other (an I/O error, a stale NFS handle) on.
 fn script(skip: u64, limit: u32) -> String {
     format!(
         "{}_o=$(command stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
@@ -28,12 +29,13 @@ fn script(skip: u64, limit: u32) -> String {
          {{ echo 'missing find -printf'; exit 0; }}\n\
          [ \"$(printf 'a\\0' | command sort -z | command tail -z -n +1 | command head -z -n 1 | \
          command wc -c)\" -eq 2 ] || {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
-         printf 'ok %s\\n' \"$(command find . -mindepth 1 -maxdepth 1 -printf x 2>/dev/null | \
-         command wc -c)\"\n\
-         TZ=UTC0 command find . -mindepth 1 -maxdepth 1 \
-         -printf '%P/%y/%s/%m/%TY-%Tm-%TdT%TH:%TM:%TS/%l\\0' 2>/dev/null | \
+         _find() {{ {{ TZ=UTC0 command find . -mindepth 1 -maxdepth 1 \"$@\" 2>&1 >&3 3>&- | \
+         command grep -v -e ': No such file or directory$' -e ': Permission denied$' >&2 3>&-; \
+         }} 3>&1; }}\n\
+         printf 'ok %s\\n' \"$(_find -printf x | command wc -c)\"\n\
+         _find -printf '%P/%y/%s/%m/%TY-%Tm-%TdT%TH:%TM:%TS/%l\\0' | \
          command sort -z -t/ -k1,1 | command tail -z -n +{skip} | command head -z -n {limit}\n",
-        prelude("stat find sort head tail wc")
+        prelude("stat find grep sort head tail wc")
     )
 }
 

@@ -38,7 +38,8 @@ _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|
 *': Too many levels of symbolic links') echo notfound ;; \
 *': Permission denied'|*': Operation not permitted') echo denied ;; \
 *': File exists'|*'cannot overwrite '*) echo exists ;; \
-*': File name too long') echo toolong ;; *' of itself, '*|*' into itself, '*) echo itself ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
+*': File name too long') echo toolong ;; *': cannot move '*' to a subdirectory of itself, '*|\
+*': cannot copy a directory, '*', into itself, '*) echo itself ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
 
 /// How the prelude reads the path from stdin.
 const PATH_FROM_STDIN: &str = "_p=$(command cat; printf .); _p=${_p%.}";
@@ -143,13 +144,14 @@ pub(crate) async fn run_within(
     .await
 }
 
-/// The answer of a program that ran out of `timeout` (`about` says what for): a host that
-/// does not answer, or a session whose channels were all taken by running commands for that
-/// long, which the program waited behind.
+/// The answer of a program that ran out of `timeout` (`about` says what for): a host, or a
+/// file system of it, that does not answer (a hung network mount), a stopped master, or
+/// (for the work that waits for a command's slot) a session whose commands hold them all.
 pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
     DaemonError::internal(format!(
-        "the host did not answer within {} s{about} (are all of the session's channels taken by \
-         running commands?)",
+        "the host did not answer within {} s{about}: it, or a file system of it, may be stuck \
+         (a hung network mount), or the session's connection stalled (session_list shows \
+         whether it is still ready)",
         timeout.as_secs()
     ))
 }

@@ -211,7 +211,8 @@ pub enum RunError {
     /// cannot run commands).
     #[error(
         "the remote login shell ended (status {0}) before it ran the command; \
-         check the startup files of the remote user's shell"
+         check the startup files of the remote user's shell, or whether that shell runs \
+         commands at all (/bin/false and nologin do not)"
     )]
     LoginShell(String),
     /// The program's gate never opened: its inner stage did not start. What the program said

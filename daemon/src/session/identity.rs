@@ -122,6 +122,12 @@ pub fn check_word(word: Word, value: &str) -> Result<(), String> {
     if !value.chars().all(|c| word.allows(c)) {
         return Err(format!("{field} may contain only {}", word.allowed()));
     }
+    // An IPv6 address has two colons at least: one is a port written into the host.
+    if word == Word::Host && value.matches(':').count() == 1 {
+        return Err(format!(
+            "{field} holds a port (`host:port`): give it in `port`"
+        ));
+    }
     Ok(())
 }
 
@@ -202,5 +208,7 @@ mod tests {
         assert!(check_word(Word::Alias, "bob@box").is_ok());
         assert!(check_word(Word::Host, "bob@box").is_err());
         assert!(check_word(Word::User, "a:b").is_err());
+        let port_in_host = check_word(Word::Host, "10.0.0.1:2222").unwrap_err();
+        assert!(port_in_host.contains("`port`"), "{port_in_host}");
     }
 }

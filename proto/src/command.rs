@@ -48,9 +48,10 @@ pub enum CommandState {
     Killed,
     /// The SSH connection died, or the daemon that ran it stopped (a crash, a restart), while
     /// it ran: its exit is unknown and its process group may still run on the host. After a
-    /// daemon restart `command_kill` still reaches it; after a dead connection, check it from
-    /// a new session with `exec` (`kill -0 -PID`, then `kill -TERM -PID`, with the `pid`
-    /// command_status gives; `sudo_exec` for a root command). Its output until then is kept.
+    /// daemon restart `command_kill` still reaches it. After a dead connection, first read its
+    /// `pid` and the output you need with command_status (disconnecting discards both), then
+    /// disconnect, connect again and check it with `exec` (`kill -0 -PID`, then
+    /// `kill -TERM -PID`; `sudo_exec` for a root command).
     Lost,
 }
 

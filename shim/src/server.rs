@@ -90,7 +90,8 @@ impl Shim {
              local root in the background (poll `transfer_status`). Ports: `forward_start`, \
              for a client running on this machine.\n\
              Limits (defaults): one session per server, 32 sessions; 8 channels per session, \
-             shared by running commands and transfers; command text up to 1 MiB; `exec` and \
+             of which commands, transfers and copying, moving or removing trees hold at most 7 \
+             (the eighth stays for the other tools); command text up to 1 MiB; `exec` and \
              `sudo_exec` stop a command after 60 s (`timeout` up to 86400, no limit with \
              `handoff_after`); each answer keeps \
              64 KiB of each output stream, a command handle up to 1 GiB per stream; 4 \

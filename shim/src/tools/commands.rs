@@ -205,7 +205,8 @@ impl Shim {
     /// group still runs; then it signals the whole group (as root for a sudo_exec handle;
     /// SIGKILL fallback: `force`). `result` says what happened (each value is described there).
     /// After `killed`, `already_exited` or `not_running`, command_status reports `killed` for
-    /// this handle (an exit code it had stays shown). Errors: `command_not_found` (not a handle
+    /// this handle (an exit code it had stays shown): check command_status first, as a handle
+    /// that ended needs no kill. Errors: `command_not_found` (not a handle
     /// of this session, or of one since disconnected: see command_list), `invalid_arguments`
     /// (`signal` or `wait_seconds` out of range).
     #[tool(

@@ -149,7 +149,8 @@ impl Shim {
     /// closes all of a session's forwards at once): its port is free again once this answers
     /// (connections already made through it may finish). Answer: the forward as it was. Errors:
     /// `forward_not_found` (not a forward of this session: see forward_list), `forward_failed`
-    /// (the SSH connection could not close it: use `disconnect`).
+    /// (the SSH connection could not close it: `disconnect` closes it, with all of the
+    /// session's commands and transfers).
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
         output_schema = answer::schema_describing(

@@ -200,7 +200,8 @@ impl Shim {
     /// `cp -a`). Acts as the session's user, never sudo
     /// (root's paths need `sudo_exec`). Between the host and this machine use download_start /
     /// upload_start. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: make_directory it first), `remote_path_exists` (pass `overwrite: true` for a
+    /// directory: stat the source; if it exists, make_directory the destination's directory),
+    /// `remote_path_exists` (pass `overwrite: true` for a
     /// file; a directory there: remove it or pick another destination),
     /// `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(
@@ -234,7 +235,8 @@ impl Shim {
     /// the source whole (move a tree that large with command_start and `mv`). Acts as the
     /// session's user, never sudo (root's paths need `sudo_exec`). Between the host and this
     /// machine use download_start / upload_start. Errors: `remote_path_not_found` (the source,
-    /// or the destination's directory: make_directory it first), `remote_path_exists` (pass
+    /// or the destination's directory: stat the source; if it exists, make_directory the
+    /// destination's directory), `remote_path_exists` (pass
     /// `overwrite: true` for a file; a directory there: remove it or pick another destination),
     /// `remote_permission_denied` (use sudo_exec, or ask the user).
     #[tool(

@@ -90,8 +90,11 @@ impl Shim {
     /// and connect again; otherwise another agent may be using it: ask the user),
     /// `session_limit_reached` (the daemon's max-sessions, 32 by default: disconnect a session
     /// you no longer need), `connection_start_failed` (authentication, host key or network, or
-    /// `connect_timeout` ran out: tell the user the message; retrying will not help),
-    /// `invalid_arguments` (the target's fields: see `alias`).
+    /// `connect_timeout` ran out: tell the user the message; retry only after a timeout or an
+    /// unanswered prompt, with a longer `connect_timeout` or once the user is there),
+    /// `invalid_arguments` (the target's fields: see `alias`). A connect call of yours that
+    /// was cut off (your client gave up) may have left its session `starting` or `ready` with
+    /// no key in your hands: disconnect it and connect again.
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),

@@ -147,8 +147,9 @@ impl Shim {
     /// `invalid_local_path` (outside the local root, through `..` or a symlink, or in
     /// `.sshmcp`), `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a
     /// regular file), `remote_path_not_found` (check the path with stat),
-    /// `remote_permission_denied` (copy the file with sudo_exec into a directory only your user
-    /// can read, not /tmp, and remove the copy after the download),
+    /// `remote_permission_denied` (make a copy your user owns with sudo_exec, e.g. `install -m
+    /// 600 -o USER SRC DIR/` into a directory only your user can read, not /tmp, download that
+    /// and remove it after),
     /// `transfer_conflict` (another transfer writes that destination: wait for it, or pick
     /// another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on
     /// this session: wait for one to end).

@@ -63,7 +63,9 @@ const STARTED: &str = r#"started() {
 /// be private), then gives its PID to the launch (`launch.WORD.pid`, 0 when it could not
 /// make its logs), then writes this launch's word (`{WORD}`, fresh from the daemon) to
 /// `PID.launch`, then its start marker. The launch answers once its own word is there and
-/// the marker after it, or after 20 s by the clock with what it knows.
+/// the marker after it, or after 20 s by the clock with what it knows. A wrapper still to
+/// give its PID then is stopped short: the launch removes the command file, which the
+/// wrapper takes only after giving its PID, and a wrapper that finds it gone runs nothing.
 const LAUNCH: &str = r#"umask 077
 mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 [ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
@@ -78,7 +80,7 @@ command exec >"$d/$$.out" 2>"$d/$$.err" || { echo 0 > "$2.pid"; exit 1; }
 set +C
 exec 3>&2 2>/dev/null
 echo $$ > "$2.pid.new" && mv -f "$2.pid.new" "$2.pid"
-mv -f "$2" "$d/$$.cmd"
+mv -f "$2" "$d/$$.cmd" || exit 1
 echo "$3" > "$d/$$.launch"
 {STARTED}
 started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
@@ -100,7 +102,8 @@ ours() {
 sleep 20 & z=$!
 while ! ours && [ "$p" != 0 ] && kill -0 $z 2>/dev/null; do sleep 0.02; done
 kill $z 2>/dev/null
-ours; rm -f "$t.pid"
+[ -n "$p" ] || rm -f "$t"
+ours; rm -f "$t.pid" "$t"
 [ "$p" = 0 ] && { echo nologs; exit 0; }
 ours || { echo "nostart $p"; exit 0; }
 printf 'ok %s %s\n' "$p" "$d"
@@ -384,7 +387,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join(".sshmcp/tasks");
         std::fs::create_dir_all(&dir).unwrap();
-        let ran = home.path().join("ran");
+        let mut ran = home.path().join("ran");
         let sh = |script: &str, stdin: &[u8]| {
             use std::io::Write;
             let mut child = std::process::Command::new("/bin/sh")
@@ -400,9 +403,11 @@ mod tests {
         };
         // The next PIDs are taken to follow this shell's: a launch whose wrapper came after
         // all of them (other processes took them) ran, and the try is over.
-        let command = format!("sleep 30; touch {}", ran.display());
         let mut said = String::new();
-        for _try in 0..5 {
+        for attempt in 0..5 {
+            // Each try's own mark: a try whose launch ran leaves its mark behind.
+            ran = home.path().join(format!("ran{attempt}"));
+            let command = format!("touch {}; sleep 30", ran.display());
             let after: u32 = sh("echo $$", b"").trim().parse().unwrap();
             for next in after + 1..after + 200 {
                 std::fs::create_dir_all(dir.join(format!("{next}.out"))).unwrap();
@@ -428,8 +433,71 @@ mod tests {
         assert!(!ran.exists());
     }
 
+    /// A wrapper that starts after the launch gave up on it (a host too loaded to fork it in
+    /// 20 s: here a setsid that waits 21 s first) runs nothing: the launch said none runs.
+    #[test]
+    fn a_wrapper_later_than_its_launch_runs_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = bin.join("setsid");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\n( sleep 21; /usr/bin/setsid \"$@\"; : > \"$HOME/forked\" ) \
+             </dev/null >/dev/null 2>&1 &\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let ran = home.path().join("ran");
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(launch_script("tword"))
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let command = format!("touch {}", ran.display());
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(command.as_bytes())
+            .unwrap();
+        let said = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
+        assert_eq!(said, "nostart \n");
+        // The late wrapper gives its PID, finds its command gone and ends.
+        let dir = home.path().join(".sshmcp/tasks");
+        let pid_file = dir.join("launch.tword.pid");
+        let give_up = std::time::Instant::now() + Duration::from_secs(20);
+        let wrapper = loop {
+            assert!(std::time::Instant::now() < give_up, "no late wrapper");
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|p| p.trim().parse::<u32>().ok())
+            {
+                break pid;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while std::path::Path::new(&format!("/proc/{wrapper}/cmdline")).exists()
+            && !std::fs::read_to_string(format!("/proc/{wrapper}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+        {
+            assert!(std::time::Instant::now() < give_up, "the wrapper runs on");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!ran.exists(), "the command ran");
+        assert!(!dir.join(format!("{wrapper}.cmd")).exists());
+    }
+
     /// A host whose `setsid` has no `-f` (BusyBox, util-linux before 2.31): the wrapper
-    /// starts as a background job instead, and the launch still names its PID.
+    /// starts through `setsid setsid` instead, and the launch still names its PID.
     #[test]
     fn a_setsid_without_fork_still_launches() {
         let home = tempfile::tempdir().unwrap();

@@ -89,9 +89,9 @@ impl Shim {
     /// group, stdin from /dev/null, with no time limit; stdout and stderr go to log files
     /// private to the remote user (`<home>/.sshmcp/tasks/PID.out` and `.err`, absolute paths
     /// returned; never removed by sshmcp, nor bounded: remove them with remove_path once read,
-    /// and send a chatty server's output elsewhere). It records its exit status when it ends. Keep the
-    /// `pid`: nothing lists tasks. Use `command_start` instead for work you follow and stop
-    /// within this session (output kept locally, killed on disconnect). Errors:
+    /// and send a chatty server's output elsewhere). It records its exit status when it ends.
+    /// Keep the `pid`: nothing lists tasks. Use `command_start` instead for work you follow
+    /// and stop within this session (output kept locally, killed on disconnect). Errors:
     /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
     /// (over 1 MiB, or a NUL byte: upload a script and run that), `internal_error` (no writable
     /// ~/.sshmcp/tasks, or no setsid on the host: tell the user; one that names a PID may

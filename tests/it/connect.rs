@@ -664,3 +664,39 @@ async fn a_cancelled_connect_leaves_no_session_and_no_master() {
     }
     mcp.close().await;
 }
+
+/// A connect cancelled while ssh is still authenticating (here waiting on a ProxyCommand that
+/// never speaks) leaves nothing ssh started: the proxy goes with it, as on a timeout.
+#[tokio::test]
+async fn a_connect_cancelled_during_authentication_leaves_no_process() {
+    let env = TestEnv::new();
+    let secs = sshmcp_tests::process::unique_sleep(300);
+    env.sshd.add_host_block(&format!(
+        "Host viaproxy\n  HostName 127.0.0.1\n  Port {}\n  User {}\n  ProxyCommand sleep {secs}",
+        env.sshd.port, env.sshd.user
+    ));
+    let mcp = env.mcp().await;
+    let args = json!({"alias": "viaproxy", "connect_timeout": 120});
+    let (id, _answer) = mcp.start_call("connect", args).await;
+    let until = |alive: usize| {
+        let secs = secs.clone();
+        async move {
+            let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while count_matching(&["sleep", &secs]) != alive {
+                if std::time::Instant::now() > give_up {
+                    return false;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            true
+        }
+    };
+    assert!(until(1).await, "the proxy never started");
+    mcp.cancel(id).await;
+    assert!(until(0).await, "the proxy lives on");
+    assert!(
+        first_session_until(&mcp, |s| s.is_null()).await,
+        "the session stayed"
+    );
+    mcp.close().await;
+}

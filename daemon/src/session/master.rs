@@ -111,16 +111,13 @@ pub async fn resolve(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot run ssh: {e}"))?;
-    let group = child.id();
+    let group = GroupGuard(child.id());
     let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Ok(output) => output.map_err(|e| format!("cannot run ssh: {e}"))?,
+        Ok(output) => {
+            group.disarm();
+            output.map_err(|e| format!("cannot run ssh: {e}"))?
+        }
         Err(_) => {
-            if let Some(group) = group.and_then(|g| i32::try_from(g).ok()) {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(group),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
             return Err(format!(
                 "ssh could not evaluate the target's configuration (ssh -G) within \
                  connect_timeout ({} s): a `Match exec` command of the OpenSSH configuration \
@@ -181,18 +178,17 @@ pub async fn start(
         cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
     }
     let mut child = cmd.spawn().map_err(failed)?;
-    let pid = child.id();
+    // Declared after the child, so dropped before it: the group still has its leader.
+    let group = GroupGuard(child.id());
     let status = tokio::select! {
         s = child.wait() => s.map_err(failed)?,
         _ = tokio::time::sleep(timeout) => {
-            kill_group(pid);
             return Err(StartFailure::Failed("the connection timed out".into()));
         }
-        _ = cancel.cancelled() => {
-            kill_group(pid);
-            return Err(StartFailure::Cancelled);
-        }
+        _ = cancel.cancelled() => return Err(StartFailure::Cancelled),
     };
+    // ssh is gone: its group may be another's by now, and holds the master on success.
+    group.disarm();
     if status.success() {
         return Ok(());
     }
@@ -205,13 +201,26 @@ pub async fn start(
     )))
 }
 
-/// Kills the start attempt's process group (the foreground ssh and anything it forked).
-fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+/// The process group of an ssh still running (the foreground ssh and anything it forked: a
+/// ProxyCommand, the askpass relay, a `Match exec` command), killed when this is dropped
+/// unless disarmed: a start or a resolve given up (out of time, or its caller cancelled or
+/// gone, which drops it mid-way) leaves nothing behind.
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take().and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 

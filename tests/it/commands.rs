@@ -99,7 +99,8 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
 
 /// Commands hold at most seven of the session's eight channels, however long they run: with
 /// seven handles running and a command waiting for a channel, stat, a listing and a task's
-/// status still answer at once, and the waiting command times out having run nothing.
+/// status still answer at once; a copy (long work too) and the waiting command give up
+/// having run nothing.
 #[tokio::test]
 async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
     let (_env, mcp, s) = connected().await;
@@ -117,6 +118,15 @@ async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
     assert_eq!(r["ok"], true, "{r}");
     let r = on_session(&mcp, &s, "task_status", json!({"pid": 999_999})).await;
     assert_eq!(r["state"], "not_found", "{r}");
+    // A copy may take long: it waits for a command's slot like a command, 25 s at most.
+    let args = json!({"source": "/etc/hostname", "destination": "/tmp/sshmcp-never-copied"});
+    let r = on_session(&mcp, &s, "copy_path", args).await;
+    assert_eq!(code(&r), "internal_error", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.starts_with("nothing was changed: no channel for long work came free"),
+        "{r}"
+    );
     let r = sshmcp_tests::mcp::answer(waiting).await;
     assert_eq!(
         (&r["timed_out"], &r["stdout"]["data"]),

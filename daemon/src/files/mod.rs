@@ -123,10 +123,13 @@ const REPLACE: &str = "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp
 /// The host's own failure (a full disk, a read-only file system) names what happened.
 fn nothing_changed(e: DaemonError) -> DaemonError {
     match e.code {
-        ErrorCode::InternalError => DaemonError::internal(format!(
-            "nothing was changed: {}",
-            e.message.trim_start_matches("the host said: ")
-        )),
+        ErrorCode::InternalError if !e.message.starts_with(inspect::NOTHING_CHANGED) => {
+            DaemonError::internal(format!(
+                "{}: {}",
+                inspect::NOTHING_CHANGED,
+                e.message.trim_start_matches("the host said: ")
+            ))
+        }
         _ => e,
     }
 }

@@ -48,7 +48,9 @@ async fn run(
     .await
     .map_err(|e| match (on_failure, e.code) {
         (OnFailure::NothingChanged, _) => super::nothing_changed(e),
-        (OnFailure::Partly(what), ErrorCode::InternalError | ErrorCode::RemotePermissionDenied) => {
+        (OnFailure::Partly(what), ErrorCode::InternalError | ErrorCode::RemotePermissionDenied)
+            if !e.message.starts_with(inspect::NOTHING_CHANGED) =>
+        {
             DaemonError::new(e.code, format!("{}; {what}", e.message))
         }
         (OnFailure::Partly(_), _) => e,

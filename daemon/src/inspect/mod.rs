@@ -156,9 +156,17 @@ pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
     ))
 }
 
+/// How an error that is sure nothing changed on the host begins: callers that would add what
+/// may have changed leave it as it is.
+pub(crate) const NOTHING_CHANGED: &str = "nothing was changed";
+
+/// How long a `command` program (below) waits for one of the slots commands may hold.
+const COMMAND_QUEUE: Duration = Duration::from_secs(25);
+
 /// [`run_within`] for a program whose stdin is not the path: the path (`shown`) is only named
 /// in errors. A `command` may take long (a copy of a large tree): it waits for one of the
-/// slots commands may hold (see `remote::channel`).
+/// slots commands may hold (see `remote::channel`), at most [`COMMAND_QUEUE`], and then fails
+/// saying so, having changed nothing.
 pub(crate) async fn run_program(
     session: &Session,
     script: String,
@@ -171,8 +179,23 @@ pub(crate) async fn run_program(
     let mut program = Program::new(script, timeout, max_output_bytes);
     program.stdin = Some(stdin);
     program.command = command;
+    if command {
+        program.queue_timeout = Some(COMMAND_QUEUE);
+    }
     let result: ExecResult = remote::run(&session.host, program).await?;
     let shown = || String::from_utf8_lossy(shown).into_owned();
+    // Out of time well before its own timeout: it never got a slot, and nothing ran.
+    let queued_out =
+        command && result.duration < timeout.saturating_sub(COMMAND_QUEUE).as_secs_f64();
+    if result.timed_out && queued_out {
+        return Err(DaemonError::internal(format!(
+            "{NOTHING_CHANGED}: no channel for long work came free within {} s for {}: the \
+             session's running commands, transfers and other copies, moves or removals hold \
+             all 7; wait for one to end, or kill one, then retry",
+            COMMAND_QUEUE.as_secs(),
+            shown()
+        )));
+    }
     if result.timed_out {
         return Err(no_answer(timeout, &format!(" for {}", shown())));
     }

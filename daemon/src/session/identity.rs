@@ -10,9 +10,9 @@ pub struct Resolved {
     pub host: String,
     pub port: u16,
     pub user: String,
-    /// Whether the configuration already asks for keepalives at least as often as the
-    /// daemon would (every 15 s); without them a dead link would only be noticed by TCP, or
-    /// by keepalives minutes apart (Debian's OpenSSH makes `BatchMode yes` imply 300 s).
+    /// Whether the configuration's keepalives give a dead link up as soon as the daemon's
+    /// would (45 s: three every 15 s); without them it would only be noticed by TCP, or by
+    /// keepalives minutes apart (Debian's OpenSSH makes `BatchMode yes` imply 300 s).
     pub has_keepalive: bool,
     /// The ciphers the configuration offers, in its order.
     pub ciphers: Option<String>,
@@ -39,7 +39,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
     let mut host = None;
     let mut port = None;
     let mut user = None;
-    let mut has_keepalive = false;
+    let (mut interval, mut count_max) = (0u32, 3u32);
     let mut ciphers = None;
     for line in output.lines() {
         let Some((key, value)) = line.split_once(' ') else {
@@ -49,15 +49,15 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
             "hostname" => host = Some(value.to_ascii_lowercase()),
             "port" => port = value.parse().ok(),
             "user" => user = Some(value.to_string()),
-            "serveraliveinterval" => {
-                has_keepalive = value
-                    .parse::<u32>()
-                    .is_ok_and(|secs| (1..=super::master::KEEPALIVE_SECS).contains(&secs))
-            }
+            "serveraliveinterval" => interval = value.parse().unwrap_or(0),
+            "serveralivecountmax" => count_max = value.parse().unwrap_or(u32::MAX),
             "ciphers" => ciphers = Some(value.to_string()),
             _ => {}
         }
     }
+    // The user's keepalives stand in for the daemon's when they give a dead link up as soon.
+    let gives_up_after = interval.saturating_mul(count_max);
+    let has_keepalive = interval > 0 && gives_up_after <= super::master::KEEPALIVE_GIVES_UP_SECS;
     Some(Resolved {
         host: host?,
         port: port?,
@@ -145,14 +145,21 @@ mod tests {
         );
         assert!(!r.has_keepalive);
         assert!(parse_ssh_g("hostname x\n").is_none());
-        let keepalive = |secs: &str| {
-            let out = format!("user b\nhostname h\nport 22\nserveraliveinterval {secs}\n");
+        let keepalive = |secs: &str, count: &str| {
+            let out = format!(
+                "user b\nhostname h\nport 22\nserveraliveinterval {secs}\n\
+                 serveralivecountmax {count}\n"
+            );
             parse_ssh_g(&out).unwrap().has_keepalive
         };
-        assert!(keepalive("15") && keepalive("5"));
+        assert!(keepalive("15", "3") && keepalive("5", "9") && keepalive("1", "45"));
         assert!(
-            !keepalive("16") && !keepalive("300"),
-            "minutes apart: ours are added"
+            !keepalive("16", "3") && !keepalive("300", "3"),
+            "ours are added"
+        );
+        assert!(
+            !keepalive("15", "4") && !keepalive("1", "46"),
+            "ours are added"
         );
     }
 

@@ -29,8 +29,8 @@ const KEEPALIVE: [&str; 4] = [
     "ServerAliveCountMax=3",
 ];
 
-/// The interval of [`KEEPALIVE`].
-pub const KEEPALIVE_SECS: u32 = 15;
+/// How long [`KEEPALIVE`] takes to give a dead link up: three unanswered, 15 s apart.
+pub const KEEPALIVE_GIVES_UP_SECS: u32 = 45;
 
 /// `ssh -G` for `target`: evaluates the configuration, connects nowhere.
 pub fn resolve_args(ssh_config: Option<&Path>, target: &ConnectTarget) -> Vec<OsString> {

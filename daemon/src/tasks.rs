@@ -367,6 +367,35 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
 mod tests {
     use super::*;
 
+    /// Runs `script` with this machine's `/bin/sh`, `stdin` on its stdin, as a host whose home
+    /// is `home` (and whose PATH is `path`, when given); its stdout.
+    fn local_sh(home: &std::path::Path, path: Option<&str>, script: &str, stdin: &[u8]) -> String {
+        use std::io::Write;
+        let mut command = std::process::Command::new("/bin/sh");
+        command.arg("-c").arg(script).env("HOME", home);
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+    }
+
+    /// A `setsid` of shell text `body` in `home`'s `bin`, first on the PATH this returns.
+    fn fake_setsid(home: &std::path::Path, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = home.join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = bin.join("setsid");
+        std::fs::write(&fake, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+    }
+
     #[test]
     fn the_start_marker_function_fits_in_a_quoted_program() {
         assert!(!STARTED.contains('\''));
@@ -388,19 +417,7 @@ mod tests {
         let dir = home.path().join(".sshmcp/tasks");
         std::fs::create_dir_all(&dir).unwrap();
         let mut ran = home.path().join("ran");
-        let sh = |script: &str, stdin: &[u8]| {
-            use std::io::Write;
-            let mut child = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(script)
-                .env("HOME", home.path())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(stdin).unwrap();
-            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
-        };
+        let sh = |script: &str, stdin: &[u8]| local_sh(home.path(), None, script, stdin);
         // The next PIDs are taken to follow this shell's: a launch whose wrapper came after
         // all of them (other processes took them) ran, and the try is over.
         let mut said = String::new();
@@ -438,37 +455,18 @@ mod tests {
     #[test]
     fn a_wrapper_later_than_its_launch_runs_nothing() {
         let home = tempfile::tempdir().unwrap();
-        let bin = home.path().join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        let fake = bin.join("setsid");
-        std::fs::write(
-            &fake,
-            "#!/bin/sh\n( sleep 21; /usr/bin/setsid \"$@\"; : > \"$HOME/forked\" ) \
-             </dev/null >/dev/null 2>&1 &\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let path = fake_setsid(
+            home.path(),
+            "( sleep 21; /usr/bin/setsid \"$@\" ) </dev/null >/dev/null 2>&1 &",
+        );
         let ran = home.path().join("ran");
-        let mut child = std::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(launch_script("tword"))
-            .env("HOME", home.path())
-            .env("PATH", &path)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
         let command = format!("touch {}", ran.display());
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(command.as_bytes())
-            .unwrap();
-        let said = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
+        let said = local_sh(
+            home.path(),
+            Some(&path),
+            &launch_script("tword"),
+            command.as_bytes(),
+        );
         assert_eq!(said, "nostart \n");
         // The late wrapper gives its PID, finds its command gone and ends.
         let dir = home.path().join(".sshmcp/tasks");
@@ -501,32 +499,12 @@ mod tests {
     #[test]
     fn a_setsid_without_fork_still_launches() {
         let home = tempfile::tempdir().unwrap();
-        let bin = home.path().join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        let fake = bin.join("setsid");
-        std::fs::write(
-            &fake,
-            "#!/bin/sh\n[ \"$1\" = -f ] && { echo \"setsid: invalid option -- 'f'\" >&2; exit 1; }\n\
-             exec /usr/bin/setsid \"$@\"\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-        let sh = |script: &str, stdin: &[u8]| {
-            use std::io::Write;
-            let mut child = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(script)
-                .env("HOME", home.path())
-                .env("PATH", &path)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(stdin).unwrap();
-            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
-        };
+        let path = fake_setsid(
+            home.path(),
+            "[ \"$1\" = -f ] && { echo \"setsid: invalid option -- 'f'\" >&2; exit 1; }\n\
+             exec /usr/bin/setsid \"$@\"",
+        );
+        let sh = |script: &str, stdin: &[u8]| local_sh(home.path(), Some(&path), script, stdin);
         let said = sh(&launch_script("tword"), b"echo started");
         let pid: u32 = said
             .strip_prefix("ok ")
@@ -549,19 +527,7 @@ mod tests {
     #[test]
     fn launch_status_and_identity_on_a_local_shell() {
         let home = tempfile::tempdir().unwrap();
-        let sh = |script: &str, stdin: &[u8]| {
-            use std::io::Write;
-            let mut child = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(script)
-                .env("HOME", home.path())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(stdin).unwrap();
-            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
-        };
+        let sh = |script: &str, stdin: &[u8]| local_sh(home.path(), None, script, stdin);
         let said = sh(&launch_script("tword"), b"echo out; echo err >&2; exit 3");
         let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
         let dir = home.path().join(".sshmcp/tasks");

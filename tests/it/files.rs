@@ -550,6 +550,18 @@ async fn housekeeping_failures_name_their_cause_and_what_is_left() {
     assert_eq!(code(&r), "remote_permission_denied", "{r}");
     let said = r["error"]["message"].as_str().unwrap();
     assert!(said.contains("part of the tree may be gone"), "{r}");
+    // A path that names no entry of its own is never removed.
+    for path in [
+        "/",
+        ".",
+        "..",
+        &format!("{dir}/d1/"),
+        &format!("{dir}/d1/.."),
+    ] {
+        let args = json!({"path": path, "recursive": true});
+        let r = on("remove_path", args).await;
+        assert_eq!(code(&r), "invalid_arguments", "{path}: {r}");
+    }
     let long = format!("{dir}/{}", "d/".repeat(2048));
     let r = on(
         "make_directory",

@@ -52,7 +52,8 @@ pub struct RemovePathArgs {
     /// The session's secret key (from connect).
     pub session_key: String,
     /// What to remove: a file, a symlink (never what it points to) or a directory; absolute,
-    /// or relative to the login directory (`~` is not expanded).
+    /// or relative to the login directory (`~` is not expanded). It must end with a name: `/`,
+    /// `.`, `..` and a trailing `/` are refused (`invalid_arguments`).
     pub path: String,
     /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
     pub path_encoding: Option<Encoding>,

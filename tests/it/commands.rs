@@ -140,6 +140,47 @@ async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
     mcp.close().await;
 }
 
+/// Long work the client cancels while it waits for a channel never runs: a recursive removal
+/// and a command handle, queued behind seven handles, are gone once one of those ends. A copy
+/// asked after them waits behind them (the queue is first come, first served), so when it is
+/// done they would have run.
+#[tokio::test]
+async fn cancelled_work_waiting_for_a_channel_never_runs() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "cancelq").await;
+    remote_out(
+        &mcp,
+        &s,
+        &format!("mkdir {dir}/victim && echo x > {dir}/victim/f"),
+    )
+    .await;
+    let secs = unique_sleep(300);
+    let mut handles = Vec::new();
+    for _ in 0..7 {
+        handles.push(start(&mcp, &s, &format!("sleep {secs}")).await);
+    }
+    let remove = json!({"session_id": s.0, "session_key": s.1,
+                        "path": format!("{dir}/victim"), "recursive": true});
+    let (removal, _never) = mcp.start_call("remove_path", remove).await;
+    let marker = format!("{dir}/started");
+    let begin = json!({"session_id": s.0, "session_key": s.1,
+                       "command": format!("touch {marker}")});
+    let (begun, _never) = mcp.start_call("command_start", begin).await;
+    mcp.cancel(removal).await;
+    mcp.cancel(begun).await;
+    killed(&mcp, &s, &handles[0]).await;
+    let args = json!({"source": format!("{dir}/victim/f"), "destination": format!("{dir}/copy")});
+    let r = on_session(&mcp, &s, "copy_path", args).await;
+    assert_eq!(r["type"], "file", "the removal ran: {r}");
+    let listed = remote_out(&mcp, &s, &format!("ls {dir}")).await;
+    assert_eq!(listed, "copy\nvictim\n", "the command ran");
+    for handle in &handles[1..] {
+        killed(&mcp, &s, handle).await;
+    }
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
 /// On a server allowing two sessions, a command handle running: keeping a session aside for
 /// kills would leave no command beside it, so none is kept, and commands still run.
 #[tokio::test]

@@ -493,11 +493,16 @@ pub async fn start(
     program.queue_timeout = Some(request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
     let prepared = Prepared::attach(&mut program, &root, session, settings)?;
-    let running = remote::start(&session.host, program);
-    let handle = prepared.into_handle(session, &req.command, running.detach(), false)?;
+    // Until it started, the run is this call's: a call dropped meanwhile (its client cancelled
+    // or went away) stops it, so a command still waiting for a channel never runs.
+    let (outcome, until_started) = remote::start(&session.host, program).split();
+    let handle = prepared.into_handle(session, &req.command, outcome, false)?;
     // Bounded: the run gets a channel and its login shell within `HANDLE_QUEUE_LIMIT`, or
     // ends without having sent anything.
     handle.wait_started().await;
+    if let Some(until_started) = until_started {
+        until_started.disarm();
+    }
     if !handle.observer.seen().started
         && let Some(ended) = handle.ended()
     {

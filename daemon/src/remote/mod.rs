@@ -251,6 +251,12 @@ impl Running {
         result
     }
 
+    /// The run's outcome, and what stops it when dropped (unless disarmed): a run that will be
+    /// detached once a step is over (its start), and stopped should its owner go first.
+    pub fn split(self) -> (Outcome, Option<tokio_util::sync::DropGuard>) {
+        (self.result, self.stop)
+    }
+
     /// Lets the run go on without an owner: only its timeout or the session closing stop it.
     pub fn detach(mut self) -> Outcome {
         if let Some(stop) = self.stop.take() {

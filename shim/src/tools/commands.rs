@@ -128,7 +128,11 @@ impl Shim {
         annotations(title = "Start a long command", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn command_start(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn command_start(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
         answer::respond(
             async {
                 let a: CommandStartArgs = args::decode(raw)?;
@@ -143,11 +147,13 @@ impl Shim {
                     local_root: self.local_root_arg(),
                 };
                 let ctx = context_with_timeout(MARGIN * 2);
-                self.daemon
-                    .call("command_start", |c| async move {
-                        c.command_start(ctx, req).await
-                    })
-                    .await
+                // Cancelled before it answers, the start is dropped: a command still waiting
+                // for a channel never runs, and one just started (its handle never given)
+                // is stopped.
+                let call = self.daemon.call("command_start", |c| async move {
+                    c.command_start(ctx, req).await
+                });
+                unless_cancelled(call, cancel).await
             }
             .await,
         )

@@ -14,11 +14,13 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use tokio_util::sync::CancellationToken;
 
 use super::inspect::remote_path;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
+use crate::tools::exec::unless_cancelled;
 
 /// The daemon gives the host 300 s (a recursive copy); this leaves room for the call itself.
 const DEADLINE: Duration = Duration::from_secs(310);
@@ -170,7 +172,7 @@ impl Shim {
         annotations(title = "Remove a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn remove_path(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn remove_path(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
         answer::respond_without(
             async {
                 let a: RemovePathArgs = args::decode(raw)?;
@@ -180,12 +182,12 @@ impl Shim {
                     recursive: a.recursive.unwrap_or(false),
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(
+                let call =
+                    self.daemon.call(
                         "remove_path",
                         |c| async move { c.remove_path(ctx, req).await },
-                    )
-                    .await
+                    );
+                unless_cancelled(call, cancel).await
             }
             .await,
             NOT_FOR_CHANGES,
@@ -215,14 +217,15 @@ impl Shim {
         annotations(title = "Copy a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn copy_path(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn copy_path(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
         answer::respond_without(
             async {
                 let req = copy_move_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call("copy_path", |c| async move { c.copy_path(ctx, req).await })
-                    .await
+                let call = self
+                    .daemon
+                    .call("copy_path", |c| async move { c.copy_path(ctx, req).await });
+                unless_cancelled(call, cancel).await
             }
             .await,
             NOT_FOR_CHANGES,
@@ -250,14 +253,15 @@ impl Shim {
         annotations(title = "Move a remote path", read_only_hint = false,
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
-    pub async fn move_path(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn move_path(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
         answer::respond_without(
             async {
                 let req = copy_move_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call("move_path", |c| async move { c.move_path(ctx, req).await })
-                    .await
+                let call = self
+                    .daemon
+                    .call("move_path", |c| async move { c.move_path(ctx, req).await });
+                unless_cancelled(call, cancel).await
             }
             .await,
             NOT_FOR_CHANGES,

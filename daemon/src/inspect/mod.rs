@@ -150,8 +150,9 @@ pub(crate) async fn run_within(
 pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
     DaemonError::internal(format!(
         "the host did not answer within {} s{about}: it, or a file system of it, may be stuck \
-         (a hung network mount), or the session's connection stalled (session_list shows \
-         whether it is still ready)",
+         (a hung network mount), the session's connection stalled (session_list shows whether \
+         it is still ready), or the server allows fewer sessions per connection (sshd's \
+         MaxSessions) than the session's running commands take",
         timeout.as_secs()
     ))
 }

@@ -2,7 +2,7 @@
 //! disconnect, lost masters, sharing between shims.
 
 use serde_json::json;
-use sshmcp_tests::process::count_matching;
+use sshmcp_tests::process::{count_matching, until_matching};
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::{code, connect, connected, exec, first_session_until};
@@ -602,14 +602,10 @@ async fn a_hanging_match_exec_fails_the_connect_within_its_timeout() {
     assert_eq!(code(&r), "connection_start_failed", "{r}");
     let said = r["error"]["message"].as_str().unwrap();
     assert!(said.contains("Match exec"), "{r}");
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while count_matching(&["sleep", &secs]) > 0 {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "the match's command lives on"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    assert!(
+        until_matching(&["sleep", &secs], 0).await,
+        "the match's command lives on"
+    );
     mcp.close().await;
 }
 
@@ -657,11 +653,10 @@ async fn a_cancelled_connect_leaves_no_session_and_no_master() {
         "the session stayed"
     );
     let runtime = env.runtime_dir.display().to_string();
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while count_matching(&["ssh", "-M", &runtime]) > 0 {
-        assert!(std::time::Instant::now() < give_up, "the master lives on");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    assert!(
+        until_matching(&["ssh", "-M", &runtime], 0).await,
+        "the master lives on"
+    );
     mcp.close().await;
 }
 
@@ -678,22 +673,10 @@ async fn a_connect_cancelled_during_authentication_leaves_no_process() {
     let mcp = env.mcp().await;
     let args = json!({"alias": "viaproxy", "connect_timeout": 120});
     let (id, _answer) = mcp.start_call("connect", args).await;
-    let until = |alive: usize| {
-        let secs = secs.clone();
-        async move {
-            let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while count_matching(&["sleep", &secs]) != alive {
-                if std::time::Instant::now() > give_up {
-                    return false;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            true
-        }
-    };
-    assert!(until(1).await, "the proxy never started");
+    let proxy = ["sleep", secs.as_str()];
+    assert!(until_matching(&proxy, 1).await, "the proxy never started");
     mcp.cancel(id).await;
-    assert!(until(0).await, "the proxy lives on");
+    assert!(until_matching(&proxy, 0).await, "the proxy lives on");
     assert!(
         first_session_until(&mcp, |s| s.is_null()).await,
         "the session stayed"

@@ -57,6 +57,19 @@ fn any_thread_alive(pid: u32) -> bool {
     })
 }
 
+/// Waits (up to 10 s) until exactly `count` processes have every one of `needles` in their
+/// command lines: a process of the host's that starts or ends gives no event to wait on.
+pub async fn until_matching(needles: &[&str], count: usize) -> bool {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while count_matching(needles) != count {
+        if Instant::now() > give_up {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
 /// A memory figure of `/proc/PID/status` in KiB, e.g. `VmRSS` or `VmHWM` (peak).
 pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");

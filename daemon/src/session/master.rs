@@ -21,16 +21,13 @@ use crate::mux;
 pub const ASKPASS_MESSAGE: &str = "SSH authentication requires an interactive system prompt, but no usable user session environment was available";
 
 /// Keepalives added when the user's configuration has none as frequent, so a dead link
-/// makes the session `lost` within a minute rather than when TCP gives up.
-const KEEPALIVE: [&str; 4] = [
-    "-o",
-    "ServerAliveInterval=15",
-    "-o",
-    "ServerAliveCountMax=3",
-];
+/// makes the session `lost` within a minute rather than when TCP gives up: one every
+/// `KEEPALIVE_SECS`, the link given up after `KEEPALIVE_COUNT` unanswered.
+const KEEPALIVE_SECS: u32 = 15;
+const KEEPALIVE_COUNT: u32 = 3;
 
-/// How long [`KEEPALIVE`] takes to give a dead link up: three unanswered, 15 s apart.
-pub const KEEPALIVE_GIVES_UP_SECS: u32 = 45;
+/// How long the daemon's keepalives take to give a dead link up.
+pub const KEEPALIVE_GIVES_UP_SECS: u32 = KEEPALIVE_SECS * KEEPALIVE_COUNT;
 
 /// `ssh -G` for `target`: evaluates the configuration, connects nowhere.
 pub fn resolve_args(ssh_config: Option<&Path>, target: &ConnectTarget) -> Vec<OsString> {
@@ -73,7 +70,12 @@ pub fn master_args(
     let secs = connect_timeout.as_secs().max(1);
     args.extend(["-o".into(), format!("ConnectTimeout={secs}").into()]);
     if add_keepalive {
-        args.extend(KEEPALIVE.iter().map(OsString::from));
+        args.extend([
+            "-o".into(),
+            format!("ServerAliveInterval={KEEPALIVE_SECS}").into(),
+            "-o".into(),
+            format!("ServerAliveCountMax={KEEPALIVE_COUNT}").into(),
+        ]);
     }
     if let Some(ciphers) = ciphers {
         args.extend(["-o".into(), format!("Ciphers={ciphers}").into()]);

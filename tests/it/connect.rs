@@ -36,6 +36,22 @@ async fn one_session_per_server_identity() {
     let r = mcp.call("connect", direct).await;
     assert_eq!(code(&r), "already_connected");
     assert!(r["error"]["message"].as_str().unwrap().contains(&id), "{r}");
+    // Every spelling of the address is that address.
+    for spelling in [
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "127.000.000.001",
+        "::ffff:127.0.0.1",
+        "::FFFF:127.0.0.1",
+        "::ffff:7f00:1",
+        "0:0:0:0:0:ffff:7f00:1",
+    ] {
+        let other = json!({"host": spelling, "user": env.sshd.user, "port": env.sshd.port});
+        let r = mcp.call("connect", other).await;
+        assert_eq!(code(&r), "already_connected", "{spelling}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains(&id), "{r}");
+    }
     env.sshd.add_host_block(&format!(
         "Host upper\n  HostName LOCALHOST\n  Port {}\n  User {}",
         env.sshd.port, env.sshd.user

@@ -364,6 +364,34 @@ fn refused_by(r: &Value, rules: &[&str]) {
 }
 
 #[tokio::test]
+async fn a_read_only_address_stays_read_only_under_an_ipv4_mapped_spelling() {
+    let (_dir, config) = with_config("[[policy]]\nmatch = [\"127.0.0.1\"]\nread_only = true\n");
+    let config_var = config.display().to_string();
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_CONFIG", &config_var)]);
+    let mcp = env.mcp().await;
+    for spelling in [
+        "::ffff:127.0.0.1",
+        "::FFFF:127.0.0.1",
+        "0:0:0:0:0:ffff:7f00:1",
+    ] {
+        // OpenSSH knows a host key by the name it was given.
+        env.sshd.trust_host_name(&spelling.to_ascii_lowercase());
+        let target = json!({"host": spelling, "user": env.sshd.user, "port": env.sshd.port});
+        let r = mcp.call("connect", target).await;
+        assert_eq!(r["server_host"], "127.0.0.1", "{spelling}: {r}");
+        let s = (
+            r["session_id"].as_str().unwrap().to_string(),
+            r["session_key"].as_str().unwrap().to_string(),
+        );
+        let r = exec(&mcp, &s, "echo x > mapped-spelling-wrote-this", json!({})).await;
+        refused_by(&r, &["[\"127.0.0.1\"]", "read_only = true"]);
+        let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+        assert_eq!(r["state"], "closed", "{r}");
+    }
+    mcp.close().await;
+}
+
+#[tokio::test]
 async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() {
     let (_dir, config) = with_config(
         "[[policy]]\nmatch = [\"127.0.0.*\"]\nsudo = false\ndeny = [\"forward_start\", \"disconnect\"]\n\n\

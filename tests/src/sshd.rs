@@ -173,6 +173,25 @@ impl Sshd {
         )
     }
 
+    /// Lists this server's host key in known_hosts under `name` too (OpenSSH looks a host up
+    /// by the name it was given, so another spelling of the address is a host it does not
+    /// know yet).
+    pub fn trust_host_name(&self, name: &str) {
+        let known = std::fs::read_to_string(&self.known_hosts).unwrap();
+        let line = known
+            .lines()
+            .next()
+            .and_then(|l| l.split_once(' '))
+            .map(|(_, key)| key.to_string())
+            .expect("a known_hosts line");
+        let added: String = self
+            .ports
+            .iter()
+            .map(|p| format!("[{name}]:{p} {line}\n"))
+            .collect();
+        std::fs::write(&self.known_hosts, known + &added).unwrap();
+    }
+
     /// Puts `block` (a `Host ...` section) before the shared defaults, so it wins.
     pub fn add_host_block(&self, block: &str) {
         let config = std::fs::read_to_string(&self.ssh_config).unwrap();

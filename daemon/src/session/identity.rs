@@ -46,7 +46,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
             continue;
         };
         match key {
-            "hostname" => host = Some(value.to_ascii_lowercase()),
+            "hostname" => host = Some(canonical_host(value)),
             "port" => port = value.parse().ok(),
             "user" => user = Some(value.to_string()),
             "serveraliveinterval" => interval = value.parse().unwrap_or(0),
@@ -65,6 +65,61 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
         has_keepalive,
         ciphers,
     })
+}
+
+/// The form in which a server's host counts as its identity: an IP literal in its canonical
+/// form (every IPv4 spelling `inet_aton` takes, and every IPv4-mapped IPv6 spelling, as the
+/// dotted IPv4 address; other IPv6 addresses compressed), a name lower-cased. Otherwise
+/// `::ffff:127.0.0.1` would be another server than `127.0.0.1`, and a policy written for one
+/// would not meet the other. Names are not resolved.
+pub fn canonical_host(host: &str) -> String {
+    use std::net::{IpAddr, Ipv6Addr};
+    let lower = host.to_ascii_lowercase();
+    if let Some(v4) = inet_aton(&lower) {
+        return v4.to_string();
+    }
+    match lower.parse::<Ipv6Addr>() {
+        Ok(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4).to_string(),
+            None => v6.to_string(),
+        },
+        Err(_) => lower,
+    }
+}
+
+/// An IPv4 address as the C library's `inet_aton` reads it (and so OpenSSH and the kernel):
+/// one to four parts, each decimal, octal (a leading `0`) or hexadecimal (`0x`), the last
+/// part filling the bytes the others left.
+fn inet_aton(text: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<&str> = text.split('.').collect();
+    if parts.len() > 4 {
+        return None;
+    }
+    let mut values = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (digits, radix) = match part.strip_prefix("0x") {
+            Some(hex) => (hex, 16),
+            None if part.len() > 1 && part.starts_with('0') => (&part[1..], 8),
+            None => (*part, 10),
+        };
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+            return None;
+        }
+        values.push(u32::from_str_radix(digits, radix).ok()?);
+    }
+    let (last, leading) = values.split_last()?;
+    if leading.iter().any(|&v| v > 255) {
+        return None;
+    }
+    let last_bits = 32 - 8 * leading.len() as u32;
+    if last_bits < 32 && *last >= 1 << last_bits {
+        return None;
+    }
+    let high = leading
+        .iter()
+        .enumerate()
+        .fold(0u32, |acc, (i, &v)| acc | v << (24 - 8 * i as u32));
+    Some(std::net::Ipv4Addr::from(high | last))
 }
 
 /// The fields of a connect target, each with the characters it may hold.
@@ -161,6 +216,44 @@ mod tests {
             !keepalive("15", "4") && !keepalive("1", "46"),
             "ours are added"
         );
+    }
+
+    #[test]
+    fn ip_literals_count_in_their_canonical_form() {
+        for spelling in [
+            "127.0.0.1",
+            "127.1",
+            "127.0.1",
+            "2130706433",
+            "0x7f000001",
+            "0X7F000001",
+            "127.000.000.001",
+            "0177.0.0.1",
+            "::ffff:127.0.0.1",
+            "::FFFF:127.0.0.1",
+            "::ffff:7f00:1",
+            "0:0:0:0:0:ffff:7f00:1",
+            "0000:0000:0000:0000:0000:FFFF:7F00:0001",
+        ] {
+            assert_eq!(canonical_host(spelling), "127.0.0.1", "{spelling}");
+        }
+        assert_eq!(canonical_host("0:0:0:0:0:0:0:1"), "::1");
+        assert_eq!(canonical_host("FE80:0:0:0:0:0:0:1"), "fe80::1");
+        assert_eq!(canonical_host("2001:DB8::0:1"), "2001:db8::1");
+        for name in [
+            "Example.COM",
+            "1e100.net",
+            "256.1.1.1",
+            "1.2.3.4.5",
+            "0x",
+            "08.1.1.1",
+        ] {
+            assert_eq!(canonical_host(name), name.to_ascii_lowercase(), "{name}");
+        }
+        assert_eq!(canonical_host("10.0.65535"), "10.0.255.255");
+        assert_eq!(canonical_host("10.0.65536"), "10.0.65536");
+        assert_eq!(canonical_host("4294967295"), "255.255.255.255");
+        assert_eq!(canonical_host("4294967296"), "4294967296");
     }
 
     #[test]

@@ -427,7 +427,15 @@ async fn history(
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let conn = connect_existing(paths).await.ok().flatten();
+    // A daemon this client cannot believe (another user's directory or socket) names no
+    // state directory: the trail read is then this environment's own.
+    let conn = match connect_existing(paths).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            eprintln!("sshmcp: not asking the daemon where its trail is: {e}");
+            None
+        }
+    };
     let dir = state_dir(conn.as_ref()).await?;
     let (entries, unreadable) = crate::history::read(&dir, &filter)
         .with_context(|| format!("cannot read the audit trail in {}", dir.display()))?;

@@ -297,6 +297,10 @@ fn daemon(answered: Result<Option<sshmcp_proto::client::Connection>, ClientError
         Err(e @ ClientError::VersionMismatch { .. }) => {
             problem(e.to_string(), "sshmcp daemon restart (sessions are kept)")
         }
+        // The runtime directory's own check reports why; no daemon there is believed.
+        Err(ClientError::RuntimeDir { .. }) => {
+            Finding::Ok("not asked: its runtime directory is refused (above)".into())
+        }
         Err(e) => problem(
             e.to_string(),
             "sshmcp daemon logs shows what the daemon said",

@@ -178,18 +178,31 @@ pub fn policy_entries(report: &sshmcp_proto::policy::PolicyReport) -> String {
         if !e.deny.is_empty() {
             rules.push(format!("deny {}", e.deny.join(", ")));
         }
-        let sessions = match e.sessions.is_empty() {
+        let mut governs = Vec::new();
+        if !e.sessions.is_empty() {
+            governs.push(format!("sessions {}", e.sessions.join(", ")));
+        }
+        if !e.sessions_by_key.is_empty() {
+            governs.push(format!(
+                "by host key: sessions {}",
+                e.sessions_by_key.join(", ")
+            ));
+        }
+        let governs = match governs.is_empty() {
             true => "no live session".to_string(),
-            false => format!("sessions {}", e.sessions.join(", ")),
+            false => governs.join("; "),
         };
         out += &format!(
-            "match {}: {} ({sessions})\n",
+            "match {}: {} ({governs})\n",
             e.patterns.join(", "),
             match rules.is_empty() {
                 true => "no rule".to_string(),
                 false => rules.join("; "),
             }
         );
+        for key in &e.host_keys {
+            out += &format!("  host key {key}\n");
+        }
     }
     out
 }

@@ -167,6 +167,9 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<String>
         since(&s.created_at),
         since(&s.last_used_at),
     )];
+    if !v.policy.is_empty() {
+        lines.push(format!("  policy    {}", v.policy.join("; ")));
+    }
     for c in &v.commands {
         lines.push(format!(
             "  command   {}  {:>5}  {}",
@@ -293,6 +296,7 @@ mod tests {
                     target_port: Some(5432),
                     created_at: "2026-12-01T09:10:00.000Z".into(),
                 }],
+                policy: vec!["prod-* (by name)".into(), "10.0.0.7 (by host key)".into()],
             }],
         }
     }
@@ -306,6 +310,7 @@ mod tests {
             "sshmcpd pid 4242 · 1 session · audit 12 lines, 0 lost · 10:00:30 UTC · Ctrl-C to quit\n\
              \n\
              s1  ready  prod-web  10.0.0.7:22  user deploy  up 1h  last use 4s ago\n\
+             \x20 policy    prod-* (by name); 10.0.0.7 (by host key)\n\
              \x20 command   cmd-1    12s  make -j8 all\n\
              \x20 transfer  tr-1  download running  50% of 1.0 GiB  200.0 MiB/s  eta 3 s  /var/db.dump → db.dump\n\
              \x20 forward   fwd-1  local 127.0.0.1:5432 → db:5432\n"

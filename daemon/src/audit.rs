@@ -59,6 +59,10 @@ pub struct Trail {
     queue: std::sync::Mutex<Option<SyncSender<Note>>>,
     /// The next call's number in the journal of calls under way.
     next_call: AtomicU64,
+    /// This daemon's journal of calls under way, written by each call as it begins and ends
+    /// and by the writer once the call's line is in the trail (none when it cannot be opened:
+    /// a death then loses the lines of the calls under way).
+    journal: Arc<std::sync::Mutex<Option<Journal>>>,
     /// Disconnected once the writer thread has ended.
     writer_done: std::sync::Mutex<Receiver<()>>,
     pub counts: Arc<Counts>,
@@ -73,16 +77,16 @@ impl Trail {
         let live = state_dir.join(AUDIT_FILE);
         // Opened now, so the daemon's descriptors do not change with its first call; a file
         // that cannot be opened yet is tried again (and reported) at the first line.
+        let journal = Arc::new(std::sync::Mutex::new(None));
         let mut writer = Writer {
             file: open(&live).ok().map(|(file, _)| file),
             live,
             counts: counts.clone(),
             failing: false,
-            journal: None,
-            under_way: Default::default(),
+            journal: journal.clone(),
         };
         writer.recover(state_dir);
-        writer.journal = Journal::open(state_dir);
+        *locked(&journal) = Journal::open(state_dir);
         let (done, writer_done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("audit".into())
@@ -93,54 +97,114 @@ impl Trail {
         Ok(Self {
             queue: std::sync::Mutex::new(Some(queue)),
             next_call: AtomicU64::new(0),
+            journal,
             writer_done: std::sync::Mutex::new(writer_done),
             counts,
         })
     }
 
-    /// Notes a call that begins, with the line the trail keeps should it never end (the
-    /// daemon dying under it): its number, for [`Trail::record`] at its end.
+    /// Notes in the journal a call that begins, with the line the trail keeps should it never
+    /// end (the daemon dying under it), before it reaches a host: its number, for
+    /// [`Trail::record`] at its end. One append to a file already open.
     pub fn begin(&self, entry: AuditEntry) -> u64 {
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
-        self.queue_note(Note::Begun(call, Box::new(entry)));
+        let mut bytes = Vec::with_capacity(256);
+        line(
+            &mut bytes,
+            &PendingLine::Begun {
+                begun: call,
+                entry: Box::new(entry),
+            },
+        );
+        if let Some(journal) = locked(&self.journal).as_mut() {
+            journal.under_way.insert(call);
+            journal.append(&bytes);
+        }
         call
     }
 
-    /// Queues the line of call `call` (from [`Trail::begin`]); never waits.
+    /// Notes call `call`'s line (from [`Trail::begin`]) in the journal before the call
+    /// answers, so a daemon that dies right after leaves it with its real outcome, and queues
+    /// it for the trail; never waits on the writer.
     pub fn record(&self, call: u64, entry: AuditEntry) {
-        self.queue_note(Note::Ended(call, Box::new(entry)));
-    }
-
-    /// Queues `note`. Only a line that is lost counts (a call's beginning that is lost only
-    /// leaves it out of the journal).
-    fn queue_note(&self, note: Note) {
-        let is_line = matches!(note, Note::Ended(..));
-        let queue = self
-            .queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = Box::new(entry);
+        let mut bytes = Vec::with_capacity(256);
+        line(
+            &mut bytes,
+            &PendingLine::Finished {
+                finished: call,
+                entry: entry.clone(),
+            },
+        );
+        if let Some(journal) = locked(&self.journal).as_mut()
+            && journal.under_way.contains(&call)
+        {
+            journal.append(&bytes);
+        }
+        let queue = locked(&self.queue);
         let Some(queue) = queue.as_ref() else {
             // The daemon is stopping: the trail is closed.
-            if is_line {
-                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        match queue.try_send(note) {
+        match queue.try_send(Note(call, entry)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) if is_line => {
+            Err(TrySendError::Full(_)) => {
                 if self.counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!("the audit trail's writer fell behind; lines are being lost");
                 }
             }
-            Err(TrySendError::Full(_)) => {}
             Err(TrySendError::Disconnected(_)) => {
-                if is_line {
-                    self.counts.failed.fetch_add(1, Ordering::Relaxed);
-                }
+                self.counts.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
+}
+
+impl Trail {
+    /// Queues a line that is no call of a caller's (the daemon's start, a reload, a transfer
+    /// a starting daemon took back); never waits.
+    pub fn note(&self, entry: AuditEntry) {
+        self.record(self.next_call.fetch_add(1, Ordering::Relaxed), entry);
+    }
+}
+
+/// A line of the trail about `session` that no caller's call wrote (a transfer a starting
+/// daemon took back).
+pub fn session_line(
+    session: &crate::session::Session,
+    tool: &str,
+    summary: String,
+    outcome: &str,
+) -> AuditEntry {
+    AuditEntry {
+        session_id: session.id.clone(),
+        target: session.target.clone(),
+        server_host: session.server_host.clone(),
+        server_port: session.server_port,
+        ..daemon_line(tool, summary, outcome)
+    }
+}
+
+/// A line of the trail about the daemon itself, not a session: `tool` names what happened.
+pub fn daemon_line(tool: &str, summary: String, outcome: &str) -> AuditEntry {
+    AuditEntry {
+        time: sshmcp_proto::time::now_rfc3339(),
+        session_id: String::new(),
+        target: String::new(),
+        server_host: String::new(),
+        server_port: 0,
+        tool: tool.to_string(),
+        summary,
+        outcome: outcome.to_string(),
+        exit_code: None,
+        duration: 0.0,
+        client: None,
+    }
+}
+
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Trail {
@@ -163,12 +227,9 @@ impl Trail {
     }
 }
 
-/// What the writer is given: a call that begins, or the line of one that ended. Boxed: the
-/// queue's slots are allocated and touched up front, so each is kept to a pointer's size.
-pub enum Note {
-    Begun(u64, Box<AuditEntry>),
-    Ended(u64, Box<AuditEntry>),
-}
+/// What the writer is given: the number and line of a call that ended. Boxed: the queue's
+/// slots are allocated and touched up front, so each is kept to a pointer's size.
+pub struct Note(u64, Box<AuditEntry>);
 
 struct Writer {
     live: PathBuf,
@@ -177,11 +238,9 @@ struct Writer {
     counts: Arc<Counts>,
     /// Inside a spell of failed writes (logged once, at its start).
     failing: bool,
-    /// This daemon's journal of calls under way (none when it cannot be opened: a death
-    /// then loses the lines of the calls under way, as before the journal).
-    journal: Option<Journal>,
-    /// The calls the journal holds as begun and not yet ended.
-    under_way: std::collections::HashSet<u64>,
+    /// The journal the calls write (see [`Trail`]); the writer notes there the calls whose
+    /// lines reached the trail.
+    journal: Arc<std::sync::Mutex<Option<Journal>>>,
 }
 
 /// This daemon's journal of calls under way: a file of its own, `audit.pending.<pid>.<n>`,
@@ -191,7 +250,10 @@ struct Writer {
 struct Journal {
     file: std::fs::File,
     path: PathBuf,
-    len: u64,
+    /// The calls it holds as begun whose lines are not in the trail yet.
+    under_way: std::collections::HashSet<u64>,
+    /// Inside a spell of failed writes (logged once, at its start).
+    failing: bool,
 }
 
 impl Journal {
@@ -202,7 +264,7 @@ impl Journal {
         let path = state_dir.join(format!("{PENDING_FILE}.{}.{n}", std::process::id()));
         // Emptied only once held: what a file of that name held was taken over already.
         let opened = std::fs::OpenOptions::new()
-            .write(true)
+            .append(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
@@ -214,7 +276,12 @@ impl Journal {
                 Ok(file)
             });
         match opened {
-            Ok(file) => Some(Self { file, path, len: 0 }),
+            Ok(file) => Some(Self {
+                file,
+                path,
+                under_way: Default::default(),
+                failing: false,
+            }),
             Err(e) => {
                 tracing::warn!(
                     "cannot keep the journal of calls under way {}: {e}",
@@ -225,20 +292,38 @@ impl Journal {
         }
     }
 
-    /// Appends `bytes`, or empties the journal when `idle` (nothing under way).
-    fn note(&mut self, bytes: &[u8], idle: bool) -> std::io::Result<()> {
-        use std::io::{Seek as _, SeekFrom};
-        if idle {
-            if self.len > 0 {
-                self.file.set_len(0)?;
-                self.file.seek(SeekFrom::Start(0))?;
-                self.len = 0;
+    /// Appends `bytes` (whole lines, in one write: the file is opened for appending, so
+    /// lines never interleave). A journal that cannot be written loses only what a death
+    /// would have left to the next daemon.
+    fn append(&mut self, bytes: &[u8]) {
+        match self.file.write_all(bytes) {
+            Ok(()) => self.failing = false,
+            Err(e) => {
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!("cannot write the journal of calls under way: {e}");
+                }
             }
-            return Ok(());
         }
-        self.file.write_all(bytes)?;
-        self.len += bytes.len() as u64;
-        Ok(())
+    }
+
+    /// Notes that the lines of `calls` are in the trail (or lost and counted: either way
+    /// those calls are over), and empties the journal once nothing is under way, so it only
+    /// ever holds what is going on. A death between the trail's write and this one leaves a
+    /// line twice, never none.
+    fn settle(&mut self, calls: &[u64]) {
+        let mut ended = vec![];
+        for call in calls {
+            if self.under_way.remove(call) {
+                line(&mut ended, &PendingLine::Ended { ended: *call });
+            }
+        }
+        if self.under_way.is_empty() {
+            if let Err(e) = self.file.set_len(0) {
+                tracing::debug!("cannot empty the journal of calls under way: {e}");
+            }
+        } else if !ended.is_empty() {
+            self.append(&ended);
+        }
     }
 }
 
@@ -249,48 +334,22 @@ impl Writer {
             // wakes (and its callers wake it) a few dozen times a second, not once per call.
             std::thread::sleep(BATCH_WINDOW);
             let batch: Vec<Note> = std::iter::once(first).chain(notes.try_iter()).collect();
-            // A call that began and ended within the batch never reaches the journal.
-            let ended_now: std::collections::HashSet<u64> = batch
-                .iter()
-                .filter_map(|note| match note {
-                    Note::Ended(call, _) => Some(*call),
-                    Note::Begun(..) => None,
-                })
-                .collect();
-            let (mut bytes, mut begun, mut ending) =
-                (Vec::with_capacity(batch.len() * 256), vec![], vec![]);
-            for note in batch {
-                match note {
-                    Note::Begun(call, entry) if !ended_now.contains(&call) => {
-                        self.under_way.insert(call);
-                        line(&mut begun, &PendingLine::Begun { begun: call, entry });
-                    }
-                    Note::Begun(..) => {}
-                    Note::Ended(call, entry) => {
-                        line(&mut bytes, &entry);
-                        if self.under_way.contains(&call) {
-                            ending.push(call);
-                        }
-                    }
-                }
+            let mut bytes = Vec::with_capacity(batch.len() * 256);
+            let mut calls = Vec::with_capacity(batch.len());
+            for Note(call, entry) in batch {
+                line(&mut bytes, &entry);
+                calls.push(call);
             }
-            // Begun calls first, the trail's lines next, their ends in the journal last: a
-            // death between two of these writes leaves a line twice, never none.
-            self.journal(&begun);
-            if !bytes.is_empty() {
-                self.write_lines(&bytes);
+            self.write_lines(&bytes);
+            if let Some(journal) = locked(&self.journal).as_mut() {
+                journal.settle(&calls);
             }
-            // Written, or lost and counted: either way those calls are over.
-            let mut ended = vec![];
-            for call in ending {
-                self.under_way.remove(&call);
-                line(&mut ended, &PendingLine::Ended { ended: call });
-            }
-            self.journal(&ended);
         }
-        // Closed: what was under way is in the trail as cancelled, and the journal goes.
-        if let Some(journal) = self.journal.take()
-            && self.under_way.is_empty()
+        // Closed: what was under way is in the journal as cancelled, for the next daemon;
+        // with nothing under way, the journal goes.
+        let mut journal = locked(&self.journal);
+        if journal.as_ref().is_some_and(|j| j.under_way.is_empty())
+            && let Some(journal) = journal.take()
         {
             let _ = std::fs::remove_file(&journal.path);
         }
@@ -316,19 +375,6 @@ impl Writer {
                     );
                 }
             }
-        }
-    }
-
-    /// Notes `bytes` in the journal, or empties it once no call is under way: it only ever
-    /// holds what is going on. A journal that cannot be written loses only what a death
-    /// would have left to the next daemon.
-    fn journal(&mut self, bytes: &[u8]) {
-        let idle = self.under_way.is_empty();
-        if let Some(journal) = self.journal.as_mut()
-            && (idle || !bytes.is_empty())
-            && let Err(e) = journal.note(bytes, idle)
-        {
-            tracing::debug!("cannot write the journal of calls under way: {e}");
         }
     }
 
@@ -365,31 +411,35 @@ impl Writer {
     }
 
     fn recover_from(&mut self, text: &str) {
-        let mut begun = std::collections::BTreeMap::new();
+        let mut left = std::collections::BTreeMap::new();
         for note in text
             .lines()
             .filter_map(|l| serde_json::from_str::<PendingLine>(l).ok())
         {
             match note {
                 PendingLine::Begun { begun: call, entry } => {
-                    begun.insert(call, entry);
+                    left.insert(call, entry);
+                }
+                PendingLine::Finished { finished, entry } => {
+                    left.insert(finished, entry);
                 }
                 PendingLine::Ended { ended } => {
-                    begun.remove(&ended);
+                    left.remove(&ended);
                 }
             }
         }
-        if begun.is_empty() {
+        if left.is_empty() {
             return;
         }
         let mut bytes = vec![];
-        for entry in begun.values() {
+        for entry in left.values() {
             line(&mut bytes, entry);
         }
+        let cut = left.values().filter(|e| e.outcome == "cancelled").count();
         tracing::warn!(
-            "{} call(s) were under way when a daemon before this one died: their lines go \
-             into the audit trail as cancelled",
-            begun.len()
+            "a daemon before this one died before writing {} call(s) to the audit trail: \
+             they go in now ({cut} cut off by its death, as cancelled)",
+            left.len()
         );
         self.write_lines(&bytes);
     }
@@ -656,8 +706,7 @@ mod tests {
             file: None,
             counts: Arc::default(),
             failing: false,
-            journal: None,
-            under_way: Default::default(),
+            journal: Arc::default(),
         }
     }
 
@@ -787,6 +836,74 @@ mod tests {
         next.close(std::time::Duration::from_secs(10));
         assert_eq!(journals(), [journal]);
         assert_eq!(std::fs::read_to_string(&live).unwrap().lines().count(), 2);
+    }
+
+    /// A call is in the journal as soon as it begins, before it reaches a host.
+    #[test]
+    fn a_call_is_journaled_before_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = Trail::start(dir.path()).unwrap();
+        let journal = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains(PENDING_FILE))
+            .expect("the daemon's journal");
+        let call = trail.begin(entry(4));
+        let text = std::fs::read_to_string(&journal).unwrap();
+        assert!(text.contains(&format!("\"begun\":{call},")), "{text}");
+        trail.close(std::time::Duration::from_secs(10));
+    }
+
+    /// A call that answered just before its daemon died is in the next daemon's trail with
+    /// its real outcome, one that had only begun (and may have changed a host) as cancelled,
+    /// and one whose line the dead daemon wrote is not written again.
+    #[test]
+    fn a_dead_daemons_answered_and_begun_calls_reach_the_trail_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut answered = entry(5);
+        answered.exit_code = Some(7);
+        let mut cut = entry(6);
+        (cut.outcome, cut.exit_code) = ("cancelled".into(), None);
+        let mut text = vec![];
+        for note in [
+            PendingLine::Begun {
+                begun: 1,
+                entry: Box::new(cut.clone()),
+            },
+            PendingLine::Finished {
+                finished: 1,
+                entry: Box::new(answered),
+            },
+            PendingLine::Begun {
+                begun: 2,
+                entry: Box::new(cut),
+            },
+            PendingLine::Begun {
+                begun: 3,
+                entry: Box::new(entry(8)),
+            },
+            PendingLine::Finished {
+                finished: 3,
+                entry: Box::new(entry(8)),
+            },
+            PendingLine::Ended { ended: 3 },
+        ] {
+            line(&mut text, &note);
+        }
+        std::fs::write(dir.path().join(format!("{PENDING_FILE}.4000001.0")), text).unwrap();
+        let next = Trail::start(dir.path()).unwrap();
+        next.close(std::time::Duration::from_secs(10));
+        let lines: Vec<AuditEntry> = std::fs::read_to_string(dir.path().join(AUDIT_FILE))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let seen: Vec<(&str, &str, Option<i32>)> = lines
+            .iter()
+            .map(|l| (l.session_id.as_str(), l.outcome.as_str(), l.exit_code))
+            .collect();
+        assert_eq!(seen, [("s5", "ok", Some(7)), ("s6", "cancelled", None)]);
     }
 
     #[test]

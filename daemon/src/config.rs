@@ -65,9 +65,12 @@ pub struct Flags {
     /// forwards) on that address uses the session's SSH connection. Off by default.
     #[arg(long, env = "SSHMCP_ALLOW_PUBLIC_FORWARDS", value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_public_forwards: bool,
-    /// Keep no audit trail (`<state dir>/audit.jsonl`, one line per call that reaches a
-    /// host). On by default.
-    #[arg(long, env = "SSHMCP_NO_AUDIT", value_parser = clap::builder::BoolishValueParser::new())]
+    /// Keep no audit trail of calls (`<state dir>/audit.jsonl`, one line per call that
+    /// reaches a host). On by default. A flag or the config file's `audit = false`, never the
+    /// environment: an auto-started daemon takes its environment from whichever client
+    /// started it, and the trail is the person's, not a client's. The trail still records
+    /// each start, saying it keeps no calls.
+    #[arg(long)]
     pub no_audit: bool,
     /// Offer ciphers in OpenSSH's own order. By default, when the configuration leaves
     /// OpenSSH's cipher list as it is and this CPU does AES in hardware, masters offer
@@ -246,6 +249,11 @@ impl Settings {
 
     pub fn log_file(&self) -> PathBuf {
         self.state_dir.join(paths::LOG_FILE)
+    }
+
+    /// The host keys the policy's entries have seen (see `policy::LearnedKeys`).
+    pub fn learned_keys_file(&self) -> PathBuf {
+        self.state_dir.join("policy-keys.json")
     }
 
     /// Where each master's own stderr goes (private: it is never shown to callers).

@@ -10,6 +10,7 @@ pub mod forwards;
 pub mod inspect;
 pub mod lifecycle;
 pub mod local_process;
+pub mod logfile;
 pub mod mux;
 pub mod policy;
 pub mod remote;

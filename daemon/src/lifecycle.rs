@@ -226,10 +226,14 @@ pub async fn run(
     prepare_dirs(&settings)?;
     let socket = settings.runtime.socket();
     let idle_exit = settings.idle_exit;
-    let registry = Registry::new(Arc::new(settings.clone()));
+    // Started whether or not it keeps calls: it says, at each start and reload, what the
+    // daemon runs with (see `Registry::note_settings`).
+    let trail = Arc::new(crate::audit::Trail::start(&settings.state_dir)?);
+    let registry = Registry::new(Arc::new(settings.clone()), trail.clone());
     // Before the socket exists: a client that connects finds every session there is (the
     // clients starting us wait on our ready report, the others on the start lock).
     registry.readopt().await;
+    registry.note_settings("daemon_start", None);
     // SIGHUP reads the policy again, as `sshmcp daemon reload` does (it logs the outcome).
     let reloading = registry.clone();
     tokio::spawn(async move {
@@ -240,11 +244,8 @@ pub async fn run(
     });
     let listener = bind(&settings)?;
     let stop = CancellationToken::new();
-    let trail = match settings.audit {
-        true => Some(Arc::new(crate::audit::Trail::start(&settings.state_dir)?)),
-        false => None,
-    };
-    let service = DaemonService::new(registry.clone(), stop.clone(), trail.clone());
+    let calls_trail = settings.audit.then(|| trail.clone());
+    let service = DaemonService::new(registry.clone(), stop.clone(), calls_trail);
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "daemon ready");
     report.ready();
     let clients = tokio::sync::watch::channel(0usize).0;
@@ -281,9 +282,7 @@ pub async fn run(
         );
     }
     registry.seal_record();
-    if let Some(trail) = trail {
-        let _ = tokio::task::spawn_blocking(move || trail.close(AUDIT_CLOSE_CAP)).await;
-    }
+    let _ = tokio::task::spawn_blocking(move || trail.close(AUDIT_CLOSE_CAP)).await;
     tracing::info!(?exit, "daemon stopped");
     Ok(())
 }

@@ -1,6 +1,5 @@
 //! The `sshmcpd` binary: settings, single instance, logging, then the async runtime.
 
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -9,6 +8,11 @@ use sshmcpd::config::{Flags, Settings};
 use sshmcpd::lifecycle::{self, Instance, ReadyReport};
 
 fn main() -> ExitCode {
+    // OpenSSH runs us as the master's KnownHostsCommand (see host_key.rs); first, as its
+    // environment also holds the askpass variables.
+    if let Some(status) = sshmcpd::session::host_key::run_if_requested() {
+        return ExitCode::from(status);
+    }
     // OpenSSH runs us as its askpass program for every prompt (see askpass.rs).
     if let Some(status) = sshmcpd::session::askpass::run_if_requested() {
         return ExitCode::from(status);
@@ -96,19 +100,8 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
         }
     };
     sshmcp_proto::paths::ensure_private_dir(&settings.state_dir).context("state directory")?;
-    // The appender would create the log with the umask's mode: it is made private first, as
-    // the audit trail and the masters' logs are.
-    let log = settings.state_dir.join(sshmcp_proto::paths::LOG_FILE);
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&log)
-        .and_then(|_| std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600)))
-        .context("log file")?;
-    let appender =
-        tracing_appender::rolling::never(&settings.state_dir, sshmcp_proto::paths::LOG_FILE);
-    let (writer, _flush_guard) = tracing_appender::non_blocking(appender);
+    let log = sshmcpd::logfile::RotatingLog::open(&settings.log_file()).context("log file")?;
+    let (writer, _flush_guard) = tracing_appender::non_blocking(log);
     let filter = log_filter(&settings)?;
     tracing_subscriber::fmt()
         .with_writer(writer)

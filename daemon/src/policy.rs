@@ -1,7 +1,8 @@
 //! The user's per-host policy: the `[[policy]]` entries of the daemon's config file, matched
-//! against each session's connect target and server host, and checked in one place (the
-//! service's session path, and connect) before a call reaches the host. Agents cannot change
-//! it; `sshmcp daemon reload` and SIGHUP read it again.
+//! against each session's connect target and server host, and followed by host key (a server
+//! is who its key says, whatever name, address or forwarded port reached it), and checked in
+//! one place (the service's session path, and connect) before a call reaches the host. Agents
+//! cannot change it; `sshmcp daemon reload` and SIGHUP read it again.
 
 use serde::Deserialize;
 use sshmcp_proto::policy::{PolicyEntryView, PolicyReport, READ_ONLY_TOOLS};
@@ -36,6 +37,42 @@ pub struct Entry {
     /// Tools refused by name.
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Host key fingerprints (`SHA256:…`, as `ssh-keygen -l` shows them): a session whose
+    /// master verified one of them is governed whatever name reached it.
+    #[serde(default)]
+    pub host_keys: Vec<String>,
+}
+
+/// What a session is to the policy: the names that reached it and the key its master
+/// verified, when known.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub target: &'a str,
+    pub server_host: &'a str,
+    pub host_key: Option<&'a str>,
+}
+
+/// Why an entry governs a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// A `match` glob met its target or server host.
+    Name,
+    /// Its master verified a host key the entry lists, or saw on a session it matched by name.
+    HostKey,
+}
+
+/// The host keys each entry has seen on the sessions it matched by name, by the entry's
+/// `match` (its identity across edits of its rules); kept in the state directory, so a
+/// server stays known across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct LearnedKeys {
+    entries: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+impl LearnedKeys {
+    fn of(&self, entry: &Entry) -> Option<&std::collections::BTreeSet<String>> {
+        self.entries.get(&entry.identity())
+    }
 }
 
 fn allowed() -> bool {
@@ -52,6 +89,21 @@ impl Entry {
         self.patterns
             .iter()
             .any(|p| glob(p, target) || glob(p, named) || glob(p, server_host))
+    }
+
+    /// Whether, and why, the entry governs `subject`.
+    fn governs(&self, subject: &Subject<'_>, learned: &LearnedKeys) -> Option<Why> {
+        if self.matches(subject.target, subject.server_host) {
+            return Some(Why::Name);
+        }
+        let key = subject.host_key?;
+        let seen = learned.of(self).is_some_and(|keys| keys.contains(key));
+        (seen || self.host_keys.iter().any(|k| k == key)).then_some(Why::HostKey)
+    }
+
+    /// What names the entry across reloads: its `match`.
+    fn identity(&self) -> String {
+        self.patterns.join("\n")
     }
 }
 
@@ -93,24 +145,45 @@ impl Policy {
                     "{place}: `deny` names {unknown:?}, which is no tool of this daemon"
                 ));
             }
+            if let Some(bad) = entry
+                .host_keys
+                .iter()
+                .find(|k| !crate::session::host_key::is_fingerprint(k))
+            {
+                return Err(format!(
+                    "{place}: `host_keys` holds {bad:?}, which is no SHA256 fingerprint as \
+                     `ssh-keygen -l -E sha256` prints it (SHA256: then 43 characters)"
+                ));
+            }
         }
         Ok(Self { entries })
     }
 
-    fn matching<'a>(
-        &'a self,
-        target: &'a str,
-        server_host: &'a str,
-    ) -> impl Iterator<Item = &'a Entry> {
-        self.entries
-            .iter()
-            .filter(move |e| e.matches(target, server_host))
+    /// How many entries it holds.
+    pub fn entry_count(&self) -> usize {
+        self.entries.len()
     }
 
-    /// Refuses `tool` on a session of `target` and `server_host` when any matching entry
-    /// does, naming the entry and the rule.
-    pub fn check(&self, tool: &str, target: &str, server_host: &str) -> Result<(), DaemonError> {
-        for entry in self.matching(target, server_host) {
+    /// The entries that govern `subject`, each with why.
+    fn governing<'a>(
+        &'a self,
+        subject: &'a Subject<'a>,
+        learned: &'a LearnedKeys,
+    ) -> impl Iterator<Item = (&'a Entry, Why)> {
+        self.entries
+            .iter()
+            .filter_map(move |e| Some((e, e.governs(subject, learned)?)))
+    }
+
+    /// Refuses `tool` on `subject` when any entry that governs it does, naming the entry,
+    /// the rule and, for an entry that governs by host key, that it does so.
+    pub fn check(
+        &self,
+        tool: &str,
+        subject: &Subject<'_>,
+        learned: &LearnedKeys,
+    ) -> Result<(), DaemonError> {
+        for (entry, why) in self.governing(subject, learned) {
             let rule = if entry.deny.iter().any(|d| d == tool) {
                 format!("deny = [\"{tool}\"]")
             } else if entry.read_only && !READ_ONLY_TOOLS.contains(&tool) {
@@ -120,12 +193,16 @@ impl Policy {
             } else {
                 continue;
             };
+            let by_key = match why {
+                Why::Name => "",
+                Why::HostKey => " (it governs this server by its host key)",
+            };
             return Err(DaemonError::new(
                 ErrorCode::PolicyDenied,
                 format!(
                     "{tool} is refused on this host by the user's policy: the entry \
-                     match = {:?} has {rule}; nothing reached the host. Do not retry or work \
-                     around it: ask the user (agents cannot change the policy)",
+                     match = {:?}{by_key} has {rule}; nothing reached the host. Do not retry \
+                     or work around it: ask the user (agents cannot change the policy)",
                     entry.patterns
                 ),
             ));
@@ -133,13 +210,54 @@ impl Policy {
         Ok(())
     }
 
-    /// The entries, each with the sessions (id, target, server host) it matches.
+    /// Notes `subject`'s host key for every entry that matches it by name; whether that
+    /// taught `learned` anything new.
+    pub fn learn(&self, subject: &Subject<'_>, learned: &mut LearnedKeys) -> bool {
+        let Some(key) = subject.host_key else {
+            return false;
+        };
+        let mut changed = false;
+        for entry in &self.entries {
+            if entry.matches(subject.target, subject.server_host) {
+                changed |= learned
+                    .entries
+                    .entry(entry.identity())
+                    .or_default()
+                    .insert(key.to_string());
+            }
+        }
+        changed
+    }
+
+    /// How each entry that governs `subject` is shown: its `match`, and why.
+    pub fn explain(&self, subject: &Subject<'_>, learned: &LearnedKeys) -> Vec<String> {
+        self.governing(subject, learned)
+            .map(|(entry, why)| {
+                let why = match why {
+                    Why::Name => "by name",
+                    Why::HostKey => "by host key",
+                };
+                format!("{} ({why})", entry.patterns.join(", "))
+            })
+            .collect()
+    }
+
+    /// The entries, each with its host keys (listed and learned) and the sessions it
+    /// governs, by name or by host key.
     pub fn report(
         &self,
         source: Option<String>,
-        sessions: &[(String, String, String)],
+        sessions: &[(String, Subject<'_>)],
+        learned: &LearnedKeys,
         reload_error: Option<String>,
     ) -> PolicyReport {
+        let governed = |e: &Entry, why: Why| -> Vec<String> {
+            sessions
+                .iter()
+                .filter(|(_, subject)| e.governs(subject, learned) == Some(why))
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
         PolicyReport {
             source,
             entries: self
@@ -150,11 +268,16 @@ impl Policy {
                     read_only: e.read_only,
                     sudo: e.sudo,
                     deny: e.deny.clone(),
-                    sessions: sessions
+                    sessions: governed(e, Why::Name),
+                    host_keys: e
+                        .host_keys
                         .iter()
-                        .filter(|(_, target, host)| e.matches(target, host))
-                        .map(|(id, _, _)| id.clone())
+                        .chain(learned.of(e).into_iter().flatten())
+                        .cloned()
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
                         .collect(),
+                    sessions_by_key: governed(e, Why::HostKey),
                 })
                 .collect(),
             reload_error,
@@ -263,6 +386,16 @@ mod tests {
         ));
     }
 
+    /// `p`'s check on a session of `target` and `server_host` whose host key is unknown.
+    fn check(p: &Policy, tool: &str, target: &str, server_host: &str) -> Result<(), DaemonError> {
+        let subject = Subject {
+            target,
+            server_host,
+            host_key: None,
+        };
+        p.check(tool, &subject, &LearnedKeys::default())
+    }
+
     fn policy(toml_text: &str) -> Result<Policy, String> {
         #[derive(Deserialize)]
         struct File {
@@ -286,11 +419,11 @@ mod tests {
             "#,
         )
         .unwrap();
-        let e = p.check("exec", "prod-web", "10.1.1.1").unwrap_err();
+        let e = check(&p, "exec", "prod-web", "10.1.1.1").unwrap_err();
         assert_eq!(e.code, ErrorCode::PolicyDenied);
         assert!(e.message.contains("[\"prod-*\"]") && e.message.contains("read_only = true"));
         for tool in READ_ONLY_TOOLS {
-            assert!(p.check(tool, "prod-web", "10.1.1.1").is_ok(), "{tool}");
+            assert!(check(&p, tool, "prod-web", "10.1.1.1").is_ok(), "{tool}");
         }
         for tool in [
             "upload_start",
@@ -299,36 +432,93 @@ mod tests {
             "forward_start",
             "task_kill",
         ] {
-            assert!(p.check(tool, "prod-web", "10.1.1.1").is_err(), "{tool}");
+            assert!(check(&p, tool, "prod-web", "10.1.1.1").is_err(), "{tool}");
         }
         // The second entry by server host.
-        assert!(p.check("exec", "dev", "10.0.0.5").is_ok());
-        let e = p.check("sudo_exec", "dev", "10.0.0.5").unwrap_err();
+        assert!(check(&p, "exec", "dev", "10.0.0.5").is_ok());
+        let e = check(&p, "sudo_exec", "dev", "10.0.0.5").unwrap_err();
         assert!(e.message.contains("sudo = false"), "{}", e.message);
-        let e = p.check("forward_start", "dev", "10.0.0.5").unwrap_err();
+        let e = check(&p, "forward_start", "dev", "10.0.0.5").unwrap_err();
         assert!(
             e.message.contains("deny = [\"forward_start\"]"),
             "{}",
             e.message
         );
-        assert!(p.check("sudo_exec", "dev", "192.168.0.1").is_ok());
+        assert!(check(&p, "sudo_exec", "dev", "192.168.0.1").is_ok());
         // A host given directly meets the entries of its alias's name.
-        assert!(p.check("exec", "deploy@prod-web:2222", "10.9.9.9").is_err());
-        assert!(p.check("exec", "deploy@prod-web", "10.9.9.9").is_err());
-        assert!(p.check("exec", "deploy@[::1]", "::1").is_ok());
+        assert!(check(&p, "exec", "deploy@prod-web:2222", "10.9.9.9").is_err());
+        assert!(check(&p, "exec", "deploy@prod-web", "10.9.9.9").is_err());
+        assert!(check(&p, "exec", "deploy@[::1]", "::1").is_ok());
         assert_eq!(named_host("u@::1"), "::1");
         assert_eq!(named_host("u@h:22"), "h");
         assert_eq!(named_host("alias"), "alias");
+        let subject = |target, server_host| Subject {
+            target,
+            server_host,
+            host_key: None,
+        };
         let report = p.report(
             None,
             &[
-                ("s1".into(), "prod-web".into(), "10.0.0.9".into()),
-                ("s2".into(), "dev".into(), "192.168.0.1".into()),
+                ("s1".into(), subject("prod-web", "10.0.0.9")),
+                ("s2".into(), subject("dev", "192.168.0.1")),
             ],
+            &LearnedKeys::default(),
             None,
         );
         assert_eq!(report.entries[0].sessions, ["s1"]);
         assert_eq!(report.entries[1].sessions, ["s1"]);
+    }
+
+    /// An entry that matched a session by name follows its server's host key to a session
+    /// reached by any other name; one may list keys itself; a bad fingerprint is refused.
+    #[test]
+    fn an_entry_follows_the_host_keys_it_saw_and_lists() {
+        const KEY: &str = "SHA256:OLPuDcwUB5lEI0QnKUHT2HCfQi9xlztX/w52aGiigPs";
+        const OTHER: &str = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+        let p = policy(&format!(
+            "[[policy]]\nmatch = [\"127.0.0.1\"]\nread_only = true\n\n\
+             [[policy]]\nmatch = [\"listed\"]\nhost_keys = [\"{OTHER}\"]\nsudo = false\n"
+        ))
+        .unwrap();
+        let mut learned = LearnedKeys::default();
+        let by_address = Subject {
+            target: "u@127.0.0.1:22",
+            server_host: "127.0.0.1",
+            host_key: Some(KEY),
+        };
+        let by_alias = Subject {
+            target: "other-name",
+            server_host: "localhost",
+            host_key: Some(KEY),
+        };
+        assert!(p.check("exec", &by_alias, &learned).is_ok(), "not seen yet");
+        assert!(p.learn(&by_address, &mut learned));
+        assert!(!p.learn(&by_address, &mut learned), "nothing new");
+        let e = p.check("exec", &by_alias, &learned).unwrap_err();
+        assert!(e.message.contains("by its host key"), "{}", e.message);
+        assert_eq!(p.explain(&by_alias, &learned), ["127.0.0.1 (by host key)"]);
+        assert_eq!(p.explain(&by_address, &learned), ["127.0.0.1 (by name)"]);
+        // A listed key governs without ever being seen.
+        let listed = Subject {
+            target: "x",
+            server_host: "y",
+            host_key: Some(OTHER),
+        };
+        let e = p.check("sudo_exec", &listed, &learned).unwrap_err();
+        assert!(e.message.contains("sudo = false"), "{}", e.message);
+        let report = p.report(
+            None,
+            &[("s1".into(), by_address), ("s2".into(), by_alias)],
+            &learned,
+            None,
+        );
+        assert_eq!(report.entries[0].sessions, ["s1"]);
+        assert_eq!(report.entries[0].sessions_by_key, ["s2"]);
+        assert_eq!(report.entries[0].host_keys, [KEY]);
+        assert_eq!(report.entries[1].host_keys, [OTHER]);
+        let e = policy("[[policy]]\nmatch = [\"a\"]\nhost_keys = [\"MD5:aa\"]\n").unwrap_err();
+        assert!(e.contains("host_keys") && e.contains("entry 1"), "{e}");
     }
 
     #[test]

@@ -70,23 +70,11 @@ impl Call {
         }
     }
 
-    /// The call with the caller's session key taken out of its summary (see `without_key`).
-    fn without_key(self, key: &str) -> Self {
-        Self {
-            summary: without_key(&self.summary, key),
-            ..self
-        }
-    }
-}
-
-/// `text` with every copy of the session key `key` replaced: an agent that pasted its key
-/// into another field (a command, an id, a host) must not see it written to the trail or
-/// into an error message. Keys are long random words, so a copy of one is no accident of
-/// the text.
-fn without_key(text: &str, key: &str) -> String {
-    match key.len() >= 16 && text.contains(key) {
-        true => text.replace(key, "[session key]"),
-        false => text.to_string(),
+    /// The call with every session key taken out of its summary (see
+    /// [`Registry::redact_keys`]).
+    fn redacted(self, registry: &Registry) -> Self {
+        let summary = registry.redact_keys(&self.summary).into_owned();
+        Self { summary, ..self }
     }
 }
 
@@ -534,7 +522,7 @@ impl Daemon for DaemonService {
     ) -> Result<TransferReport, DaemonError> {
         let session = self.local_session("transfer_cancel", &req.auth)?;
         let line = self.audited(
-            Call::new("transfer_cancel", req.summary()).without_key(&req.auth.session_key),
+            Call::new("transfer_cancel", req.summary()).redacted(&self.registry),
             Place::from(&*session),
         );
         let cancelled = session.transfers.cancel(&req.operation_id).await;
@@ -631,7 +619,7 @@ impl DaemonService {
     {
         let session = self.registry.authorize(auth)?;
         let (tool, started) = (call.tool, call.started);
-        let call = call.without_key(&auth.session_key);
+        let call = call.redacted(&self.registry);
         let line = self.audited(call, Place::from(&*session));
         if let Err(refused) = self.allowed(tool, &session) {
             return Err(self.refuse(line, refused));
@@ -641,7 +629,7 @@ impl DaemonService {
         session.touch();
         let outcome = outcome.map_err(|e| match e.code {
             ErrorCode::ConnectionLost => connection_lost(&session),
-            _ => DaemonError::new(e.code, without_key(&e.message, &auth.session_key)),
+            _ => DaemonError::new(e.code, self.registry.redact_keys(&e.message).into_owned()),
         });
         tracing::debug!(
             tool,
@@ -673,9 +661,7 @@ impl DaemonService {
 
     /// Whether the policy in force lets `tool` work on `session`.
     fn allowed(&self, tool: &str, session: &Session) -> Result<(), DaemonError> {
-        self.registry
-            .policy()
-            .check(tool, &session.target, &session.server_host)
+        self.registry.check_policy(tool, session)
     }
 
     /// `e` as this connection's client can read it: a client that did not introduce itself

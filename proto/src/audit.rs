@@ -19,9 +19,10 @@ pub const AUDIT_GENERATIONS: usize = 4;
 /// Bytes of a command kept in a line's `summary` (cut at a character boundary).
 pub const AUDIT_SUMMARY_BYTES: usize = 200;
 
-/// The journal of calls under way, beside the trail: a call still going after the trail's
-/// next write is noted there when it begins, and its end too, so that a daemon that died
-/// (SIGKILL, the OOM killer) leaves the next one the calls it never ended. Emptied whenever
+/// The journal of calls under way, beside the trail: every call is noted there as it begins
+/// (before it reaches a host), with its outcome before it answers, and once its line is in
+/// the trail, so that a daemon that died (SIGKILL, the OOM killer) leaves the next one every
+/// call whose line it never wrote, with its real outcome when it had one. Emptied whenever
 /// nothing is under way.
 pub const PENDING_FILE: &str = "audit.pending";
 
@@ -31,6 +32,11 @@ pub const PENDING_FILE: &str = "audit.pending";
 pub enum PendingLine {
     /// A call under way, its line as the trail would keep it were it cut off now.
     Begun { begun: u64, entry: Box<AuditEntry> },
+    /// The call `finished` answered: its line as the trail keeps it.
+    Finished {
+        finished: u64,
+        entry: Box<AuditEntry>,
+    },
     /// The call `ended` is over (its line is in the trail).
     Ended { ended: u64 },
 }

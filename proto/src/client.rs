@@ -78,12 +78,46 @@ impl Connection {
 }
 
 /// Connects to the daemon of `paths`, or returns `None` when no daemon is running there.
-/// Used where starting one would be pointless (`daemon status`, `daemon stop`).
+/// Used where starting one would be pointless (`daemon status`, `daemon stop`, `history`).
+///
+/// Only a daemon of this user is believed: the runtime directory must be this user's and
+/// private (a directory another user made first under `/tmp` could hold a socket of theirs),
+/// and the process at the socket's other end must run as this user.
 pub async fn connect_existing(paths: &RuntimePaths) -> Result<Option<Connection>, ClientError> {
+    match crate::paths::check_private_dir(&paths.dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ClientError::RuntimeDir {
+                dir: paths.dir.clone(),
+                source,
+            });
+        }
+    }
     match tokio::net::UnixStream::connect(paths.socket()).await {
-        Ok(stream) => handshake(paths, stream).await.map(Some),
+        Ok(stream) => {
+            check_peer(paths, &stream)?;
+            handshake(paths, stream).await.map(Some)
+        }
         Err(e) if no_daemon(&e) => Ok(None),
         Err(e) => Err(unreachable(paths, e)),
+    }
+}
+
+/// Refuses a socket served by another user's process.
+fn check_peer(paths: &RuntimePaths, stream: &tokio::net::UnixStream) -> Result<(), ClientError> {
+    let mine = nix::unistd::geteuid().as_raw();
+    let refuse = |why: String| ClientError::RuntimeDir {
+        dir: paths.dir.clone(),
+        source: io::Error::new(io::ErrorKind::PermissionDenied, why),
+    };
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == mine => Ok(()),
+        Ok(cred) => Err(refuse(format!(
+            "refusing its socket: it is served by another user's process (uid {})",
+            cred.uid()
+        ))),
+        Err(e) => Err(refuse(format!("cannot tell who serves its socket: {e}"))),
     }
 }
 

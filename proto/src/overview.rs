@@ -28,6 +28,8 @@ pub struct SessionView {
     /// Its transfers not yet ended (queued, running, verifying), newest first.
     pub transfers: Vec<TransferReport>,
     pub forwards: Vec<ForwardInfo>,
+    /// The policy entries that govern it, each as `match (by name)` or `match (by host key)`.
+    pub policy: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

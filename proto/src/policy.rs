@@ -41,6 +41,11 @@ pub struct PolicyEntryView {
     pub read_only: bool,
     pub sudo: bool,
     pub deny: Vec<String>,
-    /// The live sessions it applies to.
+    /// The live sessions it applies to by name.
     pub sessions: Vec<String>,
+    /// The host key fingerprints it follows: listed in the file, and seen on the sessions it
+    /// matched by name.
+    pub host_keys: Vec<String>,
+    /// The live sessions it applies to by host key only (another name reached the server).
+    pub sessions_by_key: Vec<String>,
 }

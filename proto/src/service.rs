@@ -33,7 +33,7 @@ use crate::transfer::{TransferList, TransferReport, TransferRequest, TransferSta
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
 /// per tool. A client checks a tool's name here before calling it.
@@ -201,15 +201,32 @@ mod tests {
     use crate::task::{LogTail, TaskState};
     use crate::transfer::{TransferDirection, TransferError, TransferState};
 
+    thread_local! {
+        /// The encodings [`roundtrip`] made, in order, one line each: the wire's golden bytes.
+        static ENCODED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
     /// Encodes and decodes `value` with the wire codec; bincode mistakes (skipped fields,
-    /// untagged enums) show up here instead of in production.
+    /// untagged enums) show up here instead of in production. The encoding is kept for the
+    /// golden bytes (see [`the_wire_is_what_its_protocol_version_says`]).
     fn roundtrip<T: Serialize + DeserializeOwned + PartialEq + Debug + Unpin>(value: T) {
+        let bytes = encoded(&value);
         let mut codec = Codec::<T, T>::default();
-        let bytes = Pin::new(&mut codec).serialize(&value).expect("encode");
         let back: T = Pin::new(&mut codec)
             .deserialize(&BytesMut::from(&bytes[..]))
             .expect("decode");
         assert_eq!(back, value);
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let line = format!("{}: {hex}", std::any::type_name::<T>());
+        ENCODED.with(|lines| lines.borrow_mut().push(line));
+    }
+
+    fn encoded<T: Serialize + DeserializeOwned + Unpin>(value: &T) -> Vec<u8> {
+        let mut codec = Codec::<T, T>::default();
+        Pin::new(&mut codec)
+            .serialize(value)
+            .expect("encode")
+            .to_vec()
     }
 
     fn stream(truncated: bool) -> StreamOutput {
@@ -230,14 +247,66 @@ mod tests {
         }
     }
 
+    /// Every wire type, as a sample of each: its round trip, and its bytes against the golden
+    /// bytes of this protocol version (`golden/protocol-N.txt`). bincode is not
+    /// self-describing: a field added, removed or moved, or an enum variant added anywhere
+    /// but where no older peer can meet it, makes an older client or daemon misread this one.
+    /// So a golden file, once committed, only ever grows by lines at its end (samples of new
+    /// tools' types, appended at the end here); any other change of the bytes needs
+    /// `PROTOCOL_VERSION` bumped, and then `SSHMCP_UPDATE_GOLDEN=1` writes the new version's
+    /// file. The same variable appends new samples' lines to the current one.
     #[test]
-    fn every_wire_type_roundtrips() {
-        roundtrip(
-            CAPABILITIES
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>(),
+    fn the_wire_is_what_its_protocol_version_says() {
+        ENCODED.with(|lines| lines.borrow_mut().clear());
+        every_wire_type_roundtrips();
+        let now: Vec<String> = ENCODED.with(|lines| lines.borrow().clone());
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("golden/protocol-{PROTOCOL_VERSION}.txt"));
+        let update = std::env::var_os("SSHMCP_UPDATE_GOLDEN").is_some();
+        let golden = std::fs::read_to_string(&path).unwrap_or_default();
+        let golden: Vec<&str> = golden.lines().collect();
+        for (n, (was, is)) in golden.iter().zip(&now).enumerate() {
+            assert_eq!(
+                was,
+                is,
+                "line {} of {}: the wire changed under protocol {PROTOCOL_VERSION}; bump \
+                 PROTOCOL_VERSION, then run this test with SSHMCP_UPDATE_GOLDEN=1",
+                n + 1,
+                path.display()
+            );
+        }
+        assert!(
+            golden.len() <= now.len(),
+            "samples were removed from the wire test: {} has {} lines, the test {}",
+            path.display(),
+            golden.len(),
+            now.len()
         );
+        if golden.len() < now.len() {
+            assert!(
+                update,
+                "{} lacks the last {} samples' bytes: run this test with SSHMCP_UPDATE_GOLDEN=1",
+                path.display(),
+                now.len() - golden.len()
+            );
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, now.join("\n") + "\n").unwrap();
+        }
+    }
+
+    /// The tools a daemon names change with every tool added: checked, not golden.
+    #[test]
+    fn the_capabilities_roundtrip() {
+        let names: Vec<String> = CAPABILITIES.iter().map(|c| c.to_string()).collect();
+        let bytes = encoded(&names);
+        let mut codec = Codec::<Vec<String>, Vec<String>>::default();
+        let back: Vec<String> = Pin::new(&mut codec)
+            .deserialize(&BytesMut::from(&bytes[..]))
+            .expect("decode");
+        assert_eq!(back, names);
+    }
+
+    fn every_wire_type_roundtrips() {
         roundtrip(Hello {
             protocol_version: PROTOCOL_VERSION,
             daemon_version: "0.1.0".into(),
@@ -634,6 +703,51 @@ mod tests {
         for code in ErrorCode::ALL {
             roundtrip(Err::<(), _>(DaemonError::new(code, "m")));
         }
+        // Every code at once, so a code added at the end changes a line too.
+        roundtrip(ErrorCode::ALL.to_vec());
+        let entry = crate::policy::PolicyEntryView {
+            patterns: vec!["prod-*".into()],
+            read_only: true,
+            sudo: false,
+            deny: vec!["forward_start".into()],
+            sessions: vec!["s1".into()],
+            host_keys: vec!["SHA256:k".into()],
+            sessions_by_key: vec!["s2".into()],
+        };
+        roundtrip(PolicyReport {
+            source: Some("/c.toml".into()),
+            entries: vec![entry],
+            reload_error: None,
+        });
+        use crate::overview::{AuditCounts, SessionView};
+        roundtrip(Overview {
+            pid: 4,
+            taken_at: "t".into(),
+            sessions: vec![SessionView {
+                session: SessionSummary {
+                    session_id: "s".into(),
+                    state: SessionState::Ready,
+                    target: "t".into(),
+                    server_host: "h".into(),
+                    server_port: 22,
+                    master_pid: Some(3),
+                    remote_user: "u".into(),
+                    created_at: "c".into(),
+                    last_used_at: "l".into(),
+                    active_commands: 0,
+                    active_transfers: 0,
+                    active_forwards: 0,
+                },
+                commands: vec![],
+                transfers: vec![],
+                forwards: vec![],
+                policy: vec!["prod-* (by name)".into()],
+            }],
+            audit: Some(AuditCounts {
+                written: 1,
+                lost: 0,
+            }),
+        });
     }
 
     #[test]

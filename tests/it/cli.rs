@@ -444,3 +444,52 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     mcp.close().await;
 }
+
+/// A runtime directory another user made first (where `/tmp/sshmcp-UID` would be, with no
+/// `XDG_RUNTIME_DIR`), holding whatever they serve there: the CLI believes no daemon there,
+/// says why, and `history` reads this user's own trail, not one the other user's daemon names.
+#[tokio::test]
+async fn the_cli_refuses_a_runtime_directory_another_user_made() {
+    let (env, mcp, s) = connected().await;
+    let r = crate::exec(&mcp, &s, "echo own-trail-marker", json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let user = sshmcp_tests::users::test_user();
+    let foreign = env.root.path().join("foreign-run");
+    std::fs::create_dir(&foreign).unwrap();
+    let status = std::process::Command::new("chown")
+        .arg(&user)
+        .arg(&foreign)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let run = |args: &[&str]| {
+        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+            .args(args)
+            .env_clear()
+            .envs(env.env_vars())
+            .env("SSHMCP_RUNTIME_DIR", &foreign)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["daemon", "status"]);
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("owned by another user"), "{said}");
+    let lines = crate::oversight::history_until(&env, &["--session", &s.0], |lines| {
+        lines
+            .iter()
+            .any(|l| l["summary"] == "echo own-trail-marker")
+    });
+    assert!(!lines.is_empty());
+    let out = run(&["history", "--json", "--session", &s.0]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("own-trail-marker"),
+        "{out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("owned by another user"),
+        "{out:?}"
+    );
+    mcp.close().await;
+}

@@ -67,6 +67,36 @@ async fn one_session_per_server_identity() {
     mcp.close().await;
 }
 
+/// A master's log stays bounded on disk: a closed session's goes with it, and a failed
+/// connect's stays (it says why) for the person to read.
+#[tokio::test]
+async fn a_closed_sessions_master_log_goes_and_a_failed_connects_stays() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let logs = env.state_dir.join("masters");
+    let (id, _key) = connect(&mcp).await;
+    let log = logs.join(format!("{id}.log"));
+    assert!(log.exists(), "{}", log.display());
+    let r = mcp.call("disconnect", json!({"session_id": id})).await;
+    assert_eq!(r["state"], "closed", "{r}");
+    assert!(!log.exists(), "the closed session's master log is kept");
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "127.0.0.1", "user": env.sshd.user, "port": closed_port}),
+        )
+        .await;
+    assert_eq!(code(&r), "connection_start_failed", "{r}");
+    let kept: Vec<_> = std::fs::read_dir(&logs).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1, "the failed connect's log");
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn session_limit_counts_every_session() {
     let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_MAX_SESSIONS", "1")]);

@@ -135,11 +135,27 @@ async fn clients_of_another_uid_are_refused() {
         .gid(65534)
         .output()
         .unwrap();
+    // The other user's client does not believe a daemon in a directory that is not theirs.
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("cannot reach the daemon"), "{err}");
+    assert!(err.contains("owned by another user"), "{err}");
+    // And the daemon refuses that user's connection when one is made anyway.
+    let connect = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); s.recv(1)",
+        socket.display().to_string()
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &connect])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
     assert!(env.daemon_log_shows("refusing a client of another user"));
-    // The owner still gets in.
+    // The owner still gets in, once the directory is private again (a loose one is
+    // refused by the owner's client too).
+    assert!(!env.cli(&["daemon", "status"]).status.success());
+    std::fs::set_permissions(&env.runtime_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     assert!(env.cli(&["daemon", "status"]).status.success());
     mcp.close().await;
 }

@@ -319,6 +319,33 @@ async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
     mcp.close().await;
 }
 
+/// Commands waiting for a channel on a server allowing two sessions ask it a few times a
+/// second at most, not dozens (each refusal is a line in the server's log), and still run as
+/// soon as a channel comes free.
+#[tokio::test]
+async fn waiting_for_a_channel_asks_the_server_a_few_times_a_second() {
+    let (env, mcp, s) = connected_with(&SshdOptions::allowing_sessions(2), &[]).await;
+    let refusals = || env.sshd.log_text().matches("no more sessions").count();
+    let before = refusals();
+    let started = std::time::Instant::now();
+    let commands: Vec<String> = (0..4).map(|i| format!("sleep 4; echo {i}")).collect();
+    for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
+        assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let refused = refusals() - before;
+    assert!(
+        refused as f64 <= 3.0 * seconds + 12.0,
+        "{refused} refusals in {seconds:.1} s"
+    );
+    // They waited for channels, not out their timeouts (60 s).
+    assert!(
+        seconds < 30.0,
+        "the waiting commands ran late: {seconds:.1} s"
+    );
+    mcp.close().await;
+}
+
 /// The command reaches /bin/sh unchanged even when the login shell is csh-like, whose quoting
 /// and `!` history rules differ from sh's. Needs root to create the tcsh user.
 #[tokio::test]

@@ -346,11 +346,11 @@ async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
     mcp.close().await;
 }
 
-/// The only handle of a session, its daemon killed right after `command_start` answered: the
-/// next daemon still knows its group, so `command_kill` ends the command (before, the record
-/// was written when the handle came, before its group was known, and said `pid: null`).
+/// The only handle of a session, its daemon killed right after `command_start` answered:
+/// nobody could follow the command any more, so it ends with the daemon (its channel's relay
+/// ends it), and the next daemon lists it `lost`, with its PID, and finds nothing to kill.
 #[tokio::test]
-async fn a_handle_started_just_before_a_crash_can_still_be_killed() {
+async fn a_handle_running_at_a_crash_ends_with_the_daemon_and_stays_listed() {
     let (env, mcp, s) = connected().await;
     let sleep = unique_sleep(120);
     let started = on_session(
@@ -362,6 +362,10 @@ async fn a_handle_started_just_before_a_crash_can_still_be_killed() {
     .await;
     assert!(started["pid"].is_u64(), "{started}");
     env.crash_daemon();
+    assert!(
+        sshmcp_tests::process::until_matching(&[&sleep], 0).await,
+        "the command outlived its daemon"
+    );
     let id = started["handle_id"].clone();
     let r = on_session(&mcp, &s, "command_status", json!({"handle_id": id})).await;
     assert_eq!(
@@ -369,15 +373,55 @@ async fn a_handle_started_just_before_a_crash_can_still_be_killed() {
         (&json!("lost"), &started["pid"]),
         "{r}"
     );
-    let k = on_session(
-        &mcp,
-        &s,
-        "command_kill",
-        json!({"handle_id": id, "wait_seconds": 10}),
-    )
-    .await;
-    assert_eq!(k["result"], "killed", "{k}");
-    assert_eq!(count_matching(&[&sleep]), 0, "the command is gone");
+    let k = on_session(&mcp, &s, "command_kill", json!({"handle_id": id})).await;
+    assert_eq!(k["result"], "not_running", "{k}");
+    mcp.close().await;
+}
+
+/// An `exec` under way when its daemon is killed cannot be answered any more: it ends with
+/// the daemon instead of running on unseen past its timeout, and the next daemon's session
+/// counts no command.
+#[tokio::test]
+async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(77);
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}"), "timeout": 5});
+    let (_, pending) = mcp.start_call("exec", args).await;
+    until_running(&sleep).await;
+    env.crash_daemon();
+    assert!(
+        sshmcp_tests::process::until_matching(&[&sleep], 0).await,
+        "the command outlived its daemon"
+    );
+    drop(pending);
+    let r = exec(&mcp, &s, "echo after", json!({})).await;
+    assert_eq!(r["stdout"]["data"], "after\n", "{r}");
+    assert_eq!(sessions(&mcp).await[0]["active_commands"], 0);
+    mcp.close().await;
+}
+
+/// Two crashes, each with every channel of a `MaxSessions 2` server busy with a long command:
+/// the channels come free with the dead daemons' commands, and `exec` runs at once.
+#[tokio::test]
+async fn after_two_crashes_with_every_channel_busy_exec_runs_within_its_timeout() {
+    let env = TestEnv::with(&sshmcp_tests::SshdOptions::allowing_sessions(2), &[]);
+    let mcp = env.mcp().await;
+    let s = connect(&mcp).await;
+    for _ in 0..2 {
+        let sleeps = [unique_sleep(300), unique_sleep(300)];
+        let mut pending = Vec::new();
+        for sleep in &sleeps {
+            let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}"), "timeout": 600});
+            pending.push(mcp.start_call("exec", args).await.1);
+        }
+        for sleep in &sleeps {
+            until_running(sleep).await;
+        }
+        env.crash_daemon();
+        drop(pending);
+    }
+    let r = exec(&mcp, &s, "echo alive", json!({"timeout": 20})).await;
+    assert_eq!(r["stdout"]["data"], "alive\n", "{r}");
     mcp.close().await;
 }
 

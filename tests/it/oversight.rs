@@ -15,7 +15,11 @@ fn history(env: &TestEnv, args: &[&str], at_least: usize) -> Vec<Value> {
 }
 
 /// `sshmcp history --json ARGS`, parsed, once `ready` holds for its lines (up to 10 s).
-fn history_until(env: &TestEnv, args: &[&str], ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+pub(crate) fn history_until(
+    env: &TestEnv,
+    args: &[&str],
+    ready: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut argv = vec!["history", "--json", "--limit", "1000"];
@@ -83,7 +87,7 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
     // What an agent sends cannot drive the person's terminal: escapes are shown, not obeyed.
     let r = exec(&mcp, &s, "true # \u{1b}[2K\rinnocent", json!({})).await;
     assert_eq!(r["exit_code"], 0);
-    history(&env, &[], 4);
+    history(&env, &["--session", &s.0], 4);
     let table = String::from_utf8_lossy(&env.cli(&["history"]).stdout).into_owned();
     assert!(!table.contains('\u{1b}'), "{table:?}");
     assert!(table.contains("\\u{1b}[2K innocent"), "{table}");
@@ -121,12 +125,48 @@ fn is_trail_time(time: &str) -> bool {
     time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T'
 }
 
+/// The trail is turned off by the config file (or a flag), never by the environment a client
+/// passes to the daemon it starts; either way each start says which config file, how many
+/// policy entries and whether calls are kept.
 #[tokio::test]
-async fn the_trail_can_be_turned_off_and_a_broken_trail_never_fails_a_call() {
-    let (env, mcp, s) = connected_with(&SshdOptions::default(), &[("SSHMCP_NO_AUDIT", "1")]).await;
-    let r = exec(&mcp, &s, "true", json!({})).await;
+async fn the_trail_can_be_turned_off_only_by_the_config_and_a_broken_trail_never_fails_a_call() {
+    let (_dir, config) = with_config("[[policy]]\nmatch = [\"nowhere\"]\nsudo = false\n");
+    let config_var = config.display().to_string();
+    let (env, mcp, s) = connected_with(
+        &SshdOptions::default(),
+        &[("SSHMCP_CONFIG", &config_var), ("SSHMCP_NO_AUDIT", "1")],
+    )
+    .await;
+    let r = exec(&mcp, &s, "echo env-cannot-hide-this", json!({})).await;
     assert_eq!(r["exit_code"], 0);
-    assert!(!env.state_dir.join("audit.jsonl").exists());
+    let lines = history_until(&env, &[], |lines| {
+        lines
+            .iter()
+            .any(|l| l["summary"] == "echo env-cannot-hide-this")
+    });
+    let start = lines.iter().find(|l| l["tool"] == "daemon_start").unwrap();
+    assert_eq!(
+        start["summary"],
+        format!("config {config_var}; 1 policy entries; audit trail on; 0 sessions taken back"),
+        "{start}"
+    );
+    std::fs::write(&config, "audit = false\n").unwrap();
+    let out = env.cli(&["daemon", "restart"]);
+    assert!(out.status.success(), "{out:?}");
+    let r = exec(&mcp, &s, "echo not-kept", json!({})).await;
+    assert_eq!(r["exit_code"], 0);
+    let lines = history_until(&env, &[], |lines| {
+        lines.iter().filter(|l| l["tool"] == "daemon_start").count() == 2
+    });
+    assert_eq!(
+        lines[0]["summary"],
+        format!(
+            "config {config_var}; 0 policy entries; audit trail off (calls are not written); \
+             1 sessions taken back"
+        ),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| l["summary"] != "echo not-kept"));
     mcp.close().await;
 
     // The trail's place taken by a directory: every write fails, every call still answers.
@@ -391,6 +431,128 @@ async fn a_read_only_address_stays_read_only_under_an_ipv4_mapped_spelling() {
     mcp.close().await;
 }
 
+/// A read-only entry that met the server by its address follows its host key: a session
+/// reached as `localhost` (another identity, another name) is read-only too, while the first
+/// session lives, after it closed and after a restart (the keys an entry saw are kept), and
+/// `doctor` and `watch` say which entry governs it and why.
+#[tokio::test]
+async fn a_read_only_server_stays_read_only_under_another_name_by_its_host_key() {
+    let (_dir, config) = with_config("[[policy]]\nmatch = [\"127.0.0.1\"]\nread_only = true\n");
+    let config_var = config.display().to_string();
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_CONFIG", &config_var)]);
+    let mcp = env.mcp().await;
+    let by_address = crate::connect(&mcp).await;
+    let r = exec(&mcp, &by_address, "true", json!({})).await;
+    refused_by(&r, &["[\"127.0.0.1\"]", "read_only = true"]);
+    let other = json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port});
+    for round in [
+        "while the first lives",
+        "after it closed",
+        "after a restart",
+    ] {
+        if round == "after a restart" {
+            let out = env.cli(&["daemon", "restart"]);
+            assert!(out.status.success(), "{out:?}");
+        }
+        let r = mcp.call("connect", other.clone()).await;
+        assert_eq!(r["server_host"], "localhost", "{round}: {r}");
+        let s = (
+            r["session_id"].as_str().unwrap().to_string(),
+            r["session_key"].as_str().unwrap().to_string(),
+        );
+        let r = exec(&mcp, &s, "echo x > by-key-wrote-this", json!({})).await;
+        refused_by(&r, &["read_only = true", "by its host key"]);
+        let fingerprint = env.sshd.host_key_fingerprint();
+        if round == "while the first lives" {
+            let report = String::from_utf8_lossy(&env.cli(&["doctor"]).stdout).into_owned();
+            assert!(
+                report.contains(&format!(
+                    "match 127.0.0.1: read_only (sessions {}; by host key: sessions {})",
+                    by_address.0, s.0
+                )),
+                "{report}"
+            );
+            assert!(
+                report.contains(&format!("host key {fingerprint}")),
+                "{report}"
+            );
+            let out = env.cli(&["watch", "--once", "--json"]);
+            let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let views = snapshot["sessions"].as_array().unwrap();
+            let view = views
+                .iter()
+                .find(|v| v["session"]["session_id"] == s.0)
+                .unwrap();
+            assert_eq!(view["policy"], json!(["127.0.0.1 (by host key)"]), "{view}");
+            let r = mcp
+                .call("disconnect", json!({"session_id": by_address.0}))
+                .await;
+            assert_eq!(r["state"], "closed", "{r}");
+        }
+        let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+        assert_eq!(r["state"], "closed", "{r}");
+    }
+    mcp.close().await;
+}
+
+/// A server reached through a local forward to its SSH port (any address, any port) is still
+/// the server its host key says, under the entry that saw that key; and an entry may list
+/// a host key itself.
+#[tokio::test]
+async fn a_forward_to_a_governed_servers_port_reaches_it_under_its_policy() {
+    let (_dir, config) = with_config("");
+    let config_var = config.display().to_string();
+    let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_CONFIG", &config_var)]);
+    let fingerprint = env.sshd.host_key_fingerprint();
+    std::fs::write(
+        &config,
+        format!(
+            "[[policy]]\nmatch = [\"nothing-by-name\"]\nhost_keys = [\"{fingerprint}\"]\n\
+             deny = [\"write_file\"]\n"
+        ),
+    )
+    .unwrap();
+    let mcp = env.mcp().await;
+    let s = crate::connect(&mcp).await;
+    let f = crate::on_session(
+        &mcp,
+        &s,
+        "forward_start",
+        json!({"kind": "local", "target_host": "127.0.0.1", "target_port": env.sshd.port}),
+    )
+    .await;
+    let port = f["listen_port"].as_u64().expect("a forward") as u16;
+    // The tunnel's end is a name OpenSSH has not met: its key is listed for it, as a user
+    // would accept it.
+    let known = std::fs::read_to_string(&env.sshd.known_hosts).unwrap();
+    let key = known.lines().next().unwrap().split_once(' ').unwrap().1;
+    std::fs::write(
+        &env.sshd.known_hosts,
+        format!("{known}[127.0.0.1]:{port} {key}\n"),
+    )
+    .unwrap();
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port}),
+        )
+        .await;
+    assert_eq!(r["server_port"], port, "{r}");
+    let tunneled = (
+        r["session_id"].as_str().unwrap().to_string(),
+        r["session_key"].as_str().unwrap().to_string(),
+    );
+    let r = crate::on_session(
+        &mcp,
+        &tunneled,
+        "write_file",
+        json!({"path": "tunnel-wrote-this", "content": "x"}),
+    )
+    .await;
+    refused_by(&r, &["deny = [\"write_file\"]", "by its host key"]);
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() {
     let (_dir, config) = with_config(
@@ -652,7 +814,7 @@ async fn a_call_cut_by_a_daemon_crash_is_in_the_trail() {
         (&json!("exec"), &json!("cancelled")),
         "{line}"
     );
-    assert!(env.daemon_log_shows("were under way when a daemon before this one died"));
+    assert!(env.daemon_log_shows("a daemon before this one died before writing"));
     let _ = remote_pkill(&mcp, &s, &marker).await;
     mcp.close().await;
 }
@@ -665,6 +827,67 @@ async fn remote_pkill(mcp: &sshmcp_tests::McpClient, s: &(String, String), marke
         json!({}),
     )
     .await
+}
+
+/// A call that answered just before its daemon was killed is in the trail as it answered,
+/// and a file written just before is in it too (each call is journaled as it begins and
+/// before it answers, not only when the writer gets to it).
+#[tokio::test]
+async fn calls_that_answered_just_before_a_crash_are_in_the_trail_as_they_answered() {
+    let (env, mcp, s) = crate::connected().await;
+    let dir = crate::fresh_dir(&mcp, &s, "crash-trail").await;
+    let path = format!("{dir}/written-before-crash");
+    let w = crate::on_session(
+        &mcp,
+        &s,
+        "write_file",
+        json!({"path": path, "content": "x"}),
+    )
+    .await;
+    assert_eq!(w["ok"], true, "{w}");
+    let r = exec(&mcp, &s, "echo crash-trail-7f; exit 3", json!({})).await;
+    assert_eq!(r["exit_code"], 3, "{r}");
+    env.crash_daemon();
+    // The next call starts the next daemon, which writes what the dead one left.
+    mcp.call("session_list", json!({})).await;
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines
+            .iter()
+            .any(|l| l["summary"] == "echo crash-trail-7f; exit 3")
+            && lines.iter().any(|l| l["tool"] == "write_file")
+    });
+    let exec_lines: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["summary"] == "echo crash-trail-7f; exit 3")
+        .collect();
+    assert_eq!(exec_lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        (&exec_lines[0]["outcome"], &exec_lines[0]["exit_code"]),
+        (&json!("ok"), &json!(3)),
+        "{lines:?}"
+    );
+    let write = lines.iter().find(|l| l["tool"] == "write_file").unwrap();
+    assert_eq!(write["outcome"], "ok", "{write}");
+    mcp.close().await;
+}
+
+/// A key of another live session, pasted into a command, is not written to the trail either:
+/// every key the daemon holds a hash of is redacted, not only the caller's.
+#[tokio::test]
+async fn another_sessions_key_in_a_command_is_redacted_from_the_trail() {
+    let (env, mcp, s) = crate::connected().await;
+    let (watcher, other) = crate::connect_watcher(&env).await;
+    let r = crate::exec(&mcp, &s, &format!("test -n {}", other.1), json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(|l| l["tool"] == "exec")
+    });
+    let line = lines.iter().find(|l| l["tool"] == "exec").unwrap();
+    assert_eq!(line["summary"], "test -n [session key]", "{line}");
+    let trail = std::fs::read_to_string(env.state_dir.join("audit.jsonl")).unwrap();
+    assert!(!trail.contains(&other.1), "{trail}");
+    watcher.close().await;
+    mcp.close().await;
 }
 
 /// An agent that pastes its session key into another field (a command, a forward's host)

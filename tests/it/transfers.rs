@@ -1319,6 +1319,53 @@ async fn a_restart_hands_a_transfer_over() {
     mcp.close().await;
 }
 
+/// A transfer a new daemon takes back meets the policy in force then, not the one it started
+/// under: a restart after the user denied downloads from this host ends it `policy_denied`
+/// with nothing published, and the trail says so.
+#[tokio::test]
+async fn a_transfer_taken_back_after_a_restart_meets_the_policy_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let config_var = config.display().to_string();
+    let (env, mcp, s) = crate::connected_with(
+        &sshmcp_tests::SshdOptions::default(),
+        &[("SSHMCP_CONFIG", &config_var)],
+    )
+    .await;
+    let (remote, r) = a_download_under_way(&mcp, &s, "refused.bin", false).await;
+    std::fs::write(
+        &config,
+        "[[policy]]\nmatch = [\"testbed\"]\ndeny = [\"download_start\"]\n",
+    )
+    .unwrap();
+    let out = env.cli(&["daemon", "restart"]);
+    assert!(out.status.success(), "{out:?}");
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&done["state"], &done["error"]["code"]),
+        (&json!("failed"), &json!("policy_denied")),
+        "{done}"
+    );
+    assert!(!env.local_root.join("refused.bin").exists());
+    let taken_back = |l: &Value| {
+        l["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("(taken back by a new daemon)"))
+    };
+    let lines = crate::oversight::history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(taken_back)
+    });
+    let line = lines.iter().find(|l| taken_back(l)).unwrap();
+    assert_eq!(
+        (&line["tool"], &line["outcome"]),
+        (&json!("download_start"), &json!("policy_denied")),
+        "{line}"
+    );
+    remote_out(&mcp, &s, &format!("rm {remote}")).await;
+    mcp.close().await;
+}
+
 /// Remote names with any bytes go up and come back unchanged, through rsync's own parsing of
 /// its remote arguments (wildcards, backslashes, a directory holding both) and never through
 /// a shell; the one name rsync cannot fetch is refused up front.

@@ -192,6 +192,20 @@ impl Sshd {
         std::fs::write(&self.known_hosts, known + &added).unwrap();
     }
 
+    /// The fingerprint of this server's host key, as `ssh-keygen -l` shows it (`SHA256:…`).
+    pub fn host_key_fingerprint(&self) -> String {
+        let out = Command::new("ssh-keygen")
+            .args(["-l", "-E", "sha256", "-f"])
+            .arg(self.dir.join("host_key.pub"))
+            .output()
+            .expect("run ssh-keygen");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .nth(1)
+            .expect("a fingerprint")
+            .to_string()
+    }
+
     /// Puts `block` (a `Host ...` section) before the shared defaults, so it wins.
     pub fn add_host_block(&self, block: &str) {
         let config = std::fs::read_to_string(&self.ssh_config).unwrap();

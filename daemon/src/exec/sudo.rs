@@ -118,27 +118,36 @@ async fn refused(session: &Session, nonce: &str, said: &str, stderr: &str) -> Da
     classify(&why, sudo_said)
 }
 
+/// The error for sudo's refusal: its class (`why`, from sudo's own list of rights), and for a
+/// refusal sudo's rights do not explain, the known reason its words name. sudo's raw text is
+/// never passed on (automation reads the code; the text of sudo may be anything a host's
+/// sudoers or a plugin makes it); the daemon's log keeps it.
 fn classify(why: &str, sudo_said: &str) -> DaemonError {
-    let quoted = |m: &str| match sudo_said {
-        "" => m.to_string(),
-        said => format!("{m} (sudo said: {said})"),
-    };
+    if !sudo_said.is_empty() {
+        tracing::debug!("sudo refused: {sudo_said}");
+    }
     match why {
         "password_required" => DaemonError::new(
             ErrorCode::SudoPasswordRequired,
-            quoted(
-                "sudo wants a password for this user and none is ever sent; ask the host's \
-                 administrator for a NOPASSWD rule for /bin/bash --noprofile --norc -s",
-            ),
+            "sudo wants a password for this user and none is ever sent; ask the host's \
+             administrator for a NOPASSWD rule for /bin/bash --noprofile --norc -s",
         ),
         "not_allowed" => DaemonError::new(
             ErrorCode::SudoNotAllowed,
-            quoted("sudoers does not let this user run /bin/bash --noprofile --norc -s as root"),
+            "sudoers does not let this user run /bin/bash --noprofile --norc -s as root",
         ),
-        _ => DaemonError::new(
-            ErrorCode::SudoNotAllowed,
-            quoted("sudo refused to start /bin/bash --noprofile --norc -s"),
-        ),
+        _ => {
+            let reason = if sudo_said.contains("tty") {
+                ": the host's sudoers requires a terminal for this user (requiretty), and \
+                 commands run without one"
+            } else {
+                "; the host's sudo log says why"
+            };
+            DaemonError::new(
+                ErrorCode::SudoNotAllowed,
+                format!("sudo refused to start /bin/bash --noprofile --norc -s{reason}"),
+            )
+        }
     }
 }
 
@@ -147,17 +156,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_answer_of_sudo_has_its_code_and_keeps_sudo_s_words() {
+    fn each_answer_of_sudo_has_its_code_and_never_sudo_s_words() {
         let e = classify("password_required", "sudo: a password is required");
         assert_eq!(e.code, ErrorCode::SudoPasswordRequired);
-        assert!(
-            e.message
-                .ends_with("(sudo said: sudo: a password is required)")
-        );
-        assert_eq!(classify("not_allowed", "").code, ErrorCode::SudoNotAllowed);
+        assert!(!e.message.contains("sudo:"), "{}", e.message);
+        let e = classify("not_allowed", "x is not in the sudoers file. ALERT");
+        assert_eq!(e.code, ErrorCode::SudoNotAllowed);
+        assert!(!e.message.contains("ALERT"), "{}", e.message);
         let e = classify("allowed", "sudo: sorry, you must have a tty to run sudo");
         assert_eq!(e.code, ErrorCode::SudoNotAllowed);
-        assert!(e.message.contains("must have a tty"));
+        assert!(e.message.contains("requiretty"), "{}", e.message);
+        assert!(!e.message.contains("sorry"), "{}", e.message);
+        let e = classify("allowed", "sudo: some plugin said no");
+        assert!(
+            e.message.ends_with("the host's sudo log says why"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

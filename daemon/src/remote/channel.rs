@@ -46,28 +46,71 @@ pub async fn acquire_slot(
     }
 }
 
-/// Opens a session running `command`, retrying channel refusals (short backoff; `refused` is
-/// called on each) and silent masters until `deadline`. An attempt cut short leaves nothing
-/// running: the caller writes the program only once the channel is open.
+/// How an open retries sshd's refusals.
+#[derive(Clone, Copy)]
+pub enum Retries<'a> {
+    /// Briskly, for a kill, which must not wait: 1 ms doubling to 50 ms.
+    Brisk,
+    /// Patiently, for work that waits its turn: every refusal is a line in the server's log,
+    /// so a session waiting on a full server asks about once a second at most (25 ms
+    /// doubling to 1 s), and again as soon as `freed` says a channel of the session closed.
+    Patient(&'a tokio::sync::Notify),
+}
+
+impl Retries<'_> {
+    fn first_and_most(self) -> (Duration, Duration) {
+        match self {
+            Self::Brisk => (Duration::from_millis(1), Duration::from_millis(50)),
+            Self::Patient(_) => (Duration::from_millis(25), Duration::from_secs(1)),
+        }
+    }
+
+    /// Waits `backoff`, or less when a channel came free.
+    async fn pause(self, backoff: Duration) {
+        match self {
+            Self::Brisk => tokio::time::sleep(backoff).await,
+            Self::Patient(freed) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = freed.notified() => {}
+                }
+            }
+        }
+    }
+}
+
+/// Opens a session running `command`, retrying channel refusals (as `retries` says; `refused`
+/// is called on each, and says whether it let one of the session's channels go, which the
+/// next try then soon finds free) and silent masters until `deadline`. An attempt cut short
+/// leaves nothing running: the caller writes the program only once the channel is open.
 pub async fn open_with_retry(
     control_path: &Path,
     command: &str,
     deadline: Instant,
-    refused: impl Fn(),
+    retries: Retries<'_>,
+    refused: impl Fn() -> bool,
 ) -> Result<MuxSession, OpenError> {
-    let mut backoff = Duration::from_millis(1);
+    let (first, most) = retries.first_and_most();
+    let mut backoff = first;
     loop {
         let attempt_deadline = deadline.min(Instant::now() + mux::EXCHANGE_TIMEOUT);
         let attempt = mux::open_session(control_path, command);
         match tokio::time::timeout_at(attempt_deadline, attempt).await {
             Ok(Ok(session)) => return Ok(session),
             Ok(Err(e)) if e.is_channel_refusal() => {
-                refused();
-                if Instant::now() + backoff >= deadline {
+                let freed_one = refused();
+                if Instant::now() >= deadline {
                     return Err(OpenError::TimedOut);
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(50));
+                let wait = match freed_one {
+                    true => first,
+                    false => {
+                        let grown = (backoff * 2).min(most);
+                        std::mem::replace(&mut backoff, grown)
+                    }
+                };
+                // The last try comes at the deadline, not a backoff before it.
+                retries.pause(wait.min(deadline - Instant::now())).await;
             }
             Ok(Err(e)) => return Err(OpenError::Mux(e)),
             Err(_) if Instant::now() >= deadline => return Err(OpenError::TimedOut),

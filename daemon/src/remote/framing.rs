@@ -60,6 +60,23 @@ else set -- $(ps -o pgid= -p $$ </dev/null 2>/dev/null); _sshmcp_g=$1; set --; f
 _sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
 command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&- 8>&2; ";
 
+/// Ties a program to its caller: its group is noted in the channel's log on fd 9, so the
+/// channel's relay ends it once the channel's stdin ends (see `runner::RELAY`). The note
+/// is a write to a file already open; the log is closed for the program either way.
+const TETHER: &str = "{ command printf '%s\\n' \"$_sshmcp_g\" >&9; } 2>/dev/null; exec 9>&-; ";
+
+/// A program that must finish whatever becomes of its caller (a kill) is not noted.
+const UNTETHERED: &str = "exec 9>&-; ";
+
+/// Whether a program ends with its caller (see [`TETHER`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tether {
+    /// The program's group is killed when the channel's stdin closes.
+    ToCaller,
+    /// The program runs to its end whatever becomes of the channel (a kill).
+    None,
+}
+
 /// The exit report: the status of the shell it is set in, on fd 8 (see [`PRELUDE`]), after
 /// its nonce given in two halves `{X1}` `{X2}` (so the trap's own text, which `trap` lists,
 /// never holds it). Silent and harmless where fd 8 is closed (bash runs it inside the
@@ -165,6 +182,7 @@ impl Framing {
         cwd: Option<&str>,
         stdin: Option<&[u8]>,
         reusable: bool,
+        tether: Tether,
     ) -> Vec<u8> {
         let (o, n) = (&self.out_nonce, &self.err_nonce);
         let report = format!(
@@ -174,6 +192,10 @@ impl Framing {
             if reusable { "more" } else { "last" }
         );
         let mut out = PRELUDE.replace("{E}", n).replace("{R}", &report);
+        out.push_str(match tether {
+            Tether::ToCaller => TETHER,
+            Tether::None => UNTETHERED,
+        });
         // The nonce in two halves: `trap` with no arguments lists the trap's text, which must
         // not read as a report.
         let (x1, x2) = self.exit_nonce.split_at(self.exit_nonce.len() / 2);
@@ -600,7 +622,13 @@ mod tests {
                 c.env("HOME", home);
             });
             let first = Framing::new().unwrap();
-            channel.feed(&first.fresh_text(&first.payload("true", None, None, true)));
+            channel.feed(&first.fresh_text(&first.payload(
+                "true",
+                None,
+                None,
+                true,
+                Tether::ToCaller,
+            )));
             channel.wait_for(&first.end_out);
             channel
         }
@@ -616,10 +644,43 @@ mod tests {
             let held =
                 |s: &[Vec<u8>; 2]| !s[i].windows(needle.len()).any(|w| w == needle.as_bytes());
             let timeout = std::time::Duration::from_secs(10);
-            let (_guard, waited) = changed
+            let (streams, waited) = changed
                 .wait_timeout_while(lock.lock().unwrap(), timeout, |s| held(s))
                 .unwrap();
-            assert!(!waited.timed_out(), "no {needle} on stdout");
+            assert!(
+                !waited.timed_out(),
+                "no {needle} on stream {i}: {:?}",
+                streams.each_ref().map(|s| String::from_utf8_lossy(s))
+            );
+        }
+
+        /// Waits until the program of `f` ended (its end marker on stdout), or the channel's
+        /// shell ended without one (a stale channel runs nothing), then [`Self::finish`]:
+        /// a stdin closed under a running program would stop it, as the daemon's stop does.
+        fn finish_after(self, f: &Framing) -> [Vec<u8>; 2] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let (lock, changed) = &*self.streams;
+                let end = f.end_out.as_bytes();
+                let ended = |s: &[Vec<u8>; 2]| s[0].windows(end.len()).any(|w| w == end);
+                let (streams, _) = changed
+                    .wait_timeout_while(
+                        lock.lock().unwrap(),
+                        std::time::Duration::from_millis(50),
+                        |s| !ended(s),
+                    )
+                    .unwrap();
+                let ended = ended(&streams);
+                drop(streams);
+                if ended || self.exits_within(std::time::Duration::from_millis(50)) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the program never ended"
+                );
+            }
+            self.finish()
         }
 
         /// Closes stdin and waits: the shell reads to its end and exits. Returns both streams.
@@ -694,8 +755,8 @@ mod tests {
     /// Runs one payload on a fresh local channel.
     fn run_local(f: &Framing, script: &str, cwd: Option<&str>, stdin: Option<&[u8]>) -> LocalRun {
         let mut channel = LocalChannel::start(|_| {});
-        channel.feed(&f.fresh_text(&f.payload(script, cwd, stdin, true)));
-        LocalRun::split(f, &channel.finish())
+        channel.feed(&f.fresh_text(&f.payload(script, cwd, stdin, true, Tether::ToCaller)));
+        LocalRun::split(f, &channel.finish_after(f))
     }
 
     #[test]
@@ -753,7 +814,8 @@ mod tests {
     fn a_text_cut_before_its_closing_brace_runs_nothing() {
         let f = framing();
         let home = old_home();
-        let payload = |f: &Framing| f.payload("echo ran-anyway", None, None, true);
+        let payload =
+            |f: &Framing| f.payload("echo ran-anyway", None, None, true, Tether::ToCaller);
         // The first program, cut in its channel's text.
         let text = f.fresh_text(&payload(&f));
         let mut channel = LocalChannel::start(|_| {});
@@ -820,7 +882,7 @@ mod tests {
         ];
         for (i, (f, script)) in runs.iter().enumerate() {
             let stdin = (i == 3).then_some(&b"given\n"[..]);
-            let payload = f.payload(script, None, stdin, true);
+            let payload = f.payload(script, None, stdin, true, Tether::ToCaller);
             channel.feed(&match i {
                 0 => f.fresh_text(&payload),
                 _ => f.warm_text(&payload, true),
@@ -904,7 +966,10 @@ mod tests {
             let mut channel = LocalChannel::after_one_program(sh, home.path());
             let framings: Vec<Framing> = cases.iter().map(|_| Framing::new().unwrap()).collect();
             for (f, (script, stdin, _, _)) in framings.iter().zip(&cases) {
-                channel.feed(&f.warm_text(&f.payload(script, None, *stdin, true), true));
+                channel.feed(&f.warm_text(
+                    &f.payload(script, None, *stdin, true, Tether::ToCaller),
+                    true,
+                ));
                 channel.wait_for(&f.end_out);
             }
             let output = channel.finish();
@@ -936,6 +1001,103 @@ mod tests {
         }
     }
 
+    /// A program's group is gone soon after its channel's stdin closed (its caller stopped it,
+    /// or died), whichever shell runs the channel, with or without stdin for the program.
+    #[test]
+    fn a_program_ends_when_its_channel_closes() {
+        for sh in EVERY_SH {
+            for stdin in [None, Some(&b"input"[..])] {
+                let f = framing();
+                let mut channel = LocalChannel::start_as(sh, |_| {});
+                let script = "echo \"group $$\"; trap '' INT HUP; sleep 300";
+                channel.feed(&f.fresh_text(&f.payload(
+                    script,
+                    None,
+                    stdin,
+                    true,
+                    Tether::ToCaller,
+                )));
+                channel.wait_for("\ngroup ");
+                let out = channel.streams.0.lock().unwrap()[0].clone();
+                let text = String::from_utf8_lossy(&out);
+                let group: i32 = text
+                    .split("\ngroup ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .and_then(|g| g.parse().ok())
+                    .unwrap_or_else(|| panic!("{sh:?}: no group in {text}"));
+                drop(channel.child.stdin.take());
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while live_members(group) > 0 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{sh:?}: group {group} still runs 10 s after its channel closed"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// The relay is no job of a program's shell: a bare `wait` waits for the script's own
+    /// children, and the channel goes on to the next program.
+    #[test]
+    fn a_scripts_wait_waits_for_its_own_children_only() {
+        for sh in EVERY_SH {
+            for stdin in [None, Some(&b"input"[..])] {
+                let f = framing();
+                let mut channel = LocalChannel::start_as(sh, |_| {});
+                let script = "sleep 0.1 & wait; echo waited; exit 4";
+                channel.feed(&f.fresh_text(&f.payload(
+                    script,
+                    None,
+                    stdin,
+                    true,
+                    Tether::ToCaller,
+                )));
+                channel.wait_for(&f.end_out);
+                let run = LocalRun::split(&f, &channel.finish());
+                assert_eq!(run.out, b"waited\n", "{sh:?}");
+                assert_eq!(run.status(), Some(4), "{sh:?}");
+                assert_eq!(run.end.unwrap().after, runner::After::Idle, "{sh:?}");
+            }
+        }
+    }
+
+    /// A program that is not tied to its caller (a kill) runs to its end after its channel's
+    /// stdin closed.
+    #[test]
+    fn an_untethered_program_outlives_its_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let f = framing();
+        let mut channel = LocalChannel::start(|_| {});
+        let script = format!("echo started; sleep 1; echo done > '{}'", done.display());
+        channel.feed(&f.fresh_text(&f.payload(&script, None, None, true, Tether::None)));
+        channel.wait_for("started");
+        channel.finish();
+        assert!(done.exists(), "the program was ended with its channel");
+    }
+
+    /// How many processes of `group` live: a member that ended stays in its group until its
+    /// parent reaps it, which for an orphan is whenever the host's init gets to it.
+    fn live_members(group: i32) -> usize {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        procs
+            .flatten()
+            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+            .filter(|stat| {
+                let after_name = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+                let mut fields = after_name.split(' ');
+                let state = fields.next();
+                let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+                state != Some("Z") && pgrp == Some(group)
+            })
+            .count()
+    }
+
     /// When a signal ends the runner's bash in the middle of a program, the channel ends with
     /// it, its stdin still open: dash does not go on with a shell of its own that would read
     /// the next program while the last one runs without its end marker.
@@ -944,7 +1106,13 @@ mod tests {
         let home = old_home();
         let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
         let killer = framing();
-        let payload = killer.payload("kill -TERM $PPID; echo after", None, None, true);
+        let payload = killer.payload(
+            "kill -TERM $PPID; echo after",
+            None,
+            None,
+            true,
+            Tether::ToCaller,
+        );
         channel.feed(&killer.warm_text(&payload, true));
         channel.wait_for("after");
         assert!(
@@ -1019,11 +1187,14 @@ mod tests {
         let mut channel = LocalChannel::after_one_program(sh, home.path());
         let (same, second) = (Framing::new().unwrap(), Framing::new().unwrap());
         // Nothing changed yet: the channel serves the next program.
-        channel.feed(&same.warm_text(&same.payload(edit, None, None, true), true));
+        channel.feed(&same.warm_text(
+            &same.payload(edit, None, None, true, Tether::ToCaller),
+            true,
+        ));
         channel.wait_for(&same.end_out);
-        let payload = second.payload("echo ran-anyway", None, None, true);
+        let payload = second.payload("echo ran-anyway", None, None, true, Tether::ToCaller);
         channel.feed(&second.warm_text(&payload, check_login_files));
-        let output = channel.finish();
+        let output = channel.finish_after(&second);
         let same = LocalRun::split(&same, &output);
         assert!(same.markers.started, "{sh:?} {edit}");
         assert_eq!(same.end.unwrap().after, runner::After::Idle);
@@ -1056,8 +1227,8 @@ mod tests {
             c.current_dir(base.path().join("home"))
                 .env("CDPATH", base.path().join("decoy"));
         });
-        channel.feed(&f.fresh_text(&f.payload("pwd", Some("sub"), None, true)));
-        let run = LocalRun::split(&f, &channel.finish());
+        channel.feed(&f.fresh_text(&f.payload("pwd", Some("sub"), None, true, Tether::ToCaller)));
+        let run = LocalRun::split(&f, &channel.finish_after(&f));
         assert!(String::from_utf8(run.out).unwrap().ends_with("/home/sub\n"));
     }
 

@@ -319,6 +319,8 @@ pub(super) async fn drive(
         pending,
     });
     let outcome = run(&host, program, &stop, &mut answer).await;
+    // Its channel is closed or waiting again: a run the server refused one may have it.
+    host.channel_freed.notify_one();
     if let (Some(answer), Some(outcome)) = (answer, outcome) {
         drop(answer.send(outcome, true));
     }
@@ -501,9 +503,14 @@ async fn open(
     // A channel that came free after a wait goes to the kill channel first when it is wanted
     // (its open was refused): the run waits on, not a kill.
     let mut session = loop {
-        let session =
-            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused)
-                .await?;
+        let session = channel::open_with_retry(
+            &host.control_path,
+            framing::BOOTSTRAP,
+            deadline,
+            channel::Retries::Patient(&host.channel_freed),
+            refused,
+        )
+        .await?;
         match beside {
             true => match host.kill_channel.claim(host, session) {
                 Some(session) => break session,
@@ -546,13 +553,16 @@ async fn open_for_kill(
             return Ok(Opened::waiting(host, warm));
         }
     }
-    let refused = || {
-        host.standby.release_one();
-    };
+    let refused = || host.standby.release_one();
     let own = async {
-        let session =
-            channel::open_with_retry(&host.control_path, framing::BOOTSTRAP, deadline, refused)
-                .await?;
+        let session = channel::open_with_retry(
+            &host.control_path,
+            framing::BOOTSTRAP,
+            deadline,
+            channel::Retries::Brisk,
+            refused,
+        )
+        .await?;
         Ok(Opened {
             permit: None,
             lease: None,
@@ -654,6 +664,11 @@ impl Run<'_> {
             program.cwd.as_deref(),
             program.stdin.as_deref(),
             keep,
+            // A kill runs to its end; anything else ends with its caller.
+            match program.control {
+                true => framing::Tether::None,
+                false => framing::Tether::ToCaller,
+            },
         );
         let mut feed = Feed {
             pipe: Some(stdin),
@@ -843,8 +858,10 @@ impl Run<'_> {
             (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
             (true, None) => Some(complete(host, &mut out, &mut err, exit_status, started).await),
         };
+        // A stopped run's channel is not used again, even when its group is gone.
         if both_idle(&out, &err)
             && !closed
+            && stopping.is_none()
             && let Some(stdin) = feed.pipe
         {
             let session = mux::MuxSession {
@@ -927,8 +944,12 @@ fn absorbed(
 }
 
 fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stopping {
-    // Closing stdin now means a group not yet sent whole never runs.
-    feed.pipe = None;
+    // Closing stdin now means a group not yet sent whole never runs. A group sent whole
+    // keeps its stdin until the run is over: its end would have the channel's relay kill the
+    // group too (see `runner::RELAY`), racing the kill below, which reports the signal.
+    if !feed.group_sent() {
+        feed.pipe = None;
+    }
     let must_kill = feed.group_sent() && !program.control;
     let now = Instant::now();
     Stopping {

@@ -235,13 +235,13 @@ pub struct Refusals {
     tight_since: Mutex<Option<Instant>>,
 }
 
-/// What a refused channel open does: a waiting standby channel gives its session back. When
-/// none waits, and refusals have gone on for `FORGO_AFTER` while the session's work but the
-/// caller's `own_copies` held at most one channel, the server allows two sessions or fewer,
-/// and the kill channel is forgone.
-pub fn refused(host: &Host, refusals: &Refusals, own_copies: usize) {
+/// What a refused channel open does: a waiting standby channel gives its session back (the
+/// answer is whether one did). When none waits, and refusals have gone on for `FORGO_AFTER`
+/// while the session's work but the caller's `own_copies` held at most one channel, the
+/// server allows two sessions or fewer, and the kill channel is forgone.
+pub fn refused(host: &Host, refusals: &Refusals, own_copies: usize) -> bool {
     if host.standby.release_one() {
-        return;
+        return true;
     }
     let mut tight_since = refusals
         .tight_since
@@ -249,11 +249,12 @@ pub fn refused(host: &Host, refusals: &Refusals, own_copies: usize) {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if host.channels_held(own_copies) > 1 {
         *tight_since = None;
-        return;
+        return false;
     }
     if tight_since.get_or_insert_with(Instant::now).elapsed() >= FORGO_AFTER {
         host.kill_channel.forgo();
     }
+    false
 }
 
 /// Opens the kill channel and starts its runner; on failure it is wanted from the next idle
@@ -261,10 +262,10 @@ pub fn refused(host: &Host, refusals: &Refusals, own_copies: usize) {
 async fn open(host: &Host) {
     let this = &host.kill_channel;
     let deadline = Instant::now() + OPEN_WINDOW;
-    let refused = || {
-        host.standby.release_one();
-    };
-    let opened = channel::open_with_retry(&host.control_path, BOOTSTRAP, deadline, refused).await;
+    let refused = || host.standby.release_one();
+    let retries = channel::Retries::Patient(&host.channel_freed);
+    let opened =
+        channel::open_with_retry(&host.control_path, BOOTSTRAP, deadline, retries, refused).await;
     let Ok(session) = opened else {
         tracing::debug!("no session free for the kill channel yet");
         return this.set(State::Wanted);

@@ -61,6 +61,9 @@ pub struct Host {
     pub running: Arc<AtomicUsize>,
     /// Transfers whose rsync runs or tries to (each holds a channel of the master's).
     pub copies: Arc<AtomicUsize>,
+    /// Told when a run of the session ended and let its channel go: an open the server
+    /// refused tries again then (see `channel::Retries`).
+    pub channel_freed: Arc<tokio::sync::Notify>,
 }
 
 impl Host {
@@ -84,6 +87,7 @@ impl Host {
             pending: Arc::default(),
             running: Arc::default(),
             copies: Arc::default(),
+            channel_freed: Arc::default(),
         }
     }
 

@@ -49,6 +49,35 @@ if command -v setsid >/dev/null 2>&1; then _sshmcp_ss=setsid; else _sshmcp_ss=; 
 if [ -n \"$_sshmcp_t\" ] && [ -n \"${SHLVL+x}\" ] && [ -z \"${SHELLOPTS+x}${BASHOPTS+x}\" ] \
 && command -v bash >/dev/null 2>&1; then _sshmcp_j=1; else _sshmcp_j=; fi\n";
 
+/// The channel's watcher, which ties every program that runs on the channel to its caller.
+/// Nothing is written on a channel's stdin while a program runs, and its end comes only when
+/// the daemon stops the run, when the daemon dies (its descriptors close, so the master closes
+/// the channel), or when the connection drops: then nobody can answer for the program any
+/// more, and it must not run on unseen, holding its channel. So the channel's stdin does not
+/// reach the shells directly: a relay (`cat`, in the runner's group, not a program's) passes
+/// it on through a private fifo, and at its end sends the program running then TERM (and
+/// CONT), and KILL a second later. Each program's prelude notes its group on fd 9, a log
+/// private to the channel, and the loop notes `-` after it (see `LOOP`), so the relay knows
+/// which group runs, if any. A shell reads commands from its input a part at a time, so the
+/// runner switches to the fifo before the relay reads anything (the relay's open of the fifo
+/// waits for the runner's), and reads the rest of its own text through it. Where no fifo can
+/// be made (`mkfifo` missing, no writable `$TMPDIR` or `/tmp`), the channel has no watcher.
+/// The paths hold the runner's PID and `{NAME}`, a nonce of the channel's text, so they are
+/// unpredictable and no two live channels share them.
+const RELAY: &str = "_sshmcp_w=${TMPDIR:-/tmp}/.sshmcp-$$-{NAME}; \
+if command mkfifo -m 600 \"$_sshmcp_w\" && { set -C; command : >\"$_sshmcp_w.g\"; }; then set +C; \
+exec 9<&0; { command cat; exec >/dev/null; _sshmcp_g=; \
+while command read -r _sshmcp_x; do _sshmcp_g=$_sshmcp_x; done <\"$_sshmcp_w.g\"; \
+case $_sshmcp_g in ''|*[!0-9]*|0|1) ;; *) command kill -TERM -\"$_sshmcp_g\"; \
+command kill -CONT -\"$_sshmcp_g\"; command sleep 1; command kill -KILL -\"$_sshmcp_g\" ;; esac; \
+command rm -f \"$_sshmcp_w\" \"$_sshmcp_w.g\"; } <&9 >\"$_sshmcp_w\" 4<&- 6>&- 7>&- 9<&- & \
+exec <\"$_sshmcp_w\" 9>>\"$_sshmcp_w.g\"; else set +C; fi\n";
+
+/// The runner's setup ([`SETUP`], then the [`RELAY`]), its paths named after `name`.
+fn setup(name: &str) -> String {
+    format!("{SETUP}{}", RELAY.replace("{NAME}", name))
+}
+
 /// How a program's shell gets the channel's streams: stdout from the runner's copy, stderr
 /// from fd 7, and fd 5 as the capture pipe, where the program's prelude reports its group, its
 /// end nonces, and whether it may share the channel.
@@ -59,7 +88,8 @@ const PROGRAM_FDS: &str = "5>&1 1>&6 6>&- 2>&7 7>&-";
 /// next program's shell, or the end of the channel. A program whose shell reported
 /// nothing never started (its stdin ended, or its channel was stale); one whose group is the
 /// runner's own (its shell got no group of its own) ends the channel.
-const LOOP: &str = "while :; do set -- $_sshmcp_p; if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
+const LOOP: &str = "while :; do command printf \"%s\\n\" - >&9; set -- $_sshmcp_p; \
+if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
 case $1 in *[!0-9]*|0|1|\"$_sshmcp_rg\") _sshmcp_r=last ;; \
 *) if command kill -0 -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
@@ -180,7 +210,8 @@ const LOGIN_FILES: &[&str] = &[
 pub fn ready_text(ready: &str) -> String {
     let (spawn, said) = (spawn(), ready_line(ready));
     let hand_over = hand_over(&said);
-    format!("{SETUP}{{ {hand_over}{said}{spawn}{LOOP}{spawn}done; }}\n")
+    let setup = setup(ready);
+    format!("{setup}{{ {hand_over}{said}{spawn}{LOOP}{spawn}done; }}\n")
 }
 
 /// What says a standby channel's runner has read its whole text: `ready` on stdout, from
@@ -194,7 +225,8 @@ fn ready_line(ready: &str) -> String {
 /// runner's until its loop runs). One `{ }` group, so a text cut short runs nothing.
 pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
     let mut text = format!(
-        "{SETUP}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' {PROGRAM_FDS} <<'{feed_nonce}'\n",
+        "{}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' {PROGRAM_FDS} <<'{feed_nonce}'\n",
+        setup(feed_nonce),
         super::framing::INNER_BOOTSTRAP
     )
     .into_bytes();

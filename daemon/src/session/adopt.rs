@@ -53,7 +53,7 @@ impl Registry {
             }
             for transfer in transfers {
                 let (settings, destinations) = (self.settings.clone(), self.destinations.clone());
-                transfers::resume(&session, settings, destinations, transfer);
+                transfers::resume(&session, settings, destinations, transfer, self);
             }
         }
         self.persist();
@@ -112,6 +112,12 @@ impl Registry {
         }
         if let Some(master) = live_master {
             let _ = session.host.master.set(master);
+        }
+        if let Some(key) = entry
+            .host_key
+            .filter(|k| super::host_key::is_fingerprint(k))
+        {
+            let _ = session.host_key.set(key);
         }
         if !entry.remote_user.is_empty() {
             let _ = session.remote_user.set(entry.remote_user);

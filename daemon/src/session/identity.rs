@@ -16,6 +16,9 @@ pub struct Resolved {
     pub has_keepalive: bool,
     /// The ciphers the configuration offers, in its order.
     pub ciphers: Option<String>,
+    /// The configuration has a `KnownHostsCommand` of its own (the daemon's would replace
+    /// it: the host key is then not learned).
+    pub known_hosts_command: bool,
 }
 
 /// The arguments that make `ssh` address `target` (after any `-F`): shared by `ssh -G` and the
@@ -41,6 +44,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
     let mut user = None;
     let (mut interval, mut count_max) = (0u32, 3u32);
     let mut ciphers = None;
+    let mut known_hosts_command = false;
     for line in output.lines() {
         let Some((key, value)) = line.split_once(' ') else {
             continue;
@@ -52,6 +56,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
             "serveraliveinterval" => interval = value.parse().unwrap_or(0),
             "serveralivecountmax" => count_max = value.parse().unwrap_or(u32::MAX),
             "ciphers" => ciphers = Some(value.to_string()),
+            "knownhostscommand" => known_hosts_command = value != "none",
             _ => {}
         }
     }
@@ -64,6 +69,7 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
         user: user?,
         has_keepalive,
         ciphers,
+        known_hosts_command,
     })
 }
 

@@ -38,6 +38,48 @@ pub fn new_session_key() -> std::io::Result<(String, KeyHash)> {
     Ok((key, hash))
 }
 
+/// The length of a session key: 32 bytes in base64url without padding.
+const KEY_LEN: usize = 43;
+
+/// The text put where a session key was.
+pub const REDACTED: &str = "[session key]";
+
+/// `text` with every session key whose hash is among `known` replaced by [`REDACTED`]. The
+/// daemon keeps keys only as hashes, so each run of key characters is hashed at every offset
+/// where a key fits (a summary is 200 bytes: a few hundred hashes at most).
+pub fn redact<'a>(text: &'a str, known: &[KeyHash]) -> std::borrow::Cow<'a, str> {
+    let bytes = text.as_bytes();
+    let is_key_char = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    let mut found: Vec<usize> = vec![];
+    let mut at = 0;
+    while at + KEY_LEN <= bytes.len() {
+        if !bytes[at..at + KEY_LEN].iter().all(|&b| is_key_char(b)) {
+            at += 1;
+            continue;
+        }
+        let hash = KeyHash(Sha256::digest(&bytes[at..at + KEY_LEN]).into());
+        if known.contains(&hash) {
+            found.push(at);
+            at += KEY_LEN;
+        } else {
+            at += 1;
+        }
+    }
+    if found.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for start in found {
+        // Key characters are ASCII: both ends are character boundaries.
+        out.push_str(&text[copied..start]);
+        out.push_str(REDACTED);
+        copied = start + KEY_LEN;
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The SHA-256 of a session key.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash([u8; 32]);
@@ -118,6 +160,24 @@ mod tests {
         assert!(!hash.matches(""));
         let (other, _) = new_session_key().unwrap();
         assert_ne!(key, other);
+    }
+
+    #[test]
+    fn every_known_key_is_redacted_wherever_it_stands() {
+        let (a, ha) = new_session_key().unwrap();
+        let (b, hb) = new_session_key().unwrap();
+        let (unknown, _) = new_session_key().unwrap();
+        let text = format!("echo {a}; X={b}x é{a} {unknown}");
+        assert_eq!(
+            redact(&text, &[ha, hb]),
+            format!("echo {REDACTED}; X={REDACTED}x é{REDACTED} {unknown}")
+        );
+        assert!(matches!(
+            redact("no key here", &[ha]),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(redact(&a[..42], &[ha]), &a[..42]);
+        assert_eq!(redact(&a, &[]), a);
     }
 
     #[test]

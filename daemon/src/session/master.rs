@@ -43,6 +43,7 @@ pub fn resolve_args(ssh_config: Option<&Path>, target: &ConnectTarget) -> Vec<Os
 
 /// The master: authenticates, forks into the background once ready (`-f`), runs no command
 /// (`-N`), owns the control socket, and sets up none of the configuration's forwardings.
+/// With `report_host_key`, it reports the host key it verifies (see `host_key`).
 pub fn master_args(
     ssh_config: Option<&Path>,
     control_path: &Path,
@@ -50,6 +51,7 @@ pub fn master_args(
     add_keepalive: bool,
     ciphers: Option<&str>,
     connect_timeout: Duration,
+    report_host_key: Option<OsString>,
 ) -> Vec<OsString> {
     let mut args = config_args(ssh_config);
     args.extend([
@@ -79,6 +81,9 @@ pub fn master_args(
     }
     if let Some(ciphers) = ciphers {
         args.extend(["-o".into(), format!("Ciphers={ciphers}").into()]);
+    }
+    if let Some(option) = report_host_key {
+        args.extend(["-o".into(), option]);
     }
     args.extend(["-N".into(), "-f".into()]);
     args.extend(
@@ -138,6 +143,11 @@ pub async fn resolve(
         .ok_or_else(|| "ssh -G gave no hostname, port or user".to_string())
 }
 
+/// Where the master started with `log_path` reports its host key (see `host_key`).
+pub fn host_key_file(log_path: &Path) -> std::path::PathBuf {
+    log_path.with_extension("hostkey")
+}
+
 /// How a start attempt ended when it did not succeed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StartFailure {
@@ -157,6 +167,8 @@ pub async fn start(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<(), StartFailure> {
+    let host_key_file = host_key_file(log_path);
+    let _ = std::fs::remove_file(&host_key_file);
     let failed = |e: io::Error| StartFailure::Failed(format!("cannot start ssh: {e}"));
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -170,6 +182,8 @@ pub async fn start(
     let _ = std::fs::remove_file(&marker);
     let mut cmd = tokio::process::Command::new("ssh");
     cmd.envs(askpass::env(&marker, askpass_lock));
+    let (var, file) = super::host_key::report_env(&host_key_file);
+    cmd.env(var, file);
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(failed)?)
@@ -304,6 +318,7 @@ mod tests {
             true,
             Some("aes128-gcm@openssh.com,aes128-ctr"),
             Duration::from_secs(30),
+            Some("KnownHostsCommand=\"/bin/sshmcpd\" --host-key-report %I %t %K".into()),
         );
         let args: Vec<String> = args
             .iter()
@@ -316,7 +331,10 @@ mod tests {
         );
         assert!(joined.contains("-o ConnectTimeout=30"));
         assert!(joined.contains("ServerAliveInterval=15"));
-        assert!(joined.contains("-o Ciphers=aes128-gcm@openssh.com,aes128-ctr -N"));
+        assert!(joined.contains(
+            "-o Ciphers=aes128-gcm@openssh.com,aes128-ctr \
+             -o KnownHostsCommand=\"/bin/sshmcpd\" --host-key-report %I %t %K -N"
+        ));
         assert!(joined.ends_with("-N -f -- box"), "{joined}");
     }
 

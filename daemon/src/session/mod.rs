@@ -3,6 +3,7 @@
 pub mod adopt;
 pub mod askpass;
 pub mod ciphers;
+pub mod host_key;
 pub mod identity;
 pub mod key;
 pub mod master;
@@ -35,6 +36,9 @@ pub struct Session {
     pub created_at: SystemTime,
     /// The remote login user, once connect learned it.
     remote_user: std::sync::OnceLock<String>,
+    /// The fingerprint of the host key its master verified, when it could be learned (see
+    /// `host_key`): the policy follows it.
+    pub host_key: std::sync::OnceLock<String>,
     /// Where its programs run: the master's socket, channel slots, the closing signal
     /// (`disconnect` fires it: runs end, a pending connect gives up) and the runs in flight.
     pub host: Host,
@@ -56,6 +60,20 @@ struct Inner {
 }
 
 impl Session {
+    /// What the session is to the policy.
+    pub fn subject(&self) -> crate::policy::Subject<'_> {
+        crate::policy::Subject {
+            target: &self.target,
+            server_host: &self.server_host,
+            host_key: self.host_key.get().map(String::as_str),
+        }
+    }
+
+    /// The hash of its key (for redaction: the key itself is never kept).
+    pub fn key_hash(&self) -> KeyHash {
+        self.key_hash
+    }
+
     fn new(
         id: String,
         key_hash: KeyHash,
@@ -74,6 +92,7 @@ impl Session {
             server_port,
             created_at,
             remote_user: Default::default(),
+            host_key: Default::default(),
             host: Host::new(control_path, standby_channels),
             active_transfers: AtomicU32::new(0),
             commands: std::sync::Arc::new(crate::commands::Commands::new(record.clone())),

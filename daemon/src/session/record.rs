@@ -66,6 +66,9 @@ pub struct Entry {
     /// The remote login user, learned at connect.
     #[serde(default)]
     pub remote_user: String,
+    /// The fingerprint of the host key its master verified, when learned.
+    #[serde(default)]
+    pub host_key: Option<String>,
     pub master_pid: Option<u32>,
     /// The master's start time (clock ticks since boot): with the pid, the only proof that a
     /// process found later is still this master and not a stranger with a recycled pid.
@@ -163,6 +166,7 @@ impl Entry {
             server_host: session.server_host.clone(),
             server_port: session.server_port,
             remote_user: session.remote_user(),
+            host_key: session.host_key.get().cloned(),
             master_pid: master.map(|m| m.pid),
             master_start_time: master.map(|m| m.start_time()),
             state: session.state().as_str().to_string(),
@@ -238,7 +242,7 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, (Unusable, Option<PathBuf>)> {
 }
 
 /// Each write has a temporary file of its own, so writers never publish each other's halves.
-fn write_bytes(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = path.with_extension(format!("json.{}.{seq}.tmp", std::process::id()));
@@ -272,6 +276,7 @@ mod tests {
             server_host: "127.0.0.1".into(),
             server_port: 22,
             remote_user: "me".into(),
+            host_key: None,
             master_pid: Some(42),
             master_start_time: Some(7),
             state: "ready".into(),

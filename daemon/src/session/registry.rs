@@ -18,7 +18,7 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::identity::{Resolved, Word, check_word};
 use super::master::{self, StartFailure};
-use super::{Session, ciphers, identity, key, lost_error, record};
+use super::{Session, ciphers, host_key, identity, key, lost_error, record};
 use crate::config::Settings;
 use crate::local_process::ProcessId;
 use crate::mux;
@@ -46,10 +46,25 @@ pub struct Registry {
     record_final: AtomicBool,
     /// The per-host policy in force, and why the last reload failed if it did.
     policy: std::sync::RwLock<(Arc<Policy>, Option<String>)>,
+    /// The host keys each policy entry has seen (see `policy::LearnedKeys`), as kept in
+    /// the state directory.
+    learned_keys: Mutex<crate::policy::LearnedKeys>,
+    /// The audit trail: the service writes the calls to it (when it is on), the registry
+    /// what the daemon itself does (its start, reloads, transfers it takes back), always.
+    pub trail: Arc<crate::audit::Trail>,
+    /// The key hashes of sessions closed within [`CLOSED_KEYS_KEPT`], oldest first: their
+    /// keys are still redacted wherever a caller writes them.
+    closed_keys: Mutex<std::collections::VecDeque<(std::time::Instant, key::KeyHash)>>,
 }
 
+/// How long the log of a master whose connect failed is kept.
+const FAILED_LOGS_KEPT: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a closed session's key is still redacted.
+const CLOSED_KEYS_KEPT: Duration = Duration::from_secs(24 * 3600);
+
 impl Registry {
-    pub fn new(settings: Arc<Settings>) -> Arc<Self> {
+    pub fn new(settings: Arc<Settings>, trail: Arc<crate::audit::Trail>) -> Arc<Self> {
         Arc::new(Self {
             destinations: Default::default(),
             sessions: Mutex::new(HashMap::new()),
@@ -57,8 +72,96 @@ impl Registry {
             closing: AtomicBool::new(false),
             record_final: AtomicBool::new(false),
             policy: std::sync::RwLock::new((Arc::new(settings.policy.clone()), None)),
+            closed_keys: Default::default(),
+            learned_keys: Mutex::new(load_learned_keys(&settings.learned_keys_file())),
+            trail,
             settings,
         })
+    }
+
+    /// Whether the policy in force lets `tool` work on `session`: every entry that governs
+    /// it, by name or by the host key its master verified.
+    pub fn check_policy(&self, tool: &str, session: &Session) -> Result<(), DaemonError> {
+        let learned = self.learned_keys();
+        self.policy().check(tool, &session.subject(), &learned)
+    }
+
+    /// The entries that govern `session`, and why (`sshmcp watch`).
+    pub fn governing(&self, session: &Session) -> Vec<String> {
+        let learned = self.learned_keys();
+        self.policy().explain(&session.subject(), &learned)
+    }
+
+    fn learned_keys(&self) -> MutexGuard<'_, crate::policy::LearnedKeys> {
+        self.learned_keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Notes the host key `session`'s master verified for every entry matching it by name,
+    /// and keeps what is new in the state directory.
+    fn learn_host_key(&self, session: &Session) {
+        let mut learned = self.learned_keys();
+        if self.policy().learn(&session.subject(), &mut learned) {
+            let path = self.settings.learned_keys_file();
+            if let Err(e) = save_learned_keys(&path, &learned) {
+                tracing::warn!(
+                    "cannot keep the policy's host keys in {}: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    /// Writes to the trail what the daemon runs with: at each start (`daemon_start`, after
+    /// taking back the last daemon's sessions) and reload (`policy_reload`), which config
+    /// file is in force, how many policy entries it holds and whether the trail keeps calls,
+    /// so a policy lifted or a trail turned off by a restart shows where the person looks.
+    pub fn note_settings(&self, tool: &str, failed: Option<&str>) {
+        let s = &self.settings;
+        let config = s
+            .config_file
+            .as_ref()
+            .map_or("no config file".to_string(), |p| {
+                format!("config {}", p.display())
+            });
+        let mut summary = match failed {
+            Some(why) => format!("{config}: not taken, the policy before stays in force: {why}"),
+            None => format!("{config}; {} policy entries", self.policy().entry_count()),
+        };
+        summary.push_str(match s.audit {
+            true => "; audit trail on",
+            false => "; audit trail off (calls are not written)",
+        });
+        if tool == "daemon_start" {
+            summary.push_str(&format!("; {} sessions taken back", self.session_count()));
+        }
+        let outcome = match failed {
+            Some(_) => "invalid_arguments",
+            None => "ok",
+        };
+        self.trail
+            .note(crate::audit::daemon_line(tool, summary, outcome));
+    }
+
+    /// `text` with the key of every live session, and of every session closed in the last
+    /// day, replaced (see [`key::redact`]): an agent may paste any key into a command, a
+    /// path or a host, and no key may reach the trail, a log or an error message.
+    pub fn redact_keys<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut known: Vec<key::KeyHash> = self.sessions().values().map(|s| s.key_hash()).collect();
+        let mut closed = self
+            .closed_keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        while closed
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() > CLOSED_KEYS_KEPT)
+        {
+            closed.pop_front();
+        }
+        known.extend(closed.iter().map(|(_, hash)| *hash));
+        drop(closed);
+        key::redact(text, &known)
     }
 
     pub(super) fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -88,6 +191,7 @@ impl Registry {
                     .filter(|t| t.ended_at.is_none())
                     .collect(),
                 forwards: s.forwards.list().forwards,
+                policy: self.governing(s),
             })
             .collect()
     }
@@ -129,6 +233,7 @@ impl Registry {
                 }
             }
         };
+        self.note_settings("policy_reload", failed.as_deref());
         match failed {
             None => {
                 let report = self.policy_report();
@@ -152,17 +257,16 @@ impl Registry {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
-        let sessions: Vec<(String, String, String)> = self
-            .sessions()
-            .values()
-            .map(|s| (s.id.clone(), s.target.clone(), s.server_host.clone()))
-            .collect();
+        let live: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        let sessions: Vec<(String, crate::policy::Subject<'_>)> =
+            live.iter().map(|s| (s.id.clone(), s.subject())).collect();
         let source = self
             .settings
             .config_file
             .as_ref()
             .map(|path| path.display().to_string());
-        policy.report(source, &sessions, error)
+        let learned = self.learned_keys();
+        policy.report(source, &sessions, &learned, error)
     }
 
     pub fn session_count(&self) -> usize {
@@ -210,8 +314,13 @@ impl Registry {
         let resolved = master::resolve(ssh_config, &req.target, timeout)
             .await
             .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
+        let subject = crate::policy::Subject {
+            target: &req.target.display(),
+            server_host: &resolved.host,
+            host_key: None,
+        };
         self.policy()
-            .check("connect", &req.target.display(), &resolved.host)?;
+            .check("connect", &subject, &self.learned_keys())?;
         // Before the reservation: learning OpenSSH's own list may take a moment once.
         let ciphers = match self.settings.keep_cipher_order {
             true => None,
@@ -230,7 +339,7 @@ impl Registry {
             .inspect_err(|e| {
                 tracing::info!(session = %session.id, code = %e.code, "connect failed: {}", e.message);
             })?;
-        tracing::info!(session = %session.id, target = %session.target, master_pid, "session ready");
+        tracing::info!(session = %session.id, target = %session.target, master_pid, host_key = session.host_key.get().map(String::as_str), "session ready");
         self.spawn_watcher(&session);
         self.spawn_recorder(&session);
         self.persist();
@@ -314,6 +423,12 @@ impl Registry {
             )
         };
         let start_failed = |m: String| DaemonError::new(ErrorCode::ConnectionStartFailed, m);
+        // The host key is learned through the master's own check, where OpenSSH can say it.
+        let report_host_key = match resolved.known_hosts_command {
+            true => None,
+            false if host_key::supported().await => host_key::master_option(),
+            false => None,
+        };
         let args = master::master_args(
             self.settings.ssh_config.as_deref(),
             &session.host.control_path,
@@ -321,11 +436,10 @@ impl Registry {
             !resolved.has_keepalive,
             ciphers,
             timeout,
+            report_host_key,
         );
-        let log = self
-            .settings
-            .masters_log_dir()
-            .join(format!("{}.log", session.id));
+        self.remove_old_master_logs();
+        let log = self.master_log(&session.id);
         // Prompts take turns daemon-wide inside the askpass relay; the rest runs in parallel.
         let lock = self.settings.runtime.askpass_lock();
         let clock = std::time::Instant::now();
@@ -349,6 +463,21 @@ impl Registry {
             return Err(start_failed("the master exited at once".into()));
         };
         let _ = session.host.master.set(master);
+        // The key the master verified: its policy entries learn it, and an entry that
+        // governs the server by it may refuse the connect itself.
+        let reported = master::host_key_file(&log);
+        if let Some(key) = std::fs::read_to_string(&reported)
+            .ok()
+            .and_then(|text| host_key::fingerprint(&text))
+        {
+            let _ = session.host_key.set(key);
+        }
+        let _ = std::fs::remove_file(&reported);
+        self.learn_host_key(session);
+        if let Err(refused) = self.check_policy("connect", session) {
+            master::stop(control_path, Some(master)).await;
+            return Err(refused);
+        }
         // The first channel of a connection waits about 45 ms for sshd to finish its post-
         // authentication setup (raw `ssh -S` shows the same); the facts pay it.
         // Its channel comes back idle and waits for the first command.
@@ -369,6 +498,32 @@ impl Registry {
             Err(message) => {
                 master::stop(control_path, Some(master)).await;
                 Err(start_failed(message))
+            }
+        }
+    }
+
+    /// Where the master of session `id` writes (its stderr: private, never shown to callers).
+    fn master_log(&self, id: &str) -> std::path::PathBuf {
+        self.settings.masters_log_dir().join(format!("{id}.log"))
+    }
+
+    /// Removes the logs of masters whose connect failed more than [`FAILED_LOGS_KEPT`] ago
+    /// (a closed session's goes at its close; a failed connect's stays for the person to
+    /// read why), so the directory stays bounded.
+    fn remove_old_master_logs(&self) {
+        let Ok(dir) = std::fs::read_dir(self.settings.masters_log_dir()) else {
+            return;
+        };
+        let live: Vec<String> = self.sessions().keys().cloned().collect();
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let id = name.split('.').next().unwrap_or_default();
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > FAILED_LOGS_KEPT));
+            if old && !live.iter().any(|l| l == id) {
+                let _ = std::fs::remove_file(entry.path());
             }
         }
     }
@@ -489,6 +644,14 @@ impl Registry {
         master::stop(&session.host.control_path, session.master()).await;
         session.host.close_slots();
         self.sessions().remove(&session.id);
+        // A session that was up said what its master had to say already: its log goes.
+        let log = self.master_log(&session.id);
+        let _ = std::fs::remove_file(log.with_extension("prompt"));
+        let _ = std::fs::remove_file(log);
+        self.closed_keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push_back((std::time::Instant::now(), session.key_hash()));
         self.persist();
         tracing::info!(session = %session.id, "session closed");
     }
@@ -572,6 +735,32 @@ impl Drop for Reservation {
             rt.spawn(async move { master::stop(&control_path, master).await });
         }
     }
+}
+
+/// The policy's learned host keys as the state directory keeps them; none when the file is
+/// missing or unreadable (logged: the entries then follow names until they see keys again).
+fn load_learned_keys(path: &std::path::Path) -> crate::policy::LearnedKeys {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!("ignoring the policy's host keys in {}: {e}", path.display());
+            Default::default()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+        Err(e) => {
+            tracing::warn!(
+                "cannot read the policy's host keys in {}: {e}",
+                path.display()
+            );
+            Default::default()
+        }
+    }
+}
+
+fn save_learned_keys(
+    path: &std::path::Path,
+    learned: &crate::policy::LearnedKeys,
+) -> std::io::Result<()> {
+    record::write_bytes(path, serde_json::to_string_pretty(learned)?.as_bytes())
 }
 
 /// The connect request's own checks; returns the authentication timeout.

@@ -193,19 +193,34 @@ impl Destination {
     /// Moves the verified partial into place: never over a file that appeared meanwhile
     /// unless `overwrite`. `verified` is the SHA-256 the partial was verified with; `stop`
     /// says when a copy across file systems is to stop (a cancel).
-    pub fn publish(
+    pub async fn publish(
         &self,
         partial: &Path,
         overwrite: bool,
         verified: &str,
-        stop: &dyn Fn() -> bool,
+        stop: tokio_util::sync::CancellationToken,
     ) -> Result<(), DaemonError> {
         match self.move_in(nix::fcntl::AT_FDCWD, partial.as_os_str(), overwrite) {
             // A destination on another file system than the private directory (a mount
-            // inside the local root) takes no rename from there.
-            Err(Errno::EXDEV) => tokio::task::block_in_place(|| {
-                self.publish_across(partial, overwrite, verified, stop)
-            }),
+            // inside the local root) takes no rename from there. The copy runs on a blocking
+            // thread, never by turning a runtime worker into one (`block_in_place`): a worker
+            // turned so may retire, and Linux ends the children a thread forked with a
+            // parent-death signal (the running rsyncs) when that thread ends.
+            Err(Errno::EXDEV) => {
+                let this = Self {
+                    parent: self.parent.try_clone().map_err(|e| {
+                        publish_error(Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+                    })?,
+                    name: self.name.clone(),
+                    final_path: self.final_path.clone(),
+                };
+                let (partial, verified) = (partial.to_path_buf(), verified.to_string());
+                tokio::task::spawn_blocking(move || {
+                    this.publish_across(&partial, overwrite, &verified, &|| stop.is_cancelled())
+                })
+                .await
+                .map_err(|e| DaemonError::internal(format!("the publish stopped: {e}")))?
+            }
             moved => moved.map_err(publish_error),
         }
     }
@@ -521,8 +536,8 @@ mod tests {
 
     /// The directory checked is the one published into, even when a symlink takes its name
     /// during the copy.
-    #[test]
-    fn a_swapped_symlink_does_not_move_the_publish() {
+    #[tokio::test]
+    async fn a_swapped_symlink_does_not_move_the_publish() {
         let tmp = tempfile::tempdir().unwrap();
         let (root, outside) = (tmp.path().join("root"), tmp.path().join("outside"));
         std::fs::create_dir_all(root.join("d")).unwrap();
@@ -533,7 +548,9 @@ mod tests {
         let partial = tmp.path().join("p");
         std::fs::write(&partial, b"data").unwrap();
         // One file system: a rename, which reads no hash.
-        d.publish(&partial, false, "", &|| false).unwrap();
+        d.publish(&partial, false, "", Default::default())
+            .await
+            .unwrap();
         assert!(!outside.join("file").exists());
         assert_eq!(std::fs::read(root.join("d-moved/file")).unwrap(), b"data");
     }

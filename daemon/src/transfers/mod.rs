@@ -346,10 +346,11 @@ pub fn resume(
     settings: Arc<Settings>,
     destinations: Arc<Destinations>,
     entry: TransferEntry,
+    registry: &crate::session::Registry,
 ) {
-    let direction = match entry.direction.as_str() {
-        "upload" => TransferDirection::Upload,
-        _ => TransferDirection::Download,
+    let (direction, tool) = match entry.direction.as_str() {
+        "upload" => (TransferDirection::Upload, "upload_start"),
+        _ => (TransferDirection::Download, "download_start"),
     };
     let req = TransferStartRequest {
         // Never checked: the session is the daemon's own, and the record holds no key.
@@ -380,6 +381,29 @@ pub fn resume(
     }
     let placeholder = Arc::new(placeholder);
     session.transfers.add(placeholder.clone());
+    // Taken back under the policy in force now, which may have changed since it started,
+    // and written to the trail either way.
+    let refused = registry.check_policy(tool, session).err();
+    let summary = format!(
+        "{} (taken back by a new daemon)",
+        crate::audit::Summary::summary(&req)
+    );
+    let outcome = refused.as_ref().map_or("ok", |e| e.code.as_str());
+    registry
+        .trail
+        .note(crate::audit::session_line(session, tool, summary, outcome));
+    if let Some(refused) = refused {
+        tracing::warn!(transfer = %id, "not resumed: {}", refused.message);
+        placeholder.end(Err(failed(DaemonError::new(
+            refused.code,
+            format!(
+                "the daemon restarted and did not resume this transfer: {}",
+                refused.message
+            ),
+        ))));
+        session.record.ask();
+        return;
+    }
     let resumed = Resumed {
         id: id.clone(),
         started_at: placeholder.started_at,
@@ -660,7 +684,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             "transfer {}: sshd refused rsync's channel; trying again",
             op.id
         );
-        kill_channel::refused(host, &refusals, 1);
+        let _ = kill_channel::refused(host, &refusals, 1);
         op.set_state(TransferState::Queued);
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
@@ -763,11 +787,13 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
                     format!("cannot set the copy's mode: {e}"),
                 ))
             })?;
-            let stop = || op.cancel.is_cancelled();
-            match destination.publish(partial, overwrite, &copy_hash, &stop) {
+            let published = destination
+                .publish(partial, overwrite, &copy_hash, op.cancel.clone())
+                .await;
+            match published {
                 // A copy across file systems that stopped; a mismatch or a destination that
                 // appeared says so whatever came meanwhile.
-                Err(e) if e.code == ErrorCode::TransferFailed && stop() => {
+                Err(e) if e.code == ErrorCode::TransferFailed && op.cancel.is_cancelled() => {
                     return Err(cancelled());
                 }
                 published => published.map_err(failed)?,

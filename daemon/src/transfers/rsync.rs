@@ -204,7 +204,9 @@ pub async fn copy(
         command.pre_exec(move || {
             use nix::libc;
             // A daemon killed outright takes its copies along: the thread that spawns rsync
-            // is one of the runtime's workers, which live as long as the daemon.
+            // is one of the runtime's workers, which live as long as the daemon (Linux sends
+            // this signal when the forking thread ends, so no worker may become a blocking
+            // thread that retires: the daemon never calls `block_in_place`).
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -357,6 +359,31 @@ fn literal_bytes(line: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Linux sends a child's parent-death signal when the *thread* that forked it ends: a
+    /// runtime worker turned into a blocking thread by `block_in_place` may retire, and the
+    /// rsyncs it spawned would be killed under a running transfer. No daemon code turns one.
+    #[test]
+    fn no_runtime_worker_is_turned_into_a_blocking_thread() {
+        let needle = concat!("block_in", "_place");
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let calls = text
+                        .lines()
+                        .filter(|l| l.contains(&format!("{needle}(")))
+                        .count();
+                    assert_eq!(calls, 0, "{} calls {needle}", path.display());
+                }
+            }
+        }
+    }
 
     #[test]
     fn progress_lines_give_their_byte_count() {

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use sshmcp_proto::audit::{AuditEntry, audit_files};
+use sshmcp_proto::audit::{AuditEntry, PENDING_FILE, PendingLine, audit_files};
 use sshmcp_proto::time::{parse_rfc3339, rfc3339};
 
 /// Which lines to show.
@@ -54,10 +54,55 @@ impl Filter {
     }
 }
 
-/// The lines `filter` admits, newest first, at most `filter.limit`, and how many lines could
-/// not be read (a line cut by a full disk, say).
-pub fn read(state_dir: &Path, filter: &Filter) -> std::io::Result<(Vec<AuditEntry>, usize)> {
+/// The calls that answered but whose lines the daemons' writers have not put in the trail
+/// yet (they gather lines for a moment before each write): their journals hold them,
+/// newest first.
+fn answered_not_written(state_dir: &Path) -> Vec<AuditEntry> {
+    let Ok(dir) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    let prefix = format!("{PENDING_FILE}.");
     let mut found = Vec::new();
+    for entry in dir.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let mut answered = std::collections::BTreeMap::new();
+        for note in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<PendingLine>(l).ok())
+        {
+            match note {
+                PendingLine::Finished { finished, entry } => {
+                    answered.insert(finished, *entry);
+                }
+                PendingLine::Ended { ended } => {
+                    answered.remove(&ended);
+                }
+                PendingLine::Begun { .. } => {}
+            }
+        }
+        found.extend(answered.into_values());
+    }
+    found.sort_by(|a, b| b.time.cmp(&a.time));
+    found
+}
+
+/// The lines `filter` admits, newest first, at most `filter.limit`, and how many lines could
+/// not be read (a line cut by a full disk, say). The calls that answered a moment ago come
+/// first, from the journals, even before their lines reach the trail.
+pub fn read(state_dir: &Path, filter: &Filter) -> std::io::Result<(Vec<AuditEntry>, usize)> {
+    let pending = answered_not_written(state_dir);
+    let mut found: Vec<AuditEntry> = pending
+        .iter()
+        .filter(|e| filter.admits(e))
+        .take(filter.limit)
+        .cloned()
+        .collect();
+    if found.len() == filter.limit {
+        return Ok((found, 0));
+    }
     let mut unreadable = 0;
     for file in audit_files(state_dir) {
         // Bytes, not text: a line cut by a full disk may end inside a character.
@@ -74,7 +119,8 @@ pub fn read(state_dir: &Path, filter: &Filter) -> std::io::Result<(Vec<AuditEntr
                 unreadable += 1;
                 continue;
             };
-            if filter.admits(&entry) {
+            // Written meanwhile, and still in its journal a moment: shown once.
+            if filter.admits(&entry) && !pending.contains(&entry) {
                 found.push(entry);
                 if found.len() == filter.limit {
                     return Ok((found, unreadable));
@@ -164,6 +210,40 @@ mod tests {
             text += "\n";
         }
         std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    /// A call that answered a moment ago is shown from its daemon's journal before its line
+    /// reaches the trail, and once only when both hold it.
+    #[test]
+    fn a_call_that_just_answered_is_shown_from_the_journal_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = entry("2026-12-01T10:00:00.000Z", "s1", "a", "stat");
+        let just = entry("2026-12-01T10:00:01.000Z", "s1", "a", "exec");
+        let both = entry("2026-12-01T10:00:02.000Z", "s1", "a", "write_file");
+        write(dir.path(), "audit.jsonl", &[written.clone(), both.clone()]);
+        let mut journal = String::new();
+        for note in [
+            PendingLine::Finished {
+                finished: 1,
+                entry: Box::new(just.clone()),
+            },
+            PendingLine::Finished {
+                finished: 2,
+                entry: Box::new(both.clone()),
+            },
+            PendingLine::Finished {
+                finished: 3,
+                entry: Box::new(written.clone()),
+            },
+            PendingLine::Ended { ended: 3 },
+        ] {
+            journal += &serde_json::to_string(&note).unwrap();
+            journal += "\n";
+        }
+        std::fs::write(dir.path().join("audit.pending.99.0"), journal).unwrap();
+        let filter = Filter::new(None, None, None, 10).unwrap();
+        let (found, _) = read(dir.path(), &filter).unwrap();
+        assert_eq!(found, [both, just, written]);
     }
 
     /// A trail of two generations: the rotated file and the live one.

@@ -871,6 +871,22 @@ async fn calls_that_answered_just_before_a_crash_are_in_the_trail_as_they_answer
     mcp.close().await;
 }
 
+/// `sshmcp history` right after a call answered shows it (no waiting for the trail's writer,
+/// which gathers lines for a moment): the daemon's journal holds it already.
+#[tokio::test]
+async fn history_shows_the_call_that_answered_a_moment_ago() {
+    let (env, mcp, s) = crate::connected().await;
+    for n in 0..5 {
+        let command = format!("echo just-answered-{n}");
+        let r = exec(&mcp, &s, &command, json!({})).await;
+        assert_eq!(r["exit_code"], 0, "{r}");
+        let out = env.cli(&["history", "--json", "--limit", "1", "--session", &s.0]);
+        let newest: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(newest["summary"], command, "{newest}");
+    }
+    mcp.close().await;
+}
+
 /// A key of another live session, pasted into a command, is not written to the trail either:
 /// every key the daemon holds a hash of is redacted, not only the caller's.
 #[tokio::test]

@@ -296,9 +296,9 @@ impl Holder {
     }
 
     /// Whether the pid still names an `sshmcpd` (its executable may have been replaced by an
-    /// upgrade, which `/proc` shows as ` (deleted)`).
+    /// upgrade, which Linux shows as ` (deleted)`).
     fn is_daemon(&self) -> bool {
-        std::fs::read_link(format!("/proc/{}/exe", self.pid)).is_ok_and(|exe| {
+        sshmcp_proto::platform::executable(self.pid).is_some_and(|exe| {
             exe.file_name()
                 .is_some_and(|name| name.to_string_lossy().starts_with("sshmcpd"))
         })

@@ -124,7 +124,7 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
 /// pipes without close-on-exec): a long-lived daemon holding them would keep their other ends
 /// from ever seeing EOF. The askpass relay never gets here, so ssh's descriptors stay its own.
 fn close_inherited_descriptors() {
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+    let Ok(entries) = std::fs::read_dir(sshmcpd::platform::OWN_FDS_DIR) else {
         return;
     };
     let fds: Vec<i32> = entries

@@ -54,7 +54,7 @@ impl Connection {
     /// moment before its exec, and a daemon killed then would look alive to the peek alone.
     pub fn daemon_gone(&self) -> bool {
         let exited = self.daemon_started.is_some_and(|started| {
-            crate::procstat::read(self.hello.pid)
+            crate::platform::read(self.hello.pid)
                 .is_none_or(|now| now.start_time != started || matches!(now.state, 'Z' | 'X'))
         });
         exited || self.socket_closed()
@@ -200,7 +200,7 @@ async fn handshake(
         .capabilities(context_with_timeout(HELLO_TIMEOUT))
         .await
         .map_err(unreachable)?;
-    let daemon_started = crate::procstat::read(hello.pid).map(|stat| stat.start_time);
+    let daemon_started = crate::platform::read(hello.pid).map(|stat| stat.start_time);
     Ok(Connection {
         client,
         hello,

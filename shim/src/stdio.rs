@@ -74,6 +74,13 @@ impl AsyncRead for Socket {
     }
 }
 
+/// A client gone answers EPIPE, never SIGPIPE: Linux says so per send; elsewhere (macOS has
+/// no such flag) the Rust runtime's ignored SIGPIPE does.
+#[cfg(target_os = "linux")]
+const NO_SIGNAL: MsgFlags = MsgFlags::MSG_NOSIGNAL;
+#[cfg(not(target_os = "linux"))]
+const NO_SIGNAL: MsgFlags = MsgFlags::empty();
+
 impl AsyncWrite for Socket {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -82,8 +89,7 @@ impl AsyncWrite for Socket {
     ) -> Poll<io::Result<usize>> {
         loop {
             let mut ready = ready!(self.0.poll_write_ready(cx))?;
-            // MSG_NOSIGNAL: a client gone answers EPIPE, never a signal.
-            let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+            let flags = MsgFlags::MSG_DONTWAIT | NO_SIGNAL;
             let written =
                 ready.try_io(|fd| send(fd.as_raw_fd(), data, flags).map_err(io::Error::from));
             if let Ok(result) = written {

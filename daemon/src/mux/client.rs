@@ -6,7 +6,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
 use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
@@ -100,7 +99,7 @@ impl SessionControl {
 }
 
 fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)
+    crate::platform::pipe_cloexec()
 }
 
 /// Opens a session running `command` through the remote login shell.

@@ -439,7 +439,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::runner;
     use super::*;
 
     fn framing() -> Framing {
@@ -497,749 +496,771 @@ mod tests {
         assert_eq!(scan.noise().0, 4096 * 1000);
     }
 
-    /// The `/bin/sh` of a local channel's host, and what its runner runs on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    enum Sh {
-        /// dash, whose runner hands over to bash (the login environment has `SHLVL`).
-        Dash,
-        /// dash with no `SHLVL` in the login environment: the runner keeps its own loop and
-        /// `setsid`.
-        DashAlone,
-        /// dash whose `PATH` finds a `bash` that is not bash (`false`): the hand-over fails and
-        /// the runner goes on with its own loop.
-        DashFalseBash,
-        /// bash as `/bin/sh`: the runner is bash in POSIX mode, with `setsid`.
-        Bash,
-    }
+    /// Programs on a channel's shell, run here as a host runs them: each channel needs a
+    /// mount namespace of its own (`unshare`, as root), which only Linux has.
+    #[cfg(target_os = "linux")]
+    mod on_a_local_channel {
+        use super::super::super::runner;
+        use super::*;
 
-    const EVERY_SH: [Sh; 4] = [Sh::Dash, Sh::DashAlone, Sh::DashFalseBash, Sh::Bash];
-
-    /// A channel's shell run locally: `/bin/sh -c BOOTSTRAP` after a login shell's noise, fed
-    /// texts on its stdin as the daemon feeds them (the next only after the last one's end),
-    /// its streams kept whole.
-    struct LocalChannel {
-        child: std::process::Child,
-        streams: std::sync::Arc<(std::sync::Mutex<[Vec<u8>; 2]>, std::sync::Condvar)>,
-        readers: Vec<std::thread::JoinHandle<()>>,
-    }
-
-    impl LocalChannel {
-        fn start(configure: impl FnOnce(&mut std::process::Command)) -> Self {
-            Self::start_as(Sh::Dash, configure)
+        /// The `/bin/sh` of a local channel's host, and what its runner runs on.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        enum Sh {
+            /// dash, whose runner hands over to bash (the login environment has `SHLVL`).
+            Dash,
+            /// dash with no `SHLVL` in the login environment: the runner keeps its own loop and
+            /// `setsid`.
+            DashAlone,
+            /// dash whose `PATH` finds a `bash` that is not bash (`false`): the hand-over fails and
+            /// the runner goes on with its own loop.
+            DashFalseBash,
+            /// bash as `/bin/sh`: the runner is bash in POSIX mode, with `setsid`.
+            Bash,
         }
 
-        /// A channel on a host whose `/bin/sh` is `sh` (bash is bind-mounted over it), in a
-        /// private mount namespace with an empty `/etc` of its own (root only, as the test
-        /// suite runs), dated an hour ago: the runner dates the login files, and a test
-        /// elsewhere that changes `/etc` (a user added) would make this channel stale, as it
-        /// should on a real host.
-        fn start_as(sh: Sh, configure: impl FnOnce(&mut std::process::Command)) -> Self {
-            assert!(
-                nix::unistd::geteuid().is_root(),
-                "a channel of its own /etc needs root"
-            );
-            let login = format!("echo noise; echo noise >&2; {BOOTSTRAP}");
-            // What the namespace gets first, and what runs its `/bin/sh`. bash's `exec`
-            // exports SHLVL whatever it was, so `env` runs the shell without it; the false
-            // bash lives on the namespace's own tmpfs.
-            let (prepare, env) = match sh {
-                Sh::Dash => ("", ""),
-                Sh::DashAlone => ("", "env -u SHLVL "),
-                Sh::DashFalseBash => (
-                    "mount -t tmpfs tmpfs /run && mkdir /run/sshmcp-false-bash && \
+        const EVERY_SH: [Sh; 4] = [Sh::Dash, Sh::DashAlone, Sh::DashFalseBash, Sh::Bash];
+
+        /// A channel's shell run locally: `/bin/sh -c BOOTSTRAP` after a login shell's noise, fed
+        /// texts on its stdin as the daemon feeds them (the next only after the last one's end),
+        /// its streams kept whole.
+        struct LocalChannel {
+            child: std::process::Child,
+            streams: std::sync::Arc<(std::sync::Mutex<[Vec<u8>; 2]>, std::sync::Condvar)>,
+            readers: Vec<std::thread::JoinHandle<()>>,
+        }
+
+        impl LocalChannel {
+            fn start(configure: impl FnOnce(&mut std::process::Command)) -> Self {
+                Self::start_as(Sh::Dash, configure)
+            }
+
+            /// A channel on a host whose `/bin/sh` is `sh` (bash is bind-mounted over it), in a
+            /// private mount namespace with an empty `/etc` of its own (root only, as the test
+            /// suite runs), dated an hour ago: the runner dates the login files, and a test
+            /// elsewhere that changes `/etc` (a user added) would make this channel stale, as it
+            /// should on a real host.
+            fn start_as(sh: Sh, configure: impl FnOnce(&mut std::process::Command)) -> Self {
+                assert!(
+                    nix::unistd::geteuid().is_root(),
+                    "a channel of its own /etc needs root"
+                );
+                let login = format!("echo noise; echo noise >&2; {BOOTSTRAP}");
+                // What the namespace gets first, and what runs its `/bin/sh`. bash's `exec`
+                // exports SHLVL whatever it was, so `env` runs the shell without it; the false
+                // bash lives on the namespace's own tmpfs.
+                let (prepare, env) = match sh {
+                    Sh::Dash => ("", ""),
+                    Sh::DashAlone => ("", "env -u SHLVL "),
+                    Sh::DashFalseBash => (
+                        "mount -t tmpfs tmpfs /run && mkdir /run/sshmcp-false-bash && \
                      ln -s /bin/false /run/sshmcp-false-bash/bash && ",
-                    "env PATH=/run/sshmcp-false-bash:/usr/bin:/bin ",
-                ),
-                Sh::Bash => ("mount --bind /bin/bash /bin/sh && ", ""),
-            };
-            let mut command = std::process::Command::new("unshare");
-            command
-                .args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
-                .arg(format!(
-                    "{prepare}mount -t tmpfs tmpfs /etc && \
+                        "env PATH=/run/sshmcp-false-bash:/usr/bin:/bin ",
+                    ),
+                    Sh::Bash => ("mount --bind /bin/bash /bin/sh && ", ""),
+                };
+                let mut command = std::process::Command::new("unshare");
+                command
+                    .args(["--mount", "--propagation", "private", "/bin/bash", "-c"])
+                    .arg(format!(
+                        "{prepare}mount -t tmpfs tmpfs /etc && \
                      touch -d '1 hour ago' /etc && exec {env}/bin/sh -c '{login}'"
-                ));
-            configure(&mut command);
-            let mut child = command
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let streams = std::sync::Arc::new((std::sync::Mutex::default(), Default::default()));
-            let pipes: [Box<dyn std::io::Read + Send>; 2] = [
-                Box::new(child.stdout.take().unwrap()),
-                Box::new(child.stderr.take().unwrap()),
-            ];
-            let readers = pipes
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut pipe)| {
-                    let streams = streams.clone();
-                    std::thread::spawn(move || {
-                        let mut buf = [0u8; 65536];
-                        while let Ok(n @ 1..) = pipe.read(&mut buf) {
-                            let (lock, changed): &(
-                                std::sync::Mutex<[Vec<u8>; 2]>,
-                                std::sync::Condvar,
-                            ) = &streams;
-                            lock.lock().unwrap()[i].extend_from_slice(&buf[..n]);
-                            changed.notify_all();
-                        }
+                    ));
+                configure(&mut command);
+                let mut child = command
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let streams =
+                    std::sync::Arc::new((std::sync::Mutex::default(), Default::default()));
+                let pipes: [Box<dyn std::io::Read + Send>; 2] = [
+                    Box::new(child.stdout.take().unwrap()),
+                    Box::new(child.stderr.take().unwrap()),
+                ];
+                let readers = pipes
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut pipe)| {
+                        let streams = streams.clone();
+                        std::thread::spawn(move || {
+                            let mut buf = [0u8; 65536];
+                            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                                let (lock, changed): &(
+                                    std::sync::Mutex<[Vec<u8>; 2]>,
+                                    std::sync::Condvar,
+                                ) = &streams;
+                                lock.lock().unwrap()[i].extend_from_slice(&buf[..n]);
+                                changed.notify_all();
+                            }
+                        })
                     })
-                })
-                .collect();
-            Self {
-                child,
-                streams,
-                readers,
+                    .collect();
+                Self {
+                    child,
+                    streams,
+                    readers,
+                }
+            }
+
+            fn feed(&mut self, text: &[u8]) {
+                use std::io::Write;
+                self.child.stdin.as_mut().unwrap().write_all(text).unwrap();
+            }
+
+            /// Whether the channel's shell exits by itself, its stdin still open, within
+            /// `limit`. A thread waits for the exit without reaping the shell (`finish`, or the
+            /// drop, still does), so its answer comes the moment the shell ends.
+            fn exits_within(&self, limit: std::time::Duration) -> bool {
+                use nix::sys::wait::{Id, WaitPidFlag, waitid};
+                let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+                let (exited, seen) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let ended = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
+                    let _ = exited.send(ended.is_ok());
+                });
+                seen.recv_timeout(limit).unwrap_or(false)
+            }
+
+            /// A channel with `home` as HOME that ran one program already: the next one it is
+            /// fed is a program on a channel that waited.
+            fn after_one_program(sh: Sh, home: &std::path::Path) -> Self {
+                let mut channel = Self::start_as(sh, |c| {
+                    c.env("HOME", home);
+                });
+                let first = Framing::new().unwrap();
+                channel.feed(&first.fresh_text(&first.payload(
+                    "true",
+                    None,
+                    None,
+                    true,
+                    Tether::ToCaller,
+                )));
+                channel.wait_for(&first.end_out);
+                channel
+            }
+
+            /// Waits until stdout holds `needle` (a program's end marker).
+            fn wait_for(&self, needle: &str) {
+                self.wait_for_on(0, needle);
+            }
+
+            /// Waits until stream `i` (0 stdout, 1 stderr) holds `needle`.
+            fn wait_for_on(&self, i: usize, needle: &str) {
+                let (lock, changed) = &*self.streams;
+                let held =
+                    |s: &[Vec<u8>; 2]| !s[i].windows(needle.len()).any(|w| w == needle.as_bytes());
+                let timeout = std::time::Duration::from_secs(10);
+                let (streams, waited) = changed
+                    .wait_timeout_while(lock.lock().unwrap(), timeout, |s| held(s))
+                    .unwrap();
+                assert!(
+                    !waited.timed_out(),
+                    "no {needle} on stream {i}: {:?}",
+                    streams.each_ref().map(|s| String::from_utf8_lossy(s))
+                );
+            }
+
+            /// Waits until the program of `f` ended (its end marker on stdout), or the channel's
+            /// shell ended without one (a stale channel runs nothing), then [`Self::finish`]:
+            /// a stdin closed under a running program would stop it, as the daemon's stop does.
+            fn finish_after(self, f: &Framing) -> [Vec<u8>; 2] {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                loop {
+                    let (lock, changed) = &*self.streams;
+                    let end = f.end_out.as_bytes();
+                    let ended = |s: &[Vec<u8>; 2]| s[0].windows(end.len()).any(|w| w == end);
+                    let (streams, _) = changed
+                        .wait_timeout_while(
+                            lock.lock().unwrap(),
+                            std::time::Duration::from_millis(50),
+                            |s| !ended(s),
+                        )
+                        .unwrap();
+                    let ended = ended(&streams);
+                    drop(streams);
+                    if ended || self.exits_within(std::time::Duration::from_millis(50)) {
+                        break;
+                    }
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the program never ended"
+                    );
+                }
+                self.finish()
+            }
+
+            /// Closes stdin and waits: the shell reads to its end and exits. Returns both streams.
+            /// (A test that fails first leaves the runner to `Drop`.)
+            fn finish(mut self) -> [Vec<u8>; 2] {
+                drop(self.child.stdin.take());
+                self.child.wait().unwrap();
+                for reader in self.readers.drain(..) {
+                    reader.join().unwrap();
+                }
+                std::mem::take(&mut *self.streams.0.lock().unwrap())
             }
         }
 
-        fn feed(&mut self, text: &[u8]) {
-            use std::io::Write;
-            self.child.stdin.as_mut().unwrap().write_all(text).unwrap();
+        impl Drop for LocalChannel {
+            /// Ends the runner of a test that failed before `finish`.
+            fn drop(&mut self) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
         }
 
-        /// Whether the channel's shell exits by itself, its stdin still open, within
-        /// `limit`. A thread waits for the exit without reaping the shell (`finish`, or the
-        /// drop, still does), so its answer comes the moment the shell ends.
-        fn exits_within(&self, limit: std::time::Duration) -> bool {
-            use nix::sys::wait::{Id, WaitPidFlag, waitid};
-            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-            let (exited, seen) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let ended = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
-                let _ = exited.send(ended.is_ok());
-            });
-            seen.recv_timeout(limit).unwrap_or(false)
+        /// A home directory whose own date is an hour old: a channel started in the same clock
+        /// tick as its creation would count it as a changed login file.
+        fn old_home() -> tempfile::TempDir {
+            let home = tempfile::tempdir().unwrap();
+            let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            std::fs::File::open(home.path())
+                .and_then(|dir| dir.set_modified(hour_ago))
+                .unwrap();
+            home
         }
 
-        /// A channel with `home` as HOME that ran one program already: the next one it is
-        /// fed is a program on a channel that waited.
-        fn after_one_program(sh: Sh, home: &std::path::Path) -> Self {
-            let mut channel = Self::start_as(sh, |c| {
-                c.env("HOME", home);
+        /// One program's share of a channel's streams, split by its own markers.
+        #[derive(Debug)]
+        struct LocalRun {
+            markers: Markers,
+            out_marker: Option<String>,
+            out: Vec<u8>,
+            err_marker: Option<String>,
+            err: Vec<u8>,
+            end: Option<runner::End>,
+            /// The status the program's shell reported as it exited.
+            exited: Option<u32>,
+        }
+
+        impl LocalRun {
+            fn split(f: &Framing, [stdout, stderr]: &[Vec<u8>; 2]) -> Self {
+                let (mut so, mut se) = (f.stdout_scanner(), f.stderr_scanner());
+                let (mut eo, mut ee) = (f.stdout_end(), f.stderr_end());
+                let (mut xo, mut xe) = (f.exit_report(), f.exit_report());
+                let out = eo.feed(&xo.feed(&so.feed(stdout))).into_owned();
+                let err = ee.feed(&xe.feed(&se.feed(stderr))).into_owned();
+                assert_eq!(eo.end(), ee.end(), "both streams end alike");
+                assert_eq!(xo.rest(), None, "the exit report goes to stderr");
+                Self {
+                    markers: Markers::read(&so, &se),
+                    out_marker: so.marker().map(str::to_string),
+                    out,
+                    err_marker: se.marker().map(str::to_string),
+                    err,
+                    end: eo.end(),
+                    exited: xe.rest().map(|r| r.parse().unwrap()),
+                }
+            }
+
+            fn status(&self) -> Option<u32> {
+                self.end.as_ref().map(|e| e.status)
+            }
+        }
+
+        /// Runs one payload on a fresh local channel.
+        fn run_local(
+            f: &Framing,
+            script: &str,
+            cwd: Option<&str>,
+            stdin: Option<&[u8]>,
+        ) -> LocalRun {
+            let mut channel = LocalChannel::start(|_| {});
+            channel.feed(&f.fresh_text(&f.payload(script, cwd, stdin, true, Tether::ToCaller)));
+            LocalRun::split(f, &channel.finish_after(f))
+        }
+
+        #[test]
+        fn payload_runs_exactly_the_script() {
+            let f = framing();
+            let script = "printf '%s|' \"$#\" \"$0\" \"${_sshmcp_g-unset}\"; echo out; echo err >&2; \
+                      cat <<EOF\nheredoc $((1+1))\nEOF\ncase x in x) echo ')';; esac\nexit 3";
+            let run = run_local(&f, script, None, None);
+            assert!(run.markers.started && !run.markers.no_cwd);
+            assert_eq!(
+                String::from_utf8_lossy(&run.out),
+                "0|/bin/sh|unset|out\nheredoc 2\n)\n"
+            );
+            assert_eq!(run.err, b"err\n");
+            assert_eq!((run.status(), run.exited), (Some(3), Some(3)));
+            assert_eq!(run.end.unwrap().after, runner::After::Idle);
+        }
+
+        #[test]
+        fn a_program_runs_in_a_group_of_its_own() {
+            let f = framing();
+            let run = run_local(&f, "ps -o pgid= -p $$", None, None);
+            let group: u32 = run.err_marker.unwrap().parse().unwrap();
+            assert_ne!(group, nix::unistd::getpgrp().as_raw() as u32);
+            assert_eq!(run.markers.group, Some(group));
+            assert_eq!(run.out_marker, Some(format!("run {group}")));
+            assert_eq!(
+                String::from_utf8(run.out).unwrap().trim(),
+                group.to_string()
+            );
+        }
+
+        #[test]
+        fn cwd_is_entered_or_reported() {
+            let f = framing();
+            let run = run_local(&f, "pwd", Some("/tmp"), None);
+            assert!(run.markers.started);
+            assert_eq!(run.out, b"/tmp\n");
+            let run = run_local(&f, "echo ran", Some("/no/such dir"), None);
+            assert!(run.markers.no_cwd && !run.markers.started);
+            assert!(run.out.is_empty() && run.err.is_empty());
+            assert_eq!(run.status(), Some(NO_CWD_STATUS));
+        }
+
+        #[test]
+        fn stdin_reaches_the_group_byte_for_byte() {
+            let f = framing();
+            let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+            let run = run_local(&f, "cat", None, Some(&data));
+            assert_eq!(run.status(), Some(0));
+            assert_eq!(run.out, data);
+        }
+
+        #[test]
+        fn a_text_cut_before_its_closing_brace_runs_nothing() {
+            let f = framing();
+            let home = old_home();
+            let payload =
+                |f: &Framing| f.payload("echo ran-anyway", None, None, true, Tether::ToCaller);
+            // The first program, cut in its channel's text.
+            let text = f.fresh_text(&payload(&f));
+            let mut channel = LocalChannel::start(|_| {});
+            channel.feed(&text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1]);
+            let [out, _] = channel.finish();
+            assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
+            // A later program, cut in its own text.
+            let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
+            let later = Framing::new().unwrap();
+            let text = later.warm_text(&payload(&later), true);
+            let cut = &text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
+            assert!(cut.ends_with(b"; f"), "the sourcing line is cut");
+            channel.feed(cut);
+            let [out, _] = channel.finish();
+            assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
+            // Cut inside its here-document, right after the program's group.
+            let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
+            let text = later.warm_text(&payload(&later), true);
+            let group_end = text.windows(2).rposition(|w| w == b"\n}").unwrap() + 2;
+            channel.feed(&text[..group_end]);
+            let [out, _] = channel.finish();
+            assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
+        }
+
+        /// Programs one after another on one channel: each is exact, each starts from the login
+        /// environment, and interrupts reach them (no signal is ignored).
+        #[test]
+        fn one_channel_runs_program_after_program() {
+            program_after_program(Sh::Dash);
+        }
+
+        #[test]
+        fn one_channel_runs_program_after_program_where_sh_is_bash() {
+            program_after_program(Sh::Bash);
+        }
+
+        #[test]
+        fn one_channel_runs_program_after_program_where_the_runner_keeps_dash() {
+            program_after_program(Sh::DashAlone);
+            program_after_program(Sh::DashFalseBash);
+        }
+
+        fn program_after_program(sh: Sh) {
+            let home = old_home();
+            let mut channel = LocalChannel::start_as(sh, |c| {
+                c.env("HOME", home.path());
             });
-            let first = Framing::new().unwrap();
-            channel.feed(&first.fresh_text(&first.payload(
-                "true",
+            let runs: Vec<(Framing, &str)> = vec![
+                (Framing::new().unwrap(), "export LEAK=1; cd /; printf one"),
+                (
+                    Framing::new().unwrap(),
+                    "printf '%s|%s' \"${LEAK-none}\" \"$PWD\" >&2; exit 4",
+                ),
+                (Framing::new().unwrap(), "grep SigIgn /proc/self/status"),
+                (Framing::new().unwrap(), "cat"),
+                // A syntax error ends its program at once, on a channel that waited too.
+                (Framing::new().unwrap(), "echo \"unterminated"),
+                (Framing::new().unwrap(), "echo after"),
+                (Framing::new().unwrap(), "cat /proc/$PPID/comm"),
+                (
+                    Framing::new().unwrap(),
+                    "for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && echo $fd; done; true",
+                ),
+            ];
+            for (i, (f, script)) in runs.iter().enumerate() {
+                let stdin = (i == 3).then_some(&b"given\n"[..]);
+                let payload = f.payload(script, None, stdin, true, Tether::ToCaller);
+                channel.feed(&match i {
+                    0 => f.fresh_text(&payload),
+                    _ => f.warm_text(&payload, true),
+                });
+                channel.wait_for(&f.end_out);
+            }
+            let output = channel.finish();
+            let split: Vec<LocalRun> = runs
+                .iter()
+                .map(|(f, _)| LocalRun::split(f, &output))
+                .collect();
+            assert_eq!(split[0].out, b"one");
+            let here = std::env::current_dir().unwrap();
+            assert_eq!(split[1].err, format!("none|{}", here.display()).as_bytes());
+            assert_eq!(split[1].status(), Some(4));
+            // SIGINT and SIGQUIT are not ignored by the commands, as in a background job; under
+            // bash the stop signals of a terminal are (TSTP, TTIN, TTOU: bits 19 to 21).
+            let out = String::from_utf8_lossy(&split[2].out);
+            let mask = u64::from_str_radix(out.trim().trim_start_matches("SigIgn:").trim(), 16);
+            let stops = match sh {
+                Sh::Dash => 0x38_0000,
+                Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => 0,
+            };
+            assert_eq!(mask.unwrap() & (0x38_0000 | 0b110), stops, "{sh:?} {out}");
+            assert_eq!(split[3].out, b"given\n");
+            assert_eq!(split[4].status(), Some(2));
+            assert!(!split[4].err.is_empty());
+            assert_eq!(split[5].out, b"after\n");
+            let runner = match sh {
+                Sh::Dash => "bash\n",
+                Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => "sh\n",
+            };
+            assert_eq!(String::from_utf8_lossy(&split[6].out), runner, "{sh:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&split[7].out),
+                "",
+                "{sh:?}: no descriptor leaks"
+            );
+            assert!(
+                split
+                    .iter()
+                    .all(|r| r.end.as_ref().unwrap().after == runner::After::Idle)
+            );
+        }
+
+        /// How each program ended, as the answer says it (`exit_code`, `signal`), under dash and
+        /// under bash as /bin/sh, with and without given stdin: a shell a signal ended is named
+        /// and says nothing about it on stderr; an exit is an exit, above 128 too, under `set -e`
+        /// and from a function too; the trap's own listing is no report; a terminal's stop signal
+        /// stops nothing. Every program leaves its channel idle for the next, whichever runner.
+        #[test]
+        fn signals_are_told_apart_from_exits() {
+            type Case = (
+                &'static str,
+                Option<&'static [u8]>,
+                Option<i32>,
+                Option<&'static str>,
+            );
+            let cases: [Case; 11] = [
+                ("echo started; kill -USR1 $$", None, None, Some("USR1")),
+                ("kill -TERM $$; echo not-reached", None, None, Some("TERM")),
+                ("exit 138", None, Some(138), None),
+                ("set -e; f() { exit 3; }; f", None, Some(3), None),
+                ("trap; exit 5", None, Some(5), None),
+                ("exec sh -c 'kill -SEGV $$'", None, None, Some("SEGV")),
+                ("cat; exit 7", Some(b"in\n"), Some(7), None),
+                // A terminal's stop signal stops nothing: no terminal, as under `setsid`, where
+                // the group is orphaned.
+                ("kill -TSTP $$; exit 6", None, Some(6), None),
+                // No report (the command's own exit trap replaced it, or an `exec`), and a status
+                // no signal gives.
+                ("trap 'true' EXIT; exit 255", None, Some(255), None),
+                ("exec sh -c 'exit 200'", None, Some(200), None),
+                // Last: the group is a pipeline's subshell, which may outlive the shell a moment,
+                // and then keeps the channel.
+                ("cat; kill -USR1 $$", Some(b"in\n"), None, Some("USR1")),
+            ];
+            let stdin_killed = |script: &str| script.starts_with("cat; kill");
+            for sh in EVERY_SH {
+                let home = old_home();
+                let mut channel = LocalChannel::after_one_program(sh, home.path());
+                let framings: Vec<Framing> =
+                    cases.iter().map(|_| Framing::new().unwrap()).collect();
+                for (f, (script, stdin, _, _)) in framings.iter().zip(&cases) {
+                    channel.feed(&f.warm_text(
+                        &f.payload(script, None, *stdin, true, Tether::ToCaller),
+                        true,
+                    ));
+                    channel.wait_for(&f.end_out);
+                }
+                let output = channel.finish();
+                for (f, (script, _, exit_code, signal)) in framings.iter().zip(&cases) {
+                    let run = LocalRun::split(f, &output);
+                    let end = run.end.clone().expect("an end");
+                    let (got_exit, got_signal) =
+                        crate::remote::job::exit_or_signal(&end, run.exited);
+                    assert_eq!(
+                        (got_exit, got_signal.as_deref()),
+                        (*exit_code, *signal),
+                        "{sh:?} {script}: {run:?}"
+                    );
+                    if stdin_killed(script) {
+                        assert_ne!(end.after, runner::After::Last, "{sh:?} {script}");
+                    } else {
+                        assert_eq!(end.after, runner::After::Idle, "{sh:?} {script}");
+                    }
+                    let err = String::from_utf8_lossy(&run.err);
+                    assert!(!err.contains("_sshmcp"), "{sh:?} {script}: {err}");
+                    if signal.is_some() {
+                        assert_eq!(err, "", "{sh:?} {script}");
+                    }
+                }
+                let listed = LocalRun::split(&framings[4], &output);
+                assert!(
+                    String::from_utf8_lossy(&listed.out).contains("trap"),
+                    "{sh:?}"
+                );
+            }
+        }
+
+        /// A program's group is gone soon after its channel's stdin closed (its caller stopped it,
+        /// or died), whichever shell runs the channel, with or without stdin for the program.
+        #[test]
+        fn a_program_ends_when_its_channel_closes() {
+            for sh in EVERY_SH {
+                for stdin in [None, Some(&b"input"[..])] {
+                    let f = framing();
+                    let mut channel = LocalChannel::start_as(sh, |_| {});
+                    let script = "echo \"group $$\"; trap '' INT HUP; sleep 300";
+                    channel.feed(&f.fresh_text(&f.payload(
+                        script,
+                        None,
+                        stdin,
+                        true,
+                        Tether::ToCaller,
+                    )));
+                    channel.wait_for("\ngroup ");
+                    let out = channel.streams.0.lock().unwrap()[0].clone();
+                    let text = String::from_utf8_lossy(&out);
+                    let group: i32 = text
+                        .split("\ngroup ")
+                        .nth(1)
+                        .and_then(|rest| rest.split_whitespace().next())
+                        .and_then(|g| g.parse().ok())
+                        .unwrap_or_else(|| panic!("{sh:?}: no group in {text}"));
+                    drop(channel.child.stdin.take());
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while live_members(group) > 0 {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "{sh:?}: group {group} still runs 10 s after its channel closed"
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
+            }
+        }
+
+        /// The relay is no job of a program's shell: a bare `wait` waits for the script's own
+        /// children, and the channel goes on to the next program.
+        #[test]
+        fn a_scripts_wait_waits_for_its_own_children_only() {
+            for sh in EVERY_SH {
+                for stdin in [None, Some(&b"input"[..])] {
+                    let f = framing();
+                    let mut channel = LocalChannel::start_as(sh, |_| {});
+                    let script = "sleep 0.1 & wait; echo waited; exit 4";
+                    channel.feed(&f.fresh_text(&f.payload(
+                        script,
+                        None,
+                        stdin,
+                        true,
+                        Tether::ToCaller,
+                    )));
+                    channel.wait_for(&f.end_out);
+                    let run = LocalRun::split(&f, &channel.finish());
+                    assert_eq!(run.out, b"waited\n", "{sh:?}");
+                    assert_eq!(run.status(), Some(4), "{sh:?}");
+                    assert_eq!(run.end.unwrap().after, runner::After::Idle, "{sh:?}");
+                }
+            }
+        }
+
+        /// A program that is not tied to its caller (a kill) runs to its end after its channel's
+        /// stdin closed.
+        #[test]
+        fn an_untethered_program_outlives_its_channel() {
+            let dir = tempfile::tempdir().unwrap();
+            let done = dir.path().join("done");
+            let f = framing();
+            let mut channel = LocalChannel::start(|_| {});
+            let script = format!("echo started; sleep 1; echo done > '{}'", done.display());
+            channel.feed(&f.fresh_text(&f.payload(&script, None, None, true, Tether::None)));
+            channel.wait_for("started");
+            channel.finish();
+            assert!(done.exists(), "the program was ended with its channel");
+        }
+
+        /// How many processes of `group` live: a member that ended stays in its group until its
+        /// parent reaps it, which for an orphan is whenever the host's init gets to it.
+        fn live_members(group: i32) -> usize {
+            let Ok(procs) = std::fs::read_dir("/proc") else {
+                return 0;
+            };
+            procs
+                .flatten()
+                .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+                .filter(|stat| {
+                    let after_name = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+                    let mut fields = after_name.split(' ');
+                    let state = fields.next();
+                    let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+                    state != Some("Z") && pgrp == Some(group)
+                })
+                .count()
+        }
+
+        /// When a signal ends the runner's bash in the middle of a program, the channel ends with
+        /// it, its stdin still open: dash does not go on with a shell of its own that would read
+        /// the next program while the last one runs without its end marker.
+        #[test]
+        fn a_channel_whose_bash_is_killed_ends() {
+            let home = old_home();
+            let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
+            let killer = framing();
+            let payload = killer.payload(
+                "kill -TERM $PPID; echo after",
                 None,
                 None,
                 true,
                 Tether::ToCaller,
-            )));
-            channel.wait_for(&first.end_out);
-            channel
-        }
-
-        /// Waits until stdout holds `needle` (a program's end marker).
-        fn wait_for(&self, needle: &str) {
-            self.wait_for_on(0, needle);
-        }
-
-        /// Waits until stream `i` (0 stdout, 1 stderr) holds `needle`.
-        fn wait_for_on(&self, i: usize, needle: &str) {
-            let (lock, changed) = &*self.streams;
-            let held =
-                |s: &[Vec<u8>; 2]| !s[i].windows(needle.len()).any(|w| w == needle.as_bytes());
-            let timeout = std::time::Duration::from_secs(10);
-            let (streams, waited) = changed
-                .wait_timeout_while(lock.lock().unwrap(), timeout, |s| held(s))
-                .unwrap();
+            );
+            channel.feed(&killer.warm_text(&payload, true));
+            channel.wait_for("after");
             assert!(
-                !waited.timed_out(),
-                "no {needle} on stream {i}: {:?}",
-                streams.each_ref().map(|s| String::from_utf8_lossy(s))
+                channel.exits_within(std::time::Duration::from_secs(10)),
+                "the channel's shell went on after its bash was killed"
             );
         }
 
-        /// Waits until the program of `f` ended (its end marker on stdout), or the channel's
-        /// shell ended without one (a stale channel runs nothing), then [`Self::finish`]:
-        /// a stdin closed under a running program would stop it, as the daemon's stop does.
-        fn finish_after(self, f: &Framing) -> [Vec<u8>; 2] {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            loop {
-                let (lock, changed) = &*self.streams;
-                let end = f.end_out.as_bytes();
-                let ended = |s: &[Vec<u8>; 2]| s[0].windows(end.len()).any(|w| w == end);
-                let (streams, _) = changed
-                    .wait_timeout_while(
-                        lock.lock().unwrap(),
-                        std::time::Duration::from_millis(50),
-                        |s| !ended(s),
-                    )
-                    .unwrap();
-                let ended = ended(&streams);
-                drop(streams);
-                if ended || self.exits_within(std::time::Duration::from_millis(50)) {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the program never ended"
-                );
-            }
-            self.finish()
+        /// A program whose background child outlives it keeps the channel: the channel's shell
+        /// ends after it, and says so.
+        #[test]
+        fn a_background_child_keeps_its_channel() {
+            let f = framing();
+            let run = run_local(&f, "sleep 5 >/dev/null 2>&1 & echo started", None, None);
+            assert_eq!(run.out, b"started\n");
+            assert_eq!(run.end.unwrap().after, runner::After::Left);
         }
 
-        /// Closes stdin and waits: the shell reads to its end and exits. Returns both streams.
-        /// (A test that fails first leaves the runner to `Drop`.)
-        fn finish(mut self) -> [Vec<u8>; 2] {
-            drop(self.child.stdin.take());
-            self.child.wait().unwrap();
-            for reader in self.readers.drain(..) {
-                reader.join().unwrap();
-            }
-            std::mem::take(&mut *self.streams.0.lock().unwrap())
-        }
-    }
-
-    impl Drop for LocalChannel {
-        /// Ends the runner of a test that failed before `finish`.
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    /// A home directory whose own date is an hour old: a channel started in the same clock
-    /// tick as its creation would count it as a changed login file.
-    fn old_home() -> tempfile::TempDir {
-        let home = tempfile::tempdir().unwrap();
-        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        std::fs::File::open(home.path())
-            .and_then(|dir| dir.set_modified(hour_ago))
-            .unwrap();
-        home
-    }
-
-    /// One program's share of a channel's streams, split by its own markers.
-    #[derive(Debug)]
-    struct LocalRun {
-        markers: Markers,
-        out_marker: Option<String>,
-        out: Vec<u8>,
-        err_marker: Option<String>,
-        err: Vec<u8>,
-        end: Option<runner::End>,
-        /// The status the program's shell reported as it exited.
-        exited: Option<u32>,
-    }
-
-    impl LocalRun {
-        fn split(f: &Framing, [stdout, stderr]: &[Vec<u8>; 2]) -> Self {
-            let (mut so, mut se) = (f.stdout_scanner(), f.stderr_scanner());
-            let (mut eo, mut ee) = (f.stdout_end(), f.stderr_end());
-            let (mut xo, mut xe) = (f.exit_report(), f.exit_report());
-            let out = eo.feed(&xo.feed(&so.feed(stdout))).into_owned();
-            let err = ee.feed(&xe.feed(&se.feed(stderr))).into_owned();
-            assert_eq!(eo.end(), ee.end(), "both streams end alike");
-            assert_eq!(xo.rest(), None, "the exit report goes to stderr");
-            Self {
-                markers: Markers::read(&so, &se),
-                out_marker: so.marker().map(str::to_string),
-                out,
-                err_marker: se.marker().map(str::to_string),
-                err,
-                end: eo.end(),
-                exited: xe.rest().map(|r| r.parse().unwrap()),
-            }
-        }
-
-        fn status(&self) -> Option<u32> {
-            self.end.as_ref().map(|e| e.status)
-        }
-    }
-
-    /// Runs one payload on a fresh local channel.
-    fn run_local(f: &Framing, script: &str, cwd: Option<&str>, stdin: Option<&[u8]>) -> LocalRun {
-        let mut channel = LocalChannel::start(|_| {});
-        channel.feed(&f.fresh_text(&f.payload(script, cwd, stdin, true, Tether::ToCaller)));
-        LocalRun::split(f, &channel.finish_after(f))
-    }
-
-    #[test]
-    fn payload_runs_exactly_the_script() {
-        let f = framing();
-        let script = "printf '%s|' \"$#\" \"$0\" \"${_sshmcp_g-unset}\"; echo out; echo err >&2; \
-                      cat <<EOF\nheredoc $((1+1))\nEOF\ncase x in x) echo ')';; esac\nexit 3";
-        let run = run_local(&f, script, None, None);
-        assert!(run.markers.started && !run.markers.no_cwd);
-        assert_eq!(
-            String::from_utf8_lossy(&run.out),
-            "0|/bin/sh|unset|out\nheredoc 2\n)\n"
-        );
-        assert_eq!(run.err, b"err\n");
-        assert_eq!((run.status(), run.exited), (Some(3), Some(3)));
-        assert_eq!(run.end.unwrap().after, runner::After::Idle);
-    }
-
-    #[test]
-    fn a_program_runs_in_a_group_of_its_own() {
-        let f = framing();
-        let run = run_local(&f, "ps -o pgid= -p $$", None, None);
-        let group: u32 = run.err_marker.unwrap().parse().unwrap();
-        assert_ne!(group, nix::unistd::getpgrp().as_raw() as u32);
-        assert_eq!(run.markers.group, Some(group));
-        assert_eq!(run.out_marker, Some(format!("run {group}")));
-        assert_eq!(
-            String::from_utf8(run.out).unwrap().trim(),
-            group.to_string()
-        );
-    }
-
-    #[test]
-    fn cwd_is_entered_or_reported() {
-        let f = framing();
-        let run = run_local(&f, "pwd", Some("/tmp"), None);
-        assert!(run.markers.started);
-        assert_eq!(run.out, b"/tmp\n");
-        let run = run_local(&f, "echo ran", Some("/no/such dir"), None);
-        assert!(run.markers.no_cwd && !run.markers.started);
-        assert!(run.out.is_empty() && run.err.is_empty());
-        assert_eq!(run.status(), Some(NO_CWD_STATUS));
-    }
-
-    #[test]
-    fn stdin_reaches_the_group_byte_for_byte() {
-        let f = framing();
-        let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
-        let run = run_local(&f, "cat", None, Some(&data));
-        assert_eq!(run.status(), Some(0));
-        assert_eq!(run.out, data);
-    }
-
-    #[test]
-    fn a_text_cut_before_its_closing_brace_runs_nothing() {
-        let f = framing();
-        let home = old_home();
-        let payload =
-            |f: &Framing| f.payload("echo ran-anyway", None, None, true, Tether::ToCaller);
-        // The first program, cut in its channel's text.
-        let text = f.fresh_text(&payload(&f));
-        let mut channel = LocalChannel::start(|_| {});
-        channel.feed(&text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1]);
-        let [out, _] = channel.finish();
-        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
-        // A later program, cut in its own text.
-        let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
-        let later = Framing::new().unwrap();
-        let text = later.warm_text(&payload(&later), true);
-        let cut = &text[..text.len() - PAYLOAD_TAIL_AFTER_GROUP - 1];
-        assert!(cut.ends_with(b"; f"), "the sourcing line is cut");
-        channel.feed(cut);
-        let [out, _] = channel.finish();
-        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
-        // Cut inside its here-document, right after the program's group.
-        let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
-        let text = later.warm_text(&payload(&later), true);
-        let group_end = text.windows(2).rposition(|w| w == b"\n}").unwrap() + 2;
-        channel.feed(&text[..group_end]);
-        let [out, _] = channel.finish();
-        assert!(!String::from_utf8_lossy(&out).contains("ran-anyway"));
-    }
-
-    /// Programs one after another on one channel: each is exact, each starts from the login
-    /// environment, and interrupts reach them (no signal is ignored).
-    #[test]
-    fn one_channel_runs_program_after_program() {
-        program_after_program(Sh::Dash);
-    }
-
-    #[test]
-    fn one_channel_runs_program_after_program_where_sh_is_bash() {
-        program_after_program(Sh::Bash);
-    }
-
-    #[test]
-    fn one_channel_runs_program_after_program_where_the_runner_keeps_dash() {
-        program_after_program(Sh::DashAlone);
-        program_after_program(Sh::DashFalseBash);
-    }
-
-    fn program_after_program(sh: Sh) {
-        let home = old_home();
-        let mut channel = LocalChannel::start_as(sh, |c| {
-            c.env("HOME", home.path());
-        });
-        let runs: Vec<(Framing, &str)> = vec![
-            (Framing::new().unwrap(), "export LEAK=1; cd /; printf one"),
-            (
-                Framing::new().unwrap(),
-                "printf '%s|%s' \"${LEAK-none}\" \"$PWD\" >&2; exit 4",
-            ),
-            (Framing::new().unwrap(), "grep SigIgn /proc/self/status"),
-            (Framing::new().unwrap(), "cat"),
-            // A syntax error ends its program at once, on a channel that waited too.
-            (Framing::new().unwrap(), "echo \"unterminated"),
-            (Framing::new().unwrap(), "echo after"),
-            (Framing::new().unwrap(), "cat /proc/$PPID/comm"),
-            (
-                Framing::new().unwrap(),
-                "for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && echo $fd; done; true",
-            ),
-        ];
-        for (i, (f, script)) in runs.iter().enumerate() {
-            let stdin = (i == 3).then_some(&b"given\n"[..]);
-            let payload = f.payload(script, None, stdin, true, Tether::ToCaller);
-            channel.feed(&match i {
-                0 => f.fresh_text(&payload),
-                _ => f.warm_text(&payload, true),
-            });
-            channel.wait_for(&f.end_out);
-        }
-        let output = channel.finish();
-        let split: Vec<LocalRun> = runs
-            .iter()
-            .map(|(f, _)| LocalRun::split(f, &output))
-            .collect();
-        assert_eq!(split[0].out, b"one");
-        let here = std::env::current_dir().unwrap();
-        assert_eq!(split[1].err, format!("none|{}", here.display()).as_bytes());
-        assert_eq!(split[1].status(), Some(4));
-        // SIGINT and SIGQUIT are not ignored by the commands, as in a background job; under
-        // bash the stop signals of a terminal are (TSTP, TTIN, TTOU: bits 19 to 21).
-        let out = String::from_utf8_lossy(&split[2].out);
-        let mask = u64::from_str_radix(out.trim().trim_start_matches("SigIgn:").trim(), 16);
-        let stops = match sh {
-            Sh::Dash => 0x38_0000,
-            Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => 0,
-        };
-        assert_eq!(mask.unwrap() & (0x38_0000 | 0b110), stops, "{sh:?} {out}");
-        assert_eq!(split[3].out, b"given\n");
-        assert_eq!(split[4].status(), Some(2));
-        assert!(!split[4].err.is_empty());
-        assert_eq!(split[5].out, b"after\n");
-        let runner = match sh {
-            Sh::Dash => "bash\n",
-            Sh::DashAlone | Sh::DashFalseBash | Sh::Bash => "sh\n",
-        };
-        assert_eq!(String::from_utf8_lossy(&split[6].out), runner, "{sh:?}");
-        assert_eq!(
-            String::from_utf8_lossy(&split[7].out),
-            "",
-            "{sh:?}: no descriptor leaks"
-        );
-        assert!(
-            split
-                .iter()
-                .all(|r| r.end.as_ref().unwrap().after == runner::After::Idle)
-        );
-    }
-
-    /// How each program ended, as the answer says it (`exit_code`, `signal`), under dash and
-    /// under bash as /bin/sh, with and without given stdin: a shell a signal ended is named
-    /// and says nothing about it on stderr; an exit is an exit, above 128 too, under `set -e`
-    /// and from a function too; the trap's own listing is no report; a terminal's stop signal
-    /// stops nothing. Every program leaves its channel idle for the next, whichever runner.
-    #[test]
-    fn signals_are_told_apart_from_exits() {
-        type Case = (
-            &'static str,
-            Option<&'static [u8]>,
-            Option<i32>,
-            Option<&'static str>,
-        );
-        let cases: [Case; 11] = [
-            ("echo started; kill -USR1 $$", None, None, Some("USR1")),
-            ("kill -TERM $$; echo not-reached", None, None, Some("TERM")),
-            ("exit 138", None, Some(138), None),
-            ("set -e; f() { exit 3; }; f", None, Some(3), None),
-            ("trap; exit 5", None, Some(5), None),
-            ("exec sh -c 'kill -SEGV $$'", None, None, Some("SEGV")),
-            ("cat; exit 7", Some(b"in\n"), Some(7), None),
-            // A terminal's stop signal stops nothing: no terminal, as under `setsid`, where
-            // the group is orphaned.
-            ("kill -TSTP $$; exit 6", None, Some(6), None),
-            // No report (the command's own exit trap replaced it, or an `exec`), and a status
-            // no signal gives.
-            ("trap 'true' EXIT; exit 255", None, Some(255), None),
-            ("exec sh -c 'exit 200'", None, Some(200), None),
-            // Last: the group is a pipeline's subshell, which may outlive the shell a moment,
-            // and then keeps the channel.
-            ("cat; kill -USR1 $$", Some(b"in\n"), None, Some("USR1")),
-        ];
-        let stdin_killed = |script: &str| script.starts_with("cat; kill");
-        for sh in EVERY_SH {
-            let home = old_home();
-            let mut channel = LocalChannel::after_one_program(sh, home.path());
-            let framings: Vec<Framing> = cases.iter().map(|_| Framing::new().unwrap()).collect();
-            for (f, (script, stdin, _, _)) in framings.iter().zip(&cases) {
-                channel.feed(&f.warm_text(
-                    &f.payload(script, None, *stdin, true, Tether::ToCaller),
-                    true,
-                ));
-                channel.wait_for(&f.end_out);
-            }
-            let output = channel.finish();
-            for (f, (script, _, exit_code, signal)) in framings.iter().zip(&cases) {
-                let run = LocalRun::split(f, &output);
-                let end = run.end.clone().expect("an end");
-                let (got_exit, got_signal) = super::super::job::exit_or_signal(&end, run.exited);
-                assert_eq!(
-                    (got_exit, got_signal.as_deref()),
-                    (*exit_code, *signal),
-                    "{sh:?} {script}: {run:?}"
-                );
-                if stdin_killed(script) {
-                    assert_ne!(end.after, runner::After::Last, "{sh:?} {script}");
-                } else {
-                    assert_eq!(end.after, runner::After::Idle, "{sh:?} {script}");
-                }
-                let err = String::from_utf8_lossy(&run.err);
-                assert!(!err.contains("_sshmcp"), "{sh:?} {script}: {err}");
-                if signal.is_some() {
-                    assert_eq!(err, "", "{sh:?} {script}");
-                }
-            }
-            let listed = LocalRun::split(&framings[4], &output);
-            assert!(
-                String::from_utf8_lossy(&listed.out).contains("trap"),
-                "{sh:?}"
-            );
-        }
-    }
-
-    /// A program's group is gone soon after its channel's stdin closed (its caller stopped it,
-    /// or died), whichever shell runs the channel, with or without stdin for the program.
-    #[test]
-    fn a_program_ends_when_its_channel_closes() {
-        for sh in EVERY_SH {
-            for stdin in [None, Some(&b"input"[..])] {
-                let f = framing();
-                let mut channel = LocalChannel::start_as(sh, |_| {});
-                let script = "echo \"group $$\"; trap '' INT HUP; sleep 300";
-                channel.feed(&f.fresh_text(&f.payload(
-                    script,
-                    None,
-                    stdin,
-                    true,
-                    Tether::ToCaller,
-                )));
-                channel.wait_for("\ngroup ");
-                let out = channel.streams.0.lock().unwrap()[0].clone();
-                let text = String::from_utf8_lossy(&out);
-                let group: i32 = text
-                    .split("\ngroup ")
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next())
-                    .and_then(|g| g.parse().ok())
-                    .unwrap_or_else(|| panic!("{sh:?}: no group in {text}"));
-                drop(channel.child.stdin.take());
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                while live_members(group) > 0 {
+        /// A waiting channel whose login files changed since it started runs nothing and says it
+        /// is stale.
+        #[test]
+        fn a_changed_login_file_makes_a_waiting_channel_stale() {
+            for sh in EVERY_SH {
+                for edit in [
+                    "echo x >> ~/.bashrc",
+                    "rm ~/.bashrc",
+                    "echo x >> ~/.bashrc.d/env.sh",
+                    "echo x >> ~/.bash_aliases",
+                ] {
+                    let (second, output) = after_a_login_file_changed(sh, edit, true);
                     assert!(
-                        std::time::Instant::now() < deadline,
-                        "{sh:?}: group {group} still runs 10 s after its channel closed"
+                        second.markers.stale && !second.markers.started,
+                        "{sh:?} {edit}"
                     );
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    assert!(!String::from_utf8_lossy(&output).contains("ran-anyway"));
                 }
             }
         }
-    }
 
-    /// The relay is no job of a program's shell: a bare `wait` waits for the script's own
-    /// children, and the channel goes on to the next program.
-    #[test]
-    fn a_scripts_wait_waits_for_its_own_children_only() {
-        for sh in EVERY_SH {
-            for stdin in [None, Some(&b"input"[..])] {
-                let f = framing();
-                let mut channel = LocalChannel::start_as(sh, |_| {});
-                let script = "sleep 0.1 & wait; echo waited; exit 4";
-                channel.feed(&f.fresh_text(&f.payload(
-                    script,
-                    None,
-                    stdin,
-                    true,
-                    Tether::ToCaller,
-                )));
-                channel.wait_for(&f.end_out);
-                let run = LocalRun::split(&f, &channel.finish());
-                assert_eq!(run.out, b"waited\n", "{sh:?}");
-                assert_eq!(run.status(), Some(4), "{sh:?}");
-                assert_eq!(run.end.unwrap().after, runner::After::Idle, "{sh:?}");
+        /// A kill's program skips that check: it runs on a channel whose login files changed.
+        #[test]
+        fn a_program_without_the_check_runs_after_a_login_file_changed() {
+            for sh in EVERY_SH {
+                let (second, output) = after_a_login_file_changed(sh, "echo x >> ~/.bashrc", false);
+                assert!(second.markers.started && !second.markers.stale, "{sh:?}");
+                assert!(String::from_utf8_lossy(&output).contains("ran-anyway"));
             }
         }
-    }
 
-    /// A program that is not tied to its caller (a kill) runs to its end after its channel's
-    /// stdin closed.
-    #[test]
-    fn an_untethered_program_outlives_its_channel() {
-        let dir = tempfile::tempdir().unwrap();
-        let done = dir.path().join("done");
-        let f = framing();
-        let mut channel = LocalChannel::start(|_| {});
-        let script = format!("echo started; sleep 1; echo done > '{}'", done.display());
-        channel.feed(&f.fresh_text(&f.payload(&script, None, None, true, Tether::None)));
-        channel.wait_for("started");
-        channel.finish();
-        assert!(done.exists(), "the program was ended with its channel");
-    }
-
-    /// How many processes of `group` live: a member that ended stays in its group until its
-    /// parent reaps it, which for an orphan is whenever the host's init gets to it.
-    fn live_members(group: i32) -> usize {
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return 0;
-        };
-        procs
-            .flatten()
-            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-            .filter(|stat| {
-                let after_name = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
-                let mut fields = after_name.split(' ');
-                let state = fields.next();
-                let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
-                state != Some("Z") && pgrp == Some(group)
-            })
-            .count()
-    }
-
-    /// When a signal ends the runner's bash in the middle of a program, the channel ends with
-    /// it, its stdin still open: dash does not go on with a shell of its own that would read
-    /// the next program while the last one runs without its end marker.
-    #[test]
-    fn a_channel_whose_bash_is_killed_ends() {
-        let home = old_home();
-        let mut channel = LocalChannel::after_one_program(Sh::Dash, home.path());
-        let killer = framing();
-        let payload = killer.payload(
-            "kill -TERM $PPID; echo after",
-            None,
-            None,
-            true,
-            Tether::ToCaller,
-        );
-        channel.feed(&killer.warm_text(&payload, true));
-        channel.wait_for("after");
-        assert!(
-            channel.exits_within(std::time::Duration::from_secs(10)),
-            "the channel's shell went on after its bash was killed"
-        );
-    }
-
-    /// A program whose background child outlives it keeps the channel: the channel's shell
-    /// ends after it, and says so.
-    #[test]
-    fn a_background_child_keeps_its_channel() {
-        let f = framing();
-        let run = run_local(&f, "sleep 5 >/dev/null 2>&1 & echo started", None, None);
-        assert_eq!(run.out, b"started\n");
-        assert_eq!(run.end.unwrap().after, runner::After::Left);
-    }
-
-    /// A waiting channel whose login files changed since it started runs nothing and says it
-    /// is stale.
-    #[test]
-    fn a_changed_login_file_makes_a_waiting_channel_stale() {
-        for sh in EVERY_SH {
-            for edit in [
-                "echo x >> ~/.bashrc",
-                "rm ~/.bashrc",
-                "echo x >> ~/.bashrc.d/env.sh",
-                "echo x >> ~/.bash_aliases",
-            ] {
-                let (second, output) = after_a_login_file_changed(sh, edit, true);
-                assert!(
-                    second.markers.stale && !second.markers.started,
-                    "{sh:?} {edit}"
-                );
-                assert!(!String::from_utf8_lossy(&output).contains("ran-anyway"));
+        /// `edit` changes a login file that is an hour old (`~/.bashrc`, `~/.bash_aliases`, or
+        /// `~/.bashrc.d/env.sh`), in directories an hour old; then a second program
+        /// (`check_login_files` as given) prints `ran-anyway`. Returns the second run and the
+        /// channel's stdout.
+        fn after_a_login_file_changed(
+            sh: Sh,
+            edit: &str,
+            check_login_files: bool,
+        ) -> (LocalRun, Vec<u8>) {
+            let home = old_home();
+            let (rc, rc_d) = (home.path().join(".bashrc"), home.path().join(".bashrc.d"));
+            std::fs::create_dir(&rc_d).unwrap();
+            let (aliases, in_rc_d) = (home.path().join(".bash_aliases"), rc_d.join("env.sh"));
+            for file in [&rc, &aliases, &in_rc_d] {
+                std::fs::write(file, "").unwrap();
             }
+            let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            for path in [&rc, &aliases, &in_rc_d, &rc_d, home.path()] {
+                std::fs::File::open(path)
+                    .and_then(|f| f.set_modified(hour_ago))
+                    .unwrap();
+            }
+            let mut channel = LocalChannel::after_one_program(sh, home.path());
+            let (same, second) = (Framing::new().unwrap(), Framing::new().unwrap());
+            // Nothing changed yet: the channel serves the next program.
+            channel.feed(&same.warm_text(
+                &same.payload(edit, None, None, true, Tether::ToCaller),
+                true,
+            ));
+            channel.wait_for(&same.end_out);
+            let payload = second.payload("echo ran-anyway", None, None, true, Tether::ToCaller);
+            channel.feed(&second.warm_text(&payload, check_login_files));
+            let output = channel.finish_after(&second);
+            let same = LocalRun::split(&same, &output);
+            assert!(same.markers.started, "{sh:?} {edit}");
+            assert_eq!(same.end.unwrap().after, runner::After::Idle);
+            (LocalRun::split(&second, &output), output[0].clone())
         }
-    }
 
-    /// A kill's program skips that check: it runs on a channel whose login files changed.
-    #[test]
-    fn a_program_without_the_check_runs_after_a_login_file_changed() {
-        for sh in EVERY_SH {
-            let (second, output) = after_a_login_file_changed(sh, "echo x >> ~/.bashrc", false);
-            assert!(second.markers.started && !second.markers.stale, "{sh:?}");
-            assert!(String::from_utf8_lossy(&output).contains("ran-anyway"));
+        #[test]
+        fn markers_survive_merged_streams_and_give_only_real_groups() {
+            let f = framing();
+            // An rc file that sends stderr to stdout: both markers arrive on stdout.
+            let mut out = f.stdout_scanner();
+            let err = f.stderr_scanner();
+            let merged = b"_sshmcp_4567ef01 4242\n_sshmcp_0123abcd run 4242\nown";
+            assert_eq!(out.feed(merged).as_ref(), b"own");
+            let m = Markers::read(&out, &err);
+            assert_eq!((m.group, m.started), (Some(4242), true));
+            let (mut out, mut err) = (f.stdout_scanner(), f.stderr_scanner());
+            out.feed(b"_sshmcp_0123abcd run 1\n");
+            err.feed(b"_sshmcp_4567ef01 0\n");
+            assert_eq!(Markers::read(&out, &err).group, None, "never 0 or 1");
         }
-    }
 
-    /// `edit` changes a login file that is an hour old (`~/.bashrc`, `~/.bash_aliases`, or
-    /// `~/.bashrc.d/env.sh`), in directories an hour old; then a second program
-    /// (`check_login_files` as given) prints `ran-anyway`. Returns the second run and the
-    /// channel's stdout.
-    fn after_a_login_file_changed(
-        sh: Sh,
-        edit: &str,
-        check_login_files: bool,
-    ) -> (LocalRun, Vec<u8>) {
-        let home = old_home();
-        let (rc, rc_d) = (home.path().join(".bashrc"), home.path().join(".bashrc.d"));
-        std::fs::create_dir(&rc_d).unwrap();
-        let (aliases, in_rc_d) = (home.path().join(".bash_aliases"), rc_d.join("env.sh"));
-        for file in [&rc, &aliases, &in_rc_d] {
-            std::fs::write(file, "").unwrap();
+        #[test]
+        fn an_exported_cdpath_does_not_move_a_relative_cwd() {
+            let base = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(base.path().join("decoy/sub")).unwrap();
+            std::fs::create_dir_all(base.path().join("home/sub")).unwrap();
+            let f = framing();
+            let mut channel = LocalChannel::start(|c| {
+                c.current_dir(base.path().join("home"))
+                    .env("CDPATH", base.path().join("decoy"));
+            });
+            channel.feed(&f.fresh_text(&f.payload(
+                "pwd",
+                Some("sub"),
+                None,
+                true,
+                Tether::ToCaller,
+            )));
+            let run = LocalRun::split(&f, &channel.finish_after(&f));
+            assert!(String::from_utf8(run.out).unwrap().ends_with("/home/sub\n"));
         }
-        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        for path in [&rc, &aliases, &in_rc_d, &rc_d, home.path()] {
-            std::fs::File::open(path)
-                .and_then(|f| f.set_modified(hour_ago))
+
+        #[test]
+        fn quoting_round_trips_through_sh() {
+            let tricky = "a b'c\"d$e`f\\g\nh";
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", sh_quote(tricky)))
+                .output()
                 .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), tricky);
         }
-        let mut channel = LocalChannel::after_one_program(sh, home.path());
-        let (same, second) = (Framing::new().unwrap(), Framing::new().unwrap());
-        // Nothing changed yet: the channel serves the next program.
-        channel.feed(&same.warm_text(
-            &same.payload(edit, None, None, true, Tether::ToCaller),
-            true,
-        ));
-        channel.wait_for(&same.end_out);
-        let payload = second.payload("echo ran-anyway", None, None, true, Tether::ToCaller);
-        channel.feed(&second.warm_text(&payload, check_login_files));
-        let output = channel.finish_after(&second);
-        let same = LocalRun::split(&same, &output);
-        assert!(same.markers.started, "{sh:?} {edit}");
-        assert_eq!(same.end.unwrap().after, runner::After::Idle);
-        (LocalRun::split(&second, &output), output[0].clone())
-    }
-
-    #[test]
-    fn markers_survive_merged_streams_and_give_only_real_groups() {
-        let f = framing();
-        // An rc file that sends stderr to stdout: both markers arrive on stdout.
-        let mut out = f.stdout_scanner();
-        let err = f.stderr_scanner();
-        let merged = b"_sshmcp_4567ef01 4242\n_sshmcp_0123abcd run 4242\nown";
-        assert_eq!(out.feed(merged).as_ref(), b"own");
-        let m = Markers::read(&out, &err);
-        assert_eq!((m.group, m.started), (Some(4242), true));
-        let (mut out, mut err) = (f.stdout_scanner(), f.stderr_scanner());
-        out.feed(b"_sshmcp_0123abcd run 1\n");
-        err.feed(b"_sshmcp_4567ef01 0\n");
-        assert_eq!(Markers::read(&out, &err).group, None, "never 0 or 1");
-    }
-
-    #[test]
-    fn an_exported_cdpath_does_not_move_a_relative_cwd() {
-        let base = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(base.path().join("decoy/sub")).unwrap();
-        std::fs::create_dir_all(base.path().join("home/sub")).unwrap();
-        let f = framing();
-        let mut channel = LocalChannel::start(|c| {
-            c.current_dir(base.path().join("home"))
-                .env("CDPATH", base.path().join("decoy"));
-        });
-        channel.feed(&f.fresh_text(&f.payload("pwd", Some("sub"), None, true, Tether::ToCaller)));
-        let run = LocalRun::split(&f, &channel.finish_after(&f));
-        assert!(String::from_utf8(run.out).unwrap().ends_with("/home/sub\n"));
-    }
-
-    #[test]
-    fn quoting_round_trips_through_sh() {
-        let tricky = "a b'c\"d$e`f\\g\nh";
-        let out = std::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(format!("printf %s {}", sh_quote(tricky)))
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), tricky);
     }
 }

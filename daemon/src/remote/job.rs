@@ -123,10 +123,7 @@ impl Stream {
     /// Best effort: a smaller pipe still works.
     fn enlarge(&mut self) {
         self.enlarged = true;
-        let _ = nix::fcntl::fcntl(
-            &self.pipe,
-            nix::fcntl::FcntlArg::F_SETPIPE_SZ(BULK_PIPE_BYTES),
-        );
+        crate::platform::enlarge_pipe(std::os::fd::AsFd::as_fd(&self.pipe), BULK_PIPE_BYTES);
     }
 
     fn new(

@@ -27,8 +27,7 @@ pub async fn preferred(effective: Option<&str>) -> Option<String> {
     static DEFAULT: OnceCell<Option<String>> = OnceCell::const_new();
     let default = DEFAULT
         .get_or_try_init(|| async {
-            let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-            match hardware_aes(&cpuinfo) {
+            match crate::platform::cpu_has_aes() {
                 true => openssh_default().await.map(Some),
                 false => Ok(None),
             }
@@ -48,14 +47,6 @@ async fn openssh_default() -> Result<String, ()> {
     let ciphers = ask.await.ok().and_then(|resolved| resolved.ciphers);
     ciphers.ok_or_else(|| {
         tracing::info!("ssh -G did not print OpenSSH's cipher list; ciphers keep their order")
-    })
-}
-
-/// Whether `/proc/cpuinfo` lists AES instructions (`flags` on x86, `Features` on ARM).
-fn hardware_aes(cpuinfo: &str) -> bool {
-    cpuinfo.lines().any(|line| {
-        let (key, value) = line.split_once(':').unwrap_or((line, ""));
-        matches!(key.trim(), "flags" | "Features") && value.split_whitespace().any(|f| f == "aes")
     })
 }
 
@@ -107,17 +98,5 @@ mod tests {
         );
         let first = "aes256-gcm@openssh.com,aes128-ctr";
         assert_eq!(gcm_first(first, first), None);
-    }
-
-    #[test]
-    fn aes_is_found_on_x86_and_arm_and_not_in_other_words() {
-        assert!(hardware_aes(
-            "processor\t: 0\nflags\t\t: fpu sse2 aes avx2\n"
-        ));
-        assert!(hardware_aes("Features\t: fp asimd aes pmull sha1\n"));
-        assert!(!hardware_aes(
-            "flags\t\t: fpu sse2 vaes_like avx2\nmodel name\t: aes\n"
-        ));
-        assert!(!hardware_aes(""));
     }
 }

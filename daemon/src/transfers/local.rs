@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
 use nix::unistd::UnlinkatFlags;
 use sshmcp_proto::{DaemonError, ErrorCode};
@@ -76,7 +76,7 @@ impl Source {
     /// A path that opens this very file, in this process.
     pub fn proc_path(&self) -> PathBuf {
         use std::os::fd::AsRawFd;
-        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+        PathBuf::from(crate::platform::OWN_FDS_DIR).join(self.file.as_raw_fd().to_string())
     }
 }
 
@@ -138,15 +138,8 @@ fn parent(root: &Path, relative: &Path, create: bool) -> Result<(OwnedFd, OsStri
 /// completes, so a copy cut off and resumed would otherwise keep 0600.
 pub fn give_copied_mode(partial: &Path, source_mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
-    // Read from /proc: umask(2) can only be read by setting it, for every thread at once.
-    let umask = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
-            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
-        })
-        // Before Linux 4.7 there is no such line: the narrowest mode, not a guess.
-        .unwrap_or(0o077);
+    // Where it cannot be read: the narrowest mode, not a guess.
+    let umask = crate::platform::umask().unwrap_or(0o077);
     std::fs::set_permissions(
         partial,
         std::fs::Permissions::from_mode(source_mode & 0o777 & !umask),
@@ -236,13 +229,8 @@ impl Destination {
         if overwrite {
             return renameat(from_dir, from, &self.parent, self.name.as_os_str());
         }
-        match renameat2(
-            from_dir,
-            from,
-            &self.parent,
-            self.name.as_os_str(),
-            RenameFlags::RENAME_NOREPLACE,
-        ) {
+        match crate::platform::rename_noreplace(from_dir, from, &self.parent, self.name.as_os_str())
+        {
             // NFS and some FUSE file systems have no such rename: a link does not replace
             // either.
             Err(Errno::EINVAL) => {

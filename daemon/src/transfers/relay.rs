@@ -14,8 +14,6 @@ use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{SpliceFFlags, splice};
-use nix::libc::{PR_SET_PDEATHSIG, SIGKILL};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 /// Set in rsync's environment to the transfer's marker; its presence makes this binary the
@@ -52,12 +50,9 @@ fn relay(marker: OsString) -> std::io::Result<u8> {
         .args(args)
         .env_remove(MARKER_VAR)
         .stdout(Stdio::piped());
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    // SAFETY: only a system call on the child, between fork and exec.
     unsafe {
-        command.pre_exec(|| match nix::libc::prctl(PR_SET_PDEATHSIG, SIGKILL) {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error()),
-        });
+        command.pre_exec(|| crate::platform::die_with_parent());
     }
     let mut ssh = command.spawn()?;
     let mut from = ssh.stdout.take().expect("piped");
@@ -76,10 +71,8 @@ fn relay(marker: OsString) -> std::io::Result<u8> {
 /// this relay feed it: each link of the chain dies with the one before.
 fn die_with_parent() -> std::io::Result<()> {
     let parent = nix::unistd::getppid();
-    // SAFETY: a plain system call on this process.
-    if unsafe { nix::libc::prctl(PR_SET_PDEATHSIG, SIGKILL) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // SAFETY: a plain system call on this process, which starts no thread before it.
+    unsafe { crate::platform::die_with_parent()? };
     // The parent may have gone before the call: then nothing would ever signal us.
     if nix::unistd::getppid() != parent {
         return Err(std::io::Error::other(
@@ -99,14 +92,7 @@ fn pass_on(from: &mut ChildStdout, marker: &[u8]) -> std::io::Result<()> {
     // The rest moves from ssh's pipe to rsync's socket inside the kernel: a download passes
     // every byte of the file through here.
     loop {
-        match splice(
-            from.as_fd(),
-            None,
-            to.as_fd(),
-            None,
-            1 << 20,
-            SpliceFFlags::SPLICE_F_MOVE,
-        ) {
+        match crate::platform::move_bytes(from.as_fd(), to.as_fd(), 1 << 20) {
             Ok(0) => return Ok(()),
             Ok(_) | Err(Errno::EINTR) => {}
             Err(Errno::EAGAIN) => wait_writable(to.as_fd())?,

@@ -180,7 +180,7 @@ pub async fn copy(
     cancel: &CancellationToken,
 ) -> Result<u64, Failure> {
     // This very binary, even when an upgrade replaced its file since the daemon started.
-    let relay = std::path::PathBuf::from(format!("/proc/{}/exe", std::process::id()));
+    let relay = crate::platform::own_binary().map_err(Failure::Start)?;
     let shell = ssh_words(control, server)
         .and_then(|ssh| remote_shell(&relay, ssh))
         .map_err(Failure::Start)?;
@@ -207,9 +207,7 @@ pub async fn copy(
             // is one of the runtime's workers, which live as long as the daemon (Linux sends
             // this signal when the forking thread ends, so no worker may become a blocking
             // thread that retires: the daemon never calls `block_in_place`).
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            crate::platform::die_with_parent()?;
             // The copy at SOURCE_FD loses close-on-exec (dup2 onto itself keeps it: fcntl).
             if let Some(source) = source
                 && (libc::dup2(source, SOURCE_FD) < 0

@@ -26,6 +26,9 @@ use sshmcp_proto::inspect::{ListRequest, ReadRangeRequest, RemotePath, StatReque
 use sshmcp_proto::task::{TaskKillRequest, TaskLaunchRequest, TaskStatusRequest};
 use sshmcp_proto::transfer::{TransferRequest, TransferStartRequest};
 
+/// The size past which the journal of calls under way is written afresh.
+const JOURNAL_COMPACT_BYTES: u64 = 1 << 20;
+
 /// How long the writer gathers lines after the first of a batch.
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
 
@@ -117,8 +120,8 @@ impl Trail {
             },
         );
         if let Some(journal) = locked(&self.journal).as_mut() {
-            journal.under_way.insert(call);
             journal.append(&bytes);
+            journal.under_way.insert(call, bytes);
         }
         call
     }
@@ -137,9 +140,10 @@ impl Trail {
             },
         );
         if let Some(journal) = locked(&self.journal).as_mut()
-            && journal.under_way.contains(&call)
+            && journal.under_way.contains_key(&call)
         {
             journal.append(&bytes);
+            journal.under_way.insert(call, bytes);
         }
         let queue = locked(&self.queue);
         let Some(queue) = queue.as_ref() else {
@@ -165,7 +169,8 @@ impl Trail {
     /// Queues a line that is no call of a caller's (the daemon's start, a reload, a transfer
     /// a starting daemon took back); never waits.
     pub fn note(&self, entry: AuditEntry) {
-        self.record(self.next_call.fetch_add(1, Ordering::Relaxed), entry);
+        let call = self.begin(entry.clone());
+        self.record(call, entry);
     }
 }
 
@@ -250,8 +255,9 @@ struct Writer {
 struct Journal {
     file: std::fs::File,
     path: PathBuf,
-    /// The calls it holds as begun whose lines are not in the trail yet.
-    under_way: std::collections::HashSet<u64>,
+    /// The calls it holds as begun whose lines are not in the trail yet, each with its
+    /// latest line (what a compaction writes again).
+    under_way: std::collections::HashMap<u64, Vec<u8>>,
     /// Inside a spell of failed writes (logged once, at its start).
     failing: bool,
 }
@@ -308,18 +314,27 @@ impl Journal {
 
     /// Notes that the lines of `calls` are in the trail (or lost and counted: either way
     /// those calls are over), and empties the journal once nothing is under way, so it only
-    /// ever holds what is going on. A death between the trail's write and this one leaves a
-    /// line twice, never none.
+    /// ever holds what is going on; past [`JOURNAL_COMPACT_BYTES`] (calls that overlap without
+    /// end) it is written afresh with the calls still under way. A death between the trail's
+    /// write and this one leaves a line twice, never none.
     fn settle(&mut self, calls: &[u64]) {
         let mut ended = vec![];
         for call in calls {
-            if self.under_way.remove(call) {
+            if self.under_way.remove(call).is_some() {
                 line(&mut ended, &PendingLine::Ended { ended: *call });
             }
         }
-        if self.under_way.is_empty() {
+        let long = self
+            .file
+            .metadata()
+            .is_ok_and(|m| m.len() > JOURNAL_COMPACT_BYTES);
+        if self.under_way.is_empty() || long {
             if let Err(e) = self.file.set_len(0) {
                 tracing::debug!("cannot empty the journal of calls under way: {e}");
+            }
+            let still: Vec<u8> = self.under_way.values().flatten().copied().collect();
+            if !still.is_empty() {
+                self.append(&still);
             }
         } else if !ended.is_empty() {
             self.append(&ended);
@@ -522,7 +537,16 @@ pub trait Summary {
 
 /// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary.
 fn command(text: &str) -> String {
-    sshmcp_proto::text::cut(text, AUDIT_SUMMARY_BYTES).to_string()
+    let kept = sshmcp_proto::text::cut(text, AUDIT_SUMMARY_BYTES);
+    // A word cut at the end may hold the start of a session key (43 characters), which the
+    // cut keeps from being recognised (only keys' hashes are known) and would give most of
+    // away: the last 42 key characters before the cut go too.
+    let is_key_char = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_');
+    if !text.as_bytes().get(kept.len()).is_some_and(is_key_char) {
+        return kept.to_string();
+    }
+    let run = kept.bytes().rev().take_while(is_key_char).take(42).count();
+    kept[..kept.len() - run].to_string()
 }
 
 /// A remote path as the caller gave it, marked when it came base64-encoded.
@@ -693,7 +717,11 @@ mod tests {
     #[test]
     fn a_command_is_cut_at_200_bytes_on_a_character_boundary() {
         assert_eq!(command(&"a".repeat(200)).len(), 200);
-        assert_eq!(command(&"a".repeat(201)).len(), 200);
+        // A key cut in two keeps none of its 43 characters.
+        assert_eq!(command(&"a".repeat(201)).len(), 158);
+        let (key, _) = crate::session::key::new_session_key().unwrap();
+        let text = format!("{} {key}", "x".repeat(180));
+        assert_eq!(command(&text), format!("{} ", "x".repeat(180)));
         // 199 ASCII bytes, then a 2-byte character that would end at byte 201.
         let text = format!("{}é", "a".repeat(199));
         assert_eq!(command(&text), "a".repeat(199));
@@ -836,6 +864,37 @@ mod tests {
         next.close(std::time::Duration::from_secs(10));
         assert_eq!(journals(), [journal]);
         assert_eq!(std::fs::read_to_string(&live).unwrap().lines().count(), 2);
+    }
+
+    /// Calls that keep overlapping (one never ends) cannot empty the journal: past its bound
+    /// it is written afresh with only what is under way.
+    #[test]
+    fn a_journal_that_never_empties_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let trail = Trail::start(dir.path()).unwrap();
+        let journal = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains(PENDING_FILE))
+            .expect("the daemon's journal");
+        let mut long = entry(1);
+        long.outcome = "cancelled".into();
+        trail.begin(long);
+        for n in 0..4000 {
+            let call = trail.begin(entry(n));
+            trail.record(call, entry(n));
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while trail.counts.written.load(Ordering::Relaxed) < 4000 {
+            assert!(std::time::Instant::now() < deadline, "the writer is behind");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let size = std::fs::metadata(&journal).unwrap().len();
+        assert!(size < JOURNAL_COMPACT_BYTES + 512 * 1024, "{size} bytes");
+        let text = std::fs::read_to_string(&journal).unwrap();
+        assert!(text.contains("\"s1\""), "the call under way stays");
+        trail.close(std::time::Duration::from_secs(10));
     }
 
     /// A call is in the journal as soon as it begins, before it reaches a host.

@@ -168,7 +168,10 @@ impl Daemon for DaemonService {
     }
 
     async fn connect(self, _: Context, req: ConnectRequest) -> Result<Connected, DaemonError> {
-        let target = req.target.display();
+        let target = self
+            .registry
+            .redact_keys(&req.target.display())
+            .into_owned();
         // A connect that failed has no session; its line names the target alone.
         let place = Place {
             target: target.clone(),
@@ -185,7 +188,10 @@ impl Daemon for DaemonService {
             };
         }
         line.finish(connected.as_ref().map(|_| None));
-        connected.map_err(|e| self.for_client(e))
+        connected.map_err(|e| {
+            let message = self.registry.redact_keys(&e.message).into_owned();
+            self.for_client(DaemonError::new(e.code, message))
+        })
     }
 
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {

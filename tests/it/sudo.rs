@@ -149,6 +149,32 @@ async fn a_timeout_ends_a_command_running_as_root() {
     mcp.close().await;
 }
 
+/// A root command that ignores TERM, running when its daemon is killed outright: the
+/// channel's relay ends it through sudo as a living daemon would (the user's own KILL cannot
+/// reach root's processes).
+#[tokio::test]
+async fn a_root_command_ends_with_its_dead_daemon() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let marker = sshmcp_tests::process::unique_sleep(300);
+    let args = json!({
+        "session_id": s.0, "session_key": s.1,
+        "command": format!("trap '' TERM; sleep {marker}"), "timeout": 600
+    });
+    let (_, pending) = mcp.start_call("sudo_exec", args).await;
+    assert!(
+        sshmcp_tests::process::until_matching(&[&marker], 1).await,
+        "the root command never started"
+    );
+    env.crash_daemon();
+    drop(pending);
+    assert!(
+        sshmcp_tests::process::until_matching(&[&marker], 0).await,
+        "the root command outlived its daemon"
+    );
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn a_host_without_sudo_says_so() {
     let opts = sshmcp_tests::SshdOptions {

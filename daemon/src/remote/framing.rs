@@ -53,7 +53,8 @@ pub const SOURCE_FD3: &str = "if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /pro
 /// Last, it keeps stderr on fd 8 for the exit report ([`EXIT_TRAP`]): a shell that exits says
 /// so, so one without a report was ended by a signal (dash runs no exit trap then), even when
 /// its status looks like 128 + n.
-const PRELUDE: &str = "exec 3<&-; if command kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
+const PRELUDE: &str = "_sshmcp_wf=${1-}; set --; exec 3<&-; \
+if command kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
 elif command read -r _sshmcp_g </proc/$$/stat 2>/dev/null; then _sshmcp_g=${_sshmcp_g##*) }; \
 set -- $_sshmcp_g; _sshmcp_g=$3; set --; \
 else set -- $(ps -o pgid= -p $$ </dev/null 2>/dev/null); _sshmcp_g=$1; set --; fi; \
@@ -61,18 +62,23 @@ _sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
 command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&- 8>&2; ";
 
 /// Ties a program to its caller: its group is noted in the channel's log on fd 9, so the
-/// channel's relay ends it once the channel's stdin ends (see `runner::RELAY`). The note
-/// is a write to a file already open; the log is closed for the program either way.
-const TETHER: &str = "{ command printf '%s\\n' \"$_sshmcp_g\" >&9; } 2>/dev/null; exec 9>&-; ";
+/// channel's relay ends it once the channel's stdin ends; then, should the relay have taken
+/// its last look already (its fifo's name is gone), nothing runs (see `runner::RELAY`). The
+/// note is a write to a file already open; the log is closed for the program either way.
+const TETHER: &str = "{ command printf '{ROOT}%s\\n' \"$_sshmcp_g\" >&9; } 2>/dev/null; exec 9>&-; \
+if [ -n \"$_sshmcp_wf\" ] && ! [ -p \"$_sshmcp_wf/in\" ]; then exit 0; fi; unset _sshmcp_wf; ";
 
 /// A program that must finish whatever becomes of its caller (a kill) is not noted.
-const UNTETHERED: &str = "exec 9>&-; ";
+const UNTETHERED: &str = "exec 9>&-; unset _sshmcp_wf; ";
 
 /// Whether a program ends with its caller (see [`TETHER`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tether {
     /// The program's group is killed when the channel's stdin closes.
     ToCaller,
+    /// The same for a program with root processes (`sudo_exec`): noted `r<group>`, so the
+    /// relay kills the group through sudo too (the user's KILL cannot reach root's processes).
+    ToCallerAsRoot,
     /// The program runs to its end whatever becomes of the channel (a kill).
     None,
 }
@@ -192,10 +198,11 @@ impl Framing {
             if reusable { "more" } else { "last" }
         );
         let mut out = PRELUDE.replace("{E}", n).replace("{R}", &report);
-        out.push_str(match tether {
-            Tether::ToCaller => TETHER,
-            Tether::None => UNTETHERED,
-        });
+        match tether {
+            Tether::ToCaller => out.push_str(&TETHER.replace("{ROOT}", "")),
+            Tether::ToCallerAsRoot => out.push_str(&TETHER.replace("{ROOT}", "r")),
+            Tether::None => out.push_str(UNTETHERED),
+        }
         // The nonce in two halves: `trap` with no arguments lists the trap's text, which must
         // not read as a report.
         let (x1, x2) = self.exit_nonce.split_at(self.exit_nonce.len() / 2);
@@ -1023,7 +1030,8 @@ mod tests {
                 for stdin in [None, Some(&b"input"[..])] {
                     let f = framing();
                     let mut channel = LocalChannel::start_as(sh, |_| {});
-                    let script = "echo \"group $$\"; trap '' INT HUP; sleep 300";
+                    // TERM ignored (and so by `sleep` too): only the relay's KILL ends it.
+                    let script = "echo \"group $$\"; trap '' INT HUP TERM; sleep 300";
                     channel.feed(&f.fresh_text(&f.payload(
                         script,
                         None,
@@ -1091,6 +1099,81 @@ mod tests {
             channel.wait_for("started");
             channel.finish();
             assert!(done.exists(), "the program was ended with its channel");
+        }
+
+        /// A program whose text came just before its channel's stdin ended (the daemon died
+        /// right after sending it) either never runs or is ended: it never slips past the relay's
+        /// last look at the log. Tried many times, as the race is short.
+        #[test]
+        fn a_program_sent_just_before_the_end_never_runs_unseen() {
+            for sh in EVERY_SH {
+                let marker = format!("300.{}", std::process::id() % 10_000);
+                for round in 0..10 {
+                    let f = Framing::new().unwrap();
+                    let mut channel = LocalChannel::start_as(sh, |_| {});
+                    let script = format!("sleep {marker}{round}");
+                    channel.feed(&f.fresh_text(&f.payload(
+                        &script,
+                        None,
+                        None,
+                        true,
+                        Tether::ToCaller,
+                    )));
+                    drop(channel.child.stdin.take());
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while running(&format!("sleep {marker}{round}")) {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "{sh:?} round {round}: the program runs on unseen"
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
+            }
+        }
+
+        /// The relay's fifo and log are in a directory only the user can enter, gone once the
+        /// channel ends.
+        #[test]
+        fn the_relays_files_are_private_and_go_with_the_channel() {
+            let f = framing();
+            let mut channel = LocalChannel::start(|_| {});
+            let script = "echo \"relay $1 ${_sshmcp_wf-none}\"; ls -ld /tmp/.sshmcp-*-_sshmcp_feed";
+            channel.feed(&f.fresh_text(&f.payload(script, None, None, true, Tether::ToCaller)));
+            channel.wait_for(&f.end_out);
+            let out = String::from_utf8_lossy(&channel.streams.0.lock().unwrap()[0]).into_owned();
+            assert!(
+                out.contains("relay  none"),
+                "no argument or variable is left: {out}"
+            );
+            let line = out
+                .lines()
+                .find(|l| l.contains(".sshmcp-"))
+                .unwrap_or_else(|| panic!("{out}"));
+            assert!(line.starts_with("drwx------"), "{line}");
+            let dir = line.split_whitespace().last().unwrap().to_string();
+            channel.finish();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::path::Path::new(&dir).exists() {
+                assert!(std::time::Instant::now() < deadline, "{dir} stays");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+
+        /// Whether a live process has `needle` in its command line.
+        fn running(needle: &str) -> bool {
+            std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                let zombie = stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z'));
+                !zombie
+                    && std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                        String::from_utf8_lossy(&c)
+                            .replace('\0', " ")
+                            .contains(needle)
+                    })
+            })
         }
 
         /// How many processes of `group` live: a member that ended stays in its group until its

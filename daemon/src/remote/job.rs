@@ -662,9 +662,10 @@ impl Run<'_> {
             program.stdin.as_deref(),
             keep,
             // A kill runs to its end; anything else ends with its caller.
-            match program.control {
-                true => framing::Tether::None,
-                false => framing::Tether::ToCaller,
+            match (program.control, program.kill_as_root) {
+                (true, _) => framing::Tether::None,
+                (false, true) => framing::Tether::ToCallerAsRoot,
+                (false, false) => framing::Tether::ToCaller,
             },
         );
         let mut feed = Feed {

@@ -55,27 +55,46 @@ if [ -n \"$_sshmcp_t\" ] && [ -n \"${SHLVL+x}\" ] && [ -z \"${SHELLOPTS+x}${BASH
 /// the channel), or when the connection drops: then nobody can answer for the program any
 /// more, and it must not run on unseen, holding its channel. So the channel's stdin does not
 /// reach the shells directly: a relay (`cat`, in the runner's group, not a program's) passes
-/// it on through a private fifo, and at its end sends the program running then TERM (and
-/// CONT), and KILL a second later. Each program's prelude notes its group on fd 9, a log
-/// private to the channel, and the loop notes `-` after it (see `LOOP`), so the relay knows
-/// which group runs, if any. A shell reads commands from its input a part at a time, so the
-/// runner switches to the fifo before the relay reads anything (the relay's open of the fifo
-/// waits for the runner's), and reads the rest of its own text through it. Where no fifo can
-/// be made (`mkfifo` missing, no writable `$TMPDIR` or `/tmp`), the channel has no watcher.
-/// The paths hold the runner's PID and `{NAME}`, a nonce of the channel's text, so they are
-/// unpredictable and no two live channels share them.
-const RELAY: &str = "_sshmcp_w=${TMPDIR:-/tmp}/.sshmcp-$$-{NAME}; \
-if command mkfifo -m 600 \"$_sshmcp_w\" && { set -C; command : >\"$_sshmcp_w.g\"; }; then set +C; \
-exec 9<&0; { command cat; exec >/dev/null; _sshmcp_g=; \
-while command read -r _sshmcp_x; do _sshmcp_g=$_sshmcp_x; done <\"$_sshmcp_w.g\"; \
-case $_sshmcp_g in ''|*[!0-9]*|0|1) ;; *) command kill -TERM -\"$_sshmcp_g\"; \
+/// it on through a fifo, and at its end sends the program running then TERM (and CONT), and
+/// KILL a second later. Each program's prelude notes its group in the channel's log (on fd 9),
+/// and the loop notes `-` after it (see `LOOP`), so the relay knows which group runs, if any.
+///
+/// The fifo and the log live in a directory of the channel's own, made 0700 (in `$TMPDIR`,
+/// else `/tmp`; named after the runner's PID and `{NAME}`, a nonce of the channel's text), so
+/// no other user can plant or write either. A program whose text came just before the stdin
+/// ended must not slip between the relay's last look at the log and its own note: the relay
+/// removes the fifo's name before it reads the log, and a program checks, after its note,
+/// that the name is still there (it is told the directory as its shell's first argument), and
+/// runs nothing otherwise. The relay ignores TERM once it kills, so a program in the runner's
+/// own group (no `setsid`, no bash) still gets its KILL. A program with root processes
+/// (`sudo_exec`, noted `r<group>`) is also killed through sudo, as a living daemon kills it:
+/// the user's KILL cannot reach root's processes.
+///
+/// A shell reads commands from its input a part at a time, so the runner switches to the fifo
+/// before the relay reads anything (the relay's open of the fifo waits for the runner's), and
+/// reads the rest of its own text through it. Where no directory or fifo can be made, the
+/// channel has no relay, and its programs outlive a dead daemon as they did before.
+const RELAY: &str = "_sshmcp_w=; for _sshmcp_x in \"${TMPDIR:-/tmp}\" /tmp; do \
+if command mkdir -m 700 \"$_sshmcp_x/.sshmcp-$$-{NAME}\"; then \
+_sshmcp_w=$_sshmcp_x/.sshmcp-$$-{NAME}; break; fi; done; \
+if [ -n \"$_sshmcp_w\" ] && command mkfifo \"$_sshmcp_w/in\" && command : >\"$_sshmcp_w/g\"; then \
+exec 9<&0; { command cat; exec >/dev/null; command rm -f \"$_sshmcp_w/in\"; command trap '' TERM; \
+_sshmcp_g=; while command read -r _sshmcp_x; do _sshmcp_g=$_sshmcp_x; done <\"$_sshmcp_w/g\"; \
+_sshmcp_r=; case $_sshmcp_g in r*) _sshmcp_g=${_sshmcp_g#r}; _sshmcp_r=1 ;; esac; \
+case $_sshmcp_g in ''|*[!0-9]*|0|1) ;; *) if [ -n \"$_sshmcp_r\" ]; then \
+command printf 'kill -TERM -%s; kill -CONT -%s; sleep 1; kill -KILL -%s\\n' \"$_sshmcp_g\" \
+\"$_sshmcp_g\" \"$_sshmcp_g\" | command {AS_ROOT} & fi; command kill -TERM -\"$_sshmcp_g\"; \
 command kill -CONT -\"$_sshmcp_g\"; command sleep 1; command kill -KILL -\"$_sshmcp_g\" ;; esac; \
-command rm -f \"$_sshmcp_w\" \"$_sshmcp_w.g\"; } <&9 >\"$_sshmcp_w\" 4<&- 6>&- 7>&- 9<&- & \
-exec <\"$_sshmcp_w\" 9>>\"$_sshmcp_w.g\"; else set +C; fi\n";
+command rm -rf \"$_sshmcp_w\"; } <&9 >\"$_sshmcp_w/in\" 4<&- 6>&- 7>&- 9<&- & \
+exec <\"$_sshmcp_w/in\" 9>>\"$_sshmcp_w/g\"; \
+else if [ -n \"$_sshmcp_w\" ]; then command rm -rf \"$_sshmcp_w\"; fi; _sshmcp_w=; fi\n";
 
 /// The runner's setup ([`SETUP`], then the [`RELAY`]), its paths named after `name`.
 fn setup(name: &str) -> String {
-    format!("{SETUP}{}", RELAY.replace("{NAME}", name))
+    let relay = RELAY
+        .replace("{NAME}", name)
+        .replace("{AS_ROOT}", super::kill::AS_ROOT);
+    format!("{SETUP}{relay}")
 }
 
 /// How a program's shell gets the channel's streams: stdout from the runner's copy, stderr
@@ -99,9 +118,10 @@ command printf \"%s %s %s %s\\n\" \"$2\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmc
 command printf \"%s %s %s %s\\n\" \"$3\" \"$_sshmcp_s\" \"$_sshmcp_r\" \"$_sshmcp_n\" >&7\n\
 if [ \"$_sshmcp_r\" != idle ]; then exit \"$_sshmcp_s\"; fi\n";
 
-/// Starts the next program's shell, which reads its program from the channel's stdin.
+/// Starts the next program's shell, which reads its program from the channel's stdin (its
+/// first argument is the relay's directory: see [`RELAY`]).
 fn spawn() -> String {
-    format!("_sshmcp_p=$($_sshmcp_ss /bin/sh {PROGRAM_FDS}); _sshmcp_s=$?\n")
+    format!("_sshmcp_p=$($_sshmcp_ss /bin/sh -s \"$_sshmcp_w\" {PROGRAM_FDS}); _sshmcp_s=$?\n")
 }
 
 /// Where the host has bash, the runner hands its loop over to it before its next program's
@@ -136,8 +156,8 @@ fn hand_over(first: &str) -> String {
          && command read -r _sshmcp_x <&3 && [ \"$_sshmcp_x\" = . ]; then _sshmcp_j=1; fi; \
          trap - PIPE; exec 8<&-; if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; \
          trap '' TSTP TTIN TTOU; bash --posix --norc -c 'command set -m 2>/dev/null || exit 1; \
-         set +m; _sshmcp_t=1 _sshmcp_ss=jobs _sshmcp_rg=$PPID; \
-         trap \"command echo ran >&3\" EXIT\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}'; \
+         set +m; _sshmcp_t=1 _sshmcp_ss=jobs _sshmcp_rg=$PPID _sshmcp_w=$1; \
+         trap \"command echo ran >&3\" EXIT\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}' bash \"$_sshmcp_w\"; \
          _sshmcp_s=$?; command printf \".\\n\" >&3; command read -r _sshmcp_x <&3; \
          if [ \"$_sshmcp_x\" != . ] || [ \"$_sshmcp_s\" -gt 128 ]; then exit \"$_sshmcp_s\"; fi; \
          trap - TSTP TTIN TTOU; fi; exec 3<&-; fi\n"
@@ -149,7 +169,7 @@ fn hand_over(first: &str) -> String {
 /// also return when the program is stopped). The report is read back through fd 3 up to a
 /// line of the runner's own, so a shell that reported nothing leaves nothing to wait for.
 /// No single quote: it travels in one.
-const JOB_SPAWN: &str = "set -m; /bin/sh 0<&0 5>&3 3>&- 6>&- 2>&7 7>&- & set +m; \
+const JOB_SPAWN: &str = "set -m; /bin/sh -s \"$_sshmcp_w\" 0<&0 5>&3 3>&- 6>&- 2>&7 7>&- & set +m; \
 command wait \"$!\"; _sshmcp_s=$?\n\
 command echo . >&3; command read -r _sshmcp_p <&3; \
 if [ \"$_sshmcp_p\" = . ]; then _sshmcp_p=; else command read -r _sshmcp_x <&3; fi\n";
@@ -225,7 +245,7 @@ fn ready_line(ready: &str) -> String {
 /// runner's until its loop runs). One `{ }` group, so a text cut short runs nothing.
 pub fn fresh_text(payload: &[u8], feed_nonce: &str) -> Vec<u8> {
     let mut text = format!(
-        "{}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' {PROGRAM_FDS} <<'{feed_nonce}'\n",
+        "{}{{ _sshmcp_p=$($_sshmcp_ss /bin/sh -c '{}' /bin/sh \"$_sshmcp_w\" {PROGRAM_FDS} <<'{feed_nonce}'\n",
         setup(feed_nonce),
         super::framing::INNER_BOOTSTRAP
     )

@@ -57,6 +57,7 @@ impl Registry {
             }
         }
         self.persist();
+        self.learn_live_host_keys();
         // Without a record, no master can be told from one whose session it lost.
         if usable {
             stop_unrecorded_masters(&self.settings.runtime.masters_dir(), &kept).await;

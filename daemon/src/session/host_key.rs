@@ -23,17 +23,20 @@ pub const REPORT_ARG: &str = "--host-key-report";
 /// The file the reporter appends to (set in the master's environment, which ssh passes on).
 const FILE_VAR: &str = "SSHMCP_HOST_KEY_FILE";
 
-/// Runs the reporter when ssh started this binary as one: appends `invocation type key` to
-/// the session's file and exits 0 with nothing on stdout (no known_hosts lines of its own;
-/// an exit other than 0 would fail ssh's connection).
+/// Runs the reporter when ssh started this binary as one: appends `invocation type
+/// fingerprint key` to the session's file and exits 0 with nothing on stdout (no known_hosts
+/// lines of its own; an exit other than 0 would fail ssh's connection).
 pub fn run_if_requested() -> Option<u8> {
     let mut args = std::env::args_os().skip(1);
     if args.next()? != REPORT_ARG {
         return None;
     }
     let words: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-    if let (Some(file), [invocation, kind, key]) = (std::env::var_os(FILE_VAR), &words[..]) {
-        let _ = append(Path::new(&file), &format!("{invocation} {kind} {key}\n"));
+    if let (Some(file), [invocation, kind, fingerprint, key]) =
+        (std::env::var_os(FILE_VAR), &words[..])
+    {
+        let line = format!("{invocation} {kind} {fingerprint} {key}\n");
+        let _ = append(Path::new(&file), &line);
     }
     Some(0)
 }
@@ -51,11 +54,13 @@ fn append(path: &Path, line: &str) -> std::io::Result<()> {
 }
 
 /// The `-o` option that makes a master run the reporter, or `None` when this binary's path
-/// cannot be carried (see [`command_word`]).
+/// cannot be carried (see [`command_word`]). On Linux the path is `/proc/PID/exe`, which
+/// names this very binary while the daemon lives, even after an upgrade replaced its file:
+/// a reporter that cannot be run would fail every connect.
 pub fn master_option() -> Option<OsString> {
-    let exe = std::env::current_exe().ok()?;
+    let exe = crate::platform::own_binary().ok()?;
     let command = command_word(exe.to_str()?)?;
-    Some(format!("KnownHostsCommand={command} {REPORT_ARG} %I %t %K").into())
+    Some(format!("KnownHostsCommand={command} {REPORT_ARG} %I %t %f %K").into())
 }
 
 /// The environment that tells the reporter of one master start where to write.
@@ -103,13 +108,23 @@ pub async fn supported() -> bool {
 }
 
 /// The fingerprint (`SHA256:…`, as `ssh-keygen -l` shows it) of the key the master verified,
-/// from what the reporter wrote: the last key given for the host's name.
+/// from what the reporter wrote for the host's name (the last time): ssh's own fingerprint
+/// when it is SHA256 (for a host certificate it is the certified key's, not the
+/// certificate's, so a re-issued certificate is the same server); else the SHA-256 of a
+/// plain key (a `FingerprintHash md5` configuration); none for a certificate then.
 pub fn fingerprint(reported: &str) -> Option<String> {
-    let key = reported.lines().rev().find_map(|l| {
+    let (kind, given, key) = reported.lines().rev().find_map(|l| {
         let mut words = l.split(' ');
-        let (invocation, _kind, key) = (words.next()?, words.next()?, words.next()?);
-        (invocation == "HOSTNAME" && key != "NONE").then_some(key)
+        let (invocation, kind) = (words.next()?, words.next()?);
+        let (given, key) = (words.next()?, words.next()?);
+        (invocation == "HOSTNAME" && key != "NONE").then_some((kind, given, key))
     })?;
+    if is_fingerprint(given) {
+        return Some(given.to_string());
+    }
+    if kind.contains("-cert-") {
+        return None;
+    }
     let blob = base64::engine::general_purpose::STANDARD.decode(key).ok()?;
     let digest = Sha256::digest(&blob);
     Some(format!(
@@ -138,11 +153,26 @@ mod tests {
 
     #[test]
     fn the_fingerprint_is_ssh_keygens_of_the_hosts_key() {
-        let reported =
-            format!("ORDER NONE NONE\nADDRESS ssh-ed25519 {KEY}\nHOSTNAME ssh-ed25519 {KEY}\n");
-        assert_eq!(fingerprint(&reported).as_deref(), Some(FINGERPRINT));
-        assert_eq!(fingerprint("ORDER NONE NONE\n"), None);
-        assert_eq!(fingerprint("HOSTNAME ssh-ed25519 not*base64\n"), None);
+        let md5 = "MD5:aa:bb";
+        let reported = format!(
+            "ORDER NONE NONE NONE\nADDRESS ssh-ed25519 {md5} {KEY}\n\
+             HOSTNAME ssh-ed25519 {md5} {KEY}\n"
+        );
+        assert_eq!(
+            fingerprint(&reported).as_deref(),
+            Some(FINGERPRINT),
+            "from the key"
+        );
+        let cert = "ssh-ed25519-cert-v01@openssh.com";
+        let reported = format!("HOSTNAME {cert} {FINGERPRINT} AAAAcertblob\n");
+        assert_eq!(
+            fingerprint(&reported).as_deref(),
+            Some(FINGERPRINT),
+            "ssh's own"
+        );
+        assert_eq!(fingerprint(&format!("HOSTNAME {cert} {md5} AAAA\n")), None);
+        assert_eq!(fingerprint("ORDER NONE NONE NONE\n"), None);
+        assert_eq!(fingerprint("HOSTNAME ssh-ed25519 MD5:x not*base64\n"), None);
         assert!(is_fingerprint(FINGERPRINT));
         assert!(!is_fingerprint("SHA256:short") && !is_fingerprint("MD5:aa:bb"));
     }

@@ -86,10 +86,15 @@ impl Registry {
         self.policy().check(tool, &session.subject(), &learned)
     }
 
-    /// The entries that govern `session`, and why (`sshmcp watch`).
+    /// The entries that govern `session`, and why (`sshmcp watch`); and, for a session whose
+    /// host key could not be learned while the policy has entries, that only names match it.
     pub fn governing(&self, session: &Session) -> Vec<String> {
-        let learned = self.learned_keys();
-        self.policy().explain(&session.subject(), &learned)
+        let policy = self.policy();
+        let mut shown = policy.explain(&session.subject(), &self.learned_keys());
+        if session.host_key.get().is_none() && policy.entry_count() > 0 {
+            shown.push("host key not learned: entries match its names only".into());
+        }
+        shown
     }
 
     fn learned_keys(&self) -> MutexGuard<'_, crate::policy::LearnedKeys> {
@@ -98,11 +103,20 @@ impl Registry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Notes the host key `session`'s master verified for every entry matching it by name,
-    /// and keeps what is new in the state directory.
-    fn learn_host_key(&self, session: &Session) {
-        let mut learned = self.learned_keys();
-        if self.policy().learn(&session.subject(), &mut learned) {
+    /// Notes the host key each of `sessions`' masters verified for every entry matching it
+    /// by name, and keeps what is new in the state directory (written outside the lock every
+    /// call's check takes).
+    fn learn_host_keys(&self, sessions: &[Arc<Session>]) {
+        let policy = self.policy();
+        let snapshot = {
+            let mut learned = self.learned_keys();
+            let mut changed = false;
+            for session in sessions {
+                changed |= policy.learn(&session.subject(), &mut learned);
+            }
+            changed.then(|| learned.clone())
+        };
+        if let Some(learned) = snapshot {
             let path = self.settings.learned_keys_file();
             if let Err(e) = save_learned_keys(&path, &learned) {
                 tracing::warn!(
@@ -111,6 +125,13 @@ impl Registry {
                 );
             }
         }
+    }
+
+    /// Learns the keys of every live session anew: a policy just read (an entry added in
+    /// reply to an incident) or sessions just taken back meet the keys their masters verified.
+    pub fn learn_live_host_keys(&self) {
+        let live: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
+        self.learn_host_keys(&live);
     }
 
     /// Writes to the trail what the daemon runs with: at each start (`daemon_start`, after
@@ -233,6 +254,9 @@ impl Registry {
                 }
             }
         };
+        if failed.is_none() {
+            self.learn_live_host_keys();
+        }
         self.note_settings("policy_reload", failed.as_deref());
         match failed {
             None => {
@@ -363,6 +387,9 @@ impl Registry {
     ) -> Result<(Arc<Session>, String), DaemonError> {
         let io_err = |e: std::io::Error| DaemonError::internal(format!("cannot create a key: {e}"));
         let (session_key, key_hash) = key::new_session_key().map_err(io_err)?;
+        // A key pasted into the target is not shown wherever the session is (taken before
+        // the lock: redaction reads the sessions).
+        let shown_target = self.redact_keys(&target.display()).into_owned();
         let mut sessions = self.sessions();
         if let Some(owner) = sessions
             .values()
@@ -398,7 +425,7 @@ impl Registry {
         let session = Arc::new(Session::new(
             id.clone(),
             key_hash,
-            target.display(),
+            shown_target,
             (resolved.host.clone(), resolved.port),
             control_path,
             self.settings.standby_channels,
@@ -473,7 +500,7 @@ impl Registry {
             let _ = session.host_key.set(key);
         }
         let _ = std::fs::remove_file(&reported);
-        self.learn_host_key(session);
+        self.learn_host_keys(std::slice::from_ref(session));
         if let Err(refused) = self.check_policy("connect", session) {
             master::stop(control_path, Some(master)).await;
             return Err(refused);

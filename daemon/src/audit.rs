@@ -6,7 +6,7 @@
 //! never a session key and never file contents.
 
 use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,7 +82,9 @@ impl Trail {
         // that cannot be opened yet is tried again (and reported) at the first line.
         let journal = Arc::new(std::sync::Mutex::new(None));
         let mut writer = Writer {
-            file: open(&live).ok().map(|(file, _)| file),
+            file: crate::logfile::open_private(&live)
+                .ok()
+                .map(|(file, _)| file),
             live,
             counts: counts.clone(),
             failing: false,
@@ -484,7 +486,7 @@ impl Writer {
     /// Opens the live file afresh; its size.
     fn reopen(&mut self) -> std::io::Result<u64> {
         self.file = None;
-        let (file, len) = open(&self.live)?;
+        let (file, len) = crate::logfile::open_private(&self.live)?;
         self.file = Some(file);
         Ok(len)
     }
@@ -502,21 +504,6 @@ fn size_if_at(file: &std::fs::File, path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt as _;
     let (open, there) = (file.metadata().ok()?, std::fs::symlink_metadata(path).ok()?);
     (open.dev() == there.dev() && open.ino() == there.ino()).then_some(open.len())
-}
-
-/// Opens the live file for appending, private to the user even when it existed wider.
-fn open(live: &Path) -> std::io::Result<(std::fs::File, u64)> {
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(live)?;
-    let meta = file.metadata()?;
-    if meta.permissions().mode() & 0o777 != 0o600 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok((file, meta.len()))
 }
 
 /// Shifts every generation one up (the oldest kept is replaced), then the live file to `.1`.
@@ -759,6 +746,7 @@ mod tests {
             (per_file * line.len()) as u64
         );
         assert_eq!(std::fs::metadata(&live).unwrap().len(), line.len() as u64);
+        use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(&live).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         // Rotations beyond the kept generations drop the oldest.
@@ -866,18 +854,23 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&live).unwrap().lines().count(), 2);
     }
 
+    /// The journal of the one daemon whose state directory is `dir`.
+    fn journal_in(dir: &Path) -> PathBuf {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains(PENDING_FILE))
+            .expect("the daemon's journal")
+    }
+
     /// Calls that keep overlapping (one never ends) cannot empty the journal: past its bound
     /// it is written afresh with only what is under way.
     #[test]
     fn a_journal_that_never_empties_stays_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let trail = Trail::start(dir.path()).unwrap();
-        let journal = std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().contains(PENDING_FILE))
-            .expect("the daemon's journal");
+        let journal = journal_in(dir.path());
         let mut long = entry(1);
         long.outcome = "cancelled".into();
         trail.begin(long);
@@ -902,12 +895,7 @@ mod tests {
     fn a_call_is_journaled_before_it_runs() {
         let dir = tempfile::tempdir().unwrap();
         let trail = Trail::start(dir.path()).unwrap();
-        let journal = std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().contains(PENDING_FILE))
-            .expect("the daemon's journal");
+        let journal = journal_in(dir.path());
         let call = trail.begin(entry(4));
         let text = std::fs::read_to_string(&journal).unwrap();
         assert!(text.contains(&format!("\"begun\":{call},")), "{text}");

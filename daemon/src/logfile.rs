@@ -25,7 +25,7 @@ impl RotatingLog {
     }
 
     fn with_limit(path: &Path, limit: u64) -> std::io::Result<Self> {
-        let (file, len) = open(path)?;
+        let (file, len) = open_private(path)?;
         Ok(Self {
             path: path.to_path_buf(),
             file,
@@ -44,7 +44,7 @@ impl RotatingLog {
     /// Moves the current file to `<log>.1` (replacing the one there) and starts a new one.
     fn rotate(&mut self) -> std::io::Result<()> {
         std::fs::rename(&self.path, Self::previous(&self.path))?;
-        (self.file, self.len) = open(&self.path)?;
+        (self.file, self.len) = open_private(&self.path)?;
         Ok(())
     }
 }
@@ -66,7 +66,9 @@ impl Write for RotatingLog {
     }
 }
 
-fn open(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
+/// Opens `path` for appending (not through a symlink), private to the user even when it
+/// existed wider; with its size. The daemon's log and the audit trail both are.
+pub fn open_private(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

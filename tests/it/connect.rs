@@ -80,11 +80,7 @@ async fn a_closed_sessions_master_log_goes_and_a_failed_connects_stays() {
     let r = mcp.call("disconnect", json!({"session_id": id})).await;
     assert_eq!(r["state"], "closed", "{r}");
     assert!(!log.exists(), "the closed session's master log is kept");
-    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed_port = closed_port();
     let r = mcp
         .call(
             "connect",
@@ -95,6 +91,15 @@ async fn a_closed_sessions_master_log_goes_and_a_failed_connects_stays() {
     let kept: Vec<_> = std::fs::read_dir(&logs).unwrap().flatten().collect();
     assert_eq!(kept.len(), 1, "the failed connect's log");
     mcp.close().await;
+}
+
+/// A port nothing listens on (bound a moment, then let go).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[tokio::test]
@@ -112,11 +117,7 @@ async fn session_limit_counts_every_session() {
 async fn failures_have_concise_classes_and_never_raw_stderr() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
-    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed_port = closed_port();
     let r = mcp
         .call(
             "connect",

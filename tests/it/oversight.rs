@@ -422,10 +422,7 @@ async fn a_read_only_address_stays_read_only_under_an_ipv4_mapped_spelling() {
         let target = json!({"host": spelling, "user": env.sshd.user, "port": env.sshd.port});
         let r = mcp.call("connect", target).await;
         assert_eq!(r["server_host"], "127.0.0.1", "{spelling}: {r}");
-        let s = (
-            r["session_id"].as_str().unwrap().to_string(),
-            r["session_key"].as_str().unwrap().to_string(),
-        );
+        let s = sshmcp_tests::mcp::session_of(&r);
         let r = exec(&mcp, &s, "echo x > mapped-spelling-wrote-this", json!({})).await;
         refused_by(&r, &["[\"127.0.0.1\"]", "read_only = true"]);
         let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
@@ -459,10 +456,7 @@ async fn a_read_only_server_stays_read_only_under_another_name_by_its_host_key()
         }
         let r = mcp.call("connect", other.clone()).await;
         assert_eq!(r["server_host"], "localhost", "{round}: {r}");
-        let s = (
-            r["session_id"].as_str().unwrap().to_string(),
-            r["session_key"].as_str().unwrap().to_string(),
-        );
+        let s = sshmcp_tests::mcp::session_of(&r);
         let r = exec(&mcp, &s, "echo x > by-key-wrote-this", json!({})).await;
         refused_by(&r, &["read_only = true", "by its host key"]);
         let fingerprint = env.sshd.host_key_fingerprint();
@@ -511,10 +505,7 @@ async fn a_reloaded_entry_follows_the_host_keys_of_live_sessions() {
     let _by_address = crate::connect(&mcp).await;
     let other = json!({"host": "localhost", "user": env.sshd.user, "port": env.sshd.port});
     let r = mcp.call("connect", other).await;
-    let by_name = (
-        r["session_id"].as_str().unwrap().to_string(),
-        r["session_key"].as_str().unwrap().to_string(),
-    );
+    let by_name = sshmcp_tests::mcp::session_of(&r);
     let r = exec(&mcp, &by_name, "true", json!({})).await;
     assert_eq!(r["exit_code"], 0, "{r}");
     std::fs::write(
@@ -572,10 +563,7 @@ async fn a_forward_to_a_governed_servers_port_reaches_it_under_its_policy() {
         )
         .await;
     assert_eq!(r["server_port"], port, "{r}");
-    let tunneled = (
-        r["session_id"].as_str().unwrap().to_string(),
-        r["session_key"].as_str().unwrap().to_string(),
-    );
+    let tunneled = sshmcp_tests::mcp::session_of(&r);
     let r = crate::on_session(
         &mcp,
         &tunneled,

@@ -1022,23 +1022,23 @@ mod tests {
             }
         }
 
+        /// A fresh channel of `sh` fed `script` (with `stdin` for it), tied to its caller.
+        fn fed(sh: Sh, script: &str, stdin: Option<&[u8]>) -> (Framing, LocalChannel) {
+            let f = framing();
+            let mut channel = LocalChannel::start_as(sh, |_| {});
+            channel.feed(&f.fresh_text(&f.payload(script, None, stdin, true, Tether::ToCaller)));
+            (f, channel)
+        }
+
         /// A program's group is gone soon after its channel's stdin closed (its caller stopped it,
         /// or died), whichever shell runs the channel, with or without stdin for the program.
         #[test]
         fn a_program_ends_when_its_channel_closes() {
             for sh in EVERY_SH {
                 for stdin in [None, Some(&b"input"[..])] {
-                    let f = framing();
-                    let mut channel = LocalChannel::start_as(sh, |_| {});
                     // TERM ignored (and so by `sleep` too): only the relay's KILL ends it.
                     let script = "echo \"group $$\"; trap '' INT HUP TERM; sleep 300";
-                    channel.feed(&f.fresh_text(&f.payload(
-                        script,
-                        None,
-                        stdin,
-                        true,
-                        Tether::ToCaller,
-                    )));
+                    let (_, mut channel) = fed(sh, script, stdin);
                     channel.wait_for("\ngroup ");
                     let out = channel.streams.0.lock().unwrap()[0].clone();
                     let text = String::from_utf8_lossy(&out);
@@ -1067,16 +1067,8 @@ mod tests {
         fn a_scripts_wait_waits_for_its_own_children_only() {
             for sh in EVERY_SH {
                 for stdin in [None, Some(&b"input"[..])] {
-                    let f = framing();
-                    let mut channel = LocalChannel::start_as(sh, |_| {});
                     let script = "sleep 0.1 & wait; echo waited; exit 4";
-                    channel.feed(&f.fresh_text(&f.payload(
-                        script,
-                        None,
-                        stdin,
-                        true,
-                        Tether::ToCaller,
-                    )));
+                    let (f, channel) = fed(sh, script, stdin);
                     channel.wait_for(&f.end_out);
                     let run = LocalRun::split(&f, &channel.finish());
                     assert_eq!(run.out, b"waited\n", "{sh:?}");

@@ -394,14 +394,7 @@ pub fn resume(
         .note(crate::audit::session_line(session, tool, summary, outcome));
     if let Some(refused) = refused {
         tracing::warn!(transfer = %id, "not resumed: {}", refused.message);
-        placeholder.end(Err(failed(DaemonError::new(
-            refused.code,
-            format!(
-                "the daemon restarted and did not resume this transfer: {}",
-                refused.message
-            ),
-        ))));
-        session.record.ask();
+        not_resumed(session, &placeholder, refused, "did not");
         return;
     }
     let resumed = Resumed {
@@ -424,17 +417,22 @@ pub fn resume(
             Ok(_) => tracing::info!(session = %session.id, transfer = %id, "transfer resumed"),
             Err(e) => {
                 tracing::warn!(transfer = %id, "cannot resume: {}", e.message);
-                placeholder.end(Err(failed(DaemonError::new(
-                    e.code,
-                    format!(
-                        "the daemon restarted and could not resume this transfer: {}",
-                        e.message
-                    ),
-                ))));
-                session.record.ask();
+                not_resumed(&session, &placeholder, e, "could not");
             }
         }
     });
+}
+
+/// Ends a transfer a starting daemon took back but `did_not` (or `could not`) resume, why.
+fn not_resumed(session: &Session, placeholder: &Operation, why: DaemonError, did_not: &str) {
+    placeholder.end(Err(failed(DaemonError::new(
+        why.code,
+        format!(
+            "the daemon restarted and {did_not} resume this transfer: {}",
+            why.message
+        ),
+    ))));
+    session.record.ask();
 }
 
 /// The id and start of a transfer (one taken over from the daemon before, or a new one), and

@@ -63,10 +63,7 @@ fn main() -> ExitCode {
 /// start would create the others).
 fn check_config(flags: &Flags) -> anyhow::Result<()> {
     let settings = Settings::load(flags).map_err(anyhow::Error::msg)?;
-    settings
-        .runtime
-        .check_length()
-        .map_err(anyhow::Error::msg)?;
+    settings.runtime.check().map_err(anyhow::Error::msg)?;
     log_filter(&settings)?;
     for (dir, what) in [
         (&settings.runtime.dir, "runtime directory"),
@@ -86,10 +83,7 @@ fn log_filter(settings: &Settings) -> anyhow::Result<tracing_subscriber::EnvFilt
 
 fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
     let settings = Settings::load(flags).map_err(anyhow::Error::msg)?;
-    settings
-        .runtime
-        .check_length()
-        .map_err(anyhow::Error::msg)?;
+    settings.runtime.check().map_err(anyhow::Error::msg)?;
     settings.runtime.ensure().context("runtime directory")?;
     // The lock comes before the runtime and the log: a losing duplicate touches nothing.
     let mut pidfile = match lifecycle::claim_instance(settings.runtime.pidfile())? {

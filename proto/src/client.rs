@@ -84,6 +84,10 @@ impl Connection {
 /// private (a directory another user made first under `/tmp` could hold a socket of theirs),
 /// and the process at the socket's other end must run as this user.
 pub async fn connect_existing(paths: &RuntimePaths) -> Result<Option<Connection>, ClientError> {
+    paths.check().map_err(|reason| ClientError::RuntimeDir {
+        dir: paths.dir.clone(),
+        source: io::Error::other(reason),
+    })?;
     match crate::paths::check_private_dir(&paths.dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -136,7 +140,7 @@ pub async fn connect_or_start(
         source,
     };
     paths
-        .check_length()
+        .check()
         .map_err(|reason| runtime_dir_error(io::Error::other(reason)))?;
     paths.ensure().map_err(runtime_dir_error)?;
     // A daemon that went away between our connect and its hello (it was stopping, or

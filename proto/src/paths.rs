@@ -5,8 +5,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// The longest path a Unix socket can be bound to (`sun_path` is 108 bytes with its NUL).
-const MAX_SOCKET_PATH: usize = 107;
+use crate::platform::MAX_SOCKET_PATH;
 
 /// A local root must be absolute, and neither `/` nor the bare home directory: the daemon
 /// refuses any other, and the CLI's checks and suggestions say the same.
@@ -28,8 +27,11 @@ pub struct RuntimePaths {
 }
 
 impl RuntimePaths {
-    /// `SSHMCP_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/sshmcp`, else `/tmp/sshmcp-$UID` (cron,
-    /// containers and root shells often have no `XDG_RUNTIME_DIR`).
+    /// `SSHMCP_RUNTIME_DIR`, else the config file's `runtime-dir`, else `sshmcp` in the
+    /// user's runtime base (see `platform::user_runtime_base`: `/run/user/UID` on Linux, the
+    /// user's temporary directory on macOS), else `/tmp/sshmcp-$UID`. Never `XDG_RUNTIME_DIR`:
+    /// a terminal has it and a GUI launcher or a bare-environment client often does not, and
+    /// every client must find the one daemon.
     pub fn from_env() -> Self {
         Self::resolve(std::env::var_os("SSHMCP_RUNTIME_DIR").map(PathBuf::from))
     }
@@ -38,27 +40,35 @@ impl RuntimePaths {
     /// environment variable. Without one, the config file's `runtime-dir` comes next: a client
     /// must find the socket where a daemon configured there listens.
     pub fn resolve(explicit: Option<PathBuf>) -> Self {
-        let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
         let chosen = explicit
             .filter(|p| !p.as_os_str().is_empty())
             .or_else(|| ConfiguredDirs::read().runtime_dir);
-        Self::choose(chosen, xdg, nix::unistd::getuid().as_raw())
+        let uid = nix::unistd::getuid().as_raw();
+        Self::choose(chosen, crate::platform::user_runtime_base(uid), uid)
     }
 
-    /// The choice itself: explicit, else `$XDG_RUNTIME_DIR/sshmcp`, else `/tmp/sshmcp-$UID`.
-    fn choose(explicit: Option<PathBuf>, xdg_runtime_dir: Option<PathBuf>, uid: u32) -> Self {
+    /// The choice itself: explicit, else `sshmcp` in the user's runtime base, else
+    /// `/tmp/sshmcp-$UID`.
+    fn choose(explicit: Option<PathBuf>, base: Option<PathBuf>, uid: u32) -> Self {
         let set = |p: &PathBuf| !p.as_os_str().is_empty();
         let dir = explicit
             .filter(set)
-            .or_else(|| xdg_runtime_dir.filter(set).map(|d| d.join("sshmcp")))
+            .or_else(|| base.filter(set).map(|d| d.join("sshmcp")))
             .unwrap_or_else(|| PathBuf::from(format!("/tmp/sshmcp-{uid}")));
         Self { dir }
     }
 
-    /// Unix socket paths are limited to 107 bytes; OpenSSH creates each master's socket
-    /// under a temporary name 17 bytes longer than the final one. Refuses a runtime directory
-    /// too long for either.
-    pub fn check_length(&self) -> Result<(), String> {
+    /// Refuses a runtime directory no client and daemon could share: a relative one (each
+    /// process would take it from its own working directory; the daemon's is `/`), and one too
+    /// long for Unix sockets (107 bytes; OpenSSH creates each master's socket under a
+    /// temporary name 17 bytes longer than the final one). Checked before anything is made.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.dir.is_absolute() {
+            return Err(format!(
+                "the runtime directory {} must be an absolute path",
+                self.dir.display()
+            ));
+        }
         // `<dir>/m/<11-byte session id>.<16 random characters>`
         let longest = self.masters_dir().join("s0123456789").as_os_str().len() + 17;
         if longest > MAX_SOCKET_PATH {
@@ -252,11 +262,11 @@ mod tests {
 
     #[test]
     fn runtime_dir_choice() {
-        let xdg = Some(PathBuf::from("/run/user/7"));
-        let p = RuntimePaths::choose(Some("/x/y".into()), xdg.clone(), 7);
+        let base = Some(PathBuf::from("/run/user/7"));
+        let p = RuntimePaths::choose(Some("/x/y".into()), base.clone(), 7);
         assert_eq!(p.socket(), PathBuf::from("/x/y/sshmcpd.sock"));
         assert_eq!(
-            RuntimePaths::choose(None, xdg, 7).dir,
+            RuntimePaths::choose(None, base, 7).dir,
             PathBuf::from("/run/user/7/sshmcp")
         );
         assert_eq!(
@@ -283,16 +293,21 @@ mod tests {
 
     #[test]
     fn runtime_dir_length_edge() {
-        // "/m/s0123456789" is 14 bytes and OpenSSH adds 17: a 76-byte directory is the longest.
+        // "/m/s0123456789" is 14 bytes and OpenSSH adds 17 (76 bytes on Linux, 72 on macOS).
+        let most = MAX_SOCKET_PATH - 14 - 17;
         let fits = RuntimePaths {
-            dir: PathBuf::from(format!("/{}", "a".repeat(75))),
+            dir: PathBuf::from(format!("/{}", "a".repeat(most - 1))),
         };
-        assert!(fits.check_length().is_ok());
+        assert!(fits.check().is_ok());
         let over = RuntimePaths {
-            dir: PathBuf::from(format!("/{}", "a".repeat(76))),
+            dir: PathBuf::from(format!("/{}", "a".repeat(most))),
         };
-        let err = over.check_length().unwrap_err();
-        assert!(err.contains("at most 76 bytes"), "{err}");
+        let err = over.check().unwrap_err();
+        assert!(err.contains(&format!("at most {most} bytes")), "{err}");
+        let relative = RuntimePaths {
+            dir: PathBuf::from("relative/dir"),
+        };
+        assert!(relative.check().unwrap_err().contains("absolute"));
     }
 
     #[test]

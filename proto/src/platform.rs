@@ -6,6 +6,10 @@
 
 use std::path::PathBuf;
 
+/// The longest path a Unix socket can be bound to: `sun_path` holds 108 bytes on Linux and
+/// 104 on macOS, its NUL included.
+pub const MAX_SOCKET_PATH: usize = if cfg!(target_os = "linux") { 107 } else { 103 };
+
 /// What the system says of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
@@ -78,6 +82,42 @@ pub fn executable(pid: u32) -> Option<PathBuf> {
             return None;
         }
         buf.truncate(len as usize);
+        let path: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(buf);
+        Some(PathBuf::from(path))
+    }
+}
+
+/// Where this user's runtime directories belong, whatever the environment says: a client
+/// started by a GUI launcher with only `PATH` and `HOME` must find the daemon a terminal's
+/// client finds. Linux: `/run/user/UID` (systemd's, the usual `XDG_RUNTIME_DIR`) when it is
+/// this user's and private; macOS: the user's own temporary directory (`confstr`, the usual
+/// `TMPDIR`). `None` elsewhere, or when there is none.
+pub fn user_runtime_base(uid: u32) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let dir = PathBuf::from(format!("/run/user/{uid}"));
+        let meta = std::fs::symlink_metadata(&dir).ok()?;
+        let private = meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 == 0;
+        private.then_some(dir)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let _ = uid;
+        use nix::libc;
+        let mut buf = vec![0u8; 1024];
+        // SAFETY: the buffer is as large as the size given.
+        let len = unsafe {
+            libc::confstr(
+                libc::_CS_DARWIN_USER_TEMP_DIR,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if len == 0 || len > buf.len() {
+            return None;
+        }
+        buf.truncate(len - 1);
         let path: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(buf);
         Some(PathBuf::from(path))
     }

@@ -90,6 +90,16 @@ fn inspector() -> PathBuf {
 /// One Inspector CLI run against a fresh shim: `method` with `args`, its JSON answer. Every
 /// run starts the shim anew; the session lives on in the daemon between runs.
 async fn inspect(env: &TestEnv, method: &str, tool: Option<(&str, &[(&str, String)])>) -> Value {
+    inspect_with(&env.env_vars(), method, tool).await
+}
+
+/// [`inspect`] with exactly `vars` for the Inspector's environment, which it passes on to the
+/// server it starts.
+async fn inspect_with(
+    vars: &[(String, String)],
+    method: &str,
+    tool: Option<(&str, &[(&str, String)])>,
+) -> Value {
     let mut cmd = tokio::process::Command::new(inspector());
     cmd.arg("--cli")
         .arg(sshmcp_tests::bins::path("sshmcp-mcp"))
@@ -102,7 +112,7 @@ async fn inspect(env: &TestEnv, method: &str, tool: Option<(&str, &[(&str, Strin
     }
     let out = cmd
         .env_clear()
-        .envs(env.env_vars())
+        .envs(vars.iter().map(|(k, v)| (k, v)))
         .output()
         .await
         .expect("run the MCP Inspector CLI");
@@ -485,4 +495,49 @@ fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
         drop(input);
         assert!(child.wait().unwrap().success(), "{case}");
     }
+}
+
+/// One daemon per user, whatever launched the client: the CLI in a terminal (with an
+/// `XDG_RUNTIME_DIR` of its own) starts the daemon; an MCP server a launcher started with only
+/// `PATH` and `HOME` finds that daemon and opens a session there, which the terminal's CLI
+/// lists, as does the MCP Inspector started with only `PATH` and `HOME`. All use the default
+/// runtime directory (no `SSHMCP_RUNTIME_DIR`), where no other test goes.
+#[tokio::test]
+async fn a_bare_environment_client_finds_the_terminals_daemon_and_sessions() {
+    let mut env = TestEnv::with(&Default::default(), &[("SSHMCP_RUNTIME_DIR", "")]);
+    let default = sshmcp_proto::paths::RuntimePaths::resolve(None).dir;
+    assert!(
+        !default.join("sshmcpd.sock").exists(),
+        "a daemon already uses {}: stop it first",
+        default.display()
+    );
+    env.runtime_dir = default;
+    let mut terminal = env.env_vars();
+    terminal.push(("XDG_RUNTIME_DIR".into(), "/run/user/a-terminals-own".into()));
+    let cli = |args: &[&str]| {
+        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+            .args(args)
+            .env_clear()
+            .envs(terminal.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["daemon", "start"]);
+    assert!(out.status.success(), "{out:?}");
+    let bare = vec![
+        (
+            "PATH".to_string(),
+            std::env::var("PATH").unwrap_or_default(),
+        ),
+        ("HOME".to_string(), env.home.display().to_string()),
+    ];
+    let mcp = env.mcp_with_env(&bare).await;
+    let (id, _key) = crate::connect(&mcp).await;
+    let out = cli(&["sessions", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&id),
+        "{out:?}"
+    );
+    mcp.close().await;
 }

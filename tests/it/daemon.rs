@@ -249,3 +249,18 @@ async fn churn_leaves_no_descriptors_processes_or_masters_behind() {
         "idle {idle:?}, after {after:?}"
     );
 }
+
+/// A relative runtime directory is refused before anything is made or started.
+#[tokio::test]
+async fn a_relative_runtime_directory_is_refused_before_anything_starts() {
+    let env = TestEnv::with(
+        &SshdOptions::default(),
+        &[("SSHMCP_RUNTIME_DIR", "relative/dir")],
+    );
+    let out = env.cli(&["sessions"]);
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("must be an absolute path"), "{said}");
+    assert!(!std::path::Path::new("/relative").exists());
+    assert!(!std::path::Path::new("relative").exists());
+}

@@ -108,18 +108,18 @@ impl TestEnv {
 
     /// Starts `sshmcp-mcp` and completes the MCP handshake.
     pub async fn mcp(&self) -> McpClient {
+        self.mcp_with_env(&self.env_vars()).await
+    }
+
+    /// Starts `sshmcp-mcp` with exactly `vars` for its environment, as a launcher that passes
+    /// little of the user's environment starts it.
+    pub async fn mcp_with_env(&self, vars: &[(String, String)]) -> McpClient {
         let mut argv = match &self.netns {
             Some(pair) => NetnsPair::exec_in(&pair.client_ns),
             None => Vec::new(),
         };
         argv.push(bins::path("sshmcp-mcp").display().to_string());
-        McpClient::start(
-            &argv,
-            &self.env_vars(),
-            &self.logs_dir(),
-            self.issued_keys.clone(),
-        )
-        .await
+        McpClient::start(&argv, vars, &self.logs_dir(), self.issued_keys.clone()).await
     }
 
     /// Runs the `sshmcp` CLI to completion.

@@ -8,13 +8,13 @@
 
 use std::time::Duration;
 
-use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{DEFAULT_TAIL_BYTES, KillResult};
 use sshmcp_proto::task::{
     LogTail, TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskState,
     TaskStatusRequest,
 };
 use sshmcp_proto::time::now_rfc3339;
+use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::commands::kill::{KillOrder, signal_group};
 use crate::exec::request;
@@ -195,8 +195,8 @@ pub async fn launch(
     let result = remote::run(&session.host, program).await?;
     if result.timed_out {
         return Err(DaemonError::internal(format!(
-            "the launch did not answer within {} s (a slow host, or the session's channels \
-             all busy): the task may have started all the same, so look for it in \
+            "the launch did not answer within {} s (a slow host): the task may have started \
+             all the same, so look for it in \
              ~/.sshmcp/tasks (newest files) before launching it again",
             LAUNCH_TIMEOUT.as_secs()
         )));
@@ -218,8 +218,9 @@ pub async fn launch(
         ["nodir"] => Err(DaemonError::internal(
             "cannot create the private task directory ~/.sshmcp/tasks on the host",
         )),
-        ["nosetsid"] => Err(DaemonError::internal(
-            "the host has no setsid (util-linux), which a detached task needs",
+        ["nosetsid"] => Err(DaemonError::new(
+            ErrorCode::HostToolMissing,
+            "the host lacks `setsid` (util-linux, or BusyBox's), which a detached task needs",
         )),
         ["nostart", pid] => Err(DaemonError::internal(format!(
             "the task's wrapper, PID {pid}, did not confirm its start within 20 s (a slow \

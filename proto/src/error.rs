@@ -44,11 +44,20 @@ pub enum ErrorCode {
     InternalError,
     /// Appended: variants keep their wire index.
     PolicyDenied,
+    /// Every channel of the session stayed busy (or its master did not answer) for the call's
+    /// whole wait: nothing ran, and a retry is safe.
+    ChannelsBusy,
+    /// The host lacks a program the tool needs; the message names it.
+    HostToolMissing,
+    /// `remove_path` of a directory that is not empty, without `recursive`.
+    DirectoryNotEmpty,
+    /// A file beyond a tool's size bound (`edit_file`'s 64 MiB).
+    FileTooLarge,
 }
 
 impl ErrorCode {
     /// Every code, in the contract's order: the docs table and tests iterate this.
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 40] = [
         Self::SessionNotFound,
         Self::InvalidSessionKey,
         Self::SessionNotReady,
@@ -85,6 +94,10 @@ impl ErrorCode {
         Self::DaemonUnavailable,
         Self::InternalError,
         Self::PolicyDenied,
+        Self::ChannelsBusy,
+        Self::HostToolMissing,
+        Self::DirectoryNotEmpty,
+        Self::FileTooLarge,
     ];
 
     /// The stable identifier shown to agents and scripts.
@@ -126,6 +139,10 @@ impl ErrorCode {
             Self::DaemonUnavailable => "daemon_unavailable",
             Self::InternalError => "internal_error",
             Self::PolicyDenied => "policy_denied",
+            Self::ChannelsBusy => "channels_busy",
+            Self::HostToolMissing => "host_tool_missing",
+            Self::DirectoryNotEmpty => "directory_not_empty",
+            Self::FileTooLarge => "file_too_large",
         }
     }
 }

@@ -100,7 +100,7 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
 /// Commands hold at most seven of the session's eight channels, however long they run: with
 /// seven handles running and a command waiting for a channel, stat, a listing and a task's
 /// status still answer at once; a copy (long work too) and the waiting command give up
-/// having run nothing.
+/// having run nothing, as `channels_busy`.
 #[tokio::test]
 async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
     let (_env, mcp, s) = connected().await;
@@ -121,18 +121,11 @@ async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
     // A copy may take long: it waits for a command's slot like a command, 25 s at most.
     let args = json!({"source": "/etc/hostname", "destination": "/tmp/sshmcp-never-copied"});
     let r = on_session(&mcp, &s, "copy_path", args).await;
-    assert_eq!(code(&r), "internal_error", "{r}");
+    assert_eq!(code(&r), "channels_busy", "{r}");
     let said = r["error"]["message"].as_str().unwrap();
-    assert!(
-        said.starts_with("nothing was changed: no channel for long work came free"),
-        "{r}"
-    );
+    assert!(said.starts_with("nothing ran: every channel"), "{r}");
     let r = sshmcp_tests::mcp::answer(waiting).await;
-    assert_eq!(
-        (&r["timed_out"], &r["stdout"]["data"]),
-        (&json!(true), &json!("")),
-        "{r}"
-    );
+    assert_eq!(code(&r), "channels_busy", "{r}");
     for handle in &handles {
         killed(&mcp, &s, handle).await;
     }
@@ -238,11 +231,7 @@ async fn a_handle_in_its_login_counts_as_holding_a_channel() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let r = exec(&mcp, &s, "echo beside", json!({"timeout": 3})).await;
-    assert_eq!(
-        (&r["timed_out"], &r["stdout"]["data"]),
-        (&json!(true), &json!("")),
-        "{r}"
-    );
+    assert_eq!(code(&r), "channels_busy", "{r}");
     assert!(!env.daemon_log().contains("none is kept for kills"));
     let handle = sshmcp_tests::mcp::answer(handle).await;
     assert_eq!(handle["ok"], true, "{handle}");
@@ -743,7 +732,7 @@ async fn a_command_whose_login_shell_hangs_never_runs() {
     )
     .await;
     drop(hang);
-    assert_eq!(code(&r), "internal_error", "{r}");
+    assert_eq!(code(&r), "channels_busy", "{r}");
     assert!(
         r["error"]["message"]
             .as_str()

@@ -374,9 +374,10 @@ async fn commands_run_in_sh_whatever_the_login_shell() {
     mcp.close().await;
 }
 
-/// A call that cannot get a channel within its own timeout answers `timed_out` and never runs.
+/// A call that cannot get a channel within its own timeout is `channels_busy` (never
+/// `ok: true`) and never runs.
 #[tokio::test]
-async fn a_call_queued_past_its_timeout_times_out_without_running() {
+async fn a_call_queued_past_its_timeout_is_channels_busy_and_never_runs() {
     let (env, mcp, s) = connected().await;
     // Beside the temp root, where the remote test user may write.
     let marker = std::path::PathBuf::from(format!("{}-queued", env.root.path().display()));
@@ -390,8 +391,14 @@ async fn a_call_queued_past_its_timeout_times_out_without_running() {
     assert!(crate::first_session_until(&mcp, first_session).await);
     let command = format!("touch '{}'", marker.display());
     let r = exec(&mcp, &s, &command, json!({"timeout": 0.3})).await;
-    assert_eq!(r["timed_out"], true, "{r}");
-    assert_eq!(r["exit_code"], json!(null));
+    assert_eq!(code(&r), "channels_busy", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("nothing ran"),
+        "{r}"
+    );
     for rx in holders {
         let r = sshmcp_tests::mcp::answer(rx).await;
         assert_eq!(r["exit_code"], 0, "{r}");
@@ -461,8 +468,9 @@ async fn timeouts_kill_commands_side_by_side_on_a_server_with_few_sessions() {
 }
 
 /// Sends `commands` sleeps with a 2 s timeout at once, as `user` (the test user when None),
-/// on a server allowing `max_sessions`: each answers `timed_out`, at least `killed` of them
-/// killed by TERM and the rest never run, and none is left on the host.
+/// on a server allowing `max_sessions`: at least `killed` of them run and answer `timed_out`,
+/// killed by TERM, the rest answer `channels_busy` having run nothing, and none is left on
+/// the host.
 pub async fn timeouts_kill_side_by_side(
     user: Option<&str>,
     max_sessions: u32,
@@ -484,7 +492,10 @@ pub async fn timeouts_kill_side_by_side(
     let mut signals = Vec::new();
     for rx in pending {
         let r = sshmcp_tests::mcp::answer(rx).await;
-        assert_eq!(r["timed_out"], true, "{r}");
+        match r["ok"] == true {
+            true => assert_eq!(r["timed_out"], true, "{r}"),
+            false => assert_eq!(code(&r), "channels_busy", "{r}"),
+        }
         signals.push(r["signal"].clone());
     }
     // The commands that got a channel were killed; one that waited out its timeout in the

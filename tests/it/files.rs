@@ -471,6 +471,33 @@ async fn edit_file_replaces_exact_text_once_or_everywhere() {
     mcp.close().await;
 }
 
+/// `edit_file`'s bound at its edge: a file of exactly 64 MiB is edited; one byte more is
+/// `file_too_large`, and nothing changes.
+#[tokio::test]
+async fn a_file_of_exactly_64_mib_is_edited_and_one_byte_more_is_file_too_large() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "edgeedit").await;
+    let path = format!("{dir}/edge.txt");
+    // 64 MiB in all: 67,108,858 bytes of `a`, then the 6 of `needle`.
+    remote_out(
+        &mcp,
+        &s,
+        &format!("yes a | tr -d '\\n' | head -c 67108858 > {path}; printf needle >> {path}"),
+    )
+    .await;
+    let args = json!({"path": path, "old_text": "needle", "new_text": "pinned"});
+    let r = edit(&mcp, &s, args.clone()).await;
+    assert_eq!(r["replacements"], 1, "{r}");
+    remote_out(&mcp, &s, &format!("printf b >> {path}")).await;
+    let args = json!({"path": path, "old_text": "pinned", "new_text": "moved"});
+    let r = edit(&mcp, &s, args).await;
+    assert_eq!(code(&r), "file_too_large", "{r}");
+    let tail = remote_out(&mcp, &s, &format!("tail -c 7 {path}")).await;
+    assert_eq!(tail, "pinnedb", "nothing was changed");
+    remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
+    mcp.close().await;
+}
+
 /// A 50 MiB file is edited on the host: the daemon's peak memory stays far below the file.
 #[tokio::test]
 async fn a_50_mib_file_is_edited_without_passing_through_the_daemon() {
@@ -691,7 +718,7 @@ async fn housekeeping_tools_take_every_name_literally() {
             "a move never replaces unasked: {r}"
         );
         let r = on("remove_path", json!({"path": d, "path_encoding": "base64"})).await;
-        assert_eq!(code(&r), "invalid_arguments", "not empty: {r}");
+        assert_eq!(code(&r), "directory_not_empty", "{r}");
         let r = on(
             "remove_path",
             json!({"path": d, "path_encoding": "base64", "recursive": true}),

@@ -435,7 +435,7 @@ async fn a_stopped_command_is_answered_only_once_it_ends() {
 async fn a_host_without_gnu_find_gets_an_error_naming_it() {
     let (_env, mcp, s) = logged_in_as(&user_without_gnu_find(), &[]).await;
     let r = crate::on_session(&mcp, &s, "list_directory", json!({"path": "/"})).await;
-    assert_eq!(code(&r), "internal_error", "{r}");
+    assert_eq!(code(&r), "host_tool_missing", "{r}");
     let message = r["error"]["message"].as_str().unwrap();
     assert!(message.contains("find -printf"), "{r}");
     let r = crate::on_session(&mcp, &s, "stat", json!({"path": "/"})).await;

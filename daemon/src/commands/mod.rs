@@ -515,10 +515,9 @@ pub async fn start(
             return Err(RunError::Cancelled.into());
         }
         return Err(ended.error.unwrap_or_else(|| {
-            DaemonError::internal(format!(
-                "the command did not start within {} s: no channel of the session came free \
-                 (running commands hold them all) or the remote login shell did not finish; \
-                 nothing ran",
+            DaemonError::new(ErrorCode::ChannelsBusy, format!(
+                "nothing ran: the command did not start within {} s: no channel of the session came free \
+                 (running commands hold them all) or the remote login shell did not finish",
                 request::HANDLE_QUEUE_LIMIT.as_secs()
             ))
         }));

@@ -177,10 +177,13 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
                  it unique, or pass replace_all: true)"
             ),
         )),
-        (Some("toolarge"), Some(n), _) => Err(super::invalid(format!(
-            "the file holds {n} bytes; edit_file edits files up to {MAX_EDIT_FILE_BYTES} \
-             (64 MiB)"
-        ))),
+        (Some("toolarge"), Some(n), _) => Err(DaemonError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "the file holds {n} bytes; edit_file edits files up to {MAX_EDIT_FILE_BYTES} \
+                 (64 MiB): nothing was changed (download, edit and upload it instead)"
+            ),
+        )),
         (Some("binary"), ..) => Err(DaemonError::new(
             ErrorCode::InvalidRemoteType,
             "the file holds NUL bytes: edit_file edits text files",

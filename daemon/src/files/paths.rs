@@ -58,7 +58,8 @@ async fn run(
     let mut words = said.split(' ');
     let (word, mode) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     if word == "notempty" {
-        return Err(super::invalid(
+        return Err(DaemonError::new(
+            ErrorCode::DirectoryNotEmpty,
             "the directory is not empty; pass recursive: true to remove it with its contents",
         ));
     }

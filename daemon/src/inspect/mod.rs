@@ -145,14 +145,13 @@ pub(crate) async fn run_within(
 }
 
 /// The answer of a program that ran out of `timeout` (`about` says what for): a host, or a
-/// file system of it, that does not answer (a hung network mount), a stopped master, or
-/// (for the work that waits for a command's slot) a session whose commands hold them all.
+/// file system of it, that does not answer (a hung network mount), or a stalled connection.
+/// (A program that got no channel in time is `channels_busy`, before this.)
 pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
     DaemonError::internal(format!(
         "the host did not answer within {} s{about}: it, or a file system of it, may be stuck \
-         (a hung network mount), the session's connection stalled (session_list shows whether \
-         it is still ready), or the server allows fewer sessions per connection (sshd's \
-         MaxSessions) than the session's running commands take",
+         (a hung network mount), or the session's connection stalled (session_list shows \
+         whether it is still ready)",
         timeout.as_secs()
     ))
 }
@@ -183,20 +182,9 @@ pub(crate) async fn run_program(
     if command {
         program.queue_timeout = Some(COMMAND_QUEUE);
     }
+    // No channel in time is `channels_busy`: nothing ran.
     let result: ExecResult = remote::run(&session.host, program).await?;
     let shown = || String::from_utf8_lossy(shown).into_owned();
-    // Out of time well before its own timeout: it never got a slot, and nothing ran.
-    let queued_out =
-        command && result.duration < timeout.saturating_sub(COMMAND_QUEUE).as_secs_f64();
-    if result.timed_out && queued_out {
-        return Err(DaemonError::internal(format!(
-            "{NOTHING_CHANGED}: no channel for long work came free within {} s for {}: the \
-             session's running commands, transfers and other copies, moves or removals hold \
-             all 7; wait for one to end, or kill one, then retry",
-            COMMAND_QUEUE.as_secs(),
-            shown()
-        )));
-    }
     if result.timed_out {
         return Err(no_answer(timeout, &format!(" for {}", shown())));
     }
@@ -235,9 +223,12 @@ pub(crate) async fn run_program(
             };
             Err(DaemonError::new(code, format!("{what}: {}", shown())))
         }
-        "missing" => Err(DaemonError::internal(format!(
-            "the host lacks `{detail}`, which this tool needs (GNU coreutils and findutils)"
-        ))),
+        "missing" => Err(DaemonError::new(
+            ErrorCode::HostToolMissing,
+            format!(
+                "the host lacks `{detail}`, which this tool needs (GNU coreutils and findutils)"
+            ),
+        )),
         "error" => Err(DaemonError::internal(format!("the host said: {detail}"))),
         _ => Err(DaemonError::internal(format!(
             "unexpected answer from the host ({}): {}",

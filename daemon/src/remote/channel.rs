@@ -22,11 +22,22 @@ pub const CHANNEL_SLOTS: usize = 8;
 /// commands that run for hours.
 pub const COMMAND_SLOTS: usize = CHANNEL_SLOTS - 1;
 
+/// Why no channel came before a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoChannel {
+    /// Every slot stayed taken, or the server kept refusing.
+    Busy,
+    /// The master did not answer a request for a channel.
+    MasterSilent,
+    /// A new channel's login shell did not say it was ready.
+    LoginSilent,
+}
+
 /// Why a channel could not be had.
 #[derive(Debug)]
 pub enum OpenError {
-    /// The deadline passed while waiting for a slot, for the master, or retrying refusals.
-    TimedOut,
+    /// The deadline passed (see [`NoChannel`]).
+    TimedOut(NoChannel),
     /// The session's slots were closed: its master was confirmed gone.
     SlotsClosed,
     /// The master's socket failed in a way a retry will not mend (it may be gone, or this
@@ -42,7 +53,7 @@ pub async fn acquire_slot(
     match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
         Ok(Ok(permit)) => Ok(permit),
         Ok(Err(_closed)) => Err(OpenError::SlotsClosed),
-        Err(_) => Err(OpenError::TimedOut),
+        Err(_) => Err(OpenError::TimedOut(NoChannel::Busy)),
     }
 }
 
@@ -92,6 +103,7 @@ pub async fn open_with_retry(
 ) -> Result<MuxSession, OpenError> {
     let (first, most) = retries.first_and_most();
     let mut backoff = first;
+    let mut silent = false;
     loop {
         let attempt_deadline = deadline.min(Instant::now() + mux::EXCHANGE_TIMEOUT);
         let attempt = mux::open_session(control_path, command);
@@ -100,7 +112,7 @@ pub async fn open_with_retry(
             Ok(Err(e)) if e.is_channel_refusal() => {
                 let freed_one = refused();
                 if Instant::now() >= deadline {
-                    return Err(OpenError::TimedOut);
+                    return Err(OpenError::TimedOut(NoChannel::Busy));
                 }
                 let wait = match freed_one {
                     true => first,
@@ -113,8 +125,18 @@ pub async fn open_with_retry(
                 retries.pause(wait.min(deadline - Instant::now())).await;
             }
             Ok(Err(e)) => return Err(OpenError::Mux(e)),
-            Err(_) if Instant::now() >= deadline => return Err(OpenError::TimedOut),
-            Err(_) => tracing::debug!("the master did not answer a session request; retrying"),
+            // Cut by the call's own deadline: silent only if an attempt had run its whole
+            // exchange time before.
+            Err(_) if Instant::now() >= deadline => {
+                return Err(OpenError::TimedOut(match silent {
+                    true => NoChannel::MasterSilent,
+                    false => NoChannel::Busy,
+                }));
+            }
+            Err(_) => {
+                silent = true;
+                tracing::debug!("the master did not answer a session request; retrying");
+            }
         }
     }
 }

@@ -398,7 +398,7 @@ async fn run(
             };
             match slot {
                 Ok(slot) => Some(slot),
-                Err(OpenError::TimedOut) => return Some(no_channel_in_time(&mut program, started)),
+                Err(OpenError::TimedOut(why)) => return Some(no_channel_in_time(started, why)),
                 Err(_) => return Some(Err(RunError::ConnectionLost)),
             }
         }
@@ -414,7 +414,7 @@ async fn run(
         };
         let opened = match opened {
             Ok(opened) => opened,
-            Err(OpenError::TimedOut) => return Some(no_channel_in_time(&mut program, started)),
+            Err(OpenError::TimedOut(why)) => return Some(no_channel_in_time(started, why)),
             Err(OpenError::SlotsClosed) => return Some(Err(RunError::ConnectionLost)),
             Err(OpenError::Mux(e)) => {
                 return Some(Err(if host.master_gone() {
@@ -588,30 +588,17 @@ async fn runner_ready(session: &mut mux::MuxSession, deadline: Instant) -> Resul
     let started = tokio::time::timeout_at(deadline, channel::start_runner(session));
     match started.await {
         Ok(started) => started.map_err(|e| OpenError::Mux(mux::MuxError::Io(e))),
-        Err(_) => Err(OpenError::TimedOut),
+        Err(_) => Err(OpenError::TimedOut(channel::NoChannel::LoginSilent)),
     }
 }
 
-/// The answer of a run that could not get a channel within its timeout: nothing ran.
-fn no_channel_in_time(program: &mut Program, started: Instant) -> Result<ExecResult, RunError> {
-    let spooled = |spool: Option<Spool>| spool.map(Spool::finish).transpose();
-    let (out_spool, err_spool) = program.spool.take().unzip();
-    let empty = || Capture::new(program.max_output_bytes);
-    let streams = spooled(out_spool)
-        .and_then(|o| Ok((empty().finish(o), empty().finish(spooled(err_spool)?))));
-    streams
-        .map_err(spool_err)
-        .map(|(stdout, stderr)| ExecResult {
-            exit_code: None,
-            signal: None,
-            duration: started.elapsed().as_secs_f64(),
-            timed_out: true,
-            stdout,
-            stderr,
-            handed_off: None,
-            handle_id: None,
-            pid: None,
-        })
+/// The answer of a run that got no channel before its deadline: an error, as nothing ran
+/// (`ok: true` always means a command started); its spools go with the program.
+fn no_channel_in_time(started: Instant, why: channel::NoChannel) -> Result<ExecResult, RunError> {
+    Err(RunError::ChannelsBusy {
+        waited: started.elapsed().as_secs_f64(),
+        why,
+    })
 }
 
 /// What every attempt of one run shares.

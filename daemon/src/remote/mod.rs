@@ -223,11 +223,40 @@ pub enum RunError {
     /// on stdout, and the start of its stderr, tell why.
     #[error("the command did not start")]
     NotStarted { said: String, stderr: String },
+    /// No channel came in time: every one stayed busy, the master did not answer, or a new
+    /// channel's login did not finish. Nothing ran.
+    #[error("{}", channels_busy_message(*.waited, *.why))]
+    ChannelsBusy {
+        waited: f64,
+        why: channel::NoChannel,
+    },
     /// The local files for the run's output could not be made.
     #[error("{0}")]
     LocalFiles(String),
     #[error("{0}")]
     Failed(String),
+}
+
+/// Why a run got no channel, for the agent to act on: nothing ran, so a retry is safe.
+fn channels_busy_message(waited: f64, why: channel::NoChannel) -> String {
+    match why {
+        channel::NoChannel::MasterSilent => format!(
+            "nothing ran: the session's SSH master did not answer a request for a channel \
+             within {waited:.0} s (stopped, or its connection stalled; session_list shows \
+             whether the session is still ready). A retry is safe"
+        ),
+        channel::NoChannel::LoginSilent => format!(
+            "nothing ran: a new channel's login shell did not finish starting within \
+             {waited:.0} s (a startup file of the remote user's shell may hang). A retry is \
+             safe"
+        ),
+        channel::NoChannel::Busy => format!(
+            "nothing ran: every channel of the session stayed busy for {waited:.0} s (running \
+             commands, transfers and long file work hold them; a server whose MaxSessions is \
+             below 10 has fewer). A retry is safe once one ends: command_list and \
+             transfer_list show them, command_kill ends one"
+        ),
+    }
 }
 
 /// A run going on in its own task. Dropping it stops the run (its task then ends the remote
@@ -302,6 +331,9 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
             RunError::LocalFiles(_) => DaemonError::new(ErrorCode::InvalidLocalPath, e.to_string()),
+            RunError::ChannelsBusy { .. } => {
+                DaemonError::new(ErrorCode::ChannelsBusy, e.to_string())
+            }
             RunError::LoginShell(_) | RunError::NotStarted { .. } | RunError::Failed(_) => {
                 DaemonError::internal(e.to_string())
             }

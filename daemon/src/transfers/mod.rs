@@ -627,8 +627,9 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     // then holds at most one of the slots commands may hold, whatever step it is at.
     let (_command_slot, slot) = tokio::select! {
         slot = slots => slot.map_err(|_| failed(DaemonError::new(
-            ErrorCode::TransferFailed,
-            "no channel of the session came free in time (running commands hold them all)",
+            ErrorCode::ChannelsBusy,
+            "nothing was copied: no channel of the session came free in time (running \
+             commands hold them all); a retry is safe once one ends",
         )))?,
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
@@ -704,9 +705,10 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         }
         Err(rsync::Failure::Refused) => {
             return Err(failed(DaemonError::new(
-                ErrorCode::TransferFailed,
-                "no session of the server came free in time (sshd refused rsync's channel: \
-                 running commands hold every session it allows)",
+                ErrorCode::ChannelsBusy,
+                "nothing was copied: no session of the server came free in time (sshd \
+                 refused rsync's channel: running commands hold every session it allows); a \
+                 retry is safe once one ends",
             )));
         }
         Err(rsync::Failure::Exited(code, said)) => {

@@ -8,6 +8,7 @@ mod progress;
 mod server;
 mod stdio;
 mod tools;
+mod toolset;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,11 @@ struct Flags {
     /// Daemon runtime directory (socket); defaults to the per-user one.
     #[arg(long, env = "SSHMCP_RUNTIME_DIR")]
     runtime_dir: Option<PathBuf>,
+    /// Expose only these tools: a comma-separated list of tools and groups (sessions,
+    /// commands, tasks, inspect, files, transfers, forwards, and read-only for what a
+    /// read-only host keeps). The session tools are always exposed. Default: every tool.
+    #[arg(long, value_name = "LIST")]
+    tools: Option<String>,
 }
 
 /// Log targets capped whatever `SSHMCP_SHIM_LOG` asks, as a filter of its own that no
@@ -66,6 +72,7 @@ fn run() -> anyhow::Result<()> {
     if let Some(root) = &flags.local_root {
         anyhow::ensure!(root.is_absolute(), "--local-root must be an absolute path");
     }
+    let tools = toolset::select(flags.tools.as_deref()).map_err(anyhow::Error::msg)?;
     let paths = sshmcp_proto::paths::RuntimePaths::resolve(flags.runtime_dir);
     // One thread: the shim only translates, and every call waits on the daemon. A second
     // worker would add its stack and malloc arena to a process agents start by the dozen.
@@ -73,7 +80,7 @@ fn run() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let shim = server::Shim::new(link::DaemonLink::new(paths), flags.local_root);
+        let shim = server::Shim::new(link::DaemonLink::new(paths), flags.local_root, &tools);
         let service = match shim.serve(stdio::streams()).await {
             Ok(service) => service,
             // stdin closed before initialize: nothing to serve, not an error.

@@ -1,6 +1,7 @@
 //! The MCP server: the tool routers of `tools/`, the instructions that teach an agent the
 //! workflow, and the local root this shim sends with its calls.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -22,83 +23,156 @@ pub struct Shim {
 }
 
 impl Shim {
-    pub fn new(daemon: DaemonLink, local_root: Option<PathBuf>) -> Self {
+    /// A shim exposing the tools `tools` (see `toolset`).
+    pub fn new(
+        daemon: DaemonLink,
+        local_root: Option<PathBuf>,
+        tools: &BTreeSet<&'static str>,
+    ) -> Self {
+        let mut tool_router = Self::every_tool();
+        let hidden: Vec<String> = tool_router
+            .map
+            .keys()
+            .filter(|name| !tools.contains(name.as_ref()))
+            .map(|name| name.to_string())
+            .collect();
+        for name in hidden {
+            tool_router.remove_route(&name);
+        }
+        let root = root_sentence(local_root.as_deref());
+        // Clients may drop the instructions: a tool that takes a `local_path` names the root
+        // itself.
+        for route in tool_router.map.values_mut() {
+            let tool = &mut route.attr;
+            if tool
+                .input_schema
+                .get("properties")
+                .is_some_and(|p| p.get("local_path").is_some())
+            {
+                let described = tool.description.as_deref().unwrap_or("");
+                tool.description = Some(format!("{described} {root}").into());
+            }
+        }
         Self {
             daemon: Arc::new(daemon),
             local_root,
-            tool_router: Self::session_router()
-                + Self::exec_router()
-                + Self::commands_router()
-                + Self::tasks_router()
-                + Self::transfers_router()
-                + Self::files_router()
-                + Self::paths_router()
-                + Self::forwards_router()
-                + Self::inspect_router(),
+            tool_router,
         }
+    }
+
+    fn every_tool() -> ToolRouter<Self> {
+        Self::session_router()
+            + Self::exec_router()
+            + Self::commands_router()
+            + Self::tasks_router()
+            + Self::transfers_router()
+            + Self::files_router()
+            + Self::paths_router()
+            + Self::forwards_router()
+            + Self::inspect_router()
     }
 
     pub fn local_root_arg(&self) -> Option<String> {
         self.local_root.as_ref().map(|p| p.display().to_string())
     }
 
+    /// The instructions for the exposed tools: the local root first, then each paragraph
+    /// whose tools are all exposed (every tool describes itself; these teach the workflow).
     fn instructions(&self) -> String {
-        let root = match &self.local_root {
-            Some(root) => format!(
-                "The local root (the folder on this machine that downloads, uploads and \
-                 command output use) for this agent is {}.",
-                root.display()
-            ),
-            None => match sshmcp_proto::paths::default_local_root() {
-                Some(root) => format!(
-                    "The local root (the folder on this machine that downloads, uploads and \
-                     command output use) is the daemon's default, normally {}.",
-                    root.display()
-                ),
-                None => "The local root is the daemon's default.".to_string(),
-            },
-        };
-        let read_only = sshmcp_proto::policy::READ_ONLY_TOOLS
-            .iter()
-            .map(|tool| format!("`{tool}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!(
-            "sshmcp works on remote machines over SSH with the user's OpenSSH configuration, \
-             keys and agent.\n\
-             1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers a \
-             `session_id` and a `session_key`, shown only this once: pass both to the session's \
-             tools. 2) `exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not \
-             `cd`); `ok: true` means it ran, `exit_code` says how (or `timed_out`). \
-             `sudo_exec` runs as root where sudo needs no password. \
-             3) `disconnect` when done; `session_list` shows every session.\n\
-             Failures (`ok: false`) carry a stable `error.code` to act on. Any session tool \
-             may answer `session_not_found` or `invalid_session_key` (a wrong id or key; for \
-             a lost key, `disconnect` that session, which needs no key, then connect again), `session_not_ready` (retry shortly) or `connection_lost` \
-             (read your command handles, then disconnect and connect again). Any tool may \
-             answer `policy_denied`: the user forbids it on that host. Do not retry or work \
-             around it (such as `sudo` through `exec`): ask the user. A read-only host keeps \
-             only {read_only}.\n\
-             Long work (clients often give up on a call after a minute): `exec` with \
-             `handoff_after` when a command may be slow, `command_start` when it surely is, \
-             then `command_status` (`command_kill` stops it); `task_launch` for a process \
-             that must outlive the session (`task_status`, `task_kill`).\n\
-             Files: `stat`, `list_directory`, `read_file_range` to look; `write_file`, \
-             `edit_file`, `make_directory`, `copy_path`, `move_path`, `remove_path` to change \
-             (not `cat` or `echo` through `exec`); \
-             `download_start` / `upload_start` to copy whole files between the host and the \
-             local root in the background (poll `transfer_status`). Ports: `forward_start`, \
-             for a client running on this machine.\n\
-             Limits (defaults): one session per server, 32 sessions; 8 channels per session, \
-             of which commands, transfers and copying, moving or removing trees hold at most 7 \
-             (the eighth stays for the other tools); command text up to 1 MiB; `exec` and \
-             `sudo_exec` stop a command after 60 s (`timeout` up to 86400, no limit with \
-             `handoff_after`); each answer keeps \
-             64 KiB of each output stream, a command handle up to 1 GiB per stream; 4 \
-             transfers per session.\n{root}"
-        )
+        let mut text = format!(
+            "sshmcp works on remote machines over SSH with the user's OpenSSH config, keys \
+             and agent. {}\n",
+            root_sentence(self.local_root.as_deref())
+        );
+        for (paragraph, tools) in PARAGRAPHS {
+            if tools.iter().all(|tool| self.tool_router.has_route(tool)) {
+                text.push_str(paragraph);
+                text.push('\n');
+            }
+        }
+        text.push_str(ERRORS);
+        text
     }
 }
+
+/// The sentence that says where the local root is: downloads, uploads and kept output live
+/// there, and every `local_path` is relative to it.
+fn root_sentence(local_root: Option<&std::path::Path>) -> String {
+    let root = local_root
+        .map(std::path::Path::to_path_buf)
+        .or_else(sshmcp_proto::paths::default_local_root);
+    let what = "this machine's folder for downloads, uploads and kept output; each \
+                `local_path` is relative to it";
+    match root {
+        Some(root) => format!("Local root ({what}): {}.", root.display()),
+        None => format!("Local root ({what}): the daemon's default."),
+    }
+}
+
+/// The instructions' paragraphs, each with the tools it names: a paragraph is left out when
+/// one of them is not exposed.
+const PARAGRAPHS: &[(&str, &[&str])] = &[
+    (
+        "1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers \
+         `session_id` and `session_key` (shown only once): pass both to the session's tools. \
+         2) Work. 3) `disconnect` when done; `session_list` lists sessions.",
+        &["connect", "disconnect", "session_list"],
+    ),
+    (
+        "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`); \
+         `ok: true` means it ran: read `exit_code` (or `timed_out`).",
+        &["exec"],
+    ),
+    (
+        "`sudo_exec` runs one as root where sudo needs no password.",
+        &["sudo_exec"],
+    ),
+    (
+        "Slow work (clients often give up on a call after a minute): `exec` with \
+         `handoff_after`, or `command_start`, then `command_status` (`command_kill` stops it).",
+        &["exec", "command_start", "command_status", "command_kill"],
+    ),
+    (
+        "`task_launch` starts a process that outlives the session (`task_status`, \
+         `task_kill`).",
+        &["task_launch", "task_status", "task_kill"],
+    ),
+    (
+        "Read files with `stat`, `list_directory`, `read_file_range`, not `cat`.",
+        &["stat", "list_directory", "read_file_range"],
+    ),
+    (
+        "Change them with `write_file`, `edit_file`, `make_directory`, `copy_path`, \
+         `move_path`, `remove_path`, not `echo` or `sed -i`.",
+        &[
+            "write_file",
+            "edit_file",
+            "make_directory",
+            "copy_path",
+            "move_path",
+            "remove_path",
+        ],
+    ),
+    (
+        "`download_start` / `upload_start` copy files between the host and the local root in \
+         the background (`transfer_status`).",
+        &["download_start", "upload_start", "transfer_status"],
+    ),
+    (
+        "`forward_start` forwards a port between this machine and the host.",
+        &["forward_start"],
+    ),
+];
+
+/// What every agent needs to know of failures and limits, whatever tools it has.
+const ERRORS: &str = "Failures (`ok: false`) carry a stable `error.code` to act on: \
+    `session_not_found` / `invalid_session_key` (wrong id or key; a lost key: `disconnect` the \
+    session, no key needed, and connect again), `session_not_ready` (retry shortly), \
+    `connection_lost` (disconnect, connect again), `channels_busy` (nothing ran: retry once \
+    other work ends), `policy_denied` (the user forbids it on that host: do not work around \
+    it, ask the user).\n\
+    Limits (defaults): one session per server; 7 commands or transfers at once per session; \
+    `timeout` 60 s; each answer keeps 64 KiB of each output stream.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
@@ -123,5 +197,67 @@ impl ServerHandler for Shim {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("sshmcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toolset;
+
+    fn shim(tools: Option<&str>) -> Shim {
+        let paths = sshmcp_proto::paths::RuntimePaths::resolve(Some("/run/sshmcp-test".into()));
+        let root = PathBuf::from("/home/someone-with-a-long-name/projects/agents/sshmcp-files");
+        Shim::new(
+            DaemonLink::new(paths),
+            Some(root),
+            &toolset::select(tools).unwrap(),
+        )
+    }
+
+    #[test]
+    fn the_groups_hold_every_tool_the_routers_serve() {
+        let served: BTreeSet<String> = Shim::every_tool()
+            .map
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        let grouped: BTreeSet<String> = toolset::select(None)
+            .unwrap()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert_eq!(served, grouped);
+    }
+
+    /// Clients cut the instructions at 2,048 bytes: all of them fit, and the local root comes
+    /// within the first 400.
+    #[test]
+    fn the_instructions_fit_a_client_and_say_the_local_root_first() {
+        let text = shim(None).instructions();
+        assert!(text.len() <= 2048, "{} bytes: {text}", text.len());
+        let root = text.find("/home/someone-with-a-long-name").unwrap();
+        assert!(root < 400, "the root at byte {root}");
+    }
+
+    #[test]
+    fn the_instructions_name_only_exposed_tools() {
+        let text = shim(Some("exec,inspect")).instructions();
+        let quoted: Vec<&str> = text.split('`').skip(1).step_by(2).collect();
+        for hidden in ["sudo_exec", "command_start", "write_file", "download_start"] {
+            assert!(!quoted.contains(&hidden), "{hidden}: {text}");
+        }
+        assert!(text.contains("`exec` runs one"), "{text}");
+        assert!(text.contains("`read_file_range`"), "{text}");
+    }
+
+    #[test]
+    fn tools_with_a_local_path_name_the_local_root() {
+        let shim = shim(None);
+        let upload = shim.tool_router.get("upload_start").unwrap();
+        let described = upload.description.as_deref().unwrap();
+        assert!(described.ends_with("sshmcp-files."), "{described}");
+        let exec = shim.tool_router.get("exec").unwrap();
+        assert!(!exec.description.as_deref().unwrap().contains("Local root"));
     }
 }

@@ -90,9 +90,40 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
     }
     let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
     assert!(instructions.contains("session_key"));
+    // Clients cut each description and the instructions at 2,048 bytes; the local root comes
+    // first, as a client that cuts anything keeps it.
+    let root = env.local_root.display().to_string();
+    let at = instructions
+        .find(&root)
+        .expect("the instructions name the local root");
+    assert!(at < 400, "the local root at byte {at}: {instructions}");
+    assert!(instructions.len() <= 2048, "{} bytes", instructions.len());
+    for tool in &tools {
+        let described = tool["description"].as_str().unwrap();
+        assert!(
+            described.len() <= 2048,
+            "{}: {} bytes",
+            tool["name"],
+            described.len()
+        );
+    }
+    // What the model is shown (no output schemas) and the whole list, in compact JSON.
+    let shown: Vec<serde_json::Value> = tools
+        .iter()
+        .map(|tool| {
+            let mut tool = tool.clone();
+            tool.as_object_mut().unwrap().remove("outputSchema");
+            tool
+        })
+        .collect();
+    let (shown, whole) = (
+        json!(shown).to_string().len(),
+        json!(tools).to_string().len(),
+    );
+    eprintln!("tools/list: {whole} bytes, {shown} bytes without output schemas");
     assert!(
-        instructions.contains(&env.local_root.display().to_string()),
-        "{instructions}"
+        shown <= 58_000 && whole <= 136_000,
+        "tools/list grew: {whole} / {shown}"
     );
     // Every tool the instructions name in backquotes exists (or is a field or a state).
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -105,6 +136,8 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "session_key",
         "cwd",
         "cd",
+        "local_path",
+        "channels_busy",
         "timeout",
         "connection_lost",
         "invalid_session_key",
@@ -143,6 +176,63 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
     }
     assert!(!instructions.contains("doctor"), "{instructions}");
     mcp.close().await;
+}
+
+/// `--tools` exposes only the chosen groups and tools, and the session tools always; the
+/// instructions name only what is exposed; a hidden tool cannot be called; an unknown word
+/// stops the shim before it serves, naming the groups.
+#[tokio::test]
+async fn the_tools_flag_exposes_only_the_chosen_tools() {
+    let env = TestEnv::new();
+    let mcp = env.mcp_with_args(&["--tools", "inspect,exec"]).await;
+    let tools = mcp.list_tools().await;
+    let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let expected = [
+        "connect",
+        "disconnect",
+        "exec",
+        "list_directory",
+        "read_file_range",
+        "session_list",
+        "stat",
+    ];
+    assert_eq!(names, expected);
+    let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
+    for word in instructions.split('`').skip(1).step_by(2) {
+        let hidden = ["sudo_exec", "command_start", "write_file", "download_start"];
+        assert!(!hidden.contains(&word), "{word}: {instructions}");
+    }
+    let s = crate::connect(&mcp).await;
+    let r = exec(&mcp, &s, "echo exposed", json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let args = json!({"session_id": s.0, "session_key": s.1, "path": "/tmp/x", "content": ""});
+    let (_, rx) = mcp
+        .start_request(
+            "tools/call",
+            json!({"name": "write_file", "arguments": args}),
+        )
+        .await;
+    let refused = sshmcp_tests::mcp::wait_answer(rx).await;
+    assert!(refused["error"]["message"].is_string(), "{refused}");
+    mcp.close().await;
+    let mcp = env.mcp_with_args(&["--tools", "read-only"]).await;
+    let tools = mcp.list_tools().await;
+    let read_only = sshmcp_proto::policy::READ_ONLY_TOOLS;
+    assert!(
+        tools
+            .iter()
+            .all(|t| read_only.contains(&t["name"].as_str().unwrap()))
+    );
+    assert_eq!(tools.len(), read_only.len());
+    mcp.close().await;
+    let out = env.mcp_refusing(&["--tools", "files,shell"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{said}");
+    assert!(
+        said.contains("`shell` is neither a tool nor a group"),
+        "{said}"
+    );
 }
 
 #[tokio::test]
@@ -235,7 +325,12 @@ async fn tools_list_snapshot() {
     let mcp = env.mcp().await;
     let mut tools = mcp.list_tools().await;
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let live = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+    // The tools that take a `local_path` name this test's local root, a temporary directory.
+    let root = env.local_root.display().to_string();
+    let live = serde_json::to_string_pretty(&tools)
+        .unwrap()
+        .replace(&root, "<local root>")
+        + "\n";
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/tools_list.json");
     if std::env::var_os("SSHMCP_UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(path, &live).unwrap();

@@ -114,12 +114,34 @@ impl TestEnv {
     /// Starts `sshmcp-mcp` with exactly `vars` for its environment, as a launcher that passes
     /// little of the user's environment starts it.
     pub async fn mcp_with_env(&self, vars: &[(String, String)]) -> McpClient {
+        self.mcp_started(vars, &[]).await
+    }
+
+    /// Starts `sshmcp-mcp` with the flags `args`, as a person's MCP client config passes them.
+    pub async fn mcp_with_args(&self, args: &[&str]) -> McpClient {
+        self.mcp_started(&self.env_vars(), args).await
+    }
+
+    async fn mcp_started(&self, vars: &[(String, String)], args: &[&str]) -> McpClient {
         let mut argv = match &self.netns {
             Some(pair) => NetnsPair::exec_in(&pair.client_ns),
             None => Vec::new(),
         };
         argv.push(bins::path("sshmcp-mcp").display().to_string());
+        argv.extend(args.iter().map(|arg| arg.to_string()));
         McpClient::start(&argv, vars, &self.logs_dir(), self.issued_keys.clone()).await
+    }
+
+    /// Runs `sshmcp-mcp` with the flags `args` and no MCP client, to completion: for flags it
+    /// refuses before serving.
+    pub fn mcp_refusing(&self, args: &[&str]) -> Output {
+        Command::new(bins::path("sshmcp-mcp"))
+            .args(args)
+            .env_clear()
+            .envs(self.env_vars())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run sshmcp-mcp")
     }
 
     /// Runs the `sshmcp` CLI to completion.

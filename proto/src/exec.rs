@@ -114,8 +114,7 @@ pub struct ExecResult {
     pub signal: Option<String>,
     /// Seconds from the call's start to its answer.
     pub duration: f64,
-    /// True when the timeout ended the command (its whole process group was terminated), or
-    /// came while it still waited for a channel (it never ran).
+    /// True when the timeout ended the command (its whole process group was terminated).
     pub timed_out: bool,
     /// The command's standard output as kept.
     pub stdout: StreamOutput,

@@ -97,8 +97,8 @@ pub fn respond_without<T: Serialize>(
     })
 }
 
-/// The answer for a tool body's outcome, its fields trimmed by `trim` first: the result is
-/// encoded once, so output is not copied again for the envelope.
+/// The answer for a tool body's outcome, its fields trimmed by `trim` first, then made lean
+/// (see `lean`): the result is encoded once, so output is not copied again for the envelope.
 pub fn respond_trimmed<T: Serialize>(
     outcome: Result<T, DaemonError>,
     trim: impl FnOnce(&mut JsonObject),
@@ -110,6 +110,7 @@ pub fn respond_trimmed<T: Serialize>(
     match serde_json::to_value(result) {
         Ok(serde_json::Value::Object(mut answer)) => {
             trim(&mut answer);
+            crate::lean::answer(&mut answer);
             answer.insert("ok".into(), true.into());
             CallToolResult::structured(answer.into())
         }
@@ -123,26 +124,7 @@ pub fn respond_trimmed<T: Serialize>(
 
 /// The answer for a tool body's outcome.
 pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult {
-    match outcome {
-        Ok(result) => success(result),
-        Err(e) => failure(e.code, e.message),
-    }
-}
-
-/// A successful answer.
-fn success<T: Serialize>(result: T) -> CallToolResult {
-    let answer: Answer<T> = Answer {
-        ok: true,
-        result: Some(result),
-        error: None,
-    };
-    match serde_json::to_value(answer) {
-        Ok(value) => CallToolResult::structured(value),
-        Err(e) => failure(
-            ErrorCode::InternalError,
-            format!("cannot encode the answer: {e}"),
-        ),
-    }
+    respond_trimmed(outcome, |_| {})
 }
 
 /// A failed answer (`isError: true`).

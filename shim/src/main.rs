@@ -3,9 +3,11 @@
 
 mod answer;
 mod args;
+mod lean;
 mod link;
 mod progress;
 mod server;
+mod slim;
 mod stdio;
 mod tools;
 mod toolset;

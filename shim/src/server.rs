@@ -40,10 +40,17 @@ impl Shim {
             tool_router.remove_route(&name);
         }
         let root = root_sentence(local_root.as_deref());
-        // Clients may drop the instructions: a tool that takes a `local_path` names the root
-        // itself.
         for route in tool_router.map.values_mut() {
             let tool = &mut route.attr;
+            let mut input = (*tool.input_schema).clone();
+            crate::slim::input(&mut input);
+            tool.input_schema = Arc::new(input);
+            if let Some(schema) = &tool.output_schema {
+                let mut schema = (**schema).clone();
+                crate::slim::output(&mut schema);
+                crate::lean::schema(&mut schema);
+                tool.output_schema = Some(Arc::new(schema));
+            }
             if tool
                 .input_schema
                 .get("properties")
@@ -90,7 +97,7 @@ impl Shim {
                 text.push('\n');
             }
         }
-        text.push_str(ERRORS);
+        text.push_str(ANSWERS);
         text
     }
 }
@@ -164,8 +171,9 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// What every agent needs to know of failures and limits, whatever tools it has.
-const ERRORS: &str = "Failures (`ok: false`) carry a stable `error.code` to act on: \
+/// What every agent needs to know of answers, failures and limits, whatever tools it has.
+const ANSWERS: &str = "Answers leave out fields that are null, false or empty. Failures \
+    (`ok: false`) carry a stable `error.code` to act on: \
     `session_not_found` / `invalid_session_key` (wrong id or key; a lost key: `disconnect` the \
     session, no key needed, and connect again), `session_not_ready` (retry shortly), \
     `connection_lost` (disconnect, connect again), `channels_busy` (nothing ran: retry once \

@@ -51,8 +51,13 @@ async def scenario(session, work):
     listed = await call("session_list", {})
     if listed["sessions"][0]["session_id"] != c["session_id"]:
         raise Failed("session_list lacks the session")
+    # Lean answers: a complete UTF-8 stream is its text; a cut one an object. The SDK checks
+    # each answer against the tool's output schema.
     r = await call("exec", {**auth, "command": "echo hi"})
-    if (r["exit_code"], r["stdout"]["data"]) != (0, "hi\n"):
+    if (r["exit_code"], r.get("stdout")) != (0, "hi\n") or "stderr" in r:
+        raise Failed(f"exec: {json.dumps(r)}")
+    r = await call("exec", {**auth, "command": "seq 100000; printf '\\377' >&2"})
+    if not (r["stdout"]["truncated"] and r["stderr"]["encoding"] == "base64"):
         raise Failed(f"exec: {json.dumps(r)}")
     # The test user has no sudo rights: a clear refusal is the expected answer.
     await call("sudo_exec", {**auth, "command": "true"},
@@ -72,6 +77,10 @@ async def scenario(session, work):
     await call("move_path", {**auth, "source": f"{d}/b.txt", "destination": f"{d}/c.txt"})
     h = await call("command_start", {**auth, "command": "sleep 30"})
     await call("command_status", {**auth, "handle_id": h["handle_id"]})
+    q = await call("command_start", {**auth, "command": "echo quick"})
+    done = await call("command_status", {**auth, "handle_id": q["handle_id"], "wait_seconds": 10})
+    if (done["status"], done.get("stdout")) != ("completed", "quick\n"):
+        raise Failed(f"command_status: {json.dumps(done)}")
     await call("command_list", auth)
     k = await call("command_kill", {**auth, "handle_id": h["handle_id"]})
     if k["result"] != "killed":

@@ -180,7 +180,7 @@ async fn the_mcp_inspector_cli_calls_every_tool() {
             ("command", "echo hi")
         ]
     );
-    assert_eq!(r["stdout"]["data"], "hi\n");
+    assert_eq!(crate::text(&r["stdout"]), "hi\n");
     // The test user has no sudo rights: a clear refusal is the expected answer.
     call!(
         "sudo_exec",

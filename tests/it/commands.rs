@@ -57,7 +57,7 @@ async fn kill(mcp: &McpClient, s: &Session, handle: &Value, extra: Value) -> Val
 /// Whether no process whose command line holds `needle` is left on the host.
 async fn none_left(mcp: &McpClient, s: &Session, needle: &str) -> bool {
     let probe = format!("pgrep -f '{needle}' || echo none");
-    exec(mcp, s, &probe, json!({})).await["stdout"]["data"] == "none\n"
+    crate::text(&exec(mcp, s, &probe, json!({})).await["stdout"]) == "none\n"
 }
 
 /// On a server allowing three sessions, two handles running and a third waiting for a
@@ -186,7 +186,7 @@ async fn commands_run_beside_a_handle_on_a_server_with_two_sessions() {
     let handle = start(&mcp, &s, &format!("sleep {secs}")).await;
     for _ in 0..2 {
         let r = exec(&mcp, &s, "echo beside", json!({"timeout": 10})).await;
-        assert_eq!(r["stdout"]["data"], "beside\n", "{r}");
+        assert_eq!(crate::text(&r["stdout"]), "beside\n", "{r}");
     }
     assert!(env.daemon_log_shows("none is kept for kills"));
     killed(&mcp, &s, &handle).await;
@@ -242,7 +242,7 @@ async fn a_handle_in_its_login_counts_as_holding_a_channel() {
         std::fs::remove_file(file).unwrap();
     }
     let r = exec(&mcp, &s, "echo after", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "after\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "after\n", "{r}");
     mcp.close().await;
 }
 
@@ -259,7 +259,7 @@ async fn command_kill_results_on_real_commands() {
         (
             &ended["status"],
             &ended["exit_code"],
-            &ended["stdout"]["data"]
+            &json!(crate::text(&ended["stdout"]))
         ),
         (&json!("completed"), &json!(0), &json!("hi\n")),
         "{ended}"
@@ -267,7 +267,7 @@ async fn command_kill_results_on_real_commands() {
     let k = kill(&mcp, &s, &done["handle_id"], json!({})).await;
     assert_eq!(
         (&k["result"], &k["force_kill_used"], &k["signal"]),
-        (&json!("not_running"), &json!(false), &json!(15)),
+        (&json!("not_running"), &json!(null), &json!(15)),
         "{k}"
     );
     assert_eq!(k["pid"], done["pid"]);
@@ -282,7 +282,7 @@ async fn command_kill_results_on_real_commands() {
     let k = kill(&mcp, &s, &piped["handle_id"], json!({})).await;
     assert_eq!(
         (&k["result"], &k["force_kill_used"]),
-        (&json!("killed"), &json!(false)),
+        (&json!("killed"), &json!(null)),
         "{k}"
     );
     assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
@@ -302,7 +302,7 @@ async fn command_kill_results_on_real_commands() {
     .await;
     assert_eq!(
         (&k["result"], &k["force_kill_used"]),
-        (&json!("failed_to_kill"), &json!(false)),
+        (&json!("failed_to_kill"), &json!(null)),
         "{k}"
     );
     let still = status(&mcp, &s, &stubborn["handle_id"], json!({})).await;
@@ -450,7 +450,7 @@ async fn incremental_reads_reassemble_a_50_mib_output() {
         assert_eq!(r["ok"], true, "{r}");
         let out = &r["stdout"];
         assert_eq!(out["offset"], offset);
-        assert_eq!(out["encoding"], "utf-8");
+        assert_eq!(out["encoding"], json!(null), "utf-8 goes without saying");
         got.push_str(out["data"].as_str().unwrap());
         offset = out["next_offset"].as_u64().unwrap();
         if r["status"] != "running" && offset == out["total_bytes"].as_u64().unwrap() {
@@ -458,7 +458,7 @@ async fn incremental_reads_reassemble_a_50_mib_output() {
                 (&r["status"], &r["exit_code"]),
                 (&json!("completed"), &json!(0))
             );
-            assert_eq!(r["stderr"]["data"], "tail\n");
+            assert_eq!(crate::text(&r["stderr"]), "tail\n");
             break;
         }
     }
@@ -466,7 +466,7 @@ async fn incremental_reads_reassemble_a_50_mib_output() {
     assert!(got == expected, "the reassembled output differs");
     // Without an offset: the tail.
     let tail = status(&mcp, &s, &h["handle_id"], json!({"max_bytes": 8})).await;
-    assert_eq!(tail["stdout"]["data"], "6999999\n7000000\n"[8..]);
+    assert_eq!(crate::text(&tail["stdout"]), &"6999999\n7000000\n"[8..]);
     mcp.close().await;
 }
 
@@ -487,7 +487,8 @@ async fn bounds_that_cut_inside_characters_keep_the_text() {
         let r = status(&mcp, &s, &h["handle_id"], json!({"stdout_offset": offset})).await;
         let out = &r["stdout"];
         assert_eq!(
-            out["encoding"], "utf-8",
+            out["encoding"],
+            json!(null),
             "at {offset}: {}",
             out["next_offset"]
         );
@@ -498,7 +499,10 @@ async fn bounds_that_cut_inside_characters_keep_the_text() {
     let args = json!({"stdout_offset": 3, "max_bytes": 4});
     let r = status(&mcp, &s, &h["handle_id"], args).await;
     assert_eq!(
-        (&r["stdout"]["data"], &r["stdout"]["next_offset"]),
+        (
+            &json!(crate::text(&r["stdout"])),
+            &r["stdout"]["next_offset"]
+        ),
         (&json!("━"), &json!(6)),
         "{}",
         r["stdout"]
@@ -506,7 +510,7 @@ async fn bounds_that_cut_inside_characters_keep_the_text() {
     let r = exec(&mcp, &s, print, json!({})).await;
     assert_eq!(
         (&r["stdout"]["encoding"], &r["stdout"]["truncated"]),
-        (&json!("utf-8"), &json!(true)),
+        (&json!(null), &json!(true)),
         "{}",
         r["stdout"]["omitted"]
     );
@@ -521,7 +525,7 @@ async fn bounds_that_cut_inside_characters_keep_the_text() {
     .await;
     assert_eq!(
         (&r["encoding"], &r["bytes_read"], &r["eof"]),
-        (&json!("utf-8"), &json!(65_535), &json!(false)),
+        (&json!(null), &json!(65_535), &json!(null)),
         "{}",
         r["bytes_read"]
     );
@@ -544,8 +548,8 @@ async fn exec_hands_off_without_losing_a_byte() {
     );
     assert!(r["pid"].as_u64().unwrap() > 1, "{r}");
     assert_eq!(r["exit_code"], json!(null));
-    let mut out = r["stdout"]["data"].as_str().unwrap().to_string();
-    let mut err = r["stderr"]["data"].as_str().unwrap().to_string();
+    let mut out = crate::text(&r["stdout"]).to_string();
+    let mut err = crate::text(&r["stderr"]).to_string();
     assert!(out.starts_with("line 1\n"), "{r}");
     let (mut o, mut e) = (
         r["stdout"]["next_offset"].clone(),
@@ -564,8 +568,8 @@ async fn exec_hands_off_without_losing_a_byte() {
             json!({"stdout_offset": o, "stderr_offset": e, "wait_seconds": 10}),
         )
         .await;
-        out.push_str(st["stdout"]["data"].as_str().unwrap());
-        err.push_str(st["stderr"]["data"].as_str().unwrap());
+        out.push_str(crate::text(&st["stdout"]));
+        err.push_str(crate::text(&st["stderr"]));
         (o, e) = (
             st["stdout"]["next_offset"].clone(),
             st["stderr"]["next_offset"].clone(),
@@ -604,7 +608,7 @@ async fn exec_hands_off_without_losing_a_byte() {
     assert_eq!(std::fs::read_to_string(&spool).unwrap(), "a\nb\n");
     // Quick enough: an ordinary answer, with no hand-off fields at all.
     let quick = exec(&mcp, &s, "echo quick", json!({"handoff_after": 5})).await;
-    assert_eq!(quick["stdout"]["data"], "quick\n");
+    assert_eq!(crate::text(&quick["stdout"]), "quick\n");
     for absent in ["handed_off", "handle_id", "pid"] {
         assert!(quick.get(absent).is_none(), "{quick}");
     }
@@ -758,7 +762,7 @@ async fn a_command_whose_login_shell_hangs_never_runs() {
         json!({}),
     )
     .await;
-    assert_eq!(ran["stdout"]["data"], "never\n", "{ran}");
+    assert_eq!(crate::text(&ran["stdout"]), "never\n", "{ran}");
     mcp.close().await;
 }
 
@@ -782,8 +786,13 @@ async fn a_stream_past_the_spool_cap_is_kept_truncated_and_paging_ends() {
         "{r}"
     );
     let r = status(&mcp, &s, &h["handle_id"], json!({"stdout_offset": 0})).await;
-    assert_eq!(r["stdout"]["data"], full[..1000], "{r}");
-    assert_eq!(r["stdout"]["next_offset"], 1000);
+    // The ended handle's chunk holds all that was kept: no offsets, still marked cut.
+    assert_eq!(crate::text(&r["stdout"]), &full[..1000], "{r}");
+    assert_eq!(
+        (&r["stdout"]["truncated"], &r["stdout"]["next_offset"]),
+        (&json!(true), &json!(null)),
+        "{r}"
+    );
     mcp.close().await;
 }
 
@@ -860,7 +869,7 @@ async fn a_handle_whose_master_died_is_lost() {
     .unwrap();
     let r = until_ended(&mcp, &s, &h["handle_id"]).await;
     assert_eq!(r["status"], "lost", "{r}");
-    assert_eq!(r["stdout"]["data"], "before\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "before\n", "{r}");
     // The command itself outlived its connection (nothing could reach it): end it.
     let (watcher, w) = connect_watcher(&env).await;
     exec(&watcher, &w, &format!("pkill -f 'sleep {secs}'"), json!({})).await;
@@ -885,7 +894,7 @@ async fn a_kill_through_a_stopped_master_is_an_error_then_works() {
     signal(master, Signal::SIGCONT).unwrap();
     assert_eq!(
         (&k["result"], &k["force_kill_used"]),
-        (&json!("error"), &json!(false)),
+        (&json!("error"), &json!(null)),
         "{k}"
     );
     assert_eq!(
@@ -973,7 +982,11 @@ async fn a_chatty_login_shell_leaves_handles_clean() {
     let h = start(&mcp, &s, "echo out; echo err >&2").await;
     let r = until_ended(&mcp, &s, &h["handle_id"]).await;
     assert_eq!(
-        (&r["stdout"]["data"], &r["stderr"]["data"], &r["exit_code"]),
+        (
+            &json!(crate::text(&r["stdout"])),
+            &json!(crate::text(&r["stderr"])),
+            &r["exit_code"]
+        ),
         (&json!("out\n"), &json!("err\n"), &json!(0)),
         "{r}"
     );
@@ -985,7 +998,7 @@ async fn a_chatty_login_shell_leaves_handles_clean() {
     )
     .await;
     assert_eq!(
-        (&r["handed_off"], &r["stdout"]["data"]),
+        (&r["handed_off"], &json!(crate::text(&r["stdout"]))),
         (&json!(true), &json!("a\n")),
         "{r}"
     );
@@ -998,7 +1011,7 @@ async fn a_chatty_login_shell_leaves_handles_clean() {
     )
     .await;
     assert_eq!(
-        (&st["status"], &rest["stdout"]["data"]),
+        (&st["status"], &json!(crate::text(&rest["stdout"]))),
         (&json!("completed"), &json!("b\n")),
         "{rest}"
     );

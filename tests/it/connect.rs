@@ -279,7 +279,7 @@ async fn two_shims_share_one_daemon_and_one_session() {
     let b = env.mcp().await;
     let s = connect(&a).await;
     let r = exec(&b, &s, "echo from-b", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "from-b\n");
+    assert_eq!(crate::text(&r["stdout"]), "from-b\n");
     let list = b.call("session_list", json!({})).await;
     assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
     assert!(
@@ -302,7 +302,7 @@ async fn a_session_outlives_the_shim_that_opened_it() {
     assert!(table.contains(&s.0) && table.contains("ready"), "{table}");
     let second = env.mcp().await;
     let r = exec(&second, &s, "echo still-here", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "still-here\n");
+    assert_eq!(crate::text(&r["stdout"]), "still-here\n");
     let out = env.cli(&["disconnect", &s.0]);
     assert!(
         out.status.success(),
@@ -409,7 +409,7 @@ async fn a_dead_link_makes_the_session_lost() {
     assert_eq!(r["ok"], true, "{r}");
     let s = sshmcp_tests::mcp::session_of(&r);
     let r = exec(&mcp, &s, "echo across", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "across\n");
+    assert_eq!(crate::text(&r["stdout"]), "across\n");
     env.netns.as_ref().unwrap().set_link(false);
     let lost = first_session_until(&mcp, |row| row["state"] == "lost").await;
     assert!(lost, "the session never became lost");

@@ -7,18 +7,43 @@ use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::{code, connected, connected_with, exec, exec_all, remote_out, remote_until};
 
+/// Lean answers (contract section 0): `printf hi` answers in at most 80 bytes of JSON, its
+/// stdout the text itself; an empty stream and fields at their defaults are left out.
+#[tokio::test]
+async fn a_short_command_answers_in_at_most_80_bytes() {
+    let (_env, mcp, s) = connected().await;
+    let r = exec(&mcp, &s, "printf hi", json!({})).await;
+    let size = r.to_string().len();
+    eprintln!("exec printf hi: {size} bytes: {r}");
+    assert!(size <= 80, "{size} bytes: {r}");
+    let fields: Vec<&String> = r.as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["duration", "exit_code", "ok", "stdout"], "{r}");
+    assert_eq!((&r["exit_code"], &r["stdout"]), (&json!(0), &json!("hi")));
+    let millis = r["duration"].as_f64().unwrap() * 1000.0;
+    assert!(
+        (millis - millis.round()).abs() < 1e-6,
+        "rounded to the ms: {r}"
+    );
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn splits_streams_and_reports_exit_code() {
     let (_env, mcp, s) = connected().await;
     let r = exec(&mcp, &s, "echo out; echo err >&2; exit 3", json!({})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["exit_code"], 3);
-    assert_eq!(r["signal"], json!(null));
-    assert_eq!(r["timed_out"], false);
-    assert_eq!(r["stdout"]["data"], "out\n");
-    assert_eq!(r["stderr"]["data"], "err\n");
-    assert_eq!(r["stdout"]["encoding"], "utf-8");
-    assert_eq!(r["stdout"]["total_bytes"], 4);
+    // Lean: no signal, no timeout, each complete stream as its text.
+    let fields: Vec<&String> = r.as_object().unwrap().keys().collect();
+    assert_eq!(
+        fields,
+        ["duration", "exit_code", "ok", "stderr", "stdout"],
+        "{r}"
+    );
+    assert_eq!(
+        (&r["stdout"], &r["stderr"]),
+        (&json!("out\n"), &json!("err\n"))
+    );
     assert!(r["duration"].as_f64().unwrap() > 0.0);
     mcp.close().await;
 }
@@ -48,7 +73,7 @@ async fn signals_are_named_and_exits_above_128_stay_exits() {
             (&exit_code, &signal),
             "{command}: {r}"
         );
-        assert_eq!(r["stderr"]["data"], "", "{command}: {r}");
+        assert_eq!(crate::text(&r["stderr"]), "", "{command}: {r}");
     }
     // A child a signal ended is the shell's business: it goes on, says so (dash, the test
     // host's /bin/sh), and exits 137.
@@ -58,11 +83,11 @@ async fn signals_are_named_and_exits_above_128_stay_exits() {
         (&json!(137), &json!(null)),
         "{r}"
     );
-    assert_eq!(r["stderr"]["data"], "Killed\n", "{r}");
+    assert_eq!(crate::text(&r["stderr"]), "Killed\n", "{r}");
     let r = exec(&mcp, &s, "echo before; kill -USR1 $$", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "before\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "before\n", "{r}");
     assert_eq!(
-        exec(&mcp, &s, "echo next", json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, "echo next", json!({})).await["stdout"]),
         "next\n"
     );
     mcp.close().await;
@@ -77,7 +102,7 @@ async fn runs_as_the_session_user_in_posix_sh_with_empty_stdin() {
         "id -un; cat; echo \"[$BASH_VERSION]\"; [ -e /dev/fd/3 ] && echo fd3 || echo no-fd3";
     let r = exec(&mcp, &s, command, json!({})).await;
     assert_eq!(
-        r["stdout"]["data"],
+        crate::text(&r["stdout"]),
         format!("{}\n[]\nno-fd3\n", env.sshd.user)
     );
     mcp.close().await;
@@ -87,9 +112,9 @@ async fn runs_as_the_session_user_in_posix_sh_with_empty_stdin() {
 async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
     let (_env, mcp, s) = connected().await;
     let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
-    assert_eq!(r["stdout"]["data"], "/tmp\n");
+    assert_eq!(crate::text(&r["stdout"]), "/tmp\n");
     let r = exec(&mcp, &s, "pwd", json!({})).await;
-    assert_ne!(r["stdout"]["data"], "/tmp\n", "cwd must not persist");
+    assert_ne!(crate::text(&r["stdout"]), "/tmp\n", "cwd must not persist");
     let r = exec(
         &mcp,
         &s,
@@ -99,11 +124,11 @@ async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
     .await;
     assert_eq!(r["exit_code"], 0);
     let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp a'b"})).await;
-    assert_eq!(r["stdout"]["data"], "/tmp/sshmcp a'b\n");
+    assert_eq!(crate::text(&r["stdout"]), "/tmp/sshmcp a'b\n");
     let r = exec(&mcp, &s, "mkdir -p '/tmp/sshmcp\nnl'", json!({})).await;
     assert_eq!(r["exit_code"], 0);
     let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp\nnl"})).await;
-    assert_eq!(r["stdout"]["data"], "/tmp/sshmcp\nnl\n");
+    assert_eq!(crate::text(&r["stdout"]), "/tmp/sshmcp\nnl\n");
     let r = exec(&mcp, &s, "echo ran", json!({"cwd": "/no/such/dir"})).await;
     assert_eq!(code(&r), "remote_path_not_found");
     // `-` is a directory of that name, never `cd -`'s previous directory.
@@ -111,7 +136,7 @@ async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     exec(&mcp, &s, "mkdir -p ./-", json!({})).await;
     let r = exec(&mcp, &s, "pwd", json!({"cwd": "-"})).await;
-    let pwd = r["stdout"]["data"].as_str().unwrap();
+    let pwd = crate::text(&r["stdout"]);
     assert!(pwd.ends_with("/-\n"), "{r}");
     exec(&mcp, &s, "rmdir ./-", json!({})).await;
     mcp.close().await;
@@ -125,7 +150,7 @@ async fn comments_alone_run_and_an_empty_command_is_refused() {
     for command in ["# nothing to do", "\n\n# two\n"] {
         let r = exec(&mcp, &s, command, json!({})).await;
         assert_eq!(
-            (&r["exit_code"], &r["stderr"]["data"]),
+            (&r["exit_code"], &json!(crate::text(&r["stderr"]))),
             (&json!(0), &json!("")),
             "{command:?}: {r}"
         );
@@ -142,7 +167,7 @@ async fn command_text_reaches_sh_unchanged() {
     let (_env, mcp, s) = connected().await;
     let command = "printf '%s|' \"a  b\" '$HOME' \"it's\" '!x' '\\n'; echo";
     let r = exec(&mcp, &s, command, json!({})).await;
-    assert_eq!(r["stdout"]["data"], "a  b|$HOME|it's|!x|\\n|\n");
+    assert_eq!(crate::text(&r["stdout"]), "a  b|$HOME|it's|!x|\\n|\n");
     mcp.close().await;
 }
 
@@ -157,9 +182,8 @@ async fn binary_output_is_base64_and_text_stays_text() {
     )
     .await;
     assert_eq!(r["stdout"]["encoding"], "base64");
-    assert_eq!(r["stdout"]["data"], "/wBB");
-    assert_eq!(r["stderr"]["encoding"], "utf-8");
-    assert_eq!(r["stderr"]["data"], "hé");
+    assert_eq!(crate::text(&r["stdout"]), "/wBB");
+    assert_eq!(r["stderr"], "hé", "UTF-8 is text: {r}");
     mcp.close().await;
 }
 
@@ -177,7 +201,8 @@ async fn timeout_terminates_the_remote_process_group() {
     let probe = format!("pgrep -f 'sleep ({inner}|{outer})' || echo none");
     let left = exec(&mcp, &s, &probe, json!({})).await;
     assert_eq!(
-        left["stdout"]["data"], "none\n",
+        crate::text(&left["stdout"]),
+        "none\n",
         "the whole group must be gone"
     );
     mcp.close().await;
@@ -214,7 +239,10 @@ async fn twelve_concurrent_execs_beyond_max_sessions_all_succeed_on_one_connecti
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
         assert_eq!(r["ok"], true, "{r}");
         assert_eq!(r["exit_code"], 0, "{r}");
-        assert_eq!(r["stdout"]["data"], format!("{} {i}\n", env.sshd.user));
+        assert_eq!(
+            crate::text(&r["stdout"]),
+            format!("{} {i}\n", env.sshd.user)
+        );
         // A queued call starts when a channel frees (about 0.5 s), not when an idle channel
         // that kept its slot closes (5 s).
         assert!(r["duration"].as_f64().unwrap() < 4.0, "{r}");
@@ -310,7 +338,7 @@ async fn refusals_near_a_low_max_sessions_are_retried_not_surfaced() {
     let (env, mcp, s) = connected_with(&SshdOptions::allowing_sessions(2), &[]).await;
     let commands: Vec<String> = (0..8).map(|i| format!("sleep 0.2; echo {i}")).collect();
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
-        assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
+        assert_eq!(crate::text(&r["stdout"]), format!("{i}\n"), "{r}");
     }
     assert!(
         env.sshd.log_text().contains("no more sessions"),
@@ -330,7 +358,7 @@ async fn waiting_for_a_channel_asks_the_server_a_few_times_a_second() {
     let started = std::time::Instant::now();
     let commands: Vec<String> = (0..4).map(|i| format!("sleep 4; echo {i}")).collect();
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
-        assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
+        assert_eq!(crate::text(&r["stdout"]), format!("{i}\n"), "{r}");
     }
     let seconds = started.elapsed().as_secs_f64();
     let refused = refusals() - before;
@@ -367,10 +395,10 @@ async fn commands_run_in_sh_whatever_the_login_shell() {
         json!({}),
     )
     .await;
-    assert_eq!(r["stdout"]["data"], "/usr/bin/tcsh\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "/usr/bin/tcsh\n", "{r}");
     let command = "x='!$ \"q\" `b`'; for w in a 'b c'; do printf '%s|' \"$w\"; done; echo \"$x\"";
     let r = exec(&mcp, &s, command, json!({"cwd": "/tmp"})).await;
-    assert_eq!(r["stdout"]["data"], "a|b c|!$ \"q\" `b`\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "a|b c|!$ \"q\" `b`\n", "{r}");
     mcp.close().await;
 }
 
@@ -425,7 +453,7 @@ async fn spool_files_are_capped_and_removed_when_the_call_fails() {
     // `head -c N` prints exactly N bytes.
     let r = exec(&mcp, &s, "yes | head -c 1000", spool.clone()).await;
     let path = r["stdout"]["spool_path"].as_str().unwrap().to_string();
-    assert_eq!(r["stdout"]["spool_truncated"], false, "{r}");
+    assert_eq!(r["stdout"]["spool_truncated"], json!(null), "{r}");
     assert_eq!(std::fs::read(&path).unwrap().len(), 1000);
     let r = exec(&mcp, &s, "yes | head -c 1001", spool.clone()).await;
     let path = r["stdout"]["spool_path"].as_str().unwrap().to_string();
@@ -435,7 +463,7 @@ async fn spool_files_are_capped_and_removed_when_the_call_fails() {
         "the answer still counts all"
     );
     assert_eq!(std::fs::read(&path).unwrap().len(), 1000);
-    assert_eq!(r["stderr"]["spool_truncated"], false);
+    assert_eq!(r["stderr"]["spool_truncated"], json!(null));
 
     let dir = env.local_root.join(".sshmcp/spool").join(&s.0);
     let files = || std::fs::read_dir(&dir).unwrap().count();
@@ -554,7 +582,7 @@ async fn commands_side_by_side_all_run_on_a_server_with_one_session() {
     let (env, mcp, s) = connected_with(&opts, &[]).await;
     let commands: Vec<String> = (0..3).map(|i| format!("sleep 0.2; echo {i}")).collect();
     for (i, r) in exec_all(&mcp, &s, &commands).await.iter().enumerate() {
-        assert_eq!(r["stdout"]["data"], format!("{i}\n"), "{r}");
+        assert_eq!(crate::text(&r["stdout"]), format!("{i}\n"), "{r}");
     }
     assert!(env.daemon_log_shows("none is kept for kills"));
     assert_eq!(remote_out(&mcp, &s, "echo still").await, "still\n");
@@ -582,7 +610,7 @@ async fn output_written_while_a_channel_waits_keeps_the_next_command_off_it() {
         wait(&go2)
     );
     let r = exec(&mcp, &s, &escape, json!({})).await;
-    assert_eq!(r["stdout"]["data"], "started\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "started\n", "{r}");
     exec(&watcher, &w, &format!("touch {go1}"), json!({})).await;
     let probe = format!("[ -e {done1} ] && echo yes || echo no");
     assert!(
@@ -591,7 +619,7 @@ async fn output_written_while_a_channel_waits_keeps_the_next_command_off_it() {
     );
     let next = format!("touch {go2}; {}; echo next", wait(&done2));
     let r = exec(&mcp, &s, &next, json!({"timeout": 20})).await;
-    assert_eq!(r["stdout"]["data"], "next\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "next\n", "{r}");
     exec(
         &watcher,
         &w,

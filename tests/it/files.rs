@@ -72,7 +72,7 @@ async fn write_file_writes_whole_files_and_replaces_only_when_asked() {
         json!({"path": path, "content": "bye\n", "overwrite": true}),
     )
     .await;
-    assert_eq!(r["created"], false, "{r}");
+    assert_eq!(r["created"], json!(null), "{r}");
     let there = remote_out(&mcp, &s, &format!("cat {path}; stat -c %a {path}")).await;
     assert_eq!(there, "bye\n640\n");
     // A mode asked for, and missing directories made only when asked.
@@ -154,7 +154,7 @@ async fn a_stale_hash_is_refused_and_the_other_writers_content_stays() {
     .await;
     assert_eq!(
         (&r["ok"], &r["created"]),
-        (&json!(true), &json!(false)),
+        (&json!(true), &json!(null)),
         "{r}"
     );
     assert_eq!(remote_out(&mcp, &s, &format!("cat {path}")).await, "v3\n");
@@ -258,7 +258,7 @@ async fn a_reader_never_sees_a_third_content_during_rewrites() {
         json!({"handle_id": h["handle_id"], "wait_seconds": 60}),
     )
     .await;
-    let out = r["stdout"]["data"].as_str().unwrap();
+    let out = crate::text(&r["stdout"]);
     assert!(
         out.starts_with("reads ") && !out.contains("third") && out != "reads 0\n",
         "{r}"
@@ -661,7 +661,8 @@ async fn housekeeping_tools_take_every_name_literally() {
         )
         .await;
         assert_eq!(
-            r["changed"], false,
+            r["changed"],
+            json!(null),
             "an existing directory is no change: {r}"
         );
         // A file inside, copied, then moved, then removed with its directory.
@@ -893,7 +894,7 @@ async fn ownership_is_kept_or_the_file_is_not_replaced() {
         json!({"path": shared, "content": "two\n", "overwrite": true}),
     )
     .await;
-    assert_eq!(r["created"], false, "{r}");
+    assert_eq!(r["created"], json!(null), "{r}");
     let r = edit(
         &mcp,
         &s,

@@ -162,7 +162,8 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     .await;
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(
-        r["stdout"]["data"], "handed over\n",
+        crate::text(&r["stdout"]),
+        "handed over\n",
         "the output files stayed"
     );
     mcp.close().await;
@@ -324,14 +325,15 @@ async fn command_handles_outlive_a_crash_the_interrupted_one_says_lost() {
     assert_eq!(r["status"], "lost", "{r}");
     assert_eq!(r["pid"], cut["pid"]);
     assert_eq!(
-        r["stdout"]["data"], "before\n",
+        crate::text(&r["stdout"]),
+        "before\n",
         "output until the crash kept"
     );
     assert!(r["ended_at"].is_string());
     let r = status(done_id.clone()).await;
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["exit_code"], 0);
-    assert_eq!(r["stdout"]["data"], "finished\n");
+    assert_eq!(crate::text(&r["stdout"]), "finished\n");
     // An ended handle's group was seen empty: nothing is ever sent to that number again.
     let r = on_session(&mcp, &s, "command_kill", json!({"handle_id": done_id})).await;
     assert_eq!(r["result"], "not_running", "{r}");
@@ -395,7 +397,7 @@ async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
     );
     drop(pending);
     let r = exec(&mcp, &s, "echo after", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "after\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "after\n", "{r}");
     assert_eq!(sessions(&mcp).await[0]["active_commands"], 0);
     mcp.close().await;
 }
@@ -421,7 +423,7 @@ async fn after_two_crashes_with_every_channel_busy_exec_runs_within_its_timeout(
         drop(pending);
     }
     let r = exec(&mcp, &s, "echo alive", json!({"timeout": 20})).await;
-    assert_eq!(r["stdout"]["data"], "alive\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "alive\n", "{r}");
     mcp.close().await;
 }
 

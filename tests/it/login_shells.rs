@@ -29,10 +29,7 @@ async fn chatty_with(
 }
 
 fn streams(r: &Value) -> (&str, &str) {
-    (
-        r["stdout"]["data"].as_str().unwrap(),
-        r["stderr"]["data"].as_str().unwrap(),
-    )
+    (crate::text(&r["stdout"]), crate::text(&r["stderr"]))
 }
 
 /// The same checks for both login shells: exact streams and status, a timeout within a second
@@ -41,8 +38,11 @@ async fn behaves_exactly(kind: Chatty) {
     let (_env, mcp, s) = chatty(kind).await;
     let r = exec(&mcp, &s, "echo out; echo err >&2; exit 3", json!({})).await;
     assert_eq!(r["exit_code"], 3, "{r}");
-    assert_eq!(streams(&r), ("out\n", "err\n"), "{r}");
-    assert_eq!(r["stdout"]["total_bytes"], 4);
+    assert_eq!(
+        (&r["stdout"], &r["stderr"]),
+        (&json!("out\n"), &json!("err\n")),
+        "{r}"
+    );
 
     let secs = unique_sleep(30);
     let r = exec(&mcp, &s, &format!("sleep {secs}"), json!({"timeout": 1})).await;
@@ -55,7 +55,7 @@ async fn behaves_exactly(kind: Chatty) {
     );
     let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
     assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, &probe, json!({})).await["stdout"]),
         "gone\n"
     );
 
@@ -161,12 +161,12 @@ async fn background_children_neither_hold_the_answer_nor_outlive_the_timeout() {
     let command = format!("echo before; sleep {held} & echo after; exit 4");
     let r = exec(&mcp, &s, &command, json!({"timeout": 3})).await;
     assert_eq!(r["exit_code"], 4, "{r}");
-    assert_eq!(r["timed_out"], false, "{r}");
+    assert_eq!(r["timed_out"], json!(null), "{r}");
     assert_eq!(streams(&r), ("before\nafter\n", ""), "{r}");
     assert!(r["duration"].as_f64().unwrap() < 2.0, "{r}");
     let probe = format!("pgrep -f 'sleep {held}' >/dev/null && echo yes || echo no");
     assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, &probe, json!({})).await["stdout"]),
         "yes\n"
     );
     assert!(
@@ -181,7 +181,7 @@ async fn background_children_neither_hold_the_answer_nor_outlive_the_timeout() {
     let probe = format!("pgrep -f 'sleep {detached}' >/dev/null && echo yes || echo no");
     // Past the first command's timeout, the detached child still runs.
     let r = exec(&mcp, &s, &format!("sleep 1.5; {probe}"), json!({})).await;
-    assert_eq!(r["stdout"]["data"], "yes\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "yes\n", "{r}");
     exec(&mcp, &s, &format!("pkill -f 'sleep {detached}'"), json!({})).await;
     mcp.close().await;
 }
@@ -343,9 +343,8 @@ async fn programs_lead_their_own_groups_in_the_login_environment_whoever_runs_th
         // `/etc`, which sends a waiting channel's command to a fresh one: until two in a row
         // share their runner.
         let lines_of = |r: &Value| -> Vec<String> {
-            let out = r["stdout"]["data"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{r}"));
+            assert_eq!(r["ok"], true, "{r}");
+            let out = crate::text(&r["stdout"]);
             out.lines().map(str::to_string).collect()
         };
         answers.push(exec(&mcp, &s, &probe("0"), json!({})).await);
@@ -415,7 +414,7 @@ async fn a_stopped_command_is_answered_only_once_it_ends() {
             (&json!(0), &json!(null)),
             "{r}"
         );
-        let out = r["stdout"]["data"].as_str().unwrap();
+        let out = crate::text(&r["stdout"]);
         let runner = out
             .strip_suffix("\nresumed\n")
             .unwrap_or_else(|| panic!("{r}"));

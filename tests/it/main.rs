@@ -22,6 +22,7 @@ mod transfers;
 mod wedged;
 
 use serde_json::{Value, json};
+pub use sshmcp_tests::mcp::text;
 use sshmcp_tests::mcp::{answer, session_of};
 use sshmcp_tests::{McpClient, SshdOptions, TestEnv};
 
@@ -62,7 +63,7 @@ pub async fn on_session(
 pub async fn remote_out(mcp: &McpClient, s: &(String, String), command: &str) -> String {
     let r = exec(mcp, s, command, json!({})).await;
     assert_eq!(r["exit_code"], 0, "{command}: {r}");
-    r["stdout"]["data"].as_str().unwrap().to_string()
+    crate::text(&r["stdout"]).to_string()
 }
 
 /// A fresh remote directory of the test's own, `/tmp/sshmcp-<what>-<unique>`, removed with
@@ -151,7 +152,7 @@ pub async fn remote_until(
 ) -> bool {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while std::time::Instant::now() < give_up {
-        if exec(mcp, s, probe, json!({})).await["stdout"]["data"] == expected {
+        if crate::text(&exec(mcp, s, probe, json!({})).await["stdout"]) == expected {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -218,7 +219,7 @@ pub async fn assert_timeout_kills(mcp: &McpClient, s: &(String, String), tool: &
     );
     let probe = format!("pgrep -f 'sleep {secs}' || echo gone");
     assert_eq!(
-        exec(mcp, s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(mcp, s, &probe, json!({})).await["stdout"]),
         "gone\n"
     );
 }

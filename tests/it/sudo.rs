@@ -28,8 +28,8 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     )
     .await;
     assert_eq!(r["exit_code"], 7, "{r}");
-    assert_eq!(r["stdout"]["data"], "0\n5\n", "root, in bash: {r}");
-    assert_eq!(r["stderr"]["data"], "err\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "0\n5\n", "root, in bash: {r}");
+    assert_eq!(crate::text(&r["stderr"]), "err\n", "{r}");
     // sudo_exec takes no `spool_output`: its streams carry no spool fields.
     for stream in ["stdout", "stderr"] {
         assert!(r[stream].get("spool_path").is_none(), "{r}");
@@ -37,9 +37,9 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     }
     // The command's stdin is empty: reading it cannot eat the command's own next lines.
     let r = sudo(&mcp, &s, "read x; echo \"[$x]\"\necho second", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "[]\nsecond\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "[]\nsecond\n", "{r}");
     let r = sudo(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
-    assert_eq!(r["stdout"]["data"], "/tmp\n", "{r}");
+    assert_eq!(crate::text(&r["stdout"]), "/tmp\n", "{r}");
     let r = sudo(&mcp, &s, "true", json!({"cwd": "/nonexistent"})).await;
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     // A command that fails under sudo is an ordinary answer, even one that prints sudo's
@@ -94,7 +94,11 @@ async fn merged_streams_still_give_the_root_commands_answer() {
     let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let r = sudo(&mcp, &s, "id -u; echo err >&2; exit 7", json!({})).await;
     assert_eq!(
-        (&r["exit_code"], &r["stdout"]["data"], &r["stderr"]["data"]),
+        (
+            &r["exit_code"],
+            &json!(crate::text(&r["stdout"])),
+            &json!(crate::text(&r["stderr"]))
+        ),
         (&json!(7), &json!("0\nerr\n"), &json!("")),
         "{r}"
     );
@@ -185,7 +189,7 @@ async fn a_host_without_sudo_says_so() {
     let mcp = env.mcp().await;
     let s = crate::connect(&mcp).await;
     let r = crate::exec(&mcp, &s, "command -v sudo || echo none", json!({})).await;
-    assert_eq!(r["stdout"]["data"], "none\n", "sudo is hidden: {r}");
+    assert_eq!(crate::text(&r["stdout"]), "none\n", "sudo is hidden: {r}");
     let r = sudo(&mcp, &s, "id -u", json!({})).await;
     assert_eq!(code(&r), "sudo_unavailable", "{r}");
     mcp.close().await;
@@ -206,7 +210,7 @@ async fn a_handed_off_root_command_is_killed_as_root() {
     )
     .await;
     assert_eq!(
-        (&r["handed_off"], &r["stdout"]["data"]),
+        (&r["handed_off"], &json!(crate::text(&r["stdout"]))),
         (&json!(true), &json!("0\n")),
         "{r}"
     );
@@ -215,7 +219,10 @@ async fn a_handed_off_root_command_is_killed_as_root() {
     assert_eq!(k["result"], "killed", "{k}");
     let probe = json!({"session_id": s.0, "session_key": s.1,
                        "command": format!("pgrep -f 'sleep {secs}' || echo none")});
-    assert_eq!(mcp.call("exec", probe).await["stdout"]["data"], "none\n");
+    assert_eq!(
+        crate::text(&mcp.call("exec", probe).await["stdout"]),
+        "none\n"
+    );
     let mut wait = args;
     wait["wait_seconds"] = json!(10);
     let st = mcp.call("command_status", wait).await;
@@ -239,7 +246,10 @@ async fn a_handed_off_root_command_is_killed_as_root() {
     assert_eq!(k["result"], "killed", "{k}");
     let probe = json!({"session_id": s.0, "session_key": s.1,
                        "command": format!("pgrep -f 'sleep {left}' || echo none")});
-    assert_eq!(mcp.call("exec", probe).await["stdout"]["data"], "none\n");
+    assert_eq!(
+        crate::text(&mcp.call("exec", probe).await["stdout"]),
+        "none\n"
+    );
     mcp.close().await;
 }
 

@@ -121,8 +121,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         json!(tools).to_string().len(),
     );
     eprintln!("tools/list: {whole} bytes, {shown} bytes without output schemas");
+    // Today's sizes, so that they only shrink; issue 33 aims at 32 KB and 70 KB.
     assert!(
-        shown <= 58_000 && whole <= 136_000,
+        shown <= 56_000 && whole <= 136_000,
         "tools/list grew: {whole} / {shown}"
     );
     // Every tool the instructions name in backquotes exists (or is a field or a state).

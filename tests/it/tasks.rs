@@ -53,7 +53,7 @@ async fn a_task_outlives_its_session_and_the_daemon_then_dies_by_pid() {
         json!({}),
     )
     .await;
-    assert_eq!(modes["stdout"]["data"], "700\n600\n", "{modes}");
+    assert_eq!(crate::text(&modes["stdout"]), "700\n600\n", "{modes}");
     // The session goes, then the daemon; a new daemon and session find the task running.
     mcp.call("disconnect", json!({"session_id": s.0})).await;
     mcp.close().await;
@@ -71,17 +71,17 @@ async fn a_task_outlives_its_session_and_the_daemon_then_dies_by_pid() {
     };
     assert_eq!(status["state"], "running", "{status}");
     assert_eq!(status["exit_code"], json!(null));
-    assert_eq!(status["stdout"]["data"], "started\n", "{status}");
-    assert_eq!(status["stderr"]["data"], "warn\n", "{status}");
+    assert_eq!(crate::text(&status["stdout"]), "started\n", "{status}");
+    assert_eq!(crate::text(&status["stderr"]), "warn\n", "{status}");
     let k = task(&mcp, &s, "task_kill", json!({"pid": pid})).await;
     assert_eq!(
         (&k["result"], &k["force_kill_used"]),
-        (&json!("killed"), &json!(false)),
+        (&json!("killed"), &json!(null)),
         "{k}"
     );
     let probe = format!("pgrep -f 'sleep {secs}' || echo none");
     assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, &probe, json!({})).await["stdout"]),
         "none\n"
     );
     // The wrapper recorded the signal's status as the group went.
@@ -117,12 +117,7 @@ async fn a_reused_pid_is_never_signalled() {
         json!({}),
     )
     .await;
-    let other: u64 = r["stdout"]["data"]
-        .as_str()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let other: u64 = crate::text(&r["stdout"]).trim().parse().unwrap();
     let k = task(&mcp, &s, "task_kill", json!({"pid": other, "signal": 9})).await;
     assert_eq!(k["result"], "not_running", "{k}");
     let st = task(&mcp, &s, "task_status", json!({"pid": other})).await;
@@ -133,7 +128,7 @@ async fn a_reused_pid_is_never_signalled() {
     );
     let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo alive");
     assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, &probe, json!({})).await["stdout"]),
         "alive\n",
         "the other process was not signalled"
     );
@@ -152,12 +147,7 @@ async fn a_reused_pid_is_never_signalled() {
         json!({}),
     )
     .await;
-    let leaderless: u64 = r["stdout"]["data"]
-        .as_str()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let leaderless: u64 = crate::text(&r["stdout"]).trim().parse().unwrap();
     let k = task(
         &mcp,
         &s,
@@ -170,7 +160,7 @@ async fn a_reused_pid_is_never_signalled() {
     assert_eq!(st["state"], "exited", "{st}");
     let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo alive");
     assert_eq!(
-        exec(&mcp, &s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, &probe, json!({})).await["stdout"]),
         "alive\n",
         "the foreign group was not signalled"
     );
@@ -248,7 +238,7 @@ async fn left_children_run_and_die(
     assert_eq!(k["result"], "killed", "{k}");
     let probe = format!("pgrep -f 'sleep {secs}' || echo none");
     assert_eq!(
-        exec(mcp, s, &probe, json!({})).await["stdout"]["data"],
+        crate::text(&exec(mcp, s, &probe, json!({})).await["stdout"]),
         "none\n"
     );
     pid
@@ -274,7 +264,7 @@ async fn a_group_of_unmarked_children_is_not_running_and_the_kill_answers_in_tim
     assert_eq!(k["result"], "not_running", "{k}");
     let left = format!("pgrep -c -f '^sleep {secs}'; pkill -f '^sleep {secs}'");
     assert_eq!(
-        exec(&mcp, &s, &left, json!({})).await["stdout"]["data"],
+        crate::text(&exec(&mcp, &s, &left, json!({})).await["stdout"]),
         "300\n"
     );
     mcp.close().await;
@@ -302,7 +292,7 @@ async fn a_task_stops_on_int_and_records_each_signal() {
         let status = until_exit_recorded(&mcp, &s, pid).await;
         assert_eq!(status["exit_code"], json!(128 + signal), "{name}: {status}");
         // The command itself started with INT and QUIT (bits 1 and 2) not ignored.
-        let shown = status["stdout"]["data"].as_str().unwrap();
+        let shown = crate::text(&status["stdout"]);
         let ignored = shown
             .lines()
             .find_map(|l| l.strip_prefix("SigIgn:"))

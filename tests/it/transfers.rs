@@ -46,7 +46,7 @@ async fn a_64_mib_download_arrives_verified_and_whole() {
         json!({}),
     )
     .await;
-    let remote_hash = made["stdout"]["data"].as_str().unwrap()[..64].to_string();
+    let remote_hash = crate::text(&made["stdout"])[..64].to_string();
     let r = on_session(
         &mcp,
         &s,

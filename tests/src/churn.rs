@@ -98,7 +98,9 @@ pub async fn churn(env: &TestEnv, clients: usize, cycles: u64, until: Duration) 
                                   "command": format!("echo {i}")});
                 let out = mcp.call("exec", args).await;
                 let closed = mcp.call("disconnect", json!({"session_id": s.0})).await;
-                if out["stdout"]["data"] != format!("{i}\n") || closed["state"] != "closed" {
+                if crate::mcp::text(&out["stdout"]) != format!("{i}\n")
+                    || closed["state"] != "closed"
+                {
                     failed += 1;
                 }
             }

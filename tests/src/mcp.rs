@@ -259,6 +259,16 @@ pub async fn answer(rx: oneshot::Receiver<Value>) -> Value {
     tool_answer(wait_answer(rx).await)
 }
 
+/// The text of a stream in an answer: a lean answer gives a complete UTF-8 stream as its
+/// text, any other as an object with `data` (base64 when `encoding` says so), and leaves an
+/// empty one out.
+pub fn text(stream: &Value) -> &str {
+    stream
+        .as_str()
+        .or_else(|| stream["data"].as_str())
+        .unwrap_or("")
+}
+
 /// The (session_id, session_key) pair of a successful `connect` answer.
 pub fn session_of(connected: &Value) -> (String, String) {
     let field = |name: &str| {

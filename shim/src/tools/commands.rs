@@ -160,9 +160,15 @@ impl Shim {
     }
 
     /// Check a command handle and read its output, by offset or as a tail (see the offsets);
-    /// long-poll with `wait_seconds` rather than calling in a tight loop. Works on ended
-    /// handles, and on a session that answers `connection_lost`: read what you need before
-    /// `disconnect`, which deletes the handle and its output. Errors: `command_not_found` (not
+    /// long-poll with `wait_seconds` rather than calling in a tight loop. The answer's
+    /// `status`: `running`, `completed` (read `exit_code`), `timed_out`, `killed` (by
+    /// command_kill or a disconnect) or `lost` (the connection or the daemon died while it
+    /// ran: its exit is unknown and its process group may still run; read `pid`). `stdout` and
+    /// `stderr` are each an object with `data` and `next_offset` (pass it back to read on),
+    /// `total_bytes` so far, and `truncated` when the kept output stopped at the spool cap;
+    /// once the command has ended, a stream read whole is just its text (an empty one is left
+    /// out). Works on ended handles, and on a session that answers `connection_lost`: read
+    /// what you need before `disconnect`, which deletes the handle and its output. Errors: `command_not_found` (not
     /// a handle of this session: see command_list; a task's PID goes to task_status),
     /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` above the cap).
     #[tool(
@@ -178,7 +184,7 @@ impl Shim {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> CallToolResult {
-        answer::respond(
+        answer::respond_trimmed(
             async {
                 let a: CommandStatusArgs = args::decode(raw)?;
                 let auth = SessionAuth {
@@ -203,6 +209,7 @@ impl Shim {
                 progress::follow(unless_cancelled(call, cancel), progress, poll).await
             }
             .await,
+            whole_streams_as_text,
         )
     }
 
@@ -275,5 +282,23 @@ impl Shim {
             }
             .await,
         )
+    }
+}
+
+/// Once a handle has ended, a chunk that holds its whole stream needs no offsets: they go,
+/// and the lean answer gives the stream as its text (when it is UTF-8 and was not cut).
+fn whole_streams_as_text(report: &mut JsonObject) {
+    if report.get("status").and_then(|s| s.as_str()) == Some("running") {
+        return;
+    }
+    for stream in ["stdout", "stderr"] {
+        if let Some(chunk) = report.get_mut(stream).and_then(|c| c.as_object_mut()) {
+            let whole = chunk.get("offset").and_then(|o| o.as_u64()) == Some(0)
+                && chunk.get("next_offset") == chunk.get("total_bytes");
+            if whole {
+                chunk.remove("offset");
+                chunk.remove("next_offset");
+            }
+        }
     }
 }

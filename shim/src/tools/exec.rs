@@ -194,11 +194,14 @@ pub(crate) async fn unless_cancelled<T>(
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
     /// Run one non-interactive /bin/sh command on the session's host and return its exit code
-    /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code`, or
-    /// `timed_out: true`. Up to 7 commands run at once on one session, on its channels, shared
-    /// with handles and transfers; more wait for one within their `timeout`, and one that got
-    /// none is `channels_busy`: nothing ran, a retry is safe. No TTY and an empty stdin (a password prompt
-    /// fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not
+    /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code` (null
+    /// with `signal` when a signal ended it, and `timed_out: true` after the timeout).
+    /// `stdout` and `stderr` are the text itself; an empty one is left out; one that was cut,
+    /// spooled or is not UTF-8 is an object with `data`, `encoding`, `total_bytes`,
+    /// `truncated`, `omitted` and `spool_path` as apply. Up to 7 commands run at once on one
+    /// session, on its channels, shared with handles and transfers; more wait for one within
+    /// their `timeout`, and one that got none is `channels_busy`: nothing ran, a retry is
+    /// safe. No TTY and an empty stdin (a password prompt fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not
     /// `cd`. Each stream keeps at most the daemon's output cap (64 KiB by default, half head,
     /// half tail); `spool_output` keeps everything in local files. A timeout, or cancelling the
     /// call, kills the command's whole process group (TERM, then KILL); background jobs still

@@ -1,0 +1,331 @@
+//! Lean answers (contract section 0): an answer leaves out each field at its documented
+//! default, a complete UTF-8 stream is its text, and durations are rounded to the
+//! millisecond; each output schema says so. Agents pay for every byte of an answer.
+
+use rmcp::model::JsonObject;
+use serde_json::{Map, Value};
+
+/// The failure of a call (or of a transfer's copy): optional like any field that can be
+/// null, its description (written for where it appears) left as it is.
+const FAILURE: &str = "error";
+
+/// Fields an answer always carries, whatever their value: `exit_code` says how a command
+/// ended, null included; the `data` of a stream or a read stays when empty, as the stream
+/// may still be cut or binary.
+const ALWAYS: &[&str] = &["ok", "exit_code", "data"];
+
+/// The fields of a stream object beyond its text; a stream whose facts are all at their
+/// defaults, and whose kept bytes are all of it, is its text alone.
+const STREAM_FACTS: &[&str] = &[
+    "encoding",
+    "captured_bytes",
+    "total_bytes",
+    "truncated",
+    "omitted",
+    "spool_path",
+    "spool_truncated",
+    "next_offset",
+];
+
+/// Makes `answer` lean, in place. The list a listing tool answers with stays when empty:
+/// it is the answer, not a detail at its default.
+pub fn answer(answer: &mut JsonObject) {
+    for value in answer.values_mut() {
+        trim_value(value);
+    }
+    answer.retain(|name, value| value.is_array() || keeps(name, value));
+}
+
+fn trim_object(object: &mut Map<String, Value>) {
+    for value in object.values_mut() {
+        trim_value(value);
+    }
+    object.retain(|name, value| keeps(name, value));
+}
+
+/// Whether a lean answer keeps the field `name` at `value`.
+fn keeps(name: &str, value: &Value) -> bool {
+    ALWAYS.contains(&name) || !is_default(name, value)
+}
+
+fn trim_value(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            trim_object(object);
+            if let Some(text) = complete_text(object) {
+                *value = Value::String(text);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(trim_value),
+        Value::Number(number) => {
+            if let Some(rounded) = number
+                .as_f64()
+                .filter(|_| number.is_f64())
+                .and_then(|seconds| {
+                    serde_json::Number::from_f64((seconds * 1000.0).round() / 1000.0)
+                })
+            {
+                *number = rounded;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `value` is the documented default of the field `name`: null, false, an empty
+/// string or list, and `utf-8` for an encoding.
+fn is_default(name: &str, value: &Value) -> bool {
+    match value {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(text) => text.is_empty() || (name.ends_with("encoding") && text == "utf-8"),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    }
+}
+
+/// The text of a trimmed stream object that holds all of its stream as UTF-8: only `data`
+/// is left beside counts that show nothing was left out.
+fn complete_text(object: &Map<String, Value>) -> Option<String> {
+    let data = object.get("data")?.as_str()?;
+    let counts_whole = |name: &str| {
+        object
+            .get(name)
+            .is_none_or(|count| count.as_u64() == Some(data.len() as u64))
+    };
+    let only_counts = object
+        .keys()
+        .all(|name| name == "data" || name == "captured_bytes" || name == "total_bytes");
+    let is_stream = object.contains_key("captured_bytes") || object.contains_key("total_bytes");
+    (is_stream && only_counts && counts_whole("captured_bytes") && counts_whole("total_bytes"))
+        .then(|| data.to_string())
+}
+
+/// Makes an output schema say what a lean answer holds: each field that can be at its
+/// default is optional and names that default, and a stream may be its text.
+pub fn schema(schema: &mut JsonObject) {
+    let streams = stream_definitions(schema);
+    describe_object(schema, &streams, true);
+    if let Some(Value::Object(defs)) = schema.get_mut("$defs") {
+        for def in defs.values_mut() {
+            if let Value::Object(def) = def {
+                describe_object(def, &streams, false);
+            }
+        }
+    }
+}
+
+/// The names of the definitions that are stream objects (they have `data` and a byte count).
+fn stream_definitions(schema: &JsonObject) -> Vec<String> {
+    let Some(Value::Object(defs)) = schema.get("$defs") else {
+        return Vec::new();
+    };
+    defs.iter()
+        .filter(|(_, def)| {
+            let properties = &def["properties"];
+            properties.get("data").is_some()
+                && STREAM_FACTS[1..3]
+                    .iter()
+                    .any(|count| properties.get(*count).is_some())
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Describes the properties of one object schema; `top` for the answer itself, whose lists
+/// stay when empty.
+fn describe_object(object: &mut JsonObject, streams: &[String], top: bool) {
+    let Some(Value::Object(properties)) = object.get_mut("properties") else {
+        return;
+    };
+    let mut optional = Vec::new();
+    for (name, property) in properties.iter_mut() {
+        let Value::Object(property) = property else {
+            continue;
+        };
+        if ALWAYS.contains(&name.as_str()) {
+            continue;
+        }
+        if refers_to(property, streams) {
+            let described = property.remove("description");
+            let either = serde_json::json!([{"type": "string"}, Value::Object(property.clone())]);
+            property.clear();
+            property.insert("anyOf".into(), either);
+            let text = described.and_then(|d| d.as_str().map(str::to_string));
+            property.insert(
+                "description".into(),
+                format!(
+                    "{} The text itself when it is complete UTF-8; otherwise an object with \
+                     `data` and the facts that apply. Left out when empty.",
+                    text.unwrap_or_default()
+                )
+                .trim_start()
+                .into(),
+            );
+            optional.push(name.clone());
+        } else if name == FAILURE {
+            optional.push(name.clone());
+        } else if let Some(default) =
+            default_of(name, property).filter(|_| !(top && is_list(property)))
+        {
+            let text = property
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let text = format!("{text} Left out when {default}.");
+            property.insert("description".into(), text.trim_start().into());
+            optional.push(name.clone());
+        }
+    }
+    if let Some(Value::Array(required)) = object.get_mut("required") {
+        required.retain(|name| !optional.iter().any(|o| name == o));
+    }
+}
+
+/// Whether the property is a list (and never null).
+fn is_list(property: &JsonObject) -> bool {
+    property.get("type").and_then(Value::as_str) == Some("array")
+}
+
+/// Whether the property is (or may be) one of the stream definitions.
+fn refers_to(property: &JsonObject, streams: &[String]) -> bool {
+    let reference = property.get("$ref").and_then(Value::as_str).unwrap_or("");
+    streams
+        .iter()
+        .any(|name| reference == format!("#/$defs/{name}"))
+}
+
+/// The default a lean answer leaves the property out at, if it can take one.
+fn default_of(name: &str, property: &JsonObject) -> Option<&'static str> {
+    if name.ends_with("encoding") {
+        return Some("`utf-8` (or null)");
+    }
+    let mut types = Vec::new();
+    collect_types(&Value::Object(property.clone()), &mut types);
+    let has = |kind: &str| types.iter().any(|t| t == kind);
+    let free_text = has("string") && property.get("enum").is_none();
+    match (has("null"), has("boolean")) {
+        (true, true) => Some("null or false"),
+        (true, false) => Some("null"),
+        (false, true) => Some("false"),
+        (false, false) if has("array") || free_text => Some("empty"),
+        (false, false) => None,
+    }
+}
+
+/// The JSON types a property schema admits, through `anyOf`/`oneOf` (references name no
+/// default: definitions are objects or enums).
+fn collect_types(schema: &Value, types: &mut Vec<String>) {
+    match &schema["type"] {
+        Value::String(kind) => types.push(kind.clone()),
+        Value::Array(kinds) => {
+            types.extend(kinds.iter().filter_map(Value::as_str).map(str::to_string))
+        }
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            branches
+                .iter()
+                .for_each(|branch| collect_types(branch, types));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lean(value: Value) -> Value {
+        let Value::Object(mut object) = value else {
+            panic!("an object")
+        };
+        answer(&mut object);
+        Value::Object(object)
+    }
+
+    #[test]
+    fn a_short_command_answers_in_a_few_bytes() {
+        let full = json!({
+            "ok": true, "exit_code": 0, "signal": null, "duration": 0.002_345_678,
+            "timed_out": false,
+            "stdout": {"data": "hi", "encoding": "utf-8", "captured_bytes": 2, "total_bytes": 2,
+                       "truncated": false, "omitted": null, "spool_path": null,
+                       "spool_truncated": false},
+            "stderr": {"data": "", "encoding": "utf-8", "captured_bytes": 0, "total_bytes": 0,
+                       "truncated": false, "omitted": null, "spool_path": null,
+                       "spool_truncated": false},
+        });
+        let answer = lean(full);
+        assert_eq!(
+            answer,
+            json!({"ok": true, "exit_code": 0, "duration": 0.002, "stdout": "hi"})
+        );
+        assert!(answer.to_string().len() <= 80, "{answer}");
+    }
+
+    #[test]
+    fn a_cut_or_binary_stream_stays_an_object_with_the_facts_that_apply() {
+        let cut = json!({"exit_code": null, "stdout": {
+            "data": "ab", "encoding": "utf-8", "captured_bytes": 2, "total_bytes": 9,
+            "truncated": true, "omitted": {"start": 1, "end": 8}, "spool_path": null}});
+        let answer = lean(cut);
+        assert_eq!(
+            answer["stdout"],
+            json!({"data": "ab", "captured_bytes": 2, "total_bytes": 9, "truncated": true,
+                   "omitted": {"start": 1, "end": 8}})
+        );
+        assert!(answer.as_object().unwrap().contains_key("exit_code"));
+        let binary = json!({"stdout": {"data": "/w==", "encoding": "base64",
+                                        "captured_bytes": 1, "total_bytes": 1}});
+        assert_eq!(lean(binary)["stdout"]["encoding"], "base64");
+        let chunk = json!({"stdout": {"data": "a", "encoding": "utf-8", "offset": 0,
+                                       "next_offset": 1, "total_bytes": 1}});
+        assert_eq!(lean(chunk)["stdout"]["next_offset"], 1);
+    }
+
+    #[test]
+    fn counts_and_whole_numbers_stay_as_they_are() {
+        let stat = json!({"size": 0, "uid": 0, "mode": "0644", "total": 3, "eof": true,
+                          "entries": [], "link_target": null, "name_encoding": "base64",
+                          "nested": {"commands": [], "n": 0}});
+        assert_eq!(
+            lean(stat),
+            json!({"size": 0, "uid": 0, "mode": "0644", "total": 3, "eof": true,
+                   "entries": [], "name_encoding": "base64", "nested": {"n": 0}})
+        );
+    }
+
+    #[test]
+    fn the_schema_makes_defaults_optional_and_streams_text_or_object() {
+        let mut schema = json!({
+            "type": "object",
+            "properties": {
+                "ok": {"type": "boolean"},
+                "exit_code": {"type": ["integer", "null"]},
+                "duration": {"type": "number"},
+                "timed_out": {"type": "boolean", "description": "True when it ran out of time."},
+                "stdout": {"$ref": "#/$defs/StreamOutput", "description": "Its output."}
+            },
+            "required": ["ok", "exit_code", "duration", "timed_out", "stdout"],
+            "$defs": {"StreamOutput": {"type": "object", "properties": {
+                "data": {"type": "string"}, "total_bytes": {"type": "integer"},
+                "encoding": {"$ref": "#/$defs/Encoding"}},
+                "required": ["data", "total_bytes", "encoding"]}}
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        super::schema(&mut schema);
+        assert_eq!(schema["required"], json!(["ok", "exit_code", "duration"]));
+        let timed_out = schema["properties"]["timed_out"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(timed_out.ends_with("Left out when false."), "{timed_out}");
+        let stdout = &schema["properties"]["stdout"];
+        assert_eq!(stdout["anyOf"][0], json!({"type": "string"}));
+        assert_eq!(stdout["anyOf"][1]["$ref"], "#/$defs/StreamOutput");
+        let stream = &schema["$defs"]["StreamOutput"];
+        assert_eq!(stream["required"], json!(["data", "total_bytes"]));
+    }
+}

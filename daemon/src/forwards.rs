@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
 };
@@ -242,7 +243,11 @@ pub async fn start(
             "{} already listens on {listen_host}:{} for this session (use it, or forward_stop \
              it first)",
             same.id, same.listen_port
-        )));
+        ))
+        .with_details(ErrorDetails {
+            forward_id: Some(same.id.clone()),
+            ..ErrorDetails::default()
+        }));
     }
     let listen_port = match req.kind {
         ForwardKind::Remote => match ask_master(session, &opened).await {

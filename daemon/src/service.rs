@@ -26,7 +26,9 @@ use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
 use sshmcp_proto::transfer::TransferDirection::{Download, Upload};
-use sshmcp_proto::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
+use sshmcp_proto::transfer::{
+    TransferList, TransferReport, TransferRequest, TransferStartRequest, TransferStatusRequest,
+};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
@@ -188,9 +190,9 @@ impl Daemon for DaemonService {
             };
         }
         line.finish(connected.as_ref().map(|_| None));
-        connected.map_err(|e| {
-            let message = self.registry.redact_keys(&e.message).into_owned();
-            self.for_client(DaemonError::new(e.code, message))
+        connected.map_err(|mut e| {
+            e.message = self.registry.redact_keys(&e.message).into_owned();
+            self.for_client(e)
         })
     }
 
@@ -515,10 +517,11 @@ impl Daemon for DaemonService {
     async fn transfer_status(
         self,
         _: Context,
-        req: TransferRequest,
+        req: TransferStatusRequest,
     ) -> Result<TransferReport, DaemonError> {
         let session = self.local_session("transfer_status", &req.auth)?;
-        session.transfers.status(&req.operation_id)
+        let wait = crate::commands::check_wait(req.wait_seconds)?;
+        session.transfers.status(&req.operation_id, wait).await
     }
 
     async fn transfer_cancel(
@@ -633,9 +636,12 @@ impl DaemonService {
         session.touch();
         let outcome = op(session.clone()).await;
         session.touch();
-        let outcome = outcome.map_err(|e| match e.code {
+        let outcome = outcome.map_err(|mut e| match e.code {
             ErrorCode::ConnectionLost => connection_lost(&session),
-            _ => DaemonError::new(e.code, self.registry.redact_keys(&e.message).into_owned()),
+            _ => {
+                e.message = self.registry.redact_keys(&e.message).into_owned();
+                e
+            }
         });
         tracing::debug!(
             tool,

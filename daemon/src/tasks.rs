@@ -258,18 +258,40 @@ fn task_pid(pid: i64) -> Option<u32> {
     u32::try_from(pid).ok().filter(|p| *p > 1)
 }
 
-/// `task_status`.
+/// How often a waiting `task_status` looks again: the task runs on the host, where nothing
+/// tells the daemon it ended.
+const STATUS_POLL: Duration = Duration::from_secs(1);
+
+/// `task_status`: at once, or once the task stopped running or `wait_seconds` passed.
 pub async fn status(
     session: &Session,
     max_output_bytes: u64,
     req: TaskStatusRequest,
 ) -> Result<TaskReport, DaemonError> {
+    let until = tokio::time::Instant::now() + crate::commands::check_wait(req.wait_seconds)?;
+    loop {
+        let report = status_now(session, max_output_bytes, &req).await?;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if report.state != TaskState::Running || left.is_zero() {
+            return Ok(report);
+        }
+        tokio::time::sleep(left.min(STATUS_POLL)).await;
+    }
+}
+
+/// The task as the host tells it now.
+async fn status_now(
+    session: &Session,
+    max_output_bytes: u64,
+    req: &TaskStatusRequest,
+) -> Result<TaskReport, DaemonError> {
     let cap = max_output_bytes.max(1);
-    let tail = req.tail_bytes.unwrap_or(DEFAULT_TAIL_BYTES.min(cap));
-    if !(1..=cap).contains(&tail) {
-        return Err(DaemonError::invalid_arguments(format!(
-            "tail_bytes must be between 1 and the daemon's output cap ({cap})"
-        )));
+    // A wish above the cap is taken as the cap, as every size wish is.
+    let tail = req.tail_bytes.unwrap_or(DEFAULT_TAIL_BYTES).min(cap);
+    if tail == 0 {
+        return Err(DaemonError::invalid_arguments(
+            "tail_bytes must be at least 1",
+        ));
     }
     let not_found = TaskReport {
         pid: req.pid,

@@ -160,6 +160,22 @@ impl std::fmt::Display for ErrorCode {
 pub struct DaemonError {
     pub code: ErrorCode,
     pub message: String,
+    /// What an agent recovers with, as fields: the message is for people.
+    pub details: ErrorDetails,
+}
+
+/// The facts some codes carry beside their message, so that an agent acts on a field rather
+/// than on prose. Each is set only by the code it belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetails {
+    /// `already_connected`: the session that owns the server.
+    pub session_id: Option<String>,
+    /// `file_changed`: the file's SHA-256 now.
+    pub sha256: Option<String>,
+    /// `forward_failed`: the forward of this session that already listens there.
+    pub forward_id: Option<String>,
+    /// `edit_ambiguous_match`: how many times `old_text` occurs.
+    pub count: Option<u64>,
 }
 
 impl DaemonError {
@@ -167,7 +183,14 @@ impl DaemonError {
         Self {
             code,
             message: message.into(),
+            details: ErrorDetails::default(),
         }
+    }
+
+    /// This error with `details` beside its message.
+    pub fn with_details(mut self, details: ErrorDetails) -> Self {
+        self.details = details;
+        self
     }
 
     pub fn invalid_arguments(message: impl Into<String>) -> Self {

@@ -99,8 +99,9 @@ pub struct DirEntry {
     pub name: String,
     /// How `name` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
     pub name_encoding: Encoding,
-    /// The directory's path joined with the name: give it, with `path_encoding`, to `stat`,
-    /// `read_file_range` or `list_directory` as it is.
+    /// Only when the name or the directory's path is not UTF-8: the directory's path joined
+    /// with the name, as base64 (see `path_encoding`); give both to `stat`, `read_file_range`
+    /// or `list_directory` as they are. Otherwise join the directory you listed and `name`.
     pub path: String,
     /// How `path` carries its bytes: `utf-8`, or `base64` when they are not UTF-8.
     pub path_encoding: Encoding,

@@ -25,7 +25,9 @@ use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, Sessi
 use crate::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
-use crate::transfer::{TransferList, TransferReport, TransferRequest, TransferStartRequest};
+use crate::transfer::{
+    TransferList, TransferReport, TransferRequest, TransferStartRequest, TransferStatusRequest,
+};
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
 /// type. New tools never bump it: their methods are appended to the trait (existing variants
@@ -132,7 +134,7 @@ pub trait Daemon {
     async fn task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>;
     async fn task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>;
     async fn download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
-    async fn transfer_status(req: TransferRequest) -> Result<TransferReport, DaemonError>;
+    async fn transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>;
     async fn transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>;
     async fn transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>;
     async fn upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
@@ -591,6 +593,7 @@ mod tests {
             auth: auth.clone(),
             pid: -3,
             tail_bytes: Some(10),
+            wait_seconds: Some(2.5),
         });
         for state in [TaskState::Running, TaskState::Exited, TaskState::NotFound] {
             roundtrip(Ok::<_, DaemonError>(TaskReport {
@@ -634,6 +637,11 @@ mod tests {
         roundtrip(TransferRequest {
             auth: auth.clone(),
             operation_id: "tr-1".into(),
+        });
+        roundtrip(TransferStatusRequest {
+            auth: auth.clone(),
+            operation_id: "tr-1".into(),
+            wait_seconds: None,
         });
         let report = TransferReport {
             operation_id: "tr-1".into(),
@@ -700,6 +708,16 @@ mod tests {
             auth: auth.clone(),
             forward_id: "fw-1".into(),
         });
+        roundtrip(Err::<(), _>(
+            DaemonError::new(ErrorCode::AlreadyConnected, "m").with_details(
+                crate::error::ErrorDetails {
+                    session_id: Some("s1".into()),
+                    sha256: Some("ab".into()),
+                    forward_id: Some("fwd-1".into()),
+                    count: Some(2),
+                },
+            ),
+        ));
         for code in ErrorCode::ALL {
             roundtrip(Err::<(), _>(DaemonError::new(code, "m")));
         }

@@ -34,6 +34,9 @@ pub struct TaskStatusRequest {
     pub pid: i64,
     /// Bytes of each log's end to return; the daemon's default when absent.
     pub tail_bytes: Option<u64>,
+    /// Seconds (0..=300) to wait for the task to stop running before answering; none answers
+    /// at once.
+    pub wait_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -26,6 +26,15 @@ pub struct TransferRequest {
     pub operation_id: String,
 }
 
+/// `transfer_status`: the transfer, and how long to wait for it to end before answering.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferStatusRequest {
+    pub auth: SessionAuth,
+    pub operation_id: String,
+    /// Seconds (0..=300, as command_status's); none answers at once.
+    pub wait_seconds: Option<f64>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]

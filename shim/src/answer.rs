@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Serialize;
-use sshmcp_proto::{DaemonError, ErrorCode};
+use sshmcp_proto::DaemonError;
 
 /// The published output schema of a tool whose success fields are `T` and whose failures
 /// are `E` (a transfer's report carries its copy's failure in the same place).
@@ -28,6 +28,21 @@ pub struct ErrorBody {
     pub code: String,
     /// A short human explanation.
     pub message: String,
+    // The facts some codes carry (see proto's `ErrorDetails`), left out of the published
+    // schema: the descriptions of the tools that give them say so, once, rather than every
+    // tool's output schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub forward_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub count: Option<u64>,
 }
 
 /// `schema` without the answer fields `fields`, for a tool whose shared answer type carries
@@ -105,7 +120,7 @@ pub fn respond_trimmed<T: Serialize>(
 ) -> CallToolResult {
     let result = match outcome {
         Ok(result) => result,
-        Err(e) => return failure(e.code, e.message),
+        Err(e) => return failure(e),
     };
     match serde_json::to_value(result) {
         Ok(serde_json::Value::Object(mut answer)) => {
@@ -114,11 +129,10 @@ pub fn respond_trimmed<T: Serialize>(
             answer.insert("ok".into(), true.into());
             CallToolResult::structured(answer.into())
         }
-        Ok(_) => failure(ErrorCode::InternalError, "the answer is no JSON object"),
-        Err(e) => failure(
-            ErrorCode::InternalError,
-            format!("cannot encode the answer: {e}"),
-        ),
+        Ok(_) => failure(DaemonError::internal("the answer is no JSON object")),
+        Err(e) => failure(DaemonError::internal(format!(
+            "cannot encode the answer: {e}"
+        ))),
     }
 }
 
@@ -127,14 +141,19 @@ pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult 
     respond_trimmed(outcome, |_| {})
 }
 
-/// A failed answer (`isError: true`).
-fn failure(code: ErrorCode, message: impl Into<String>) -> CallToolResult {
+/// A failed answer (`isError: true`), with the facts its code carries.
+fn failure(e: DaemonError) -> CallToolResult {
+    let details = e.details;
     let answer: Answer<()> = Answer {
         ok: false,
         result: None,
         error: Some(ErrorBody {
-            code: code.as_str().to_string(),
-            message: message.into(),
+            code: e.code.as_str().to_string(),
+            message: e.message,
+            session_id: details.session_id,
+            sha256: details.sha256,
+            forward_id: details.forward_id,
+            count: details.count,
         }),
     };
     CallToolResult::structured_error(serde_json::to_value(answer).unwrap_or_default())

@@ -14,18 +14,18 @@ const FAILURE: &str = "error";
 /// may still be cut or binary.
 const ALWAYS: &[&str] = &["ok", "exit_code", "data"];
 
-/// The fields of a stream object beyond its text; a stream whose facts are all at their
-/// defaults, and whose kept bytes are all of it, is its text alone.
-const STREAM_FACTS: &[&str] = &[
-    "encoding",
-    "captured_bytes",
-    "total_bytes",
-    "truncated",
-    "omitted",
-    "spool_path",
-    "spool_truncated",
-    "next_offset",
+/// Counts whose default is 0: idle sessions and fresh copies are the common case.
+const ZERO_DEFAULTS: &[&str] = &[
+    "active_commands",
+    "active_forwards",
+    "active_transfers",
+    "reused_bytes",
+    "rate",
 ];
+
+/// The byte counts of a stream object (a log's tail says its log's `size`): when each is the
+/// text's length, the text is all of it.
+const COUNTS: &[&str] = &["captured_bytes", "total_bytes", "size"];
 
 /// Makes `answer` lean, in place. The list a listing tool answers with stays when empty:
 /// it is the answer, not a detail at its default.
@@ -73,13 +73,14 @@ fn trim_value(value: &mut Value) {
 }
 
 /// Whether `value` is the documented default of the field `name`: null, false, an empty
-/// string or list, and `utf-8` for an encoding.
+/// string or list, `utf-8` for an encoding, and 0 for the counts of [`ZERO_DEFAULTS`].
 fn is_default(name: &str, value: &Value) -> bool {
     match value {
+        Value::Number(n) => ZERO_DEFAULTS.contains(&name) && n.as_f64() == Some(0.0),
         Value::Null | Value::Bool(false) => true,
         Value::String(text) => text.is_empty() || (name.ends_with("encoding") && text == "utf-8"),
         Value::Array(items) => items.is_empty(),
-        _ => false,
+        Value::Bool(true) | Value::Object(_) => false,
     }
 }
 
@@ -94,9 +95,9 @@ fn complete_text(object: &Map<String, Value>) -> Option<String> {
     };
     let only_counts = object
         .keys()
-        .all(|name| name == "data" || name == "captured_bytes" || name == "total_bytes");
-    let is_stream = object.contains_key("captured_bytes") || object.contains_key("total_bytes");
-    (is_stream && only_counts && counts_whole("captured_bytes") && counts_whole("total_bytes"))
+        .all(|name| name == "data" || COUNTS.contains(&name.as_str()));
+    let is_stream = COUNTS.iter().any(|count| object.contains_key(*count));
+    (is_stream && only_counts && COUNTS.iter().all(|count| counts_whole(count)))
         .then(|| data.to_string())
 }
 
@@ -123,9 +124,7 @@ fn stream_definitions(schema: &JsonObject) -> Vec<String> {
         .filter(|(_, def)| {
             let properties = &def["properties"];
             properties.get("data").is_some()
-                && STREAM_FACTS[1..3]
-                    .iter()
-                    .any(|count| properties.get(*count).is_some())
+                && COUNTS.iter().any(|count| properties.get(*count).is_some())
         })
         .map(|(name, _)| name.clone())
         .collect()
@@ -145,9 +144,9 @@ fn describe_object(object: &mut JsonObject, streams: &[String], top: bool) {
         if ALWAYS.contains(&name.as_str()) {
             continue;
         }
-        if refers_to(property, streams) {
+        if let Some(stream) = stream_ref(property, streams) {
             let described = property.remove("description");
-            let either = serde_json::json!([{"type": "string"}, Value::Object(property.clone())]);
+            let either = serde_json::json!([{"type": "string"}, stream]);
             property.clear();
             property.insert("anyOf".into(), either);
             let text = described.and_then(|d| d.as_str().map(str::to_string));
@@ -186,18 +185,35 @@ fn is_list(property: &JsonObject) -> bool {
     property.get("type").and_then(Value::as_str) == Some("array")
 }
 
-/// Whether the property is (or may be) one of the stream definitions.
-fn refers_to(property: &JsonObject, streams: &[String]) -> bool {
-    let reference = property.get("$ref").and_then(Value::as_str).unwrap_or("");
-    streams
+/// The stream definition the property refers to, directly or beside `null`, as a schema of
+/// its own (`{"$ref": ...}`).
+fn stream_ref(property: &JsonObject, streams: &[String]) -> Option<Value> {
+    let is_stream = |reference: &Value| {
+        let reference = reference.as_str().unwrap_or("");
+        streams
+            .iter()
+            .any(|name| reference == format!("#/$defs/{name}"))
+    };
+    if let Some(reference) = property.get("$ref").filter(|r| is_stream(r)) {
+        return Some(serde_json::json!({ "$ref": reference }));
+    }
+    let branches = property.get("anyOf")?.as_array()?;
+    let reference = branches
         .iter()
-        .any(|name| reference == format!("#/$defs/{name}"))
+        .find_map(|b| b.get("$ref").filter(|r| is_stream(r)))?;
+    let only_null_beside = branches
+        .iter()
+        .all(|b| b.get("$ref") == Some(reference) || b["type"] == "null");
+    only_null_beside.then(|| serde_json::json!({ "$ref": reference }))
 }
 
 /// The default a lean answer leaves the property out at, if it can take one.
 fn default_of(name: &str, property: &JsonObject) -> Option<&'static str> {
     if name.ends_with("encoding") {
         return Some("`utf-8` (or null)");
+    }
+    if ZERO_DEFAULTS.contains(&name) {
+        return Some("0 (or null)");
     }
     let mut types = Vec::new();
     collect_types(&Value::Object(property.clone()), &mut types);
@@ -288,11 +304,13 @@ mod tests {
     fn counts_and_whole_numbers_stay_as_they_are() {
         let stat = json!({"size": 0, "uid": 0, "mode": "0644", "total": 3, "eof": true,
                           "entries": [], "link_target": null, "name_encoding": "base64",
-                          "nested": {"commands": [], "n": 0}});
+                          "nested": {"commands": [], "n": 0, "active_commands": 0,
+                                     "rate": 0.0, "reused_bytes": 7}});
         assert_eq!(
             lean(stat),
             json!({"size": 0, "uid": 0, "mode": "0644", "total": 3, "eof": true,
-                   "entries": [], "name_encoding": "base64", "nested": {"n": 0}})
+                   "entries": [], "name_encoding": "base64",
+                   "nested": {"n": 0, "reused_bytes": 7}})
         );
     }
 
@@ -305,9 +323,10 @@ mod tests {
                 "exit_code": {"type": ["integer", "null"]},
                 "duration": {"type": "number"},
                 "timed_out": {"type": "boolean", "description": "True when it ran out of time."},
-                "stdout": {"$ref": "#/$defs/StreamOutput", "description": "Its output."}
+                "stdout": {"$ref": "#/$defs/StreamOutput", "description": "Its output."},
+                "tail": {"anyOf": [{"$ref": "#/$defs/StreamOutput"}, {"type": "null"}]}
             },
-            "required": ["ok", "exit_code", "duration", "timed_out", "stdout"],
+            "required": ["ok", "exit_code", "duration", "timed_out", "stdout", "tail"],
             "$defs": {"StreamOutput": {"type": "object", "properties": {
                 "data": {"type": "string"}, "total_bytes": {"type": "integer"},
                 "encoding": {"$ref": "#/$defs/Encoding"}},
@@ -325,6 +344,10 @@ mod tests {
         let stdout = &schema["properties"]["stdout"];
         assert_eq!(stdout["anyOf"][0], json!({"type": "string"}));
         assert_eq!(stdout["anyOf"][1]["$ref"], "#/$defs/StreamOutput");
+        assert_eq!(
+            schema["properties"]["tail"]["anyOf"], stdout["anyOf"],
+            "null or a stream"
+        );
         let stream = &schema["$defs"]["StreamOutput"];
         assert_eq!(stream["required"], json!(["data", "total_bytes"]));
     }

@@ -7,6 +7,7 @@ mod lean;
 mod link;
 mod progress;
 mod server;
+mod signal;
 mod slim;
 mod stdio;
 mod tools;

@@ -1,6 +1,8 @@
 //! Tool schemas without bytes no client needs: the `$schema` URI (the MCP default dialect)
 //! and, in inputs, `null` beside the type of an optional field (leaving a field out says the
-//! same). Clients show every input schema to the model, so each byte costs every agent.
+//! same) and the Rust width of numbers (`format`: `int32`, `double`, ...; the descriptions
+//! give the ranges). Clients show every input schema to the model, so each byte costs every
+//! agent.
 
 use rmcp::model::JsonObject;
 use serde_json::Value;
@@ -26,6 +28,11 @@ pub fn input(schema: &mut JsonObject) {
         for name in optional {
             if let Some(Value::Object(property)) = properties.get_mut(&name) {
                 without_null(property);
+            }
+        }
+        for property in properties.values_mut() {
+            if let Value::Object(property) = property {
+                property.remove("format");
             }
         }
     }
@@ -77,6 +84,7 @@ mod tests {
             "properties": {
                 "command": {"type": "string"},
                 "cwd": {"type": ["string", "null"], "description": "Where."},
+                "timeout": {"type": ["number", "null"], "format": "double"},
                 "how": {"anyOf": [{"$ref": "#/$defs/Encoding"}, {"type": "null"}],
                         "description": "Encoding."},
                 "maybe": {"type": ["string", "null"]}
@@ -98,5 +106,6 @@ mod tests {
             json!({"$ref": "#/$defs/Encoding", "description": "Encoding."})
         );
         assert_eq!(properties["maybe"], json!({"type": ["string", "null"]}));
+        assert_eq!(properties["timeout"], json!({"type": "number"}));
     }
 }

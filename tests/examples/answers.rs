@@ -1,7 +1,7 @@
 //! What a reference agent session costs the agent's context (docs/tools.md, "Lean answers"):
 //! the bytes of `structuredContent` (what Claude Code shows the model) of 30 everyday calls
 //! through the real binaries against a throwaway sshd on loopback. Run it with
-//! `scripts/answers.sh`. A measurement, never a test.
+//! `scripts/answers.sh` (`SHOW=1` prints each answer). A measurement, never a test.
 
 use serde_json::{Value, json};
 use sshmcp_tests::mcp::call_ok as call;
@@ -15,6 +15,9 @@ struct Tally {
 
 impl Tally {
     fn note(&mut self, tool: &str, answer: &Value) -> Value {
+        if std::env::var_os("SHOW").is_some() {
+            eprintln!("{tool}: {answer}");
+        }
         self.calls
             .push((tool.to_string(), answer.to_string().len()));
         answer.clone()
@@ -53,6 +56,7 @@ async fn main() {
     let at = |name: &str| format!("{dir}/{name}");
     let steps = [
         ("stat", json!({"path": at("log.txt")})),
+        ("stat", json!({"path": dir})),
         ("list_directory", json!({"path": dir})),
         (
             "read_file_range",
@@ -75,12 +79,13 @@ async fn main() {
             "move_path",
             json!({"source": at("sub/copy.txt"), "destination": at("sub/moved.txt")}),
         ),
-        ("session_list", json!({})),
     ];
     for (tool, args) in steps {
         let r = call(&mcp, &s, tool, args).await;
         tally.note(tool, &r);
     }
+    let r = mcp.call("session_list", json!({})).await;
+    tally.note("session_list", &r);
     let h = call(
         &mcp,
         &s,

@@ -357,7 +357,7 @@ async fn handles_belong_to_their_session_and_end_with_it() {
     }
     let r = on_session(&mcp, &s, "command_status", json!({"handle_id": "cmd-nope"})).await;
     assert_eq!(code(&r), "command_not_found");
-    // Limits, exactly at and one past each.
+    // Limits, exactly at and one past each; a size wish past the cap is taken as the cap.
     let id = &h["handle_id"];
     for (tool, args, ok) in [
         (
@@ -368,7 +368,7 @@ async fn handles_belong_to_their_session_and_end_with_it() {
         (
             "command_status",
             json!({"handle_id": id, "max_bytes": 65537}),
-            false,
+            true,
         ),
         (
             "command_status",
@@ -391,6 +391,12 @@ async fn handles_belong_to_their_session_and_end_with_it() {
             false,
         ),
         ("command_kill", json!({"handle_id": id, "signal": 0}), false),
+        // USR1's number differs between Linux and BSD: only fixed names are taken.
+        (
+            "command_kill",
+            json!({"handle_id": id, "signal": "USR1"}),
+            false,
+        ),
         (
             "command_kill",
             json!({"handle_id": id, "wait_seconds": 60.01}),

@@ -36,6 +36,10 @@ async fn one_session_per_server_identity() {
     let r = mcp.call("connect", direct).await;
     assert_eq!(code(&r), "already_connected");
     assert!(r["error"]["message"].as_str().unwrap().contains(&id), "{r}");
+    assert_eq!(
+        r["error"]["session_id"], id,
+        "the session to use, as a field: {r}"
+    );
     // Every spelling of the address is that address.
     for spelling in [
         "127.1",

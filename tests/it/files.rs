@@ -142,6 +142,7 @@ async fn a_stale_hash_is_refused_and_the_other_writers_content_stays() {
         r["error"]["message"].as_str().unwrap().contains(&now),
         "the current hash is named: {r}"
     );
+    assert_eq!(r["error"]["sha256"], now, "and given as a field: {r}");
     assert_eq!(
         remote_out(&mcp, &s, &format!("cat {path}")).await,
         "other\n"
@@ -391,6 +392,7 @@ async fn edit_file_replaces_exact_text_once_or_everywhere() {
     )
     .await;
     assert_eq!(code(&r), "edit_ambiguous_match", "{r}");
+    assert_eq!(r["error"]["count"], 2, "{r}");
     assert!(
         r["error"]["message"].as_str().unwrap().contains("2 times"),
         "{r}"

@@ -15,16 +15,22 @@ async fn task(mcp: &McpClient, s: &Session, tool: &str, args: Value) -> Value {
     r
 }
 
-/// The task's status once its wrapper recorded an exit status, or after 15 s (the task is
-/// not ours to wait on: polling is all there is).
+/// The task's status once its wrapper recorded an exit status, or after 15 s. The status is
+/// recorded when the task's shell exits, which may be before its group ends (a child left
+/// running): each call waits up to a second for the end, then looks again.
 async fn until_exit_recorded(mcp: &McpClient, s: &Session, pid: u64) -> Value {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
-        let st = task(mcp, s, "task_status", json!({"pid": pid})).await;
+        let st = task(
+            mcp,
+            s,
+            "task_status",
+            json!({"pid": pid, "wait_seconds": 1}),
+        )
+        .await;
         if st["exit_code"] != json!(null) || std::time::Instant::now() > give_up {
             return st;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
@@ -175,10 +181,19 @@ async fn a_reused_pid_is_never_signalled() {
         &mcp,
         &s,
         "task_status",
-        json!({"pid": old, "tail_bytes": 65537}),
+        json!({"pid": old, "tail_bytes": 0}),
     )
     .await;
     assert_eq!(code(&r), "invalid_arguments");
+    // Past the cap, the cap: as every size wish.
+    let r = on_session(
+        &mcp,
+        &s,
+        "task_status",
+        json!({"pid": old, "tail_bytes": 65537}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 4, "{r}");
     let r = on_session(
         &mcp,
         &s,
@@ -272,11 +287,16 @@ async fn a_group_of_unmarked_children_is_not_running_and_the_kill_answers_in_tim
 
 /// A task takes every signal as a command run by hand would: INT and QUIT are not ignored
 /// (as they are for an asynchronous list of a shell), so a program's graceful stop on INT
-/// works, and the status the wrapper records is 128 + the signal, for USR1 too.
+/// works, and the status the wrapper records is 128 + the signal, for USR1 too. Signals go
+/// by name (as answers give them) or by number.
 #[tokio::test]
 async fn a_task_stops_on_int_and_records_each_signal() {
     let (_env, mcp, s) = connected().await;
-    for (signal, name) in [(2, "INT"), (3, "QUIT"), (10, "USR1")] {
+    for (signal, name, given) in [
+        (2, "INT", json!("INT")),
+        (3, "QUIT", json!("SIGQUIT")),
+        (10, "USR1", json!(10)),
+    ] {
         let secs = unique_sleep(300);
         let command = format!("grep SigIgn /proc/self/status; exec sleep {secs}");
         let launched = task(&mcp, &s, "task_launch", json!({ "command": command })).await;
@@ -285,7 +305,7 @@ async fn a_task_stops_on_int_and_records_each_signal() {
             &mcp,
             &s,
             "task_kill",
-            json!({"pid": pid, "signal": signal, "wait_seconds": 10}),
+            json!({"pid": pid, "signal": given, "wait_seconds": 10}),
         )
         .await;
         assert_eq!(k["result"], "killed", "{name}: {k}");

@@ -8,6 +8,7 @@
 //! content. The daemon holds the texts only, whatever the file's size; the host holds the
 //! file (at most 64 MiB).
 
+use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::files::{
     EditFileRequest, FileEdited, MAX_EDIT_FILE_BYTES, MAX_NEW_TEXT_BYTES, MAX_OLD_TEXT_BYTES,
 };
@@ -176,7 +177,11 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
                 "old_text occurs {k} times; nothing was changed (add surrounding lines to make \
                  it unique, or pass replace_all: true)"
             ),
-        )),
+        )
+        .with_details(ErrorDetails {
+            count: k.parse().ok(),
+            ..ErrorDetails::default()
+        })),
         (Some("toolarge"), Some(n), _) => Err(DaemonError::new(
             ErrorCode::FileTooLarge,
             format!(

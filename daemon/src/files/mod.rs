@@ -7,6 +7,7 @@ pub mod edit;
 pub mod paths;
 pub mod write;
 
+use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
@@ -136,14 +137,21 @@ fn nothing_changed(e: DaemonError) -> DaemonError {
 
 /// The error of an `ok changed <hash>` answer.
 fn changed(detail: &str) -> DaemonError {
-    DaemonError::new(
-        ErrorCode::FileChanged,
-        match detail {
-            "missing" => "the file no longer exists; nothing was changed".to_string(),
-            hash => format!(
+    match detail {
+        "missing" => DaemonError::new(
+            ErrorCode::FileChanged,
+            "the file no longer exists; nothing was changed",
+        ),
+        hash => DaemonError::new(
+            ErrorCode::FileChanged,
+            format!(
                 "the file changed since expected_sha256: its sha256 is now {hash}; nothing was \
                  changed (read it again, then retry with the new hash)"
             ),
-        },
-    )
+        )
+        .with_details(ErrorDetails {
+            sha256: Some(hash.to_string()),
+            ..ErrorDetails::default()
+        }),
+    }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sshmcp_proto::command::CommandState;
+use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::limits::{DEFAULT_CONNECT_TIMEOUT_SECS, MAX_CONNECT_TIMEOUT_SECS};
 use sshmcp_proto::overview::SessionView;
 use sshmcp_proto::policy::PolicyReport;
@@ -404,7 +405,11 @@ impl Registry {
                     resolved.port,
                     owner.state().as_str()
                 ),
-            ));
+            )
+            .with_details(ErrorDetails {
+                session_id: Some(owner.id.clone()),
+                ..ErrorDetails::default()
+            }));
         }
         if sessions.len() >= self.settings.max_sessions as usize {
             return Err(DaemonError::new(

@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 use sshmcp_proto::time::rfc3339;
@@ -271,7 +271,11 @@ impl Transfers {
             })
     }
 
-    pub fn status(&self, id: &str) -> Result<TransferReport, DaemonError> {
+    /// The transfer's report, once it ended or `wait` passed, whichever comes first.
+    pub async fn status(&self, id: &str, wait: Duration) -> Result<TransferReport, DaemonError> {
+        let mut ended = self.find(id)?.ended.subscribe();
+        let _ = tokio::time::timeout(wait, ended.wait_for(|e| *e)).await;
+        // Found again: a resumed transfer's placeholder may have given way to the transfer.
         Ok(self.find(id)?.report())
     }
 
@@ -283,7 +287,8 @@ impl Transfers {
         op.cancel.cancel();
         let mut ended = op.ended.subscribe();
         let _ = tokio::time::timeout(STOP_WAIT, ended.wait_for(|e| *e)).await;
-        Ok(op.report())
+        // Found again, as `status` does.
+        Ok(self.find(id)?.report())
     }
 
     pub fn list(&self) -> TransferList {
@@ -561,6 +566,11 @@ async fn begin(
         None => session.host.closing.child_token(),
     };
     let mut op = Operation::new(resumed, direction, req, total, cancel);
+    // A caller waiting on the placeholder (transfer_status with wait_seconds) waits for the
+    // transfer's end.
+    if let Some(placeholder) = &placeholder {
+        op.ended = placeholder.ended.clone();
+    }
     // The paths as resolved, for the reports.
     (op.local_path, op.remote_path) = match &plan {
         Plan::Download {

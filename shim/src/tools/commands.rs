@@ -8,6 +8,7 @@ use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{
     CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
     CommandStarted, CommandStatusRequest,
@@ -21,6 +22,7 @@ use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress};
 use crate::server::Shim;
+use crate::signal::Signal;
 
 /// Room beyond a call's own waiting for the daemon to answer.
 const MARGIN: Duration = Duration::from_secs(30);
@@ -64,8 +66,9 @@ pub struct CommandStatusArgs {
     pub stdout_offset: Option<u64>,
     /// Byte offset to read stderr from, as for stdout.
     pub stderr_offset: Option<u64>,
-    /// Bytes per stream to return (1..the daemon's output cap, 65536 by default); by default,
-    /// for each stream, the cap when it is read from its offset and 4096 when its tail is.
+    /// Bytes per stream to return, at least 1; more than the daemon's output cap (65536 by
+    /// default) gives the cap. By default, for each stream, the cap when it is read from its
+    /// offset and 4096 when its tail is.
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
 }
@@ -81,10 +84,9 @@ pub struct CommandKillArgs {
     /// The command handle to kill: `handle_id` (or `id`) from command_start, or from a
     /// handed-off exec or sudo_exec. Not a PID.
     pub handle_id: String,
-    /// Signal number sent to the command's whole process group (1..64); default 15 (TERM).
-    /// 9 is KILL, 2 is INT, 1 is HUP.
-    #[schemars(range(min = 1, max = 64))]
-    pub signal: Option<i32>,
+    /// The signal sent to the command's whole process group: a number (1..64) or a name
+    /// (`TERM`, `INT`, `HUP`, `QUIT`, `ABRT`, `ALRM`, `KILL`); default 15 (TERM).
+    pub signal: Option<Signal>,
     /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).
     /// Default false.
     pub force: Option<bool>,
@@ -118,7 +120,7 @@ impl Shim {
     /// `handoff_after` for long root work. Errors: `remote_path_not_found` (the `cwd` is
     /// missing: check it with stat), `invalid_command` (too long, NUL byte: upload a script and
     /// run that), `invalid_arguments` (timeout out of range), `invalid_local_path` (the local
-    /// root cannot hold the output files: tell the user), `internal_error` (it did not start
+    /// root cannot hold the output files: tell the user), `channels_busy` (it did not start
     /// within 25 s: running commands and transfers hold all 7 channels they may, or the
     /// remote login shell did not finish; nothing ran: wait for one to end, or kill one, then
     /// retry).
@@ -170,7 +172,8 @@ impl Shim {
     /// out). Works on ended handles, and on a session that answers `connection_lost`: read
     /// what you need before `disconnect`, which deletes the handle and its output. Errors: `command_not_found` (not
     /// a handle of this session: see command_list; a task's PID goes to task_status),
-    /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` above the cap).
+    /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` 0; above the cap it is
+    /// taken as the cap).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
@@ -226,7 +229,7 @@ impl Shim {
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),
         annotations(title = "Kill a long command", read_only_hint = false,
-                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+                    destructive_hint = true, idempotent_hint = true, open_world_hint = true)
     )]
     pub async fn command_kill(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(
@@ -240,7 +243,11 @@ impl Shim {
                         session_key: a.session_key,
                     },
                     handle_id: a.handle_id,
-                    signal: a.signal,
+                    signal: a
+                        .signal
+                        .map(|signal| signal.number())
+                        .transpose()
+                        .map_err(DaemonError::invalid_arguments)?,
                     force: a.force,
                     wait_seconds: a.wait_seconds,
                 };

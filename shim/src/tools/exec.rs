@@ -251,8 +251,9 @@ impl Shim {
     /// `spool_output` (a handed-off root command is killed as root by `command_kill`); `ok:
     /// true` means the command ran as root: read `exit_code`. Use `exec` for everything that
     /// needs no root. Errors: `sudo_password_required` (stop and ask the user for a NOPASSWD
-    /// rule; never pipe a password through `exec`), `sudo_not_allowed` (the host's sudoers
-    /// denies that program; a narrower `sudo -n CMD` through `exec` may still be allowed),
+    /// rule; never pipe a password through `exec`), `sudo_not_allowed` (the host's sudoers,
+    /// not the user's policy, denies bash as root; `sudo -n -l` through `exec` lists what it
+    /// allows),
     /// `sudo_unavailable` (no sudo on the host); the message quotes sudo. `policy_denied`: the
     /// user forbids root on this host; do not try `sudo` through `exec`, ask the user. Also
     /// exec's `remote_path_not_found` (cwd), `invalid_command`, `invalid_local_path` (hand-off

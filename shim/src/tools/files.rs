@@ -90,7 +90,7 @@ impl Shim {
     /// ACLs or extended attributes). Use it instead of `exec` with `echo`/heredocs; to change
     /// part of a file use edit_file. Acts as the session's user, never sudo (root's files need
     /// `sudo_exec`). Errors: `remote_path_exists` (pass `overwrite: true`, or `expected_sha256`
-    /// to replace only what you saw), `file_changed` (the message names the current hash: read
+    /// to replace only what you saw), `file_changed` (`error.sha256` is the current hash: read
     /// the file again, redo the change, retry with that hash; also when the file is gone),
     /// `remote_path_not_found` (the directory is missing: pass `create_dirs: true`),
     /// `invalid_remote_type` (the path is a symlink, whose target you can write instead: `stat`
@@ -164,9 +164,9 @@ impl Shim {
     /// during the edit is never overwritten. Use it instead of `sed -i` through `exec`; to
     /// replace a whole file or make a new one, use write_file. Acts as the session's user,
     /// never sudo: a root-owned file needs `sudo_exec`. Errors: `edit_no_match` (read the file
-    /// again and copy the text exactly), `edit_ambiguous_match` (with the count: add
+    /// again and copy the text exactly), `edit_ambiguous_match` (`error.count` occurrences: add
     /// surrounding lines, or `replace_all`), `file_changed` (someone changed the file since
-    /// your hash: read it again and redo the edit), `remote_path_not_found` (check the path
+    /// your hash, `error.sha256` now: read it again and redo the edit), `remote_path_not_found` (check the path
     /// with stat), `invalid_remote_type` (the path is a symlink, whose target you can edit
     /// instead: `stat` gives `link_target`; no regular file; or NUL bytes in it),
     /// `remote_permission_denied` (no write access to the directory, or another user's file:

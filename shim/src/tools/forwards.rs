@@ -81,15 +81,15 @@ impl Shim {
     /// forward_stop, disconnect or a lost connection; anyone on this machine can use a loopback
     /// forward, so stop those you no longer need. Errors (nothing listens then):
     /// `forward_failed` (the message says which): the port is taken (retry with `listen_port`
-    /// 0) or below 1024 (pick a higher one), this session already has that listener (the
-    /// message names it: use it), or the host's sshd forbids forwarding (tell the user;
+    /// 0) or below 1024 (pick a higher one), this session already has that listener
+    /// (`error.forward_id` names it: use it), or the host's sshd forbids forwarding (tell the user;
     /// retrying will not help). `forward_not_allowed`: use a loopback `listen_host`.
     /// `invalid_arguments`: see `target_host`.
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),
         annotations(title = "Open a port forward", read_only_hint = false,
-                    destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn forward_start(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(
@@ -161,7 +161,7 @@ impl Shim {
             ],
         ),
         annotations(title = "Close a port forward", read_only_hint = false,
-                    destructive_hint = false, idempotent_hint = false, open_world_hint = true)
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
     pub async fn forward_stop(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(

@@ -102,8 +102,8 @@ impl Shim {
     /// a directory's entries come from list_directory, a file's bytes from read_file_range.
     /// Read-only. Errors: `remote_path_not_found` (nothing there, a parent is not a directory,
     /// or a symlink loop), `remote_permission_denied` (a parent directory is not searchable by
-    /// the session's user: `sudo_exec` can look as root), `internal_error` naming GNU coreutils
-    /// when the host lacks them (use `exec` with what it has).
+    /// the session's user: `sudo_exec` can look as root), `host_tool_missing` naming the GNU
+    /// coreutils program the host lacks (use `exec` with what it has).
     #[tool(
         input_schema = schema_for_input::<StatArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileStat>>(),
@@ -133,8 +133,8 @@ impl Shim {
     /// exec with `find` for a tree). Prefer it to parsing `ls` through exec; read-only. Errors:
     /// `invalid_remote_type` (not a directory: use stat), `remote_path_not_found` (check the
     /// path with stat), `remote_permission_denied` (not readable or not searchable by the
-    /// session's user: `sudo_exec` can list as root), `internal_error` naming GNU findutils
-    /// when the host lacks them (use `exec`).
+    /// session's user: `sudo_exec` can list as root), `host_tool_missing` naming the GNU
+    /// findutils program the host lacks (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Listing>>(),
@@ -142,7 +142,7 @@ impl Shim {
                     destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
     pub async fn list_directory(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
+        answer::respond_trimmed(
             async {
                 let a: ListArgs = args::decode(raw)?;
                 let req = ListRequest {
@@ -159,6 +159,7 @@ impl Shim {
                     .await
             }
             .await,
+            without_derivable_paths,
         )
     }
 
@@ -171,7 +172,7 @@ impl Shim {
     /// `remote_path_not_found` (check the path with stat), `remote_permission_denied` (the
     /// session's user may not read it: as root, `sudo_exec` with `dd if=PATH bs=32768 skip=N
     /// count=1 status=none`, one block per call, until a block comes back short),
-    /// `internal_error` naming GNU coreutils when the host lacks them (use `exec`).
+    /// `host_tool_missing` naming the GNU coreutils program the host lacks (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),
@@ -197,5 +198,20 @@ impl Shim {
             }
             .await,
         )
+    }
+}
+
+/// An entry whose name and directory are UTF-8 needs no `path`: the agent joins the directory
+/// it listed and the name. Only a path that must travel as base64 stays.
+fn without_derivable_paths(listing: &mut JsonObject) {
+    let Some(entries) = listing.get_mut("entries").and_then(|e| e.as_array_mut()) else {
+        return;
+    };
+    for entry in entries.iter_mut().filter_map(|e| e.as_object_mut()) {
+        let utf8 = |field: &str| entry.get(field).and_then(|e| e.as_str()) == Some("utf-8");
+        if utf8("name_encoding") && utf8("path_encoding") {
+            entry.remove("path");
+            entry.remove("path_encoding");
+        }
     }
 }

@@ -85,8 +85,8 @@ impl Shim {
     /// (`disconnect` and session_list need no key). One session per server (its effective
     /// HostName and Port; the user is not part of it): connect once and reuse it, never per
     /// command. May wait for a passphrase or key-touch prompt on the user's desktop; unknown
-    /// host keys are never accepted. Errors: `already_connected` (the message names the
-    /// session: use it if you hold its key; if `session_list` shows it `lost`, disconnect it
+    /// host keys are never accepted. Errors: `already_connected` (`error.session_id` is the
+    /// session that owns the server: use it if you hold its key; if `session_list` shows it `lost`, disconnect it
     /// and connect again; otherwise another agent may be using it: ask the user),
     /// `session_limit_reached` (the daemon's max-sessions, 32 by default: disconnect a session
     /// you no longer need), `connection_start_failed` (authentication, host key or network, or
@@ -149,7 +149,7 @@ impl Shim {
         input_schema = schema_for_input::<DisconnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Disconnected>>(),
         annotations(title = "Disconnect a session", read_only_hint = false,
-                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+                    destructive_hint = true, idempotent_hint = true, open_world_hint = true)
     )]
     pub async fn disconnect(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(

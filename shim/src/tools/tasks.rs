@@ -8,6 +8,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::task::{
@@ -17,6 +18,7 @@ use sshmcp_proto::task::{
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
+use crate::signal::Signal;
 
 /// Room for a task program on the host, beyond a kill's own waiting.
 const MARGIN: Duration = Duration::from_secs(60);
@@ -46,10 +48,15 @@ pub struct TaskStatusArgs {
     pub session_key: String,
     /// The task's PID, from task_launch (above 1: 1 or below is `not_found`).
     pub pid: i64,
-    /// Bytes of each log's end to return (1..the daemon's output cap, 65536 by default);
-    /// default 4096.
+    /// Bytes of each log's end to return, at least 1; more than the daemon's output cap
+    /// (65536 by default) gives the cap. Default 4096.
     #[schemars(range(min = 1))]
     pub tail_bytes: Option<u64>,
+    /// Seconds to wait for the task to stop running before answering (0..300; stay below
+    /// your client's call limit, e.g. 30); default 0 (answer at once). The answer comes
+    /// within a second of its end.
+    #[schemars(range(min = 0.0, max = 300.0))]
+    pub wait_seconds: Option<f64>,
 }
 
 // No Debug: it holds the session key.
@@ -62,10 +69,9 @@ pub struct TaskKillArgs {
     pub session_key: String,
     /// The task's PID, from task_launch (above 1: 1 or below answers `invalid_pid`).
     pub pid: i64,
-    /// Signal number sent to the task's whole process group (1..64); default 15 (TERM).
-    /// 9 is KILL, 2 is INT, 1 is HUP.
-    #[schemars(range(min = 1, max = 64))]
-    pub signal: Option<i32>,
+    /// The signal sent to the task's whole process group: a number (1..64) or a name
+    /// (`TERM`, `INT`, `HUP`, `QUIT`, `ABRT`, `ALRM`, `KILL`); default 15 (TERM).
+    pub signal: Option<Signal>,
     /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).
     /// Default false.
     pub force: Option<bool>,
@@ -93,9 +99,10 @@ impl Shim {
     /// Keep the `pid`: nothing lists tasks. Use `command_start` instead for work you follow
     /// and stop within this session (output kept locally, killed on disconnect). Errors:
     /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
-    /// (over 1 MiB, or a NUL byte: upload a script and run that), `internal_error` (no writable
-    /// ~/.sshmcp/tasks, or no setsid on the host: tell the user; one that names a PID may
-    /// still run: check it with task_status before launching again). task_status with the
+    /// (over 1 MiB, or a NUL byte: upload a script and run that), `host_tool_missing` (no
+    /// setsid on the host: tell the user), `internal_error` (no writable ~/.sshmcp/tasks: tell
+    /// the user; one that names a PID may still run: check it with task_status before
+    /// launching again). task_status with the
     /// `pid` confirms it runs.
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
@@ -124,11 +131,15 @@ impl Shim {
         )
     }
 
-    /// Check a task from task_launch by its `pid` (for a command handle use command_status):
-    /// whether it runs, its recorded exit status, its log paths, and each log's size and last
-    /// `tail_bytes` (read more with read_file_range on the log path). A PID since reused by
-    /// another process is never taken for the task (see `state`). Errors: `invalid_arguments`
-    /// (`tail_bytes` out of range).
+    /// Check a task from task_launch by its `pid` (for a command handle use command_status).
+    /// `state`: `running`, `exited` (it ended, or its PID now belongs to another process: a
+    /// reused PID is never taken for the task) or `not_found` (no task of this user had this
+    /// PID). `exit_code` once recorded (128 + n after signal n; left out after KILL); the log
+    /// paths; `stdout` and `stderr`: each log's last `tail_bytes` (read more with
+    /// read_file_range on the log path). Long-poll with `wait_seconds` (the answer comes
+    /// within a second of its end) rather than calling in a tight loop. Errors:
+    /// `invalid_arguments` (`tail_bytes` 0, `wait_seconds` out of range; a `tail_bytes` above
+    /// the cap is taken as the cap).
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -143,8 +154,10 @@ impl Shim {
                     auth: auth(a.session_id, a.session_key),
                     pid: a.pid,
                     tail_bytes: a.tail_bytes,
+                    wait_seconds: a.wait_seconds,
                 };
-                let ctx = context_with_timeout(MARGIN);
+                let wait = a.wait_seconds.unwrap_or(0.0).clamp(0.0, 300.0);
+                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
                 self.daemon
                     .call(
                         "task_status",
@@ -168,7 +181,7 @@ impl Shim {
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),
         annotations(title = "Kill a detached task", read_only_hint = false,
-                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
+                    destructive_hint = true, idempotent_hint = true, open_world_hint = true)
     )]
     pub async fn task_kill(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(
@@ -178,7 +191,11 @@ impl Shim {
                 let req = TaskKillRequest {
                     auth: auth(a.session_id, a.session_key),
                     pid: a.pid,
-                    signal: a.signal,
+                    signal: a
+                        .signal
+                        .map(|signal| signal.number())
+                        .transpose()
+                        .map_err(DaemonError::invalid_arguments)?,
                     force: a.force,
                     wait_seconds: a.wait_seconds,
                 };

@@ -15,6 +15,7 @@ use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::transfer::{
     TransferError, TransferList, TransferReport, TransferRequest, TransferStartRequest,
+    TransferStatusRequest,
 };
 
 use super::inspect::remote_path;
@@ -90,6 +91,23 @@ pub struct TransferArgs {
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
+}
+
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferStatusArgs {
+    /// The session that started the transfer.
+    pub session_id: String,
+    /// The session's secret key (from connect).
+    pub session_key: String,
+    /// From download_start or upload_start.
+    pub operation_id: String,
+    /// Seconds to wait for the transfer to end before answering (0..300; stay below your
+    /// client's call limit, e.g. 30); default 0 (answer at once). The answer comes as soon as
+    /// it ends.
+    #[schemars(range(min = 0.0, max = 300.0))]
+    pub wait_seconds: Option<f64>,
 }
 
 // No Debug: it holds the session key.
@@ -226,14 +244,19 @@ impl Shim {
         )
     }
 
-    /// Where a transfer of this session stands, from its `operation_id`: its state, progress,
-    /// and once completed the verified `sha256` and the `final_path`. Poll it every 2-5 s
-    /// (`eta` says how long is left) until `completed`, `failed` or `cancelled`; a `failed`
-    /// report's `error.code` says what to do next (each code is described under `error`).
-    /// Errors: `transfer_not_found` (not an operation of this session: transfer_list shows
-    /// them).
+    /// Where a transfer of this session stands, from its `operation_id`: its `state`
+    /// (`queued`, `running`, `verifying`, then `completed`, `failed` or `cancelled`),
+    /// `bytes_transferred` of `total_bytes`, `eta`, and once completed the verified `sha256`
+    /// and the `final_path`. Long-poll with `wait_seconds` (the answer comes when it ends)
+    /// rather than calling in a tight loop. A `failed` report's `error.code`:
+    /// `transfer_failed` (start the same transfer again: it resumes), `verification_failed`
+    /// (the source changed: copy a snapshot), `channels_busy` (no channel came free: retry
+    /// once commands end), `connection_lost` (reconnect, start again), `local_path_exists` or
+    /// `remote_path_exists` (pass `overwrite` if it may go). Errors: `transfer_not_found` (not
+    /// an operation of this session: transfer_list shows them), `invalid_arguments`
+    /// (`wait_seconds` out of range).
     #[tool(
-        input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
+        input_schema = schema_for_input::<TransferStatusArgs>().expect("object schema"),
         output_schema = report_schema(),
         annotations(title = "Check a transfer", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -241,8 +264,17 @@ impl Shim {
     pub async fn transfer_status(&self, raw: JsonObject) -> CallToolResult {
         answer::respond(
             async {
-                let req = transfer_request(args::decode(raw)?);
-                let ctx = context_with_timeout(DEADLINE);
+                let a: TransferStatusArgs = args::decode(raw)?;
+                let wait = a.wait_seconds.unwrap_or(0.0).clamp(0.0, 300.0);
+                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + DEADLINE);
+                let req = TransferStatusRequest {
+                    auth: SessionAuth {
+                        session_id: a.session_id,
+                        session_key: a.session_key,
+                    },
+                    operation_id: a.operation_id,
+                    wait_seconds: a.wait_seconds,
+                };
                 self.daemon
                     .call("transfer_status", |c| async move {
                         c.transfer_status(ctx, req).await

@@ -1,0 +1,90 @@
+//! A signal as the kill tools take it: a number, or a name whose number POSIX fixes (so it
+//! means the same on Linux, BSD and macOS hosts). Answers name signals; an agent may pass a
+//! name back.
+
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
+
+/// The names a kill tool takes, with their numbers (the same on every POSIX system).
+const NAMES: &[(&str, i32)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ABRT", 6),
+    ("KILL", 9),
+    ("ALRM", 14),
+    ("TERM", 15),
+];
+
+/// A signal for command_kill or task_kill: a number (1..64, checked by the daemon) or one
+/// of [`NAMES`] (a `SIG` prefix is fine).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum Signal {
+    Number(i32),
+    Name(String),
+}
+
+/// Published inline as one line: the field that takes it describes both forms.
+impl JsonSchema for Signal {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Signal".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": ["integer", "string"]})
+    }
+}
+
+impl Signal {
+    /// The signal's number; a name no kill tool takes is an `invalid_arguments` message.
+    pub fn number(&self) -> Result<i32, String> {
+        match self {
+            Self::Number(number) => Ok(*number),
+            Self::Name(name) => {
+                let bare = name.strip_prefix("SIG").unwrap_or(name);
+                NAMES
+                    .iter()
+                    .find(|(known, _)| known.eq_ignore_ascii_case(bare))
+                    .map(|(_, number)| *number)
+                    .ok_or_else(|| "invalid value for field: signal".to_string())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(value: serde_json::Value) -> Result<i32, String> {
+        serde_json::from_value::<Signal>(value)
+            .map_err(|e| e.to_string())?
+            .number()
+    }
+
+    #[test]
+    fn names_and_numbers_are_one_signal() {
+        for (given, number) in [
+            (serde_json::json!(15), 15),
+            (serde_json::json!("TERM"), 15),
+            (serde_json::json!("SIGKILL"), 9),
+            (serde_json::json!("hup"), 1),
+        ] {
+            assert_eq!(parse(given.clone()), Ok(number), "{given}");
+        }
+    }
+
+    #[test]
+    fn a_name_whose_number_differs_between_systems_is_refused() {
+        // USR1 is 10 on Linux and 30 on BSD and macOS.
+        assert!(parse(serde_json::json!("USR1")).is_err());
+        assert!(parse(serde_json::json!("TERMINATE")).is_err());
+    }
+}

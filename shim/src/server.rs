@@ -87,8 +87,8 @@ impl Shim {
     /// whose tools are all exposed (every tool describes itself; these teach the workflow).
     fn instructions(&self) -> String {
         let mut text = format!(
-            "sshmcp works on remote machines over SSH with the user's OpenSSH config, keys \
-             and agent. {}\n",
+            "sshmcp works on remote hosts over SSH with the user's OpenSSH config and keys. \
+             {}\n",
             root_sentence(self.local_root.as_deref())
         );
         for (paragraph, tools) in PARAGRAPHS {
@@ -122,7 +122,7 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
     (
         "1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers \
          `session_id` and `session_key` (shown only once): pass both to the session's tools. \
-         2) Work. 3) `disconnect` when done; `session_list` lists sessions.",
+         2) `disconnect` when done; `session_list` lists sessions.",
         &["connect", "disconnect", "session_list"],
     ),
     (
@@ -174,13 +174,14 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
 const ANSWERS: &str = "Answers leave out fields that are null, false or empty. Failures \
     (`ok: false`) carry a stable `error.code` to act on: \
-    `session_not_found` / `invalid_session_key` (wrong id or key; a lost key: `disconnect` the \
-    session, no key needed, and connect again), `session_not_ready` (retry shortly), \
-    `connection_lost` (disconnect, connect again), `channels_busy` (nothing ran: retry once \
-    other work ends), `policy_denied` (the user forbids it on that host: do not work around \
-    it, ask the user).\n\
-    Limits (defaults): one session per server; 7 commands or transfers at once per session; \
-    `timeout` 60 s; each answer keeps 64 KiB of each output stream.";
+    `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` \
+    needs none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \
+    (read your handles' output, then disconnect and connect), `channels_busy` (nothing ran: \
+    retry once other work ends), \
+    `policy_denied` (the user forbids it on that host: do not work around it, ask the user).\n\
+    Limits (defaults): one session per server; per session 7 commands at once (transfers \
+    count, at most 4 of them); `exec` `timeout` 60 s; each answer keeps 64 KiB of each output \
+    stream.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {

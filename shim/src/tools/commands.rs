@@ -33,7 +33,7 @@ const MARGIN: Duration = Duration::from_secs(30);
 pub struct CommandStartArgs {
     /// The session to run in (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs.
     pub command: String,
@@ -52,7 +52,7 @@ pub struct CommandStartArgs {
 pub struct CommandStatusArgs {
     /// The session that started the command.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// From command_start (`handle_id` or `id`) or a handed-off exec or sudo_exec.
     pub handle_id: String,
@@ -79,7 +79,7 @@ pub struct CommandStatusArgs {
 pub struct CommandKillArgs {
     /// The session that started the command.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The command handle to kill: `handle_id` (or `id`) from command_start, or from a
     /// handed-off exec or sudo_exec. Not a PID.
@@ -101,7 +101,7 @@ pub struct CommandKillArgs {
 pub struct CommandListArgs {
     /// The session whose commands to list.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
 }
 
@@ -162,18 +162,17 @@ impl Shim {
     }
 
     /// Check a command handle and read its output, by offset or as a tail (see the offsets);
-    /// long-poll with `wait_seconds` rather than calling in a tight loop. The answer's
-    /// `status`: `running`, `completed` (read `exit_code`), `timed_out`, `killed` (by
-    /// command_kill or a disconnect) or `lost` (the connection or the daemon died while it
-    /// ran: its exit is unknown and its process group may still run; read `pid`). `stdout` and
-    /// `stderr` are each an object with `data` and `next_offset` (pass it back to read on),
-    /// `total_bytes` so far, and `truncated` when the kept output stopped at the spool cap;
-    /// once the command has ended, a stream read whole is just its text (an empty one is left
-    /// out). Works on ended handles, and on a session that answers `connection_lost`: read
-    /// what you need before `disconnect`, which deletes the handle and its output. Errors: `command_not_found` (not
-    /// a handle of this session: see command_list; a task's PID goes to task_status),
-    /// `invalid_arguments` (an offset past `total_bytes`, `max_bytes` 0; above the cap it is
-    /// taken as the cap).
+    /// long-poll with `wait_seconds` rather than calling in a tight loop. The answer's `status`:
+    /// `running`, `completed` (read `exit_code`), `timed_out`, `killed` (by command_kill) or `lost`
+    /// (the connection or the daemon died while it ran: its exit is unknown and its process group
+    /// may still run; read `pid`). `stdout` and `stderr` are each an object with `data` and
+    /// `next_offset` (pass it back to read on), `total_bytes` so far, and `truncated` when the kept
+    /// output stopped at the spool cap; once the command has ended, a stream read whole is just its
+    /// text (an empty one is left out). Works on ended handles, and on a session that answers
+    /// `connection_lost`: read what you need before `disconnect`, which deletes the handle and its
+    /// output. Errors: `command_not_found` (not a handle of this session: see command_list; a
+    /// task's PID goes to task_status), `invalid_arguments` (an offset past `total_bytes`,
+    /// `max_bytes` 0; above the cap it is taken as the cap).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
@@ -219,10 +218,14 @@ impl Shim {
     /// Terminate a running command handle of this session (for a task_launch PID use
     /// task_kill). Before sending anything it checks on the host whether the command's process
     /// group still runs; then it signals the whole group (as root for a sudo_exec handle;
-    /// SIGKILL fallback: `force`). `result` says what happened (each value is described there).
-    /// After `killed`, `already_exited` or `not_running`, command_status reports `killed` for
-    /// this handle (an exit code it had stays shown): check command_status first, as a handle
-    /// that ended needs no kill. Errors: `command_not_found` (not a handle
+    /// SIGKILL fallback: `force`). `result`: `killed` (confirmed gone), `already_exited` (gone
+    /// as the signal landed), `not_running` (it had ended: nothing was sent),
+    /// `failed_to_kill` (still running: call again with `force: true`; if `force_kill_used`
+    /// was already true, tell the user), `invalid_pid` (its shell never reported a group:
+    /// nothing was sent), `error` (the attempt failed: check command_status). After
+    /// `killed`, `already_exited` or `not_running`, command_status reports `killed` for this
+    /// handle (an exit code it had stays shown): check command_status first, as a handle that
+    /// ended needs no kill. Errors: `command_not_found` (not a handle
     /// of this session, or of one since disconnected: see command_list), `invalid_arguments`
     /// (`signal` or `wait_seconds` out of range).
     #[tool(

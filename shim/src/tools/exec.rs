@@ -24,7 +24,7 @@ use crate::server::Shim;
 pub struct ExecArgs {
     /// The session to run in (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs (a
     /// syntax error anywhere, such as an unterminated here-document, runs nothing).
@@ -54,7 +54,7 @@ pub struct ExecArgs {
 pub struct SudoExecArgs {
     /// The session to run in (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Shell text for root's bash, at most 1048576 bytes, parsed whole before any of it runs.
     pub command: String,
@@ -193,26 +193,27 @@ pub(crate) async fn unless_cancelled<T>(
 
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
-    /// Run one non-interactive /bin/sh command on the session's host and return its exit code
-    /// and separate stdout/stderr. `ok: true` means the command ran: read `exit_code` (null
-    /// with `signal` when a signal ended it, and `timed_out: true` after the timeout).
-    /// `stdout` and `stderr` are the text itself; an empty one is left out; one that was cut,
-    /// spooled or is not UTF-8 is an object with `data`, `encoding`, `total_bytes`,
-    /// `truncated`, `omitted` and `spool_path` as apply. Up to 7 commands run at once on one
-    /// session, on its channels, shared with handles and transfers; more wait for one within
-    /// their `timeout`, and one that got none is `channels_busy`: nothing ran, a retry is
-    /// safe. No TTY and an empty stdin (a password prompt fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not
-    /// `cd`. Each stream keeps at most the daemon's output cap (64 KiB by default, half head,
-    /// half tail); `spool_output` keeps everything in local files. A timeout, or cancelling the
-    /// call, kills the command's whole process group (TERM, then KILL); background jobs still
-    /// holding its output are killed then too (use task_launch for a process that must keep
-    /// running). Clients often give up on a call after about a minute, losing its result: when
-    /// a command may be slow (builds, tests, upgrades) pass `handoff_after`; for work known to
-    /// be long use command_start. To read or change files use read_file_range, write_file or
-    /// edit_file, not `cat` or `echo`. Errors: `remote_path_not_found` (the `cwd` is missing:
-    /// check it with stat), `invalid_command` (over 1 MiB, or a NUL byte: upload a script with
-    /// upload_start and run that), `invalid_local_path` (the local root cannot hold the spool
-    /// or hand-off files: tell the user), `invalid_arguments` (a value out of range).
+    /// Run one non-interactive /bin/sh command on the session's host and return its exit code and
+    /// separate stdout/stderr. `ok: true` means the command ran: read `exit_code` (always
+    /// there; null when a signal ended it, `signal` then names it, e.g. `TERM`; `timed_out: true`
+    /// after the timeout). `stdout` and `stderr` are the text itself; an empty one is left out;
+    /// one that was cut, spooled or is not UTF-8 is an object with `data` (head and tail kept),
+    /// `encoding`, `total_bytes`, `truncated`, `omitted` (the byte range left out) and
+    /// `spool_path` (the whole stream in a local file) as apply. Up to 7 commands run at once on one session, on its channels, shared
+    /// with handles and transfers; more wait for one within their `timeout`, and one that got none
+    /// is `channels_busy`: nothing ran, a retry is safe. No TTY and an empty stdin (a password
+    /// prompt fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not
+    /// `cd`. Each stream keeps at most the daemon's output cap (64 KiB by default, half head, half
+    /// tail); `spool_output` keeps everything in local files. A timeout, or cancelling the call,
+    /// kills the command's whole process group (TERM, then KILL); background jobs still holding its
+    /// output are killed then too (use task_launch for a process that must keep running). Clients
+    /// often give up on a call after about a minute, losing its result: when a command may be slow
+    /// (builds, tests, upgrades) pass `handoff_after`; for work known to be long use command_start.
+    /// To read or change files use read_file_range, write_file or edit_file, not `cat` or `echo`.
+    /// Errors: `remote_path_not_found` (the `cwd` is missing: check it with stat),
+    /// `invalid_command` (over 1 MiB, or a NUL byte: upload a script with upload_start and run
+    /// that), `invalid_local_path` (the local root cannot hold the spool or hand-off files: tell
+    /// the user), `invalid_arguments` (a value out of range).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

@@ -31,7 +31,7 @@ const DEADLINE: Duration = Duration::from_secs(70);
 pub struct WriteArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The remote file to write: absolute, or relative to the login directory (`~` is not
     /// expanded); any bytes but NUL.
@@ -62,7 +62,7 @@ pub struct WriteArgs {
 pub struct EditArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The remote text file to change (at most 64 MiB): absolute, or relative to the login
     /// directory (`~` is not expanded); any bytes but NUL.
@@ -86,8 +86,10 @@ pub struct EditArgs {
 impl Shim {
     /// Write a whole file on the remote host, atomically: the content travels as data (no
     /// shell, no quoting) into a temporary file renamed over the target, so a reader sees the
-    /// old file or the new one, never half. An existing file keeps its mode and owner (not its
-    /// ACLs or extended attributes). Use it instead of `exec` with `echo`/heredocs; to change
+    /// old file or the new one, never half. The answer: `path`, `bytes_written`, the new
+    /// content's `sha256` (pass it as `expected_sha256` next time) and `created` when no file
+    /// was there. An existing file keeps its mode and owner (not its ACLs or extended
+    /// attributes). Use it instead of `exec` with `echo`/heredocs; to change
     /// part of a file use edit_file. Acts as the session's user, never sudo (root's files need
     /// `sudo_exec`). Errors: `remote_path_exists` (pass `overwrite: true`, or `expected_sha256`
     /// to replace only what you saw), `file_changed` (`error.sha256` is the current hash: read
@@ -158,21 +160,21 @@ impl Shim {
     }
 
     /// Replace an exact piece of text in a remote text file, atomically: `old_text` must occur
-    /// exactly once unless `replace_all: true`. The edit happens on the host in one step; the
+    /// exactly once unless `replace_all: true`. The answer: `path`, `replacements` and the
+    /// new content's `sha256`. The edit happens on the host in one step; the
     /// result is renamed over the file, keeping its mode and owner (not its ACLs or extended
-    /// attributes), so a reader never sees half of it, and a file changed by someone else
-    /// during the edit is never overwritten. Use it instead of `sed -i` through `exec`; to
-    /// replace a whole file or make a new one, use write_file. Acts as the session's user,
-    /// never sudo: a root-owned file needs `sudo_exec`. Errors: `edit_no_match` (read the file
-    /// again and copy the text exactly), `edit_ambiguous_match` (`error.count` occurrences: add
-    /// surrounding lines, or `replace_all`), `file_changed` (someone changed the file since
-    /// your hash, `error.sha256` now: read it again and redo the edit), `remote_path_not_found` (check the path
-    /// with stat), `invalid_remote_type` (the path is a symlink, whose target you can edit
-    /// instead: `stat` gives `link_target`; no regular file; or NUL bytes in it),
-    /// `remote_permission_denied` (no write access to the directory, or another user's file:
-    /// use sudo_exec, or ask the user), `invalid_arguments` (a text or the file over its limit,
-    /// nothing changed: split the edit; a file over 64 MiB: download_start, edit here,
-    /// upload_start).
+    /// attributes), so a reader never sees half of it, and a file changed by someone else during
+    /// the edit is never overwritten. Use it instead of `sed -i` through `exec`; to replace a whole
+    /// file or make a new one, use write_file. Acts as the session's user, never sudo: a root-owned
+    /// file needs `sudo_exec`. Errors: `edit_no_match` (read the file again and copy the text
+    /// exactly), `edit_ambiguous_match` (`error.count` occurrences: add surrounding lines, or
+    /// `replace_all`), `file_changed` (someone changed the file since your hash, `error.sha256`
+    /// now: read it again and redo the edit), `remote_path_not_found` (check the path with stat),
+    /// `invalid_remote_type` (the path is a symlink, whose target you can edit instead: `stat`
+    /// gives `link_target`; no regular file; or NUL bytes in it), `remote_permission_denied` (no
+    /// write access to the directory, or another user's file: use sudo_exec, or ask the user),
+    /// `invalid_arguments` (a text or the file over its limit, nothing changed: split the edit; a
+    /// file over 64 MiB: download_start, edit here, upload_start).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

@@ -28,7 +28,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 pub struct ForwardStartArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// `local`: reach a service of the host from here (a PostgreSQL on the host's
     /// 127.0.0.1:5432: target `127.0.0.1:5432`, then connect here to
@@ -57,7 +57,7 @@ pub struct ForwardStartArgs {
 pub struct ForwardListArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
 }
 
@@ -66,7 +66,7 @@ pub struct ForwardListArgs {
 pub struct ForwardStopArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The forward to close (from forward_start or forward_list).
     pub forward_id: String,

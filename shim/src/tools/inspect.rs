@@ -28,7 +28,7 @@ const DEADLINE: Duration = Duration::from_secs(40);
 pub struct StatArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Remote path: absolute, or relative to the login directory (`~` is not expanded); any
     /// bytes but NUL.
@@ -46,7 +46,7 @@ pub struct StatArgs {
 pub struct ListArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Remote directory: absolute, or relative to the login directory (`~` is not
     /// expanded); a symlink to a directory is followed.
@@ -66,7 +66,7 @@ pub struct ListArgs {
 pub struct ReadArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Remote regular file: absolute, or relative to the login directory (`~` is not
     /// expanded); a symlink to one is followed.
@@ -97,8 +97,10 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
-    /// Describe one remote path: what it is, its size, permissions, owner and times, and a
-    /// symlink's target. Use it to check that a path exists and what it is before acting on it;
+    /// Describe one remote path: `type` (`file`, `directory`, `symlink`, `fifo`, `socket`,
+    /// `char_device`, `block_device`, `other`), `size`, `mode` (octal, e.g. `0644`), `uid`,
+    /// `gid`, `owner`, `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC) and a symlink's
+    /// `link_target`. Use it to check that a path exists and what it is before acting on it;
     /// a directory's entries come from list_directory, a file's bytes from read_file_range.
     /// Read-only. Errors: `remote_path_not_found` (nothing there, a parent is not a directory,
     /// or a symlink loop), `remote_permission_denied` (a parent directory is not searchable by
@@ -128,7 +130,11 @@ impl Shim {
         )
     }
 
-    /// List one remote directory's entries, a page at a time. Pages are read fresh, not a
+    /// List one remote directory's entries, a page at a time, sorted by name bytes:
+    /// `entries` (each `name`, `type`, `size`, `mode`, `mtime`, and `link_target` for a
+    /// symlink; a name that is not UTF-8 comes as base64 with `name_encoding` and its full
+    /// `path`), `total` entries in the directory, and `truncated` when more follow (ask again
+    /// with `offset` + the entries returned). Pages are read fresh, not a
     /// snapshot: entries added or removed between calls shift later pages. Not recursive (use
     /// exec with `find` for a tree). Prefer it to parsing `ls` through exec; read-only. Errors:
     /// `invalid_remote_type` (not a directory: use stat), `remote_path_not_found` (check the
@@ -164,15 +170,17 @@ impl Shim {
     }
 
     /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
-    /// `offset`. For a whole file larger than one call's cap (64 KiB by default) use
-    /// download_start instead. To read on through a file, call again at `offset` + `bytes_read`
-    /// until `eof` is true. Use exec instead for lines, searches (`grep`, `tail -n`) or many
-    /// files; `cat` through exec loses the middle of output beyond the cap. Read-only. Errors:
-    /// `invalid_remote_type` (not a regular file: list_directory for a directory),
-    /// `remote_path_not_found` (check the path with stat), `remote_permission_denied` (the
-    /// session's user may not read it: as root, `sudo_exec` with `dd if=PATH bs=32768 skip=N
-    /// count=1 status=none`, one block per call, until a block comes back short),
-    /// `host_tool_missing` naming the GNU coreutils program the host lacks (use `exec`).
+    /// `offset`. The answer: `data` (the text, or base64 with `encoding: base64` when the bytes are
+    /// not UTF-8), `bytes_read`, `file_size`, and `eof` when nothing follows. For a whole file
+    /// larger than one call's cap (64 KiB by default) use download_start instead. To read on
+    /// through a file, call again at `offset` + `bytes_read` until `eof` is true. Use exec instead
+    /// for lines, searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle
+    /// of output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:
+    /// list_directory for a directory), `remote_path_not_found` (check the path with stat),
+    /// `remote_permission_denied` (the session's user may not read it: as root, `sudo_exec` with
+    /// `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a block comes
+    /// back short), `host_tool_missing` naming the GNU coreutils program the host lacks (use
+    /// `exec`).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

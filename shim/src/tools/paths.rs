@@ -31,7 +31,7 @@ const DEADLINE: Duration = Duration::from_secs(310);
 pub struct MakeDirectoryArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The directory to make: absolute, or relative to the login directory (`~` is not
     /// expanded); any bytes but NUL.
@@ -51,7 +51,7 @@ pub struct MakeDirectoryArgs {
 pub struct RemovePathArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// What to remove: a file, a symlink (never what it points to) or a directory; absolute,
     /// or relative to the login directory (`~` is not expanded). It must end with a name: `/`,
@@ -68,7 +68,7 @@ pub struct RemovePathArgs {
 pub struct CopyMoveArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The path to take: a file, a symlink (as the link) or a whole directory;
     /// absolute, or relative to the login directory (`~` is not expanded); any bytes but NUL.

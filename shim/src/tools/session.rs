@@ -79,22 +79,21 @@ fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, DaemonError> {
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config
-    /// (`alias`) or to `host` + `user` [+ `port`]. Returns `session_id` and a secret
-    /// `session_key` shown only this once: keep both, every session tool needs them
-    /// (`disconnect` and session_list need no key). One session per server (its effective
-    /// HostName and Port; the user is not part of it): connect once and reuse it, never per
-    /// command. May wait for a passphrase or key-touch prompt on the user's desktop; unknown
-    /// host keys are never accepted. Errors: `already_connected` (`error.session_id` is the
-    /// session that owns the server: use it if you hold its key; if `session_list` shows it `lost`, disconnect it
-    /// and connect again; otherwise another agent may be using it: ask the user),
-    /// `session_limit_reached` (the daemon's max-sessions, 32 by default: disconnect a session
-    /// you no longer need), `connection_start_failed` (authentication, host key or network, or
-    /// `connect_timeout` ran out: tell the user the message; retry only after a timeout or an
-    /// unanswered prompt, with a longer `connect_timeout` or once the user is there),
-    /// `invalid_arguments` (the target's fields: see `alias`). A connect call of yours that
-    /// was cut off (your client gave up) may have left its session `starting` or `ready` with
-    /// no key in your hands: disconnect it and connect again.
+    /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config (`alias`)
+    /// or to `host` + `user` [+ `port`]. Returns `session_id` and a secret `session_key` shown only
+    /// this once: keep both, every session tool needs them (`disconnect` and session_list need no
+    /// key). One session per server (its effective HostName and Port; the user is not part of it):
+    /// connect once and reuse it, never per command. May wait for a passphrase or key-touch prompt
+    /// on the user's desktop; unknown host keys are never accepted. Errors: `already_connected`
+    /// (`error.session_id` is the session that owns the server: use it if you hold its key; if
+    /// `session_list` shows it `lost`, disconnect it and connect again; otherwise another agent may
+    /// be using it: ask the user), `session_limit_reached` (the daemon's max-sessions, 32 by
+    /// default: disconnect a session you no longer need), `connection_start_failed`
+    /// (authentication, host key or network, or `connect_timeout` ran out: tell the user the
+    /// message; retry only after a timeout or an unanswered prompt, with a longer `connect_timeout`
+    /// or once the user is there), `invalid_arguments` (the target's fields: see `alias`). A
+    /// connect call of yours that was cut off (your client gave up) may have left its session
+    /// `starting` or `ready` with no key in your hands: disconnect it and connect again.
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),
@@ -167,9 +166,12 @@ impl Shim {
     }
 
     /// List every session of the daemon, other agents' included (never keys; opens no SSH
-    /// connection). Use it to find the session an `already_connected` names, or to spot `lost`
-    /// ones (`disconnect`, then `connect` again). A listed session is usable only with the key
-    /// its `connect` returned.
+    /// connection): `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: its
+    /// connection is gone, or `closing`), `target`, `server_host`, `server_port`, `remote_user`,
+    /// `created_at`, `last_used_at` and its `active_commands`, `active_transfers` and
+    /// `active_forwards` (left out when 0). Use it to find the session an `already_connected`
+    /// names, or to spot `lost` ones (`disconnect`, then `connect` again). A listed session is
+    /// usable only with the key its `connect` returned.
     #[tool(
         input_schema = schema_for_input::<NoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<SessionListOut>>(),

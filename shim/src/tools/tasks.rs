@@ -29,7 +29,7 @@ const MARGIN: Duration = Duration::from_secs(60);
 pub struct TaskLaunchArgs {
     /// Any session to the host (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1048576 bytes.
     pub command: String,
@@ -44,7 +44,7 @@ pub struct TaskLaunchArgs {
 pub struct TaskStatusArgs {
     /// Any session to the host the task runs on, as the user that launched it.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The task's PID, from task_launch (above 1: 1 or below is `not_found`).
     pub pid: i64,
@@ -65,7 +65,7 @@ pub struct TaskStatusArgs {
 pub struct TaskKillArgs {
     /// Any session to the host the task runs on, as the user that launched it.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The task's PID, from task_launch (above 1: 1 or below answers `invalid_pid`).
     pub pid: i64,

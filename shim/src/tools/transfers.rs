@@ -45,7 +45,7 @@ fn report_schema() -> Arc<JsonObject> {
 pub struct DownloadArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The remote file: absolute, or relative to the login directory (`~` is not expanded);
     /// any bytes but NUL. A symlink to a file is followed.
@@ -66,7 +66,7 @@ pub struct DownloadArgs {
 pub struct UploadArgs {
     /// The session (from connect).
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// The local file to send, relative to the local root (an absolute path must lie inside
     /// it): a regular file. `..`, symlinks and the private `.sshmcp` directory are refused.
@@ -87,7 +87,7 @@ pub struct UploadArgs {
 pub struct TransferArgs {
     /// The session that started the transfer.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
@@ -99,7 +99,7 @@ pub struct TransferArgs {
 pub struct TransferStatusArgs {
     /// The session that started the transfer.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
@@ -116,7 +116,7 @@ pub struct TransferStatusArgs {
 pub struct TransferListArgs {
     /// The session whose transfers to list.
     pub session_id: String,
-    /// The session's secret key (from connect).
+    /// Its key, from connect.
     pub session_key: String,
 }
 
@@ -153,24 +153,23 @@ impl Shim {
 
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
-    /// Download one remote regular file into the local root as a background job: it answers at
-    /// once with an `operation_id`; poll `transfer_status` every 2-5 s until `completed`,
-    /// `failed` or `cancelled`. rsync copies over the session's own SSH connection (never a new
-    /// login) into a private partial file; the file appears at `local_path` whole, and only
-    /// once both ends' SHA-256 agree. Calling it again with the same `remote_path` and
+    /// Download one remote regular file into the local root as a background job: it answers at once
+    /// with an `operation_id`; follow it with transfer_status and `wait_seconds` (e.g. 30) until
+    /// `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH connection
+    /// (never a new login) into a private partial file; the file appears at `local_path` whole, and
+    /// only once both ends' SHA-256 agree. Calling it again with the same `remote_path` and
     /// `local_path` resumes a failed or cancelled copy (one that failed `verification_failed`
-    /// starts afresh). Use it for files of any size instead of printing them with `exec` or
-    /// paging them with read_file_range. Never uses sudo. A file that changes during the copy
-    /// (a live log) ends `verification_failed`: copy a snapshot (`cp`) first. Errors:
-    /// `invalid_local_path` (outside the local root, through `..` or a symlink, or in
-    /// `.sshmcp`), `local_path_exists` (pass `overwrite: true`), `invalid_remote_type` (not a
-    /// regular file), `remote_path_not_found` (check the path with stat),
-    /// `remote_permission_denied` (make a copy your user owns with sudo_exec, e.g. `install -m
-    /// 600 -o USER SRC DIR/` into a directory only your user can read, not /tmp, download that
-    /// and remove it after),
-    /// `transfer_conflict` (another transfer writes that destination: wait for it, or pick
-    /// another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on
-    /// this session: wait for one to end).
+    /// starts afresh). Use it for files of any size instead of printing them with `exec` or paging
+    /// them with read_file_range. Never uses sudo. A file that changes during the copy (a live log)
+    /// ends `verification_failed`: copy a snapshot (`cp`) first. Errors: `invalid_local_path`
+    /// (outside the local root, through `..` or a symlink, or in `.sshmcp`), `local_path_exists`
+    /// (pass `overwrite: true`), `invalid_remote_type` (not a regular file),
+    /// `remote_path_not_found` (check the path with stat), `remote_permission_denied` (make a copy
+    /// your user owns with sudo_exec, e.g. `install -m 600 -o USER SRC DIR/` into a directory only
+    /// your user can read, not /tmp, download that and remove it after), `transfer_conflict`
+    /// (another transfer writes that destination: wait for it, or pick another),
+    /// `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on this session:
+    /// wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -198,24 +197,24 @@ impl Shim {
         )
     }
 
-    /// Upload one regular file from the local root to the host as a background job: it answers
-    /// at once with an `operation_id`; poll `transfer_status` every 2-5 s until `completed`,
-    /// `failed` or `cancelled`. rsync copies over the session's own SSH connection (never a new
-    /// login) into a hidden partial file beside the destination; the file appears at
-    /// `remote_path` whole, only once both ends' SHA-256 agree, and never replaces a file
-    /// created there meanwhile. Calling it again with the same `local_path` and `remote_path`
+    /// Upload one regular file from the local root to the host as a background job: it answers at
+    /// once with an `operation_id`; follow it with transfer_status and `wait_seconds` (e.g. 30)
+    /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
+    /// connection (never a new login) into a hidden partial file beside the destination; the file
+    /// appears at `remote_path` whole, only once both ends' SHA-256 agree, and never replaces a
+    /// file created there meanwhile. Calling it again with the same `local_path` and `remote_path`
     /// resumes a failed or cancelled copy (one that failed `verification_failed` or
     /// `remote_path_exists` starts afresh). Use it for files of any size instead of pasting
-    /// contents into `exec`; a small text file is simpler with write_file. Never uses sudo.
-    /// Errors: `invalid_local_path` (missing, not a regular file, or outside the local root:
-    /// put the file under the local root and pass its path relative to it), `invalid_arguments`
-    /// (`remote_path` ends in `/`: name the file), `remote_path_exists` (pass `overwrite:
-    /// true`), `invalid_remote_type` (the destination is no regular file, or its parent no
-    /// directory), `remote_path_not_found` (its directory is missing: make it with
-    /// make_directory), `remote_permission_denied` (upload somewhere writable, then move it
-    /// with sudo_exec), `transfer_conflict` (another transfer writes there: wait for it, or
-    /// pick another), `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run
-    /// on this session: wait for one to end).
+    /// contents into `exec`; a small text file is simpler with write_file. Never uses sudo. Errors:
+    /// `invalid_local_path` (missing, not a regular file, or outside the local root: put the file
+    /// under the local root and pass its path relative to it), `invalid_arguments` (`remote_path`
+    /// ends in `/`: name the file), `remote_path_exists` (pass `overwrite: true`),
+    /// `invalid_remote_type` (the destination is no regular file, or its parent no directory),
+    /// `remote_path_not_found` (its directory is missing: make it with make_directory),
+    /// `remote_permission_denied` (upload somewhere writable, then move it with sudo_exec),
+    /// `transfer_conflict` (another transfer writes there: wait for it, or pick another),
+    /// `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on this session:
+    /// wait for one to end).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = report_schema(),

@@ -269,11 +269,15 @@ pub async fn status(
     req: TaskStatusRequest,
 ) -> Result<TaskReport, DaemonError> {
     let until = tokio::time::Instant::now() + crate::commands::check_wait(req.wait_seconds)?;
+    // While it waits, it looks with one byte of each log; the answer reads the tails asked.
+    let probe = TaskStatusRequest {
+        tail_bytes: Some(1),
+        ..req.clone()
+    };
     loop {
-        let report = status_now(session, max_output_bytes, &req).await?;
         let left = until.saturating_duration_since(tokio::time::Instant::now());
-        if report.state != TaskState::Running || left.is_zero() {
-            return Ok(report);
+        if left.is_zero() || status_now(session, 1, &probe).await?.state != TaskState::Running {
+            return status_now(session, max_output_bytes, &req).await;
         }
         tokio::time::sleep(left.min(STATUS_POLL)).await;
     }

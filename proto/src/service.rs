@@ -256,7 +256,9 @@ mod tests {
     /// So a golden file, once committed, only ever grows by lines at its end (samples of new
     /// tools' types, appended at the end here); any other change of the bytes needs
     /// `PROTOCOL_VERSION` bumped, and then `SSHMCP_UPDATE_GOLDEN=1` writes the new version's
-    /// file. The same variable appends new samples' lines to the current one.
+    /// file. The same variable appends new samples' lines to the current one. A version no
+    /// landed release has spoken yet (no daemon of it runs anywhere) may still change: its
+    /// file is then deleted and written again.
     #[test]
     fn the_wire_is_what_its_protocol_version_says() {
         ENCODED.with(|lines| lines.borrow_mut().clear());

@@ -88,7 +88,8 @@ pub struct TransferError {
     /// A stable identifier to act on. A failed copy's: `transfer_failed` (rsync or a disk
     /// failed, the message says which: start the same transfer again to resume),
     /// `verification_failed` (the source changed during the copy: copy a snapshot, then start
-    /// again), `connection_lost` (disconnect, connect, start again), `local_path_exists` or
+    /// again), `channels_busy` (no channel came free: nothing was copied; start it again once
+    /// commands end), `connection_lost` (disconnect, connect, start again), `local_path_exists` or
     /// `remote_path_exists` (a file appeared at the destination and was left alone: pass
     /// `overwrite` if it may go), `invalid_remote_type` or `invalid_local_path` (a path
     /// changed under the copy: check it).

@@ -78,6 +78,21 @@ pub fn schema_without(
     Arc::new(schema)
 }
 
+/// `schema` with the fields `fields` of the definition `def` optional: a tool that leaves
+/// them out of some answers (see `respond_trimmed`).
+pub fn schema_optional(schema: Arc<JsonObject>, def: &str, fields: &[&str]) -> Arc<JsonObject> {
+    let mut schema = (*schema).clone();
+    let required = schema
+        .get_mut("$defs")
+        .and_then(|defs| defs.get_mut(def))
+        .and_then(|def| def.get_mut("required"))
+        .and_then(serde_json::Value::as_array_mut);
+    if let Some(required) = required {
+        required.retain(|name| !fields.iter().any(|f| name == f));
+    }
+    Arc::new(schema)
+}
+
 /// `schema` with its answer fields' descriptions replaced, for a tool whose shared answer
 /// type describes them for all its tools at once.
 pub fn schema_describing(

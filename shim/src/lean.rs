@@ -1,6 +1,6 @@
 //! Lean answers (contract section 0): an answer leaves out each field at its documented
-//! default, a complete UTF-8 stream is its text, and durations are rounded to the
-//! millisecond; each output schema says so. Agents pay for every byte of an answer.
+//! default, a complete UTF-8 stream is its text, and fractional numbers (durations, rates)
+//! are rounded to three decimals, a duration to the millisecond; each output schema says so. Agents pay for every byte of an answer.
 
 use rmcp::model::JsonObject;
 use serde_json::{Map, Value};
@@ -14,7 +14,7 @@ const FAILURE: &str = "error";
 /// may still be cut or binary.
 const ALWAYS: &[&str] = &["ok", "exit_code", "data"];
 
-/// Counts whose default is 0: idle sessions and fresh copies are the common case.
+/// Counts and a rate whose default is 0: idle sessions and fresh copies are the common case.
 const ZERO_DEFAULTS: &[&str] = &[
     "active_commands",
     "active_forwards",
@@ -22,6 +22,11 @@ const ZERO_DEFAULTS: &[&str] = &[
     "reused_bytes",
     "rate",
 ];
+
+/// Text fields left out when empty: streams (a complete one is its text) and a login user
+/// not learned yet. Every other text is an id, a path or a word, never empty, and stays
+/// required in the schemas.
+const EMPTY_DEFAULTS: &[&str] = &["stdout", "stderr", "remote_user"];
 
 /// The byte counts of a stream object (a log's tail says its log's `size`): when each is the
 /// text's length, the text is all of it.
@@ -73,12 +78,16 @@ fn trim_value(value: &mut Value) {
 }
 
 /// Whether `value` is the documented default of the field `name`: null, false, an empty
-/// string or list, `utf-8` for an encoding, and 0 for the counts of [`ZERO_DEFAULTS`].
+/// list, an empty text of [`EMPTY_DEFAULTS`], `utf-8` for an encoding, and 0 for the counts
+/// of [`ZERO_DEFAULTS`].
 fn is_default(name: &str, value: &Value) -> bool {
     match value {
         Value::Number(n) => ZERO_DEFAULTS.contains(&name) && n.as_f64() == Some(0.0),
         Value::Null | Value::Bool(false) => true,
-        Value::String(text) => text.is_empty() || (name.ends_with("encoding") && text == "utf-8"),
+        Value::String(text) => {
+            (text.is_empty() && EMPTY_DEFAULTS.contains(&name))
+                || (name.ends_with("encoding") && text == "utf-8")
+        }
         Value::Array(items) => items.is_empty(),
         Value::Bool(true) | Value::Object(_) => false,
     }
@@ -218,7 +227,7 @@ fn default_of(name: &str, property: &JsonObject) -> Option<&'static str> {
     let mut types = Vec::new();
     collect_types(&Value::Object(property.clone()), &mut types);
     let has = |kind: &str| types.iter().any(|t| t == kind);
-    let free_text = has("string") && property.get("enum").is_none();
+    let free_text = has("string") && EMPTY_DEFAULTS.contains(&name);
     match (has("null"), has("boolean")) {
         (true, true) => Some("null or false"),
         (true, false) => Some("null"),

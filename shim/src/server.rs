@@ -13,6 +13,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use crate::link::DaemonLink;
+use crate::toolset;
 
 #[derive(Clone)]
 pub struct Shim {
@@ -126,12 +127,13 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
         &["connect", "disconnect", "session_list"],
     ),
     (
-        "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`); \
-         `ok: true` means it ran: read `exit_code` (or `timed_out`).",
+        "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`; \
+         `timeout` 60 s by default); `ok: true` means it ran: read `exit_code` (or \
+         `timed_out`).",
         &["exec"],
     ),
     (
-        "`sudo_exec` runs one as root where sudo needs no password.",
+        "`sudo_exec` runs a command as root where sudo needs no password.",
         &["sudo_exec"],
     ),
     (
@@ -151,14 +153,7 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
     (
         "Change them with `write_file`, `edit_file`, `make_directory`, `copy_path`, \
          `move_path`, `remove_path`, not `echo` or `sed -i`.",
-        &[
-            "write_file",
-            "edit_file",
-            "make_directory",
-            "copy_path",
-            "move_path",
-            "remove_path",
-        ],
+        toolset::FILE_TOOLS,
     ),
     (
         "`download_start` / `upload_start` copy files between the host and the local root in \
@@ -172,7 +167,8 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
 ];
 
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
-const ANSWERS: &str = "Answers leave out fields that are null, false or empty. Failures \
+const ANSWERS: &str = "Answers leave out fields at their defaults (null, false, empty, 0, \
+    `utf-8`). Failures \
     (`ok: false`) carry a stable `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` \
     needs none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \
@@ -180,8 +176,7 @@ const ANSWERS: &str = "Answers leave out fields that are null, false or empty. F
     retry once other work ends), \
     `policy_denied` (the user forbids it on that host: do not work around it, ask the user).\n\
     Limits (defaults): one session per server; per session 7 commands at once (transfers \
-    count, at most 4 of them); `exec` `timeout` 60 s; each answer keeps 64 KiB of each output \
-    stream.";
+    count, at most 4 of them); each answer keeps 64 KiB of each output stream.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
@@ -212,7 +207,6 @@ impl ServerHandler for Shim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::toolset;
 
     fn shim(tools: Option<&str>) -> Shim {
         let paths = sshmcp_proto::paths::RuntimePaths::resolve(Some("/run/sshmcp-test".into()));
@@ -249,13 +243,24 @@ mod tests {
         assert!(root < 400, "the root at byte {root}");
     }
 
+    /// Under every group, `read-only` and each tool alone, every tool the instructions name
+    /// is published.
     #[test]
     fn the_instructions_name_only_exposed_tools() {
-        let text = shim(Some("exec,inspect")).instructions();
-        let quoted: Vec<&str> = text.split('`').skip(1).step_by(2).collect();
-        for hidden in ["sudo_exec", "command_start", "write_file", "download_start"] {
-            assert!(!quoted.contains(&hidden), "{hidden}: {text}");
+        let every = toolset::select(None).unwrap();
+        let groups = toolset::GROUPS.iter().map(|(name, _)| *name);
+        let lists = groups
+            .chain(["read-only", "exec,inspect"])
+            .chain(every.iter().copied());
+        for list in lists {
+            let shim = shim(Some(list));
+            let text = shim.instructions();
+            for word in text.split('`').skip(1).step_by(2) {
+                let hidden = every.contains(word) && !shim.tool_router.has_route(word);
+                assert!(!hidden, "--tools {list}: `{word}` is hidden: {text}");
+            }
         }
+        let text = shim(Some("exec,inspect")).instructions();
         assert!(text.contains("`exec` runs one"), "{text}");
         assert!(text.contains("`read_file_range`"), "{text}");
     }

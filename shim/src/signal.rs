@@ -48,7 +48,9 @@ impl Signal {
         match self {
             Self::Number(number) => Ok(*number),
             Self::Name(name) => {
-                let bare = name.strip_prefix("SIG").unwrap_or(name);
+                let name = name.trim();
+                let prefixed = name.len() > 3 && name[..3].eq_ignore_ascii_case("SIG");
+                let bare = if prefixed { &name[3..] } else { name };
                 NAMES
                     .iter()
                     .find(|(known, _)| known.eq_ignore_ascii_case(bare))
@@ -76,6 +78,7 @@ mod tests {
             (serde_json::json!("TERM"), 15),
             (serde_json::json!("SIGKILL"), 9),
             (serde_json::json!("hup"), 1),
+            (serde_json::json!(" sigterm"), 15),
         ] {
             assert_eq!(parse(given.clone()), Ok(number), "{given}");
         }

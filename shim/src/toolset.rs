@@ -3,6 +3,16 @@
 
 use std::collections::BTreeSet;
 
+/// The tools that change files and paths: a group, and one paragraph of the instructions.
+pub const FILE_TOOLS: &[&str] = &[
+    "write_file",
+    "edit_file",
+    "make_directory",
+    "copy_path",
+    "move_path",
+    "remove_path",
+];
+
 /// The groups `--tools` takes, each with its tools, in the order the instructions follow.
 pub const GROUPS: &[(&str, &[&str])] = &[
     ("sessions", &["connect", "disconnect", "session_list"]),
@@ -19,17 +29,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ),
     ("tasks", &["task_launch", "task_status", "task_kill"]),
     ("inspect", &["stat", "list_directory", "read_file_range"]),
-    (
-        "files",
-        &[
-            "write_file",
-            "edit_file",
-            "make_directory",
-            "copy_path",
-            "move_path",
-            "remove_path",
-        ],
-    ),
+    ("files", FILE_TOOLS),
     (
         "transfers",
         &[
@@ -53,8 +53,16 @@ pub fn select(list: Option<&str>) -> Result<BTreeSet<&'static str>, String> {
     let Some(list) = list else {
         return Ok(every.collect());
     };
+    let words: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.is_empty() {
+        return Err("--tools: name at least one tool or group".to_string());
+    }
     let mut chosen: BTreeSet<&'static str> = group("sessions").iter().copied().collect();
-    for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+    for word in words {
         if word == "read-only" {
             let read_only = sshmcp_proto::policy::READ_ONLY_TOOLS;
             chosen.extend(every.clone().filter(|tool| read_only.contains(tool)));
@@ -120,5 +128,8 @@ mod tests {
     fn an_unknown_word_is_refused_with_the_groups() {
         let e = select(Some("files,shell")).unwrap_err();
         assert!(e.contains("`shell`") && e.contains("forwards"), "{e}");
+        for empty in ["", " , "] {
+            assert!(select(Some(empty)).is_err(), "{empty:?}");
+        }
     }
 }

@@ -79,6 +79,11 @@ async def scenario(session, work):
     done = await call("command_status", {**auth, "handle_id": q["handle_id"], "wait_seconds": 10})
     if (done["status"], done.get("stdout")) != ("completed", "quick\n"):
         raise Failed(f"command_status: {json.dumps(done)}")
+    # An ended handle's binary stream stays an object with its offsets.
+    b = await call("command_start", {**auth, "command": "printf '\\377'"})
+    done = await call("command_status", {**auth, "handle_id": b["handle_id"], "wait_seconds": 10})
+    if done["stdout"].get("encoding") != "base64" or "next_offset" not in done["stdout"]:
+        raise Failed(f"command_status: {json.dumps(done)}")
     await call("command_list", auth)
     k = await call("command_kill", {**auth, "handle_id": h["handle_id"]})
     if k["result"] != "killed":

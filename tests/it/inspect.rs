@@ -198,7 +198,12 @@ async fn awkward_names_are_listed_and_stated_exactly_and_never_run() {
     // one.
     let probe = format!("ls -d ~/pwned '{d}/pwned' 2>/dev/null; true");
     let r = exec(&mcp, &s, &probe, json!({})).await;
-    assert_eq!(crate::text(&r["stdout"]), "", "nothing ran: {r}");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert_eq!(
+        r.get("stdout"),
+        None,
+        "nothing ran, so no stdout at all: {r}"
+    );
     exec(&mcp, &s, &format!("rm -rf '{d}'"), json!({})).await;
     mcp.close().await;
 }

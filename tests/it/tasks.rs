@@ -104,6 +104,41 @@ async fn a_task_outlives_its_session_and_the_daemon_then_dies_by_pid() {
 
 /// A PID that once was a task but now belongs to another process is not the task: its status
 /// is not that process's, and a kill leaves it alone. PIDs that are no task's are refused.
+/// `task_status` with `wait_seconds` answers once the task ended: a call made while it runs
+/// comes back `exited` with its status after the task was let go. At its limit (300) on an
+/// ended task it answers at once; one past it is refused.
+#[tokio::test]
+async fn task_status_waits_for_the_end() {
+    let (_env, mcp, s) = connected().await;
+    let mark = crate::TestPath::new(format!("/tmp/sshmcp-taskwait-{}", unique_sleep(1)));
+    let command = format!("while [ ! -e {mark} ]; do sleep 0.1; done; exit 4");
+    let launched = task(&mcp, &s, "task_launch", json!({ "command": command })).await;
+    let pid = launched["pid"].as_u64().unwrap();
+    let args = json!({"session_id": s.0, "session_key": s.1, "pid": pid, "wait_seconds": 60});
+    let waiting = mcp.start_call("task_status", args).await.1;
+    crate::remote_out(&mcp, &s, &format!("touch {mark}")).await;
+    let st = sshmcp_tests::mcp::answer(waiting).await;
+    assert_eq!(
+        (&st["state"], &st["exit_code"]),
+        (&json!("exited"), &json!(4)),
+        "{st}"
+    );
+    for (wait, ok) in [(300.0, true), (300.01, false)] {
+        let r = on_session(
+            &mcp,
+            &s,
+            "task_status",
+            json!({"pid": pid, "wait_seconds": wait}),
+        )
+        .await;
+        match ok {
+            true => assert_eq!(r["state"], "exited", "{r}"),
+            false => assert_eq!(crate::code(&r), "invalid_arguments", "{r}"),
+        }
+    }
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn a_reused_pid_is_never_signalled() {
     let (_env, mcp, s) = connected().await;

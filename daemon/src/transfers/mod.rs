@@ -258,6 +258,12 @@ impl Transfers {
         }
     }
 
+    /// The operation `id` after a wait: a resumed transfer's placeholder may have given way
+    /// to the transfer meanwhile; `op` when it has left the history since.
+    fn found_again(&self, id: &str, op: Arc<Operation>) -> Arc<Operation> {
+        self.find(id).unwrap_or(op)
+    }
+
     fn find(&self, id: &str) -> Result<Arc<Operation>, DaemonError> {
         locked(&self.0)
             .iter()
@@ -273,10 +279,10 @@ impl Transfers {
 
     /// The transfer's report, once it ended or `wait` passed, whichever comes first.
     pub async fn status(&self, id: &str, wait: Duration) -> Result<TransferReport, DaemonError> {
-        let mut ended = self.find(id)?.ended.subscribe();
+        let op = self.find(id)?;
+        let mut ended = op.ended.subscribe();
         let _ = tokio::time::timeout(wait, ended.wait_for(|e| *e)).await;
-        // Found again: a resumed transfer's placeholder may have given way to the transfer.
-        Ok(self.find(id)?.report())
+        Ok(self.found_again(id, op).report())
     }
 
     /// Stops the copy; its partial file stays for a retry to resume from. Answers once the
@@ -287,8 +293,7 @@ impl Transfers {
         op.cancel.cancel();
         let mut ended = op.ended.subscribe();
         let _ = tokio::time::timeout(STOP_WAIT, ended.wait_for(|e| *e)).await;
-        // Found again, as `status` does.
-        Ok(self.find(id)?.report())
+        Ok(self.found_again(id, op).report())
     }
 
     pub fn list(&self) -> TransferList {

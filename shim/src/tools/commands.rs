@@ -193,8 +193,7 @@ impl Shim {
                     session_id: a.session_id,
                     session_key: a.session_key,
                 };
-                let wait = a.wait_seconds.unwrap_or(0.0).clamp(0.0, 300.0);
-                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
+                let ctx = super::waiting(a.wait_seconds, MARGIN);
                 let poll = progress::of_run(self.daemon.clone(), auth.clone(), a.handle_id.clone());
                 let req = CommandStatusRequest {
                     auth,
@@ -207,7 +206,8 @@ impl Shim {
                 let call = self.daemon.call("command_status", |c| async move {
                     c.command_status(ctx, req).await
                 });
-                let progress = Progress::asked(&meta, peer).filter(|_| wait > 0.0);
+                let waits = a.wait_seconds.is_some_and(|wait| wait > 0.0);
+                let progress = Progress::asked(&meta, peer).filter(|_| waits);
                 progress::follow(unless_cancelled(call, cancel), progress, poll).await
             }
             .await,
@@ -295,8 +295,9 @@ impl Shim {
     }
 }
 
-/// Once a handle has ended, a chunk that holds its whole stream needs no offsets: they go,
-/// and the lean answer gives the stream as its text (when it is UTF-8 and was not cut).
+/// Once a handle has ended, a chunk that holds its whole stream as UTF-8 text, not cut at
+/// the spool cap, needs no offsets: they go, and the lean answer gives the stream as its
+/// text. Any other chunk keeps them (its object is what the output schema describes).
 fn whole_streams_as_text(report: &mut JsonObject) {
     if report.get("status").and_then(|s| s.as_str()) == Some("running") {
         return;
@@ -304,11 +305,48 @@ fn whole_streams_as_text(report: &mut JsonObject) {
     for stream in ["stdout", "stderr"] {
         if let Some(chunk) = report.get_mut(stream).and_then(|c| c.as_object_mut()) {
             let whole = chunk.get("offset").and_then(|o| o.as_u64()) == Some(0)
-                && chunk.get("next_offset") == chunk.get("total_bytes");
+                && chunk.get("next_offset") == chunk.get("total_bytes")
+                && chunk.get("encoding").and_then(|e| e.as_str()) == Some("utf-8")
+                && chunk.get("truncated").and_then(|t| t.as_bool()) != Some(true);
             if whole {
                 chunk.remove("offset");
                 chunk.remove("next_offset");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn trimmed(report: serde_json::Value) -> serde_json::Value {
+        let mut report = report.as_object().unwrap().clone();
+        whole_streams_as_text(&mut report);
+        crate::lean::answer(&mut report);
+        serde_json::Value::Object(report)
+    }
+
+    fn chunk(data: &str, encoding: &str, truncated: bool) -> serde_json::Value {
+        json!({"data": data, "encoding": encoding, "offset": 0, "next_offset": 3,
+               "total_bytes": 3, "truncated": truncated})
+    }
+
+    #[test]
+    fn only_an_ended_whole_utf8_stream_becomes_text() {
+        let ended = |stdout| json!({"status": "completed", "exit_code": 0, "stdout": stdout});
+        assert_eq!(
+            trimmed(ended(chunk("abc", "utf-8", false)))["stdout"],
+            "abc"
+        );
+        // Binary, or cut at the spool cap: an object with its offsets, as published.
+        for stdout in [chunk("/w==", "base64", false), chunk("abc", "utf-8", true)] {
+            let answer = trimmed(ended(stdout));
+            assert_eq!(answer["stdout"]["next_offset"], 3, "{answer}");
+        }
+        let running = json!({"status": "running", "exit_code": null,
+                             "stdout": chunk("abc", "utf-8", false)});
+        assert_eq!(trimmed(running)["stdout"]["next_offset"], 3);
     }
 }

@@ -143,7 +143,11 @@ impl Shim {
     /// findutils program the host lacks (use `exec`).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<Listing>>(),
+        output_schema = answer::schema_optional(
+            schema_for_output::<Answer<Listing>>(),
+            "DirEntry",
+            &["path"],
+        ),
         annotations(title = "List a remote directory", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]

@@ -14,7 +14,9 @@ use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
+use tokio_util::sync::CancellationToken;
 
+use super::exec::unless_cancelled;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
@@ -134,7 +136,7 @@ impl Shim {
     /// Check a task from task_launch by its `pid` (for a command handle use command_status).
     /// `state`: `running`, `exited` (it ended, or its PID now belongs to another process: a
     /// reused PID is never taken for the task) or `not_found` (no task of this user had this
-    /// PID). `exit_code` once recorded (128 + n after signal n; left out after KILL); the log
+    /// PID). `exit_code` once recorded (128 + n after signal n; null after KILL); the log
     /// paths; `stdout` and `stderr`: each log's last `tail_bytes` (read more with
     /// read_file_range on the log path). Long-poll with `wait_seconds` (the answer comes
     /// within a second of its end) rather than calling in a tight loop. Errors:
@@ -146,7 +148,7 @@ impl Shim {
         annotations(title = "Check a detached task", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
-    pub async fn task_status(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn task_status(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
         answer::respond(
             async {
                 let a: TaskStatusArgs = args::decode(raw)?;
@@ -156,14 +158,14 @@ impl Shim {
                     tail_bytes: a.tail_bytes,
                     wait_seconds: a.wait_seconds,
                 };
-                let wait = a.wait_seconds.unwrap_or(0.0).clamp(0.0, 300.0);
-                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
-                self.daemon
-                    .call(
+                let ctx = super::waiting(a.wait_seconds, MARGIN);
+                // A client that gives up on a wait stops it: the daemon's call goes with it.
+                let call =
+                    self.daemon.call(
                         "task_status",
                         |c| async move { c.task_status(ctx, req).await },
-                    )
-                    .await
+                    );
+                unless_cancelled(call, cancel).await
             }
             .await,
         )

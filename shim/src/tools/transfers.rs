@@ -17,7 +17,9 @@ use sshmcp_proto::transfer::{
     TransferError, TransferList, TransferReport, TransferRequest, TransferStartRequest,
     TransferStatusRequest,
 };
+use tokio_util::sync::CancellationToken;
 
+use super::exec::unless_cancelled;
 use super::inspect::remote_path;
 use crate::answer::{self, Answer};
 use crate::args;
@@ -260,12 +262,15 @@ impl Shim {
         annotations(title = "Check a transfer", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    pub async fn transfer_status(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn transfer_status(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
         answer::respond(
             async {
                 let a: TransferStatusArgs = args::decode(raw)?;
-                let wait = a.wait_seconds.unwrap_or(0.0).clamp(0.0, 300.0);
-                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + DEADLINE);
+                let ctx = super::waiting(a.wait_seconds, DEADLINE);
                 let req = TransferStatusRequest {
                     auth: SessionAuth {
                         session_id: a.session_id,
@@ -274,11 +279,11 @@ impl Shim {
                     operation_id: a.operation_id,
                     wait_seconds: a.wait_seconds,
                 };
-                self.daemon
-                    .call("transfer_status", |c| async move {
-                        c.transfer_status(ctx, req).await
-                    })
-                    .await
+                // A client that gives up on a wait stops it: the daemon's call goes with it.
+                let call = self.daemon.call("transfer_status", |c| async move {
+                    c.transfer_status(ctx, req).await
+                });
+                unless_cancelled(call, cancel).await
             }
             .await,
         )

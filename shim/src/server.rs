@@ -168,14 +168,14 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
 
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
 const ANSWERS: &str = "Answers leave out fields at their defaults (null, false, empty, 0, \
-    `utf-8`). Failures \
+    `utf-8`; `exit_code` always stays). Failures \
     (`ok: false`) carry a stable `error.code` to act on: \
-    `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` \
-    needs none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \
+    `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
+    none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \
     (read your handles' output, then disconnect and connect), `channels_busy` (nothing ran: \
     retry once other work ends), \
-    `policy_denied` (the user forbids it on that host: do not work around it, ask the user).\n\
-    Limits (defaults): one session per server; per session 7 commands at once (transfers \
+    `policy_denied` (the user forbids it there: ask the user, do not work around it).\n\
+    One session per server. Limits (defaults): 32 sessions; per session 7 commands at once (transfers \
     count, at most 4 of them); each answer keeps 64 KiB of each output stream.";
 
 #[tool_handler(router = self.tool_router)]

@@ -1,8 +1,10 @@
 //! Tool schemas without bytes no client needs: the `$schema` URI (the MCP default dialect)
 //! and, in inputs, `null` beside the type of an optional field (leaving a field out says the
 //! same) and the Rust width of numbers (`format`: `int32`, `double`, ...; the descriptions
-//! give the ranges). Clients show every input schema to the model, so each byte costs every
-//! agent.
+//! give the ranges); each `$ref` to a definition is written out in place, without the
+//! definition's own description where the field has one, since a small enum named once costs
+//! less inline than as a definition. Clients show every input schema to the model, so each
+//! byte costs every agent.
 
 use rmcp::model::JsonObject;
 use serde_json::Value;
@@ -35,6 +37,41 @@ pub fn input(schema: &mut JsonObject) {
                 property.remove("format");
             }
         }
+    }
+    if let Some(Value::Object(definitions)) = schema.remove("$defs") {
+        for value in schema.values_mut() {
+            inline_references(value, &definitions);
+        }
+    }
+}
+
+/// Replaces each `{"$ref": "#/$defs/Name", ...}` under `value` by the definition merged into
+/// it; the field's own description wins over the definition's.
+fn inline_references(value: &mut Value, definitions: &JsonObject) {
+    match value {
+        Value::Object(object) => {
+            let definition = object
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|reference| reference.strip_prefix("#/$defs/"))
+                .and_then(|name| definitions.get(name))
+                .and_then(Value::as_object);
+            if let Some(definition) = definition {
+                object.remove("$ref");
+                for (key, inner) in definition {
+                    object.entry(key.clone()).or_insert_with(|| inner.clone());
+                }
+            }
+            for inner in object.values_mut() {
+                inline_references(inner, definitions);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                inline_references(item, definitions);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -87,9 +124,11 @@ mod tests {
                 "timeout": {"type": ["number", "null"], "format": "double"},
                 "how": {"anyOf": [{"$ref": "#/$defs/Encoding"}, {"type": "null"}],
                         "description": "Encoding."},
+                "edits": {"type": "array", "items": {"$ref": "#/$defs/Encoding"}},
                 "maybe": {"type": ["string", "null"]}
             },
-            "required": ["command", "maybe"]
+            "required": ["command", "maybe"],
+            "$defs": {"Encoding": {"description": "How.", "enum": ["utf-8", "base64"]}}
         })
         .as_object()
         .unwrap()
@@ -101,9 +140,14 @@ mod tests {
             properties["cwd"],
             json!({"type": "string", "description": "Where."})
         );
+        assert!(!schema.contains_key("$defs"));
         assert_eq!(
             properties["how"],
-            json!({"$ref": "#/$defs/Encoding", "description": "Encoding."})
+            json!({"enum": ["utf-8", "base64"], "description": "Encoding."})
+        );
+        assert_eq!(
+            properties["edits"]["items"],
+            json!({"enum": ["utf-8", "base64"], "description": "How."})
         );
         assert_eq!(properties["maybe"], json!({"type": ["string", "null"]}));
         assert_eq!(properties["timeout"], json!({"type": "number"}));

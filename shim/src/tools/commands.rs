@@ -265,8 +265,10 @@ impl Shim {
         )
     }
 
-    /// List this session's command handles. Use it to find a handle you lost track of; read
-    /// output with command_status. Tasks from task_launch are not listed (nothing lists them:
+    /// List this session's command handles, newest first, ended ones included (the last
+    /// 100): `commands`, each with `handle_id`, `preview` (the command's first line, cut),
+    /// `status` (as command_status gives it), `exit_code`, `started_at` and `ended_at`. Use
+    /// it to find a handle you lost track of; read output with command_status. Tasks from task_launch are not listed (nothing lists them:
     /// keep task_launch's `pid` for task_status). Works on a session that answers
     /// `connection_lost`.
     #[tool(

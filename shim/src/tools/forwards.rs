@@ -74,7 +74,9 @@ pub struct ForwardStopArgs {
 
 #[tool_router(router = forwards_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a port forward on the session's SSH connection (no new login). "Here" and "this
+    /// Open a port forward on the session's SSH connection (no new login). The answer:
+    /// `forward_id` (for forward_stop), `kind`, `listen_host`, `listen_port` (the port chosen
+    /// when you passed 0), `target_host` and `target_port` (none for `dynamic`), `created_at`. "Here" and "this
     /// machine" mean the machine running sshmcp: a `local` or `dynamic` forward helps only a
     /// client (psql, curl, a browser) that runs there too; otherwise run the client on the host
     /// with `exec`. The target is first tried when a connection comes. It lasts until

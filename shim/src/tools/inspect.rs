@@ -33,8 +33,9 @@ pub struct StatArgs {
     /// Remote path: absolute, or relative to the login directory (`~` is not expanded); any
     /// bytes but NUL.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes (pass a
-    /// listed entry's `path` and `path_encoding` unchanged).
+    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes (for a
+    /// list_directory entry that came with `path_encoding`, pass its `path` and
+    /// `path_encoding` unchanged).
     pub path_encoding: Option<Encoding>,
     /// Describe what a symlink points to instead of the link itself; default false.
     pub follow_symlinks: Option<bool>,

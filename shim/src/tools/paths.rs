@@ -120,7 +120,8 @@ fn path_schema(path: &str, kind: &str, changed: bool) -> Arc<JsonObject> {
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
     /// Make a directory on the remote host (and its missing parents: see `parents`). A
-    /// directory already there is no error. Before a write, write_file's `create_dirs` does
+    /// directory already there is no error: the answer's `changed` is then left out (false);
+    /// it is true when the directory was made. Before a write, write_file's `create_dirs` does
     /// this itself. Acts as the session's user, never sudo (root's paths need `sudo_exec`).
     /// Errors: `remote_path_exists` (something that is no directory is there: stat it, then
     /// remove it or pick another path), `remote_path_not_found` (a parent is missing and
@@ -163,9 +164,9 @@ impl Shim {
     /// or use `rm` through exec). The host gets 300 s: a tree that takes longer is stopped
     /// part-way (`internal_error`; remove it with command_start and `rm -rf`). Acts as the
     /// session's user, never sudo (root's paths need `sudo_exec`). Errors:
-    /// `remote_path_not_found` (already gone: nothing to do), `invalid_arguments` (the
-    /// directory is not empty: pass `recursive: true`), `remote_permission_denied` (use
-    /// sudo_exec, or ask the user).
+    /// `remote_path_not_found` (already gone: nothing to do), `directory_not_empty` (pass
+    /// `recursive: true` if its contents may go), `remote_permission_denied` (use sudo_exec,
+    /// or ask the user). The answer: the removed `path` and the `type` it had.
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
         output_schema = path_schema("The removed path as given.", "What was removed.", false),

@@ -51,6 +51,11 @@ if [ ! -x "$inspector/node_modules/.bin/mcp-inspector" ]; then
   npm install --silent --no-audit --no-fund --prefix "$inspector" \
     @modelcontextprotocol/inspector@0.15.0
 fi
+# As root the end-to-end tests make test accounts (`sshmcp-*`), a group and a sudoers file
+# (README, "Try it"); they all go when the suite ends, whatever its outcome.
+if [ "$(id -u)" = 0 ]; then
+  trap scripts/test-cleanup.sh EXIT
+fi
 # The end-to-end tests drive the real binaries: build them all first.
 cargo build --workspace --bins
 if cargo nextest --version >/dev/null 2>&1; then

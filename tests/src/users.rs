@@ -1,6 +1,8 @@
 //! The remote user tests log in as. As root (CI) that is a dedicated unprivileged user with a
 //! plain shell: root's rc files are slow and real agents rarely log in as root. Otherwise it is
-//! the current user (a non-root sshd can only log its own user in).
+//! the current user (a non-root sshd can only log its own user in). Every account, group and
+//! system file made here is written in a ledger, [`LEDGER`], from which `scripts/test.sh`
+//! removes them all when the suite ends.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
@@ -8,6 +10,28 @@ use std::process::Command;
 use crate::process::run;
 
 pub const TEST_USER: &str = "sshmcp-test";
+
+/// What the harness made on the machine (`user NAME`, `group NAME`, `path PATH`, a line each,
+/// in the order made): `scripts/test.sh` removes them, users before their groups, when the
+/// suite ends. An account that was there before the suite is not in it, so it stays.
+pub const LEDGER: &str = "/var/tmp/sshmcp-tests-made";
+
+/// Writes `kind what` in the ledger once; the caller holds [`users_lock`].
+fn record(kind: &str, what: &str) {
+    use std::io::Write;
+    let line = format!("{kind} {what}");
+    let known = std::fs::read_to_string(LEDGER).unwrap_or_default();
+    if known.lines().any(|known| known == line) {
+        return;
+    }
+    let mut ledger = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(LEDGER)
+        .expect("open the ledger of what the tests made");
+    writeln!(ledger, "{line}").expect("write the ledger of what the tests made");
+}
 
 /// The login name for test sessions, creating the test user when running as root.
 pub fn test_user() -> String {
@@ -149,6 +173,12 @@ fn user_with_startup_file(name: &str, shell: &str, file: &str, text: &str) -> St
     user
 }
 
+/// Writes a system path the harness makes in the ledger, before it is made.
+fn record_path(path: &std::path::Path) {
+    let _lock = users_lock();
+    record("path", &path.display().to_string());
+}
+
 /// Holds the lock on the machine's user database for the test processes that change it.
 fn users_lock() -> std::fs::File {
     let lock = std::fs::OpenOptions::new()
@@ -165,7 +195,10 @@ fn users_lock() -> std::fs::File {
 /// Makes `user` a member of `group` (made when missing), for its next login (root only).
 pub fn add_to_group(user: &str, group: &str) {
     let _lock = users_lock();
-    run(Command::new("groupadd").args(["-f", group]), "passwd");
+    if nix::unistd::Group::from_name(group).ok().flatten().is_none() {
+        record("group", group);
+        run(Command::new("groupadd").args(["-f", group]), "passwd");
+    }
     run(Command::new("usermod").args(["-aG", group, user]), "passwd");
 }
 
@@ -173,6 +206,8 @@ pub fn add_to_group(user: &str, group: &str) {
 fn ensure_user(name: &str, shell: &str) {
     let _lock = users_lock();
     if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        // Written first: a run stopped right after useradd still has its user removed.
+        record("user", name);
         run(
             Command::new("useradd").args(["-m", "-s", shell, name]),
             "passwd",
@@ -220,6 +255,7 @@ pub fn sudo_user(rule: SudoRule) -> String {
                  sshmcp-sudomrg ALL=(ALL) NOPASSWD: ALL\n";
     let path = std::path::Path::new("/etc/sudoers.d/sshmcp-tests");
     if std::fs::read_to_string(path).ok().as_deref() != Some(rules) {
+        record_path(path);
         // Written aside and renamed: another test's sudo may be reading it.
         let fresh = path.with_extension(format!("{}", std::process::id()));
         std::fs::write(&fresh, rules).expect("write the sudoers rule");
@@ -234,6 +270,7 @@ pub fn sudo_user(rule: SudoRule) -> String {
 /// only: it writes the fake tool and the startup file).
 pub fn user_without_gnu_find() -> String {
     let bin = std::path::Path::new("/var/tmp/sshmcp-busybox-like");
+    record_path(bin);
     std::fs::create_dir_all(bin).expect("the fake tools' directory");
     let find = bin.join("find");
     let fresh = bin.join(format!("find.{}", std::process::id()));

@@ -53,7 +53,8 @@ pub enum Command {
     /// The daemon writes one line per call that reaches a host (connect, disconnect, exec,
     /// sudo_exec, the command, task, file, transfer and forward tools) to audit.jsonl in its
     /// state directory, with the session, target, tool, a summary (a command's first 200
-    /// bytes, or paths and sizes), the outcome, the exit code and the MCP client's name.
+    /// bytes, or paths and sizes), the outcome (ok, timed_out, cancelled, or the error code,
+    /// with why after the summary), the exit code and the MCP client's name.
     History {
         /// Only this session's calls.
         #[arg(long = "session", value_name = "ID")]
@@ -62,9 +63,15 @@ pub enum Command {
         /// name, exactly.
         #[arg(long, value_name = "T")]
         target: Option<String>,
-        /// Only calls at or after this time (RFC 3339 UTC, e.g. 2026-12-01T09:30:00Z).
-        #[arg(long, value_name = "RFC3339")]
+        /// Only calls at or after this time: RFC 3339 with any offset
+        /// (2026-12-05T07:45:23Z, 2026-12-05T08:45:23+01:00), a date (2026-12-05, from
+        /// midnight UTC), or a span back from now (30m, 1h, 2d, 1h30m).
+        #[arg(long, value_name = "WHEN")]
         since: Option<String>,
+        /// Only calls that went this way: ok, timed_out, cancelled, or an error code (such as
+        /// policy_denied or connection_start_failed).
+        #[arg(long, value_name = "OUTCOME")]
+        outcome: Option<String>,
         /// Show at most this many calls.
         #[arg(long, value_name = "N", default_value_t = 50,
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

@@ -43,10 +43,11 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             session,
             target,
             since,
+            outcome,
             limit,
             json,
         } => {
-            let filter = crate::history::Filter::new(session, target, since, limit)?;
+            let filter = crate::history::Filter::new(session, target, since, outcome, limit)?;
             return history(&paths, filter, json, out).await;
         }
         _ => {}

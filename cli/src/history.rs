@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use sshmcp_proto::audit::{AuditEntry, PENDING_FILE, PendingLine, audit_files};
-use sshmcp_proto::time::{parse_rfc3339, rfc3339};
+use sshmcp_proto::time::rfc3339;
 
 /// Which lines to show.
 #[derive(Debug)]
@@ -15,31 +15,41 @@ pub struct Filter {
     pub target: Option<String>,
     /// RFC 3339 UTC, as the trail writes it: lines at or after it.
     pub since: Option<String>,
+    /// The outcome, exactly: `ok`, `timed_out`, `cancelled` or an error code.
+    pub outcome: Option<String>,
     pub limit: usize,
 }
 
 impl Filter {
-    /// The filter, with `since` checked and brought to the trail's own format (so lines
-    /// compare as text).
+    /// The filter, with `since` read (see [`crate::since`]) and brought to the trail's own
+    /// format, so that lines compare as text.
     pub fn new(
         session: Option<String>,
         target: Option<String>,
         since: Option<String>,
+        outcome: Option<String>,
         limit: usize,
     ) -> anyhow::Result<Self> {
         let since = match since {
-            Some(text) => Some(rfc3339(parse_rfc3339(&text).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--since {text:?} is no RFC 3339 UTC time\nhint: write it as \
-                     2026-12-01T09:30:00Z"
-                )
-            })?)),
+            Some(text) => {
+                let at =
+                    crate::since::parse(&text, std::time::SystemTime::now()).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--since {text:?} is no time this reads\nhint: give an RFC 3339 \
+                             time (2026-12-05T07:45:23Z or with an offset, +01:00), a date \
+                             (2026-12-05, from midnight UTC) or a span back from now (30m, \
+                             1h, 2d)"
+                        )
+                    })?;
+                Some(rfc3339(at))
+            }
             None => None,
         };
         Ok(Self {
             session,
             target,
             since,
+            outcome,
             limit,
         })
     }
@@ -51,6 +61,7 @@ impl Filter {
                 .as_ref()
                 .is_none_or(|t| *t == e.target || *t == e.server_host)
             && self.since.as_ref().is_none_or(|s| e.time >= *s)
+            && self.outcome.as_ref().is_none_or(|o| *o == e.outcome)
     }
 }
 
@@ -158,8 +169,13 @@ pub fn table(entries: &[AuditEntry], width: Option<usize>) -> String {
                 },
                 format!("{:.3}", e.duration),
                 e.client.clone().unwrap_or_else(|| "-".into()),
-                // One line per call, whatever the command held.
-                e.summary.replace(['\n', '\r', '\t'], " "),
+                // One line per call, whatever the command or the error's message held; the
+                // message says why a call failed.
+                match &e.message {
+                    Some(why) => format!("{} — {why}", e.summary),
+                    None => e.summary.clone(),
+                }
+                .replace(['\n', '\r', '\t'], " "),
             ]
         })
         .collect();
@@ -197,6 +213,7 @@ mod tests {
             tool: tool.into(),
             summary: "uname -a\necho two".into(),
             outcome: "ok".into(),
+            message: None,
             exit_code: Some(0),
             duration: 0.0123,
             client: Some("claude-code 2.1".into()),
@@ -241,7 +258,7 @@ mod tests {
             journal += "\n";
         }
         std::fs::write(dir.path().join("audit.pending.99.0"), journal).unwrap();
-        let filter = Filter::new(None, None, None, 10).unwrap();
+        let filter = Filter::new(None, None, None, None, 10).unwrap();
         let (found, _) = read(dir.path(), &filter).unwrap();
         assert_eq!(found, [both, just, written]);
     }
@@ -277,20 +294,21 @@ mod tests {
             .unwrap()
             .write_all(b"{\"cut by a full disk \xe2\x86\n")
             .unwrap();
-        let all = Filter::new(None, None, None, 100).unwrap();
+        let all = Filter::new(None, None, None, None, 100).unwrap();
         let (found, unreadable) = read(dir.path(), &all).unwrap();
         let times: Vec<&str> = found.iter().map(|e| &e.time[17..19]).collect();
         assert_eq!(times, ["04", "03", "02", "01"]);
         assert_eq!(unreadable, 1);
 
-        let prod = Filter::new(None, Some("prod.example.com".into()), None, 100).unwrap();
+        let prod = Filter::new(None, Some("prod.example.com".into()), None, None, 100).unwrap();
         assert_eq!(read(dir.path(), &prod).unwrap().0.len(), 2);
-        let s2 = Filter::new(Some("s2".into()), None, None, 1).unwrap();
+        let s2 = Filter::new(Some("s2".into()), None, None, None, 1).unwrap();
         let (found, _) = read(dir.path(), &s2).unwrap();
         assert_eq!((found.len(), found[0].time.as_str()), (1, at(4).as_str()));
-        let since = Filter::new(None, None, Some("2026-12-01T10:00:02Z".into()), 100).unwrap();
+        let since =
+            Filter::new(None, None, Some("2026-12-01T10:00:02Z".into()), None, 100).unwrap();
         assert_eq!(read(dir.path(), &since).unwrap().0.len(), 3);
-        assert!(Filter::new(None, None, Some("yesterday".into()), 1).is_err());
+        assert!(Filter::new(None, None, Some("yesterday".into()), None, 1).is_err());
     }
 
     /// A line is stamped when its call came and written when it answered: a long call that
@@ -308,7 +326,8 @@ mod tests {
                 entry(&at(7), "s1", "prod", "stat"),
             ],
         );
-        let since = Filter::new(None, None, Some("2026-12-01T10:00:04Z".into()), 100).unwrap();
+        let since =
+            Filter::new(None, None, Some("2026-12-01T10:00:04Z".into()), None, 100).unwrap();
         let times: Vec<String> = read(dir.path(), &since)
             .unwrap()
             .0
@@ -330,5 +349,31 @@ mod tests {
         for line in table(&entries, Some(80)).lines() {
             assert!(line.chars().count() <= 80, "{line}");
         }
+    }
+
+    /// A failed call shows its code, and why it failed after its summary; a command its
+    /// timeout ended shows `timed_out`; `--outcome` keeps only the lines of one outcome.
+    #[test]
+    fn outcomes_say_how_each_call_went_and_filter() {
+        let mut failed = entry(&at(1), "", "prod", "connect");
+        failed.summary = "prod".into();
+        failed.outcome = "connection_start_failed".into();
+        failed.exit_code = None;
+        failed.message = Some("ssh: connect to host prod port 22:\nConnection refused".into());
+        let mut timed_out = entry(&at(2), "s1", "prod", "exec");
+        timed_out.outcome = "timed_out".into();
+        timed_out.exit_code = None;
+        let text = table(&[timed_out.clone(), failed.clone()], None);
+        assert!(text.contains("timed_out"), "{text}");
+        assert!(
+            text.contains(
+                "connection_start_failed  0.012    claude-code 2.1  prod — ssh: connect to host \
+                 prod port 22: Connection refused"
+            ),
+            "{text}"
+        );
+        let dir = generations(&[], &[failed, timed_out.clone()]);
+        let only = Filter::new(None, None, None, Some("timed_out".into()), 100).unwrap();
+        assert_eq!(read(dir.path(), &only).unwrap().0, [timed_out]);
     }
 }

@@ -8,6 +8,7 @@ mod doctor;
 mod history;
 mod local;
 mod render;
+mod since;
 mod watch;
 
 use std::process::ExitCode;

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use sshmcp_proto::audit::{
-    AUDIT_FILE, AUDIT_GENERATIONS, AUDIT_ROTATE_BYTES, AUDIT_SUMMARY_BYTES, AuditEntry,
-    PENDING_FILE, PendingLine, generation,
+    AUDIT_FILE, AUDIT_GENERATIONS, AUDIT_MESSAGE_BYTES, AUDIT_ROTATE_BYTES, AUDIT_SUMMARY_BYTES,
+    AuditEntry, PENDING_FILE, PendingLine, generation,
 };
 use sshmcp_proto::command::{CommandKillRequest, CommandStartRequest};
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
@@ -204,9 +204,54 @@ pub fn daemon_line(tool: &str, summary: String, outcome: &str) -> AuditEntry {
         tool: tool.to_string(),
         summary,
         outcome: outcome.to_string(),
+        message: None,
         exit_code: None,
         duration: 0.0,
         client: None,
+    }
+}
+
+/// How a call ended, as its line in the trail says it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallEnd {
+    /// `ok`, `timed_out`, `cancelled`, or an error code.
+    pub outcome: &'static str,
+    pub exit_code: Option<i32>,
+    /// The error's message, for an error code.
+    pub message: Option<String>,
+}
+
+impl CallEnd {
+    /// A call cut off before it answered (its client went, the daemon stopped).
+    pub const CANCELLED: CallEnd = CallEnd {
+        outcome: "cancelled",
+        exit_code: None,
+        message: None,
+    };
+
+    /// How a call that answered `answer` ended.
+    pub fn of<T: Answer>(answer: Result<&T, &sshmcp_proto::DaemonError>) -> Self {
+        match answer {
+            Ok(answer) => CallEnd {
+                outcome: if answer.timed_out() {
+                    "timed_out"
+                } else {
+                    "ok"
+                },
+                exit_code: answer.exit_code(),
+                message: None,
+            },
+            Err(e) => Self::failed(e),
+        }
+    }
+
+    /// How a call that answered the error `e` ended.
+    pub fn failed(e: &sshmcp_proto::DaemonError) -> Self {
+        CallEnd {
+            outcome: e.code.as_str(),
+            exit_code: None,
+            message: Some(sshmcp_proto::text::cut(&e.message, AUDIT_MESSAGE_BYTES).to_string()),
+        }
     }
 }
 
@@ -648,16 +693,25 @@ impl Summary for ForwardStartRequest {
     }
 }
 
-/// What an answer adds to its line: the exit status, for the calls that have one.
+/// What an answer adds to its line: the exit status, for the calls that have one, and
+/// whether a timeout ended its command.
 pub trait Answer {
     fn exit_code(&self) -> Option<i32> {
         None
+    }
+
+    fn timed_out(&self) -> bool {
+        false
     }
 }
 
 impl Answer for ExecResult {
     fn exit_code(&self) -> Option<i32> {
         self.exit_code
+    }
+
+    fn timed_out(&self) -> bool {
+        self.timed_out
     }
 }
 
@@ -679,11 +733,46 @@ no_exit_code!(
     sshmcp_proto::files::FileEdited,
     sshmcp_proto::files::PathChanged,
     sshmcp_proto::forward::ForwardInfo,
+    sshmcp_proto::session::Connected,
+    sshmcp_proto::session::Disconnected,
 );
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A command its timeout ended answered, yet the trail says `timed_out`; an error keeps
+    /// its message, cut at a character boundary.
+    #[test]
+    fn a_calls_end_says_timed_out_or_why_it_failed() {
+        let mut answer = ExecResult {
+            exit_code: Some(0),
+            signal: None,
+            duration: 0.1,
+            timed_out: false,
+            stdout: crate::remote::capture::Capture::new(1).finish(None),
+            stderr: crate::remote::capture::Capture::new(1).finish(None),
+            handed_off: None,
+            handle_id: None,
+            pid: None,
+        };
+        assert_eq!(CallEnd::of(Ok(&answer)).outcome, "ok");
+        answer.timed_out = true;
+        answer.exit_code = None;
+        let end = CallEnd::of(Ok(&answer));
+        assert_eq!(
+            (end.outcome, end.exit_code, end.message),
+            ("timed_out", None, None)
+        );
+        let long = "é".repeat(AUDIT_MESSAGE_BYTES);
+        let e =
+            sshmcp_proto::DaemonError::new(sshmcp_proto::ErrorCode::ConnectionStartFailed, long);
+        let end = CallEnd::of::<ExecResult>(Err(&e));
+        assert_eq!(end.outcome, "connection_start_failed");
+        let message = end.message.unwrap();
+        assert_eq!(message.len(), AUDIT_MESSAGE_BYTES);
+        assert!(message.chars().all(|c| c == 'é'));
+    }
 
     fn entry(n: usize) -> AuditEntry {
         AuditEntry {
@@ -695,6 +784,7 @@ mod tests {
             tool: "exec".into(),
             summary: "x".repeat(150),
             outcome: "ok".into(),
+            message: None,
             exit_code: Some(0),
             duration: 0.001,
             client: None,

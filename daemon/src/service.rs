@@ -33,7 +33,7 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{Answer, Summary, Trail};
+use crate::audit::{Answer, CallEnd, Summary, Trail};
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
 use crate::{commands, exec, files, forwards, inspect, tasks, transfers};
@@ -113,11 +113,10 @@ struct Audited<'a> {
 }
 
 impl Audited<'_> {
-    fn finish(mut self, outcome: Result<Option<i32>, &DaemonError>) {
+    fn finish(mut self, end: CallEnd) {
         if let Some(call) = self.call.take() {
-            let outcome = outcome.map_err(|e| e.code.as_str());
             self.service
-                .write_line(self.number, &call, &self.place, outcome);
+                .write_line(self.number, &call, &self.place, &end);
         }
     }
 }
@@ -126,7 +125,7 @@ impl Drop for Audited<'_> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
             self.service
-                .write_line(self.number, &call, &self.place, Err("cancelled"));
+                .write_line(self.number, &call, &self.place, &CallEnd::CANCELLED);
         }
     }
 }
@@ -189,11 +188,12 @@ impl Daemon for DaemonService {
                 server_port: c.server_port,
             };
         }
-        line.finish(connected.as_ref().map(|_| None));
-        connected.map_err(|mut e| {
+        let connected = connected.map_err(|mut e| {
             e.message = self.registry.redact_keys(&e.message).into_owned();
-            self.for_client(e)
-        })
+            e
+        });
+        line.finish(CallEnd::of(connected.as_ref()));
+        connected.map_err(|e| self.for_client(e))
     }
 
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
@@ -206,7 +206,7 @@ impl Daemon for DaemonService {
             Ok(()) => self.registry.disconnect(&session_id).await,
             Err(refused) => Err(refused),
         };
-        line.finish(disconnected.as_ref().map(|_| None));
+        line.finish(CallEnd::of(disconnected.as_ref()));
         disconnected.map_err(|e| self.for_client(e))
     }
 
@@ -535,7 +535,7 @@ impl Daemon for DaemonService {
             Place::from(&*session),
         );
         let cancelled = session.transfers.cancel(&req.operation_id).await;
-        line.finish(cancelled.as_ref().map(|_| None));
+        line.finish(CallEnd::of(cancelled.as_ref()));
         cancelled
     }
 
@@ -650,7 +650,7 @@ impl DaemonService {
             seconds = started.elapsed().as_secs_f64(),
             "call done"
         );
-        line.finish(outcome.as_ref().map(Answer::exit_code));
+        line.finish(CallEnd::of(outcome.as_ref()));
         outcome
     }
 
@@ -693,7 +693,7 @@ impl DaemonService {
     /// The guard that writes `call`'s line.
     fn audited(&self, call: Call, place: Place) -> Audited<'_> {
         let number = match &self.trail {
-            Some(trail) => trail.begin(self.line(&call, &place, Err("cancelled"))),
+            Some(trail) => trail.begin(self.line(&call, &place, &CallEnd::CANCELLED)),
             None => 0,
         };
         Audited {
@@ -706,26 +706,19 @@ impl DaemonService {
 
     /// Ends `line` with the policy's refusal and gives the refusal as this client reads it.
     fn refuse(&self, line: Audited<'_>, refused: DaemonError) -> DaemonError {
-        line.finish(Err(&refused));
+        line.finish(CallEnd::failed(&refused));
         self.for_client(refused)
     }
 
-    /// Queues the trail's line for call `number` at `place`, ended with `outcome`: the exit
-    /// status if any, or the error code (`cancelled` for a call cut off before its end).
-    fn write_line(
-        &self,
-        number: u64,
-        call: &Call,
-        place: &Place,
-        outcome: Result<Option<i32>, &str>,
-    ) {
+    /// Queues the trail's line for call `number` at `place`, ended as `end` says.
+    fn write_line(&self, number: u64, call: &Call, place: &Place, end: &CallEnd) {
         if let Some(trail) = &self.trail {
-            trail.record(number, self.line(call, place, outcome));
+            trail.record(number, self.line(call, place, end));
         }
     }
 
-    /// The trail's line for `call` at `place`, ended now with `outcome`.
-    fn line(&self, call: &Call, place: &Place, outcome: Result<Option<i32>, &str>) -> AuditEntry {
+    /// The trail's line for `call` at `place`, ended now as `end` says.
+    fn line(&self, call: &Call, place: &Place, end: &CallEnd) -> AuditEntry {
         let client = self
             .client
             .lock()
@@ -740,11 +733,9 @@ impl DaemonService {
             server_port: place.server_port,
             tool: call.tool.to_string(),
             summary: call.summary.clone(),
-            outcome: match outcome {
-                Ok(_) => "ok".to_string(),
-                Err(code) => code.to_string(),
-            },
-            exit_code: outcome.ok().flatten(),
+            outcome: end.outcome.to_string(),
+            message: end.message.clone(),
+            exit_code: end.exit_code,
             duration: call.started.elapsed().as_secs_f64(),
             client,
         }

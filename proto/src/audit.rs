@@ -19,6 +19,9 @@ pub const AUDIT_GENERATIONS: usize = 4;
 /// Bytes of a command kept in a line's `summary` (cut at a character boundary).
 pub const AUDIT_SUMMARY_BYTES: usize = 200;
 
+/// Bytes of an error's message kept in a line's `message` (cut at a character boundary).
+pub const AUDIT_MESSAGE_BYTES: usize = 500;
+
 /// The journal of calls under way, beside the trail: every call is noted there as it begins
 /// (before it reaches a host), with its outcome before it answers, and once its line is in
 /// the trail, so that a daemon that died (SIGKILL, the OOM killer) leaves the next one every
@@ -54,8 +57,14 @@ pub struct AuditEntry {
     pub tool: String,
     /// The command's first 200 bytes, or the path(s), sizes and ids the call named.
     pub summary: String,
-    /// `ok`, or the error code the call answered.
+    /// How the call went: `ok`; `timed_out` (a command its timeout ended: it answered, with
+    /// no exit status); `cancelled` (the call was cut off before it answered); or the error
+    /// code it answered, then with [`message`](Self::message).
     pub outcome: String,
+    /// The error's message, for an outcome that is an error code (session keys redacted, cut
+    /// to [`AUDIT_MESSAGE_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// The command's exit status, for the calls that have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -96,13 +105,14 @@ mod tests {
             tool: "stat".into(),
             summary: "/etc/hosts".into(),
             outcome: "ok".into(),
+            message: None,
             exit_code: None,
             duration: 0.002,
             client: None,
         };
         let line = serde_json::to_string(&entry).unwrap();
         assert!(
-            !line.contains("exit_code") && !line.contains("client"),
+            !line.contains("exit_code") && !line.contains("client") && !line.contains("message"),
             "{line}"
         );
         assert_eq!(serde_json::from_str::<AuditEntry>(&line).unwrap(), entry);

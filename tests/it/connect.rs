@@ -98,7 +98,7 @@ async fn a_closed_sessions_master_log_goes_and_a_failed_connects_stays() {
 }
 
 /// A port nothing listens on (bound a moment, then let go).
-fn closed_port() -> u16 {
+pub(crate) fn closed_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

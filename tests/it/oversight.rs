@@ -123,6 +123,74 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
     mcp.close().await;
 }
 
+/// History says how each call went: a command its timeout ended is `timed_out`, a failed
+/// call carries its code and why; `--outcome` keeps one outcome, and `--since` reads times
+/// as people write them (an offset, a date, a span back from now).
+#[tokio::test]
+async fn history_says_how_each_call_went_and_reads_times_as_people_write_them() {
+    let (env, mcp, s) = connected_with(&SshdOptions::default(), &[]).await;
+    let sleep = format!("sleep {}", sshmcp_tests::process::unique_sleep(30));
+    let r = exec(&mcp, &s, &sleep, json!({"timeout": 1})).await;
+    assert_eq!(r["timed_out"], true, "{r}");
+    let port = crate::connect::closed_port();
+    let r = mcp
+        .call(
+            "connect",
+            json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], "connection_start_failed", "{r}");
+
+    let lines = history(&env, &[], 3);
+    let (failed, timed_out) = (&lines[0], &lines[1]);
+    assert_eq!(
+        (&failed["tool"], &failed["outcome"]),
+        (&json!("connect"), &json!("connection_start_failed"))
+    );
+    assert_eq!(failed["message"], r["error"]["message"], "{failed}");
+    assert_eq!(
+        (&timed_out["tool"], &timed_out["outcome"]),
+        (&json!("exec"), &json!("timed_out"))
+    );
+    assert!(timed_out.get("message").is_none(), "{timed_out}");
+    let only = history(&env, &["--outcome", "timed_out"], 1);
+    assert_eq!(only.len(), 1, "{only:?}");
+    assert_eq!(only[0]["summary"], sleep.as_str());
+    let table = String::from_utf8_lossy(&env.cli(&["history"]).stdout).into_owned();
+    let why = r["error"]["message"].as_str().unwrap();
+    let first_line = why.lines().next().unwrap();
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("connection_start_failed") && l.contains(first_line)),
+        "{table}"
+    );
+
+    // The same moment three ways (an hour back, with an offset, in UTC), and today's date:
+    // every line is newer.
+    let all = lines.len();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let utc = sshmcp_proto::time::rfc3339(hour_ago);
+    let (date, clock) = (&utc[..10], &utc[11..19]);
+    // An hour ago in UTC is this hour at +01:00.
+    let this_hour = sshmcp_proto::time::rfc3339(hour_ago + Duration::from_secs(3600));
+    let offset = format!("{}T{}+01:00", &this_hour[..10], &this_hour[11..19]);
+    for since in ["1h", offset.as_str(), &format!("{date}T{clock}Z")] {
+        assert_eq!(
+            history(&env, &["--since", since], all).len(),
+            all,
+            "--since {since}"
+        );
+    }
+    // The date of the oldest line (so a run across midnight holds too).
+    let day = lines[all - 1]["time"].as_str().unwrap()[..10].to_string();
+    assert_eq!(history(&env, &["--since", &day], all).len(), all);
+    let tomorrow =
+        sshmcp_proto::time::rfc3339(std::time::SystemTime::now() + Duration::from_secs(86_400));
+    assert!(history(&env, &["--since", &tomorrow[..10]], 0).is_empty());
+    mcp.close().await;
+}
+
 /// The trail's times are RFC 3339 UTC with milliseconds, as `--since` compares them.
 fn is_trail_time(time: &str) -> bool {
     time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T'

@@ -195,7 +195,11 @@ fn users_lock() -> std::fs::File {
 /// Makes `user` a member of `group` (made when missing), for its next login (root only).
 pub fn add_to_group(user: &str, group: &str) {
     let _lock = users_lock();
-    if nix::unistd::Group::from_name(group).ok().flatten().is_none() {
+    if nix::unistd::Group::from_name(group)
+        .ok()
+        .flatten()
+        .is_none()
+    {
         record("group", group);
         run(Command::new("groupadd").args(["-f", group]), "passwd");
     }

@@ -40,12 +40,15 @@ impl Shim {
         for name in hidden {
             tool_router.remove_route(&name);
         }
-        let root = root_sentence(local_root.as_deref());
+        let root = tool_root_sentence(local_root.as_deref());
         for route in tool_router.map.values_mut() {
             let tool = &mut route.attr;
             let mut input = (*tool.input_schema).clone();
             crate::slim::input(&mut input);
             tool.input_schema = Arc::new(input);
+            if let Some(annotations) = tool.annotations.as_mut() {
+                crate::slim::annotations(annotations);
+            }
             if let Some(schema) = &tool.output_schema {
                 let mut schema = (**schema).clone();
                 crate::slim::output(&mut schema);
@@ -106,15 +109,31 @@ impl Shim {
 /// The sentence that says where the local root is: downloads, uploads and kept output live
 /// there, and every `local_path` is relative to it.
 fn root_sentence(local_root: Option<&std::path::Path>) -> String {
-    let root = local_root
+    format!(
+        "Local root (this machine's folder for downloads, uploads and kept output; each \
+         `local_path` is relative to it): {}.",
+        root_named(local_root)
+    )
+}
+
+/// What a tool that takes a `local_path` says of the local root, for clients that drop the
+/// instructions.
+fn tool_root_sentence(local_root: Option<&std::path::Path>) -> String {
+    format!(
+        "`local_path` is relative to the local root, {}.",
+        root_named(local_root)
+    )
+}
+
+/// The local root in force: as given, else the daemon's default.
+fn root_named(local_root: Option<&std::path::Path>) -> String {
+    local_root
         .map(std::path::Path::to_path_buf)
-        .or_else(sshmcp_proto::paths::default_local_root);
-    let what = "this machine's folder for downloads, uploads and kept output; each \
-                `local_path` is relative to it";
-    match root {
-        Some(root) => format!("Local root ({what}): {}.", root.display()),
-        None => format!("Local root ({what}): the daemon's default."),
-    }
+        .or_else(sshmcp_proto::paths::default_local_root)
+        .map_or_else(
+            || "the daemon's default".to_string(),
+            |root| root.display().to_string(),
+        )
 }
 
 /// The instructions' paragraphs, each with the tools it names: a paragraph is left out when
@@ -131,10 +150,6 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
          `timeout` 60 s by default); `ok: true` means it ran: read `exit_code` (or \
          `timed_out`).",
         &["exec"],
-    ),
-    (
-        "`sudo_exec` runs a command as root where sudo needs no password.",
-        &["sudo_exec"],
     ),
     (
         "Slow work (clients often give up on a call after a minute): `exec` with \
@@ -160,15 +175,13 @@ const PARAGRAPHS: &[(&str, &[&str])] = &[
          the background (`transfer_status`).",
         &["download_start", "upload_start", "transfer_status"],
     ),
-    (
-        "`forward_start` forwards a port between this machine and the host.",
-        &["forward_start"],
-    ),
 ];
 
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
-const ANSWERS: &str = "Answers leave out fields at their defaults (null, false, empty, 0, \
-    `utf-8`; `exit_code` always stays). Failures \
+const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); one that is \
+    not UTF-8 goes as base64 with its `*_encoding` set to `base64`.\n\
+    Answers leave out fields at their defaults (null, false, empty, 0, `utf-8`), but never \
+    `exit_code`. Failures \
     (`ok: false`) carry a stable `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \

@@ -1,12 +1,15 @@
 //! Tool schemas without bytes no client needs: the `$schema` URI (the MCP default dialect)
 //! and, in inputs, `null` beside the type of an optional field (leaving a field out says the
 //! same) and the Rust width of numbers (`format`: `int32`, `double`, ...; the descriptions
-//! give the ranges); each `$ref` to a definition is written out in place, without the
+//! give the ranges, whole bounds without `.0`); each `$ref` to a definition is written out in place, without the
 //! definition's own description where the field has one, since a small enum named once costs
 //! less inline than as a definition. Clients show every input schema to the model, so each
-//! byte costs every agent.
+//! byte costs every agent. A field that is a choice among described constants becomes a
+//! plain `enum` when it has a description of its own, which then says what each value does.
+//! Output schemas lose the widths too, and annotations the hints that only repeat the
+//! protocol's defaults.
 
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, ToolAnnotations};
 use serde_json::Value;
 
 /// Slims an input schema, in place.
@@ -35,6 +38,7 @@ pub fn input(schema: &mut JsonObject) {
         for property in properties.values_mut() {
             if let Value::Object(property) = property {
                 property.remove("format");
+                whole_bounds(property);
             }
         }
     }
@@ -42,6 +46,44 @@ pub fn input(schema: &mut JsonObject) {
         for value in schema.values_mut() {
             inline_references(value, &definitions);
         }
+    }
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let Value::Object(property) = property {
+                constants_as_enum(property);
+            }
+        }
+    }
+}
+
+/// Writes a bound that is a whole number without its `.0` (`300.0` is `300` to a schema).
+fn whole_bounds(property: &mut JsonObject) {
+    for bound in ["minimum", "maximum"] {
+        if let Some(Value::Number(n)) = property.get(bound)
+            && let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+        {
+            property.insert(bound.into(), Value::from(f as i64));
+        }
+    }
+}
+
+/// A described field whose `oneOf` offers only string constants, as `{"type": "string",
+/// "enum": [...]}`: the values' own descriptions go, the field's says what each does.
+fn constants_as_enum(property: &mut JsonObject) {
+    if !property.contains_key("description") {
+        return;
+    }
+    let Some(Value::Array(branches)) = property.get("oneOf") else {
+        return;
+    };
+    let constants: Option<Vec<Value>> = branches
+        .iter()
+        .map(|branch| branch.get("const").filter(|c| c.is_string()).cloned())
+        .collect();
+    if let Some(constants) = constants {
+        property.remove("oneOf");
+        property.insert("type".into(), "string".into());
+        property.insert("enum".into(), Value::Array(constants));
     }
 }
 
@@ -78,6 +120,45 @@ fn inline_references(value: &mut Value, definitions: &JsonObject) {
 /// Slims an output schema, in place.
 pub fn output(schema: &mut JsonObject) {
     schema.remove("$schema");
+    for value in schema.values_mut() {
+        without_format(value);
+    }
+}
+
+/// Leaves out the hints a client assumes when they are absent (MCP: not read-only,
+/// destructive, not idempotent, open world), and those it ignores for a read-only tool
+/// (destructive, idempotent).
+pub fn annotations(annotations: &mut ToolAnnotations) {
+    let read_only = annotations.read_only_hint == Some(true);
+    if !read_only {
+        annotations.read_only_hint = None;
+    }
+    if read_only || annotations.destructive_hint == Some(true) {
+        annotations.destructive_hint = None;
+    }
+    if read_only || annotations.idempotent_hint == Some(false) {
+        annotations.idempotent_hint = None;
+    }
+    if annotations.open_world_hint == Some(true) {
+        annotations.open_world_hint = None;
+    }
+}
+
+/// Removes every `format` keyword under `value` whose value is a string (a number's width);
+/// a property that happens to be named `format` stays.
+fn without_format(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            if object.get("format").is_some_and(Value::is_string) {
+                object.remove("format");
+            }
+            for inner in object.values_mut() {
+                without_format(inner);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_format),
+        _ => {}
+    }
 }
 
 /// An optional field's schema without its `null` alternative.
@@ -121,7 +202,8 @@ mod tests {
             "properties": {
                 "command": {"type": "string"},
                 "cwd": {"type": ["string", "null"], "description": "Where."},
-                "timeout": {"type": ["number", "null"], "format": "double"},
+                "timeout": {"type": ["number", "null"], "format": "double", "minimum": 0.1,
+                            "maximum": 300.0},
                 "how": {"anyOf": [{"$ref": "#/$defs/Encoding"}, {"type": "null"}],
                         "description": "Encoding."},
                 "edits": {"type": "array", "items": {"$ref": "#/$defs/Encoding"}},
@@ -150,6 +232,88 @@ mod tests {
             json!({"enum": ["utf-8", "base64"], "description": "How."})
         );
         assert_eq!(properties["maybe"], json!({"type": ["string", "null"]}));
-        assert_eq!(properties["timeout"], json!({"type": "number"}));
+        assert_eq!(
+            properties["timeout"],
+            json!({"type": "number", "minimum": 0.1, "maximum": 300})
+        );
+    }
+
+    #[test]
+    fn a_described_choice_of_constants_becomes_an_enum() {
+        let branch = |value: &str| json!({"const": value, "type": "string", "description": "D."});
+        let mut schema = json!({
+            "properties": {
+                "kind": {"$ref": "#/$defs/Kind", "description": "`a` or `b`, each said."},
+                "bare": {"$ref": "#/$defs/Kind"}
+            },
+            "required": ["kind", "bare"],
+            "$defs": {"Kind": {"oneOf": [branch("a"), branch("b")]}}
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        input(&mut schema);
+        assert_eq!(
+            schema["properties"]["kind"],
+            json!({"type": "string", "enum": ["a", "b"], "description": "`a` or `b`, each said."})
+        );
+        assert_eq!(
+            schema["properties"]["bare"]["oneOf"],
+            json!([branch("a"), branch("b")])
+        );
+    }
+
+    #[test]
+    fn outputs_lose_number_widths_but_not_a_field_named_format() {
+        let mut schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "properties": {
+                "size": {"type": "integer", "format": "uint64", "minimum": 0},
+                "format": {"type": "string", "description": "A field."},
+                "items": {"type": "array", "items": {"type": "number", "format": "double"}}
+            }
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        output(&mut schema);
+        assert_eq!(
+            Value::Object(schema),
+            json!({"properties": {
+                "size": {"type": "integer", "minimum": 0},
+                "format": {"type": "string", "description": "A field."},
+                "items": {"type": "array", "items": {"type": "number"}}
+            }})
+        );
+    }
+
+    #[test]
+    fn annotations_keep_only_the_hints_that_differ_from_the_defaults() {
+        let hints = |read_only, destructive, idempotent, open_world| {
+            let mut annotations = ToolAnnotations::new();
+            annotations.read_only_hint = read_only;
+            annotations.destructive_hint = Some(destructive);
+            annotations.idempotent_hint = Some(idempotent);
+            annotations.open_world_hint = Some(open_world);
+            annotations
+        };
+        let mut kill = hints(Some(false), true, true, true);
+        annotations(&mut kill);
+        assert_eq!(
+            serde_json::to_value(&kill).unwrap(),
+            json!({"idempotentHint": true})
+        );
+        let mut stat = hints(Some(true), false, true, false);
+        annotations(&mut stat);
+        assert_eq!(
+            serde_json::to_value(&stat).unwrap(),
+            json!({"readOnlyHint": true, "openWorldHint": false})
+        );
+        let mut unsaid = hints(None, false, false, true);
+        annotations(&mut unsaid);
+        assert_eq!(
+            serde_json::to_value(&unsaid).unwrap(),
+            json!({"destructiveHint": false})
+        );
     }
 }

@@ -60,7 +60,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
             tool["outputSchema"]["properties"]["error"].is_object(),
             "{name}"
         );
-        assert!(tool["annotations"]["readOnlyHint"].is_boolean(), "{name}");
+        assert!(tool["annotations"]["title"].is_string(), "{name}");
         assert!(!tool["description"].as_str().unwrap().is_empty(), "{name}");
     }
     let exec = tools.iter().find(|t| t["name"] == "exec").unwrap();
@@ -71,9 +71,13 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert_eq!(required, ["session_id", "session_key", "command"]);
-    assert_eq!(exec["annotations"]["destructiveHint"], true);
+    // A hint left out is the protocol's default: destructive, not idempotent.
+    let hint = |tool: &serde_json::Value, name: &str, default: bool| {
+        tool["annotations"][name].as_bool().unwrap_or(default)
+    };
+    assert!(hint(exec, "destructiveHint", true) && !hint(exec, "readOnlyHint", false));
     let kill = tools.iter().find(|t| t["name"] == "command_kill").unwrap();
-    assert_eq!(kill["annotations"]["destructiveHint"], true);
+    assert!(hint(kill, "destructiveHint", true));
     // Stopping what is already stopped changes nothing more: each stop is idempotent.
     for stop in [
         "command_kill",
@@ -83,11 +87,11 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "disconnect",
     ] {
         let tool = tools.iter().find(|t| t["name"] == stop).unwrap();
-        assert_eq!(tool["annotations"]["idempotentHint"], true, "{stop}");
+        assert!(hint(tool, "idempotentHint", false), "{stop}");
     }
     // A forward opens a port that every local user can reach through the session.
     let forward = tools.iter().find(|t| t["name"] == "forward_start").unwrap();
-    assert_eq!(forward["annotations"]["destructiveHint"], true);
+    assert!(hint(forward, "destructiveHint", true));
     for read_only in [
         "session_list",
         "stat",
@@ -100,7 +104,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "transfer_list",
     ] {
         let tool = tools.iter().find(|t| t["name"] == read_only).unwrap();
-        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{read_only}");
+        assert!(hint(tool, "readOnlyHint", false), "{read_only}");
     }
     let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
     assert!(instructions.contains("session_key"));
@@ -135,9 +139,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         json!(tools).to_string().len(),
     );
     eprintln!("tools/list: {whole} bytes, {shown} bytes without output schemas");
-    // Today's sizes, so that they only shrink; issue 33 aims at 32 KB and 70 KB.
+    // What Claude Code shows stays within 32 KiB; the whole list only shrinks (70 KiB is the aim).
     assert!(
-        shown <= 56_400 && whole <= 135_400,
+        shown <= 32 * 1024 && whole <= 110_300,
         "tools/list grew: {whole} / {shown}"
     );
     // Every tool the instructions name in backquotes exists (or is a field or a state).
@@ -182,6 +186,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "local",
         "remote",
         "dynamic",
+        "~",
+        "*_encoding",
+        "base64",
     ];
     for word in mentioned {
         let command = word.starts_with("nohup") || word.starts_with("sshmcp daemon");

@@ -31,17 +31,15 @@ const MARGIN: Duration = Duration::from_secs(30);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandStartArgs {
-    /// The session to run in (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs.
+    /// Shell text for /bin/sh, at most 1 MiB.
     pub command: String,
-    /// Remote working directory for this command only: absolute, or relative to the login
-    /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
+    /// Remote working directory.
     pub cwd: Option<String>,
-    /// Hard runtime limit in seconds (0.1..86400): then the whole process group is
-    /// terminated and the status is `timed_out`. Default: no limit.
+    /// Seconds until the process group is killed (`timed_out`); default none.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
 }
@@ -52,23 +50,18 @@ pub struct CommandStartArgs {
 pub struct CommandStatusArgs {
     /// The session that started the command.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// From command_start (`handle_id` or `id`) or a handed-off exec or sudo_exec.
+    /// From command_start or a hand-off.
     pub handle_id: String,
-    /// Seconds to wait for the command to end before answering (0..300; stay below your
-    /// client's call limit, e.g. 30); default 0 (answer at once). The answer comes as soon as
-    /// it ends.
+    /// Seconds to long-poll for the end (e.g. 30); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
-    /// Byte offset to read stdout from: the `next_offset` of the previous answer. Absent:
-    /// the last `max_bytes` of stdout.
+    /// Offset to read from (the last `next_offset`); absent: the tail.
     pub stdout_offset: Option<u64>,
-    /// Byte offset to read stderr from, as for stdout.
+    /// As `stdout_offset`.
     pub stderr_offset: Option<u64>,
-    /// Bytes per stream to return, at least 1; more than the daemon's output cap (65536 by
-    /// default) gives the cap. By default, for each stream, the cap when it is read from its
-    /// offset and 4096 when its tail is.
+    /// Per stream (cap 64 KiB); default the cap, 4096 for a tail.
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
 }
@@ -79,18 +72,15 @@ pub struct CommandStatusArgs {
 pub struct CommandKillArgs {
     /// The session that started the command.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The command handle to kill: `handle_id` (or `id`) from command_start, or from a
-    /// handed-off exec or sudo_exec. Not a PID.
+    /// From command_start or a hand-off; not a PID.
     pub handle_id: String,
-    /// The signal sent to the command's whole process group: a number (1..64) or a name
-    /// (`TERM`, `INT`, `HUP`, `QUIT`, `ABRT`, `ALRM`, `KILL`); default 15 (TERM).
+    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
     pub signal: Option<Signal>,
-    /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).
-    /// Default false.
+    /// SIGKILL if still running after `wait_seconds`.
     pub force: Option<bool>,
-    /// Seconds to wait for the group to exit after the signal (0..60); default 1.
+    /// Seconds to wait for the exit; default 1.
     #[schemars(range(min = 0.0, max = 60.0))]
     pub wait_seconds: Option<f64>,
 }
@@ -101,29 +91,20 @@ pub struct CommandKillArgs {
 pub struct CommandListArgs {
     /// The session whose commands to list.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
 }
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
-    /// Start a /bin/sh command that will outlast a tool call and return its `handle_id` as soon
-    /// as it started (a command that quick may have ended already: read its `exit_code` with
-    /// command_status). It runs as the login user as `exec` does (no TTY, empty stdin, its own
-    /// process group), but apart from this call: follow it with `command_status`, stop it with
-    /// `command_kill`. Its stdout and stderr are kept whole in files under the local root (up
-    /// to the daemon's max-spool-bytes, 1 GiB by default, per stream), deleted with the handle:
-    /// when it leaves the history (the last 100 ended handles), or at `disconnect`, which also
-    /// kills the session's running commands. Use it for a build, a test suite or a dev server
-    /// you stop before disconnecting; `exec` with `handoff_after` for a command that is usually
-    /// quick; `task_launch` for a process that must survive a disconnect; `sudo_exec` with
-    /// `handoff_after` for long root work. Errors: `remote_path_not_found` (the `cwd` is
-    /// missing: check it with stat), `invalid_command` (too long, NUL byte: upload a script and
-    /// run that), `invalid_arguments` (timeout out of range), `invalid_local_path` (the local
-    /// root cannot hold the output files: tell the user), `channels_busy` (it did not start
-    /// within 25 s: running commands and transfers hold all 7 channels they may, or the
-    /// remote login shell did not finish; nothing ran: wait for one to end, or kill one, then
-    /// retry).
+    /// Start a /bin/sh command in the background as the login user (no TTY, empty stdin) and answer
+    /// at once: `handle_id`, `pid` (its process group, once known), `status` (`running` or how it
+    /// ended). Then command_status (`wait_seconds`); command_kill stops it. Output is kept whole
+    /// (up to 1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect.
+    /// Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive the
+    /// session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), `invalid_command`
+    /// (too long, NUL), `invalid_local_path` (local root unusable: tell the user), `channels_busy`
+    /// (none free in 25 s; nothing ran: free one, retry).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),
@@ -161,18 +142,13 @@ impl Shim {
         )
     }
 
-    /// Check a command handle and read its output, by offset or as a tail (see the offsets);
-    /// long-poll with `wait_seconds` rather than calling in a tight loop. The answer's `status`:
-    /// `running`, `completed` (read `exit_code`), `timed_out`, `killed` (by command_kill) or `lost`
-    /// (the connection or the daemon died while it ran: its exit is unknown and its process group
-    /// may still run; read `pid`). `stdout` and `stderr` are each an object with `data` and
-    /// `next_offset` (pass it back to read on), `total_bytes` so far, and `truncated` when the kept
-    /// output stopped at the spool cap; once the command has ended, a stream read whole is just its
-    /// text (an empty one is left out). Works on ended handles, and on a session that answers
-    /// `connection_lost`: read what you need before `disconnect`, which deletes the handle and its
-    /// output. Errors: `command_not_found` (not a handle of this session: see command_list; a
-    /// task's PID goes to task_status), `invalid_arguments` (an offset past `total_bytes`,
-    /// `max_bytes` 0; above the cap it is taken as the cap).
+    /// Read a command handle's state and output, also after it ended or `connection_lost`
+    /// (disconnect deletes it). `status`: `running`, `completed` (`exit_code`), `timed_out`,
+    /// `killed`, `lost` (connection or daemon died: may still run; note `pid`); `signal` names what
+    /// ended it. `stdout`, `stderr`: objects with `data` (`encoding: base64` if not UTF-8),
+    /// `next_offset` (pass back as that stream's offset), `total_bytes`, `truncated` (1 GiB spool
+    /// cap hit); a plain string once ended and not cut. Errors: `command_not_found` (see
+    /// command_list; a task PID: task_status), `invalid_arguments` (offset past `total_bytes`).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
@@ -215,19 +191,12 @@ impl Shim {
         )
     }
 
-    /// Terminate a running command handle of this session (for a task_launch PID use
-    /// task_kill). Before sending anything it checks on the host whether the command's process
-    /// group still runs; then it signals the whole group (as root for a sudo_exec handle;
-    /// SIGKILL fallback: `force`). `result`: `killed` (confirmed gone), `already_exited` (gone
-    /// as the signal landed), `not_running` (it had ended: nothing was sent),
-    /// `failed_to_kill` (still running: call again with `force: true`; if `force_kill_used`
-    /// was already true, tell the user), `invalid_pid` (its shell never reported a group:
-    /// nothing was sent), `error` (the attempt failed: check command_status). After
-    /// `killed`, `already_exited` or `not_running`, command_status reports `killed` for this
-    /// handle (an exit code it had stays shown): check command_status first, as a handle that
-    /// ended needs no kill. Errors: `command_not_found` (not a handle
-    /// of this session, or of one since disconnected: see command_list), `invalid_arguments`
-    /// (`signal` or `wait_seconds` out of range).
+    /// Signal a command handle's process group (as root for a sudo_exec one) if it still runs; a
+    /// task PID: task_kill. `result`: `killed` (ended; command_status then says `killed`),
+    /// `already_exited` (ended as the signal came), `not_running` (had ended: nothing sent),
+    /// `failed_to_kill` (still runs: retry with `force: true`; if `force_kill_used` (SIGKILL sent)
+    /// is already true, tell the user), `invalid_pid` (no PID known: nothing sent), `error`
+    /// (unknown: see command_status). Errors: `command_not_found` (see command_list).
     #[tool(
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),
@@ -265,12 +234,9 @@ impl Shim {
         )
     }
 
-    /// List this session's command handles, newest first, ended ones included (the last
-    /// 100): `commands`, each with `handle_id`, `preview` (the command's first line, cut),
-    /// `status` (as command_status gives it), `exit_code`, `started_at` and `ended_at`. Use
-    /// it to find a handle you lost track of; read output with command_status. Tasks from task_launch are not listed (nothing lists them:
-    /// keep task_launch's `pid` for task_status). Works on a session that answers
-    /// `connection_lost`.
+    /// List this session's command handles, newest first, incl. the last 100 ended, to find a lost
+    /// `handle_id`: `commands`, each with `handle_id`, `preview` (first line), `status` (as
+    /// command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed.
     #[tool(
         input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandList>>(),

@@ -22,28 +22,22 @@ use crate::server::Shim;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecArgs {
-    /// The session to run in (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Shell text for /bin/sh, at most 1048576 bytes, parsed whole before any of it runs (a
-    /// syntax error anywhere, such as an unterminated here-document, runs nothing).
+    /// Shell text for /bin/sh, at most 1 MiB; a syntax error anywhere runs nothing.
     pub command: String,
-    /// Remote working directory for this call only: absolute, or relative to the login
-    /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
+    /// Remote working directory.
     pub cwd: Option<String>,
-    /// Seconds before the remote process group is terminated (0.1..86400), a handed-off
-    /// command's too; default 60, or no limit with `handoff_after`.
+    /// Seconds until the process group is killed (also after a hand-off); default 60, none
+    /// with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
-    /// Also write the complete streams to files under the local root and return their
-    /// paths; default false. The files stay until you delete them on this machine (no tool
-    /// does).
+    /// Also save whole streams as local files (`spool_path`); delete them with your own shell.
     pub spool_output: Option<bool>,
-    /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
-    /// still runs then, the answer comes at once with `handed_off: true`, `handle_id`, `pid`
-    /// and the output so far, and `command_status` continues from each stream's
-    /// `next_offset`. A `timeout` at or below it means no hand-off.
+    /// Seconds (e.g. 30, under your client's call limit) until a running command is handed
+    /// off; none if `timeout` <= it.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
@@ -52,22 +46,18 @@ pub struct ExecArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SudoExecArgs {
-    /// The session to run in (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Shell text for root's bash, at most 1048576 bytes, parsed whole before any of it runs.
+    /// Shell text for root's bash, at most 1 MiB.
     pub command: String,
-    /// Remote working directory for this call only: absolute, or relative to the login
-    /// directory (`~` is not expanded); `remote_path_not_found` if it does not exist.
+    /// As in exec; entered before sudo.
     pub cwd: Option<String>,
-    /// Seconds before the remote process group is terminated (0.1..86400), a handed-off
-    /// command's too; default 60, or no limit with `handoff_after`.
+    /// As in exec.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
-    /// Seconds (1..86400; stay below your client's call limit, e.g. 30): if the command
-    /// still runs then, the answer comes at once as a command handle, as for exec. A
-    /// `timeout` at or below it means no hand-off.
+    /// As in exec.
     #[schemars(range(min = 1.0, max = 86400.0))]
     pub handoff_after: Option<f64>,
 }
@@ -193,27 +183,16 @@ pub(crate) async fn unless_cancelled<T>(
 
 #[tool_router(router = exec_router, vis = "pub(crate)")]
 impl Shim {
-    /// Run one non-interactive /bin/sh command on the session's host and return its exit code and
-    /// separate stdout/stderr. `ok: true` means the command ran: read `exit_code` (always
-    /// there; null when a signal ended it, `signal` then names it, e.g. `TERM`; `timed_out: true`
-    /// after the timeout). `stdout` and `stderr` are the text itself; an empty one is left out;
-    /// one that was cut, spooled or is not UTF-8 is an object with `data` (head and tail kept),
-    /// `encoding`, `total_bytes`, `truncated`, `omitted` (the byte range left out) and
-    /// `spool_path` (the whole stream in a local file) as apply. Up to 7 commands run at once on one session, on its channels, shared
-    /// with handles and transfers; more wait for one within their `timeout`, and one that got none
-    /// is `channels_busy`: nothing ran, a retry is safe. No TTY and an empty stdin (a password
-    /// prompt fails; for root use sudo_exec). No shell state persists between calls: use `cwd`, not
-    /// `cd`. Each stream keeps at most the daemon's output cap (64 KiB by default, half head, half
-    /// tail); `spool_output` keeps everything in local files. A timeout, or cancelling the call,
-    /// kills the command's whole process group (TERM, then KILL); background jobs still holding its
-    /// output are killed then too (use task_launch for a process that must keep running). Clients
-    /// often give up on a call after about a minute, losing its result: when a command may be slow
-    /// (builds, tests, upgrades) pass `handoff_after`; for work known to be long use command_start.
-    /// To read or change files use read_file_range, write_file or edit_file, not `cat` or `echo`.
-    /// Errors: `remote_path_not_found` (the `cwd` is missing: check it with stat),
-    /// `invalid_command` (over 1 MiB, or a NUL byte: upload a script with upload_start and run
-    /// that), `invalid_local_path` (the local root cannot hold the spool or hand-off files: tell
-    /// the user), `invalid_arguments` (a value out of range).
+    /// Run one /bin/sh command as the login user and wait (no TTY, empty stdin; root: sudo_exec).
+    /// `exit_code` is null if a signal ended the shell (`signal` names it; `timed_out: true` after
+    /// `timeout`). `stdout`, `stderr`: the text; if cut, not UTF-8 or spooled, an object: `data`
+    /// (head and tail if cut), `encoding`, `total_bytes`, `truncated` (over the 64 KiB cap),
+    /// `omitted` (`start`, `end` of the bytes left out), `spool_path`. Timeout or cancel kills the
+    /// whole process group, background jobs too (to keep one: task_launch). Maybe slow? Pass
+    /// `handoff_after`: still running then, it answers `handed_off: true`, `handle_id`, `pid`,
+    /// output so far, each stream's `next_offset`: go on with command_status. Errors:
+    /// `remote_path_not_found` (no such `cwd`), `invalid_command` (too long or NUL: upload_start a
+    /// script, run it), `invalid_local_path` (local root unusable: tell the user).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),
@@ -244,21 +223,12 @@ impl Shim {
             .await
     }
 
-    /// Run one command as root: `sudo -n -k` starts `/bin/bash --noprofile --norc -s` (bash,
-    /// not /bin/sh; sudo's own PATH and root's HOME) and the command runs in it with an empty
-    /// stdin, so it works only where the host's sudoers allows that program without a password;
-    /// no password is ever asked for or sent. `cwd` is entered as the login user, before sudo.
-    /// Otherwise the same limits, answer, timeout and cancellation as `exec`, without
-    /// `spool_output` (a handed-off root command is killed as root by `command_kill`); `ok:
-    /// true` means the command ran as root: read `exit_code`. Use `exec` for everything that
-    /// needs no root. Errors: `sudo_password_required` (stop and ask the user for a NOPASSWD
-    /// rule; never pipe a password through `exec`), `sudo_not_allowed` (the host's sudoers,
-    /// not the user's policy, denies bash as root; `sudo -n -l` through `exec` lists what it
-    /// allows),
-    /// `sudo_unavailable` (no sudo on the host); the message quotes sudo. `policy_denied`: the
-    /// user forbids root on this host; do not try `sudo` through `exec`, ask the user. Also
-    /// exec's `remote_path_not_found` (cwd), `invalid_command`, `invalid_local_path` (hand-off
-    /// files) and `invalid_arguments`, acted on as exec says.
+    /// Run one command as root in bash via `sudo -n`, only where the host's sudoers needs no
+    /// password (none is ever sent). Answer, `timeout`, hand-off and kills as exec (command_kill
+    /// kills as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required`
+    /// (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` (sudoers
+    /// denies it; `sudo -n -l` via exec lists what it may), `sudo_unavailable` (no sudo),
+    /// `policy_denied` (the user forbids root here: ask them, no sudo via exec); others as exec.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = answer::schema_without(

@@ -29,30 +29,27 @@ const DEADLINE: Duration = Duration::from_secs(70);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The remote file to write: absolute, or relative to the login directory (`~` is not
-    /// expanded); any bytes but NUL.
+    /// Remote path.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// The whole new content, at most 1 MiB (1,048,576 bytes after decoding).
+    /// The whole file; at most 1 MiB decoded.
     pub content: String,
-    /// `utf-8` (default), or `base64` when `content` is the base64 of the bytes (binary).
+    /// `base64`: `content` is base64 (binary).
     pub encoding: Option<Encoding>,
-    /// Permission bits as octal digits, e.g. `0644` or `755`: for a new file (default: 0666
-    /// less the umask), or to change an existing one's (default: kept).
+    /// Octal, e.g. `0644`, set exactly; default: 0666 less umask if new, else kept.
     #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
     pub mode: Option<String>,
-    /// Make missing parent directories; default false.
+    /// Make missing parent directories.
     pub create_dirs: Option<bool>,
-    /// Replace an existing file; default false (`remote_path_exists`).
+    /// Replace an existing file.
     pub overwrite: Option<bool>,
-    /// Write only if the file's SHA-256 (64 lowercase hex digits) is still this (from an
-    /// earlier write_file or edit_file, or `sha256sum` through exec): else `file_changed` and
-    /// nothing is written. Implies replacing it.
+    /// Write only if the file's SHA-256 is still this (else `file_changed`); implies `overwrite`.
+    /// From an earlier `sha256` or `sha256sum`.
     pub expected_sha256: Option<String>,
 }
 
@@ -60,46 +57,34 @@ pub struct WriteArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The remote text file to change (at most 64 MiB): absolute, or relative to the login
-    /// directory (`~` is not expanded); any bytes but NUL.
+    /// Remote path.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// The exact text to find (not a pattern), whitespace and line ends included; at most
-    /// 4 KiB. Include enough surrounding lines that it occurs once.
+    /// Exact text, whitespace included; at most 4 KiB. Add lines to make it unique.
     pub old_text: String,
-    /// What replaces it (may be empty: the text is deleted); at most 64 KiB.
+    /// The replacement (empty deletes); at most 64 KiB.
     pub new_text: String,
-    /// Replace every occurrence; default false (then `old_text` must occur exactly once).
+    /// Replace every occurrence.
     pub replace_all: Option<bool>,
-    /// Edit only if the file's SHA-256 (64 lowercase hex digits) is still this (from an
-    /// earlier write_file or edit_file, or `sha256sum` through exec): else `file_changed` and
-    /// nothing is changed.
+    /// Edit only if the file's SHA-256 is still this (else `file_changed`). From an earlier
+    /// `sha256` or `sha256sum`.
     pub expected_sha256: Option<String>,
 }
 
 #[tool_router(router = files_router, vis = "pub(crate)")]
 impl Shim {
-    /// Write a whole file on the remote host, atomically: the content travels as data (no
-    /// shell, no quoting) into a temporary file renamed over the target, so a reader sees the
-    /// old file or the new one, never half. The answer: `path`, `bytes_written`, the new
-    /// content's `sha256` (pass it as `expected_sha256` next time) and `created` when no file
-    /// was there. An existing file keeps its mode and owner (not its ACLs or extended
-    /// attributes). Use it instead of `exec` with `echo`/heredocs; to change
-    /// part of a file use edit_file. Acts as the session's user, never sudo (root's files need
-    /// `sudo_exec`). Errors: `remote_path_exists` (pass `overwrite: true`, or `expected_sha256`
-    /// to replace only what you saw), `file_changed` (`error.sha256` is the current hash: read
-    /// the file again, redo the change, retry with that hash; also when the file is gone),
-    /// `remote_path_not_found` (the directory is missing: pass `create_dirs: true`),
-    /// `invalid_remote_type` (the path is a symlink, whose target you can write instead: `stat`
-    /// gives `link_target`; or a directory or device: pick another path),
-    /// `remote_permission_denied` (no write access to the directory, or another user's file,
-    /// whose owner would change: use sudo_exec, or ask the user), `invalid_arguments`
-    /// (`content` too large: nothing is written; use upload_start).
+    /// Write a whole remote file atomically; `content` is data, never shell. Answer:
+    /// `bytes_written`, `sha256`, `created` if new. An existing file keeps its mode and owner. Part
+    /// of a file: edit_file. Errors: `remote_path_exists` (set `overwrite`), `file_changed`
+    /// (`error.sha256` is current: read again, redo, retry with it), `remote_path_not_found` (set
+    /// `create_dirs`), `invalid_remote_type` (a symlink: write its `link_target`),
+    /// `remote_permission_denied` (sudo_exec, or ask the user), `invalid_arguments` (over 1 MiB:
+    /// upload_start).
     #[tool(
         input_schema = schema_for_input::<WriteArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileWritten>>(),
@@ -159,22 +144,14 @@ impl Shim {
         )
     }
 
-    /// Replace an exact piece of text in a remote text file, atomically: `old_text` must occur
-    /// exactly once unless `replace_all: true`. The answer: `path`, `replacements` and the
-    /// new content's `sha256`. The edit happens on the host in one step; the
-    /// result is renamed over the file, keeping its mode and owner (not its ACLs or extended
-    /// attributes), so a reader never sees half of it, and a file changed by someone else during
-    /// the edit is never overwritten. Use it instead of `sed -i` through `exec`; to replace a whole
-    /// file or make a new one, use write_file. Acts as the session's user, never sudo: a root-owned
-    /// file needs `sudo_exec`. Errors: `edit_no_match` (read the file again and copy the text
-    /// exactly), `edit_ambiguous_match` (`error.count` occurrences: add surrounding lines, or
-    /// `replace_all`), `file_changed` (someone changed the file since your hash, `error.sha256`
-    /// now: read it again and redo the edit), `remote_path_not_found` (check the path with stat),
-    /// `invalid_remote_type` (the path is a symlink, whose target you can edit instead: `stat`
-    /// gives `link_target`; no regular file; or NUL bytes in it), `remote_permission_denied` (no
-    /// write access to the directory, or another user's file: use sudo_exec, or ask the user),
-    /// `invalid_arguments` (a text or the file over its limit, nothing changed: split the edit; a
-    /// file over 64 MiB: download_start, edit here, upload_start).
+    /// Replace exact text in a remote text file, atomically: `old_text` must occur once unless
+    /// `replace_all`. Answer: `replacements`, `sha256`. Keeps mode and owner. Whole or new file:
+    /// write_file. Errors: `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match`
+    /// (`error.count` hits: add context or `replace_all`), `file_changed` (read again, redo),
+    /// `remote_path_not_found`, `invalid_remote_type` (a symlink: edit its `link_target`; not
+    /// text), `remote_permission_denied` (sudo_exec, or ask the user), `file_too_large` (over 64
+    /// MiB: download_start, edit, upload_start), `invalid_arguments` (a text over its limit: split
+    /// the edit).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

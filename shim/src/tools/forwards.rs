@@ -26,28 +26,21 @@ const DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardStartArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// `local`: reach a service of the host from here (a PostgreSQL on the host's
-    /// 127.0.0.1:5432: target `127.0.0.1:5432`, then connect here to
-    /// `127.0.0.1:<listen_port>`). `remote`: let the host reach a service of this machine (a
-    /// dev server here on port 3000: target `127.0.0.1:3000`, then the host uses
-    /// `127.0.0.1:<listen_port>`). `dynamic`: a SOCKS5 proxy here into the host's network
-    /// (`socks5h://127.0.0.1:<listen_port>`, so names resolve on the host).
+    /// `local` (`ssh -L`: listen here, connect from the host; target `127.0.0.1:5432` is the host's
+    /// PostgreSQL, here at `127.0.0.1:<listen_port>`), `remote` (`ssh -R`: the reverse) or
+    /// `dynamic` (`ssh -D`: a SOCKS5 proxy here).
     pub kind: ForwardKind,
-    /// The port to listen on: here, or on the host for `remote`. 0 (the default) picks a free
-    /// one, given in the answer.
+    /// Here, or on the host for `remote`; 0 (default): a free one.
     pub listen_port: Option<u16>,
-    /// Where to listen: `127.0.0.1` (default), `::1` or `localhost`. Other addresses only if
-    /// the user started the daemon with `--allow-public-forwards`.
+    /// `127.0.0.1` (default), `::1`, `localhost`; others only if the user allowed them.
     pub listen_host: Option<String>,
-    /// Required for `local` and `remote`, omitted for `dynamic`. For `local` a name as the
-    /// host resolves it (`127.0.0.1` is the host itself); for `remote` as this machine
-    /// resolves it (`127.0.0.1` is this machine).
+    /// Required for `local` and `remote`; resolved on the host for `local`, here for `remote`.
     pub target_host: Option<String>,
-    /// Required for `local` and `remote`, omitted for `dynamic`: the port connections go to.
+    /// Required for `local` and `remote`.
     #[schemars(range(min = 1, max = 65535))]
     pub target_port: Option<u16>,
 }
@@ -55,38 +48,32 @@ pub struct ForwardStartArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardListArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardStopArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The forward to close (from forward_start or forward_list).
+    /// From forward_start or forward_list.
     pub forward_id: String,
 }
 
 #[tool_router(router = forwards_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a port forward on the session's SSH connection (no new login). The answer:
-    /// `forward_id` (for forward_stop), `kind`, `listen_host`, `listen_port` (the port chosen
-    /// when you passed 0), `target_host` and `target_port` (none for `dynamic`), `created_at`. "Here" and "this
-    /// machine" mean the machine running sshmcp: a `local` or `dynamic` forward helps only a
-    /// client (psql, curl, a browser) that runs there too; otherwise run the client on the host
-    /// with `exec`. The target is first tried when a connection comes. It lasts until
-    /// forward_stop, disconnect or a lost connection; anyone on this machine can use a loopback
-    /// forward, so stop those you no longer need. Errors (nothing listens then):
-    /// `forward_failed` (the message says which): the port is taken (retry with `listen_port`
-    /// 0) or below 1024 (pick a higher one), this session already has that listener
-    /// (`error.forward_id` names it: use it), or the host's sshd forbids forwarding (tell the user;
-    /// retrying will not help). `forward_not_allowed`: use a loopback `listen_host`.
-    /// `invalid_arguments`: see `target_host`.
+    /// Open a port forward on the session's SSH connection. "Here" is the machine running sshmcp:
+    /// `local` and `dynamic` serve only clients running here (curl on the host: use exec). Answers
+    /// `forward_id` (for forward_stop) and the `listen_port` in force. The target is tried only
+    /// when a client connects. Lasts until forward_stop or disconnect; local users can use it too.
+    /// Errors (nothing listens): `forward_failed` (port taken: `listen_port` 0; under 1024: pick
+    /// higher; this session has it: `error.forward_id`; sshd forbids it: tell the user),
+    /// `forward_not_allowed` (loopback `listen_host` only, unless the user allows more).
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),
@@ -119,9 +106,8 @@ impl Shim {
         )
     }
 
-    /// List this session's open port forwards, each as forward_start answered it; read-only.
-    /// Recover a `forward_id` or `listen_port` here (e.g. after forward_failed names a
-    /// forward).
+    /// List this session's open forwards, e.g. to find a `forward_id`: `forwards`, each with
+    /// `forward_id`, `kind`, `listen_host`, `listen_port`, `target_host`, `target_port`.
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardList>>(),
@@ -147,12 +133,9 @@ impl Shim {
         )
     }
 
-    /// Close a port forward of this session once its client is done with it (`disconnect`
-    /// closes all of a session's forwards at once): its port is free again once this answers
-    /// (connections already made through it may finish). Answer: the forward as it was. Errors:
-    /// `forward_not_found` (not a forward of this session: see forward_list), `forward_failed`
-    /// (the SSH connection could not close it: `disconnect` closes it, with all of the
-    /// session's commands and transfers).
+    /// Close a port forward; its port is free once this answers (`forward_id`,
+    /// `listen_port`). `forward_not_found`: see forward_list; `forward_failed`: disconnect
+    /// closes it.
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
         output_schema = answer::schema_describing(

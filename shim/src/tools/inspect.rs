@@ -26,18 +26,15 @@ const DEADLINE: Duration = Duration::from_secs(40);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Remote path: absolute, or relative to the login directory (`~` is not expanded); any
-    /// bytes but NUL.
+    /// Remote path.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes (for a
-    /// list_directory entry that came with `path_encoding`, pass its `path` and
-    /// `path_encoding` unchanged).
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// Describe what a symlink points to instead of the link itself; default false.
+    /// Describe a symlink's target instead.
     pub follow_symlinks: Option<bool>,
 }
 
@@ -45,18 +42,17 @@ pub struct StatArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Remote directory: absolute, or relative to the login directory (`~` is not
-    /// expanded); a symlink to a directory is followed.
+    /// Remote path.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// Entries to skip in the sorted listing; default 0.
+    /// Entries to skip; default 0.
     pub offset: Option<u64>,
-    /// Entries to return, 1..1000; default 200.
+    /// Page size; default 200.
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
 }
@@ -65,19 +61,17 @@ pub struct ListArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Remote regular file: absolute, or relative to the login directory (`~` is not
-    /// expanded); a symlink to one is followed.
+    /// Remote path.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// Byte offset to start at; default 0. Past the end gives no data and `eof: true`.
+    /// Byte offset; default 0.
     pub offset: Option<u64>,
-    /// Bytes wanted, at least 1. A length above the daemon's output cap (64 KiB by default)
-    /// is clamped to it, not refused.
+    /// Bytes wanted; clamped to the 64 KiB output cap.
     #[schemars(range(min = 1))]
     pub length: u64,
 }
@@ -98,15 +92,11 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
-    /// Describe one remote path: `type` (`file`, `directory`, `symlink`, `fifo`, `socket`,
-    /// `char_device`, `block_device`, `other`), `size`, `mode` (octal, e.g. `0644`), `uid`,
-    /// `gid`, `owner`, `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC) and a symlink's
-    /// `link_target`. Use it to check that a path exists and what it is before acting on it;
-    /// a directory's entries come from list_directory, a file's bytes from read_file_range.
-    /// Read-only. Errors: `remote_path_not_found` (nothing there, a parent is not a directory,
-    /// or a symlink loop), `remote_permission_denied` (a parent directory is not searchable by
-    /// the session's user: `sudo_exec` can look as root), `host_tool_missing` naming the GNU
-    /// coreutils program the host lacks (use `exec` with what it has).
+    /// Describe one remote path (also: does it exist?): `type` (`file`, `directory`, `symlink`,
+    /// `fifo`, `socket`, `char_device`, `block_device`, `other`), `size`, `mode` (octal), `uid`,
+    /// `gid`, `owner`, `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC), a symlink's
+    /// `link_target`. Errors: `remote_path_not_found`, `remote_permission_denied` (sudo_exec),
+    /// `host_tool_missing` (use exec).
     #[tool(
         input_schema = schema_for_input::<StatArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileStat>>(),
@@ -131,17 +121,11 @@ impl Shim {
         )
     }
 
-    /// List one remote directory's entries, a page at a time, sorted by name bytes:
-    /// `entries` (each `name`, `type`, `size`, `mode`, `mtime`, and `link_target` for a
-    /// symlink; a name that is not UTF-8 comes as base64 with `name_encoding` and its full
-    /// `path`), `total` entries in the directory, and `truncated` when more follow (ask again
-    /// with `offset` + the entries returned). Pages are read fresh, not a
-    /// snapshot: entries added or removed between calls shift later pages. Not recursive (use
-    /// exec with `find` for a tree). Prefer it to parsing `ls` through exec; read-only. Errors:
-    /// `invalid_remote_type` (not a directory: use stat), `remote_path_not_found` (check the
-    /// path with stat), `remote_permission_denied` (not readable or not searchable by the
-    /// session's user: `sudo_exec` can list as root), `host_tool_missing` naming the GNU
-    /// findutils program the host lacks (use `exec`).
+    /// List a remote directory by name, a page at a time; not recursive (for that or patterns: exec
+    /// `find`). Answer: `entries` (`name`, `type`, `size`, `mode`, `mtime`, `link_target`, as stat;
+    /// dotfiles too, no `.`/`..`), `total`, `truncated` if more follow (then ask at `offset` +
+    /// entries returned). Errors: `invalid_remote_type` (not a directory), `remote_path_not_found`,
+    /// `remote_permission_denied` (sudo_exec), `host_tool_missing` (use exec).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = answer::schema_optional(
@@ -174,18 +158,11 @@ impl Shim {
         )
     }
 
-    /// Read exact bytes of one remote regular file, binary-safe: at most `length` bytes from
-    /// `offset`. The answer: `data` (the text, or base64 with `encoding: base64` when the bytes are
-    /// not UTF-8), `bytes_read`, `file_size`, and `eof` when nothing follows. For a whole file
-    /// larger than one call's cap (64 KiB by default) use download_start instead. To read on
-    /// through a file, call again at `offset` + `bytes_read` until `eof` is true. Use exec instead
-    /// for lines, searches (`grep`, `tail -n`) or many files; `cat` through exec loses the middle
-    /// of output beyond the cap. Read-only. Errors: `invalid_remote_type` (not a regular file:
-    /// list_directory for a directory), `remote_path_not_found` (check the path with stat),
-    /// `remote_permission_denied` (the session's user may not read it: as root, `sudo_exec` with
-    /// `dd if=PATH bs=32768 skip=N count=1 status=none`, one block per call, until a block comes
-    /// back short), `host_tool_missing` naming the GNU coreutils program the host lacks (use
-    /// `exec`).
+    /// Read a byte range of a remote regular file. Answer: `data` (text, or base64 with `encoding:
+    /// base64` if not UTF-8), `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` +
+    /// `bytes_read` until `eof`. Whole big files: download_start; lines or search: exec (`grep`).
+    /// Errors: `invalid_remote_type` (not a regular file), `remote_path_not_found`,
+    /// `remote_permission_denied` (sudo_exec with `dd`), `host_tool_missing` (use exec).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -29,19 +29,17 @@ const DEADLINE: Duration = Duration::from_secs(310);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MakeDirectoryArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The directory to make: absolute, or relative to the login directory (`~` is not
-    /// expanded); any bytes but NUL.
+    /// Remote path.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// Make missing parent directories too; default true.
+    /// Also make missing parents; default true.
     pub parents: Option<bool>,
-    /// Permission bits as octal digits, e.g. `0755` (default: 0777 less the umask): only for
-    /// the last directory made, and an existing directory keeps its own.
+    /// Octal, e.g. `0755`, for the last directory made; default: 0777 less umask.
     #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
     pub mode: Option<String>,
 }
@@ -49,38 +47,34 @@ pub struct MakeDirectoryArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RemovePathArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// What to remove: a file, a symlink (never what it points to) or a directory; absolute,
-    /// or relative to the login directory (`~` is not expanded). It must end with a name: `/`,
-    /// `.`, `..` and a trailing `/` are refused (`invalid_arguments`).
+    /// Remote path; not `/`, `.` or `..`.
     pub path: String,
-    /// `utf-8` (default), or `base64` when `path` is the base64 of the path's bytes.
+    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
-    /// Remove a directory with everything in it; default false (only an empty one).
+    /// Remove a directory with its contents.
     pub recursive: Option<bool>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CopyMoveArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The path to take: a file, a symlink (as the link) or a whole directory;
-    /// absolute, or relative to the login directory (`~` is not expanded); any bytes but NUL.
+    /// File, symlink (as the link) or directory.
     pub source: String,
-    /// `utf-8` (default), or `base64` when `source` is the base64 of the path's bytes.
+    /// `source`'s encoding.
     pub source_encoding: Option<Encoding>,
-    /// The new path itself, not a directory to put it in (`/srv/app/new.conf`): absolute, or
-    /// relative to the login directory (`~` is not expanded); any bytes but NUL.
+    /// The new path itself, not a directory to put it in.
     pub destination: String,
-    /// `utf-8` (default), or `base64` when `destination` is the base64 of the path's bytes.
+    /// `destination`'s encoding.
     pub destination_encoding: Option<Encoding>,
-    /// Replace an existing destination file; default false.
+    /// Replace an existing file there (never a directory).
     pub overwrite: Option<bool>,
 }
 
@@ -119,13 +113,9 @@ fn path_schema(path: &str, kind: &str, changed: bool) -> Arc<JsonObject> {
 
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
-    /// Make a directory on the remote host (and its missing parents: see `parents`). A
-    /// directory already there is no error: the answer's `changed` is then left out (false);
-    /// it is true when the directory was made. Before a write, write_file's `create_dirs` does
-    /// this itself. Acts as the session's user, never sudo (root's paths need `sudo_exec`).
-    /// Errors: `remote_path_exists` (something that is no directory is there: stat it, then
-    /// remove it or pick another path), `remote_path_not_found` (a parent is missing and
-    /// `parents` is false), `remote_permission_denied` (use sudo_exec, or ask the user).
+    /// Make a remote directory; one already there is no error (`changed` is true only if made).
+    /// Errors: `remote_path_exists` (not a directory), `remote_path_not_found` (a parent is
+    /// missing), `remote_permission_denied` (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<MakeDirectoryArgs>().expect("object schema"),
         output_schema = path_schema("The directory as given.", "What is there: `directory`.", true),
@@ -159,14 +149,10 @@ impl Shim {
         )
     }
 
-    /// Remove a remote file, symlink or directory (see `path` and `recursive`), for good. The
-    /// path is taken literally: no wildcards (to remove by pattern, list the directory first,
-    /// or use `rm` through exec). The host gets 300 s: a tree that takes longer is stopped
-    /// part-way (`internal_error`; remove it with command_start and `rm -rf`). Acts as the
-    /// session's user, never sudo (root's paths need `sudo_exec`). Errors:
-    /// `remote_path_not_found` (already gone: nothing to do), `directory_not_empty` (pass
-    /// `recursive: true` if its contents may go), `remote_permission_denied` (use sudo_exec,
-    /// or ask the user). The answer: the removed `path` and the `type` it had.
+    /// Remove a remote file, symlink (itself) or directory; no wildcards (exec `rm`). Answer:
+    /// `type` removed. Errors: `remote_path_not_found` (already gone), `directory_not_empty`
+    /// (`recursive: true` if its contents may go), `remote_permission_denied` (sudo_exec);
+    /// `internal_error` after 300 s (part may be gone; finish with `rm -rf` via command_start).
     #[tool(
         input_schema = schema_for_input::<RemovePathArgs>().expect("object schema"),
         output_schema = path_schema("The removed path as given.", "What was removed.", false),
@@ -195,19 +181,11 @@ impl Shim {
         )
     }
 
-    /// Copy a remote file, symlink or whole directory to a new path on the same host (`cp -a`:
-    /// modes, times and links kept). The copy is made under a temporary name beside the
-    /// destination, then moved into place, so the destination never holds half a copy and a
-    /// copy that fails removes its own. The host gets 300 s: a copy that takes longer is
-    /// stopped (`internal_error`), which may leave a `.sshmcp-copy.*` directory beside the
-    /// destination (remove it with remove_path; copy a tree that large with command_start and
-    /// `cp -a`). Acts as the session's user, never sudo
-    /// (root's paths need `sudo_exec`). Between the host and this machine use download_start /
-    /// upload_start. Errors: `remote_path_not_found` (the source, or the destination's
-    /// directory: stat the source; if it exists, make_directory the destination's directory),
-    /// `remote_path_exists` (pass `overwrite: true` for a
-    /// file; a directory there: remove it or pick another destination),
-    /// `remote_permission_denied` (use sudo_exec, or ask the user).
+    /// Copy a remote file, symlink or directory tree on the same host, atomically (as `cp -a`).
+    /// Answer: `type` copied. Errors: `remote_path_not_found` (source, or destination's directory),
+    /// `remote_path_exists` (see `overwrite`), `remote_permission_denied` (sudo_exec);
+    /// `internal_error` after 300 s (may leave `.sshmcp-copy.*` beside the destination: remove_path
+    /// it; big trees: command_start).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = path_schema(
@@ -233,17 +211,11 @@ impl Shim {
         )
     }
 
-    /// Move or rename a remote file, symlink or directory to a new path on the same host: one
-    /// atomic rename within a file system (across file systems `mv` copies, then removes the
-    /// source: not atomic). The host gets 300 s: a move across file systems that takes longer
-    /// is stopped (`internal_error`), which may leave part of the tree at the destination and
-    /// the source whole (move a tree that large with command_start and `mv`). Acts as the
-    /// session's user, never sudo (root's paths need `sudo_exec`). Between the host and this
-    /// machine use download_start / upload_start. Errors: `remote_path_not_found` (the source,
-    /// or the destination's directory: stat the source; if it exists, make_directory the
-    /// destination's directory), `remote_path_exists` (pass
-    /// `overwrite: true` for a file; a directory there: remove it or pick another destination),
-    /// `remote_permission_denied` (use sudo_exec, or ask the user).
+    /// Move or rename a remote file, symlink or directory on the host (atomic; across file systems:
+    /// copy, then remove). Answer: `type` moved. Errors: `remote_path_not_found` (source, or
+    /// destination's directory), `remote_path_exists` (see `overwrite`), `remote_permission_denied`
+    /// (sudo_exec); `internal_error` after 300 s (source kept; a partial copy may stay beside the
+    /// destination).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = path_schema(

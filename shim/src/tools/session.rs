@@ -23,18 +23,16 @@ use crate::tools::exec::unless_cancelled;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectArgs {
-    /// A Host alias of the user's OpenSSH configuration. Give either this, or host and user
-    /// (with optional port); mixing them is `invalid_arguments`.
+    /// A Host of ~/.ssh/config (may set user, port); not with `host`, `user`, `port`.
     pub alias: Option<String>,
-    /// Host name or address to connect to; `user` is then required.
+    /// Name or address.
     pub host: Option<String>,
-    /// SSH user name; required with `host`.
+    /// Login name; required with `host`.
     pub user: Option<String>,
-    /// SSH port (with `host`); default 22.
+    /// With `host`; default 22.
     #[schemars(range(min = 1))]
     pub port: Option<u16>,
-    /// Seconds allowed for connecting and authenticating (1..3600); default 60. Keep it below
-    /// your client's call limit.
+    /// Seconds to connect and log in; default 60 (lower it if your client gives up at 60 s).
     #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
@@ -42,7 +40,7 @@ pub struct ConnectArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisconnectArgs {
-    /// The session to close (from `connect` or `session_list`).
+    /// From `connect` or `session_list`.
     pub session_id: String,
 }
 
@@ -79,21 +77,14 @@ fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, DaemonError> {
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open a new SSH session (one OpenSSH master) to a Host of the user's OpenSSH config (`alias`)
-    /// or to `host` + `user` [+ `port`]. Returns `session_id` and a secret `session_key` shown only
-    /// this once: keep both, every session tool needs them (`disconnect` and session_list need no
-    /// key). One session per server (its effective HostName and Port; the user is not part of it):
-    /// connect once and reuse it, never per command. May wait for a passphrase or key-touch prompt
-    /// on the user's desktop; unknown host keys are never accepted. Errors: `already_connected`
-    /// (`error.session_id` is the session that owns the server: use it if you hold its key; if
-    /// `session_list` shows it `lost`, disconnect it and connect again; otherwise another agent may
-    /// be using it: ask the user), `session_limit_reached` (the daemon's max-sessions, 32 by
-    /// default: disconnect a session you no longer need), `connection_start_failed`
-    /// (authentication, host key or network, or `connect_timeout` ran out: tell the user the
-    /// message; retry only after a timeout or an unanswered prompt, with a longer `connect_timeout`
-    /// or once the user is there), `invalid_arguments` (the target's fields: see `alias`). A
-    /// connect call of yours that was cut off (your client gave up) may have left its session
-    /// `starting` or `ready` with no key in your hands: disconnect it and connect again.
+    /// Open an SSH session to a Host of the user's OpenSSH config (`alias`) or to `host` + `user`.
+    /// Answers `session_id`, `session_key` (shown only here) and `remote` (`uname`, `user`,
+    /// `home`). May wait for a passphrase or key-touch prompt. Errors: `already_connected`
+    /// (`error.session_id` has the server: use it if you hold its key; disconnect it if it is
+    /// `lost` or left by a cut-off connect of yours; else ask the user), `session_limit_reached`
+    /// (disconnect one you no longer need), `connection_start_failed` (unknown host key, login
+    /// refused, unreachable: tell the user; after a timeout, a longer `connect_timeout` if your
+    /// client waits).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),
@@ -137,13 +128,10 @@ impl Shim {
         )
     }
 
-    /// Close a session: kills its running commands, cancels its transfers (partial files kept),
-    /// closes its port forwards and stops its SSH connection; its command handles and their
-    /// output go with it (read them first), detached tasks keep running. Needs no key, so it
-    /// closes any session, another agent's too: close only sessions you opened, or ones that
-    /// are `lost`. Use it when the work is done, after `connection_lost`, or when a session's
-    /// key is lost. Works in every state, `starting` included. Errors: `session_not_found`
-    /// (already closed: nothing to do).
+    /// Close a session in any state: kill its commands and drop their output (read it first),
+    /// cancel its transfers (partials kept), close its forwards; tasks survive. Answers `state`
+    /// `closed`. Needs no key: close only yours or `lost` ones. `session_not_found`: already
+    /// closed.
     #[tool(
         input_schema = schema_for_input::<DisconnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Disconnected>>(),
@@ -165,13 +153,11 @@ impl Shim {
         )
     }
 
-    /// List every session of the daemon, other agents' included (never keys; opens no SSH
-    /// connection): `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: its
-    /// connection is gone, or `closing`), `target`, `server_host`, `server_port`, `remote_user`,
-    /// `created_at`, `last_used_at` and its `active_commands`, `active_transfers` and
-    /// `active_forwards` (left out when 0). Use it to find the session an `already_connected`
-    /// names, or to spot `lost` ones (`disconnect`, then `connect` again). A listed session is
-    /// usable only with the key its `connect` returned.
+    /// List all the daemon's sessions, other agents' too, never keys: `sessions`, each with
+    /// `session_id`, `state` (`starting`, `ready`, `lost`: disconnect it, `closing`), `target`
+    /// (alias or `user@host:port`), `server_host`, `server_port`, `remote_user`, `created_at`,
+    /// `last_used_at`, `active_commands`, `active_transfers`, `active_forwards`. Yours: the
+    /// `session_id`s you hold.
     #[tool(
         input_schema = schema_for_input::<NoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<SessionListOut>>(),

@@ -31,12 +31,11 @@ const MARGIN: Duration = Duration::from_secs(60);
 pub struct TaskLaunchArgs {
     /// Any session to the host (from connect).
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// Shell text for /bin/sh, at most 1048576 bytes.
+    /// Shell text for /bin/sh, at most 1 MiB.
     pub command: String,
-    /// Remote working directory for the task: absolute, or relative to the login directory
-    /// (`~` is not expanded); `remote_path_not_found` if it does not exist.
+    /// Remote working directory.
     pub cwd: Option<String>,
 }
 
@@ -44,19 +43,16 @@ pub struct TaskLaunchArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskStatusArgs {
-    /// Any session to the host the task runs on, as the user that launched it.
+    /// Any session to the host, as the task's user.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The task's PID, from task_launch (above 1: 1 or below is `not_found`).
+    /// From task_launch.
     pub pid: i64,
-    /// Bytes of each log's end to return, at least 1; more than the daemon's output cap
-    /// (65536 by default) gives the cap. Default 4096.
+    /// Bytes of each log's end (cap 64 KiB); default 4096.
     #[schemars(range(min = 1))]
     pub tail_bytes: Option<u64>,
-    /// Seconds to wait for the task to stop running before answering (0..300; stay below
-    /// your client's call limit, e.g. 30); default 0 (answer at once). The answer comes
-    /// within a second of its end.
+    /// Seconds to long-poll for the end (e.g. 30); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
 }
@@ -65,19 +61,17 @@ pub struct TaskStatusArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskKillArgs {
-    /// Any session to the host the task runs on, as the user that launched it.
+    /// Any session to the host, as the task's user.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The task's PID, from task_launch (above 1: 1 or below answers `invalid_pid`).
+    /// From task_launch.
     pub pid: i64,
-    /// The signal sent to the task's whole process group: a number (1..64) or a name
-    /// (`TERM`, `INT`, `HUP`, `QUIT`, `ABRT`, `ALRM`, `KILL`); default 15 (TERM).
+    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
     pub signal: Option<Signal>,
-    /// When the group has not exited `wait_seconds` after the signal, send SIGKILL (9).
-    /// Default false.
+    /// SIGKILL if still running after `wait_seconds`.
     pub force: Option<bool>,
-    /// Seconds to wait for the group to exit after the signal (0..60); default 1.
+    /// Seconds to wait for the exit; default 1.
     #[schemars(range(min = 0.0, max = 60.0))]
     pub wait_seconds: Option<f64>,
 }
@@ -91,21 +85,13 @@ fn auth(session_id: String, session_key: String) -> SessionAuth {
 
 #[tool_router(router = tasks_router, vis = "pub(crate)")]
 impl Shim {
-    /// Launch a detached background process on the host that survives disconnects, reconnects
-    /// and daemon restarts: a server you leave running, a watcher, a job that runs for hours.
-    /// It runs `/bin/sh` on the command as the login user, in its own session and process
-    /// group, stdin from /dev/null, with no time limit; stdout and stderr go to log files
-    /// private to the remote user (`<home>/.sshmcp/tasks/PID.out` and `.err`, absolute paths
-    /// returned; never removed by sshmcp, nor bounded: remove them with remove_path once read,
-    /// and send a chatty server's output elsewhere). It records its exit status when it ends.
-    /// Keep the `pid`: nothing lists tasks. Use `command_start` instead for work you follow
-    /// and stop within this session (output kept locally, killed on disconnect). Errors:
-    /// `remote_path_not_found` (the `cwd` is missing: check it with stat), `invalid_command`
-    /// (over 1 MiB, or a NUL byte: upload a script and run that), `host_tool_missing` (no
-    /// setsid on the host: tell the user), `internal_error` (no writable ~/.sshmcp/tasks: tell
-    /// the user; one that names a PID may still run: check it with task_status before
-    /// launching again). task_status with the
-    /// `pid` confirms it runs.
+    /// Launch a detached /bin/sh process that survives disconnects and daemon restarts: login user,
+    /// stdin /dev/null, no time limit. Answer: `pid` (keep it; lost: `ls ~/.sshmcp/tasks` via exec,
+    /// files named by PID), `stdout_log`, `stderr_log` (remote, unbounded, never removed:
+    /// remove_path them once read). Work you stop in this session: command_start. Errors:
+    /// `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL),
+    /// `host_tool_missing` (no setsid: tell the user), `internal_error` (no writable
+    /// ~/.sshmcp/tasks: tell the user; if it names a PID, task_status it first).
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskLaunched>>(),
@@ -133,15 +119,11 @@ impl Shim {
         )
     }
 
-    /// Check a task from task_launch by its `pid` (for a command handle use command_status).
-    /// `state`: `running`, `exited` (it ended, or its PID now belongs to another process: a
-    /// reused PID is never taken for the task) or `not_found` (no task of this user had this
-    /// PID). `exit_code` once recorded (128 + n after signal n; null after KILL); the log
-    /// paths; `stdout` and `stderr`: each log's last `tail_bytes` (read more with
-    /// read_file_range on the log path). Long-poll with `wait_seconds` (the answer comes
-    /// within a second of its end) rather than calling in a tight loop. Errors:
-    /// `invalid_arguments` (`tail_bytes` 0, `wait_seconds` out of range; a `tail_bytes` above
-    /// the cap is taken as the cap).
+    /// Check a task_launch task by `pid` (handles: command_status). `state`: `running`, `exited`
+    /// (ended, or PID reused), `not_found` (no task of this user had it). `exit_code`: null until
+    /// recorded (128+n after a trappable signal n; stays null after KILL; no `signal` field);
+    /// `stdout`, `stderr`: log tails (`data`, `size`); more: read_file_range on `stdout_log`,
+    /// `stderr_log`.
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -171,14 +153,10 @@ impl Shim {
         )
     }
 
-    /// Terminate a task from task_launch by its `pid` (for a command handle use command_kill).
-    /// It first checks on the host that the PID is still the task sshmcp launched (its start
-    /// time matches): any other PID, one since reused by another process or a command handle's
-    /// included, answers `not_running` and is never signalled (which then says nothing about
-    /// whether such a process runs). Then it works as command_kill does: the signal to the
-    /// task's whole process group, SIGKILL after `wait_seconds` when `force`, the same `result`
-    /// values and `force_kill_used`. Errors: `invalid_arguments` (`signal` or `wait_seconds`
-    /// out of range).
+    /// Signal a task_launch task's process group by `pid` (handles: command_kill) if the PID is
+    /// still that task. `result`: `killed`, `already_exited`, `not_running` (PID no longer that
+    /// task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, tell the user),
+    /// `invalid_pid` (1 or below), `error` (see task_status); `force_kill_used`: SIGKILL sent.
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

@@ -45,20 +45,17 @@ fn report_schema() -> Arc<JsonObject> {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DownloadArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The remote file: absolute, or relative to the login directory (`~` is not expanded);
-    /// any bytes but NUL. A symlink to a file is followed.
+    /// Remote path.
     pub remote_path: String,
-    /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
+    /// `remote_path`'s encoding.
     pub remote_path_encoding: Option<Encoding>,
-    /// The file to write, relative to the local root (missing directories are made), e.g.
-    /// `logs/syslog`: a file path, not a directory. An absolute path must lie inside the root.
-    /// `..`, symlinks and the private `.sshmcp` directory are refused.
+    /// A file, not a directory; missing directories are made. No `..`, symlinks, `.sshmcp`.
     pub local_path: String,
-    /// Replace an existing local file; default false.
+    /// Replace an existing file.
     pub overwrite: Option<bool>,
 }
 
@@ -66,20 +63,17 @@ pub struct DownloadArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadArgs {
-    /// The session (from connect).
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
-    /// The local file to send, relative to the local root (an absolute path must lie inside
-    /// it): a regular file. `..`, symlinks and the private `.sshmcp` directory are refused.
+    /// A regular file; no `..`, symlinks, `.sshmcp`.
     pub local_path: String,
-    /// The file to write on the host, e.g. `/srv/app/app.tar.gz`: a file path, not a
-    /// directory. Absolute, or relative to the login
-    /// directory (`~` is not expanded); any bytes but NUL.
+    /// Remote file path, not a directory.
     pub remote_path: String,
-    /// `utf-8` (default), or `base64` when `remote_path` is the base64 of the path's bytes.
+    /// `remote_path`'s encoding.
     pub remote_path_encoding: Option<Encoding>,
-    /// Replace an existing remote file; default false.
+    /// Replace an existing file.
     pub overwrite: Option<bool>,
 }
 
@@ -87,9 +81,9 @@ pub struct UploadArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferArgs {
-    /// The session that started the transfer.
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
@@ -99,15 +93,13 @@ pub struct TransferArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferStatusArgs {
-    /// The session that started the transfer.
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
-    /// Seconds to wait for the transfer to end before answering (0..300; stay below your
-    /// client's call limit, e.g. 30); default 0 (answer at once). The answer comes as soon as
-    /// it ends.
+    /// Seconds to wait for the end (e.g. 30, below your client's call limit); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
 }
@@ -116,9 +108,9 @@ pub struct TransferStatusArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferListArgs {
-    /// The session whose transfers to list.
+    /// From connect.
     pub session_id: String,
-    /// Its key, from connect.
+    /// From connect.
     pub session_key: String,
 }
 
@@ -155,23 +147,13 @@ impl Shim {
 
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
-    /// Download one remote regular file into the local root as a background job: it answers at once
-    /// with an `operation_id`; follow it with transfer_status and `wait_seconds` (e.g. 30) until
-    /// `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH connection
-    /// (never a new login) into a private partial file; the file appears at `local_path` whole, and
-    /// only once both ends' SHA-256 agree. Calling it again with the same `remote_path` and
-    /// `local_path` resumes a failed or cancelled copy (one that failed `verification_failed`
-    /// starts afresh). Use it for files of any size instead of printing them with `exec` or paging
-    /// them with read_file_range. Never uses sudo. A file that changes during the copy (a live log)
-    /// ends `verification_failed`: copy a snapshot (`cp`) first. Errors: `invalid_local_path`
-    /// (outside the local root, through `..` or a symlink, or in `.sshmcp`), `local_path_exists`
-    /// (pass `overwrite: true`), `invalid_remote_type` (not a regular file),
-    /// `remote_path_not_found` (check the path with stat), `remote_permission_denied` (make a copy
-    /// your user owns with sudo_exec, e.g. `install -m 600 -o USER SRC DIR/` into a directory only
-    /// your user can read, not /tmp, download that and remove it after), `transfer_conflict`
-    /// (another transfer writes that destination: wait for it, or pick another),
-    /// `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on this session:
-    /// wait for one to end).
+    /// Download one remote regular file into the local root as a job: answers `operation_id` for
+    /// transfer_status. The file appears whole at `local_path` once verified; starting it again
+    /// (same paths) resumes a failed or cancelled copy. Errors: `local_path_exists` (pass
+    /// `overwrite`), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular
+    /// file: tar it via exec), `remote_path_not_found`, `remote_permission_denied` (sudo_exec a
+    /// copy you own into a private directory), `transfer_conflict` (another transfer writes there:
+    /// wait or cancel it), `transfer_limit_reached` (wait for the others).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -199,24 +181,15 @@ impl Shim {
         )
     }
 
-    /// Upload one regular file from the local root to the host as a background job: it answers at
-    /// once with an `operation_id`; follow it with transfer_status and `wait_seconds` (e.g. 30)
-    /// until `completed`, `failed` or `cancelled`. rsync copies over the session's own SSH
-    /// connection (never a new login) into a hidden partial file beside the destination; the file
-    /// appears at `remote_path` whole, only once both ends' SHA-256 agree, and never replaces a
-    /// file created there meanwhile. Calling it again with the same `local_path` and `remote_path`
-    /// resumes a failed or cancelled copy (one that failed `verification_failed` or
-    /// `remote_path_exists` starts afresh). Use it for files of any size instead of pasting
-    /// contents into `exec`; a small text file is simpler with write_file. Never uses sudo. Errors:
-    /// `invalid_local_path` (missing, not a regular file, or outside the local root: put the file
-    /// under the local root and pass its path relative to it), `invalid_arguments` (`remote_path`
-    /// ends in `/`: name the file), `remote_path_exists` (pass `overwrite: true`),
-    /// `invalid_remote_type` (the destination is no regular file, or its parent no directory),
-    /// `remote_path_not_found` (its directory is missing: make it with make_directory),
-    /// `remote_permission_denied` (upload somewhere writable, then move it with sudo_exec),
-    /// `transfer_conflict` (another transfer writes there: wait for it, or pick another),
-    /// `transfer_limit_reached` (the daemon's max-transfers, 4 by default, run on this session:
-    /// wait for one to end).
+    /// Upload one regular file from the local root (put it there first) to the host as a job:
+    /// answers `operation_id` for transfer_status. The file appears whole at `remote_path` once
+    /// verified; starting it again resumes a failed or cancelled copy. Small text: write_file.
+    /// Errors: `remote_path_exists` (pass `overwrite`), `remote_path_not_found` (make_directory
+    /// first), `invalid_local_path` (`local_path` missing or no regular file),
+    /// `invalid_remote_type` (a directory there), `invalid_arguments` (fix `remote_path`),
+    /// `remote_permission_denied` (upload somewhere writable, move it with sudo_exec),
+    /// `transfer_conflict` (another transfer writes there: wait or cancel it),
+    /// `transfer_limit_reached` (wait for the others).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -245,17 +218,12 @@ impl Shim {
         )
     }
 
-    /// Where a transfer of this session stands, from its `operation_id`: its `state`
-    /// (`queued`, `running`, `verifying`, then `completed`, `failed` or `cancelled`),
-    /// `bytes_transferred` of `total_bytes`, `eta`, and once completed the verified `sha256`
-    /// and the `final_path`. Long-poll with `wait_seconds` (the answer comes when it ends)
-    /// rather than calling in a tight loop. A `failed` report's `error.code`:
-    /// `transfer_failed` (start the same transfer again: it resumes), `verification_failed`
-    /// (the source changed: copy a snapshot), `channels_busy` (no channel came free: retry
-    /// once commands end), `connection_lost` (reconnect, start again), `local_path_exists` or
-    /// `remote_path_exists` (pass `overwrite` if it may go). Errors: `transfer_not_found` (not
-    /// an operation of this session: transfer_list shows them), `invalid_arguments`
-    /// (`wait_seconds` out of range).
+    /// Report a transfer: `state` (`queued`, `running`, `verifying`, `completed`, `failed`,
+    /// `cancelled`), `bytes_transferred` of `total_bytes`, `eta` (s), then `final_path` (absolute;
+    /// local for a download). A `failed` one's `error.code`: `transfer_failed` (start it again to
+    /// resume), `verification_failed` (the source changed: copy a snapshot), `local_path_exists` or
+    /// `remote_path_exists` (pass `overwrite`); others: as the instructions say, then start again.
+    /// `transfer_not_found`: see transfer_list.
     #[tool(
         input_schema = schema_for_input::<TransferStatusArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -289,11 +257,8 @@ impl Shim {
         )
     }
 
-    /// Stop a transfer of this session; only when the copy must not go on. Its partial file
-    /// stays (a download's in the local root's private `.sshmcp` directory, an upload's hidden
-    /// beside the destination). Answers the transfer's state (it becomes `cancelled` a moment
-    /// later: confirm with transfer_status; a transfer that already ended stays as it was).
-    /// Errors: `transfer_not_found` (not this session's: transfer_list shows them).
+    /// Stop a transfer; its partial stays, so starting it again resumes. Answers its report
+    /// (`state` `cancelled`, or how it had ended). `transfer_not_found`: see transfer_list.
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -315,8 +280,8 @@ impl Shim {
         )
     }
 
-    /// List this session's transfers (every running one and the last 100 ended), each as
-    /// transfer_status reports it: recover a lost `operation_id` here.
+    /// List this session's transfers (`transfers`, newest first, the last 100, each
+    /// as transfer_status reports it), e.g. to find an `operation_id`.
     #[tool(
         input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferList>>(),

@@ -130,7 +130,16 @@ pub fn age(now: SystemTime, then: SystemTime) -> String {
     }
 }
 
-pub fn status_text(s: &DaemonStatus, tools: &[String]) -> String {
+/// The daemon's methods that are agents' tools (not its own internal calls), by name.
+fn agent_tools(capabilities: &[String]) -> Vec<&str> {
+    capabilities
+        .iter()
+        .map(String::as_str)
+        .filter(|name| sshmcp_proto::tool::Tool::named(name).is_some())
+        .collect()
+}
+
+pub fn status_text(s: &DaemonStatus, capabilities: &[String]) -> String {
     format!(
         "sshmcpd {version} is running (pid {pid}, protocol {proto}, since {since})\n\
          socket:      {socket}\n\
@@ -153,14 +162,14 @@ pub fn status_text(s: &DaemonStatus, tools: &[String]) -> String {
         n = s.sessions,
         max = s.max_sessions,
         out = s.max_output_bytes,
-        tools = tools.join(", "),
+        tools = agent_tools(capabilities).join(", "),
     )
 }
 
-/// The status as JSON: the daemon's own fields plus the tools it serves.
-pub fn status_json(s: &DaemonStatus, tools: &[String]) -> serde_json::Value {
+/// The status as JSON: the daemon's own fields plus the agents' tools it serves.
+pub fn status_json(s: &DaemonStatus, capabilities: &[String]) -> serde_json::Value {
     let mut value = serde_json::to_value(s).unwrap_or_default();
-    value["tools"] = serde_json::json!(tools);
+    value["tools"] = serde_json::json!(agent_tools(capabilities));
     value
 }
 

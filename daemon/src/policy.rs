@@ -5,21 +5,9 @@
 //! cannot change it; `sshmcp daemon reload` and SIGHUP read it again.
 
 use serde::Deserialize;
-use sshmcp_proto::policy::{PolicyEntryView, PolicyReport, READ_ONLY_TOOLS};
+use sshmcp_proto::policy::{PolicyEntryView, PolicyReport};
+use sshmcp_proto::tool::{Reach, Tool};
 use sshmcp_proto::{DaemonError, ErrorCode};
-
-/// The daemon's methods that are no tool an agent calls, though `CAPABILITIES` names them.
-const NOT_TOOLS: &[&str] = &[
-    "progress",
-    "introduce",
-    "policy",
-    "reload_policy",
-    "overview",
-];
-
-fn is_tool(name: &str) -> bool {
-    sshmcp_proto::service::CAPABILITIES.contains(&name) && !NOT_TOOLS.contains(&name)
-}
 
 /// One `[[policy]]` entry, as the config file writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -28,7 +16,7 @@ pub struct Entry {
     /// Globs (`*`, `?`, `[...]`) against the connect target and the server host.
     #[serde(rename = "match")]
     pub patterns: Vec<String>,
-    /// Only the tools of [`READ_ONLY_TOOLS`].
+    /// Only the tools that change nothing on the host ([`Reach::ChangesNothing`]).
     #[serde(default)]
     pub read_only: bool,
     /// `false` refuses `sudo_exec`.
@@ -140,9 +128,17 @@ impl Policy {
                     "{place}: `match` needs at least one non-empty pattern"
                 ));
             }
-            if let Some(unknown) = entry.deny.iter().find(|d| !is_tool(d)) {
+            if let Some(unknown) = entry.deny.iter().find(|d| Tool::named(d).is_none()) {
                 return Err(format!(
                     "{place}: `deny` names {unknown:?}, which is no tool of this daemon"
+                ));
+            }
+            // session_list answers from the daemon alone, about every host at once: no
+            // entry can refuse it, so naming it would promise what no check keeps.
+            if entry.deny.iter().any(|d| d == Tool::SessionList.name()) {
+                return Err(format!(
+                    "{place}: `deny` names \"session_list\", which reaches no host and lists \
+                     every session, so no host's entry can refuse it"
                 ));
             }
             if let Some(bad) = entry
@@ -179,16 +175,16 @@ impl Policy {
     /// the rule and, for an entry that governs by host key, that it does so.
     pub fn check(
         &self,
-        tool: &str,
+        tool: Tool,
         subject: &Subject<'_>,
         learned: &LearnedKeys,
     ) -> Result<(), DaemonError> {
         for (entry, why) in self.governing(subject, learned) {
-            let rule = if entry.deny.iter().any(|d| d == tool) {
+            let rule = if entry.deny.iter().any(|d| d == tool.name()) {
                 format!("deny = [\"{tool}\"]")
-            } else if entry.read_only && !READ_ONLY_TOOLS.contains(&tool) {
+            } else if entry.read_only && !tool.kept_read_only() {
                 "read_only = true".to_string()
-            } else if !entry.sudo && tool == "sudo_exec" {
+            } else if !entry.sudo && tool.reach() == Reach::Root {
                 "sudo = false".to_string()
             } else {
                 continue;
@@ -393,6 +389,7 @@ mod tests {
             server_host,
             host_key: None,
         };
+        let tool = Tool::named(tool).expect("a tool's name");
         p.check(tool, &subject, &LearnedKeys::default())
     }
 
@@ -422,8 +419,11 @@ mod tests {
         let e = check(&p, "exec", "prod-web", "10.1.1.1").unwrap_err();
         assert_eq!(e.code, ErrorCode::PolicyDenied);
         assert!(e.message.contains("[\"prod-*\"]") && e.message.contains("read_only = true"));
-        for tool in READ_ONLY_TOOLS {
-            assert!(check(&p, tool, "prod-web", "10.1.1.1").is_ok(), "{tool}");
+        for tool in Tool::all().filter(|t| t.kept_read_only()) {
+            assert!(
+                check(&p, tool.name(), "prod-web", "10.1.1.1").is_ok(),
+                "{tool}"
+            );
         }
         for tool in [
             "upload_start",
@@ -492,10 +492,13 @@ mod tests {
             server_host: "localhost",
             host_key: Some(KEY),
         };
-        assert!(p.check("exec", &by_alias, &learned).is_ok(), "not seen yet");
+        assert!(
+            p.check(Tool::Exec, &by_alias, &learned).is_ok(),
+            "not seen yet"
+        );
         assert!(p.learn(&by_address, &mut learned));
         assert!(!p.learn(&by_address, &mut learned), "nothing new");
-        let e = p.check("exec", &by_alias, &learned).unwrap_err();
+        let e = p.check(Tool::Exec, &by_alias, &learned).unwrap_err();
         assert!(e.message.contains("by its host key"), "{}", e.message);
         assert_eq!(p.explain(&by_alias, &learned), ["127.0.0.1 (by host key)"]);
         assert_eq!(p.explain(&by_address, &learned), ["127.0.0.1 (by name)"]);
@@ -505,7 +508,7 @@ mod tests {
             server_host: "y",
             host_key: Some(OTHER),
         };
-        let e = p.check("sudo_exec", &listed, &learned).unwrap_err();
+        let e = p.check(Tool::SudoExec, &listed, &learned).unwrap_err();
         assert!(e.message.contains("sudo = false"), "{}", e.message);
         let report = p.report(
             None,
@@ -529,6 +532,9 @@ mod tests {
         assert!(e.contains("\"exce\""), "{e}");
         let e = policy("[[policy]]\nmatch = [\"a\"]\ndeny = [\"overview\"]\n").unwrap_err();
         assert!(e.contains("\"overview\""), "{e}");
+        // Nothing could enforce it: refused rather than silently kept.
+        let e = policy("[[policy]]\nmatch = [\"a\"]\ndeny = [\"session_list\"]\n").unwrap_err();
+        assert!(e.contains("reaches no host"), "{e}");
         let e = policy("[[policy]]\nmatch = [\"a\"]\nreadonly = true\n").unwrap_err();
         assert!(e.contains("readonly"), "{e}");
     }

@@ -20,11 +20,12 @@ use sshmcp_proto::inspect::{
 };
 use sshmcp_proto::overview::Overview;
 use sshmcp_proto::policy::PolicyReport;
-use sshmcp_proto::service::{CAPABILITIES, Daemon, DaemonStatus, Hello, PROTOCOL_VERSION};
+use sshmcp_proto::service::{Daemon, DaemonStatus, Hello, PROTOCOL_VERSION, capabilities};
 use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::TransferDirection::{Download, Upload};
 use sshmcp_proto::transfer::{
     TransferList, TransferReport, TransferRequest, TransferStartRequest, TransferStatusRequest,
@@ -56,14 +57,14 @@ pub struct DaemonService {
 
 /// A call on its way: what the trail will say of it, and when it came.
 struct Call {
-    tool: &'static str,
+    tool: Tool,
     summary: String,
     arrived: SystemTime,
     started: Instant,
 }
 
 impl Call {
-    fn new(tool: &'static str, summary: String) -> Self {
+    fn new(tool: Tool, summary: String) -> Self {
         Self {
             tool,
             summary,
@@ -178,7 +179,7 @@ impl Daemon for DaemonService {
             target: target.clone(),
             ..Place::default()
         };
-        let mut line = self.audited(Call::new("connect", target), place);
+        let mut line = self.audited(Call::new(Tool::Connect, target), place);
         let connected = self.registry.connect(req).await;
         if let Ok(c) = &connected {
             line.place = Place {
@@ -199,10 +200,10 @@ impl Daemon for DaemonService {
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
         let session = self.registry.find(&session_id)?;
         let line = self.audited(
-            Call::new("disconnect", String::new()),
+            Call::new(Tool::Disconnect, String::new()),
             Place::from(&*session),
         );
-        let disconnected = match self.allowed("disconnect", &session) {
+        let disconnected = match self.allowed(Tool::Disconnect, &session) {
             Ok(()) => self.registry.disconnect(&session_id).await,
             Err(refused) => Err(refused),
         };
@@ -219,7 +220,7 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
         self.on_session(
-            Call::new("exec", req.summary()),
+            Call::new(Tool::Exec, req.summary()),
             &auth,
             |session| async move { exec::exec(&session, &settings, req).await },
         )
@@ -227,14 +228,14 @@ impl Daemon for DaemonService {
     }
 
     async fn capabilities(self, _: Context) -> Vec<String> {
-        CAPABILITIES.iter().map(|c| c.to_string()).collect()
+        capabilities().iter().map(|c| c.to_string()).collect()
     }
 
     async fn sudo_exec(self, _: Context, req: SudoExecRequest) -> Result<ExecResult, DaemonError> {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
         self.on_session(
-            Call::new("sudo_exec", req.summary()),
+            Call::new(Tool::SudoExec, req.summary()),
             &auth,
             |session| async move { exec::sudo::sudo_exec(&session, &settings, req).await },
         )
@@ -244,7 +245,7 @@ impl Daemon for DaemonService {
     async fn stat(self, _: Context, req: StatRequest) -> Result<FileStat, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("stat", req.summary()),
+            Call::new(Tool::Stat, req.summary()),
             &auth,
             |session| async move { inspect::stat::stat(&session, req).await },
         )
@@ -254,7 +255,7 @@ impl Daemon for DaemonService {
     async fn list_directory(self, _: Context, req: ListRequest) -> Result<Listing, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("list_directory", req.summary()),
+            Call::new(Tool::ListDirectory, req.summary()),
             &auth,
             |session| async move { inspect::list::list(&session, req).await },
         )
@@ -269,7 +270,7 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         let max_output_bytes = self.registry.settings.max_output_bytes;
         self.on_session(
-            Call::new("read_file_range", req.summary()),
+            Call::new(Tool::ReadFileRange, req.summary()),
             &auth,
             |session| async move { inspect::read::read(&session, max_output_bytes, req).await },
         )
@@ -284,7 +285,7 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
         self.on_session(
-            Call::new("command_start", req.summary()),
+            Call::new(Tool::CommandStart, req.summary()),
             &auth,
             |session| async move { commands::start(&session, &settings, req).await },
         )
@@ -296,7 +297,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: CommandStatusRequest,
     ) -> Result<CommandReport, DaemonError> {
-        let session = self.local_session("command_status", &req.auth)?;
+        let session = self.local_session(Tool::CommandStatus, &req.auth)?;
         commands::status(&session, &self.registry.settings, req).await
     }
 
@@ -307,7 +308,7 @@ impl Daemon for DaemonService {
     ) -> Result<CommandKilled, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("command_kill", req.summary()),
+            Call::new(Tool::CommandKill, req.summary()),
             &auth,
             |session| async move { commands::kill::kill(&session, req).await },
         )
@@ -315,7 +316,7 @@ impl Daemon for DaemonService {
     }
 
     async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
-        let session = self.local_session("command_list", &auth)?;
+        let session = self.local_session(Tool::CommandList, &auth)?;
         Ok(session.commands.list())
     }
 
@@ -338,7 +339,7 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         let max_output_bytes = self.registry.settings.max_output_bytes;
         self.on_session(
-            Call::new("task_launch", req.summary()),
+            Call::new(Tool::TaskLaunch, req.summary()),
             &auth,
             |session| async move { tasks::launch(&session, max_output_bytes, req).await },
         )
@@ -353,7 +354,7 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         let max_output_bytes = self.registry.settings.max_output_bytes;
         self.on_session(
-            Call::new("task_status", req.summary()),
+            Call::new(Tool::TaskStatus, req.summary()),
             &auth,
             |session| async move { tasks::status(&session, max_output_bytes, req).await },
         )
@@ -371,7 +372,7 @@ impl Daemon for DaemonService {
             self.registry.destinations.clone(),
         );
         self.on_session(
-            Call::new("download_start", req.summary()),
+            Call::new(Tool::DownloadStart, req.summary()),
             &auth,
             |session| async move {
                 transfers::start(&session, &settings, &destinations, Download, req).await
@@ -387,7 +388,7 @@ impl Daemon for DaemonService {
     ) -> Result<FileWritten, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("write_file", req.summary()),
+            Call::new(Tool::WriteFile, req.summary()),
             &auth,
             |session| async move { files::write::write(&session, req).await },
         )
@@ -397,7 +398,7 @@ impl Daemon for DaemonService {
     async fn edit_file(self, _: Context, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("edit_file", req.summary()),
+            Call::new(Tool::EditFile, req.summary()),
             &auth,
             |session| async move { files::edit::edit(&session, req).await },
         )
@@ -411,7 +412,7 @@ impl Daemon for DaemonService {
     ) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("make_directory", req.summary()),
+            Call::new(Tool::MakeDirectory, req.summary()),
             &auth,
             |session| async move { files::paths::make_directory(&session, req).await },
         )
@@ -425,7 +426,7 @@ impl Daemon for DaemonService {
     ) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("remove_path", req.summary()),
+            Call::new(Tool::RemovePath, req.summary()),
             &auth,
             |session| async move { files::paths::remove_path(&session, req).await },
         )
@@ -435,7 +436,7 @@ impl Daemon for DaemonService {
     async fn copy_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("copy_path", req.summary()),
+            Call::new(Tool::CopyPath, req.summary()),
             &auth,
             |session| async move { files::paths::copy_or_move(&session, req, false).await },
         )
@@ -445,7 +446,7 @@ impl Daemon for DaemonService {
     async fn move_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("move_path", req.summary()),
+            Call::new(Tool::MovePath, req.summary()),
             &auth,
             |session| async move { files::paths::copy_or_move(&session, req, true).await },
         )
@@ -460,7 +461,7 @@ impl Daemon for DaemonService {
         let auth = req.auth.clone();
         let settings = self.registry.settings.clone();
         self.on_session(
-            Call::new("forward_start", req.summary()),
+            Call::new(Tool::ForwardStart, req.summary()),
             &auth,
             // In a task of its own: a caller that goes away mid-call must not leave the
             // master listening for a forward no list shows (it is listed, and stoppable).
@@ -476,7 +477,7 @@ impl Daemon for DaemonService {
     }
 
     async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
-        let session = self.local_session("forward_list", &auth)?;
+        let session = self.local_session(Tool::ForwardList, &auth)?;
         Ok(session.forwards.list())
     }
 
@@ -487,7 +488,7 @@ impl Daemon for DaemonService {
     ) -> Result<ForwardInfo, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("forward_stop", req.summary()),
+            Call::new(Tool::ForwardStop, req.summary()),
             &auth,
             |session| async move { forwards::stop(&session, req).await },
         )
@@ -505,7 +506,7 @@ impl Daemon for DaemonService {
             self.registry.destinations.clone(),
         );
         self.on_session(
-            Call::new("upload_start", req.summary()),
+            Call::new(Tool::UploadStart, req.summary()),
             &auth,
             |session| async move {
                 transfers::start(&session, &settings, &destinations, Upload, req).await
@@ -519,7 +520,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TransferStatusRequest,
     ) -> Result<TransferReport, DaemonError> {
-        let session = self.local_session("transfer_status", &req.auth)?;
+        let session = self.local_session(Tool::TransferStatus, &req.auth)?;
         let wait = crate::commands::check_wait(req.wait_seconds)?;
         session.transfers.status(&req.operation_id, wait).await
     }
@@ -529,9 +530,9 @@ impl Daemon for DaemonService {
         _: Context,
         req: TransferRequest,
     ) -> Result<TransferReport, DaemonError> {
-        let session = self.local_session("transfer_cancel", &req.auth)?;
+        let session = self.local_session(Tool::TransferCancel, &req.auth)?;
         let line = self.audited(
-            Call::new("transfer_cancel", req.summary()).redacted(&self.registry),
+            Call::new(Tool::TransferCancel, req.summary()).redacted(&self.registry),
             Place::from(&*session),
         );
         let cancelled = session.transfers.cancel(&req.operation_id).await;
@@ -544,7 +545,7 @@ impl Daemon for DaemonService {
         _: Context,
         auth: SessionAuth,
     ) -> Result<TransferList, DaemonError> {
-        let session = self.local_session("transfer_list", &auth)?;
+        let session = self.local_session(Tool::TransferList, &auth)?;
         Ok(session.transfers.list())
     }
 
@@ -579,7 +580,7 @@ impl Daemon for DaemonService {
     async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
         let auth = req.auth.clone();
         self.on_session(
-            Call::new("task_kill", req.summary()),
+            Call::new(Tool::TaskKill, req.summary()),
             &auth,
             |session| async move { tasks::kill(&session, req).await },
         )
@@ -644,7 +645,7 @@ impl DaemonService {
             }
         });
         tracing::debug!(
-            tool,
+            tool = tool.name(),
             session = %session.id,
             outcome = outcome.as_ref().err().map_or("ok", |e| e.code.as_str()),
             seconds = started.elapsed().as_secs_f64(),
@@ -657,11 +658,7 @@ impl DaemonService {
     /// The session `auth` names for a tool that needs no SSH (see
     /// [`Registry::authorize_local`]), once the policy allows `tool` there (a refusal is
     /// written to the trail).
-    fn local_session(
-        &self,
-        tool: &'static str,
-        auth: &SessionAuth,
-    ) -> Result<Arc<Session>, DaemonError> {
+    fn local_session(&self, tool: Tool, auth: &SessionAuth) -> Result<Arc<Session>, DaemonError> {
         let session = self.registry.authorize_local(auth)?;
         if let Err(refused) = self.allowed(tool, &session) {
             let line = self.audited(Call::new(tool, String::new()), Place::from(&*session));
@@ -672,7 +669,7 @@ impl DaemonService {
     }
 
     /// Whether the policy in force lets `tool` work on `session`.
-    fn allowed(&self, tool: &str, session: &Session) -> Result<(), DaemonError> {
+    fn allowed(&self, tool: Tool, session: &Session) -> Result<(), DaemonError> {
         self.registry.check_policy(tool, session)
     }
 
@@ -731,7 +728,7 @@ impl DaemonService {
             target: place.target.clone(),
             server_host: place.server_host.clone(),
             server_port: place.server_port,
-            tool: call.tool.to_string(),
+            tool: call.tool.name().to_string(),
             summary: call.summary.clone(),
             outcome: end.outcome.to_string(),
             message: end.message.clone(),

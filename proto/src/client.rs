@@ -36,7 +36,7 @@ pub enum ClientError {
 pub struct Connection {
     pub client: DaemonClient,
     pub hello: Hello,
-    /// The tools the daemon serves (see [`CAPABILITIES`](crate::service::CAPABILITIES)).
+    /// The tools the daemon serves (see [`capabilities`](crate::service::capabilities)).
     pub capabilities: Vec<String>,
     /// A second descriptor of the same socket, only ever peeked at.
     probe: std::os::fd::OwnedFd,

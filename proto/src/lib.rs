@@ -20,6 +20,7 @@ pub mod session;
 pub mod task;
 pub mod text;
 pub mod time;
+pub mod tool;
 pub mod transfer;
 
 pub use error::{DaemonError, ErrorCode};

@@ -1,29 +1,8 @@
 //! The user's per-host policy as the daemon reports it (`sshmcp doctor`, `sshmcp daemon
-//! reload`): each `[[policy]]` entry of its config file and the live sessions it matches;
-//! and the tools a read-only host keeps, which the daemon enforces and the shim's
-//! instructions name.
+//! reload`): each `[[policy]]` entry of its config file and the live sessions it matches.
+//! (What a read-only host keeps is each tool's [`Reach`](crate::tool::Reach).)
 
 use serde::{Deserialize, Serialize};
-
-/// The tools a read-only host still serves: they change nothing on it. Everything else,
-/// tools added later included, is refused there.
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "connect",
-    "disconnect",
-    "session_list",
-    "stat",
-    "list_directory",
-    "read_file_range",
-    "download_start",
-    "command_status",
-    "command_list",
-    "task_status",
-    "transfer_status",
-    "transfer_list",
-    "transfer_cancel",
-    "forward_list",
-    "forward_stop",
-];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyReport {

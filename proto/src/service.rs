@@ -31,50 +31,31 @@ use crate::transfer::{
 
 /// Bumped only for a change that breaks existing clients or daemons: a changed method or wire
 /// type. New tools never bump it: their methods are appended to the trait (existing variants
-/// keep their wire index) and named in [`CAPABILITIES`], so a newer client asks an older daemon
+/// keep their wire index) and named in [`capabilities`], so a newer client asks an older daemon
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
 pub const PROTOCOL_VERSION: u32 = 6;
 
-/// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: one name
-/// per tool. A client checks a tool's name here before calling it.
-pub const CAPABILITIES: &[&str] = &[
-    "connect",
-    "disconnect",
-    "session_list",
-    "exec",
-    "sudo_exec",
-    "stat",
-    "list_directory",
-    "read_file_range",
-    "command_start",
-    "command_status",
-    "command_kill",
-    "command_list",
+/// The daemon's methods beyond `hello`, `status`, `shutdown` and `capabilities` that are no
+/// agent's tool: the shim's progress and introduction, and the CLI's policy and overview.
+pub const INTERNAL_METHODS: &[&str] = &[
     "progress",
-    "task_launch",
-    "task_status",
-    "task_kill",
-    "download_start",
-    "transfer_status",
-    "transfer_cancel",
-    "transfer_list",
-    "upload_start",
-    "write_file",
-    "edit_file",
-    "make_directory",
-    "remove_path",
-    "copy_path",
-    "move_path",
-    "forward_start",
-    "forward_list",
-    "forward_stop",
     "introduce",
     "policy",
     "reload_policy",
     "overview",
 ];
+
+/// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: every tool
+/// of [`Tool`](crate::tool::Tool) and the [`INTERNAL_METHODS`]. A client checks a name here
+/// before calling it.
+pub fn capabilities() -> Vec<&'static str> {
+    crate::tool::Tool::all()
+        .map(crate::tool::Tool::name)
+        .chain(INTERNAL_METHODS.iter().copied())
+        .collect()
+}
 
 /// Largest frame either end accepts. Output capture is bounded far below this by
 /// `--max-output-bytes`; the margin only keeps one oversized answer from killing the connection.
@@ -118,7 +99,7 @@ pub trait Daemon {
     async fn disconnect(session_id: String) -> Result<Disconnected, DaemonError>;
     async fn session_list() -> Vec<SessionSummary>;
     async fn exec(req: ExecRequest) -> Result<ExecResult, DaemonError>;
-    /// The daemon's [`CAPABILITIES`]. Methods are only ever appended below this line.
+    /// The daemon's [`capabilities`]. Methods are only ever appended below this line.
     async fn capabilities() -> Vec<String>;
     async fn sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>;
     async fn stat(req: StatRequest) -> Result<FileStat, DaemonError>;
@@ -301,7 +282,7 @@ mod tests {
     /// The tools a daemon names change with every tool added: checked, not golden.
     #[test]
     fn the_capabilities_roundtrip() {
-        let names: Vec<String> = CAPABILITIES.iter().map(|c| c.to_string()).collect();
+        let names: Vec<String> = capabilities().iter().map(|c| c.to_string()).collect();
         let bytes = encoded(&names);
         let mut codec = Codec::<Vec<String>, Vec<String>>::default();
         let back: Vec<String> = Pin::new(&mut codec)

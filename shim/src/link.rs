@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use sshmcp_proto::client::{Connection, connect_or_start, daemon_program};
 use sshmcp_proto::paths::RuntimePaths;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonClient, DaemonError, ErrorCode};
 use tarpc::client::RpcError;
 
@@ -70,11 +71,20 @@ impl DaemonLink {
         Ok(conn)
     }
 
-    /// Runs one call of `tool`. A daemon older than this shim that does not serve the tool is
-    /// told apart from a failure. A call is sent once: when the connection fails after it was
-    /// sent, it may have reached the daemon, and running a command twice is worse than saying
-    /// so. The next call connects again.
-    pub async fn call<T, F, Fut>(&self, tool: &str, f: F) -> Result<T, DaemonError>
+    /// Runs one call of `tool` (see [`call_method`](Self::call_method)).
+    pub async fn call<T, F, Fut>(&self, tool: Tool, f: F) -> Result<T, DaemonError>
+    where
+        F: FnOnce(DaemonClient) -> Fut,
+        Fut: Future<Output = Result<Result<T, DaemonError>, RpcError>>,
+    {
+        self.call_method(tool.name(), f).await
+    }
+
+    /// Runs one call of the daemon's method `tool`. A daemon older than this shim that does
+    /// not serve it is told apart from a failure. A call is sent once: when the connection
+    /// fails after it was sent, it may have reached the daemon, and running a command twice is
+    /// worse than saying so. The next call connects again.
+    pub async fn call_method<T, F, Fut>(&self, tool: &str, f: F) -> Result<T, DaemonError>
     where
         F: FnOnce(DaemonClient) -> Fut,
         Fut: Future<Output = Result<Result<T, DaemonError>, RpcError>>,

@@ -74,7 +74,7 @@ pub fn of_run(
         Box::pin(async move {
             let ctx = context_with_timeout(INTERVAL * 5);
             let seen = daemon
-                .call("progress", |c| async move { c.progress(ctx, req).await })
+                .call_method("progress", |c| async move { c.progress(ctx, req).await })
                 .await;
             seen.ok().flatten().map(|p| Step {
                 value: p.bytes as f64,

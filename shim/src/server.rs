@@ -11,9 +11,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
+use sshmcp_proto::tool::Tool;
 
 use crate::link::DaemonLink;
-use crate::toolset;
 
 #[derive(Clone)]
 pub struct Shim {
@@ -96,7 +96,10 @@ impl Shim {
             root_sentence(self.local_root.as_deref())
         );
         for (paragraph, tools) in PARAGRAPHS {
-            if tools.iter().all(|tool| self.tool_router.has_route(tool)) {
+            if tools
+                .iter()
+                .all(|tool| self.tool_router.has_route(tool.name()))
+            {
                 text.push_str(paragraph);
                 text.push('\n');
             }
@@ -138,42 +141,54 @@ fn root_named(local_root: Option<&std::path::Path>) -> String {
 
 /// The instructions' paragraphs, each with the tools it names: a paragraph is left out when
 /// one of them is not exposed.
-const PARAGRAPHS: &[(&str, &[&str])] = &[
+const PARAGRAPHS: &[(&str, &[Tool])] = &[
     (
         "1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers \
          `session_id` and `session_key` (shown only once): pass both to the session's tools. \
          2) `disconnect` when done; `session_list` lists sessions.",
-        &["connect", "disconnect", "session_list"],
+        &[Tool::Connect, Tool::Disconnect, Tool::SessionList],
     ),
     (
         "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`; \
          `timeout` 60 s by default); `ok: true` means it ran: read `exit_code` (or \
          `timed_out`).",
-        &["exec"],
+        &[Tool::Exec],
     ),
     (
         "Slow work (clients often give up on a call after a minute): `exec` with \
          `handoff_after`, or `command_start`, then `command_status` (`command_kill` stops it).",
-        &["exec", "command_start", "command_status", "command_kill"],
+        &[
+            Tool::Exec,
+            Tool::CommandStart,
+            Tool::CommandStatus,
+            Tool::CommandKill,
+        ],
     ),
     (
         "`task_launch` starts a process that outlives the session (`task_status`, \
          `task_kill`).",
-        &["task_launch", "task_status", "task_kill"],
+        &[Tool::TaskLaunch, Tool::TaskStatus, Tool::TaskKill],
     ),
     (
         "Read files with `stat`, `list_directory`, `read_file_range`, not `cat`.",
-        &["stat", "list_directory", "read_file_range"],
+        &[Tool::Stat, Tool::ListDirectory, Tool::ReadFileRange],
     ),
     (
         "Change them with `write_file`, `edit_file`, `make_directory`, `copy_path`, \
          `move_path`, `remove_path`, not `echo` or `sed -i`.",
-        toolset::FILE_TOOLS,
+        &[
+            Tool::WriteFile,
+            Tool::EditFile,
+            Tool::MakeDirectory,
+            Tool::CopyPath,
+            Tool::MovePath,
+            Tool::RemovePath,
+        ],
     ),
     (
         "`download_start` / `upload_start` copy files between the host and the local root in \
          the background (`transfer_status`).",
-        &["download_start", "upload_start", "transfer_status"],
+        &[Tool::DownloadStart, Tool::UploadStart, Tool::TransferStatus],
     ),
 ];
 
@@ -220,6 +235,7 @@ impl ServerHandler for Shim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::toolset;
 
     fn shim(tools: Option<&str>) -> Shim {
         let paths = sshmcp_proto::paths::RuntimePaths::resolve(Some("/run/sshmcp-test".into()));
@@ -261,7 +277,7 @@ mod tests {
     #[test]
     fn the_instructions_name_only_exposed_tools() {
         let every = toolset::select(None).unwrap();
-        let groups = toolset::GROUPS.iter().map(|(name, _)| *name);
+        let groups = sshmcp_proto::tool::Group::ALL.iter().map(|g| g.name());
         let lists = groups
             .chain(["read-only", "exec,inspect"])
             .chain(every.iter().copied());

@@ -58,51 +58,20 @@ async fn status_and_stop_close_every_master() {
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["sessions"], 1);
     assert_eq!(status["pid"], env.daemon_pid().unwrap());
-    assert_eq!(
-        status["tools"],
-        json!([
-            "connect",
-            "disconnect",
-            "session_list",
-            "exec",
-            "sudo_exec",
-            "stat",
-            "list_directory",
-            "read_file_range",
-            "command_start",
-            "command_status",
-            "command_kill",
-            "command_list",
-            "progress",
-            "task_launch",
-            "task_status",
-            "task_kill",
-            "download_start",
-            "transfer_status",
-            "transfer_cancel",
-            "transfer_list",
-            "upload_start",
-            "write_file",
-            "edit_file",
-            "make_directory",
-            "remove_path",
-            "copy_path",
-            "move_path",
-            "forward_start",
-            "forward_list",
-            "forward_stop",
-            "introduce",
-            "policy",
-            "reload_policy",
-            "overview"
-        ]),
-        "the capabilities of the handshake"
-    );
+    // The agents' tools, in the table's order; none of the daemon's internal calls.
+    let tools: Vec<&str> = sshmcp_proto::tool::Tool::all().map(|t| t.name()).collect();
+    assert_eq!(status["tools"], json!(tools));
+    for internal in sshmcp_proto::service::INTERNAL_METHODS {
+        assert!(
+            !status["tools"].to_string().contains(internal),
+            "{internal}"
+        );
+    }
     let out = env.cli(&["daemon", "status"]);
     assert!(stdout(&out).contains("is running"));
-    assert!(
-        stdout(&out).contains("tools:       connect, disconnect, session_list, exec, sudo_exec")
-    );
+    assert!(stdout(&out).contains(
+        "tools:       connect, disconnect, session_list, exec, sudo_exec, command_start"
+    ));
     let out = env.cli(&["daemon", "stop"]);
     assert!(
         out.status.success(),

@@ -241,7 +241,10 @@ async fn the_tools_flag_exposes_only_the_chosen_tools() {
     mcp.close().await;
     let mcp = env.mcp_with_args(&["--tools", "read-only"]).await;
     let tools = mcp.list_tools().await;
-    let read_only = sshmcp_proto::policy::READ_ONLY_TOOLS;
+    let read_only: Vec<&str> = sshmcp_proto::tool::Tool::all()
+        .filter(|t| t.kept_read_only())
+        .map(|t| t.name())
+        .collect();
     assert!(
         tools
             .iter()

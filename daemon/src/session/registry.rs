@@ -15,6 +15,7 @@ use sshmcp_proto::session::{
     ConnectRequest, ConnectTarget, Connected, Disconnected, RemoteFacts, SessionAuth, SessionState,
     SessionSummary,
 };
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::identity::{Resolved, Word, check_word};
@@ -82,7 +83,7 @@ impl Registry {
 
     /// Whether the policy in force lets `tool` work on `session`: every entry that governs
     /// it, by name or by the host key its master verified.
-    pub fn check_policy(&self, tool: &str, session: &Session) -> Result<(), DaemonError> {
+    pub fn check_policy(&self, tool: Tool, session: &Session) -> Result<(), DaemonError> {
         let learned = self.learned_keys();
         self.policy().check(tool, &session.subject(), &learned)
     }
@@ -345,7 +346,7 @@ impl Registry {
             host_key: None,
         };
         self.policy()
-            .check("connect", &subject, &self.learned_keys())?;
+            .check(Tool::Connect, &subject, &self.learned_keys())?;
         // Before the reservation: learning OpenSSH's own list may take a moment once.
         let ciphers = match self.settings.keep_cipher_order {
             true => None,
@@ -506,7 +507,7 @@ impl Registry {
         }
         let _ = std::fs::remove_file(&reported);
         self.learn_host_keys(std::slice::from_ref(session));
-        if let Err(refused) = self.check_policy("connect", session) {
+        if let Err(refused) = self.check_policy(Tool::Connect, session) {
             master::stop(control_path, Some(master)).await;
             return Err(refused);
         }

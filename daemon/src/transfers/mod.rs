@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 use sshmcp_proto::time::rfc3339;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
     TransferDirection, TransferError, TransferList, TransferReport, TransferStartRequest,
     TransferState,
@@ -359,8 +360,8 @@ pub fn resume(
     registry: &crate::session::Registry,
 ) {
     let (direction, tool) = match entry.direction.as_str() {
-        "upload" => (TransferDirection::Upload, "upload_start"),
-        _ => (TransferDirection::Download, "download_start"),
+        "upload" => (TransferDirection::Upload, Tool::UploadStart),
+        _ => (TransferDirection::Download, Tool::DownloadStart),
     };
     let req = TransferStartRequest {
         // Never checked: the session is the daemon's own, and the record holds no key.
@@ -399,9 +400,12 @@ pub fn resume(
         crate::audit::Summary::summary(&req)
     );
     let outcome = refused.as_ref().map_or("ok", |e| e.code.as_str());
-    registry
-        .trail
-        .note(crate::audit::session_line(session, tool, summary, outcome));
+    registry.trail.note(crate::audit::session_line(
+        session,
+        tool.name(),
+        summary,
+        outcome,
+    ));
     if let Some(refused) = refused {
         tracing::warn!(transfer = %id, "not resumed: {}", refused.message);
         not_resumed(session, &placeholder, refused, "did not");

@@ -15,6 +15,7 @@ use sshmcp_proto::command::{
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::unless_cancelled;
@@ -133,7 +134,7 @@ impl Shim {
                 // Cancelled before it answers, the start is dropped: a command still waiting
                 // for a channel never runs, and one just started (its handle never given)
                 // is stopped.
-                let call = self.daemon.call("command_start", |c| async move {
+                let call = self.daemon.call(Tool::CommandStart, |c| async move {
                     c.command_start(ctx, req).await
                 });
                 unless_cancelled(call, cancel).await
@@ -179,7 +180,7 @@ impl Shim {
                     stderr_offset: a.stderr_offset,
                     max_bytes: a.max_bytes,
                 };
-                let call = self.daemon.call("command_status", |c| async move {
+                let call = self.daemon.call(Tool::CommandStatus, |c| async move {
                     c.command_status(ctx, req).await
                 });
                 let waits = a.wait_seconds.is_some_and(|wait| wait > 0.0);
@@ -224,10 +225,9 @@ impl Shim {
                     wait_seconds: a.wait_seconds,
                 };
                 self.daemon
-                    .call(
-                        "command_kill",
-                        |c| async move { c.command_kill(ctx, req).await },
-                    )
+                    .call(Tool::CommandKill, |c| async move {
+                        c.command_kill(ctx, req).await
+                    })
                     .await
             }
             .await,
@@ -253,7 +253,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(MARGIN);
                 self.daemon
-                    .call("command_list", |c| async move {
+                    .call(Tool::CommandList, |c| async move {
                         c.command_list(ctx, auth).await
                     })
                     .await

@@ -9,6 +9,7 @@ use sshmcp_proto::exec::{ExecRequest, ExecResult, Handoff, SudoExecRequest};
 use sshmcp_proto::limits::DEFAULT_TIMEOUT_SECS;
 use sshmcp_proto::service::{EXEC_DEADLINE_MARGIN, context_with_timeout};
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -217,7 +218,7 @@ impl Shim {
                 handoff,
             };
             self.daemon
-                .call("exec", move |c| async move { c.exec(ctx, req).await })
+                .call(Tool::Exec, move |c| async move { c.exec(ctx, req).await })
         };
         self.exec_like(raw, cancel, Progress::asked(&meta, peer), call)
             .await
@@ -255,10 +256,9 @@ impl Shim {
                 local_root: self.local_root_arg(),
                 handoff,
             };
-            self.daemon.call(
-                "sudo_exec",
-                move |c| async move { c.sudo_exec(ctx, req).await },
-            )
+            self.daemon.call(Tool::SudoExec, move |c| async move {
+                c.sudo_exec(ctx, req).await
+            })
         };
         self.exec_like(raw, cancel, Progress::asked(&meta, peer), call)
             .await

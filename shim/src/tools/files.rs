@@ -16,6 +16,7 @@ use sshmcp_proto::files::{
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 
 use super::inspect::remote_path;
 use crate::answer::{self, Answer};
@@ -135,7 +136,7 @@ impl Shim {
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
                     .call(
-                        "write_file",
+                        Tool::WriteFile,
                         |c| async move { c.write_file(ctx, req).await },
                     )
                     .await
@@ -176,7 +177,10 @@ impl Shim {
                 // The host may take two minutes on a 64 MiB file.
                 let ctx = context_with_timeout(Duration::from_secs(130));
                 self.daemon
-                    .call("edit_file", |c| async move { c.edit_file(ctx, req).await })
+                    .call(
+                        Tool::EditFile,
+                        |c| async move { c.edit_file(ctx, req).await },
+                    )
                     .await
             }
             .await,

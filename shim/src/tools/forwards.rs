@@ -13,6 +13,7 @@ use sshmcp_proto::forward::{
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -97,7 +98,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("forward_start", |c| async move {
+                    .call(Tool::ForwardStart, |c| async move {
                         c.forward_start(ctx, req).await
                     })
                     .await
@@ -124,7 +125,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("forward_list", |c| async move {
+                    .call(Tool::ForwardList, |c| async move {
                         c.forward_list(ctx, auth).await
                     })
                     .await
@@ -161,10 +162,9 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call(
-                        "forward_stop",
-                        |c| async move { c.forward_stop(ctx, req).await },
-                    )
+                    .call(Tool::ForwardStop, |c| async move {
+                        c.forward_stop(ctx, req).await
+                    })
                     .await
             }
             .await,

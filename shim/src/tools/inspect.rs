@@ -14,6 +14,7 @@ use sshmcp_proto::inspect::{
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -114,7 +115,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("stat", |c| async move { c.stat(ctx, req).await })
+                    .call(Tool::Stat, |c| async move { c.stat(ctx, req).await })
                     .await
             }
             .await,
@@ -148,7 +149,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("list_directory", |c| async move {
+                    .call(Tool::ListDirectory, |c| async move {
                         c.list_directory(ctx, req).await
                     })
                     .await
@@ -181,7 +182,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("read_file_range", |c| async move {
+                    .call(Tool::ReadFileRange, |c| async move {
                         c.read_file_range(ctx, req).await
                     })
                     .await

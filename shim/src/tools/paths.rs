@@ -14,6 +14,7 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use super::inspect::remote_path;
@@ -140,7 +141,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("make_directory", |c| async move {
+                    .call(Tool::MakeDirectory, |c| async move {
                         c.make_directory(ctx, req).await
                     })
                     .await
@@ -169,11 +170,9 @@ impl Shim {
                     recursive: a.recursive.unwrap_or(false),
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                let call =
-                    self.daemon.call(
-                        "remove_path",
-                        |c| async move { c.remove_path(ctx, req).await },
-                    );
+                let call = self.daemon.call(Tool::RemovePath, |c| async move {
+                    c.remove_path(ctx, req).await
+                });
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -201,9 +200,11 @@ impl Shim {
             async {
                 let req = copy_move_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
-                let call = self
-                    .daemon
-                    .call("copy_path", |c| async move { c.copy_path(ctx, req).await });
+                let call =
+                    self.daemon.call(
+                        Tool::CopyPath,
+                        |c| async move { c.copy_path(ctx, req).await },
+                    );
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -231,9 +232,11 @@ impl Shim {
             async {
                 let req = copy_move_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
-                let call = self
-                    .daemon
-                    .call("move_path", |c| async move { c.move_path(ctx, req).await });
+                let call =
+                    self.daemon.call(
+                        Tool::MovePath,
+                        |c| async move { c.move_path(ctx, req).await },
+                    );
                 unless_cancelled(call, cancel).await
             }
             .await,

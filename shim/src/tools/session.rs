@@ -12,6 +12,7 @@ use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::{
     ConnectRequest, ConnectTarget, Connected, Disconnected, SessionSummary,
 };
+use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{self, Answer};
@@ -110,7 +111,7 @@ impl Shim {
                 // reservation and stops the master it was starting.
                 let call = self
                     .daemon
-                    .call("connect", |c| async move { c.connect(ctx, req).await });
+                    .call(Tool::Connect, |c| async move { c.connect(ctx, req).await });
                 let call = unless_cancelled(call, cancel);
                 // The one step a connect takes that lasts is the master's start.
                 let step = |seconds: u32| async move {
@@ -144,7 +145,7 @@ impl Shim {
                 let a: DisconnectArgs = args::decode(raw)?;
                 let ctx = context_with_timeout(Duration::from_secs(60));
                 self.daemon
-                    .call("disconnect", |c| async move {
+                    .call(Tool::Disconnect, |c| async move {
                         c.disconnect(ctx, a.session_id).await
                     })
                     .await
@@ -171,7 +172,7 @@ impl Shim {
                 let ctx = context_with_timeout(Duration::from_secs(10));
                 let sessions = self
                     .daemon
-                    .call("session_list", |c| async move {
+                    .call(Tool::SessionList, |c| async move {
                         c.session_list(ctx).await.map(Ok)
                     })
                     .await?;

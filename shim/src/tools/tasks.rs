@@ -14,6 +14,7 @@ use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
+use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::unless_cancelled;
@@ -109,10 +110,9 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(MARGIN);
                 self.daemon
-                    .call(
-                        "task_launch",
-                        |c| async move { c.task_launch(ctx, req).await },
-                    )
+                    .call(Tool::TaskLaunch, |c| async move {
+                        c.task_launch(ctx, req).await
+                    })
                     .await
             }
             .await,
@@ -142,11 +142,9 @@ impl Shim {
                 };
                 let ctx = super::waiting(a.wait_seconds, MARGIN);
                 // A client that gives up on a wait stops it: the daemon's call goes with it.
-                let call =
-                    self.daemon.call(
-                        "task_status",
-                        |c| async move { c.task_status(ctx, req).await },
-                    );
+                let call = self.daemon.call(Tool::TaskStatus, |c| async move {
+                    c.task_status(ctx, req).await
+                });
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -181,7 +179,10 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
                 self.daemon
-                    .call("task_kill", |c| async move { c.task_kill(ctx, req).await })
+                    .call(
+                        Tool::TaskKill,
+                        |c| async move { c.task_kill(ctx, req).await },
+                    )
                     .await
             }
             .await,

@@ -13,6 +13,7 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::inspect::RemotePath;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
     TransferError, TransferList, TransferReport, TransferRequest, TransferStartRequest,
     TransferStatusRequest,
@@ -172,7 +173,7 @@ impl Shim {
                 );
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("download_start", |c| async move {
+                    .call(Tool::DownloadStart, |c| async move {
                         c.download_start(ctx, req).await
                     })
                     .await
@@ -208,10 +209,9 @@ impl Shim {
                 );
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call(
-                        "upload_start",
-                        |c| async move { c.upload_start(ctx, req).await },
-                    )
+                    .call(Tool::UploadStart, |c| async move {
+                        c.upload_start(ctx, req).await
+                    })
                     .await
             }
             .await,
@@ -248,7 +248,7 @@ impl Shim {
                     wait_seconds: a.wait_seconds,
                 };
                 // A client that gives up on a wait stops it: the daemon's call goes with it.
-                let call = self.daemon.call("transfer_status", |c| async move {
+                let call = self.daemon.call(Tool::TransferStatus, |c| async move {
                     c.transfer_status(ctx, req).await
                 });
                 unless_cancelled(call, cancel).await
@@ -271,7 +271,7 @@ impl Shim {
                 let req = transfer_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("transfer_cancel", |c| async move {
+                    .call(Tool::TransferCancel, |c| async move {
                         c.transfer_cancel(ctx, req).await
                     })
                     .await
@@ -298,7 +298,7 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon
-                    .call("transfer_list", |c| async move {
+                    .call(Tool::TransferList, |c| async move {
                         c.transfer_list(ctx, auth).await
                     })
                     .await

@@ -1,0 +1,280 @@
+//! Every tool an agent calls, in one table: its name, its group, and how the per-host policy
+//! treats it. The daemon's capabilities, its policy checks and its audit lines, and the shim's
+//! tool groups and `--tools` choices, are all derived from this table.
+
+/// A tool an agent calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tool {
+    Connect,
+    Disconnect,
+    SessionList,
+    Exec,
+    SudoExec,
+    CommandStart,
+    CommandStatus,
+    CommandKill,
+    CommandList,
+    TaskLaunch,
+    TaskStatus,
+    TaskKill,
+    Stat,
+    ListDirectory,
+    ReadFileRange,
+    WriteFile,
+    EditFile,
+    MakeDirectory,
+    CopyPath,
+    MovePath,
+    RemovePath,
+    DownloadStart,
+    UploadStart,
+    TransferStatus,
+    TransferCancel,
+    TransferList,
+    ForwardStart,
+    ForwardList,
+    ForwardStop,
+}
+
+/// The groups `sshmcp-mcp --tools` takes, in the order the server's instructions speak of
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Group {
+    Sessions,
+    Commands,
+    Tasks,
+    Inspect,
+    Files,
+    Transfers,
+    Forwards,
+}
+
+/// What a tool may do to a host, as the per-host policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Changes nothing on the host: a `read_only` host keeps it.
+    ChangesNothing,
+    /// Runs a command or changes the host: refused on a `read_only` host.
+    Changes,
+    /// Runs a command as root: refused on a `read_only` host and where `sudo = false`.
+    Root,
+}
+
+/// One row of the table.
+struct Row {
+    tool: Tool,
+    name: &'static str,
+    group: Group,
+    reach: Reach,
+}
+
+const fn row(tool: Tool, name: &'static str, group: Group, reach: Reach) -> Row {
+    Row {
+        tool,
+        name,
+        group,
+        reach,
+    }
+}
+
+use Group::*;
+use Reach::*;
+
+/// The table, in the order of [`Tool`]'s variants (a test holds it to that).
+const TABLE: [Row; 29] = [
+    row(Tool::Connect, "connect", Sessions, ChangesNothing),
+    row(Tool::Disconnect, "disconnect", Sessions, ChangesNothing),
+    row(Tool::SessionList, "session_list", Sessions, ChangesNothing),
+    row(Tool::Exec, "exec", Commands, Changes),
+    row(Tool::SudoExec, "sudo_exec", Commands, Root),
+    row(Tool::CommandStart, "command_start", Commands, Changes),
+    row(
+        Tool::CommandStatus,
+        "command_status",
+        Commands,
+        ChangesNothing,
+    ),
+    row(Tool::CommandKill, "command_kill", Commands, Changes),
+    row(Tool::CommandList, "command_list", Commands, ChangesNothing),
+    row(Tool::TaskLaunch, "task_launch", Tasks, Changes),
+    row(Tool::TaskStatus, "task_status", Tasks, ChangesNothing),
+    row(Tool::TaskKill, "task_kill", Tasks, Changes),
+    row(Tool::Stat, "stat", Inspect, ChangesNothing),
+    row(
+        Tool::ListDirectory,
+        "list_directory",
+        Inspect,
+        ChangesNothing,
+    ),
+    row(
+        Tool::ReadFileRange,
+        "read_file_range",
+        Inspect,
+        ChangesNothing,
+    ),
+    row(Tool::WriteFile, "write_file", Files, Changes),
+    row(Tool::EditFile, "edit_file", Files, Changes),
+    row(Tool::MakeDirectory, "make_directory", Files, Changes),
+    row(Tool::CopyPath, "copy_path", Files, Changes),
+    row(Tool::MovePath, "move_path", Files, Changes),
+    row(Tool::RemovePath, "remove_path", Files, Changes),
+    row(
+        Tool::DownloadStart,
+        "download_start",
+        Transfers,
+        ChangesNothing,
+    ),
+    row(Tool::UploadStart, "upload_start", Transfers, Changes),
+    row(
+        Tool::TransferStatus,
+        "transfer_status",
+        Transfers,
+        ChangesNothing,
+    ),
+    // Stopping a copy, a forward or a session changes nothing on the host.
+    row(
+        Tool::TransferCancel,
+        "transfer_cancel",
+        Transfers,
+        ChangesNothing,
+    ),
+    row(
+        Tool::TransferList,
+        "transfer_list",
+        Transfers,
+        ChangesNothing,
+    ),
+    row(Tool::ForwardStart, "forward_start", Forwards, Changes),
+    row(Tool::ForwardList, "forward_list", Forwards, ChangesNothing),
+    row(Tool::ForwardStop, "forward_stop", Forwards, ChangesNothing),
+];
+
+impl Tool {
+    /// Every tool, in the table's order.
+    pub fn all() -> impl Iterator<Item = Tool> + Clone {
+        TABLE.iter().map(|row| row.tool)
+    }
+
+    /// The tool named `name`, if any.
+    pub fn named(name: &str) -> Option<Tool> {
+        TABLE
+            .iter()
+            .find(|row| row.name == name)
+            .map(|row| row.tool)
+    }
+
+    /// Its name, as MCP clients, the audit trail and the policy's `deny` lists write it.
+    pub fn name(self) -> &'static str {
+        self.row().name
+    }
+
+    pub fn group(self) -> Group {
+        self.row().group
+    }
+
+    pub fn reach(self) -> Reach {
+        self.row().reach
+    }
+
+    /// Whether a `read_only` host keeps it.
+    pub fn kept_read_only(self) -> bool {
+        self.reach() == ChangesNothing
+    }
+
+    fn row(self) -> &'static Row {
+        &TABLE[self as usize]
+    }
+}
+
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Group {
+    /// Every group, in the order the instructions speak of them.
+    pub const ALL: [Group; 7] = [
+        Sessions, Commands, Tasks, Inspect, Files, Transfers, Forwards,
+    ];
+
+    /// Its name, as `--tools` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sessions => "sessions",
+            Commands => "commands",
+            Tasks => "tasks",
+            Inspect => "inspect",
+            Files => "files",
+            Transfers => "transfers",
+            Forwards => "forwards",
+        }
+    }
+
+    /// The group named `name`, if any.
+    pub fn named(name: &str) -> Option<Group> {
+        Self::ALL.into_iter().find(|group| group.name() == name)
+    }
+
+    /// Its tools, in the table's order.
+    pub fn tools(self) -> impl Iterator<Item = Tool> + Clone {
+        Tool::all().filter(move |tool| tool.group() == self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_follows_the_variants_and_names_each_tool_once() {
+        for (n, row) in TABLE.iter().enumerate() {
+            assert_eq!(row.tool as usize, n, "{}", row.name);
+            assert_eq!(Tool::named(row.name), Some(row.tool));
+        }
+        let mut names: Vec<&str> = Tool::all().map(Tool::name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len());
+        assert_eq!(Tool::named("exce"), None);
+    }
+
+    #[test]
+    fn every_tool_is_in_one_group_and_groups_are_named() {
+        let grouped: usize = Group::ALL.iter().map(|g| g.tools().count()).sum();
+        assert_eq!(grouped, TABLE.len());
+        for group in Group::ALL {
+            assert_eq!(Group::named(group.name()), Some(group));
+        }
+    }
+
+    /// What a read-only host keeps, as the contract lists it (TOOLS.md 6b).
+    #[test]
+    fn a_read_only_host_keeps_what_the_contract_lists() {
+        let kept: Vec<&str> = Tool::all()
+            .filter(|t| t.kept_read_only())
+            .map(Tool::name)
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "connect",
+                "disconnect",
+                "session_list",
+                "command_status",
+                "command_list",
+                "task_status",
+                "stat",
+                "list_directory",
+                "read_file_range",
+                "download_start",
+                "transfer_status",
+                "transfer_cancel",
+                "transfer_list",
+                "forward_list",
+                "forward_stop",
+            ]
+        );
+        assert_eq!(Tool::SudoExec.reach(), Root);
+    }
+}

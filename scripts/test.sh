@@ -15,6 +15,19 @@ if [ ! -x /usr/bin/tcsh ]; then
     exit 1
   fi
 fi
+# The remote programs are tested under every shell a host may have as /bin/sh: BusyBox (as
+# on Alpine) and a strict POSIX shell beside dash and bash.
+for tool in busybox:busybox-static posh:posh; do
+  if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${tool#*:}" >/dev/null
+    else
+      echo "the tests need ${tool#*:}: sudo apt-get install -y ${tool#*:}" >&2
+      exit 1
+    fi
+  fi
+done
 # The real-client tests drive the MCP server with the official Python MCP SDK, from a venv
 # beside the build (the tests find it there).
 py="${CARGO_TARGET_DIR:-target}/py-mcp"

@@ -22,7 +22,9 @@ use sshmcp_proto::files::{
     CopyMoveRequest, EditFileRequest, MakeDirectoryRequest, RemovePathRequest, WriteFileRequest,
 };
 use sshmcp_proto::forward::{ForwardKind, ForwardStartRequest, ForwardStopRequest};
-use sshmcp_proto::inspect::{ListRequest, ReadRangeRequest, RemotePath, StatRequest};
+use sshmcp_proto::inspect::{
+    HostInfoRequest, ListRequest, ReadRangeRequest, RemotePath, StatRequest,
+};
 use sshmcp_proto::task::{TaskKillRequest, TaskLaunchRequest, TaskStatusRequest};
 use sshmcp_proto::transfer::{TransferRequest, TransferStartRequest};
 
@@ -612,6 +614,15 @@ impl Summary for CommandKillRequest {
     }
 }
 
+impl Summary for HostInfoRequest {
+    fn summary(&self) -> String {
+        match self.paths.as_slice() {
+            [] => "~ /".to_string(),
+            paths => paths.join(" "),
+        }
+    }
+}
+
 impl Summary for TaskStatusRequest {
     fn summary(&self) -> String {
         format!("pid {}", self.pid)
@@ -723,6 +734,7 @@ no_exit_code!(
     sshmcp_proto::inspect::FileStat,
     sshmcp_proto::inspect::Listing,
     sshmcp_proto::inspect::FileRange,
+    sshmcp_proto::inspect::HostInfo,
     sshmcp_proto::command::CommandStarted,
     sshmcp_proto::command::CommandKilled,
     sshmcp_proto::task::TaskLaunched,

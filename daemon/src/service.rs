@@ -16,7 +16,8 @@ use sshmcp_proto::files::{
 };
 use sshmcp_proto::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
 use sshmcp_proto::inspect::{
-    FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest,
+    FileRange, FileStat, HostInfo, HostInfoRequest, ListRequest, Listing, ReadRangeRequest,
+    StatRequest,
 };
 use sshmcp_proto::overview::Overview;
 use sshmcp_proto::policy::PolicyReport;
@@ -248,6 +249,16 @@ impl Daemon for DaemonService {
             Call::new(Tool::Stat, req.summary()),
             &auth,
             |session| async move { inspect::stat::stat(&session, req).await },
+        )
+        .await
+    }
+
+    async fn host_info(self, _: Context, req: HostInfoRequest) -> Result<HostInfo, DaemonError> {
+        let auth = req.auth.clone();
+        self.on_session(
+            Call::new(Tool::HostInfo, req.summary()),
+            &auth,
+            |session| async move { inspect::host::host_info(&session, req).await },
         )
         .await
     }

@@ -1,4 +1,5 @@
-//! Wire types of the inspection tools: `stat`, `list_directory` and `read_file_range`.
+//! Wire types of the inspection tools: `stat`, `list_directory`, `read_file_range` and
+//! `host_info`.
 //! Remote names and paths are bytes: text when they are UTF-8, base64 otherwise.
 
 use serde::{Deserialize, Serialize};
@@ -154,4 +155,54 @@ pub struct FileRange {
     /// Nothing follows the range returned: the end of the file was reached (an exact final
     /// range included).
     pub eof: bool,
+}
+
+/// The most paths one `host_info` asks about.
+pub const MAX_HOST_INFO_PATHS: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfoRequest {
+    pub auth: SessionAuth,
+    /// The paths whose file systems to measure (text, no newline); empty: home and `/`.
+    pub paths: Vec<String>,
+}
+
+/// What a host tells of itself. A fact the host cannot tell is left out, never guessed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HostInfo {
+    /// The operating system: `PRETTY_NAME` of `/etc/os-release`, else the product name and
+    /// version (macOS), else the kernel's name and release.
+    pub os: Option<String>,
+    /// The kernel's name and release (`uname -sr`).
+    pub kernel: Option<String>,
+    /// The machine's architecture (`uname -m`): x86_64, aarch64, arm64, ...
+    pub arch: Option<String>,
+    /// Processors online.
+    pub cpus: Option<u32>,
+    /// Bytes of memory.
+    pub memory_total: Option<u64>,
+    /// Bytes of memory available to new work without swapping (Linux's `MemAvailable`).
+    pub memory_available: Option<u64>,
+    /// Load averages over 1, 5 and 15 minutes.
+    pub load: Option<Vec<f64>>,
+    /// Seconds since boot.
+    pub uptime: Option<f64>,
+    /// The file system of each path asked about (home and `/` when none), in order.
+    pub filesystems: Vec<FileSystemSpace>,
+}
+
+/// The space of the file system holding one path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FileSystemSpace {
+    /// The path as asked (`~` for the home directory asked by default).
+    pub path: String,
+    /// Where that file system is mounted; left out when the host could not tell (a path that
+    /// does not exist, or one the user may not reach).
+    pub mount: Option<String>,
+    /// Its size in bytes.
+    pub total_bytes: Option<u64>,
+    /// Bytes the session's user may still write there.
+    pub free_bytes: Option<u64>,
 }

@@ -18,7 +18,10 @@ use crate::files::{
     RemovePathRequest, WriteFileRequest,
 };
 use crate::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
-use crate::inspect::{FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, StatRequest};
+use crate::inspect::{
+    FileRange, FileStat, HostInfo, HostInfoRequest, ListRequest, Listing, ReadRangeRequest,
+    StatRequest,
+};
 use crate::overview::Overview;
 use crate::policy::PolicyReport;
 use crate::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
@@ -138,6 +141,7 @@ pub trait Daemon {
     async fn reload_policy() -> Result<PolicyReport, DaemonError>;
     /// Every session with its running commands, transfers under way and forwards.
     async fn overview() -> Overview;
+    async fn host_info(req: HostInfoRequest) -> Result<HostInfo, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -749,6 +753,27 @@ mod tests {
                 lost: 0,
             }),
         });
+        use crate::inspect::FileSystemSpace;
+        roundtrip(HostInfoRequest {
+            auth: auth.clone(),
+            paths: vec!["/srv".into()],
+        });
+        roundtrip(Ok::<_, DaemonError>(HostInfo {
+            os: Some("Debian GNU/Linux 12 (bookworm)".into()),
+            kernel: Some("Linux 6.1.0".into()),
+            arch: Some("x86_64".into()),
+            cpus: Some(2),
+            memory_total: Some(1 << 30),
+            memory_available: None,
+            load: Some(vec![0.5, 0.25, 0.125]),
+            uptime: Some(12.5),
+            filesystems: vec![FileSystemSpace {
+                path: "/srv".into(),
+                mount: Some("/".into()),
+                total_bytes: Some(1 << 40),
+                free_bytes: None,
+            }],
+        }));
     }
 
     #[test]

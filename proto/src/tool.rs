@@ -20,6 +20,7 @@ pub enum Tool {
     Stat,
     ListDirectory,
     ReadFileRange,
+    HostInfo,
     WriteFile,
     EditFile,
     MakeDirectory,
@@ -81,7 +82,7 @@ use Group::*;
 use Reach::*;
 
 /// The table, in the order of [`Tool`]'s variants (a test holds it to that).
-const TABLE: [Row; 29] = [
+const TABLE: [Row; 30] = [
     row(Tool::Connect, "connect", Sessions, ChangesNothing),
     row(Tool::Disconnect, "disconnect", Sessions, ChangesNothing),
     row(Tool::SessionList, "session_list", Sessions, ChangesNothing),
@@ -112,6 +113,7 @@ const TABLE: [Row; 29] = [
         Inspect,
         ChangesNothing,
     ),
+    row(Tool::HostInfo, "host_info", Inspect, ChangesNothing),
     row(Tool::WriteFile, "write_file", Files, Changes),
     row(Tool::EditFile, "edit_file", Files, Changes),
     row(Tool::MakeDirectory, "make_directory", Files, Changes),
@@ -267,6 +269,7 @@ mod tests {
                 "stat",
                 "list_directory",
                 "read_file_range",
+                "host_info",
                 "download_start",
                 "transfer_status",
                 "transfer_cancel",

@@ -45,7 +45,7 @@ mod tests {
 
     #[test]
     fn no_list_is_every_tool_once() {
-        assert_eq!(select(None).unwrap().len(), 29);
+        assert_eq!(select(None).unwrap().len(), 30);
     }
 
     #[test]
@@ -58,6 +58,7 @@ mod tests {
             "stat",
             "list_directory",
             "read_file_range",
+            "host_info",
             "exec",
         ];
         assert_eq!(chosen, expected.into_iter().collect());

@@ -71,6 +71,9 @@ async def scenario(session, work):
     read = await call("read_file_range", {**auth, "path": f"{d}/a.txt", "length": 100})
     if read["data"] != "world\n":
         raise Failed(f"read_file_range: {json.dumps(read)}")
+    host = await call("host_info", {**auth, "paths": [d]})
+    if host["filesystems"][0]["path"] != d or "total_bytes" not in host["filesystems"][0]:
+        raise Failed(f"host_info: {json.dumps(host)}")
     await call("copy_path", {**auth, "source": f"{d}/a.txt", "destination": f"{d}/b.txt"})
     await call("move_path", {**auth, "source": f"{d}/b.txt", "destination": f"{d}/c.txt"})
     h = await call("command_start", {**auth, "command": "sleep 30"})

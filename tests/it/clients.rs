@@ -76,7 +76,7 @@ async fn python_sdk_calls_every_tool(mode: &str, protocol: &str) -> TestEnv {
         serde_json::json!(tools),
         "every tool, once at least"
     );
-    assert_eq!(tools.len(), 29, "{tools:?}");
+    assert_eq!(tools.len(), 30, "{tools:?}");
     assert_eq!(summary["protocolVersion"], protocol);
     env
 }
@@ -140,7 +140,7 @@ async fn the_mcp_inspector_cli_calls_every_tool() {
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect();
     tools.sort_unstable();
-    assert_eq!(tools.len(), 29, "{tools:?}");
+    assert_eq!(tools.len(), 30, "{tools:?}");
 
     let mut called = std::collections::BTreeSet::new();
     // Calls `tool`; the answer's structured content, which must be `ok` or fail with one of
@@ -234,6 +234,8 @@ async fn the_mcp_inspector_cli_calls_every_tool() {
         ]
     );
     assert_eq!(r["data"], "world");
+    let r = call!("host_info", [("session_id", id), ("session_key", key)]);
+    assert!(r["cpus"].as_u64().is_some_and(|n| n >= 1), "{r}");
     call!(
         "copy_path",
         [

@@ -1,5 +1,6 @@
-//! stat, list_directory and read_file_range through the real binaries: every kind of file,
-//! names with every awkward byte, paging a large directory, exact ranges, and the errors.
+//! stat, list_directory, read_file_range and host_info through the real binaries: every
+//! kind of file, names with every awkward byte, paging a large directory, exact ranges, the
+//! host's own facts, and the errors.
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -421,5 +422,73 @@ async fn relative_paths_pseudo_files_and_huge_offsets() {
         );
     }
     exec(&mcp, &s, "rm -rf ~/sshmcp-rel", json!({})).await;
+    mcp.close().await;
+}
+
+/// host_info tells a Linux host's facts; by default the space of home (`~`) and `/`; for
+/// paths asked, each in order, a missing one with only its path; 16 paths at most; a path
+/// that a newline would split is refused.
+#[tokio::test]
+async fn host_info_tells_the_hosts_facts_and_the_space_of_each_path() {
+    let (_env, mcp, s) = connected().await;
+    let r = on_session(&mcp, &s, "host_info", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["os"].as_str().is_some_and(|o| !o.is_empty()), "{r}");
+    assert!(
+        r["kernel"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("Linux ")),
+        "{r}"
+    );
+    assert!(r["arch"].as_str().is_some_and(|a| !a.is_empty()), "{r}");
+    assert!(r["cpus"].as_u64().is_some_and(|n| n >= 1), "{r}");
+    let (total, available) = (
+        r["memory_total"].as_u64().unwrap(),
+        r["memory_available"].as_u64().unwrap(),
+    );
+    assert!(total >= available && available > 0, "{r}");
+    assert_eq!(r["load"].as_array().map(Vec::len), Some(3), "{r}");
+    assert!(r["uptime"].as_f64().is_some_and(|u| u > 0.0), "{r}");
+    let filesystems = r["filesystems"].as_array().unwrap();
+    let paths: Vec<&str> = filesystems
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["~", "/"], "{r}");
+    for fs in filesystems {
+        let (total, free) = (
+            fs["total_bytes"].as_u64().unwrap(),
+            fs["free_bytes"].as_u64().unwrap(),
+        );
+        assert!(total >= free && total > 0, "{fs}");
+        assert!(
+            fs["mount"].as_str().is_some_and(|m| m.starts_with('/')),
+            "{fs}"
+        );
+    }
+
+    let dir = setup(
+        &mcp,
+        &s,
+        "d=$(mktemp -d '/tmp/sshmcp host info.XXXXXX') && echo \"$d\"",
+    )
+    .await;
+    let gone = format!("{dir}/no such dir");
+    let r = on_session(&mcp, &s, "host_info", json!({"paths": [dir, gone]})).await;
+    let filesystems = r["filesystems"].as_array().unwrap();
+    assert_eq!(filesystems[0]["path"], dir.as_str(), "{r}");
+    assert!(filesystems[0]["free_bytes"].is_u64(), "{r}");
+    assert_eq!(filesystems[1], json!({"path": gone}), "{r}");
+
+    // At the bound, and one past it.
+    let sixteen = vec![dir.clone(); 16];
+    let r = on_session(&mcp, &s, "host_info", json!({"paths": sixteen})).await;
+    assert_eq!(r["filesystems"].as_array().map(Vec::len), Some(16), "{r}");
+    let seventeen = vec![dir.clone(); 17];
+    let r = on_session(&mcp, &s, "host_info", json!({"paths": seventeen})).await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    let r = on_session(&mcp, &s, "host_info", json!({"paths": ["/tmp\n/etc"]})).await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    setup(&mcp, &s, &format!("rm -r '{dir}' && echo done")).await;
     mcp.close().await;
 }

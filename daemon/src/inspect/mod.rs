@@ -5,6 +5,7 @@
 //! The programs need GNU coreutils and findutils (`stat -c`, `find -printf`, `sort -z`); a host
 //! without one gets an error naming what is missing, never a wrong answer.
 
+pub mod host;
 pub mod list;
 pub mod read;
 pub mod stat;

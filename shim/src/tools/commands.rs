@@ -99,13 +99,13 @@ pub struct CommandListArgs {
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
     /// Start a /bin/sh command in the background as the login user (no TTY, empty stdin) and answer
-    /// at once: `handle_id`, `pid` (its process group, once known), `status` (`running` or how it
-    /// ended). Then command_status (`wait_seconds`); command_kill stops it. Output is kept whole
-    /// (up to 1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect.
-    /// Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive the
-    /// session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), `invalid_command`
-    /// (too long, NUL), `invalid_local_path` (local root unusable: tell the user), `channels_busy`
-    /// (none free in 25 s; nothing ran: free one, retry).
+    /// at once: `handle_id`, `pid` (process group), `status` (`running` or how it ended). Then
+    /// command_status (`wait_seconds`); command_kill stops it. Output is kept whole (up to 1 GiB a
+    /// stream) until the handle leaves the history (last 100 ended) or disconnect. Usually quick:
+    /// exec with `handoff_after`; as root: sudo_exec with it; must outlive the session:
+    /// task_launch. Errors: `remote_path_not_found` (no such `cwd`), `invalid_command` (too long,
+    /// NUL), `invalid_local_path` (local root unusable: tell the user), `channels_busy` (none free
+    /// in 25 s; nothing ran: free one, retry).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),
@@ -143,13 +143,13 @@ impl Shim {
         )
     }
 
-    /// Read a command handle's state and output, also after it ended or `connection_lost`
-    /// (disconnect deletes it). `status`: `running`, `completed` (`exit_code`), `timed_out`,
-    /// `killed`, `lost` (connection or daemon died: may still run; note `pid`); `signal` names what
-    /// ended it. `stdout`, `stderr`: objects with `data` (`encoding: base64` if not UTF-8),
-    /// `next_offset` (pass back as that stream's offset), `total_bytes`, `truncated` (1 GiB spool
-    /// cap hit); a plain string once ended and not cut. Errors: `command_not_found` (see
-    /// command_list; a task PID: task_status), `invalid_arguments` (offset past `total_bytes`).
+    /// Read a command handle's state and output, also after it ended or `connection_lost`.
+    /// `status`: `running`, `completed` (`exit_code`), `timed_out`, `killed`, `lost` (connection or
+    /// daemon died: may still run; note `pid`); `signal` names what ended it. `stdout`, `stderr`:
+    /// objects with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that
+    /// stream's offset), `total_bytes`, `truncated` (1 GiB spool cap hit); a plain string once
+    /// ended and not cut. Errors: `command_not_found` (see command_list; a task PID: task_status),
+    /// `invalid_arguments` (offset past `total_bytes`).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
@@ -193,11 +193,11 @@ impl Shim {
     }
 
     /// Signal a command handle's process group (as root for a sudo_exec one) if it still runs; a
-    /// task PID: task_kill. `result`: `killed` (ended; command_status then says `killed`),
-    /// `already_exited` (ended as the signal came), `not_running` (had ended: nothing sent),
-    /// `failed_to_kill` (still runs: retry with `force: true`; if `force_kill_used` (SIGKILL sent)
-    /// is already true, tell the user), `invalid_pid` (no PID known: nothing sent), `error`
-    /// (unknown: see command_status). Errors: `command_not_found` (see command_list).
+    /// task PID: task_kill. `result`: `killed` (ended), `already_exited` (ended as the signal
+    /// came), `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with
+    /// `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user),
+    /// `invalid_pid` (no PID known: nothing sent), `error` (unknown: see command_status). Errors:
+    /// `command_not_found` (see command_list).
     #[tool(
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),

@@ -188,12 +188,12 @@ impl Shim {
     /// `exit_code` is null if a signal ended the shell (`signal` names it; `timed_out: true` after
     /// `timeout`). `stdout`, `stderr`: the text; if cut, not UTF-8 or spooled, an object: `data`
     /// (head and tail if cut), `encoding`, `total_bytes`, `truncated` (over the 64 KiB cap),
-    /// `omitted` (`start`, `end` of the bytes left out), `spool_path`. Timeout or cancel kills the
-    /// whole process group, background jobs too (to keep one: task_launch). Maybe slow? Pass
-    /// `handoff_after`: still running then, it answers `handed_off: true`, `handle_id`, `pid`,
-    /// output so far, each stream's `next_offset`: go on with command_status. Errors:
-    /// `remote_path_not_found` (no such `cwd`), `invalid_command` (too long or NUL: upload_start a
-    /// script, run it), `invalid_local_path` (local root unusable: tell the user).
+    /// `omitted` (bytes left out), `spool_path`. Timeout or cancel kills the whole process group,
+    /// background jobs too (to keep one: task_launch). Maybe slow? Pass `handoff_after`: still
+    /// running then, it answers `handed_off: true`, `handle_id`, output so far, each stream's
+    /// `next_offset`: go on with command_status. Errors: `remote_path_not_found` (no such `cwd`),
+    /// `invalid_command` (too long or NUL: upload_start a script, run it), `invalid_local_path`
+    /// (local root unusable: tell the user).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),
@@ -229,7 +229,7 @@ impl Shim {
     /// kills as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required`
     /// (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` (sudoers
     /// denies it; `sudo -n -l` via exec lists what it may), `sudo_unavailable` (no sudo),
-    /// `policy_denied` (the user forbids root here: ask them, no sudo via exec); others as exec.
+    /// `policy_denied` (root is forbidden here: ask the user); others as exec.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = answer::schema_without(

@@ -84,8 +84,7 @@ impl Shim {
     /// of a file: edit_file. Errors: `remote_path_exists` (set `overwrite`), `file_changed`
     /// (`error.sha256` is current: read again, redo, retry with it), `remote_path_not_found` (set
     /// `create_dirs`), `invalid_remote_type` (a symlink: write its `link_target`),
-    /// `remote_permission_denied` (sudo_exec, or ask the user), `invalid_arguments` (over 1 MiB:
-    /// upload_start).
+    /// `remote_permission_denied` (sudo_exec), `invalid_arguments` (over 1 MiB: upload_start).
     #[tool(
         input_schema = schema_for_input::<WriteArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileWritten>>(),
@@ -149,10 +148,9 @@ impl Shim {
     /// `replace_all`. Answer: `replacements`, `sha256`. Keeps mode and owner. Whole or new file:
     /// write_file. Errors: `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match`
     /// (`error.count` hits: add context or `replace_all`), `file_changed` (read again, redo),
-    /// `remote_path_not_found`, `invalid_remote_type` (a symlink: edit its `link_target`; not
-    /// text), `remote_permission_denied` (sudo_exec, or ask the user), `file_too_large` (over 64
-    /// MiB: download_start, edit, upload_start), `invalid_arguments` (a text over its limit: split
-    /// the edit).
+    /// `invalid_remote_type` (a symlink: edit its `link_target`; not text),
+    /// `remote_permission_denied` (sudo_exec), `file_too_large` (over 64 MiB: download_start, edit,
+    /// upload_start), `invalid_arguments` (split the edit).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

@@ -69,11 +69,11 @@ pub struct ForwardStopArgs {
 #[tool_router(router = forwards_router, vis = "pub(crate)")]
 impl Shim {
     /// Open a port forward on the session's SSH connection. "Here" is the machine running sshmcp:
-    /// `local` and `dynamic` serve only clients running here (curl on the host: use exec). Answers
-    /// `forward_id` (for forward_stop) and the `listen_port` in force. The target is tried only
-    /// when a client connects. Lasts until forward_stop or disconnect; local users can use it too.
-    /// Errors (nothing listens): `forward_failed` (port taken: `listen_port` 0; under 1024: pick
-    /// higher; this session has it: `error.forward_id`; sshd forbids it: tell the user),
+    /// `local` and `dynamic` serve only clients running here. Answers `forward_id` (for
+    /// forward_stop) and the `listen_port` in force. The target is tried only when a client
+    /// connects. Lasts until forward_stop or disconnect; local users can use it too. Errors
+    /// (nothing listens): `forward_failed` (port taken: `listen_port` 0; under 1024: pick higher;
+    /// this session has it: `error.forward_id`; sshd forbids it: tell the user),
     /// `forward_not_allowed` (loopback `listen_host` only, unless the user allows more).
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
@@ -107,8 +107,8 @@ impl Shim {
         )
     }
 
-    /// List this session's open forwards, e.g. to find a `forward_id`: `forwards`, each with
-    /// `forward_id`, `kind`, `listen_host`, `listen_port`, `target_host`, `target_port`.
+    /// List this session's open forwards: `forwards`, each with `forward_id`, `kind`,
+    /// `listen_host`, `listen_port`, `target_host`, `target_port`.
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardList>>(),

@@ -1,5 +1,5 @@
-//! The inspection tools: `stat`, `list_directory` and `read_file_range`, structured answers
-//! about remote files, read-only.
+//! The inspection tools: `stat`, `list_directory`, `read_file_range` and `host_info`,
+//! structured answers about remote files and the host itself, read-only.
 
 use std::time::Duration;
 
@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::inspect::{
-    FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, RemotePath, StatRequest,
+    FileRange, FileStat, HostInfo, HostInfoRequest, ListRequest, Listing, ReadRangeRequest,
+    RemotePath, StatRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::SessionAuth;
@@ -91,13 +92,24 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
     }
 }
 
+// No Debug: it holds the session key.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostInfoArgs {
+    /// From connect.
+    pub session_id: String,
+    /// From connect.
+    pub session_key: String,
+    /// Paths whose file systems to measure (at most 16); default `~` and `/`.
+    pub paths: Option<Vec<String>>,
+}
+
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
-    /// Describe one remote path (also: does it exist?): `type` (`file`, `directory`, `symlink`,
-    /// `fifo`, `socket`, `char_device`, `block_device`, `other`), `size`, `mode` (octal), `uid`,
-    /// `gid`, `owner`, `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC), a symlink's
-    /// `link_target`. Errors: `remote_path_not_found`, `remote_permission_denied` (sudo_exec),
-    /// `host_tool_missing` (use exec).
+    /// Describe one remote path: `type` (`file`, `directory`, `symlink`, `fifo`, `socket`,
+    /// `char_device`, `block_device`, `other`), `size`, `mode` (octal), `uid`, `gid`, `owner`,
+    /// `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC), a symlink's `link_target`. Errors:
+    /// `remote_path_not_found`, `remote_permission_denied` (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<StatArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileStat>>(),
@@ -122,11 +134,40 @@ impl Shim {
         )
     }
 
-    /// List a remote directory by name, a page at a time; not recursive (for that or patterns: exec
+    /// Describe the host: `os`, `kernel`, `arch`, `cpus`, `memory_total`, `memory_available`
+    /// (bytes), `load` (1, 5, 15 min), `uptime` (s), `filesystems` (per path: `mount`,
+    /// `total_bytes`, `free_bytes`). What the host cannot tell is left out.
+    #[tool(
+        input_schema = schema_for_input::<HostInfoArgs>().expect("object schema"),
+        output_schema = schema_for_output::<Answer<HostInfo>>(),
+        annotations(title = "Describe the host", read_only_hint = true,
+                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
+    )]
+    pub async fn host_info(&self, raw: JsonObject) -> CallToolResult {
+        answer::respond(
+            async {
+                let a: HostInfoArgs = args::decode(raw)?;
+                let req = HostInfoRequest {
+                    auth: auth(a.session_id, a.session_key),
+                    paths: a.paths.unwrap_or_default(),
+                };
+                let ctx = context_with_timeout(DEADLINE);
+                self.daemon
+                    .call(
+                        Tool::HostInfo,
+                        |c| async move { c.host_info(ctx, req).await },
+                    )
+                    .await
+            }
+            .await,
+        )
+    }
+
+    /// List a remote directory by name, a page at a time; not recursive (or by pattern: exec
     /// `find`). Answer: `entries` (`name`, `type`, `size`, `mode`, `mtime`, `link_target`, as stat;
     /// dotfiles too, no `.`/`..`), `total`, `truncated` if more follow (then ask at `offset` +
-    /// entries returned). Errors: `invalid_remote_type` (not a directory), `remote_path_not_found`,
-    /// `remote_permission_denied` (sudo_exec), `host_tool_missing` (use exec).
+    /// entries returned). Errors: `invalid_remote_type` (not a directory),
+    /// `remote_permission_denied` (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = answer::schema_optional(
@@ -161,9 +202,8 @@ impl Shim {
 
     /// Read a byte range of a remote regular file. Answer: `data` (text, or base64 with `encoding:
     /// base64` if not UTF-8), `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` +
-    /// `bytes_read` until `eof`. Whole big files: download_start; lines or search: exec (`grep`).
-    /// Errors: `invalid_remote_type` (not a regular file), `remote_path_not_found`,
-    /// `remote_permission_denied` (sudo_exec with `dd`), `host_tool_missing` (use exec).
+    /// `bytes_read` until `eof`. Whole files: download_start; search: exec `grep`. Errors:
+    /// `invalid_remote_type` (not a regular file), `remote_permission_denied` (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -157,8 +157,7 @@ impl Shim {
     /// List all the daemon's sessions, other agents' too, never keys: `sessions`, each with
     /// `session_id`, `state` (`starting`, `ready`, `lost`: disconnect it, `closing`), `target`
     /// (alias or `user@host:port`), `server_host`, `server_port`, `remote_user`, `created_at`,
-    /// `last_used_at`, `active_commands`, `active_transfers`, `active_forwards`. Yours: the
-    /// `session_id`s you hold.
+    /// `last_used_at`, `active_commands`, `active_transfers`, `active_forwards`.
     #[tool(
         input_schema = schema_for_input::<NoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<SessionListOut>>(),

@@ -89,10 +89,10 @@ impl Shim {
     /// Launch a detached /bin/sh process that survives disconnects and daemon restarts: login user,
     /// stdin /dev/null, no time limit. Answer: `pid` (keep it; lost: `ls ~/.sshmcp/tasks` via exec,
     /// files named by PID), `stdout_log`, `stderr_log` (remote, unbounded, never removed:
-    /// remove_path them once read). Work you stop in this session: command_start. Errors:
-    /// `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL),
-    /// `host_tool_missing` (no setsid: tell the user), `internal_error` (no writable
-    /// ~/.sshmcp/tasks: tell the user; if it names a PID, task_status it first).
+    /// remove_path them once read). Errors: `remote_path_not_found` (no such `cwd`),
+    /// `invalid_command` (too long, NUL), `host_tool_missing` (no setsid: tell the user),
+    /// `internal_error` (no writable ~/.sshmcp/tasks: tell the user; if it names a PID, task_status
+    /// it first).
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskLaunched>>(),
@@ -119,11 +119,10 @@ impl Shim {
         )
     }
 
-    /// Check a task_launch task by `pid` (handles: command_status). `state`: `running`, `exited`
-    /// (ended, or PID reused), `not_found` (no task of this user had it). `exit_code`: null until
-    /// recorded (128+n after a trappable signal n; stays null after KILL; no `signal` field);
-    /// `stdout`, `stderr`: log tails (`data`, `size`); more: read_file_range on `stdout_log`,
-    /// `stderr_log`.
+    /// Check a task_launch task by `pid`. `state`: `running`, `exited` (ended, or PID reused),
+    /// `not_found` (no task of this user had it). `exit_code`: null until recorded (128+n after a
+    /// trappable signal n; stays null after KILL; no `signal` field); `stdout`, `stderr`: log tails
+    /// (`data`, `size`); more: read_file_range on `stdout_log`, `stderr_log`.
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -151,10 +150,10 @@ impl Shim {
         )
     }
 
-    /// Signal a task_launch task's process group by `pid` (handles: command_kill) if the PID is
-    /// still that task. `result`: `killed`, `already_exited`, `not_running` (PID no longer that
-    /// task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, tell the user),
-    /// `invalid_pid` (1 or below), `error` (see task_status); `force_kill_used`: SIGKILL sent.
+    /// Signal a task_launch task's process group by `pid` if the PID is still that task. `result`:
+    /// `killed`, `already_exited`, `not_running` (PID no longer that task: nothing sent),
+    /// `failed_to_kill` (retry with `force: true`; after that, tell the user), `invalid_pid` (1 or
+    /// below), `error` (see task_status); `force_kill_used`: SIGKILL sent.
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

@@ -152,9 +152,9 @@ impl Shim {
     /// transfer_status. The file appears whole at `local_path` once verified; starting it again
     /// (same paths) resumes a failed or cancelled copy. Errors: `local_path_exists` (pass
     /// `overwrite`), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular
-    /// file: tar it via exec), `remote_path_not_found`, `remote_permission_denied` (sudo_exec a
-    /// copy you own into a private directory), `transfer_conflict` (another transfer writes there:
-    /// wait or cancel it), `transfer_limit_reached` (wait for the others).
+    /// file: tar it via exec), `remote_permission_denied` (sudo_exec a copy you own into a private
+    /// directory), `transfer_conflict` (another transfer writes there: wait or cancel it),
+    /// `transfer_limit_reached` (wait for the others).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -186,11 +186,10 @@ impl Shim {
     /// answers `operation_id` for transfer_status. The file appears whole at `remote_path` once
     /// verified; starting it again resumes a failed or cancelled copy. Small text: write_file.
     /// Errors: `remote_path_exists` (pass `overwrite`), `remote_path_not_found` (make_directory
-    /// first), `invalid_local_path` (`local_path` missing or no regular file),
-    /// `invalid_remote_type` (a directory there), `invalid_arguments` (fix `remote_path`),
-    /// `remote_permission_denied` (upload somewhere writable, move it with sudo_exec),
-    /// `transfer_conflict` (another transfer writes there: wait or cancel it),
-    /// `transfer_limit_reached` (wait for the others).
+    /// first), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (a directory there),
+    /// `invalid_arguments` (fix `remote_path`), `remote_permission_denied` (upload somewhere
+    /// writable, move it with sudo_exec), `transfer_conflict` (another transfer writes there: wait
+    /// or cancel it), `transfer_limit_reached` (wait for the others).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -222,7 +221,7 @@ impl Shim {
     /// `cancelled`), `bytes_transferred` of `total_bytes`, `eta` (s), then `final_path` (absolute;
     /// local for a download). A `failed` one's `error.code`: `transfer_failed` (start it again to
     /// resume), `verification_failed` (the source changed: copy a snapshot), `local_path_exists` or
-    /// `remote_path_exists` (pass `overwrite`); others: as the instructions say, then start again.
+    /// `remote_path_exists` (pass `overwrite`); others: start again once fixed.
     /// `transfer_not_found`: see transfer_list.
     #[tool(
         input_schema = schema_for_input::<TransferStatusArgs>().expect("object schema"),
@@ -258,7 +257,7 @@ impl Shim {
     }
 
     /// Stop a transfer; its partial stays, so starting it again resumes. Answers its report
-    /// (`state` `cancelled`, or how it had ended). `transfer_not_found`: see transfer_list.
+    /// (`state` `cancelled`). `transfer_not_found`: see transfer_list.
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -280,8 +279,8 @@ impl Shim {
         )
     }
 
-    /// List this session's transfers (`transfers`, newest first, the last 100, each
-    /// as transfer_status reports it), e.g. to find an `operation_id`.
+    /// List this session's transfers (`transfers`, newest first, the last 100, each as
+    /// transfer_status reports it).
     #[tool(
         input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferList>>(),

@@ -66,8 +66,14 @@ if [ ! -x "$inspector/node_modules/.bin/mcp-inspector" ]; then
 fi
 # As root the end-to-end tests make test accounts (`sshmcp-*`), a group and a sudoers file
 # (README, "Try it"); they all go when the suite ends, whatever its outcome.
+# While the suite runs it holds a shared lock, so that another run's cleanup leaves the
+# accounts it uses alone.
 if [ "$(id -u)" = 0 ]; then
-  trap scripts/test-cleanup.sh EXIT
+  mkdir -p /var/lib/sshmcp-tests
+  chmod 700 /var/lib/sshmcp-tests
+  exec 9>/var/lib/sshmcp-tests/run.lock
+  flock -s 9
+  trap 'flock -u 9; scripts/test-cleanup.sh' EXIT
 fi
 # The end-to-end tests drive the real binaries: build them all first.
 cargo build --workspace --bins

@@ -11,14 +11,38 @@ use crate::process::run;
 
 pub const TEST_USER: &str = "sshmcp-test";
 
+/// Root's own directory for what the harness keeps between test processes: the ledger and
+/// the locks. Not `/tmp` or `/var/tmp`: anyone may write there, and root removes what the
+/// ledger lists.
+pub const STATE_DIR: &str = "/var/lib/sshmcp-tests";
+
 /// What the harness made on the machine (`user NAME`, `group NAME`, `path PATH`, a line each,
-/// in the order made): `scripts/test.sh` removes them, users before their groups, when the
-/// suite ends. An account that was there before the suite is not in it, so it stays.
-pub const LEDGER: &str = "/var/tmp/sshmcp-tests-made";
+/// in the order made): `scripts/test-cleanup.sh` removes them when the suite ends. An account
+/// that was there before the suite is not in it, so it stays.
+pub const LEDGER: &str = "/var/lib/sshmcp-tests/made";
+
+/// [`STATE_DIR`], made root's alone (0700) if it is not; a directory someone else owns
+/// stops the tests.
+fn state_dir() -> &'static std::path::Path {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = std::path::Path::new(STATE_DIR);
+    std::fs::create_dir_all(dir).expect("the tests' state directory");
+    let meta = std::fs::symlink_metadata(dir).expect("the tests' state directory");
+    assert!(
+        meta.is_dir() && meta.uid() == 0,
+        "{STATE_DIR} must be a directory of root's"
+    );
+    if meta.mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .expect("chmod the tests' state directory");
+    }
+    dir
+}
 
 /// Writes `kind what` in the ledger once; the caller holds [`users_lock`].
 fn record(kind: &str, what: &str) {
     use std::io::Write;
+    state_dir();
     let line = format!("{kind} {what}");
     let known = std::fs::read_to_string(LEDGER).unwrap_or_default();
     if known.lines().any(|known| known == line) {
@@ -28,6 +52,7 @@ fn record(kind: &str, what: &str) {
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
         .open(LEDGER)
         .expect("open the ledger of what the tests made");
     writeln!(ledger, "{line}").expect("write the ledger of what the tests made");
@@ -186,7 +211,8 @@ fn users_lock() -> std::fs::File {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open("/tmp/sshmcp-test-users.lock")
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(state_dir().join("users.lock"))
         .expect("user lock");
     lock.lock().expect("lock users");
     lock

@@ -776,14 +776,15 @@ mod tests {
             (end.outcome, end.exit_code, end.message),
             ("timed_out", None, None)
         );
-        let long = "é".repeat(AUDIT_MESSAGE_BYTES);
+        // One ASCII byte first: a byte-wise cut at the bound would split the last `é`.
+        let long = format!("x{}", "é".repeat(AUDIT_MESSAGE_BYTES));
         let e =
             sshmcp_proto::DaemonError::new(sshmcp_proto::ErrorCode::ConnectionStartFailed, long);
         let end = CallEnd::of::<ExecResult>(Err(&e));
         assert_eq!(end.outcome, "connection_start_failed");
         let message = end.message.unwrap();
-        assert_eq!(message.len(), AUDIT_MESSAGE_BYTES);
-        assert!(message.chars().all(|c| c == 'é'));
+        assert_eq!(message.len(), AUDIT_MESSAGE_BYTES - 1);
+        assert!(message.starts_with('x') && message[1..].chars().all(|c| c == 'é'));
     }
 
     fn entry(n: usize) -> AuditEntry {

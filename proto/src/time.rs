@@ -61,10 +61,18 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 }
 
 /// The point in time of a UTC date and time (`[month, day, hour, minute, second]` of year
-/// `y`, any year, and `ms` milliseconds); `None` for fields out of range.
+/// `y`, any year, and `ms` milliseconds); `None` for fields out of range (a 30th of
+/// February too).
 pub fn from_utc(y: i64, [m, d, hh, mm, ss]: [i64; 5], ms: i64) -> Option<SystemTime> {
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days = match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
     if !(1..=12).contains(&m)
-        || !(1..=31).contains(&d)
+        || !(1..=days).contains(&d)
         || !(0..=23).contains(&hh)
         || !(0..=59).contains(&mm)
         || !(0..=60).contains(&ss)
@@ -110,6 +118,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn days_past_their_months_end_are_no_date() {
+        assert!(from_utc(2026, [2, 28, 0, 0, 0], 0).is_some());
+        assert!(from_utc(2026, [2, 29, 0, 0, 0], 0).is_none());
+        assert!(from_utc(2024, [2, 29, 0, 0, 0], 0).is_some());
+        assert!(from_utc(1900, [2, 29, 0, 0, 0], 0).is_none());
+        assert!(from_utc(2000, [2, 29, 0, 0, 0], 0).is_some());
+        assert!(from_utc(2026, [4, 31, 0, 0, 0], 0).is_none());
+        assert!(from_utc(2026, [12, 31, 0, 0, 0], 0).is_some());
+    }
 
     #[test]
     fn formats_known_instants() {

@@ -425,9 +425,9 @@ async fn relative_paths_pseudo_files_and_huge_offsets() {
     mcp.close().await;
 }
 
-/// host_info tells a Linux host's facts; by default the space of home (`~`) and `/`; for
-/// paths asked, each in order, a missing one with only its path; 16 paths at most; a path
-/// that a newline would split is refused.
+/// host_info tells a Linux host's facts; by default the space of home and `/`; for paths
+/// asked, each in order, a missing one with only its path, a newline only part of a name;
+/// 16 paths at most.
 #[tokio::test]
 async fn host_info_tells_the_hosts_facts_and_the_space_of_each_path() {
     let (_env, mcp, s) = connected().await;
@@ -454,7 +454,8 @@ async fn host_info_tells_the_hosts_facts_and_the_space_of_each_path() {
         .iter()
         .map(|f| f["path"].as_str().unwrap())
         .collect();
-    assert_eq!(paths, ["~", "/"], "{r}");
+    let home = setup(&mcp, &s, "echo \"$HOME\"").await;
+    assert_eq!(paths, [home.as_str(), "/"], "{r}");
     for fs in filesystems {
         let (total, free) = (
             fs["total_bytes"].as_u64().unwrap(),
@@ -470,7 +471,7 @@ async fn host_info_tells_the_hosts_facts_and_the_space_of_each_path() {
     let dir = setup(
         &mcp,
         &s,
-        "d=$(mktemp -d '/tmp/sshmcp host info.XXXXXX') && echo \"$d\"",
+        "d=$(mktemp -d '/tmp/-sshmcp host info.XXXXXX') && echo \"$d\"",
     )
     .await;
     let gone = format!("{dir}/no such dir");
@@ -487,8 +488,14 @@ async fn host_info_tells_the_hosts_facts_and_the_space_of_each_path() {
     let seventeen = vec![dir.clone(); 17];
     let r = on_session(&mcp, &s, "host_info", json!({"paths": seventeen})).await;
     assert_eq!(code(&r), "invalid_arguments", "{r}");
-    let r = on_session(&mcp, &s, "host_info", json!({"paths": ["/tmp\n/etc"]})).await;
+    let r = on_session(&mcp, &s, "host_info", json!({"paths": ["/tmp\u{0}"]})).await;
     assert_eq!(code(&r), "invalid_arguments", "{r}");
+    // A newline is part of a name, never a second path.
+    let odd = format!("{dir}/a\nb");
+    setup(&mcp, &s, &format!("mkdir '{odd}' && echo made")).await;
+    let r = on_session(&mcp, &s, "host_info", json!({"paths": [odd]})).await;
+    assert_eq!(r["filesystems"][0]["path"], odd.as_str(), "{r}");
+    assert!(r["filesystems"][0]["total_bytes"].is_u64(), "{r}");
     setup(&mcp, &s, &format!("rm -r '{dir}' && echo done")).await;
     mcp.close().await;
 }

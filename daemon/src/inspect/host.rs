@@ -6,32 +6,32 @@
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileSystemSpace, HostInfo, HostInfoRequest, MAX_HOST_INFO_PATHS};
 
-use super::{TIMEOUT, path_bytes, run_program};
+use super::{MAX_PATH_BYTES, TIMEOUT, run_program};
 use crate::session::Session;
 
-/// The program. Every fact is one line, `NAME VALUE`; a file system is a `fs PATH` line and,
-/// when `df` could tell, its `df` line. The paths come on stdin, one per line (none: home and
-/// `/`). Its stderr goes nowhere: a source the host lacks only leaves its fact out.
+/// The program. Every fact is one line, `NAME VALUE`; a file system is a `fs` line (naming
+/// the path only for home, which the caller did not give) and, when `df` could tell, its
+/// `df` line. The paths come on stdin, one per line, each byte as a
+/// `\0ooo` escape that `printf %b` turns back (so a newline or any other byte is data); with
+/// none, home and `/`. Each `df` gets 5 s where the host has `timeout` (a hung network mount
+/// then loses only its own entry). Its stderr goes nowhere: a source the host lacks only
+/// leaves its fact out. Tools run through `command`: a login environment's exported
+/// functions cannot stand in for them.
 const SCRIPT: &str = r#"exec 2>/dev/null
 export LC_ALL=C
 echo ok
 _say() { printf '%s %s\n' "$1" "$2"; }
-_os=
-if [ -r /etc/os-release ]; then
+for _f in /etc/os-release /usr/lib/os-release; do
+  [ -r "$_f" ] || continue
   while IFS= read -r _l || [ -n "$_l" ]; do
-    case $_l in PRETTY_NAME=*) _os=${_l#PRETTY_NAME=} ;; esac
-  done </etc/os-release
-  case $_os in \"*\") _os=${_os#\"}; _os=${_os%\"} ;; \'*\') _os=${_os#\'}; _os=${_os%\'} ;; esac
-fi
-_k=$(uname -sr)
-if [ -z "$_os" ] && command -v sw_vers >/dev/null; then
-  _os="$(sw_vers -productName) $(sw_vers -productVersion)"
-fi
-[ -n "$_os" ] || _os=$_k
-[ -n "$_os" ] && _say os "$_os"
-[ -n "$_k" ] && _say kernel "$_k"
-_say arch "$(uname -m)"
-_say cpus "$(getconf _NPROCESSORS_ONLN || nproc || sysctl -n hw.ncpu)"
+    case $_l in PRETTY_NAME=* | NAME=* | VERSION_ID=*) _say osr "$_l" ;; esac
+  done <"$_f"
+  break
+done
+command -v sw_vers >/dev/null && _say os "$(command sw_vers -productName) $(command sw_vers -productVersion)"
+_say kernel "$(command uname -sr)"
+_say arch "$(command uname -m)"
+_say cpus "$(command getconf _NPROCESSORS_ONLN || command nproc || command sysctl -n hw.ncpu)"
 if [ -r /proc/meminfo ]; then
   while read -r _n _v _r; do
     case $_n in
@@ -40,32 +40,36 @@ if [ -r /proc/meminfo ]; then
     esac
   done </proc/meminfo
 else
-  _say mem_total "$(sysctl -n hw.memsize || sysctl -n hw.physmem)"
+  _say mem_total "$(command sysctl -n hw.memsize || command sysctl -n hw.physmem64 || command sysctl -n hw.physmem)"
 fi
 if [ -r /proc/loadavg ]; then
   read -r _1 _5 _15 _r </proc/loadavg && _say load "$_1 $_5 $_15"
 else
-  _say load "$(sysctl -n vm.loadavg | tr -d '{}')"
+  _say load "$(command sysctl -n vm.loadavg | command tr -d '{}')"
 fi
 if [ -r /proc/uptime ]; then
   read -r _u _r </proc/uptime && _say uptime "$_u"
 else
-  _b=$(sysctl -n kern.boottime)
+  _b=$(command sysctl -n kern.boottime)
   _b=${_b#*sec = }
   _b=${_b%%,*}
-  case $_b in '' | *[!0-9]*) ;; *) _say uptime "$(($(date +%s) - _b))" ;; esac
+  case $_b in '' | *[!0-9]*) ;; *) _say uptime "$(($(command date +%s) - _b))" ;; esac
 fi
+_t=command
+command -v timeout >/dev/null && _t='command timeout 5'
 _fs() {
-  _say fs "$1"
-  df -Pk -- "$2" | { read -r _h; read -r _d && _say df "$_d"; }
+  _say fs "$2"
+  $_t df -Pk -- "$1" | { read -r _h; read -r _d && _say df "$_d"; }
 }
 _any=
-while IFS= read -r _p; do
+while IFS= read -r _e; do
   _any=1
-  _fs "$_p" "$_p"
+  _p=$(printf "%b." "$_e")
+  _fs "${_p%.}"
 done
 if [ -z "$_any" ]; then
-  _fs '~' "$HOME"
+  _h=${HOME:-$(pwd)}
+  _fs "$_h" "$_h"
   _fs / /
 fi
 exit 0
@@ -73,47 +77,54 @@ exit 0
 
 pub async fn host_info(session: &Session, req: HostInfoRequest) -> Result<HostInfo, DaemonError> {
     let stdin = stdin_of(&req.paths)?;
+    // Each path comes back twice (its `fs` line and the mount of its `df` line).
+    let asked: usize = req.paths.iter().map(String::len).sum();
+    let cap = 16 * 1024 + 3 * asked as u64;
     let (_, out) = run_program(
         session,
         SCRIPT.to_string(),
         stdin,
         b"host_info",
-        64 * 1024,
+        cap,
         TIMEOUT,
         false,
     )
     .await?;
-    Ok(parse(&String::from_utf8_lossy(&out)))
+    Ok(parse(&String::from_utf8_lossy(&out), &req.paths))
 }
 
-/// The paths, a line each: at most [`MAX_HOST_INFO_PATHS`], each a path the other tools
-/// would take, and none with a newline (which would split it).
+/// The paths, a line each, every byte a `\0ooo` escape: at most [`MAX_HOST_INFO_PATHS`], none
+/// empty, none with a NUL, none longer than a host's system calls take.
 fn stdin_of(paths: &[String]) -> Result<Vec<u8>, DaemonError> {
+    let invalid = |why: String| Err(DaemonError::invalid_arguments(format!("`paths` {why}")));
     if paths.len() > MAX_HOST_INFO_PATHS {
-        return Err(DaemonError::invalid_arguments(format!(
-            "`paths` holds {} paths; host_info measures at most {MAX_HOST_INFO_PATHS}",
+        return invalid(format!(
+            "holds {} paths; host_info measures at most {MAX_HOST_INFO_PATHS}",
             paths.len()
-        )));
+        ));
     }
-    let mut stdin = Vec::new();
+    let mut stdin = String::new();
     for path in paths {
-        let bytes = path_bytes(&sshmcp_proto::inspect::RemotePath {
-            path: path.clone(),
-            encoding: sshmcp_proto::exec::Encoding::Utf8,
-        })?;
-        if bytes.contains(&b'\n') {
-            return Err(DaemonError::invalid_arguments(
-                "`paths` holds a path with a newline, which host_info cannot measure",
+        if path.is_empty() || path.contains('\0') {
+            return invalid("holds an empty path or one with a NUL byte".into());
+        }
+        if path.len() > MAX_PATH_BYTES {
+            return invalid(format!(
+                "holds a path longer than {MAX_PATH_BYTES} bytes, the most a host's system calls take"
             ));
         }
-        stdin.extend_from_slice(&bytes);
-        stdin.push(b'\n');
+        for byte in path.bytes() {
+            stdin.push_str(&format!("\\0{byte:03o}"));
+        }
+        stdin.push('\n');
     }
-    Ok(stdin)
+    Ok(stdin.into_bytes())
 }
 
-/// The facts of the program's lines; a line that does not read as its fact is left out.
-fn parse(out: &str) -> HostInfo {
+/// The facts of the program's lines; a line that does not read as its fact is left out. The
+/// file systems are those of `asked`, in order (a path is not echoed: it may hold a newline),
+/// or, when none was asked, of the paths their lines name.
+fn parse(out: &str, asked: &[String]) -> HostInfo {
     let mut info = HostInfo {
         os: None,
         kernel: None,
@@ -125,18 +136,26 @@ fn parse(out: &str) -> HostInfo {
         uptime: None,
         filesystems: Vec::new(),
     };
+    let mut os_release = OsRelease::default();
     let text = |value: &str| Some(value.trim().to_string()).filter(|v| !v.is_empty());
-    let kib = |value: &str| value.trim().parse::<u64>().ok().map(|k| k * 1024);
+    let kib = |value: &str| {
+        value
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .and_then(|k| k.checked_mul(1024))
+    };
     for line in out.lines() {
         let (name, value) = line.split_once(' ').unwrap_or((line, ""));
         match name {
+            "osr" => os_release.read(value),
             "os" => info.os = text(value),
             "kernel" => info.kernel = text(value),
             "arch" => info.arch = text(value),
             "cpus" => info.cpus = value.trim().parse().ok().filter(|n| *n > 0),
             "mem_total_kib" => info.memory_total = kib(value),
             "mem_available_kib" => info.memory_available = kib(value),
-            "mem_total" => info.memory_total = value.trim().parse().ok(),
+            "mem_total" => info.memory_total = value.trim().parse().ok().filter(|m| *m > 0),
             "load" => info.load = load(value),
             "uptime" => {
                 info.uptime = value
@@ -146,7 +165,10 @@ fn parse(out: &str) -> HostInfo {
                     .filter(|u: &f64| u.is_finite() && *u >= 0.0)
             }
             "fs" => info.filesystems.push(FileSystemSpace {
-                path: value.to_string(),
+                path: match asked.get(info.filesystems.len()) {
+                    Some(path) => path.clone(),
+                    None => value.to_string(),
+                },
                 mount: None,
                 total_bytes: None,
                 free_bytes: None,
@@ -163,7 +185,66 @@ fn parse(out: &str) -> HostInfo {
             _ => {}
         }
     }
+    // os-release names the system best; macOS's product comes next; the kernel last.
+    info.os = os_release
+        .name()
+        .or(info.os)
+        .or_else(|| info.kernel.clone());
     info
+}
+
+/// The fields of `/etc/os-release` that name the system.
+#[derive(Default)]
+struct OsRelease {
+    pretty_name: Option<String>,
+    name: Option<String>,
+    version_id: Option<String>,
+}
+
+impl OsRelease {
+    /// One `KEY=value` line, the value unquoted as os-release(5) writes it: in double or
+    /// single quotes, `\` escaping `"`, `\`, `$` and `` ` `` in double quotes.
+    fn read(&mut self, line: &str) {
+        let Some((key, raw)) = line.split_once('=') else {
+            return;
+        };
+        let value = unquote(raw.trim());
+        let value = Some(value).filter(|v| !v.is_empty());
+        match key {
+            "PRETTY_NAME" => self.pretty_name = value,
+            "NAME" => self.name = value,
+            "VERSION_ID" => self.version_id = value,
+            _ => {}
+        }
+    }
+
+    fn name(self) -> Option<String> {
+        self.pretty_name.or(match (self.name, self.version_id) {
+            (Some(name), Some(version)) => Some(format!("{name} {version}")),
+            (name, _) => name,
+        })
+    }
+}
+
+fn unquote(raw: &str) -> String {
+    if let Some(inner) = raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
+        return inner.to_string();
+    }
+    let Some(inner) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) else {
+        return raw.to_string();
+    };
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match (c, chars.clone().next()) {
+            ('\\', Some(next @ ('"' | '\\' | '$' | '`'))) => {
+                out.push(next);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// Three load averages, or none.
@@ -176,28 +257,30 @@ fn load(value: &str) -> Option<Vec<f64>> {
     (averages.len() == 3 && averages.iter().all(|a| a.is_finite() && *a >= 0.0)).then_some(averages)
 }
 
-/// A `df -Pk` line: `FILESYSTEM BLOCKS USED AVAILABLE CAPACITY% MOUNT`, where the file
-/// system's name and the mount point may hold spaces: the capacity, the first word after
-/// three numbers that ends in `%`, tells where the numbers are. Sizes in bytes.
+/// A `df -Pk` line: `FILESYSTEM BLOCKS USED AVAILABLE CAPACITY MOUNT`, where the file
+/// system's name and the mount point may hold spaces: the capacity (`40%`, or `-` for a file
+/// system of no size), the first word after three numbers, tells where the numbers are. A
+/// full BSD file system's available space is negative (root's reserve in use): none is
+/// left. Sizes in bytes.
 fn df_line(line: &str) -> Option<(u64, u64, String)> {
     let words: Vec<(usize, &str)> = line
         .split_whitespace()
         .map(|w| (w.as_ptr() as usize - line.as_ptr() as usize, w))
         .collect();
-    let number = |w: &str| w.parse::<u64>().ok();
+    let count = |w: &str| w.parse::<u64>().ok();
     for i in 4..words.len() {
         let (at, word) = words[i];
-        let numbers = (
-            number(words[i - 3].1),
-            number(words[i - 2].1),
-            number(words[i - 1].1),
+        let capacity = word == "-" || word.ends_with('%');
+        let (total, used, free) = (
+            count(words[i - 3].1),
+            count(words[i - 2].1),
+            words[i - 1].1.parse::<i64>().ok(),
         );
-        if let (true, (Some(total), Some(_used), Some(free))) = (word.ends_with('%'), numbers) {
+        if let (true, Some(total), Some(_), Some(free)) = (capacity, total, used, free) {
             let mount = line[at + word.len()..].trim().to_string();
-            if mount.is_empty() {
-                return None;
-            }
-            return Some((total * 1024, free * 1024, mount));
+            let bytes = |kib: u64| kib.checked_mul(1024);
+            return Some((bytes(total)?, bytes(free.max(0) as u64)?, mount))
+                .filter(|f| !f.2.is_empty());
         }
     }
     None
@@ -209,12 +292,12 @@ mod tests {
 
     #[test]
     fn facts_are_read_and_a_line_that_does_not_read_is_left_out() {
-        let out = "os Debian GNU/Linux 12 (bookworm)\nkernel Linux 6.1.0\narch x86_64\ncpus 2\n\
-                   mem_total_kib 2048\nmem_available_kib 1024\nload 0.5 0.25 0.10\n\
-                   uptime 12.5\nfs ~\ndf /dev/sda1 100 40 60 40% /home/a b\nfs /gone\n\
-                   cpus \nload 1 2\n";
-        let info = parse(out);
-        assert_eq!(info.os.as_deref(), Some("Debian GNU/Linux 12 (bookworm)"));
+        let out = "osr NAME=\"Debian GNU/Linux\"\nosr VERSION_ID=\"12\"\nkernel Linux 6.1.0\n\
+                   arch x86_64\ncpus 2\nmem_total_kib 2048\nmem_available_kib 1024\n\
+                   load 0.5 0.25 0.10\nuptime 12.5\nfs /home/a\n\
+                   df /dev/sda1 100 40 60 40% /home/a b\nfs /gone\ncpus \nload 1 2\n";
+        let info = parse(out, &[]);
+        assert_eq!(info.os.as_deref(), Some("Debian GNU/Linux 12"));
         assert_eq!(info.kernel.as_deref(), Some("Linux 6.1.0"));
         assert_eq!(info.cpus, None, "a later empty line leaves it out");
         assert_eq!(
@@ -227,54 +310,129 @@ mod tests {
         let home = &info.filesystems[0];
         assert_eq!(
             (home.path.as_str(), home.mount.as_deref()),
-            ("~", Some("/home/a b"))
+            ("/home/a", Some("/home/a b"))
         );
         assert_eq!(
             (home.total_bytes, home.free_bytes),
             (Some(102_400), Some(61_440))
         );
         assert_eq!(info.filesystems[1].total_bytes, None);
+        // A size past what a byte count holds is no fact.
+        assert_eq!(
+            parse("mem_total_kib 18446744073709551615\n", &[]).memory_total,
+            None
+        );
     }
 
     #[test]
-    fn df_lines_with_spaces_in_names_and_mounts() {
+    fn the_system_is_named_by_os_release_then_the_product_then_the_kernel() {
+        let named = |out: &str| parse(out, &[]).os;
+        let pretty = "osr PRETTY_NAME=\"Alpine \\\"edge\\\" \\$x\"\nos macOS 15\nkernel Linux 6\n";
+        assert_eq!(named(pretty).as_deref(), Some("Alpine \"edge\" $x"));
+        assert_eq!(
+            named("osr NAME='Void'\nkernel Linux 6\n").as_deref(),
+            Some("Void")
+        );
+        assert_eq!(
+            named("os macOS 15.1\nkernel Darwin 24.1.0\n").as_deref(),
+            Some("macOS 15.1")
+        );
+        assert_eq!(
+            named("kernel FreeBSD 14.1-RELEASE\n").as_deref(),
+            Some("FreeBSD 14.1-RELEASE")
+        );
+    }
+
+    #[test]
+    fn df_lines_with_spaces_a_full_bsd_disk_and_no_size() {
         assert_eq!(
             df_line("map auto_home 0 0 0 100% /System/Volumes/Data/home"),
             Some((0, 0, "/System/Volumes/Data/home".into()))
         );
+        assert_eq!(
+            df_line("/dev/ada0p2 1000 1050 -50 105% /"),
+            Some((1_024_000, 0, "/".into()))
+        );
+        assert_eq!(df_line("proc 0 0 0 - /proc"), Some((0, 0, "/proc".into())));
         assert_eq!(df_line("/dev/sda1 100 40 60 40%"), None);
         assert_eq!(df_line("nonsense"), None);
     }
 
     #[test]
-    fn paths_are_bounded_and_never_split() {
+    fn paths_are_bounded_and_every_byte_is_data() {
         let paths = |n: usize| vec!["/srv".to_string(); n];
         assert_eq!(
             stdin_of(&paths(MAX_HOST_INFO_PATHS)).unwrap().len(),
-            5 * MAX_HOST_INFO_PATHS
+            21 * MAX_HOST_INFO_PATHS
         );
         let e = stdin_of(&paths(MAX_HOST_INFO_PATHS + 1)).unwrap_err();
-        assert!(e.message.contains("at most 16"), "{}", e.message);
-        assert!(stdin_of(&["a\nb".into()]).is_err());
+        assert!(
+            e.message.contains("`paths`") && e.message.contains("at most 16"),
+            "{}",
+            e.message
+        );
+        assert_eq!(stdin_of(&["a\n'".into()]).unwrap(), b"\\0141\\0012\\0047\n");
         assert!(stdin_of(&[String::new()]).is_err());
+        assert!(stdin_of(&["a\0b".into()]).is_err());
+        assert!(stdin_of(&["a".repeat(MAX_PATH_BYTES)]).is_ok());
+        assert!(stdin_of(&["a".repeat(MAX_PATH_BYTES + 1)]).is_err());
+    }
+
+    /// Runs the program under `shell` with `path` as PATH and `paths` on stdin.
+    fn run_under(shell: &[&str], path: &str, program: &str, paths: &[String]) -> String {
+        let mut child = std::process::Command::new(shell[0])
+            .args(&shell[1..])
+            .args(["-c", program])
+            .env("PATH", path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{shell:?} (scripts/test.sh installs it): {e}"));
+        use std::io::Write as _;
+        let stdin = stdin_of(paths).unwrap();
+        child.stdin.take().unwrap().write_all(&stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{shell:?}");
+        let out = String::from_utf8(out.stdout).unwrap();
+        assert!(out.starts_with("ok\n"), "{shell:?}: {out}");
+        out
+    }
+
+    /// A directory of links to BusyBox's applets: a PATH as on Alpine.
+    fn busybox_applets() -> tempfile::TempDir {
+        let applets = tempfile::tempdir().unwrap();
+        let busybox = std::process::Command::new("sh")
+            .args(["-c", "command -v busybox"])
+            .output()
+            .expect("sh");
+        let busybox = String::from_utf8_lossy(&busybox.stdout).trim().to_string();
+        assert!(
+            !busybox.is_empty(),
+            "busybox (scripts/test.sh installs busybox-static)"
+        );
+        let listed = std::process::Command::new(&busybox)
+            .arg("--list")
+            .output()
+            .unwrap();
+        for applet in String::from_utf8_lossy(&listed.stdout).lines() {
+            std::os::unix::fs::symlink(&busybox, applets.path().join(applet)).unwrap();
+        }
+        applets
     }
 
     /// The program under every shell a host may have as `/bin/sh` (dash, bash, a strict POSIX
     /// shell, and BusyBox with only its own applets on PATH, as on Alpine), on this machine:
-    /// each answers every fact Linux gives.
+    /// each answers every fact Linux gives, and a path with a newline and a quote is measured.
     #[test]
     fn the_program_runs_under_every_posix_shell() {
-        let applets = tempfile::tempdir().unwrap();
-        let listed = std::process::Command::new("busybox")
-            .arg("--list")
-            .output()
-            .expect("busybox (scripts/test.sh installs busybox-static)");
-        for applet in String::from_utf8_lossy(&listed.stdout).lines() {
-            std::os::unix::fs::symlink("/bin/busybox", applets.path().join(applet)).unwrap();
-        }
+        let applets = busybox_applets();
         let busybox_only = applets.path().display().to_string();
         let busybox_sh = applets.path().join("sh").display().to_string();
         let system = std::env::var("PATH").unwrap_or_default();
+        let odd = tempfile::tempdir().unwrap();
+        let odd = odd.path().join("a\nb 'c'");
+        std::fs::create_dir(&odd).unwrap();
+        let odd = odd.display().to_string();
         let shells: [(&[&str], &str); 4] = [
             (&["dash"], &system),
             (&["bash", "--posix"], &system),
@@ -282,26 +440,9 @@ mod tests {
             (&[busybox_sh.as_str()], &busybox_only),
         ];
         for (shell, path) in shells {
-            let mut child = std::process::Command::new(shell[0])
-                .args(&shell[1..])
-                .args(["-c", SCRIPT])
-                .env("PATH", path)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{shell:?} (scripts/test.sh installs it): {e}"));
-            use std::io::Write as _;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"/tmp\n/no/such/dir\n")
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success(), "{shell:?}");
-            let out = String::from_utf8(out.stdout).unwrap();
-            assert!(out.starts_with("ok\n"), "{shell:?}: {out}");
-            let info = parse(&out);
+            let paths = [odd.clone(), "/no/such/dir".into()];
+            let out = run_under(shell, path, SCRIPT, &paths);
+            let info = parse(&out, &paths);
             let linux = info
                 .kernel
                 .as_deref()
@@ -317,17 +458,77 @@ mod tests {
                 "{shell:?}: {out}"
             );
             assert!(info.uptime.is_some_and(|u| u > 0.0), "{shell:?}: {out}");
-            let [tmp, gone] = &info.filesystems[..] else {
+            let [measured, gone] = &info.filesystems[..] else {
                 panic!("{shell:?}: {out}");
             };
-            assert_eq!(tmp.path, "/tmp");
-            let space = (tmp.total_bytes.unwrap(), tmp.free_bytes.unwrap());
+            assert_eq!(measured.path, odd, "{shell:?}");
+            let space = (measured.total_bytes.unwrap(), measured.free_bytes.unwrap());
             assert!(space.0 >= space.1, "{shell:?}: {out}");
-            assert!(tmp.mount.as_deref().is_some_and(|m| m.starts_with('/')));
+            assert!(
+                measured
+                    .mount
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with('/'))
+            );
             assert_eq!(
                 (gone.path.as_str(), gone.total_bytes),
                 ("/no/such/dir", None)
             );
+            // Asked nothing, it measures home and `/`.
+            let out = run_under(shell, path, SCRIPT, &[]);
+            let paths: Vec<String> = parse(&out, &[])
+                .filesystems
+                .into_iter()
+                .map(|f| f.path)
+                .collect();
+            assert_eq!(paths.len(), 2, "{shell:?}: {out}");
+            assert_eq!(paths[1], "/", "{shell:?}: {out}");
         }
+    }
+
+    /// The branches of macOS and the BSDs, which have no `/proc` and no os-release: the
+    /// program with those files renamed away, and `sysctl` and `sw_vers` answering as macOS's
+    /// do.
+    #[test]
+    fn without_proc_the_program_asks_sysctl_as_on_macos() {
+        let fakes = tempfile::tempdir().unwrap();
+        let fake = |name: &str, body: &str| {
+            let path = fakes.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        fake(
+            "sysctl",
+            "case $2 in hw.ncpu) echo 8 ;; hw.memsize) echo 17179869184 ;; \
+             vm.loadavg) echo '{ 1.50 1.25 1.00 }' ;; \
+             kern.boottime) echo \"{ sec = $(($(date +%s) - 3600)), usec = 5 } Thu Dec  5\" ;; \
+             *) exit 1 ;; esac",
+        );
+        fake(
+            "sw_vers",
+            "case $1 in -productName) echo macOS ;; -productVersion) echo 15.1 ;; esac",
+        );
+        fake("getconf", "exit 1");
+        fake("nproc", "exit 1");
+        let path = format!(
+            "{}:{}",
+            fakes.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let program = SCRIPT
+            .replace("/proc/", "/nonexistent/")
+            .replace("/etc/os-release /usr/lib/os-release", "/nonexistent");
+        let info = parse(&run_under(&["dash"], &path, &program, &[]), &[]);
+        assert_eq!(info.os.as_deref(), Some("macOS 15.1"));
+        assert_eq!(info.cpus, Some(8));
+        assert_eq!(info.memory_total, Some(17_179_869_184));
+        assert_eq!(
+            info.memory_available, None,
+            "macOS says no such figure: left out"
+        );
+        assert_eq!(info.load, Some(vec![1.5, 1.25, 1.0]));
+        let uptime = info.uptime.unwrap();
+        assert!((3600.0..3660.0).contains(&uptime), "{uptime}");
     }
 }

@@ -91,7 +91,7 @@ pub fn path_bytes(path: &RemotePath) -> Result<Vec<u8>, DaemonError> {
 }
 
 /// Linux's `PATH_MAX` less its terminating NUL.
-const MAX_PATH_BYTES: usize = 4095;
+pub(crate) const MAX_PATH_BYTES: usize = 4095;
 
 fn invalid(field: &str, why: &str) -> DaemonError {
     DaemonError::new(ErrorCode::InvalidArguments, format!("`{field}` {why}"))

@@ -99,13 +99,13 @@ pub struct CommandListArgs {
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
     /// Start a /bin/sh command in the background as the login user (no TTY, empty stdin) and answer
-    /// at once: `handle_id`, `pid` (process group), `status` (`running` or how it ended). Then
-    /// command_status (`wait_seconds`); command_kill stops it. Output is kept whole (up to 1 GiB a
-    /// stream) until the handle leaves the history (last 100 ended) or disconnect. Usually quick:
-    /// exec with `handoff_after`; as root: sudo_exec with it; must outlive the session:
-    /// task_launch. Errors: `remote_path_not_found` (no such `cwd`), `invalid_command` (too long,
-    /// NUL), `invalid_local_path` (local root unusable: tell the user), `channels_busy` (none free
-    /// in 25 s; nothing ran: free one, retry).
+    /// at once: `handle_id`, `pid` (process group, once known), `status` (`running` or how it
+    /// ended). Then command_status (`wait_seconds`); command_kill stops it. Output is kept whole
+    /// (up to 1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect.
+    /// Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive the
+    /// session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), `invalid_command`
+    /// (too long, NUL), `invalid_local_path` (local root unusable: tell the user), `channels_busy`
+    /// (none free in 25 s; nothing ran: free one, retry).
     #[tool(
         input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandStarted>>(),

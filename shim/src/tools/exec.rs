@@ -188,12 +188,12 @@ impl Shim {
     /// `exit_code` is null if a signal ended the shell (`signal` names it; `timed_out: true` after
     /// `timeout`). `stdout`, `stderr`: the text; if cut, not UTF-8 or spooled, an object: `data`
     /// (head and tail if cut), `encoding`, `total_bytes`, `truncated` (over the 64 KiB cap),
-    /// `omitted` (bytes left out), `spool_path`. Timeout or cancel kills the whole process group,
-    /// background jobs too (to keep one: task_launch). Maybe slow? Pass `handoff_after`: still
-    /// running then, it answers `handed_off: true`, `handle_id`, output so far, each stream's
-    /// `next_offset`: go on with command_status. Errors: `remote_path_not_found` (no such `cwd`),
-    /// `invalid_command` (too long or NUL: upload_start a script, run it), `invalid_local_path`
-    /// (local root unusable: tell the user).
+    /// `omitted` (`start`, `end` of bytes left out), `spool_path`. Timeout or cancel kills the
+    /// whole process group, background jobs too (to keep one: task_launch). Maybe slow? Pass
+    /// `handoff_after`: still running then, it answers `handed_off: true`, `handle_id`, output so
+    /// far, each stream's `next_offset`: go on with command_status. Errors: `remote_path_not_found`
+    /// (no such `cwd`), `invalid_command` (too long or NUL: upload_start a script, run it),
+    /// `invalid_local_path` (local root unusable: tell the user).
     #[tool(
         input_schema = schema_for_input::<ExecArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ExecResult>>(),

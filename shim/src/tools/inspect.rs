@@ -100,7 +100,7 @@ pub struct HostInfoArgs {
     pub session_id: String,
     /// From connect.
     pub session_key: String,
-    /// Paths whose file systems to measure (at most 16); default `~` and `/`.
+    /// Paths whose file systems to measure (at most 16); default home and `/`.
     pub paths: Option<Vec<String>>,
 }
 
@@ -136,7 +136,7 @@ impl Shim {
 
     /// Describe the host: `os`, `kernel`, `arch`, `cpus`, `memory_total`, `memory_available`
     /// (bytes), `load` (1, 5, 15 min), `uptime` (s), `filesystems` (per path: `mount`,
-    /// `total_bytes`, `free_bytes`). What the host cannot tell is left out.
+    /// `total_bytes`, `free_bytes`). Unknown facts are left out.
     #[tool(
         input_schema = schema_for_input::<HostInfoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<HostInfo>>(),
@@ -167,7 +167,7 @@ impl Shim {
     /// `find`). Answer: `entries` (`name`, `type`, `size`, `mode`, `mtime`, `link_target`, as stat;
     /// dotfiles too, no `.`/`..`), `total`, `truncated` if more follow (then ask at `offset` +
     /// entries returned). Errors: `invalid_remote_type` (not a directory),
-    /// `remote_permission_denied` (sudo_exec).
+    /// `remote_permission_denied` (sudo_exec), `host_tool_missing` (use exec).
     #[tool(
         input_schema = schema_for_input::<ListArgs>().expect("object schema"),
         output_schema = answer::schema_optional(

@@ -150,10 +150,10 @@ impl Shim {
 impl Shim {
     /// Download one remote regular file into the local root as a job: answers `operation_id` for
     /// transfer_status. The file appears whole at `local_path` once verified; starting it again
-    /// (same paths) resumes a failed or cancelled copy. Errors: `local_path_exists` (pass
-    /// `overwrite`), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular
-    /// file: tar it via exec), `remote_permission_denied` (sudo_exec a copy you own into a private
-    /// directory), `transfer_conflict` (another transfer writes there: wait or cancel it),
+    /// resumes a failed or cancelled copy. Errors: `local_path_exists` (pass `overwrite`),
+    /// `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular file: tar it
+    /// via exec), `remote_permission_denied` (sudo_exec a copy you own into a private directory),
+    /// `transfer_conflict` (another transfer writes there: wait or cancel it),
     /// `transfer_limit_reached` (wait for the others).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
@@ -184,12 +184,12 @@ impl Shim {
 
     /// Upload one regular file from the local root (put it there first) to the host as a job:
     /// answers `operation_id` for transfer_status. The file appears whole at `remote_path` once
-    /// verified; starting it again resumes a failed or cancelled copy. Small text: write_file.
-    /// Errors: `remote_path_exists` (pass `overwrite`), `remote_path_not_found` (make_directory
-    /// first), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (a directory there),
-    /// `invalid_arguments` (fix `remote_path`), `remote_permission_denied` (upload somewhere
-    /// writable, move it with sudo_exec), `transfer_conflict` (another transfer writes there: wait
-    /// or cancel it), `transfer_limit_reached` (wait for the others).
+    /// verified; starting it again resumes a failed or cancelled copy. Errors: `remote_path_exists`
+    /// (pass `overwrite`), `remote_path_not_found` (make_directory first), `invalid_local_path`
+    /// (fix `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` (fix
+    /// `remote_path`), `remote_permission_denied` (upload somewhere writable, move it with
+    /// sudo_exec), `transfer_conflict` (another transfer writes there: wait or cancel it),
+    /// `transfer_limit_reached` (wait for the others).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -257,7 +257,7 @@ impl Shim {
     }
 
     /// Stop a transfer; its partial stays, so starting it again resumes. Answers its report
-    /// (`state` `cancelled`). `transfer_not_found`: see transfer_list.
+    /// (`state` `cancelled`, or how it had ended). `transfer_not_found`: see transfer_list.
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = report_schema(),

@@ -45,6 +45,18 @@ impl Filter {
             }
             None => None,
         };
+        if let Some(outcome) = &outcome {
+            let known = ["ok", "timed_out", "cancelled"].contains(&outcome.as_str())
+                || sshmcp_proto::ErrorCode::ALL
+                    .iter()
+                    .any(|code| code.as_str() == outcome);
+            if !known {
+                anyhow::bail!(
+                    "--outcome {outcome:?} is no outcome a call can have\nhint: ok, timed_out, \
+                     cancelled, or an error code of docs/errors.md (such as policy_denied)"
+                );
+            }
+        }
         Ok(Self {
             session,
             target,
@@ -373,6 +385,7 @@ mod tests {
             "{text}"
         );
         let dir = generations(&[], &[failed, timed_out.clone()]);
+        assert!(Filter::new(None, None, None, Some("timeout".into()), 100).is_err());
         let only = Filter::new(None, None, None, Some("timed_out".into()), 100).unwrap();
         assert_eq!(read(dir.path(), &only).unwrap().0, [timed_out]);
     }

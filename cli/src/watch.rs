@@ -35,7 +35,11 @@ pub async fn run(
         };
         match json {
             true => writeln!(out, "{}", serde_json::to_string_pretty(&overview)?)?,
-            false => write!(out, "{}", frame(&overview, SystemTime::now(), width()))?,
+            false => write!(
+                out,
+                "{}",
+                frame(&overview, SystemTime::now(), width(), View::Once)
+            )?,
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -86,7 +90,7 @@ async fn refresh(
         let text = match (snapshot(paths).await, json) {
             (Ok(Some(o)), true) => serde_json::to_string(&o)? + "\n",
             (Ok(None) | Err(_), true) => continue,
-            (Ok(Some(o)), false) => frame(&o, SystemTime::now(), width()),
+            (Ok(Some(o)), false) => frame(&o, SystemTime::now(), width(), View::Live),
             (Ok(None), false) => "sshmcpd is not running (looking again every second)\n".into(),
             (Err(e), false) => format!("{e:#}\n(looking again every second)\n"),
         };
@@ -118,16 +122,25 @@ async fn snapshot(paths: &RuntimePaths) -> anyhow::Result<Option<Overview>> {
     ))
 }
 
-fn width() -> usize {
-    crate::commands::terminal_width().unwrap_or(100)
+/// The terminal's width, or `COLUMNS`; none when the output goes to a pipe or a file that
+/// sets none, which then gets whole lines.
+fn width() -> Option<usize> {
+    crate::commands::terminal_width()
+}
+
+/// Whether a frame is the live view, which says how to leave it, or one snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Live,
+    Once,
 }
 
 /// One screen: a header, then each session with its commands, transfers and forwards
-/// indented under it, every line cut to `width`.
-pub fn frame(o: &Overview, now: SystemTime, width: usize) -> String {
+/// indented under it, every line cut to `width` when there is one.
+pub fn frame(o: &Overview, now: SystemTime, width: Option<usize>, view: View) -> String {
     let since = |at: &str| parse_rfc3339(at).map_or("?".to_string(), |t| age(now, t));
     let mut lines = vec![format!(
-        "sshmcpd pid {} · {} session{} · audit {} · {} UTC · Ctrl-C to quit",
+        "sshmcpd pid {} · {} session{} · audit {} · {} UTC{}",
         o.pid,
         o.sessions.len(),
         if o.sessions.len() == 1 { "" } else { "s" },
@@ -136,6 +149,10 @@ pub fn frame(o: &Overview, now: SystemTime, width: usize) -> String {
             None => "off".into(),
         },
         o.taken_at.get(11..19).unwrap_or("?"),
+        match view {
+            View::Live => " · Ctrl-C to quit",
+            View::Once => "",
+        },
     )];
     if o.sessions.is_empty() {
         lines.push("no sessions".into());
@@ -146,7 +163,10 @@ pub fn frame(o: &Overview, now: SystemTime, width: usize) -> String {
     }
     lines
         .iter()
-        .map(|l| fit(&printable(l), width) + "\n")
+        .map(|l| {
+            let l = printable(l);
+            width.map_or(l.clone(), |width| fit(&l, width)) + "\n"
+        })
         .collect::<String>()
 }
 
@@ -194,7 +214,7 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<String>
             bytes(t.total_bytes),
             bytes(t.rate as u64),
             t.eta
-                .map_or(String::new(), |eta| format!("  eta {eta:.0} s")),
+                .map_or(String::new(), |eta| format!("  eta {}", span(eta))),
         ));
     }
     for f in &v.forwards {
@@ -225,6 +245,17 @@ fn bytes(n: u64) -> String {
     match unit {
         0 => format!("{n} B"),
         _ => format!("{value:.1} {}", UNITS[unit]),
+    }
+}
+
+/// A span of seconds as people read it: `45s`, `12m 5s`, `21h 54m`, `3d 2h`.
+fn span(secs: f64) -> String {
+    let secs = secs.max(0.0).round() as u64;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {}s", secs / 60, secs % 60),
+        3600..86_400 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
     }
 }
 
@@ -304,7 +335,7 @@ mod tests {
     #[test]
     fn a_frame_shows_each_session_with_its_work_and_fits_the_width() {
         let now = parse_rfc3339("2026-12-01T10:00:30.000Z").unwrap();
-        let text = frame(&overview(), now, 200);
+        let text = frame(&overview(), now, Some(200), View::Live);
         assert_eq!(
             text,
             "sshmcpd pid 4242 · 1 session · audit 12 lines, 0 lost · 10:00:30 UTC · Ctrl-C to quit\n\
@@ -312,19 +343,36 @@ mod tests {
              s1  ready  prod-web  10.0.0.7:22  user deploy  up 1h  last use 4s ago\n\
              \x20 policy    prod-* (by name); 10.0.0.7 (by host key)\n\
              \x20 command   cmd-1    12s  make -j8 all\n\
-             \x20 transfer  tr-1  download running  50% of 1.0 GiB  200.0 MiB/s  eta 3 s  /var/db.dump → db.dump\n\
+             \x20 transfer  tr-1  download running  50% of 1.0 GiB  200.0 MiB/s  eta 3s  /var/db.dump → db.dump\n\
              \x20 forward   fwd-1  local 127.0.0.1:5432 → db:5432\n"
         );
-        for line in frame(&overview(), now, 40).lines() {
+        for line in frame(&overview(), now, Some(40), View::Live).lines() {
             assert!(line.chars().count() <= 40, "{line}");
         }
+        // One snapshot says nothing of keys, and with no width (a pipe) cuts nothing.
+        let once = frame(&overview(), now, None, View::Once);
+        assert!(
+            once.starts_with(
+                "sshmcpd pid 4242 · 1 session · audit 12 lines, 0 lost · 10:00:30 UTC\n"
+            )
+        );
+        assert!(once.contains("/var/db.dump → db.dump\n"), "{once}");
         let empty = Overview {
             sessions: vec![],
             audit: None,
             ..overview()
         };
-        assert!(frame(&empty, now, 200).contains("audit off"));
-        assert!(frame(&empty, now, 200).ends_with("no sessions\n"));
+        let empty = frame(&empty, now, Some(200), View::Live);
+        assert!(empty.contains("audit off") && empty.ends_with("no sessions\n"));
+    }
+
+    #[test]
+    fn spans_read_as_people_say_them() {
+        assert_eq!(span(2.6), "3s");
+        assert_eq!(span(725.0), "12m 5s");
+        assert_eq!(span(78_899.0), "21h 54m");
+        assert_eq!(span(266_400.0), "3d 2h");
+        assert_eq!(span(-1.0), "0s");
     }
 
     #[test]

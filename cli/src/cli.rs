@@ -56,7 +56,7 @@ pub enum Command {
     /// bytes, or paths and sizes), the outcome (ok, timed_out, cancelled, or the error code,
     /// with why after the summary), the exit code and the MCP client's name.
     History {
-        /// Only this session's calls.
+        /// Only the calls of the sessions whose id begins with this (a whole id, or a prefix).
         #[arg(long = "session", value_name = "ID")]
         session: Option<String>,
         /// Only calls on this host: its connect target (alias or user@host:port) or server
@@ -73,8 +73,7 @@ pub enum Command {
         #[arg(long, value_name = "OUTCOME")]
         outcome: Option<String>,
         /// Show at most this many calls.
-        #[arg(long, value_name = "N", default_value_t = 50,
-              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        #[arg(long, value_name = "N", default_value_t = 50, value_parser = at_least_one)]
         limit: usize,
         /// Print the trail's own JSON objects, one per line, instead of a table.
         #[arg(long)]
@@ -109,11 +108,21 @@ pub enum Command {
     McpConfig {
         /// The client: `claude-code` gets the command to run, `claude-desktop` and `cursor`
         /// the JSON entry for their configuration file (where it goes is said on stderr).
-        client: McpClient,
+        /// Without one, the clients and what each gets.
+        client: Option<McpClient>,
         /// The directory the agent's downloads, uploads and command output live in; default
-        /// `~/sshmcp-files`.
+        /// the daemon's own default local root (`sshmcp daemon status` shows it).
         #[arg(long)]
         local_root: Option<std::path::PathBuf>,
+    },
+    /// Print the end of the daemon's log (as `sshmcp daemon logs`).
+    Logs {
+        /// How many lines from the end.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: usize,
+        /// Keep printing lines as the daemon writes them (until interrupted).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Print a completion script for a shell (e.g. `sshmcp completions bash >
     /// ~/.local/share/bash-completion/completions/sshmcp`).
@@ -141,16 +150,23 @@ pub enum DaemonCommand {
     },
     /// Start the daemon if none runs (agents' MCP servers also start it on first use).
     Start,
-    /// Close every session (without asking) and stop the daemon.
+    /// Close every session and stop the daemon (asking first, on a terminal, when there are
+    /// sessions).
     ///
     /// Command handles and their output files go with their sessions; detached tasks keep
-    /// running. The next agent call starts a new daemon, with no sessions.
-    Stop,
+    /// running. The next agent call starts a new daemon, with no sessions. It says how many
+    /// sessions and running commands it ended.
+    Stop {
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
     /// Replace the daemon with this installation's, for upgrades: sessions and transfers
     /// carry over.
     ///
-    /// Commands running at that moment are cut off (their handles then say `lost`). The new
-    /// daemon takes its settings from this shell's environment and config.toml.
+    /// Commands running at that moment are cut off (their handles then say `lost`; the
+    /// restart names them). The new daemon takes its settings from this shell's environment
+    /// and config.toml.
     Restart,
     /// Read the config file's [[policy]] entries again, without dropping sessions (as SIGHUP
     /// does).
@@ -168,4 +184,12 @@ pub enum DaemonCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+}
+
+/// A count of at least one, said in words when it is not.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("must be a whole number, at least 1".into()),
+    }
 }

@@ -20,6 +20,13 @@ const QUICK: Duration = Duration::from_secs(10);
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     let paths = RuntimePaths::from_env();
+    // `sshmcp logs` is `sshmcp daemon logs`, shorter.
+    let command = match command {
+        Command::Logs { lines, follow } => Command::Daemon {
+            command: DaemonCommand::Logs { lines, follow },
+        },
+        other => other,
+    };
     // A restart must work on a daemon of any protocol version (that is what upgrades need),
     // so it speaks to the daemon's process, not its socket.
     if let Command::Daemon {
@@ -73,7 +80,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Daemon { command } => match command {
             DaemonCommand::Status { json } => status(conn, &paths, json, out).await,
             DaemonCommand::Start => start(conn, &paths, out).await,
-            DaemonCommand::Stop => stop(conn, &paths, out).await,
+            DaemonCommand::Stop { yes } => stop(conn, &paths, yes, out).await,
             DaemonCommand::Logs { lines, follow } => logs(conn, lines, follow, out).await,
             DaemonCommand::Reload => reload(conn, out).await,
             DaemonCommand::Restart => unreachable!("handled above"),
@@ -81,6 +88,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::McpConfig { .. } | Command::Completions { .. } => {
             unreachable!("handled by local::run before the daemon is asked")
         }
+        Command::Logs { .. } => unreachable!("made `daemon logs` above"),
     }
 }
 
@@ -125,11 +133,39 @@ async fn disconnect(
     yes: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let c = connect_or_start(paths, &daemon_program()).await?;
-    let ids = match session_id {
-        Some(id) => vec![id],
+    let c = match connect_existing(paths).await? {
+        Some(c) => c,
+        // No daemon runs: one is started only for what its record holds (the new daemon
+        // takes those sessions back, and then closes them); a typo starts nothing.
         None => {
-            let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
+            let recorded = recorded_session_ids(paths);
+            match &session_id {
+                Some(id) => {
+                    unique_id(id, &recorded, "session").map_err(|e| {
+                        anyhow::anyhow!(
+                            "{e}\nhint: no daemon runs, and its record holds no such session"
+                        )
+                    })?;
+                }
+                None if recorded.is_empty() => {
+                    writeln!(out, "no sessions")?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+                None => {}
+            }
+            connect_or_start(paths, &daemon_program()).await?
+        }
+    };
+    let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
+    let ids = match session_id {
+        Some(id) => {
+            let live: Vec<String> = rows.into_iter().map(|r| r.session_id).collect();
+            match unique_id(&id, &live, "session") {
+                Ok(full) => vec![full],
+                Err(e) => bail!("{e}\nhint: `sshmcp sessions` lists the sessions there are"),
+            }
+        }
+        None => {
             if rows.is_empty() {
                 writeln!(out, "no sessions")?;
                 return Ok(ExitCode::SUCCESS);
@@ -162,19 +198,50 @@ async fn disconnect(
     })
 }
 
+/// The one id of `ids` that `given` names: the id itself, or the only one it begins (as git
+/// and docker take a unique prefix).
+pub fn unique_id(given: &str, ids: &[String], what: &str) -> Result<String, String> {
+    if ids.iter().any(|id| id == given) {
+        return Ok(given.to_string());
+    }
+    let matching: Vec<&String> = ids.iter().filter(|id| id.starts_with(given)).collect();
+    match matching.as_slice() {
+        [only] => Ok((*only).clone()),
+        [] => Err(format!("no {what} {given}")),
+        many => Err(format!(
+            "{given} begins {} {what}s ({}): give more of it",
+            many.len(),
+            many.iter()
+                .map(|id| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 /// Asks on the terminal whether to close `n` sessions; refuses to guess when there is none.
 fn confirmed(n: usize) -> anyhow::Result<bool> {
-    use std::io::{BufRead, IsTerminal};
-    if !std::io::stdin().is_terminal() {
-        bail!(
+    match ask(&format!(
+        "close all {n} session(s), with their running commands and transfers?"
+    ))? {
+        Some(yes) => Ok(yes),
+        None => bail!(
             "disconnect --all closes {n} session(s) and stdin is not a terminal to confirm it on\n\
              hint: add --yes to close them all without asking"
-        );
+        ),
     }
-    eprint!("close all {n} session(s), with their running commands and transfers? [y/N] ");
+}
+
+/// `question`'s answer from the terminal; none when stdin is no terminal.
+fn ask(question: &str) -> anyhow::Result<Option<bool>> {
+    use std::io::{BufRead, IsTerminal};
+    if !std::io::stdin().is_terminal() {
+        return Ok(None);
+    }
+    eprint!("{question} [y/N] ");
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+    Ok(Some(matches!(answer.trim(), "y" | "Y" | "yes")))
 }
 
 async fn status(
@@ -226,11 +293,12 @@ async fn start(
 async fn stop(
     conn: Option<Connection>,
     paths: &RuntimePaths,
+    yes: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let c = match conn {
         Some(c) => c,
-        None => match recorded_sessions(paths) {
+        None => match recorded_session_ids(paths).len() {
             0 => {
                 writeln!(out, "sshmcpd is not running")?;
                 return Ok(ExitCode::SUCCESS);
@@ -247,6 +315,21 @@ async fn stop(
             }
         },
     };
+    // What the stop ends, said before (and asked about, on a terminal) and after.
+    let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
+    let commands: u32 = rows.iter().map(|r| r.active_commands).sum();
+    let ends = format!(
+        "{} session{} and {commands} running command{}",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        if commands == 1 { "" } else { "s" }
+    );
+    // Without a terminal to ask on, a script meant it.
+    let question = format!("stop sshmcpd, closing {ends}?");
+    if !rows.is_empty() && !yes && ask(&question)? == Some(false) {
+        writeln!(out, "nothing stopped")?;
+        return Ok(ExitCode::FAILURE);
+    }
     // Taken before asking, so the wait is on this daemon's pidfile, not a successor's.
     let holder = lock_holder(paths)?;
     match c
@@ -263,18 +346,25 @@ async fn stop(
     if let Some(holder) = holder {
         holder.exited().await?;
     }
-    writeln!(out, "sshmcpd stopped; its sessions are closed")?;
+    writeln!(out, "sshmcpd stopped; it closed {ends}")?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// How many sessions the record in the runtime directory lists (none when it is missing or
+/// The sessions the record in the runtime directory lists (none when it is missing or
 /// unreadable: the daemon that would adopt them would set it aside too).
-fn recorded_sessions(paths: &RuntimePaths) -> usize {
+fn recorded_session_ids(paths: &RuntimePaths) -> Vec<String> {
     std::fs::read(paths.dir.join(sshmcp_proto::paths::RECORD_FILE))
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-        .and_then(|record| record["sessions"].as_array().map(Vec::len))
-        .unwrap_or(0)
+        .and_then(|record| {
+            let sessions = record["sessions"].as_array()?.iter();
+            Some(
+                sessions
+                    .filter_map(|s| s["session_id"].as_str().map(str::to_string))
+                    .collect(),
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// The daemon holding the pidfile lock: its pid, read from the very file it locked.
@@ -344,6 +434,7 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
     })?;
     let holder = lock_holder(paths)?;
     let old = holder.as_ref().map(|h| h.pid);
+    let cut = running_commands(paths).await;
     if let Some(holder) = holder {
         anyhow::ensure!(
             holder.is_daemon(),
@@ -371,7 +462,36 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
             s.pid
         )?,
     }
+    if !cut.is_empty() {
+        writeln!(
+            out,
+            "{} running command{} cut off (their handles now say `lost`): {}",
+            cut.len(),
+            if cut.len() == 1 { " was" } else { "s were" },
+            cut.join(", ")
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The command handles running now, as `handle (first line)`: what a restart cuts off. None
+/// when the daemon cannot say (not running, or one too old or new to ask).
+async fn running_commands(paths: &RuntimePaths) -> Vec<String> {
+    let Ok(Some(c)) = connect_existing(paths).await else {
+        return Vec::new();
+    };
+    if !c.capabilities.iter().any(|m| m == "overview") {
+        return Vec::new();
+    }
+    match c.client.overview(context_with_timeout(QUICK)).await {
+        Ok(o) => o
+            .sessions
+            .iter()
+            .flat_map(|view| &view.commands)
+            .map(|command| format!("{} ({})", command.handle_id, command.preview))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 async fn reload(conn: Option<Connection>, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -491,5 +611,23 @@ async fn logs(
         offset = from + more.len() as u64;
         out.write_all(&more)?;
         out.flush()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_is_named_whole_or_by_a_unique_prefix() {
+        let ids: Vec<String> = ["sc47a1", "sc47b2", "s9"].map(String::from).to_vec();
+        assert_eq!(unique_id("s9", &ids, "session").unwrap(), "s9");
+        assert_eq!(unique_id("sc47a", &ids, "session").unwrap(), "sc47a1");
+        let e = unique_id("sc47", &ids, "session").unwrap_err();
+        assert!(
+            e.contains("2 sessions") && e.contains("sc47a1, sc47b2"),
+            "{e}"
+        );
+        assert_eq!(unique_id("x", &ids, "session").unwrap_err(), "no session x");
     }
 }

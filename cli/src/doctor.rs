@@ -37,20 +37,16 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         }
         _ => None,
     };
-    let (root, ssh_config_file) = match &status {
-        Some(s) => (
+    // The settings that count are the running daemon's; without one, those a daemon
+    // started now would take (its flags, environment and config file: it says them).
+    let would = check_config();
+    let (root, ssh_config_file) = match (&status, &would) {
+        (Some(s), _) => (
             Some(PathBuf::from(&s.default_local_root)),
             s.ssh_config.as_ref().map(PathBuf::from),
         ),
-        None => (
-            std::env::var_os("SSHMCP_LOCAL_ROOT")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(paths::default_local_root),
-            std::env::var_os("SSHMCP_SSH_CONFIG")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
-        ),
+        (None, Ok(would)) => (would.local_root.clone(), would.ssh_config.clone()),
+        (None, Err(_)) => (paths::default_local_root(), None),
     };
     let policy = match &answered {
         Ok(Some(c)) if c.capabilities.iter().any(|t| t == "policy") => {
@@ -86,8 +82,22 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         ("ssh config", ssh_config(ssh_config_file)),
         (
             "config",
-            match check_config() {
-                Ok(()) => Finding::Ok("a daemon started now reads it without error".into()),
+            match would {
+                Ok(would) => Finding::Ok(match would.config_file {
+                    Some(file) => format!(
+                        "{}: a daemon started now reads it without error",
+                        file.display()
+                    ),
+                    None => "none; a daemon started now takes the defaults".into(),
+                }),
+                // A directory's mode stops a start as surely as a bad file, but its fix is
+                // its own line's.
+                Err(why)
+                    if why.starts_with("runtime directory")
+                        || why.starts_with("state directory") =>
+                {
+                    problem(why, "correct that directory as its own line above says")
+                }
                 Err(why) => problem(
                     why,
                     "correct the config file, then sshmcp daemon restart (or reload for the \
@@ -104,7 +114,12 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
             Finding::Ok(said) => writeln!(out, "ok    {name:<12}{said}")?,
             Finding::Problem { what, fix } => {
                 problems += 1;
-                writeln!(out, "FAIL  {name:<12}{what}")?;
+                // A cause of several lines (a TOML error) stays in the column it began in.
+                let mut lines = what.lines();
+                writeln!(out, "FAIL  {name:<12}{}", lines.next().unwrap_or_default())?;
+                for line in lines {
+                    writeln!(out, "      {:<12}{line}", "")?;
+                }
                 writeln!(out, "      {:<12}fix: {fix}", "")?;
             }
         }
@@ -123,13 +138,30 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
     })
 }
 
+/// What a daemon started now, from this environment, would take: its local root, ssh
+/// config and config file, as `sshmcpd --check-config` says them (each none when it does
+/// not say).
+pub struct WouldStart {
+    pub local_root: Option<PathBuf>,
+    pub ssh_config: Option<PathBuf>,
+    pub config_file: Option<PathBuf>,
+}
+
 /// Whether a daemon started now, from this environment, would accept its settings and the
-/// config file (`sshmcpd --check-config`): a running daemon read them when it started, and
-/// a file edited since may stop the next one.
-pub fn check_config() -> Result<(), String> {
+/// config file (`sshmcpd --check-config`), and what it would take: a running daemon read
+/// them when it started, and a file edited since may stop the next one.
+pub fn check_config() -> Result<WouldStart, String> {
     let program = sshmcp_proto::client::daemon_program();
     match Command::new(&program).arg("--check-config").output() {
-        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) if out.status.success() => {
+            let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let path = |key: &str| said[key].as_str().map(PathBuf::from);
+            Ok(WouldStart {
+                local_root: path("local_root"),
+                ssh_config: path("ssh_config"),
+                config_file: path("config_file"),
+            })
+        }
         Ok(out) => Err(String::from_utf8_lossy(&out.stderr)
             .trim()
             .trim_start_matches("sshmcpd: ")

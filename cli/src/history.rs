@@ -67,7 +67,9 @@ impl Filter {
     }
 
     fn admits(&self, e: &AuditEntry) -> bool {
-        self.session.as_ref().is_none_or(|s| *s == e.session_id)
+        self.session
+            .as_ref()
+            .is_none_or(|s| e.session_id.starts_with(s.as_str()))
             && self
                 .target
                 .as_ref()
@@ -314,6 +316,12 @@ mod tests {
 
         let prod = Filter::new(None, Some("prod.example.com".into()), None, None, 100).unwrap();
         assert_eq!(read(dir.path(), &prod).unwrap().0.len(), 2);
+        let prefix = Filter::new(Some("s".into()), None, None, None, 100).unwrap();
+        assert_eq!(
+            read(dir.path(), &prefix).unwrap().0.len(),
+            4,
+            "a prefix takes both"
+        );
         let s2 = Filter::new(Some("s2".into()), None, None, None, 1).unwrap();
         let (found, _) = read(dir.path(), &s2).unwrap();
         assert_eq!((found.len(), found[0].time.as_str()), (1, at(4).as_str()));

@@ -13,9 +13,11 @@ use crate::cli::{Cli, Command, McpClient};
 pub fn run(command: &Command) -> Option<ExitCode> {
     let out = &mut std::io::stdout().lock();
     let done = match command {
-        Command::McpConfig { client, local_root } => {
-            mcp_config(*client, local_root.as_deref(), out)
-        }
+        Command::McpConfig {
+            client: Some(client),
+            local_root,
+        } => mcp_config(*client, local_root.as_deref(), out),
+        Command::McpConfig { client: None, .. } => clients(out),
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut Cli::command(), "sshmcp", out);
             Ok(())
@@ -52,11 +54,10 @@ fn mcp_config(
     let shim = shim_path()?;
     let root = match local_root {
         Some(root) => std::path::absolute(root)?,
-        None => PathBuf::from(
-            std::env::var_os("HOME")
-                .ok_or_else(|| anyhow::anyhow!("HOME is not set; hint: pass --local-root"))?,
-        )
-        .join("sshmcp-files"),
+        // The daemon's own default, so that one root holds the agent's files whichever way
+        // it was set up.
+        None => sshmcp_proto::paths::default_local_root()
+            .ok_or_else(|| anyhow::anyhow!("HOME is not set; hint: pass --local-root"))?,
     };
     // The daemon would refuse it on every call that needs the root.
     sshmcp_proto::paths::check_local_root(&root).map_err(|why| {
@@ -90,6 +91,19 @@ fn mcp_config(
             );
         }
     }
+    Ok(())
+}
+
+/// The clients `mcp-config` knows, and the command for each.
+fn clients(out: &mut impl Write) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "sshmcp mcp-config CLIENT prints what adds sshmcp to that client:\n\
+         \x20 sshmcp mcp-config claude-code      the `claude mcp add` command to run\n\
+         \x20 sshmcp mcp-config claude-desktop   the entry for claude_desktop_config.json\n\
+         \x20 sshmcp mcp-config cursor           the entry for ~/.cursor/mcp.json\n\
+         Add --local-root DIR to choose where the agent's files go."
+    )?;
     Ok(())
 }
 

@@ -45,7 +45,16 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             let message = format!("{e:#}");
-            eprintln!("sshmcp: {message}");
+            // A cause of several lines (a TOML error points at its line) stays readable: its
+            // lines after the first are indented under it, a hint kept at the margin.
+            let mut lines = message.lines();
+            eprintln!("sshmcp: {}", lines.next().unwrap_or_default());
+            for line in lines {
+                match line.starts_with("hint:") {
+                    true => eprintln!("{line}"),
+                    false => eprintln!("  {line}"),
+                }
+            }
             if !message.contains("hint:") {
                 eprintln!("hint: `sshmcp doctor` checks this machine's setup");
             }

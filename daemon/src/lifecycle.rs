@@ -144,7 +144,10 @@ impl ReadyReport {
     }
 
     pub fn error(&self, reason: &str) {
-        self.say(&format!("error {}", reason.replace('\n', " ")));
+        self.say(&format!(
+            "error {}",
+            sshmcp_proto::text::to_one_line(reason)
+        ));
     }
 
     /// Writes the line, then points stdout at /dev/null so the starter's pipe closes and a

@@ -37,8 +37,14 @@ fn main() -> ExitCode {
     };
     if flags.check_config {
         return match check_config(&flags) {
-            Ok(()) => {
-                println!("ok");
+            // What it would use, for `sshmcp doctor` when no daemon runs to say.
+            Ok(settings) => {
+                let would = serde_json::json!({
+                    "local_root": settings.local_root,
+                    "ssh_config": settings.ssh_config,
+                    "config_file": settings.config_file,
+                });
+                println!("{would}");
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -61,7 +67,7 @@ fn main() -> ExitCode {
 /// What a start checks of its settings before it touches anything: whether a daemon could
 /// start with them (`--check-config`; the directories are checked where they exist, as a
 /// start would create the others).
-fn check_config(flags: &Flags) -> anyhow::Result<()> {
+fn check_config(flags: &Flags) -> anyhow::Result<Settings> {
     let settings = Settings::load(flags).map_err(anyhow::Error::msg)?;
     settings.runtime.check().map_err(anyhow::Error::msg)?;
     log_filter(&settings)?;
@@ -73,7 +79,7 @@ fn check_config(flags: &Flags) -> anyhow::Result<()> {
             sshmcp_proto::paths::check_private_dir(dir).context(what)?;
         }
     }
-    Ok(())
+    Ok(settings)
 }
 
 fn log_filter(settings: &Settings) -> anyhow::Result<tracing_subscriber::EnvFilter> {

@@ -19,8 +19,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot use the runtime directory {dir}: {source}")]
-    RuntimeDir { dir: PathBuf, source: io::Error },
+    // `reason`, not `source`: a source is printed again after the message by anyhow's `{:#}`.
+    #[error("cannot use the runtime directory {dir}: {reason}")]
+    RuntimeDir { dir: PathBuf, reason: io::Error },
     #[error("could not start the daemon {program}: {reason}")]
     Start { program: PathBuf, reason: String },
     #[error(
@@ -86,15 +87,15 @@ impl Connection {
 pub async fn connect_existing(paths: &RuntimePaths) -> Result<Option<Connection>, ClientError> {
     paths.check().map_err(|reason| ClientError::RuntimeDir {
         dir: paths.dir.clone(),
-        source: io::Error::other(reason),
+        reason: io::Error::other(reason),
     })?;
     match crate::paths::check_private_dir(&paths.dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
+        Err(reason) => {
             return Err(ClientError::RuntimeDir {
                 dir: paths.dir.clone(),
-                source,
+                reason,
             });
         }
     }
@@ -113,7 +114,7 @@ fn check_peer(paths: &RuntimePaths, stream: &tokio::net::UnixStream) -> Result<(
     let mine = nix::unistd::geteuid().as_raw();
     let refuse = |why: String| ClientError::RuntimeDir {
         dir: paths.dir.clone(),
-        source: io::Error::new(io::ErrorKind::PermissionDenied, why),
+        reason: io::Error::new(io::ErrorKind::PermissionDenied, why),
     };
     match stream.peer_cred() {
         Ok(cred) if cred.uid() == mine => Ok(()),
@@ -135,9 +136,9 @@ pub async fn connect_or_start(
     paths: &RuntimePaths,
     program: &Path,
 ) -> Result<Connection, ClientError> {
-    let runtime_dir_error = |source| ClientError::RuntimeDir {
+    let runtime_dir_error = |reason| ClientError::RuntimeDir {
         dir: paths.dir.clone(),
-        source,
+        reason,
     };
     paths
         .check()
@@ -297,7 +298,7 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
             if line.starts_with("ready ") || line.starts_with("running ") {
                 Ok(())
             } else if let Some(reason) = line.strip_prefix("error ") {
-                Err(start_err(reason.to_string()))
+                Err(start_err(crate::text::from_one_line(reason)))
             } else {
                 Err(start_err("it exited before reporting ready".into()))
             }
@@ -374,5 +375,20 @@ mod tests {
         assert!(matches!(err, ClientError::Start { .. }), "{err}");
         assert!(err.to_string().contains("/nonexistent/sshmcpd"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The reason is said once: a chain printer (anyhow's `{:#}`) finds no source to print
+    /// after the message again.
+    #[test]
+    fn a_runtime_directory_refusal_says_its_reason_once() {
+        let err = ClientError::RuntimeDir {
+            dir: "/run/x".into(),
+            reason: io::Error::other("refusing /run/x: its mode lets other users in"),
+        };
+        assert!(std::error::Error::source(&err).is_none());
+        assert_eq!(
+            err.to_string(),
+            "cannot use the runtime directory /run/x: refusing /run/x: its mode lets other users in"
+        );
     }
 }

@@ -53,7 +53,11 @@ impl DaemonLink {
         *slot = None;
         let conn = connect_or_start(&self.paths, &self.program)
             .await
-            .map_err(|e| DaemonError::new(ErrorCode::DaemonUnavailable, e.to_string()))?;
+            .map_err(|e| {
+                // An agent reads one line: a TOML error's where and what.
+                let said = sshmcp_proto::text::first_and_last_line(&e.to_string());
+                DaemonError::new(ErrorCode::DaemonUnavailable, said)
+            })?;
         // A daemon that cannot take the introduction (an older one) still serves the calls.
         // The introduction also tells the daemon this shim reads `policy_denied`, so it is
         // made even when the MCP client gave no name.

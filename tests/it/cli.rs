@@ -38,9 +38,30 @@ async fn disconnect_by_id_and_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("session_not_found") && err.contains("hint:"),
+        err.contains(&format!("no session {}", s.0)) && err.contains("hint:"),
         "{err}"
     );
+    mcp.close().await;
+}
+
+/// An id is taken whole or by any unique prefix; with no daemon running, an id its record
+/// does not hold (a typo) starts no daemon just to say so.
+#[tokio::test]
+async fn disconnect_takes_a_unique_prefix_and_a_typo_starts_no_daemon() {
+    let env = TestEnv::new();
+    let out = env.cli(&["disconnect", "s0123"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no session s0123") && err.contains("no daemon runs"),
+        "{err}"
+    );
+    assert!(env.daemon_pid().is_none(), "a typo started a daemon");
+    let mcp = env.mcp().await;
+    let s = crate::connect(&mcp).await;
+    let out = env.cli(&["disconnect", &s.0[..4]]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out), format!("session {} closed\n", s.0));
     mcp.close().await;
 }
 
@@ -78,6 +99,10 @@ async fn status_and_stop_close_every_master() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_eq!(
+        stdout(&out),
+        "sshmcpd stopped; it closed 1 session and 0 running commands\n"
+    );
     assert!(
         sshmcp_tests::process::gone(master as u32),
         "daemon stop must close the master"
@@ -108,6 +133,14 @@ async fn daemon_start_and_logs() {
     let out = env.cli(&["daemon", "logs", "-n", "5"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("daemon ready"), "{}", stdout(&out));
+    // `sshmcp logs` is the same, shorter.
+    let short = env.cli(&["logs", "-n", "5"]);
+    assert!(short.status.success());
+    assert!(
+        stdout(&short).contains("daemon ready"),
+        "{}",
+        stdout(&short)
+    );
 }
 
 /// What people read, kept in review: `--help` of the CLI and of its commands. After an
@@ -123,6 +156,7 @@ fn help_snapshot() {
         &["doctor", "--help"],
         &["daemon", "--help"],
         &["daemon", "logs", "--help"],
+        &["mcp-config", "--help"],
     ] {
         let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
             .args(args)
@@ -300,7 +334,55 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
         said.contains("FAIL  config      runtime directory: refusing"),
         "{said}"
     );
+    assert!(
+        said.contains("fix: correct that directory as its own line above says"),
+        "{said}"
+    );
     assert!(said.contains("3 problem(s) found"), "{said}");
+}
+
+/// With no daemon running, `doctor` shows the settings a daemon started now would take,
+/// config file included (where it used to show the environment's alone), and starts none.
+#[tokio::test]
+async fn doctor_without_a_daemon_reads_the_config_file() {
+    let env = TestEnv::new();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("agent files");
+    let ssh_config = dir.path().join("ssh_config");
+    std::fs::write(&ssh_config, "Host x\n  Port 2222\n").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "local-root = {:?}\nssh-config = {:?}\n",
+            root.display().to_string(),
+            ssh_config.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .arg("doctor")
+        .env_clear()
+        .envs(
+            env.env_vars()
+                .into_iter()
+                .filter(|(k, _)| k != "SSHMCP_LOCAL_ROOT" && k != "SSHMCP_SSH_CONFIG"),
+        )
+        .env("SSHMCP_CONFIG", &config)
+        .output()
+        .unwrap();
+    let said = stdout(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("ok    local root  {}", root.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("ok    ssh config  {}", ssh_config.display())),
+        "{said}"
+    );
+    assert!(said.contains(&config.display().to_string()), "{said}");
+    assert!(env.daemon_pid().is_none(), "doctor started a daemon");
 }
 
 /// The config file's `runtime-dir` is where the CLI and the shim look for the daemon (and
@@ -350,6 +432,23 @@ async fn completions_and_mcp_config_need_no_daemon() {
         .unwrap();
     assert!(checked.success(), "bash -n refused the completion script");
     assert!(stdout(&out).contains("mcp-config"));
+    // With no client it names the clients, and the command for each.
+    let out = env.cli(&["mcp-config"]);
+    assert!(out.status.success(), "{out:?}");
+    for client in ["claude-code", "claude-desktop", "cursor"] {
+        assert!(
+            stdout(&out).contains(&format!("sshmcp mcp-config {client}")),
+            "{}",
+            stdout(&out)
+        );
+    }
+    // A count out of range is said in words.
+    let out = env.cli(&["history", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at least 1"),
+        "{out:?}"
+    );
     let shim = sshmcp_tests::bins::path("sshmcp-mcp").display().to_string();
     let out = env.cli(&[
         "mcp-config",

@@ -179,6 +179,37 @@ async fn a_setting_that_does_not_parse_is_named_to_the_client() {
     mcp.close().await;
 }
 
+/// A config file that does not parse is told to the agent in one line that says where and
+/// what, and to the person in the CLI with the file's lines kept, indented.
+#[tokio::test]
+async fn a_config_file_that_does_not_parse_is_told_in_one_line_to_agents_and_whole_to_people() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "max-sessions = \"many\"\n").unwrap();
+    let config = config.display().to_string();
+    let env = TestEnv::with(
+        &sshmcp_tests::SshdOptions::default(),
+        &[("SSHMCP_CONFIG", &config)],
+    );
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["error"]["code"], "daemon_unavailable", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(!said.contains('\n'), "{said:?}");
+    assert!(
+        said.contains("TOML parse error at line 1") && said.contains("expected u32"),
+        "{said}"
+    );
+    mcp.close().await;
+    let out = env.cli(&["sessions"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TOML parse error at line 1")
+            && err.contains("\n  1 | max-sessions = \"many\""),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn a_runtime_dir_too_long_for_unix_sockets_is_refused_clearly() {
     let long = format!("/tmp/{}", "d".repeat(90));

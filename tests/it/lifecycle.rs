@@ -127,6 +127,10 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     )
     .await;
     assert_eq!(ended["status"], "completed", "{ended}");
+    // A command running at the restart is cut off, and the restart names it.
+    let sleep = format!("sleep {}", sshmcp_tests::process::unique_sleep(120));
+    let running = on_session(&mcp, &s, "command_start", json!({"command": sleep})).await;
+    let running = running["handle_id"].as_str().unwrap().to_string();
     let before = sessions(&mcp).await;
     let old = env.daemon_pid().unwrap();
     let out = env.cli(&["daemon", "restart"]);
@@ -137,6 +141,12 @@ async fn restart_hands_every_session_to_the_new_daemon() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(said.contains("1 session kept"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "1 running command was cut off (their handles now say `lost`): {running} ({sleep})"
+        )),
+        "{said}"
+    );
     assert!(gone(old), "the old daemon exited");
     assert_ne!(env.daemon_pid(), Some(old));
     let after = sessions(&mcp).await;
@@ -153,6 +163,8 @@ async fn restart_hands_every_session_to_the_new_daemon() {
         "when it was last used is kept"
     );
     assert_eq!(remote_out(&mcp, &s, "echo kept").await, "kept\n");
+    let cut = on_session(&mcp, &s, "command_status", json!({"handle_id": running})).await;
+    assert_eq!(cut["status"], "lost", "{cut}");
     let r = on_session(
         &mcp,
         &s,

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use sshmcp_proto::client::{Connection, connect_existing, connect_or_start, daemon_program};
-use sshmcp_proto::paths::RuntimePaths;
+use sshmcp_local::client::{Connection, connect_existing, connect_or_start, daemon_program};
+use sshmcp_local::paths::RuntimePaths;
 use sshmcp_proto::service::context_with_timeout;
 
 use crate::cli::{Command, DaemonCommand};
@@ -353,7 +353,7 @@ async fn stop(
 /// The sessions the record in the runtime directory lists (none when it is missing or
 /// unreadable: the daemon that would adopt them would set it aside too).
 fn recorded_session_ids(paths: &RuntimePaths) -> Vec<String> {
-    std::fs::read(paths.dir.join(sshmcp_proto::paths::RECORD_FILE))
+    std::fs::read(paths.dir.join(sshmcp_local::paths::RECORD_FILE))
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
         .and_then(|record| {
@@ -389,7 +389,7 @@ impl Holder {
     /// Whether the pid still names an `sshmcpd` (its executable may have been replaced by an
     /// upgrade, which Linux shows as ` (deleted)`).
     fn is_daemon(&self) -> bool {
-        sshmcp_proto::platform::executable(self.pid).is_some_and(|exe| {
+        sshmcp_local::platform::executable(self.pid).is_some_and(|exe| {
             exe.file_name()
                 .is_some_and(|name| name.to_string_lossy().starts_with("sshmcpd"))
         })
@@ -411,7 +411,7 @@ fn lock_holder(paths: &RuntimePaths) -> anyhow::Result<Option<Holder>> {
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut text = String::new();
             file.read_to_string(&mut text)?;
-            let pid = sshmcp_proto::paths::PidfileText::parse(&text)
+            let pid = sshmcp_local::paths::PidfileText::parse(&text)
                 .pid
                 .with_context(|| format!("{} names no pid: {text:?}", pidfile.display()))?;
             Ok(Some(Holder { pid, file }))
@@ -537,7 +537,7 @@ async fn state_dir(conn: Option<&Connection>) -> anyhow::Result<PathBuf> {
             .await?
             .state_dir
             .into()),
-        None => sshmcp_proto::paths::state_dir_from_env()
+        None => sshmcp_local::paths::state_dir_from_env()
             .context("no state directory: set SSHMCP_STATE_DIR or HOME"),
     }
 }
@@ -575,7 +575,7 @@ async fn logs(
 ) -> anyhow::Result<ExitCode> {
     let log = state_dir(conn.as_ref())
         .await?
-        .join(sshmcp_proto::paths::LOG_FILE);
+        .join(sshmcp_local::paths::LOG_FILE);
     let read = |from: u64| -> anyhow::Result<(Vec<u8>, u64)> {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(&log).with_context(|| {

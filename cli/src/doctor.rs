@@ -6,8 +6,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use sshmcp_proto::client::{ClientError, connect_existing};
-use sshmcp_proto::paths::{self, RuntimePaths};
+use sshmcp_local::client::{ClientError, connect_existing};
+use sshmcp_local::paths::{self, RuntimePaths};
 
 /// Exit status when a check failed (see `cli::EXIT_CODES`).
 const EXIT_PROBLEM: u8 = 4;
@@ -151,7 +151,7 @@ pub struct WouldStart {
 /// config file (`sshmcpd --check-config`), and what it would take: a running daemon read
 /// them when it started, and a file edited since may stop the next one.
 pub fn check_config() -> Result<WouldStart, String> {
-    let program = sshmcp_proto::client::daemon_program();
+    let program = sshmcp_local::client::daemon_program();
     match Command::new(&program).arg("--check-config").output() {
         Ok(out) if out.status.success() => {
             let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -261,7 +261,7 @@ fn local_root(root: Option<PathBuf>) -> Finding {
             "set SSHMCP_LOCAL_ROOT",
         );
     };
-    if let Err(why) = sshmcp_proto::paths::check_local_root(&root) {
+    if let Err(why) = sshmcp_local::paths::check_local_root(&root) {
         return problem(
             format!("{} ({why})", root.display()),
             "point SSHMCP_LOCAL_ROOT (or local-root in config.toml) at a folder of its own",
@@ -319,7 +319,7 @@ fn policy_finding(report: Option<&sshmcp_proto::policy::PolicyReport>) -> Findin
     }
 }
 
-fn daemon(answered: Result<Option<sshmcp_proto::client::Connection>, ClientError>) -> Finding {
+fn daemon(answered: Result<Option<sshmcp_local::client::Connection>, ClientError>) -> Finding {
     match answered {
         Ok(Some(c)) => Finding::Ok(format!(
             "running (pid {}, version {}, protocol {})",

@@ -56,11 +56,11 @@ fn mcp_config(
         Some(root) => std::path::absolute(root)?,
         // The daemon's own default, so that one root holds the agent's files whichever way
         // it was set up.
-        None => sshmcp_proto::paths::default_local_root()
+        None => sshmcp_local::paths::default_local_root()
             .ok_or_else(|| anyhow::anyhow!("HOME is not set; hint: pass --local-root"))?,
     };
     // The daemon would refuse it on every call that needs the root.
-    sshmcp_proto::paths::check_local_root(&root).map_err(|why| {
+    sshmcp_local::paths::check_local_root(&root).map_err(|why| {
         anyhow::anyhow!(
             "{why}: {}; hint: pass --local-root DIR, a folder of its own",
             root.display()

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use sshmcp_proto::client::connect_existing;
+use sshmcp_local::client::connect_existing;
+use sshmcp_local::paths::RuntimePaths;
 use sshmcp_proto::overview::{Overview, SessionView};
-use sshmcp_proto::paths::RuntimePaths;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::time::parse_rfc3339;
 use sshmcp_proto::transfer::TransferDirection;

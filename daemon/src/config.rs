@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use sshmcp_local::paths::{self, RuntimePaths};
 use sshmcp_proto::limits::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SPOOL_BYTES, DEFAULT_MAX_TRANSFERS,
 };
-use sshmcp_proto::paths::{self, RuntimePaths};
 
 /// The largest `--max-output-bytes`: both streams of one answer must fit a wire frame with room
 /// to spare.
@@ -233,7 +233,7 @@ impl Settings {
                 "max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"
             ));
         }
-        sshmcp_proto::paths::check_local_root(&self.local_root)
+        sshmcp_local::paths::check_local_root(&self.local_root)
     }
 
     /// The config file's policy as it reads now; the file's other settings need a restart.
@@ -265,7 +265,7 @@ impl Settings {
     /// (another login's `XDG_RUNTIME_DIR`) has other masters and a record of its own, and a
     /// reboot that ends the masters ends the record too.
     pub fn record_file(&self) -> PathBuf {
-        self.runtime.dir.join(sshmcp_proto::paths::RECORD_FILE)
+        self.runtime.dir.join(sshmcp_local::paths::RECORD_FILE)
     }
 }
 
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn local_root_rules() {
-        use sshmcp_proto::paths::check_local_root;
+        use sshmcp_local::paths::check_local_root;
         assert!(check_local_root(Path::new("relative")).is_err());
         assert!(check_local_root(Path::new("/")).is_err());
         assert!(check_local_root(Path::new("/srv/agent")).is_ok());

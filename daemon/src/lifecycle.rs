@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
-use sshmcp_proto::paths::PidfileText;
+use sshmcp_local::paths::PidfileText;
 
 use crate::config::Settings;
 use crate::server;
@@ -168,8 +168,8 @@ impl ReadyReport {
 /// Creates the daemon's remaining directories with private modes (`main` already made the
 /// runtime and state directories, before logging started).
 fn prepare_dirs(settings: &Settings) -> io::Result<()> {
-    sshmcp_proto::paths::ensure_private_dir(&settings.runtime.masters_dir())?;
-    sshmcp_proto::paths::ensure_private_dir(&settings.masters_log_dir())?;
+    sshmcp_local::paths::ensure_private_dir(&settings.runtime.masters_dir())?;
+    sshmcp_local::paths::ensure_private_dir(&settings.masters_log_dir())?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ pub struct ProcessId {
 impl ProcessId {
     /// The process `pid` now is, if it exists and is not a zombie.
     pub fn of(pid: u32) -> Option<Self> {
-        let stat = sshmcp_proto::platform::read(pid)?;
+        let stat = sshmcp_local::platform::read(pid)?;
         (stat.state != 'Z').then_some(Self {
             pid,
             start_time: stat.start_time,
@@ -39,13 +39,13 @@ impl ProcessId {
     /// Whether this very process still runs (a zombie counts as gone: in containers whose
     /// init does not reap, an exited process lingers as one).
     pub fn alive(&self) -> bool {
-        sshmcp_proto::platform::read(self.pid)
+        sshmcp_local::platform::read(self.pid)
             .is_some_and(|s| s.start_time == self.start_time && s.state != 'Z')
     }
 
     /// Whether this process is stopped (by a signal, or a tracer).
     pub fn stopped(&self) -> bool {
-        sshmcp_proto::platform::read(self.pid)
+        sshmcp_local::platform::read(self.pid)
             .is_some_and(|s| s.start_time == self.start_time && matches!(s.state, 'T' | 't'))
     }
 

@@ -76,7 +76,7 @@ fn check_config(flags: &Flags) -> anyhow::Result<Settings> {
         (&settings.state_dir, "state directory"),
     ] {
         if dir.exists() {
-            sshmcp_proto::paths::check_private_dir(dir).context(what)?;
+            sshmcp_local::paths::check_private_dir(dir).context(what)?;
         }
     }
     Ok(settings)
@@ -99,7 +99,7 @@ fn run(flags: &Flags, report: &ReadyReport) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    sshmcp_proto::paths::ensure_private_dir(&settings.state_dir).context("state directory")?;
+    sshmcp_local::paths::ensure_private_dir(&settings.state_dir).context("state directory")?;
     let log = sshmcpd::logfile::RotatingLog::open(&settings.log_file()).context("log file")?;
     let (writer, _flush_guard) = tracing_appender::non_blocking(log);
     let filter = log_filter(&settings)?;

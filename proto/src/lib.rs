@@ -1,9 +1,10 @@
-//! The one API boundary of sshmcp: the tarpc service, its wire types and error codes, the
-//! protocol version, the runtime paths, and the connect-or-start client used by the shim and
-//! the CLI. Nothing here knows about OpenSSH; the daemon converts its internals at this edge.
+//! The one API boundary of sshmcp, the wire only: the tarpc service, its wire types and error
+//! codes, the protocol version, the table of tools, and the formats the daemon writes for the
+//! CLI (the audit trail). Finding or starting the daemon, paths and processes are
+//! `sshmcp-local`'s. Nothing here knows about OpenSSH; the daemon converts its internals at
+//! this edge.
 
 pub mod audit;
-pub mod client;
 pub mod command;
 pub mod error;
 pub mod exec;
@@ -12,8 +13,6 @@ pub mod forward;
 pub mod inspect;
 pub mod limits;
 pub mod overview;
-pub mod paths;
-pub mod platform;
 pub mod policy;
 pub mod service;
 pub mod session;

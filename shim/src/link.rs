@@ -6,8 +6,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sshmcp_proto::client::{Connection, connect_or_start, daemon_program};
-use sshmcp_proto::paths::RuntimePaths;
+use sshmcp_local::client::{Connection, connect_or_start, daemon_program};
+use sshmcp_local::paths::RuntimePaths;
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonClient, DaemonError, ErrorCode};
 use tarpc::client::RpcError;

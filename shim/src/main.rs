@@ -72,11 +72,14 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<()> {
     let flags = Flags::parse();
+    // A root the daemon would refuse on every call that needs it is refused now, where the
+    // person who configured the client sees it, not later by the agent.
     if let Some(root) = &flags.local_root {
-        anyhow::ensure!(root.is_absolute(), "--local-root must be an absolute path");
+        sshmcp_local::paths::check_local_root(root)
+            .map_err(|why| anyhow::anyhow!("--local-root {}: {why}", root.display()))?;
     }
     let tools = toolset::select(flags.tools.as_deref()).map_err(anyhow::Error::msg)?;
-    let paths = sshmcp_proto::paths::RuntimePaths::resolve(flags.runtime_dir);
+    let paths = sshmcp_local::paths::RuntimePaths::resolve(flags.runtime_dir);
     // One thread: the shim only translates, and every call waits on the daemon. A second
     // worker would add its stack and malloc arena to a process agents start by the dozen.
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -132,7 +132,7 @@ fn tool_root_sentence(local_root: Option<&std::path::Path>) -> String {
 fn root_named(local_root: Option<&std::path::Path>) -> String {
     local_root
         .map(std::path::Path::to_path_buf)
-        .or_else(sshmcp_proto::paths::default_local_root)
+        .or_else(sshmcp_local::paths::default_local_root)
         .map_or_else(
             || "the daemon's default".to_string(),
             |root| root.display().to_string(),
@@ -238,7 +238,7 @@ mod tests {
     use crate::toolset;
 
     fn shim(tools: Option<&str>) -> Shim {
-        let paths = sshmcp_proto::paths::RuntimePaths::resolve(Some("/run/sshmcp-test".into()));
+        let paths = sshmcp_local::paths::RuntimePaths::resolve(Some("/run/sshmcp-test".into()));
         let root = PathBuf::from("/home/someone-with-a-long-name/projects/agents/sshmcp-files");
         Shim::new(
             DaemonLink::new(paths),

@@ -507,7 +507,7 @@ fn the_shim_serves_socket_pairs_and_pipes_on_its_one_thread() {
 #[tokio::test]
 async fn a_bare_environment_client_finds_the_terminals_daemon_and_sessions() {
     let mut env = TestEnv::with(&Default::default(), &[("SSHMCP_RUNTIME_DIR", "")]);
-    let default = sshmcp_proto::paths::RuntimePaths::resolve(None).dir;
+    let default = sshmcp_local::paths::RuntimePaths::resolve(None).dir;
     assert!(
         !default.join("sshmcpd.sock").exists(),
         "a daemon already uses {}: stop it first",

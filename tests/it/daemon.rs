@@ -295,3 +295,31 @@ async fn a_relative_runtime_directory_is_refused_before_anything_starts() {
     assert!(!std::path::Path::new("/relative").exists());
     assert!(!std::path::Path::new("relative").exists());
 }
+
+/// The MCP server refuses a local root the daemon would refuse on every call (`/`, home, a
+/// relative path) when it starts, with stdout left to MCP (empty), where the person who
+/// configured the client sees it, not later through the agent.
+#[tokio::test]
+async fn the_mcp_server_refuses_an_unusable_local_root_when_it_starts() {
+    let env = TestEnv::new();
+    let home = env
+        .env_vars()
+        .into_iter()
+        .find(|(k, _)| k == "HOME")
+        .expect("HOME")
+        .1;
+    for root in ["/", home.as_str(), "relative"] {
+        let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp-mcp"))
+            .args(["--local-root", root])
+            .env_clear()
+            .envs(env.env_vars())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{root}: {out:?}");
+        assert!(out.stdout.is_empty(), "{root}: {out:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains(&format!("--local-root {root}")), "{said}");
+    }
+    assert!(env.daemon_pid().is_none(), "a daemon was started");
+}

@@ -14,7 +14,7 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use crate::config::Settings;
 use crate::remote::Program;
 use crate::session::Session;
-use sshmcp_proto::paths::check_local_root;
+use sshmcp_local::paths::check_local_root;
 
 /// Checks the request before any session is looked at.
 pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {

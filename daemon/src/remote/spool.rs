@@ -93,7 +93,7 @@ impl Spool {
 /// `<root>/.sshmcp/spool/<session>/`, each holding at most `cap` bytes.
 pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool, Spool)> {
     let private = root.join(".sshmcp");
-    sshmcp_proto::paths::ensure_private_dir(&private)?;
+    sshmcp_local::paths::ensure_private_dir(&private)?;
     let dir = private.join("spool").join(session_id);
     std::fs::create_dir_all(&dir)?;
     let stamp = sshmcp_proto::time::now_rfc3339().replace([':', '.'], "");

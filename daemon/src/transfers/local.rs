@@ -381,9 +381,9 @@ pub fn partial_path(
     destination: &Path,
 ) -> std::io::Result<PathBuf> {
     let private = root.join(".sshmcp");
-    sshmcp_proto::paths::ensure_private_dir(&private)?;
+    sshmcp_local::paths::ensure_private_dir(&private)?;
     let dir = private.join("partial");
-    sshmcp_proto::paths::ensure_private_dir(&dir)?;
+    sshmcp_local::paths::ensure_private_dir(&dir)?;
     let name = super::pair_tag([
         server.as_bytes(),
         remote,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::paths::RuntimePaths;
-use crate::service::{DaemonClient, Hello, PROTOCOL_VERSION, context_with_timeout, framed};
+use sshmcp_proto::service::{DaemonClient, Hello, PROTOCOL_VERSION, context_with_timeout, framed};
 
 /// How long a client waits for a daemon it started to report ready: longer than a new daemon
 /// waits for one that is stopping (20 s), plus its re-adoption of the recorded sessions.
@@ -37,7 +37,7 @@ pub enum ClientError {
 pub struct Connection {
     pub client: DaemonClient,
     pub hello: Hello,
-    /// The tools the daemon serves (see [`capabilities`](crate::service::capabilities)).
+    /// The tools the daemon serves (see [`capabilities`](sshmcp_proto::service::capabilities)).
     pub capabilities: Vec<String>,
     /// A second descriptor of the same socket, only ever peeked at.
     probe: std::os::fd::OwnedFd,
@@ -185,7 +185,8 @@ async fn handshake(
     let probe = std::os::fd::AsFd::as_fd(&stream)
         .try_clone_to_owned()
         .map_err(|e| unreachable(paths, e))?;
-    let transport = tarpc::serde_transport::new(framed(stream), crate::service::Codec::default());
+    let transport =
+        tarpc::serde_transport::new(framed(stream), sshmcp_proto::service::Codec::default());
     let client = DaemonClient::new(tarpc::client::Config::default(), transport).spawn();
     let unreachable = |e: tarpc::client::RpcError| ClientError::Unreachable {
         socket: paths.socket(),
@@ -298,7 +299,7 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
             if line.starts_with("ready ") || line.starts_with("running ") {
                 Ok(())
             } else if let Some(reason) = line.strip_prefix("error ") {
-                Err(start_err(crate::text::from_one_line(reason)))
+                Err(start_err(sshmcp_proto::text::from_one_line(reason)))
             } else {
                 Err(start_err("it exited before reporting ready".into()))
             }
@@ -312,7 +313,7 @@ mod tests {
     use tarpc::{ClientMessage, Response};
 
     use super::*;
-    use crate::service::{Codec, DaemonRequest, DaemonResponse};
+    use sshmcp_proto::service::{Codec, DaemonRequest, DaemonResponse};
 
     /// A daemon of another protocol version answers `hello`: the client reports the mismatch
     /// and leaves that daemon alone.

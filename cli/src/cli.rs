@@ -92,6 +92,31 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a command's output: a command handle's (started by command_start, or an exec
+    /// or sudo_exec handed off), running or ended, stdout to stdout and stderr to stderr.
+    ///
+    /// It needs no session key: the daemon is yours. With --follow it prints what comes until
+    /// the command ends, then says how it ended (on stderr), and exits with its exit status.
+    Output {
+        /// The handle's id, or a unique prefix of it (as `sshmcp watch` shows it).
+        id: String,
+        /// Keep printing until the command ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
+    /// Stop a command, a transfer or a forward of any session, as the agent's own kill,
+    /// cancel or stop would (asking first on a terminal).
+    ///
+    /// A command's process group gets TERM, then KILL if it holds on; a transfer keeps its
+    /// partial file; a forward's port is free once this answers. The agent then reads the
+    /// same state as after its own stop.
+    Kill {
+        /// The id (`cmd-…`, `tr-…`, `fwd-…`), or a unique prefix of it.
+        id: String,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
     /// Check this machine's setup, saying how to fix each problem
     ///
     /// It looks at ssh and rsync, the runtime and state directories and their modes, the

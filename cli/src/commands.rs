@@ -46,6 +46,10 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => return disconnect(&paths, session_id, yes, out).await,
         Command::Doctor => return crate::doctor::run(&paths, out).await,
         Command::Watch { once, json } => return crate::watch::run(&paths, once, json, out).await,
+        Command::Output { id, follow } => {
+            return crate::work::output(&paths, id, follow, out).await;
+        }
+        Command::Kill { id, yes } => return crate::work::kill(&paths, id, yes, out).await,
         Command::History {
             session,
             target,
@@ -74,6 +78,8 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         | Command::Disconnect { .. }
         | Command::Doctor
         | Command::Watch { .. }
+        | Command::Output { .. }
+        | Command::Kill { .. }
         | Command::History { .. } => {
             unreachable!("handled above")
         }
@@ -233,7 +239,7 @@ fn confirmed(n: usize) -> anyhow::Result<bool> {
 }
 
 /// `question`'s answer from the terminal; none when stdin is no terminal.
-fn ask(question: &str) -> anyhow::Result<Option<bool>> {
+pub fn ask(question: &str) -> anyhow::Result<Option<bool>> {
     use std::io::{BufRead, IsTerminal};
     if !std::io::stdin().is_terminal() {
         return Ok(None);

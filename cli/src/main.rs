@@ -10,6 +10,7 @@ mod local;
 mod render;
 mod since;
 mod watch;
+mod work;
 
 use std::process::ExitCode;
 

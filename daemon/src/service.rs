@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 use sshmcp_proto::audit::AuditEntry;
 use sshmcp_proto::command::{
     CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
-    CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
+    CommandStarted, CommandStatusRequest, OutputRequest, ProgressRequest, RunProgress, Stopped,
 };
 use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
 use sshmcp_proto::files::{
@@ -36,6 +36,7 @@ use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Answer, CallEnd, Summary, Trail};
+use crate::person::{self, Kind};
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
 use crate::{commands, exec, files, forwards, inspect, tasks, transfers};
@@ -579,6 +580,74 @@ impl Daemon for DaemonService {
         self.registry.reload_policy()
     }
 
+    async fn output(self, _: Context, req: OutputRequest) -> Result<CommandReport, DaemonError> {
+        let (kind, id, session) = person::find(&self.registry, &req.id)?;
+        if kind != Kind::Command {
+            return Err(DaemonError::invalid_arguments(format!(
+                "{id} is a {}: only a command has output to read",
+                kind.as_str()
+            )));
+        }
+        let status = CommandStatusRequest {
+            auth: unchecked(&session),
+            handle_id: id,
+            wait_seconds: req.wait_seconds,
+            stdout_offset: req.stdout_offset,
+            stderr_offset: req.stderr_offset,
+            max_bytes: req.max_bytes,
+        };
+        commands::status(&session, &self.registry.settings, status).await
+    }
+
+    async fn stop_by_id(self, _: Context, id: String) -> Result<Stopped, DaemonError> {
+        let (kind, id, session) = person::find(&self.registry, &id)?;
+        let auth = unchecked(&session);
+        // Written to the trail as the agent's own stop would be, with no client: the person's.
+        let tool = match kind {
+            Kind::Command => Tool::CommandKill,
+            Kind::Transfer => Tool::TransferCancel,
+            Kind::Forward => Tool::ForwardStop,
+        };
+        let line = self.audited(
+            Call::new(tool, format!("{id} (by the person: sshmcp kill)")),
+            Place::from(&*session),
+        );
+        let outcome = match kind {
+            Kind::Command => {
+                let kill = CommandKillRequest {
+                    auth,
+                    handle_id: id.clone(),
+                    signal: None,
+                    force: Some(true),
+                    wait_seconds: None,
+                };
+                let killed = commands::kill::kill(&session, kill).await;
+                line.finish(CallEnd::of(killed.as_ref()));
+                killed.map(|k| k.result.as_str().to_string())
+            }
+            Kind::Transfer => {
+                let cancelled = session.transfers.cancel(&id).await;
+                line.finish(CallEnd::of(cancelled.as_ref()));
+                cancelled.map(|t| t.state.as_str().to_string())
+            }
+            Kind::Forward => {
+                let stop = ForwardStopRequest {
+                    auth,
+                    forward_id: id.clone(),
+                };
+                let stopped = forwards::stop(&session, stop).await;
+                line.finish(CallEnd::of(stopped.as_ref()));
+                stopped.map(|_| "closed".to_string())
+            }
+        }?;
+        Ok(Stopped {
+            id,
+            kind: kind.as_str().into(),
+            session_id: session.id.clone(),
+            outcome,
+        })
+    }
+
     async fn overview(self, _: Context) -> Overview {
         Overview {
             pid: std::process::id(),
@@ -747,6 +816,15 @@ impl DaemonService {
             duration: call.started.elapsed().as_secs_f64(),
             client,
         }
+    }
+}
+
+/// The auth of a call the person makes with no key: never checked (the session is found
+/// by the person's id), and naming the session only.
+fn unchecked(session: &Session) -> SessionAuth {
+    SessionAuth {
+        session_id: session.id.clone(),
+        session_key: String::new(),
     }
 }
 

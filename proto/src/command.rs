@@ -246,3 +246,28 @@ pub struct RunProgress {
     /// The last line of output, at most 200 bytes (lossy UTF-8).
     pub last_line: String,
 }
+
+/// The person's read of a command handle (`sshmcp output`): no key, as the daemon's user is
+/// the person's; `id` is a handle's id, or a unique prefix of one, in any session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRequest {
+    pub id: String,
+    /// As [`CommandStatusRequest`]'s.
+    pub wait_seconds: Option<f64>,
+    pub stdout_offset: Option<u64>,
+    pub stderr_offset: Option<u64>,
+    pub max_bytes: Option<u64>,
+}
+
+/// What the person's stop (`sshmcp kill`) did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// The whole id of what was stopped.
+    pub id: String,
+    /// `command`, `transfer` or `forward`.
+    pub kind: String,
+    pub session_id: String,
+    /// As the agent then reads it: a kill's result (`killed`, `already_exited`, ...), a
+    /// transfer's state, or `closed` for a forward.
+    pub outcome: String,
+}

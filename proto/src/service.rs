@@ -9,7 +9,7 @@ use tarpc::tokio_util::codec::LengthDelimitedCodec;
 
 use crate::command::{
     CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
-    CommandStarted, CommandStatusRequest, ProgressRequest, RunProgress,
+    CommandStarted, CommandStatusRequest, OutputRequest, ProgressRequest, RunProgress, Stopped,
 };
 use crate::error::DaemonError;
 use crate::exec::{ExecRequest, ExecResult, SudoExecRequest};
@@ -41,13 +41,16 @@ use crate::transfer::{
 pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The daemon's methods beyond `hello`, `status`, `shutdown` and `capabilities` that are no
-/// agent's tool: the shim's progress and introduction, and the CLI's policy and overview.
+/// agent's tool: the shim's progress and introduction, and the CLI's policy, overview,
+/// output and stop.
 pub const INTERNAL_METHODS: &[&str] = &[
     "progress",
     "introduce",
     "policy",
     "reload_policy",
     "overview",
+    "output",
+    "stop_by_id",
 ];
 
 /// What this daemon serves beyond `hello`, `status`, `shutdown` and `capabilities`: every tool
@@ -142,6 +145,10 @@ pub trait Daemon {
     /// Every session with its running commands, transfers under way and forwards.
     async fn overview() -> Overview;
     async fn host_info(req: HostInfoRequest) -> Result<HostInfo, DaemonError>;
+    /// The person's read of a command handle's output (`sshmcp output`), needing no key.
+    async fn output(req: OutputRequest) -> Result<CommandReport, DaemonError>;
+    /// The person's stop of a command, transfer or forward (`sshmcp kill`), needing no key.
+    async fn stop_by_id(id: String) -> Result<Stopped, DaemonError>;
 }
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
@@ -773,6 +780,19 @@ mod tests {
                 total_bytes: Some(1 << 40),
                 free_bytes: None,
             }],
+        }));
+        roundtrip(OutputRequest {
+            id: "cmd-1".into(),
+            wait_seconds: Some(1.0),
+            stdout_offset: Some(3),
+            stderr_offset: None,
+            max_bytes: Some(4096),
+        });
+        roundtrip(Ok::<_, DaemonError>(Stopped {
+            id: "fwd-1".into(),
+            kind: "forward".into(),
+            session_id: "s1".into(),
+            outcome: "closed".into(),
         }));
     }
 

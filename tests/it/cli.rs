@@ -561,3 +561,87 @@ async fn the_cli_refuses_a_runtime_directory_another_user_made() {
     );
     mcp.close().await;
 }
+
+/// `sshmcp output` prints a command handle's streams apart, found by a prefix of its id, and
+/// with `-f` follows it to its end and exits with its status; `sshmcp kill` stops a command
+/// or a forward of an agent's session, with no key, as the agent's own stop would, and the
+/// trail says the person did it.
+#[tokio::test]
+async fn output_and_kill_reach_an_agents_work_without_its_key() {
+    let (env, mcp, s) = connected().await;
+    let started = crate::on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": "echo out1; echo err1 >&2; sleep 1; echo out2; exit 3"}),
+    )
+    .await;
+    let handle = started["handle_id"].as_str().unwrap().to_string();
+    let out = env.cli(&["output", "-f", &handle[..10]]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(stdout(&out), "out1\nout2\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("err1\n") && err.contains(&format!("sshmcp: {handle} completed, exit 3")),
+        "{err}"
+    );
+    // Once it ended, the whole of it, without following.
+    let out = env.cli(&["output", &handle]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out), "out1\nout2\n");
+
+    let sleep = format!("sleep {}", sshmcp_tests::process::unique_sleep(120));
+    let running = crate::on_session(&mcp, &s, "command_start", json!({"command": sleep})).await;
+    let running = running["handle_id"].as_str().unwrap().to_string();
+    let out = env.cli(&["kill", "--yes", &running[..10]]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        format!("command {running} of session {}: killed\n", s.0)
+    );
+    let r = crate::on_session(&mcp, &s, "command_status", json!({"handle_id": running})).await;
+    assert_eq!(r["status"], "killed", "{r}");
+
+    let forward = crate::on_session(
+        &mcp,
+        &s,
+        "forward_start",
+        json!({"kind": "dynamic", "listen_port": 0}),
+    )
+    .await;
+    let forward = forward["forward_id"].as_str().unwrap().to_string();
+    let out = env.cli(&["output", &forward]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only a command has output"),
+        "{out:?}"
+    );
+    let out = env.cli(&["kill", "-y", &forward]);
+    assert!(stdout(&out).ends_with(": closed\n"), "{out:?}");
+    let r = crate::on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(r["forwards"], json!([]), "{r}");
+
+    let out = env.cli(&["kill", "-y", "cmd-nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no command, transfer or forward"),
+        "{out:?}"
+    );
+    let lines = crate::oversight::history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(|l| {
+            l["tool"] == "forward_stop"
+                && l["summary"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("by the person"))
+        })
+    });
+    let kill = lines
+        .iter()
+        .find(|l| l["tool"] == "command_kill")
+        .expect("the person's kill in the trail");
+    assert!(kill.get("client").is_none(), "{kill}");
+    assert_eq!(
+        kill["summary"],
+        format!("{running} (by the person: sshmcp kill)")
+    );
+    mcp.close().await;
+}

@@ -220,7 +220,7 @@ impl Registry {
     }
 
     /// Every session, oldest first (by id within one instant), as listings show them.
-    fn oldest_first(&self) -> Vec<Arc<Session>> {
+    pub fn oldest_first(&self) -> Vec<Arc<Session>> {
         let mut sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         sessions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         sessions

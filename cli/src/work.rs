@@ -1,0 +1,130 @@
+//! What the person does to one piece of the agents' work, with no session key: read a
+//! command's output (`sshmcp output`) and stop a command, a transfer or a forward (`sshmcp
+//! kill`). The daemon finds the id, or a unique prefix of one, in any session.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use base64::Engine as _;
+use sshmcp_local::client::{Connection, connect_existing};
+use sshmcp_local::paths::RuntimePaths;
+use sshmcp_proto::command::{CommandState, OutputRequest, StreamChunk};
+use sshmcp_proto::exec::Encoding;
+use sshmcp_proto::service::context_with_timeout;
+
+/// How long one read waits for a followed command's end before printing what came.
+const FOLLOW_WAIT: f64 = 1.0;
+
+/// The running daemon, when it serves `method` (none runs: nothing to read or stop).
+async fn daemon(paths: &RuntimePaths, method: &str) -> anyhow::Result<Connection> {
+    let Some(c) = connect_existing(paths).await? else {
+        bail!(
+            "sshmcpd is not running, so no command, transfer or forward is either\n\
+             hint: `sshmcp history` shows what agents ran"
+        );
+    };
+    if !c.capabilities.iter().any(|m| m == method) {
+        bail!(
+            "the running daemon is older than this CLI\nhint: `sshmcp daemon restart` \
+             (sessions are kept)"
+        );
+    }
+    Ok(c)
+}
+
+pub async fn output(
+    paths: &RuntimePaths,
+    id: String,
+    follow: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let c = daemon(paths, "output").await?;
+    let (mut id, mut offsets) = (id, (0, 0));
+    let err = &mut std::io::stderr().lock();
+    loop {
+        let wait = if follow { Some(FOLLOW_WAIT) } else { None };
+        let req = OutputRequest {
+            id: id.clone(),
+            wait_seconds: wait,
+            stdout_offset: Some(offsets.0),
+            stderr_offset: Some(offsets.1),
+            max_bytes: None,
+        };
+        let deadline = Duration::from_secs(10) + Duration::from_secs_f64(wait.unwrap_or(0.0));
+        let report = match c.client.output(context_with_timeout(deadline), req).await? {
+            Ok(report) => report,
+            Err(e) => bail!(
+                "{}\nhint: `sshmcp watch` shows the running commands' ids",
+                e.message
+            ),
+        };
+        // The whole id from now on: a prefix could come to begin another's.
+        id = report.handle_id.clone();
+        out.write_all(&bytes(&report.stdout)?)?;
+        err.write_all(&bytes(&report.stderr)?)?;
+        out.flush()?;
+        offsets = (report.stdout.next_offset, report.stderr.next_offset);
+        let drained = [&report.stdout, &report.stderr]
+            .iter()
+            .all(|s| s.next_offset >= s.total_bytes);
+        if !drained {
+            continue;
+        }
+        if report.status != CommandState::Running {
+            if !follow {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let how = match (report.status, report.exit_code) {
+                (CommandState::Completed, Some(code)) => format!("completed, exit {code}"),
+                (state, _) => state.as_str().to_string(),
+            };
+            writeln!(err, "sshmcp: {id} {how}")?;
+            return Ok(match (report.status, report.exit_code) {
+                (CommandState::Completed, Some(code)) => ExitCode::from(code.clamp(0, 255) as u8),
+                _ => ExitCode::FAILURE,
+            });
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// A chunk's bytes, whatever carried them.
+fn bytes(chunk: &StreamChunk) -> anyhow::Result<Vec<u8>> {
+    Ok(match chunk.encoding {
+        Encoding::Utf8 => chunk.data.clone().into_bytes(),
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD.decode(&chunk.data)?,
+    })
+}
+
+pub async fn kill(
+    paths: &RuntimePaths,
+    id: String,
+    yes: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let c = daemon(paths, "stop_by_id").await?;
+    if !yes && crate::commands::ask(&format!("stop {id}, which an agent started?"))? == Some(false)
+    {
+        writeln!(out, "nothing stopped")?;
+        return Ok(ExitCode::FAILURE);
+    }
+    let ctx = context_with_timeout(Duration::from_secs(60));
+    match c.client.stop_by_id(ctx, id).await? {
+        Ok(stopped) => {
+            writeln!(
+                out,
+                "{} {} of session {}: {}",
+                stopped.kind, stopped.id, stopped.session_id, stopped.outcome
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => bail!(
+            "{}\nhint: `sshmcp watch` shows what runs, with its ids",
+            e.message
+        ),
+    }
+}

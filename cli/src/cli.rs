@@ -121,9 +121,14 @@ pub enum Command {
     ///
     /// It looks at ssh and rsync, the runtime and state directories and their modes, the
     /// socket, the daemon's default local root and ssh config (as the running daemon uses
-    /// them, else as the environment sets them), and whether the daemon answers. A daemon
-    /// that is not running is no problem: clients start it.
-    Doctor,
+    /// them, else as a daemon started now would take them from the environment and the
+    /// config file), and whether the daemon answers. A daemon that is not running is no
+    /// problem: clients start it.
+    Doctor {
+        /// Print JSON: one object per check (`check`, `ok`, `said` or `problem` and `fix`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect, start, stop or restart the daemon, or read its log.
     Daemon {
         #[command(subcommand)]

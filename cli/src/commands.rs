@@ -44,7 +44,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Disconnect {
             session_id, yes, ..
         } => return disconnect(&paths, session_id, yes, out).await,
-        Command::Doctor => return crate::doctor::run(&paths, out).await,
+        Command::Doctor { json } => return crate::doctor::run(&paths, json, out).await,
         Command::Watch { once, json } => return crate::watch::run(&paths, once, json, out).await,
         Command::Output { id, follow } => {
             return crate::work::output(&paths, id, follow, out).await;
@@ -76,7 +76,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Sessions { .. }
         | Command::Disconnect { .. }
-        | Command::Doctor
+        | Command::Doctor { .. }
         | Command::Watch { .. }
         | Command::Output { .. }
         | Command::Kill { .. }

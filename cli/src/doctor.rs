@@ -25,7 +25,11 @@ fn problem(what: impl Into<String>, fix: impl Into<String>) -> Finding {
     }
 }
 
-pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    paths: &RuntimePaths,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
     let state_dir = paths::state_dir_from_env();
     let answered = connect_existing(paths).await;
     // The settings that count are the running daemon's; without one, the environment's.
@@ -108,12 +112,30 @@ pub async fn run(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         ("daemon", daemon(answered)),
         ("policy", policy_finding(policy.as_ref())),
     ];
-    let mut problems = 0;
+    let problems = checks
+        .iter()
+        .filter(|(_, finding)| matches!(finding, Finding::Problem { .. }))
+        .count();
+    if json {
+        let rows: Vec<serde_json::Value> = checks
+            .iter()
+            .map(|(name, finding)| match finding {
+                Finding::Ok(said) => serde_json::json!({"check": name, "ok": true, "said": said}),
+                Finding::Problem { what, fix } => serde_json::json!({
+                    "check": name, "ok": false, "problem": what, "fix": fix
+                }),
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(match problems {
+            0 => ExitCode::SUCCESS,
+            _ => ExitCode::from(EXIT_PROBLEM),
+        });
+    }
     for (name, finding) in checks {
         match finding {
             Finding::Ok(said) => writeln!(out, "ok    {name:<12}{said}")?,
             Finding::Problem { what, fix } => {
-                problems += 1;
                 // A cause of several lines (a TOML error) stays in the column it began in.
                 let mut lines = what.lines();
                 writeln!(out, "FAIL  {name:<12}{}", lines.next().unwrap_or_default())?;

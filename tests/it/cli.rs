@@ -284,6 +284,24 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
     let env = TestEnv::new();
     let out = env.cli(&["doctor"]);
     assert!(out.status.success(), "{}", stdout(&out));
+    // The same checks as JSON, for scripts.
+    let json_out = env.cli(&["doctor", "--json"]);
+    assert!(json_out.status.success(), "{json_out:?}");
+    let checks: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    let names: Vec<&str> = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"rsync") && names.contains(&"config"),
+        "{checks}"
+    );
+    assert!(
+        checks.as_array().unwrap().iter().all(|c| c["ok"] == true),
+        "{checks}"
+    );
     assert!(
         stdout(&out).contains("ok    rsync       rsync  version"),
         "{}",
@@ -339,6 +357,29 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
         "{said}"
     );
     assert!(said.contains("3 problem(s) found"), "{said}");
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["doctor", "--json"])
+        .env_clear()
+        .envs(env.env_vars())
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rsync = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "rsync")
+        .unwrap();
+    assert_eq!(rsync["ok"], false, "{rsync}");
+    assert!(
+        rsync["fix"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install rsync"),
+        "{rsync}"
+    );
 }
 
 /// With no daemon running, `doctor` shows the settings a daemon started now would take,

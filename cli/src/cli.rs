@@ -111,7 +111,7 @@ pub enum Command {
     /// partial file; a forward's port is free once this answers. The agent then reads the
     /// same state as after its own stop.
     Kill {
-        /// The id (`cmd-…`, `tr-…`, `fwd-…`), or a unique prefix of it.
+        /// The id (`cmd-…`, `tr-…`, `fw-…`), or a unique prefix of it.
         id: String,
         /// Do not ask.
         #[arg(long, short = 'y')]
@@ -141,7 +141,8 @@ pub enum Command {
         /// Without one, the clients and what each gets.
         client: Option<McpClient>,
         /// The directory the agent's downloads, uploads and command output live in; default
-        /// the daemon's own default local root (`sshmcp daemon status` shows it).
+        /// the one a daemon started now would take (its config file's, the environment's,
+        /// else its own default).
         #[arg(long)]
         local_root: Option<std::path::PathBuf>,
     },

@@ -207,6 +207,10 @@ async fn disconnect(
 /// The one id of `ids` that `given` names: the id itself, or the only one it begins (as git
 /// and docker take a unique prefix).
 pub fn unique_id(given: &str, ids: &[String], what: &str) -> Result<String, String> {
+    // Every id begins with nothing: an empty one (an unset variable) names none.
+    if given.is_empty() {
+        return Err(format!("an empty {what} id names no {what}"));
+    }
     if ids.iter().any(|id| id == given) {
         return Ok(given.to_string());
     }
@@ -635,5 +639,9 @@ mod tests {
             "{e}"
         );
         assert_eq!(unique_id("x", &ids, "session").unwrap_err(), "no session x");
+        assert!(
+            unique_id("", &ids[..1], "session").is_err(),
+            "an unset variable"
+        );
     }
 }

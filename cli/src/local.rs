@@ -54,9 +54,13 @@ fn mcp_config(
     let shim = shim_path()?;
     let root = match local_root {
         Some(root) => std::path::absolute(root)?,
-        // The daemon's own default, so that one root holds the agent's files whichever way
-        // it was set up.
-        None => sshmcp_local::paths::default_local_root()
+        // The root a daemon started now takes (its config file's, the environment's, else
+        // its default), so that one root holds the agent's files whichever way sshmcp was
+        // set up.
+        None => crate::doctor::check_config()
+            .ok()
+            .and_then(|would| would.local_root)
+            .or_else(sshmcp_local::paths::default_local_root)
             .ok_or_else(|| anyhow::anyhow!("HOME is not set; hint: pass --local-root"))?,
     };
     // The daemon would refuse it on every call that needs the root.

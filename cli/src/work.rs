@@ -43,8 +43,10 @@ pub async fn output(
     let c = daemon(paths, "output").await?;
     let (mut id, mut offsets) = (id, (0, 0));
     let err = &mut std::io::stderr().lock();
+    // Waiting only once caught up: a backlog is read page after page at once.
+    let mut caught_up = false;
     loop {
-        let wait = if follow { Some(FOLLOW_WAIT) } else { None };
+        let wait = (follow && caught_up).then_some(FOLLOW_WAIT);
         let req = OutputRequest {
             id: id.clone(),
             wait_seconds: wait,
@@ -55,6 +57,11 @@ pub async fn output(
         let deadline = Duration::from_secs(10) + Duration::from_secs_f64(wait.unwrap_or(0.0));
         let report = match c.client.output(context_with_timeout(deadline), req).await? {
             Ok(report) => report,
+            Err(e) if offsets != (0, 0) => bail!(
+                "{id} is gone ({}): its session ended or newer commands pushed it out; the \
+                 output above is what there was",
+                e.message
+            ),
             Err(e) => bail!(
                 "{}\nhint: `sshmcp watch` shows the running commands' ids",
                 e.message
@@ -65,14 +72,23 @@ pub async fn output(
         out.write_all(&bytes(&report.stdout)?)?;
         err.write_all(&bytes(&report.stderr)?)?;
         out.flush()?;
+        let before = offsets;
         offsets = (report.stdout.next_offset, report.stderr.next_offset);
         let drained = [&report.stdout, &report.stderr]
             .iter()
             .all(|s| s.next_offset >= s.total_bytes);
+        caught_up = drained;
         if !drained {
+            // A page that moved nothing would be read again forever.
+            anyhow::ensure!(
+                offsets != before,
+                "{id}'s output files are shorter than its byte counts; nothing more can be read"
+            );
             continue;
         }
-        if report.status != CommandState::Running {
+        // Ended once its end is recorded: a killed command may still be writing its last
+        // bytes when its status already says so.
+        if report.ended_at.is_some() {
             if !follow {
                 return Ok(ExitCode::SUCCESS);
             }
@@ -120,7 +136,18 @@ pub async fn kill(
                 "{} {} of session {}: {}",
                 stopped.kind, stopped.id, stopped.session_id, stopped.outcome
             )?;
-            Ok(ExitCode::SUCCESS)
+            // What still runs, or may, is no success to a script.
+            let stopped_for_sure = [
+                "killed",
+                "already_exited",
+                "not_running",
+                "cancelled",
+                "closed",
+            ];
+            Ok(match stopped_for_sure.contains(&stopped.outcome.as_str()) {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::FAILURE,
+            })
         }
         Err(e) => bail!(
             "{}\nhint: `sshmcp watch` shows what runs, with its ids",

@@ -39,10 +39,12 @@ fn main() -> ExitCode {
         return match check_config(&flags) {
             // What it would use, for `sshmcp doctor` when no daemon runs to say.
             Ok(settings) => {
+                let shown = |path: &std::path::Path| path.to_string_lossy().into_owned();
                 let would = serde_json::json!({
-                    "local_root": settings.local_root,
-                    "ssh_config": settings.ssh_config,
-                    "config_file": settings.config_file,
+                    "local_root": shown(&settings.local_root),
+                    "ssh_config": settings.ssh_config.as_deref().map(shown),
+                    // The file it would read: none when the default one is not there.
+                    "config_file": settings.config_file.as_deref().filter(|f| f.exists()).map(shown),
                 });
                 println!("{would}");
                 ExitCode::SUCCESS

@@ -614,6 +614,20 @@ impl Daemon for DaemonService {
         );
         let outcome = match kind {
             Kind::Command => {
+                // An ended command stays as it ended: a kill would relabel it `killed`.
+                if session.commands.find(&id)?.ended().is_some() {
+                    let listed = session.commands.list().commands;
+                    let ended = listed.iter().find(|c| c.handle_id == id);
+                    let how = ended.map_or("ended".to_string(), |c| match c.exit_code {
+                        Some(code) => format!("{}, exit {code}", c.status.as_str()),
+                        None => c.status.as_str().to_string(),
+                    });
+                    let refused = DaemonError::invalid_arguments(format!(
+                        "{id} already ended ({how}): nothing to stop"
+                    ));
+                    line.finish(CallEnd::failed(&refused));
+                    return Err(refused);
+                }
                 let kill = CommandKillRequest {
                     auth,
                     handle_id: id.clone(),

@@ -45,7 +45,8 @@ async fn disconnect_by_id_and_clear_errors() {
 }
 
 /// An id is taken whole or by any unique prefix; with no daemon running, an id its record
-/// does not hold (a typo) starts no daemon just to say so.
+/// does not hold (a typo) starts no daemon just to say so; an empty id (an unset variable)
+/// names nothing.
 #[tokio::test]
 async fn disconnect_takes_a_unique_prefix_and_a_typo_starts_no_daemon() {
     let env = TestEnv::new();
@@ -59,6 +60,12 @@ async fn disconnect_takes_a_unique_prefix_and_a_typo_starts_no_daemon() {
     assert!(env.daemon_pid().is_none(), "a typo started a daemon");
     let mcp = env.mcp().await;
     let s = crate::connect(&mcp).await;
+    let out = env.cli(&["disconnect", ""]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("an empty session id names no session"),
+        "{out:?}"
+    );
     let out = env.cli(&["disconnect", &s.0[..4]]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(stdout(&out), format!("session {} closed\n", s.0));
@@ -626,10 +633,47 @@ async fn output_and_kill_reach_an_agents_work_without_its_key() {
         err.starts_with("err1\n") && err.contains(&format!("sshmcp: {handle} completed, exit 3")),
         "{err}"
     );
-    // Once it ended, the whole of it, without following.
+    // Once it ended, the whole of it, without following; and it stays as it ended.
     let out = env.cli(&["output", &handle]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(stdout(&out), "out1\nout2\n");
+    let out = env.cli(&["kill", "-y", &handle]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already ended (completed, exit 3)"),
+        "{out:?}"
+    );
+    let r = crate::on_session(&mcp, &s, "command_status", json!({"handle_id": handle})).await;
+    assert_eq!(
+        (&r["status"], &r["exit_code"]),
+        (&json!("completed"), &json!(3)),
+        "{r}"
+    );
+    // Many pages of output, every byte once and in order.
+    let long =
+        crate::on_session(&mcp, &s, "command_start", json!({"command": "seq 1 40000"})).await;
+    let long = long["handle_id"].as_str().unwrap().to_string();
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": long, "wait_seconds": 30}),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let expected: String = (1..=40000).map(|n| format!("{n}\n")).collect();
+    for args in [
+        &["output", long.as_str()][..],
+        &["output", "-f", long.as_str()],
+    ] {
+        let out = env.cli(args);
+        assert!(out.status.success(), "{args:?}: {:?}", out.status);
+        assert!(
+            stdout(&out) == expected,
+            "{args:?}: {} bytes",
+            out.stdout.len()
+        );
+    }
 
     let sleep = format!("sleep {}", sshmcp_tests::process::unique_sleep(120));
     let running = crate::on_session(&mcp, &s, "command_start", json!({"command": sleep})).await;

@@ -498,6 +498,7 @@ async fn running_commands(paths: &RuntimePaths) -> Vec<String> {
             .sessions
             .iter()
             .flat_map(|view| &view.commands)
+            .filter(|command| command.status == sshmcp_proto::command::CommandState::Running)
             .map(|command| format!("{} ({})", command.handle_id, command.preview))
             .collect(),
         Err(_) => Vec::new(),

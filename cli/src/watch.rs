@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use sshmcp_local::client::connect_existing;
 use sshmcp_local::paths::RuntimePaths;
+use sshmcp_proto::command::CommandState;
 use sshmcp_proto::overview::{Overview, SessionView};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::time::parse_rfc3339;
@@ -38,7 +39,7 @@ pub async fn run(
             false => write!(
                 out,
                 "{}",
-                frame(&overview, SystemTime::now(), width(), View::Once)
+                frame(&overview, SystemTime::now(), Look::here(View::Once))
             )?,
         }
         return Ok(ExitCode::SUCCESS);
@@ -90,7 +91,7 @@ async fn refresh(
         let text = match (snapshot(paths).await, json) {
             (Ok(Some(o)), true) => serde_json::to_string(&o)? + "\n",
             (Ok(None) | Err(_), true) => continue,
-            (Ok(Some(o)), false) => frame(&o, SystemTime::now(), width(), View::Live),
+            (Ok(Some(o)), false) => frame(&o, SystemTime::now(), Look::here(View::Live)),
             (Ok(None), false) => "sshmcpd is not running (looking again every second)\n".into(),
             (Err(e), false) => format!("{e:#}\n(looking again every second)\n"),
         };
@@ -135,11 +136,42 @@ pub enum View {
     Once,
 }
 
-/// One screen: a header, then each session with its commands, transfers and forwards
-/// indented under it, every line cut to `width` when there is one.
-pub fn frame(o: &Overview, now: SystemTime, width: Option<usize>, view: View) -> String {
+/// How a frame is drawn: its width (none: lines whole), the view, and whether states are
+/// coloured (a terminal that `NO_COLOR` does not turn off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    pub width: Option<usize>,
+    pub view: View,
+    pub colour: bool,
+}
+
+impl Look {
+    /// The look on this process's stdout.
+    fn here(view: View) -> Self {
+        use std::io::IsTerminal;
+        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Look {
+            width: width(),
+            view,
+            colour: std::io::stdout().is_terminal() && !no_colour,
+        }
+    }
+}
+
+/// A line's colour: a state that wants the person's eye.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tint {
+    Good,
+    Bad,
+}
+
+/// One screen: a header, then each session with its commands (running, or ended in the last
+/// minute), transfers and forwards indented under it, every line cut to the width when there
+/// is one, and the lines of a lost session or a command that failed red, of one that
+/// succeeded green, when colour is on.
+pub fn frame(o: &Overview, now: SystemTime, look: Look) -> String {
     let since = |at: &str| parse_rfc3339(at).map_or("?".to_string(), |t| age(now, t));
-    let mut lines = vec![format!(
+    let lines = vec![format!(
         "sshmcpd pid {} · {} session{} · audit {} · {} UTC{}",
         o.pid,
         o.sessions.len(),
@@ -149,54 +181,80 @@ pub fn frame(o: &Overview, now: SystemTime, width: Option<usize>, view: View) ->
             None => "off".into(),
         },
         o.taken_at.get(11..19).unwrap_or("?"),
-        match view {
+        match look.view {
             View::Live => " · Ctrl-C to quit",
             View::Once => "",
         },
     )];
+    let mut lines: Vec<(String, Option<Tint>)> = lines.into_iter().map(|l| (l, None)).collect();
     if o.sessions.is_empty() {
-        lines.push("no sessions".into());
+        lines.push(("no sessions".into(), None));
     }
     for view in &o.sessions {
-        lines.push(String::new());
+        lines.push((String::new(), None));
         lines.extend(session_lines(view, &since));
     }
     lines
         .iter()
-        .map(|l| {
+        .map(|(l, tint)| {
             let l = printable(l);
-            width.map_or(l.clone(), |width| fit(&l, width)) + "\n"
+            let l = look.width.map_or(l.clone(), |width| fit(&l, width));
+            match (look.colour, tint) {
+                (true, Some(Tint::Good)) => format!("\x1b[32m{l}\x1b[0m\n"),
+                (true, Some(Tint::Bad)) => format!("\x1b[31m{l}\x1b[0m\n"),
+                _ => l + "\n",
+            }
         })
         .collect::<String>()
 }
 
-fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<String> {
+fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<(String, Option<Tint>)> {
     let s = &v.session;
-    let mut lines = vec![format!(
-        "{}  {}  {}  {}:{}  user {}  up {}  last use {} ago",
-        s.session_id,
-        s.state.as_str(),
-        s.target,
-        s.server_host,
-        s.server_port,
-        if s.remote_user.is_empty() {
-            "-"
-        } else {
-            &s.remote_user
-        },
-        since(&s.created_at),
-        since(&s.last_used_at),
+    let lost = (s.state == sshmcp_proto::session::SessionState::Lost).then_some(Tint::Bad);
+    let mut lines = vec![(
+        format!(
+            "{}  {}  {}  {}:{}  user {}  up {}  last use {} ago",
+            s.session_id,
+            s.state.as_str(),
+            s.target,
+            s.server_host,
+            s.server_port,
+            if s.remote_user.is_empty() {
+                "-"
+            } else {
+                &s.remote_user
+            },
+            since(&s.created_at),
+            since(&s.last_used_at),
+        ),
+        lost,
     )];
     if !v.policy.is_empty() {
-        lines.push(format!("  policy    {}", v.policy.join("; ")));
+        lines.push((format!("  policy    {}", v.policy.join("; ")), None));
     }
     for c in &v.commands {
-        lines.push(format!(
-            "  command   {}  {:>5}  {}",
+        let Some(ended) = &c.ended_at else {
+            let line = format!(
+                "  command   {}  {:>5}  {}",
+                c.handle_id,
+                since(&c.started_at),
+                c.preview
+            );
+            lines.push((line, None));
+            continue;
+        };
+        let (how, tint) = match (c.status, c.exit_code) {
+            (CommandState::Completed, Some(0)) => ("completed, exit 0".to_string(), Tint::Good),
+            (CommandState::Completed, Some(code)) => (format!("completed, exit {code}"), Tint::Bad),
+            (state, _) => (state.as_str().to_string(), Tint::Bad),
+        };
+        let line = format!(
+            "  ended     {}  {:>5} ago  {how}  {}",
             c.handle_id,
-            since(&c.started_at),
+            since(ended),
             c.preview
-        ));
+        );
+        lines.push((line, Some(tint)));
     }
     for t in &v.transfers {
         let percent = match t.total_bytes {
@@ -207,14 +265,17 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<String>
             TransferDirection::Download => ("download", &t.remote_path, &t.local_path),
             TransferDirection::Upload => ("upload", &t.local_path, &t.remote_path),
         };
-        lines.push(format!(
-            "  transfer  {}  {verb} {}  {percent:.0}% of {}  {}/s{}  {from} → {to}",
-            t.operation_id,
-            t.state.as_str(),
-            bytes(t.total_bytes),
-            bytes(t.rate as u64),
-            t.eta
-                .map_or(String::new(), |eta| format!("  eta {}", span(eta))),
+        lines.push((
+            format!(
+                "  transfer  {}  {verb} {}  {percent:.0}% of {}  {}/s{}  {from} → {to}",
+                t.operation_id,
+                t.state.as_str(),
+                bytes(t.total_bytes),
+                bytes(t.rate as u64),
+                t.eta
+                    .map_or(String::new(), |eta| format!("  eta {}", span(eta))),
+            ),
+            None,
         ));
     }
     for f in &v.forwards {
@@ -222,12 +283,15 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<String>
             (Some(host), Some(port)) => format!(" → {host}:{port}"),
             _ => String::new(),
         };
-        lines.push(format!(
-            "  forward   {}  {} {}:{}{target}",
-            f.forward_id,
-            f.kind.as_str(),
-            f.listen_host,
-            f.listen_port
+        lines.push((
+            format!(
+                "  forward   {}  {} {}:{}{target}",
+                f.forward_id,
+                f.kind.as_str(),
+                f.listen_host,
+                f.listen_port
+            ),
+            None,
         ));
     }
     lines
@@ -262,7 +326,7 @@ fn span(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sshmcp_proto::command::{CommandState, CommandSummary};
+    use sshmcp_proto::command::CommandSummary;
     use sshmcp_proto::exec::Encoding;
     use sshmcp_proto::forward::{ForwardInfo, ForwardKind};
     use sshmcp_proto::overview::AuditCounts;
@@ -335,7 +399,7 @@ mod tests {
     #[test]
     fn a_frame_shows_each_session_with_its_work_and_fits_the_width() {
         let now = parse_rfc3339("2026-12-01T10:00:30.000Z").unwrap();
-        let text = frame(&overview(), now, Some(200), View::Live);
+        let text = frame(&overview(), now, look(Some(200), View::Live, false));
         assert_eq!(
             text,
             "sshmcpd pid 4242 · 1 session · audit 12 lines, 0 lost · 10:00:30 UTC · Ctrl-C to quit\n\
@@ -346,11 +410,11 @@ mod tests {
              \x20 transfer  tr-1  download running  50% of 1.0 GiB  200.0 MiB/s  eta 3s  /var/db.dump → db.dump\n\
              \x20 forward   fwd-1  local 127.0.0.1:5432 → db:5432\n"
         );
-        for line in frame(&overview(), now, Some(40), View::Live).lines() {
+        for line in frame(&overview(), now, look(Some(40), View::Live, false)).lines() {
             assert!(line.chars().count() <= 40, "{line}");
         }
         // One snapshot says nothing of keys, and with no width (a pipe) cuts nothing.
-        let once = frame(&overview(), now, None, View::Once);
+        let once = frame(&overview(), now, look(None, View::Once, false));
         assert!(
             once.starts_with(
                 "sshmcpd pid 4242 · 1 session · audit 12 lines, 0 lost · 10:00:30 UTC\n"
@@ -362,8 +426,56 @@ mod tests {
             audit: None,
             ..overview()
         };
-        let empty = frame(&empty, now, Some(200), View::Live);
+        let empty = frame(&empty, now, look(Some(200), View::Live, false));
         assert!(empty.contains("audit off") && empty.ends_with("no sessions\n"));
+    }
+
+    fn look(width: Option<usize>, view: View, colour: bool) -> Look {
+        Look {
+            width,
+            view,
+            colour,
+        }
+    }
+
+    /// A command that ended in the last minute shows how it ended; colour, when on, marks a
+    /// failure red and a success green, and a lost session red; off, no escape is written.
+    #[test]
+    fn ended_commands_show_how_and_colour_only_when_on() {
+        let now = parse_rfc3339("2026-12-01T10:00:30.000Z").unwrap();
+        let mut o = overview();
+        let ended = |id: &str, status, exit_code| CommandSummary {
+            handle_id: id.into(),
+            preview: "make test".into(),
+            status,
+            exit_code,
+            started_at: "2026-12-01T10:00:10.000Z".into(),
+            ended_at: Some("2026-12-01T10:00:25.000Z".into()),
+        };
+        o.sessions[0]
+            .commands
+            .push(ended("cmd-2", CommandState::Completed, Some(2)));
+        o.sessions[0]
+            .commands
+            .push(ended("cmd-3", CommandState::Completed, Some(0)));
+        let plain = frame(&o, now, look(Some(200), View::Live, false));
+        assert!(
+            plain.contains("  ended     cmd-2     5s ago  completed, exit 2  make test\n"),
+            "{plain}"
+        );
+        assert!(!plain.contains('\x1b'), "{plain:?}");
+        let coloured = frame(&o, now, look(Some(200), View::Live, true));
+        assert!(
+            coloured.contains("\x1b[31m  ended     cmd-2"),
+            "{coloured:?}"
+        );
+        assert!(
+            coloured.contains("\x1b[32m  ended     cmd-3"),
+            "{coloured:?}"
+        );
+        o.sessions[0].session.state = SessionState::Lost;
+        let lost = frame(&o, now, look(Some(200), View::Live, true));
+        assert!(lost.contains("\x1b[31ms1  lost"), "{lost:?}");
     }
 
     #[test]

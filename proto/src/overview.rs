@@ -1,4 +1,4 @@
-//! What `sshmcp watch` shows: every session with its running commands, its transfers under
+//! What `sshmcp watch` shows: every session with its running (and just ended) commands, its transfers under
 //! way and its forwards, from state the daemon already holds (nothing reaches a host).
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +23,8 @@ pub struct Overview {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionView {
     pub session: SessionSummary,
-    /// Its command handles still running, newest first.
+    /// Its command handles still running, and those that ended in the last minute (their
+    /// status and exit code say how), newest first.
     pub commands: Vec<CommandSummary>,
     /// Its transfers not yet ended (queued, running, verifying), newest first.
     pub transfers: Vec<TransferReport>,

@@ -740,12 +740,29 @@ async fn watch_once_shows_running_commands_and_forwards_and_the_live_view_quits_
     assert_eq!(view["forwards"][0]["forward_id"], forward["forward_id"]);
     assert_eq!(snapshot["pid"], env.daemon_pid().unwrap());
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&s.1));
+    // A command that ended a moment ago shows how it ended; piped, nothing is coloured.
+    let quick = crate::on_session(&mcp, &s, "command_start", json!({"command": "exit 4"})).await;
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": quick["handle_id"], "wait_seconds": 30}),
+    )
+    .await;
+    assert_eq!(r["exit_code"], 4, "{r}");
     let out = env.cli(&["watch", "--once"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(started["handle_id"].as_str().unwrap()) && text.contains(&marker),
         "{text}"
     );
+    let quick = quick["handle_id"].as_str().unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(quick) && l.contains("ended") && l.contains("completed, exit 4")),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text:?}");
 
     // The live view on a terminal (a pty from `script`): it draws on the alternate screen, and
     // Ctrl-C restores the terminal and exits 0.

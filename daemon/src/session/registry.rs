@@ -204,7 +204,7 @@ impl Registry {
                     .list()
                     .commands
                     .into_iter()
-                    .filter(|c| c.status == CommandState::Running)
+                    .filter(|c| c.status == CommandState::Running || ended_lately(c))
                     .collect(),
                 transfers: s
                     .transfers
@@ -822,4 +822,15 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
 pub fn connection_lost(session: &Session) -> DaemonError {
     session.mark_lost();
     lost_error()
+}
+/// How long an ended command stays in the overview, with how it ended.
+const ENDED_SHOWN: Duration = Duration::from_secs(60);
+
+/// Whether `c` ended within [`ENDED_SHOWN`].
+fn ended_lately(c: &sshmcp_proto::command::CommandSummary) -> bool {
+    let ended = c
+        .ended_at
+        .as_deref()
+        .and_then(sshmcp_proto::time::parse_rfc3339);
+    ended.is_some_and(|at| at.elapsed().is_ok_and(|ago| ago <= ENDED_SHOWN))
 }

@@ -155,6 +155,11 @@ pub enum Command {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+    /// The config file: where it is, what it says, whether a daemon would take it.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Print a completion script for a shell (e.g. `sshmcp completions bash >
     /// ~/.local/share/bash-completion/completions/sshmcp`).
     Completions {
@@ -169,6 +174,18 @@ pub enum McpClient {
     ClaudeCode,
     ClaudeDesktop,
     Cursor,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the config file's path (`SSHMCP_CONFIG`, else the default), said to be missing
+    /// on stderr when it is.
+    Path,
+    /// Print the config file.
+    Show,
+    /// Check that a daemon started now would take the file and its settings (exit 1 and the
+    /// reason when not).
+    Check,
 }
 
 #[derive(Debug, Subcommand)]

@@ -91,7 +91,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             DaemonCommand::Reload => reload(conn, out).await,
             DaemonCommand::Restart => unreachable!("handled above"),
         },
-        Command::McpConfig { .. } | Command::Completions { .. } => {
+        Command::McpConfig { .. } | Command::Config { .. } | Command::Completions { .. } => {
             unreachable!("handled by local::run before the daemon is asked")
         }
         Command::Logs { .. } => unreachable!("made `daemon logs` above"),

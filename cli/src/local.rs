@@ -1,4 +1,4 @@
-//! The commands that need no daemon: `mcp-config` and `completions`.
+//! The commands that need no daemon: `mcp-config`, `config` and `completions`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use clap::CommandFactory;
 use serde_json::json;
 
-use crate::cli::{Cli, Command, McpClient};
+use crate::cli::{Cli, Command, ConfigCommand, McpClient};
 
 /// Runs `command` when it is one of these; None for the others.
-pub fn run(command: &Command) -> Option<ExitCode> {
+pub fn run(command: &Command) -> Option<anyhow::Result<ExitCode>> {
     let out = &mut std::io::stdout().lock();
     let done = match command {
         Command::McpConfig {
@@ -18,19 +18,14 @@ pub fn run(command: &Command) -> Option<ExitCode> {
             local_root,
         } => mcp_config(*client, local_root.as_deref(), out),
         Command::McpConfig { client: None, .. } => clients(out),
+        Command::Config { command } => config(command, out),
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut Cli::command(), "sshmcp", out);
             Ok(())
         }
         _ => return None,
     };
-    Some(match done {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sshmcp: {e:#}");
-            ExitCode::FAILURE
-        }
-    })
+    Some(done.map(|()| ExitCode::SUCCESS))
 }
 
 /// The MCP server installed beside this binary.
@@ -94,6 +89,42 @@ fn mcp_config(
                 }
             );
         }
+    }
+    Ok(())
+}
+
+/// `sshmcp config path|show|check`.
+fn config(command: &ConfigCommand, out: &mut impl Write) -> anyhow::Result<()> {
+    let file = sshmcp_local::paths::config_file()
+        .ok_or_else(|| anyhow::anyhow!("HOME is not set; hint: set SSHMCP_CONFIG"))?;
+    match command {
+        ConfigCommand::Path => {
+            writeln!(out, "{}", file.display())?;
+            if !file.exists() {
+                eprintln!("(it does not exist: a daemon takes the defaults)");
+            }
+        }
+        ConfigCommand::Show => match std::fs::read_to_string(&file) {
+            Ok(text) => write!(out, "{text}")?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!(
+                    "no config file at {}: a daemon takes the defaults",
+                    file.display()
+                );
+            }
+            Err(e) => anyhow::bail!("cannot read {}: {e}", file.display()),
+        },
+        ConfigCommand::Check => match crate::doctor::check_config() {
+            Ok(would) => match would.config_file {
+                Some(read) => writeln!(out, "{}: a daemon started now takes it", read.display())?,
+                None => writeln!(
+                    out,
+                    "no config file at {}: a daemon started now takes the defaults",
+                    file.display()
+                )?,
+            },
+            Err(why) => anyhow::bail!("{why}"),
+        },
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // What needs no daemon needs no runtime either.
     if let Some(done) = local::run(&cli.command) {
-        return done;
+        return finish(done);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -32,7 +32,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::run(cli.command)) {
+    finish(runtime.block_on(commands::run(cli.command)))
+}
+
+/// The exit of a command, its error said on stderr.
+fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
+    match done {
         Ok(code) => code,
         // The reader went away (`sshmcp watch | head`): what it wanted was written.
         Err(e)

@@ -171,11 +171,8 @@ impl ConfiguredDirs {
     /// From `SSHMCP_CONFIG`, else the default config file; nothing when absent or unreadable
     /// (the daemon reports a broken file; a client only looks for its socket).
     fn read() -> Self {
-        let path = std::env::var_os("SSHMCP_CONFIG")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(default_config_file);
-        path.and_then(|p| std::fs::read_to_string(p).ok())
+        config_file()
+            .and_then(|p| std::fs::read_to_string(p).ok())
             .map(|text| Self::parse(&text))
             .unwrap_or_default()
     }
@@ -192,6 +189,15 @@ pub fn default_local_root() -> Option<PathBuf> {
 }
 
 /// `$XDG_CONFIG_HOME/sshmcp/config.toml`.
+/// The config file clients and a daemon started from this environment read:
+/// `SSHMCP_CONFIG`, else [`default_config_file`] (which may not exist).
+pub fn config_file() -> Option<PathBuf> {
+    std::env::var_os("SSHMCP_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(default_config_file)
+}
+
 pub fn default_config_file() -> Option<PathBuf> {
     project_dirs().map(|d| d.config_dir().join("config.toml"))
 }

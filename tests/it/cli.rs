@@ -539,6 +539,35 @@ async fn completions_and_mcp_config_need_no_daemon() {
             "{root}: {out:?}"
         );
     }
+    // The config file: where, what, and whether a daemon would take it.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "max-sessions = 3\n").unwrap();
+    let with_config = |args: &[&str]| {
+        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+            .args(args)
+            .env_clear()
+            .envs(env.env_vars())
+            .env("SSHMCP_CONFIG", &config)
+            .output()
+            .unwrap()
+    };
+    let out = with_config(&["config", "path"]);
+    assert_eq!(stdout(&out), format!("{}\n", config.display()));
+    assert_eq!(
+        stdout(&with_config(&["config", "show"])),
+        "max-sessions = 3\n"
+    );
+    let out = with_config(&["config", "check"]);
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(&config, "max-sessions = \"x\"\n").unwrap();
+    let out = with_config(&["config", "check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TOML parse error") && err.contains("\n  1 | max-sessions = \"x\""),
+        "{err}"
+    );
     assert!(env.daemon_pid().is_none(), "no daemon was started");
 }
 

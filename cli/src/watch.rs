@@ -232,6 +232,19 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<(String
     if !v.policy.is_empty() {
         lines.push((format!("  policy    {}", v.policy.join("; ")), None));
     }
+    for e in &v.execs {
+        let last = match e.last_line.is_empty() {
+            true => String::new(),
+            false => format!("  ‹{}›", e.last_line),
+        };
+        let line = format!(
+            "  {:<9} {:>5}  {}{last}",
+            e.tool,
+            since(&e.started_at),
+            e.preview
+        );
+        lines.push((line, None));
+    }
     for c in &v.commands {
         let Some(ended) = &c.ended_at else {
             let line = format!(
@@ -329,7 +342,7 @@ mod tests {
     use sshmcp_proto::command::CommandSummary;
     use sshmcp_proto::exec::Encoding;
     use sshmcp_proto::forward::{ForwardInfo, ForwardKind};
-    use sshmcp_proto::overview::AuditCounts;
+    use sshmcp_proto::overview::{AuditCounts, ExecView};
     use sshmcp_proto::session::{SessionState, SessionSummary};
     use sshmcp_proto::transfer::{TransferReport, TransferState};
 
@@ -363,6 +376,13 @@ mod tests {
                     exit_code: None,
                     started_at: "2026-12-01T10:00:18.000Z".into(),
                     ended_at: None,
+                }],
+                execs: vec![ExecView {
+                    tool: "sudo_exec".into(),
+                    preview: "apt-get upgrade -y".into(),
+                    started_at: "2026-12-01T10:00:27.000Z".into(),
+                    bytes: 2048,
+                    last_line: "Unpacking libc6".into(),
                 }],
                 transfers: vec![TransferReport {
                     operation_id: "tr-1".into(),
@@ -406,6 +426,7 @@ mod tests {
              \n\
              s1  ready  prod-web  10.0.0.7:22  user deploy  up 1h  last use 4s ago\n\
              \x20 policy    prod-* (by name); 10.0.0.7 (by host key)\n\
+             \x20 sudo_exec    3s  apt-get upgrade -y  ‹Unpacking libc6›\n\
              \x20 command   cmd-1    12s  make -j8 all\n\
              \x20 transfer  tr-1  download running  50% of 1.0 GiB  200.0 MiB/s  eta 3s  /var/db.dump → db.dump\n\
              \x20 forward   fwd-1  local 127.0.0.1:5432 → db:5432\n"

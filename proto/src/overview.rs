@@ -1,4 +1,5 @@
-//! What `sshmcp watch` shows: every session with its running (and just ended) commands, its transfers under
+//! What `sshmcp watch` shows: every session with its `exec` calls under way, its running (and
+//! just ended) commands, its transfers under
 //! way and its forwards, from state the daemon already holds (nothing reaches a host).
 
 use serde::{Deserialize, Serialize};
@@ -26,11 +27,28 @@ pub struct SessionView {
     /// Its command handles still running, and those that ended in the last minute (their
     /// status and exit code say how), newest first.
     pub commands: Vec<CommandSummary>,
+    /// Its `exec` and `sudo_exec` calls under way (not handed off), oldest first.
+    pub execs: Vec<ExecView>,
     /// Its transfers not yet ended (queued, running, verifying), newest first.
     pub transfers: Vec<TransferReport>,
     pub forwards: Vec<ForwardInfo>,
     /// The policy entries that govern it, each as `match (by name)` or `match (by host key)`.
     pub policy: Vec<String>,
+}
+
+/// One `exec` or `sudo_exec` call under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecView {
+    /// `exec` or `sudo_exec`.
+    pub tool: String,
+    /// The command's first line, cut.
+    pub preview: String,
+    /// When the call began, RFC 3339 UTC.
+    pub started_at: String,
+    /// Bytes of output so far, both streams.
+    pub bytes: u64,
+    /// The last line of output so far (cut to 200 bytes).
+    pub last_line: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -751,6 +751,13 @@ mod tests {
                     active_forwards: 0,
                 },
                 commands: vec![],
+                execs: vec![crate::overview::ExecView {
+                    tool: "exec".into(),
+                    preview: "make".into(),
+                    started_at: "t".into(),
+                    bytes: 3,
+                    last_line: "ok".into(),
+                }],
                 transfers: vec![],
                 forwards: vec![],
                 policy: vec!["prod-* (by name)".into()],

@@ -191,6 +191,49 @@ async fn history_says_how_each_call_went_and_reads_times_as_people_write_them() 
     mcp.close().await;
 }
 
+/// An `exec` under way (an agent waiting for it) shows in `watch` with its first line and the
+/// last line of its output so far, and is gone once the call answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_shows_an_exec_under_way_with_its_last_line() {
+    let (env, mcp, s) = crate::connected().await;
+    let marker = format!("step-{}", std::process::id());
+    // The command sleeps until the test kills it: the watcher sees it under way for as long
+    // as it looks.
+    let secs = sshmcp_tests::process::unique_sleep(60);
+    let sleep = format!("sleep {secs}");
+    let agent = env.mcp().await;
+    let waiting = tokio::spawn({
+        let (s, command) = (s.clone(), format!("echo {marker}; {sleep}"));
+        async move {
+            let r = crate::exec(&agent, &s, &command, json!({"timeout": 60})).await;
+            agent.close().await;
+            r
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exec = loop {
+        let out = env.cli(&["watch", "--once", "--json"]);
+        let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let execs = snapshot["sessions"][0]["execs"].clone();
+        if execs[0]["last_line"] == marker.as_str() {
+            break execs[0].clone();
+        }
+        assert!(Instant::now() < deadline, "never shown: {snapshot}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(exec["tool"], "exec", "{exec}");
+    assert_eq!(exec["preview"], format!("echo {marker}; {sleep}"), "{exec}");
+    let text = String::from_utf8_lossy(&env.cli(&["watch", "--once"]).stdout).into_owned();
+    assert!(text.contains(&format!("‹{marker}›")), "{text}");
+    remote_pkill(&mcp, &s, &secs).await;
+    let answered = waiting.await.unwrap();
+    assert_eq!(answered["ok"], true, "{answered}");
+    let out = env.cli(&["watch", "--once", "--json"]);
+    let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(snapshot["sessions"][0]["execs"], json!([]), "{snapshot}");
+    mcp.close().await;
+}
+
 /// The trail's times are RFC 3339 UTC with milliseconds, as `--since` compares them.
 fn is_trail_time(time: &str) -> bool {
     time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T'

@@ -30,11 +30,14 @@ use crate::session::Session;
 use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
 use output::OutputFiles;
 
-/// One session's command handles, and the runs followed by a caller's progress key.
+/// One session's command handles, the runs followed by a caller's progress key, and the
+/// `exec` calls under way (for `sshmcp watch`).
 pub struct Commands {
     /// Newest first.
     history: Mutex<VecDeque<Arc<Handle>>>,
     followed: Mutex<HashMap<String, Arc<Observer>>>,
+    /// By a number of their own, in the order they began.
+    execs: Mutex<std::collections::BTreeMap<u64, ExecUnderWay>>,
     /// Asked when a handle starts or ends: the session record must say so.
     record: Arc<RecordDue>,
 }
@@ -48,6 +51,7 @@ impl Commands {
         Self {
             history: Default::default(),
             followed: Default::default(),
+            execs: Default::default(),
             record,
         }
     }
@@ -170,6 +174,69 @@ impl Commands {
             bytes: seen.total(),
             last_line: seen.last_line(),
         })
+    }
+}
+
+/// An `exec` or `sudo_exec` call under way, as `sshmcp watch` shows it.
+struct ExecUnderWay {
+    tool: &'static str,
+    preview: String,
+    started_at: std::time::SystemTime,
+    observer: Arc<Observer>,
+}
+
+impl Commands {
+    /// Shows `command`, run by `tool` and seen by `observer`, among the calls under way until
+    /// the guard is dropped.
+    pub fn exec_under_way(
+        self: &Arc<Self>,
+        tool: &'static str,
+        command: &str,
+        observer: Arc<Observer>,
+    ) -> ExecShown {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let exec = ExecUnderWay {
+            tool,
+            preview: preview(command),
+            started_at: std::time::SystemTime::now(),
+            observer,
+        };
+        locked(&self.execs).insert(number, exec);
+        ExecShown {
+            commands: self.clone(),
+            number,
+        }
+    }
+
+    /// The `exec` calls under way, oldest first.
+    pub fn execs(&self) -> Vec<sshmcp_proto::overview::ExecView> {
+        locked(&self.execs)
+            .values()
+            .map(|exec| {
+                let seen = exec.observer.seen();
+                sshmcp_proto::overview::ExecView {
+                    tool: exec.tool.to_string(),
+                    preview: exec.preview.clone(),
+                    started_at: sshmcp_proto::time::rfc3339(exec.started_at),
+                    bytes: seen.total(),
+                    last_line: seen.last_line(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// An `exec` call shown under way; dropping it (the call answered, was handed off or cut)
+/// takes it off.
+pub struct ExecShown {
+    commands: Arc<Commands>,
+    number: u64,
+}
+
+impl Drop for ExecShown {
+    fn drop(&mut self) {
+        locked(&self.commands.execs).remove(&self.number);
     }
 }
 

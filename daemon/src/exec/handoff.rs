@@ -17,21 +17,33 @@ use crate::session::Session;
 
 /// Runs `program` for an `exec`-like call. `given_root` is the caller's local root, for the
 /// files of `spool_output` and of a hand-off.
+/// Which call runs a command, and the command as the agent gave it (a sudo_exec's program is
+/// its wrapper), for `sshmcp watch`.
+pub struct Caller<'a> {
+    pub tool: &'static str,
+    pub command: &'a str,
+}
+
 pub async fn run(
     session: &Session,
     settings: &Settings,
+    caller: Caller<'_>,
     mut program: Program,
     handoff: Handoff,
     given_root: Option<String>,
     spool_output: bool,
 ) -> Result<ExecResult, RunError> {
-    let _following = handoff.progress_key.map(|key| {
-        let observer = program
-            .observer
-            .get_or_insert_with(Default::default)
-            .clone();
-        session.commands.follow(key, observer)
-    });
+    let observer = program
+        .observer
+        .get_or_insert_with(Default::default)
+        .clone();
+    // Shown under way (`sshmcp watch`) until this call answers or hands the command off.
+    let _shown = session
+        .commands
+        .exec_under_way(caller.tool, caller.command, observer.clone());
+    let _following = handoff
+        .progress_key
+        .map(|key| session.commands.follow(key, observer));
     let local_files = |e: sshmcp_proto::DaemonError| RunError::LocalFiles(e.message);
     // A timeout at or below `handoff_after` ends the command first: no hand-off (the timer
     // would otherwise race the kill, which may outlast it).

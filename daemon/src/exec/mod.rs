@@ -44,12 +44,17 @@ pub async fn exec(
     req: ExecRequest,
 ) -> Result<ExecResult, DaemonError> {
     let timeout = check(&req)?;
-    let mut program = Program::new(req.command, timeout, settings.max_output_bytes);
+    let mut program = Program::new(req.command.clone(), timeout, settings.max_output_bytes);
     program.command = true;
     program.cwd = req.cwd;
+    let caller = handoff::Caller {
+        tool: "exec",
+        command: &req.command,
+    };
     Ok(handoff::run(
         session,
         settings,
+        caller,
         program,
         req.handoff,
         req.local_root,

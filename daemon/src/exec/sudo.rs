@@ -73,9 +73,14 @@ pub async fn sudo_exec(
     );
     program.gate = Some(gate);
     program.kill_as_root = true;
+    let caller = super::handoff::Caller {
+        tool: "sudo_exec",
+        command: &req.command,
+    };
     let run = super::handoff::run(
         session,
         settings,
+        caller,
         program,
         req.handoff,
         req.local_root,

@@ -206,6 +206,7 @@ impl Registry {
                     .into_iter()
                     .filter(|c| c.status == CommandState::Running || ended_lately(c))
                     .collect(),
+                execs: s.commands.execs(),
                 transfers: s
                     .transfers
                     .list()

@@ -256,10 +256,10 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<(String
             lines.push((line, None));
             continue;
         };
-        let (how, tint) = match (c.status, c.exit_code) {
-            (CommandState::Completed, Some(0)) => ("completed, exit 0".to_string(), Tint::Good),
-            (CommandState::Completed, Some(code)) => (format!("completed, exit {code}"), Tint::Bad),
-            (state, _) => (state.as_str().to_string(), Tint::Bad),
+        let how = c.status.how_it_ended(c.exit_code);
+        let tint = match (c.status, c.exit_code) {
+            (CommandState::Completed, Some(0)) => Tint::Good,
+            _ => Tint::Bad,
         };
         let line = format!(
             "  ended     {}  {:>5} ago  {how}  {}",

@@ -92,10 +92,7 @@ pub async fn output(
             if !follow {
                 return Ok(ExitCode::SUCCESS);
             }
-            let how = match (report.status, report.exit_code) {
-                (CommandState::Completed, Some(code)) => format!("completed, exit {code}"),
-                (state, _) => state.as_str().to_string(),
-            };
+            let how = report.status.how_it_ended(report.exit_code);
             writeln!(err, "sshmcp: {id} {how}")?;
             return Ok(match (report.status, report.exit_code) {
                 (CommandState::Completed, Some(code)) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -618,10 +618,8 @@ impl Daemon for DaemonService {
                 if session.commands.find(&id)?.ended().is_some() {
                     let listed = session.commands.list().commands;
                     let ended = listed.iter().find(|c| c.handle_id == id);
-                    let how = ended.map_or("ended".to_string(), |c| match c.exit_code {
-                        Some(code) => format!("{}, exit {code}", c.status.as_str()),
-                        None => c.status.as_str().to_string(),
-                    });
+                    let how =
+                        ended.map_or("ended".to_string(), |c| c.status.how_it_ended(c.exit_code));
                     let refused = DaemonError::invalid_arguments(format!(
                         "{id} already ended ({how}): nothing to stop"
                     ));

@@ -65,6 +65,15 @@ impl CommandState {
             Self::Lost => "lost",
         }
     }
+
+    /// How a command in this state ended, as people read it: `completed, exit 3`, or the
+    /// state (`killed`, `timed_out`, ...).
+    pub fn how_it_ended(self, exit_code: Option<i32>) -> String {
+        match (self, exit_code) {
+            (Self::Completed, Some(code)) => format!("completed, exit {code}"),
+            (state, _) => state.as_str().to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -81,7 +81,8 @@ const fn row(tool: Tool, name: &'static str, group: Group, reach: Reach) -> Row 
 use Group::*;
 use Reach::*;
 
-/// The table, in the order of [`Tool`]'s variants (a test holds it to that).
+/// The table, in the order of [`Tool`]'s variants (a test holds it to that), a row a line.
+#[rustfmt::skip]
 const TABLE: [Row; 30] = [
     row(Tool::Connect, "connect", Sessions, ChangesNothing),
     row(Tool::Disconnect, "disconnect", Sessions, ChangesNothing),
@@ -89,30 +90,15 @@ const TABLE: [Row; 30] = [
     row(Tool::Exec, "exec", Commands, Changes),
     row(Tool::SudoExec, "sudo_exec", Commands, Root),
     row(Tool::CommandStart, "command_start", Commands, Changes),
-    row(
-        Tool::CommandStatus,
-        "command_status",
-        Commands,
-        ChangesNothing,
-    ),
+    row(Tool::CommandStatus, "command_status", Commands, ChangesNothing),
     row(Tool::CommandKill, "command_kill", Commands, Changes),
     row(Tool::CommandList, "command_list", Commands, ChangesNothing),
     row(Tool::TaskLaunch, "task_launch", Tasks, Changes),
     row(Tool::TaskStatus, "task_status", Tasks, ChangesNothing),
     row(Tool::TaskKill, "task_kill", Tasks, Changes),
     row(Tool::Stat, "stat", Inspect, ChangesNothing),
-    row(
-        Tool::ListDirectory,
-        "list_directory",
-        Inspect,
-        ChangesNothing,
-    ),
-    row(
-        Tool::ReadFileRange,
-        "read_file_range",
-        Inspect,
-        ChangesNothing,
-    ),
+    row(Tool::ListDirectory, "list_directory", Inspect, ChangesNothing),
+    row(Tool::ReadFileRange, "read_file_range", Inspect, ChangesNothing),
     row(Tool::HostInfo, "host_info", Inspect, ChangesNothing),
     row(Tool::WriteFile, "write_file", Files, Changes),
     row(Tool::EditFile, "edit_file", Files, Changes),
@@ -120,32 +106,12 @@ const TABLE: [Row; 30] = [
     row(Tool::CopyPath, "copy_path", Files, Changes),
     row(Tool::MovePath, "move_path", Files, Changes),
     row(Tool::RemovePath, "remove_path", Files, Changes),
-    row(
-        Tool::DownloadStart,
-        "download_start",
-        Transfers,
-        ChangesNothing,
-    ),
+    row(Tool::DownloadStart, "download_start", Transfers, ChangesNothing),
     row(Tool::UploadStart, "upload_start", Transfers, Changes),
-    row(
-        Tool::TransferStatus,
-        "transfer_status",
-        Transfers,
-        ChangesNothing,
-    ),
+    row(Tool::TransferStatus, "transfer_status", Transfers, ChangesNothing),
     // Stopping a copy, a forward or a session changes nothing on the host.
-    row(
-        Tool::TransferCancel,
-        "transfer_cancel",
-        Transfers,
-        ChangesNothing,
-    ),
-    row(
-        Tool::TransferList,
-        "transfer_list",
-        Transfers,
-        ChangesNothing,
-    ),
+    row(Tool::TransferCancel, "transfer_cancel", Transfers, ChangesNothing),
+    row(Tool::TransferList, "transfer_list", Transfers, ChangesNothing),
     row(Tool::ForwardStart, "forward_start", Forwards, Changes),
     row(Tool::ForwardList, "forward_list", Forwards, ChangesNothing),
     row(Tool::ForwardStop, "forward_stop", Forwards, ChangesNothing),

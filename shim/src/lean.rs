@@ -3,10 +3,10 @@
 //! are rounded to three decimals, a duration to the millisecond; each output schema says so. Agents pay for every byte of an answer.
 
 use rmcp::model::JsonObject;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The failure of a call (or of a transfer's copy): optional like any field that can be
-/// null, its description (written for where it appears) left as it is.
+/// null, with no default to name (absent means the call did not fail).
 const FAILURE: &str = "error";
 
 /// Fields an answer always carries, whatever their value: `exit_code` says how a command
@@ -111,7 +111,8 @@ fn complete_text(object: &Map<String, Value>) -> Option<String> {
 }
 
 /// Makes an output schema say what a lean answer holds: each field that can be at its
-/// default is optional and names that default, and a stream may be its text.
+/// default is optional and names that default (JSON Schema's `default`), and a stream may be
+/// its text (default: empty).
 pub fn schema(schema: &mut JsonObject) {
     let streams = stream_definitions(schema);
     describe_object(schema, &streams, true);
@@ -154,33 +155,16 @@ fn describe_object(object: &mut JsonObject, streams: &[String], top: bool) {
             continue;
         }
         if let Some(stream) = stream_ref(property, streams) {
-            let described = property.remove("description");
-            let either = serde_json::json!([{"type": "string"}, stream]);
             property.clear();
-            property.insert("anyOf".into(), either);
-            let text = described.and_then(|d| d.as_str().map(str::to_string));
-            property.insert(
-                "description".into(),
-                format!(
-                    "{} The text itself when it is complete UTF-8; otherwise an object with \
-                     `data` and the facts that apply. Left out when empty.",
-                    text.unwrap_or_default()
-                )
-                .trim_start()
-                .into(),
-            );
+            property.insert("anyOf".into(), json!([{"type": "string"}, stream]));
+            property.insert("default".into(), json!(""));
             optional.push(name.clone());
         } else if name == FAILURE {
             optional.push(name.clone());
         } else if let Some(default) =
             default_of(name, property).filter(|_| !(top && is_list(property)))
         {
-            let text = property
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let text = format!("{text} Left out when {default}.");
-            property.insert("description".into(), text.trim_start().into());
+            property.insert("default".into(), default);
             optional.push(name.clone());
         }
     }
@@ -216,23 +200,23 @@ fn stream_ref(property: &JsonObject, streams: &[String]) -> Option<Value> {
     only_null_beside.then(|| serde_json::json!({ "$ref": reference }))
 }
 
-/// The default a lean answer leaves the property out at, if it can take one.
-fn default_of(name: &str, property: &JsonObject) -> Option<&'static str> {
+/// The default a lean answer leaves the property out at, if it can take one. A field that
+/// may be null or false is left out at either; `false` names both.
+fn default_of(name: &str, property: &JsonObject) -> Option<Value> {
     if name.ends_with("encoding") {
-        return Some("`utf-8` (or null)");
+        return Some(json!("utf-8"));
     }
     if ZERO_DEFAULTS.contains(&name) {
-        return Some("0 (or null)");
+        return Some(json!(0));
     }
     let mut types = Vec::new();
     collect_types(&Value::Object(property.clone()), &mut types);
     let has = |kind: &str| types.iter().any(|t| t == kind);
-    let free_text = has("string") && EMPTY_DEFAULTS.contains(&name);
     match (has("null"), has("boolean")) {
-        (true, true) => Some("null or false"),
-        (true, false) => Some("null"),
-        (false, true) => Some("false"),
-        (false, false) if has("array") || free_text => Some("empty"),
+        (_, true) => Some(json!(false)),
+        (true, false) => Some(Value::Null),
+        (false, false) if has("array") => Some(json!([])),
+        (false, false) if has("string") && EMPTY_DEFAULTS.contains(&name) => Some(json!("")),
         (false, false) => None,
     }
 }
@@ -346,13 +330,11 @@ mod tests {
         .clone();
         super::schema(&mut schema);
         assert_eq!(schema["required"], json!(["ok", "exit_code", "duration"]));
-        let timed_out = schema["properties"]["timed_out"]["description"]
-            .as_str()
-            .unwrap();
-        assert!(timed_out.ends_with("Left out when false."), "{timed_out}");
+        assert_eq!(schema["properties"]["timed_out"]["default"], json!(false));
         let stdout = &schema["properties"]["stdout"];
         assert_eq!(stdout["anyOf"][0], json!({"type": "string"}));
         assert_eq!(stdout["anyOf"][1]["$ref"], "#/$defs/StreamOutput");
+        assert_eq!(stdout["default"], json!(""));
         assert_eq!(
             schema["properties"]["tail"]["anyOf"], stdout["anyOf"],
             "null or a stream"

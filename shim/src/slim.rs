@@ -6,7 +6,11 @@
 //! less inline than as a definition. Clients show every input schema to the model, so each
 //! byte costs every agent. A field that is a choice among described constants becomes a
 //! plain `enum` when it has a description of its own, which then says what each value does.
-//! Output schemas lose the widths too, and annotations the hints that only repeat the
+//! Output schemas keep the structure of an answer (types, values, what is required, the
+//! defaults a lean answer leaves out) and lose the prose: the clients that show a model
+//! anything show it the descriptions, never output schemas, so each tool's description says
+//! what its answer holds, and the field prose was 53 KB a client loads for no reader (the
+//! wire types keep it as doc comments). Annotations lose the hints that only repeat the
 //! protocol's defaults.
 
 use rmcp::model::{JsonObject, ToolAnnotations};
@@ -120,8 +124,11 @@ fn inline_references(value: &mut Value, definitions: &JsonObject) {
 /// Slims an output schema, in place.
 pub fn output(schema: &mut JsonObject) {
     schema.remove("$schema");
+    for keyword in ["title", "description"] {
+        schema.remove(keyword);
+    }
     for value in schema.values_mut() {
-        without_format(value);
+        structure_only(value);
     }
 }
 
@@ -144,19 +151,20 @@ pub fn annotations(annotations: &mut ToolAnnotations) {
     }
 }
 
-/// Removes every `format` keyword under `value` whose value is a string (a number's width);
-/// a property that happens to be named `format` stays.
-fn without_format(value: &mut Value) {
+/// Removes every `format`, `title` and `description` keyword under `value` whose value is a
+/// string (a number's width, prose); a property that happens to have one of those names is
+/// an object and stays.
+fn structure_only(value: &mut Value) {
     match value {
         Value::Object(object) => {
-            if object.get("format").is_some_and(Value::is_string) {
-                object.remove("format");
-            }
+            object.retain(|key, value| {
+                !(matches!(key.as_str(), "format" | "title" | "description") && value.is_string())
+            });
             for inner in object.values_mut() {
-                without_format(inner);
+                structure_only(inner);
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(without_format),
+        Value::Array(items) => items.iter_mut().for_each(structure_only),
         _ => {}
     }
 }
@@ -264,14 +272,19 @@ mod tests {
     }
 
     #[test]
-    fn outputs_lose_number_widths_but_not_a_field_named_format() {
+    fn outputs_keep_structure_but_not_widths_or_prose_and_not_a_field_named_so() {
         let mut schema = json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "ExecAnswer",
+            "description": "An answer.",
             "properties": {
-                "size": {"type": "integer", "format": "uint64", "minimum": 0},
+                "size": {"type": "integer", "format": "uint64", "minimum": 0,
+                         "description": "Bytes."},
                 "format": {"type": "string", "description": "A field."},
+                "description": {"type": "string", "title": "A field too."},
                 "items": {"type": "array", "items": {"type": "number", "format": "double"}}
-            }
+            },
+            "required": ["size", "description"]
         })
         .as_object()
         .unwrap()
@@ -281,9 +294,10 @@ mod tests {
             Value::Object(schema),
             json!({"properties": {
                 "size": {"type": "integer", "minimum": 0},
-                "format": {"type": "string", "description": "A field."},
+                "format": {"type": "string"},
+                "description": {"type": "string"},
                 "items": {"type": "array", "items": {"type": "number"}}
-            }})
+            }, "required": ["size", "description"]})
         );
     }
 

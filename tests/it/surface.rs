@@ -140,9 +140,9 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         json!(tools).to_string().len(),
     );
     eprintln!("tools/list: {whole} bytes, {shown} bytes without output schemas");
-    // What Claude Code shows stays within 32 KiB; the whole list only shrinks (70 KiB is the aim).
+    // What Claude Code shows stays within 32 KiB, the whole list within 70 KiB.
     assert!(
-        shown <= 32 * 1024 && whole <= 112_900,
+        shown <= 32 * 1024 && whole <= 70 * 1024,
         "tools/list grew: {whole} / {shown}"
     );
     // Every tool the instructions name in backquotes exists (or is a field or a state).
@@ -371,7 +371,7 @@ async fn tools_list_snapshot() {
     mcp.close().await;
 }
 
-/// Every input property and answer field, nested and in definitions, carries a description.
+/// Every property of a schema, nested and in definitions, carries a description.
 fn undescribed(node: &serde_json::Value, path: &str, out: &mut Vec<String>) {
     let Some(object) = node.as_object() else {
         return;
@@ -437,9 +437,11 @@ fn schema_words(node: &serde_json::Value, out: &mut std::collections::HashSet<St
     }
 }
 
-/// What agents read, held to the standard of `TOOL-DESCRIPTIONS.md`: every field described,
-/// every tool annotated with a title, and no description quoting (in backquotes) a tool,
-/// field, value, error code or `sshmcp` command that does not exist.
+/// What agents read, held to the standard of `TOOL-DESCRIPTIONS.md`: every input field
+/// described, every tool annotated with a title, and no description quoting (in backquotes) a
+/// tool, field, value, error code or `sshmcp` command that does not exist. Output schemas are
+/// structure only (no client shows them to a model; each description says what its answer
+/// holds, and docs/tools.md names every answer field, a test below holds it).
 #[tokio::test]
 async fn every_field_is_described_and_every_quoted_name_exists() {
     let env = TestEnv::new();
@@ -448,8 +450,10 @@ async fn every_field_is_described_and_every_quoted_name_exists() {
     let mut missing = Vec::new();
     for tool in &tools {
         let name = tool["name"].as_str().unwrap();
-        for schema in ["inputSchema", "outputSchema"] {
-            undescribed(&tool[schema], &format!("{name}:{schema}"), &mut missing);
+        undescribed(&tool["inputSchema"], &format!("{name}:input"), &mut missing);
+        let output = tool["outputSchema"].to_string();
+        if output.contains("\"description\":\"") {
+            missing.push(format!("{name}: an output schema without prose"));
         }
         if !tool["annotations"]["title"].is_string() {
             missing.push(format!("{name}: annotations with a title"));

@@ -55,14 +55,15 @@ impl Shim {
                 crate::lean::schema(&mut schema);
                 tool.output_schema = Some(Arc::new(schema));
             }
+            let mut described = crate::slim::unwrapped(tool.description.as_deref().unwrap_or(""));
             if tool
                 .input_schema
                 .get("properties")
                 .is_some_and(|p| p.get("local_path").is_some())
             {
-                let described = tool.description.as_deref().unwrap_or("");
-                tool.description = Some(format!("{described} {root}").into());
+                described = format!("{described} {root}");
             }
+            tool.description = Some(described.into());
         }
         Self {
             daemon: Arc::new(daemon),

@@ -6,7 +6,8 @@
 //! less inline than as a definition. Clients show every input schema to the model, so each
 //! byte costs every agent. A field that is a choice among described constants becomes a
 //! plain `enum` when it has a description of its own, which then says what each value does.
-//! Output schemas keep the structure of an answer (types, values, what is required, the
+//! Descriptions are written as wrapped doc comments: their line breaks become spaces (an
+//! escaped newline costs two bytes). Output schemas keep the structure of an answer (types, values, what is required, the
 //! defaults a lean answer leaves out) and lose the prose: the clients that show a model
 //! anything show it the descriptions, never output schemas, so each tool's description says
 //! what its answer holds, and the field prose was 53 KB a client loads for no reader (the
@@ -55,9 +56,17 @@ pub fn input(schema: &mut JsonObject) {
         for property in properties.values_mut() {
             if let Value::Object(property) = property {
                 constants_as_enum(property);
+                if let Some(Value::String(text)) = property.get_mut("description") {
+                    *text = unwrapped(text);
+                }
             }
         }
     }
+}
+
+/// A description written as wrapped lines, as one line.
+pub fn unwrapped(text: &str) -> String {
+    text.lines().map(str::trim).collect::<Vec<_>>().join(" ")
 }
 
 /// Writes a bound that is a whole number without its `.0` (`300.0` is `300` to a schema).
@@ -209,7 +218,7 @@ mod tests {
             "type": "object",
             "properties": {
                 "command": {"type": "string"},
-                "cwd": {"type": ["string", "null"], "description": "Where."},
+                "cwd": {"type": ["string", "null"], "description": "Where it\nruns."},
                 "timeout": {"type": ["number", "null"], "format": "double", "minimum": 0.1,
                             "maximum": 300.0},
                 "how": {"anyOf": [{"$ref": "#/$defs/Encoding"}, {"type": "null"}],
@@ -228,7 +237,7 @@ mod tests {
         let properties = &schema["properties"];
         assert_eq!(
             properties["cwd"],
-            json!({"type": "string", "description": "Where."})
+            json!({"type": "string", "description": "Where it runs."})
         );
         assert!(!schema.contains_key("$defs"));
         assert_eq!(

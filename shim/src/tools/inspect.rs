@@ -134,9 +134,10 @@ impl Shim {
         )
     }
 
-    /// Describe the host: `os`, `kernel`, `arch`, `cpus`, `memory_total`, `memory_available`
-    /// (bytes), `load` (1, 5, 15 min), `uptime` (s), `filesystems` (per path: `mount`,
-    /// `total_bytes`, `free_bytes`). Unknown facts are left out.
+    /// Describe the host (before heavy work): `os`, `kernel`, `arch`, `cpus`, `memory_total`,
+    /// `memory_available` (bytes), `load` (1, 5, 15 min), `uptime` (s), `filesystems` (list,
+    /// per path: `path`, `mount`, `total_bytes`, `free_bytes` for the user; a path it cannot
+    /// reach: only `path`). Unknown facts are left out.
     #[tool(
         input_schema = schema_for_input::<HostInfoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<HostInfo>>(),
@@ -202,8 +203,9 @@ impl Shim {
 
     /// Read a byte range of a remote regular file. Answer: `data` (text, or base64 with `encoding:
     /// base64` if not UTF-8), `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` +
-    /// `bytes_read` until `eof`. Whole files: download_start; search: exec `grep`. Errors:
-    /// `invalid_remote_type` (not a regular file), `remote_permission_denied` (sudo_exec).
+    /// `bytes_read` until `eof`. Whole files over 64 KiB: download_start; search: exec `grep`.
+    /// Errors: `invalid_remote_type` (not a regular file), `remote_permission_denied`
+    /// (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -153,8 +153,8 @@ impl Shim {
     /// resumes a failed or cancelled copy. Errors: `local_path_exists` (pass `overwrite`),
     /// `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular file: tar it
     /// via exec), `remote_permission_denied` (sudo_exec a copy you own into a private directory),
-    /// `transfer_conflict` (another transfer writes there: wait or cancel it),
-    /// `transfer_limit_reached` (wait for the others).
+    /// `transfer_conflict` (another one writes there: wait or cancel it),
+    /// `transfer_limit_reached` (wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -188,8 +188,8 @@ impl Shim {
     /// (pass `overwrite`), `remote_path_not_found` (make_directory first), `invalid_local_path`
     /// (fix `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` (fix
     /// `remote_path`), `remote_permission_denied` (upload somewhere writable, move it with
-    /// sudo_exec), `transfer_conflict` (another transfer writes there: wait or cancel it),
-    /// `transfer_limit_reached` (wait for the others).
+    /// sudo_exec), `transfer_conflict` (another one writes there: wait or cancel it),
+    /// `transfer_limit_reached` (wait for one to end).
     #[tool(
         input_schema = schema_for_input::<UploadArgs>().expect("object schema"),
         output_schema = report_schema(),

@@ -238,8 +238,9 @@ fn session_lines(v: &SessionView, since: &dyn Fn(&str) -> String) -> Vec<(String
             false => format!("  ‹{}›", e.last_line),
         };
         let line = format!(
-            "  {:<9} {:>5}  {}{last}",
+            "  {:<9} {}  {:>5}  {}{last}",
             e.tool,
+            e.id,
             since(&e.started_at),
             e.preview
         );
@@ -378,6 +379,7 @@ mod tests {
                     ended_at: None,
                 }],
                 execs: vec![ExecView {
+                    id: "cmd-9e1f".into(),
                     tool: "sudo_exec".into(),
                     preview: "apt-get upgrade -y".into(),
                     started_at: "2026-12-01T10:00:27.000Z".into(),
@@ -426,7 +428,7 @@ mod tests {
              \n\
              s1  ready  prod-web  10.0.0.7:22  user deploy  up 1h  last use 4s ago\n\
              \x20 policy    prod-* (by name); 10.0.0.7 (by host key)\n\
-             \x20 sudo_exec    3s  apt-get upgrade -y  ‹Unpacking libc6›\n\
+             \x20 sudo_exec cmd-9e1f     3s  apt-get upgrade -y  ‹Unpacking libc6›\n\
              \x20 command   cmd-1    12s  make -j8 all\n\
              \x20 transfer  tr-1  download running  50% of 1.0 GiB  200.0 MiB/s  eta 3s  /var/db.dump → db.dump\n\
              \x20 forward   fwd-1  local 127.0.0.1:5432 → db:5432\n"

@@ -1,6 +1,7 @@
 //! What the person at the CLI may do with no session key (the daemon's user is theirs, as for
-//! `disconnect`): find a command handle, a transfer or a forward by its id, or a unique prefix
-//! of one, in any session (`sshmcp output`, `sshmcp kill`).
+//! `disconnect`): find a command handle, an `exec` call under way (or that answered in the
+//! last minute), a transfer or a forward by its id, or a unique prefix of one, in any session
+//! (`sshmcp output`, `sshmcp kill`).
 
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ use crate::session::{Registry, Session};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Command,
+    /// An `exec` or `sudo_exec` call, by the id its handle takes if it is handed off.
+    Exec,
     Transfer,
     Forward,
 }
@@ -19,7 +22,7 @@ pub enum Kind {
 impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Command => "command",
+            Kind::Command | Kind::Exec => "command",
             Kind::Transfer => "transfer",
             Kind::Forward => "forward",
         }
@@ -34,7 +37,9 @@ pub fn find(registry: &Registry, given: &str) -> Result<(Kind, String, Arc<Sessi
         let commands = session.commands.list().commands.into_iter();
         let transfers = session.transfers.list().transfers.into_iter();
         let forwards = session.forwards.list().forwards.into_iter();
+        let execs = session.commands.under_way.ids().into_iter();
         ids.extend(commands.map(|c| (Kind::Command, c.handle_id, session.clone())));
+        ids.extend(execs.map(|id| (Kind::Exec, id, session.clone())));
         ids.extend(transfers.map(|t| (Kind::Transfer, t.operation_id, session.clone())));
         ids.extend(forwards.map(|f| (Kind::Forward, f.forward_id, session.clone())));
     }

@@ -582,6 +582,9 @@ impl Daemon for DaemonService {
 
     async fn output(self, _: Context, req: OutputRequest) -> Result<CommandReport, DaemonError> {
         let (kind, id, session) = person::find(&self.registry, &req.id)?;
+        if kind == Kind::Exec {
+            return commands::exec_output(&session, &self.registry.settings, &id, &req).await;
+        }
         if kind != Kind::Command {
             return Err(DaemonError::invalid_arguments(format!(
                 "{id} is a {}: only a command has output to read",
@@ -604,7 +607,7 @@ impl Daemon for DaemonService {
         let auth = unchecked(&session);
         // Written to the trail as the agent's own stop would be, with no client: the person's.
         let tool = match kind {
-            Kind::Command => Tool::CommandKill,
+            Kind::Command | Kind::Exec => Tool::CommandKill,
             Kind::Transfer => Tool::TransferCancel,
             Kind::Forward => Tool::ForwardStop,
         };
@@ -636,6 +639,11 @@ impl Daemon for DaemonService {
                 let killed = commands::kill::kill(&session, kill).await;
                 line.finish(CallEnd::of(killed.as_ref()));
                 killed.map(|k| k.result.as_str().to_string())
+            }
+            Kind::Exec => {
+                let stopped = commands::kill::stop_exec(&session, &id).await;
+                line.finish(CallEnd::of(stopped.as_ref()));
+                stopped.map(|result| result.as_str().to_string())
             }
             Kind::Transfer => {
                 let cancelled = session.transfers.cancel(&id).await;

@@ -39,6 +39,9 @@ pub struct SessionView {
 /// One `exec` or `sudo_exec` call under way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecView {
+    /// What `sshmcp output` and `sshmcp kill` take; the command handle's id if the call
+    /// hands its command off.
+    pub id: String,
     /// `exec` or `sudo_exec`.
     pub tool: String,
     /// The command's first line, cut.

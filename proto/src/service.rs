@@ -38,7 +38,7 @@ use crate::transfer::{
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The daemon's methods beyond `hello`, `status`, `shutdown` and `capabilities` that are no
 /// agent's tool: the shim's progress and introduction, and the CLI's policy, overview,
@@ -752,6 +752,7 @@ mod tests {
                 },
                 commands: vec![],
                 execs: vec![crate::overview::ExecView {
+                    id: "cmd-3".into(),
                     tool: "exec".into(),
                     preview: "make".into(),
                     started_at: "t".into(),

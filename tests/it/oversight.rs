@@ -234,6 +234,141 @@ async fn watch_shows_an_exec_under_way_with_its_last_line() {
     mcp.close().await;
 }
 
+/// The id `watch` shows for the one `exec` under way once it printed `bytes`.
+fn exec_under_way(env: &TestEnv, bytes: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = env.cli(&["watch", "--once", "--json"]);
+        let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let execs = &snapshot["sessions"][0]["execs"];
+        if execs[0]["bytes"] == bytes {
+            return execs[0]["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "never shown: {snapshot}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `sshmcp` with `args` started beside the test (a follower), its output piped.
+fn cli_child(env: &TestEnv, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(args)
+        .env_clear()
+        .envs(env.env_vars())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// An `exec` an agent waits for is read and stopped by the id `watch` shows: `sshmcp output`
+/// prints its streams apart, a follower (`-f`) prints what comes and ends with the call,
+/// `sshmcp kill` stops it (the agent's call answers with the signal), and a second kill is
+/// refused; the trail says the person did it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_and_kill_reach_an_exec_under_way_by_the_id_watch_shows() {
+    let (env, mcp, s) = crate::connected().await;
+    let marker = format!("under-way-{}", std::process::id());
+    let secs = sshmcp_tests::process::unique_sleep(60);
+    let agent = env.mcp().await;
+    let waiting = tokio::spawn({
+        let command = format!("echo {marker}-err >&2; echo {marker}; sleep {secs}");
+        let s = s.clone();
+        async move {
+            let r = crate::exec(&agent, &s, &command, json!({"timeout": 60})).await;
+            agent.close().await;
+            r
+        }
+    });
+    let id = exec_under_way(&env, 2 * marker.len() + 6);
+    assert!(id.starts_with("cmd-"), "{id}");
+    let out = env.cli(&["output", &id[..12]]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{marker}\n"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("{marker}-err\n")
+    );
+    let follower = cli_child(&env, &["output", "-f", &id]);
+    let out = env.cli(&["kill", "--yes", &id]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("command {id} of session {}: killed\n", s.0)
+    );
+    let answered = waiting.await.unwrap();
+    assert_eq!(answered["ok"], true, "{answered}");
+    assert!(answered["signal"].is_string(), "{answered}");
+    assert_eq!(answered["exit_code"], Value::Null, "{answered}");
+    let followed = follower.wait_with_output().unwrap();
+    assert_eq!(followed.status.code(), Some(1), "{followed:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&followed.stdout),
+        format!("{marker}\n")
+    );
+    let said = String::from_utf8_lossy(&followed.stderr);
+    assert!(said.contains(&format!("sshmcp: {id} killed")), "{said}");
+    let out = env.cli(&["kill", "--yes", &id]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already ended (killed"),
+        "{out:?}"
+    );
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(|l| l["tool"] == "command_kill")
+    });
+    let kill = lines.iter().find(|l| l["tool"] == "command_kill").unwrap();
+    assert_eq!(
+        kill["summary"],
+        format!("{id} (by the person: sshmcp kill)")
+    );
+    mcp.close().await;
+}
+
+/// A follower of an `exec` reads on across its hand-off (the handle takes the id `watch`
+/// showed) to the end, and exits with the command's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_reads_an_exec_on_across_its_hand_off() {
+    let (env, mcp, s) = crate::connected().await;
+    let marker = format!("hand-off-{}", std::process::id());
+    let go = format!("/tmp/{marker}.go");
+    let agent = env.mcp().await;
+    let command = format!(
+        "echo {marker}-first; while [ ! -e {go} ]; do sleep 0.05; done; echo {marker}-second; \
+         rm -f {go}; exit 3"
+    );
+    let waiting = tokio::spawn({
+        let s = s.clone();
+        async move {
+            let r = crate::exec(
+                &agent,
+                &s,
+                &command,
+                json!({"handoff_after": 1, "timeout": 60}),
+            )
+            .await;
+            agent.close().await;
+            r
+        }
+    });
+    let id = exec_under_way(&env, marker.len() + "-first\n".len());
+    let follower = cli_child(&env, &["output", "-f", &id]);
+    let answered = waiting.await.unwrap();
+    assert_eq!(
+        (&answered["handed_off"], &answered["handle_id"]),
+        (&json!(true), &json!(id)),
+        "{answered}"
+    );
+    exec(&mcp, &s, &format!("touch {go}"), json!({})).await;
+    let followed = follower.wait_with_output().unwrap();
+    assert_eq!(followed.status.code(), Some(3), "{followed:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&followed.stdout),
+        format!("{marker}-first\n{marker}-second\n")
+    );
+    mcp.close().await;
+}
+
 /// The trail's times are RFC 3339 UTC with milliseconds, as `--since` compares them.
 fn is_trail_time(time: &str) -> bool {
     time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T'

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
 use sshmcp_proto::time::now_rfc3339;
+use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::remote::kill::{GROUP_ALIVE, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
@@ -157,6 +157,30 @@ pub async fn kill(
         force_kill_used,
         timestamp: now_rfc3339(),
     })
+}
+
+/// The person's stop of an `exec` call under way (`sshmcp kill`): TERM to its process group,
+/// KILL a second later if it is still there, as `command_kill` with `force`. The call then
+/// answers how its command ended; the person's read of it says `killed`.
+pub async fn stop_exec(session: &Session, id: &str) -> Result<KillResult, DaemonError> {
+    let under_way = &session.commands.under_way;
+    let gone = || DaemonError::new(ErrorCode::CommandNotFound, format!("{id} already answered"));
+    let target = under_way.target(id).ok_or_else(gone)?;
+    if let Some(how) = target.ended {
+        return Err(DaemonError::invalid_arguments(format!(
+            "{id} already ended ({how}): nothing to stop"
+        )));
+    }
+    let Some(pgid) = target.pid else {
+        return Ok(KillResult::InvalidPid);
+    };
+    let order = KillOrder::check(None, Some(true), None)?;
+    under_way.stopped(id);
+    let (result, _) = signal_group(&session.host, order.script(pgid), order, target.as_root).await;
+    if result == KillResult::Error && session.host.master_gone() {
+        return Err(crate::session::lost_error());
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

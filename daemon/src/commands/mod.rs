@@ -5,6 +5,7 @@
 
 pub mod kill;
 pub mod output;
+pub mod under_way;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -36,8 +37,7 @@ pub struct Commands {
     /// Newest first.
     history: Mutex<VecDeque<Arc<Handle>>>,
     followed: Mutex<HashMap<String, Arc<Observer>>>,
-    /// By a number of their own, in the order they began.
-    execs: Mutex<std::collections::BTreeMap<u64, ExecUnderWay>>,
+    pub under_way: Arc<under_way::UnderWay>,
     /// Asked when a handle starts or ends: the session record must say so.
     record: Arc<RecordDue>,
 }
@@ -51,7 +51,7 @@ impl Commands {
         Self {
             history: Default::default(),
             followed: Default::default(),
-            execs: Default::default(),
+            under_way: Default::default(),
             record,
         }
     }
@@ -177,69 +177,6 @@ impl Commands {
     }
 }
 
-/// An `exec` or `sudo_exec` call under way, as `sshmcp watch` shows it.
-struct ExecUnderWay {
-    tool: &'static str,
-    preview: String,
-    started_at: std::time::SystemTime,
-    observer: Arc<Observer>,
-}
-
-impl Commands {
-    /// Shows `command`, run by `tool` and seen by `observer`, among the calls under way until
-    /// the guard is dropped.
-    pub fn exec_under_way(
-        self: &Arc<Self>,
-        tool: &'static str,
-        command: &str,
-        observer: Arc<Observer>,
-    ) -> ExecShown {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let exec = ExecUnderWay {
-            tool,
-            preview: preview(command),
-            started_at: std::time::SystemTime::now(),
-            observer,
-        };
-        locked(&self.execs).insert(number, exec);
-        ExecShown {
-            commands: self.clone(),
-            number,
-        }
-    }
-
-    /// The `exec` calls under way, oldest first.
-    pub fn execs(&self) -> Vec<sshmcp_proto::overview::ExecView> {
-        locked(&self.execs)
-            .values()
-            .map(|exec| {
-                let seen = exec.observer.seen();
-                sshmcp_proto::overview::ExecView {
-                    tool: exec.tool.to_string(),
-                    preview: exec.preview.clone(),
-                    started_at: sshmcp_proto::time::rfc3339(exec.started_at),
-                    bytes: seen.total(),
-                    last_line: seen.last_line(),
-                }
-            })
-            .collect()
-    }
-}
-
-/// An `exec` call shown under way; dropping it (the call answered, was handed off or cut)
-/// takes it off.
-pub struct ExecShown {
-    commands: Arc<Commands>,
-    number: u64,
-}
-
-impl Drop for ExecShown {
-    fn drop(&mut self) {
-        locked(&self.commands.execs).remove(&self.number);
-    }
-}
-
 /// A run followed under a progress key; dropping it stops following.
 pub struct Following {
     commands: Arc<Commands>,
@@ -340,14 +277,13 @@ impl Prepared {
     pub fn into_handle(
         self,
         session: &Session,
+        id: String,
         command: &str,
         outcome: Outcome,
         as_root: bool,
     ) -> Result<Arc<Handle>, DaemonError> {
-        let id = crate::session::key::nonce("cmd-")
-            .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
         let handle = Arc::new(Handle {
-            id: id[..20].to_string(),
+            id,
             preview: preview(command),
             started_at: self.started_at,
             observer: self.observer,
@@ -385,6 +321,13 @@ impl Prepared {
         });
         Ok(handle)
     }
+}
+
+/// A new command's id: `cmd-` and 16 hex digits.
+pub fn new_id() -> Result<String, DaemonError> {
+    let id = crate::session::key::nonce("cmd-")
+        .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
+    Ok(id[..20].to_string())
 }
 
 /// How long a handle's end waits for the session record to hold it before showing it.
@@ -563,7 +506,7 @@ pub async fn start(
     // Until it started, the run is this call's: a call dropped meanwhile (its client cancelled
     // or went away) stops it, so a command still waiting for a channel never runs.
     let (outcome, until_started) = remote::start(&session.host, program).split();
-    let handle = prepared.into_handle(session, &req.command, outcome, false)?;
+    let handle = prepared.into_handle(session, new_id()?, &req.command, outcome, false)?;
     // Bounded: the run gets a channel and its login shell within `HANDLE_QUEUE_LIMIT`, or
     // ends without having sent anything.
     handle.wait_started().await;
@@ -609,20 +552,52 @@ pub async fn status(
     req: CommandStatusRequest,
 ) -> Result<CommandReport, DaemonError> {
     let wait = check_wait(req.wait_seconds)?;
-    let max_bytes = check_max_bytes(req.max_bytes, settings.max_output_bytes)?;
+    let offsets = [req.stdout_offset, req.stderr_offset];
+    let sizes = read_sizes(offsets, req.max_bytes, settings)?;
     let handle = session.commands.find(&req.handle_id)?;
     if handle.ended().is_none() && !wait.is_zero() {
         handle.wait(wait).await;
     }
+    handle.report(offsets, sizes)
+}
+
+/// The person's read of an `exec` call `id` under way (or that answered in the last minute),
+/// as `command_status` reads a handle, from what its tails hold: `sshmcp output`.
+pub async fn exec_output(
+    session: &Session,
+    settings: &Settings,
+    id: &str,
+    req: &sshmcp_proto::command::OutputRequest,
+) -> Result<CommandReport, DaemonError> {
+    let wait = check_wait(req.wait_seconds)?;
     let offsets = [req.stdout_offset, req.stderr_offset];
-    // A look at the tail stays small; a read from an offset takes what it may.
-    let size = |offset: Option<u64>| {
+    let sizes = read_sizes(offsets, req.max_bytes, settings)?;
+    match session
+        .commands
+        .under_way
+        .report(id, wait, offsets, sizes)
+        .await
+    {
+        Some(report) => report,
+        // Handed off meanwhile: the handle, of the same id, goes on.
+        None => session.commands.find(id)?.report(offsets, sizes),
+    }
+}
+
+/// How many bytes of each stream a read from `offsets` takes: `max_bytes` (at most the
+/// output cap), else the cap from an offset and a small tail without one.
+fn read_sizes(
+    offsets: [Option<u64>; 2],
+    max_bytes: Option<u64>,
+    settings: &Settings,
+) -> Result<[u64; 2], DaemonError> {
+    let max_bytes = check_max_bytes(max_bytes, settings.max_output_bytes)?;
+    Ok(offsets.map(|offset| {
         max_bytes.unwrap_or(match offset {
             Some(_) => settings.max_output_bytes.max(1),
             None => DEFAULT_TAIL_BYTES.min(settings.max_output_bytes.max(1)),
         })
-    };
-    handle.report(offsets, offsets.map(size))
+    }))
 }
 
 /// `wait_seconds` (0..=300 s, none is 0) as a duration: how long a status call may wait for

@@ -92,8 +92,7 @@ impl OutputFiles {
     }
 
     /// Up to `max` bytes of `stream`, of which `total` were written so far: from `offset`,
-    /// else the last `max`. A cut never splits a character (unless the piece would then be
-    /// empty), so text stays text.
+    /// else the last `max` (see [`chunk`]).
     pub fn chunk(
         &self,
         stream: usize,
@@ -101,44 +100,61 @@ impl OutputFiles {
         max: u64,
         total: u64,
     ) -> Result<StreamChunk, DaemonError> {
-        let start = match offset {
-            Some(o) if o > total => {
-                return Err(DaemonError::invalid_arguments(format!(
-                    "{}_offset is past the end of the output ({total} bytes so far)",
-                    ["stdout", "stderr"][stream]
-                )));
-            }
-            Some(o) => o,
-            None => total.saturating_sub(max),
-        };
-        let end = total.min(start.saturating_add(max));
-        let mut bytes = read_range(&self.paths[stream], start, end).map_err(|e| {
-            DaemonError::internal(format!("cannot read the command's output file: {e}"))
-        })?;
-        let mut first = start;
-        // A character still being written (or cut by `max`) waits for the next read.
-        let keep = utf8_head_boundary(&bytes);
-        if keep > 0 {
-            bytes.truncate(keep);
-        }
-        if offset.is_none() && start > 0 {
-            let skip = utf8_tail_boundary(&bytes);
-            if skip < bytes.len() {
-                bytes.drain(..skip);
-                first += skip as u64;
-            }
-        }
-        let next_offset = first + bytes.len() as u64;
-        let (data, encoding) = encode_bytes(bytes);
-        Ok(StreamChunk {
-            data,
-            encoding,
-            offset: first,
-            next_offset,
-            total_bytes: total,
-            truncated: false,
+        chunk(stream, offset, max, total, |start, end| {
+            let bytes = read_range(&self.paths[stream], start, end).map_err(|e| {
+                DaemonError::internal(format!("cannot read the command's output file: {e}"))
+            })?;
+            Ok((start, bytes))
         })
     }
+}
+
+/// Up to `max` bytes of `stream`, of which `total` were written so far: from `offset`, else
+/// the last `max`. `read` gives the bytes of a range and the offset of the first, which is
+/// later than asked where the bytes before went (an `exec`'s tail). A cut never splits a
+/// character (unless the piece would then be empty), so text stays text.
+pub fn chunk(
+    stream: usize,
+    offset: Option<u64>,
+    max: u64,
+    total: u64,
+    read: impl FnOnce(u64, u64) -> Result<(u64, Vec<u8>), DaemonError>,
+) -> Result<StreamChunk, DaemonError> {
+    let start = match offset {
+        Some(o) if o > total => {
+            return Err(DaemonError::invalid_arguments(format!(
+                "{}_offset is past the end of the output ({total} bytes so far)",
+                ["stdout", "stderr"][stream]
+            )));
+        }
+        Some(o) => o,
+        None => total.saturating_sub(max),
+    };
+    let end = total.min(start.saturating_add(max));
+    let (mut first, mut bytes) = read(start, end)?;
+    // A character still being written (or cut by `max`) waits for the next read.
+    let keep = utf8_head_boundary(&bytes);
+    if keep > 0 {
+        bytes.truncate(keep);
+    }
+    // A piece that does not begin where a read left off may begin inside a character.
+    if (offset.is_none() || first > start) && first > 0 {
+        let skip = utf8_tail_boundary(&bytes);
+        if skip < bytes.len() {
+            bytes.drain(..skip);
+            first += skip as u64;
+        }
+    }
+    let next_offset = first + bytes.len() as u64;
+    let (data, encoding) = encode_bytes(bytes);
+    Ok(StreamChunk {
+        data,
+        encoding,
+        offset: first,
+        next_offset,
+        total_bytes: total,
+        truncated: false,
+    })
 }
 
 /// Bytes `[start, end)` of the file, fewer where it is shorter (it stops at the spool cap).

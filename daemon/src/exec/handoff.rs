@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use sshmcp_proto::exec::{ExecResult, Handoff};
 
+use crate::commands::under_way::Shown;
 use crate::commands::{Handle, Prepared};
 use crate::config::Settings;
-use crate::remote::observer::{STDERR, STDOUT};
+use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Program, RunError, spool};
 use crate::session::Session;
 
@@ -33,17 +34,51 @@ pub async fn run(
     given_root: Option<String>,
     spool_output: bool,
 ) -> Result<ExecResult, RunError> {
+    // The observer keeps each stream's last bytes: no file holds this output unless it is
+    // handed off, and the person may read it (`sshmcp output`).
     let observer = program
         .observer
-        .get_or_insert_with(Default::default)
+        .get_or_insert_with(|| Arc::new(Observer::keeping_tails()))
         .clone();
     // Shown under way (`sshmcp watch`) until this call answers or hands the command off.
-    let _shown = session
+    let shown = session
         .commands
-        .exec_under_way(caller.tool, caller.command, observer.clone());
+        .under_way
+        .begin(
+            caller.tool,
+            caller.command,
+            observer.clone(),
+            program.kill_as_root,
+        )
+        .map_err(|e| RunError::Failed(e.message))?;
     let _following = handoff
         .progress_key
+        .clone()
         .map(|key| session.commands.follow(key, observer));
+    let result = run_shown(
+        session,
+        settings,
+        &shown,
+        program,
+        handoff,
+        given_root,
+        spool_output,
+    )
+    .await;
+    shown.finish(&result);
+    result
+}
+
+/// [`run`], for the call `shown` under way.
+async fn run_shown(
+    session: &Session,
+    settings: &Settings,
+    shown: &Shown,
+    mut program: Program,
+    handoff: Handoff,
+    given_root: Option<String>,
+    spool_output: bool,
+) -> Result<ExecResult, RunError> {
     let local_files = |e: sshmcp_proto::DaemonError| RunError::LocalFiles(e.message);
     // A timeout at or below `handoff_after` ends the command first: no hand-off (the timer
     // would otherwise race the kill, which may outlast it).
@@ -95,8 +130,9 @@ pub async fn run(
         }
         _ = handoff_due => {
             let handle = prepared
-                .into_handle(session, &command, running.detach(), as_root)
+                .into_handle(session, shown.id().to_string(), &command, running.detach(), as_root)
                 .map_err(|e| RunError::Failed(e.message))?;
+            shown.handed_off();
             handed_off(&handle, started, settings.max_output_bytes)
         }
     }

@@ -1,6 +1,11 @@
 //! What a run has done so far, for whoever follows it while it goes (progress notifications,
 //! command handles, a hand-off): its process group, the bytes of each stream, and the last
-//! line of output. Only runs that someone follows carry one.
+//! line of output; for an `exec` under way, the last bytes of each stream too (no file holds
+//! its output, and the person may read it: `sshmcp output`). Only runs that someone follows
+//! carry one.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
 
 use tokio::sync::watch;
 
@@ -11,9 +16,43 @@ pub const LINE_BYTES: usize = 200;
 pub const STDOUT: usize = 0;
 pub const STDERR: usize = 1;
 
+/// Bytes of each stream an observer that keeps tails holds: what `sshmcp output` can show of
+/// an `exec` under way, bounded whatever the command prints.
+pub const TAIL_BYTES: usize = 64 * 1024;
+
 /// A run's progress, shared between the run and its followers.
 pub struct Observer {
     seen: watch::Sender<Seen>,
+    /// The last [`TAIL_BYTES`] of each stream, when kept.
+    tails: Option<Mutex<[Tail; 2]>>,
+}
+
+/// The end of one stream: its last bytes and the offset of the first of them.
+#[derive(Default)]
+struct Tail {
+    start: u64,
+    bytes: VecDeque<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        self.bytes.extend(bytes);
+        let over = self.bytes.len().saturating_sub(TAIL_BYTES);
+        self.bytes.drain(..over);
+        self.start += over as u64;
+    }
+
+    /// Bytes `[from, to)`, or from the first one kept when `from` went; and the offset of the
+    /// first returned.
+    fn range(&self, from: u64, to: u64) -> (u64, Vec<u8>) {
+        let first = from.max(self.start);
+        let skip = usize::try_from(first - self.start).unwrap_or(usize::MAX);
+        let take = usize::try_from(to.saturating_sub(first)).unwrap_or(usize::MAX);
+        (
+            first,
+            self.bytes.iter().skip(skip).take(take).copied().collect(),
+        )
+    }
 }
 
 /// A snapshot of a run's progress.
@@ -95,7 +134,26 @@ impl Observer {
     pub fn new() -> Self {
         Self {
             seen: watch::channel(Seen::default()).0,
+            tails: None,
         }
+    }
+
+    /// An observer that also keeps the last bytes of each stream.
+    pub fn keeping_tails() -> Self {
+        Self {
+            tails: Some(Mutex::default()),
+            ..Self::new()
+        }
+    }
+
+    /// Bytes `[from, to)` of `stream` as far as its tail still holds them (from its first
+    /// byte kept when `from` went), and the offset of the first; none when no tail is kept.
+    pub fn tail(&self, stream: usize, from: u64, to: u64) -> Option<(u64, Vec<u8>)> {
+        let tails = self.tails.as_ref()?;
+        let tails = tails
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Some(tails[stream].range(from, to))
     }
 
     /// The end of a run another daemon followed: its group, whether that group outlived it,
@@ -110,6 +168,7 @@ impl Observer {
                 ..Seen::default()
             })
             .0,
+            tails: None,
         }
     }
 
@@ -151,6 +210,13 @@ impl Observer {
     pub(super) fn push(&self, stream: usize, bytes: &[u8], dropped: bool) {
         if bytes.is_empty() && !dropped {
             return;
+        }
+        // The tail first: a follower that sees the count finds the bytes.
+        if let Some(tails) = &self.tails {
+            let mut tails = tails
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            tails[stream].push(bytes);
         }
         self.seen.send_modify(|s| {
             s.bytes[stream] += bytes.len() as u64;
@@ -206,5 +272,22 @@ mod tests {
         let seen = o.seen();
         assert_eq!((seen.bytes, seen.total()), ([4, 9], 13));
         assert_eq!(seen.last_line(), "err line");
+    }
+
+    #[test]
+    fn a_tail_keeps_the_last_bytes_with_their_offsets() {
+        let o = Observer::keeping_tails();
+        o.push(STDOUT, b"abc", false);
+        assert_eq!(o.tail(STDOUT, 1, 3), Some((1, b"bc".to_vec())));
+        let past = vec![b'x'; TAIL_BYTES];
+        o.push(STDOUT, &past, false);
+        let (first, bytes) = o.tail(STDOUT, 0, u64::MAX).unwrap();
+        assert_eq!(
+            (first, bytes.len()),
+            (3, TAIL_BYTES),
+            "exactly the limit kept"
+        );
+        assert_eq!(o.tail(STDERR, 0, 10), Some((0, Vec::new())));
+        assert_eq!(Observer::new().tail(STDOUT, 0, 10), None);
     }
 }

@@ -206,7 +206,7 @@ impl Registry {
                     .into_iter()
                     .filter(|c| c.status == CommandState::Running || ended_lately(c))
                     .collect(),
-                execs: s.commands.execs(),
+                execs: s.commands.under_way.views(),
                 transfers: s
                     .transfers
                     .list()

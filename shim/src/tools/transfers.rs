@@ -184,7 +184,7 @@ impl Shim {
 
     /// Upload one regular file from the local root (put it there first) to the host as a job:
     /// answers `operation_id` for transfer_status. The file appears whole at `remote_path` once
-    /// verified; starting it again resumes a failed or cancelled copy. Errors: `remote_path_exists`
+    /// verified, with the local file's mode less umask; starting it again resumes a failed or cancelled copy. Errors: `remote_path_exists`
     /// (pass `overwrite`), `remote_path_not_found` (make_directory first), `invalid_local_path`
     /// (fix `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` (fix
     /// `remote_path`), `remote_permission_denied` (upload somewhere writable, move it with

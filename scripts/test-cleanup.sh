@@ -32,7 +32,8 @@ for kind in path user group; do
   while read -r what name; do
     [ "$what" = "$kind" ] || continue
     case $kind:$name in
-      path:/etc/sudoers.d/sshmcp-tests | path:/var/tmp/sshmcp-busybox-like) ;;
+      path:/etc/sudoers.d/sshmcp-tests | path:/var/tmp/sshmcp-busybox-like \
+        | path:/var/lib/sshmcp-tests/busybox) ;;
       user:sshmcp-* | group:sshmcp-*)
         case ${name#sshmcp-} in *[!a-z0-9-]* | '') fail "not a test name: $kind $name"; continue ;; esac ;;
       *) fail "not something the tests make: $kind $name"; continue ;;

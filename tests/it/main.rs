@@ -2,6 +2,7 @@
 //! real sshd on 127.0.0.1. Each test owns a temp root and its own daemon, so they run in
 //! parallel.
 
+mod busybox;
 mod cli;
 mod clients;
 mod commands;

@@ -27,6 +27,9 @@ pub struct SshdOptions {
     pub tcp_forwarding: bool,
     /// sshd's LogLevel: VERBOSE by default; DEBUG1 also logs each connection's cipher.
     pub log_level: &'static str,
+    /// Chroot `users::BUSYBOX_USER`'s sessions into `users::BUSYBOX_ROOT` (a host with only
+    /// BusyBox), with `/proc` mounted there in sshd's own mount namespace. Root only.
+    pub busybox: bool,
 }
 
 impl Default for SshdOptions {
@@ -38,6 +41,7 @@ impl Default for SshdOptions {
             without_sudo: false,
             tcp_forwarding: true,
             log_level: "VERBOSE",
+            busybox: false,
         }
     }
 }
@@ -113,7 +117,7 @@ impl Sshd {
                 let config = dir.join(format!("sshd_config.{n}"));
                 let text = sshd_config(dir, n, &addr, chunk, opts);
                 std::fs::write(&config, text).expect("sshd_config");
-                match spawn_until_listening(&config, &log, netns, opts.without_sudo, chunk.len()) {
+                match spawn_until_listening(&config, &log, netns, opts, chunk.len()) {
                     Some(child) => children.push(child),
                     None => break,
                 }
@@ -285,11 +289,19 @@ fn sshd_config(dir: &Path, n: usize, addr: &str, ports: &[u16], opts: &SshdOptio
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
          MaxStartups 100:30:200\nLogLevel {level}\nClientAliveInterval 15\nClientAliveCountMax 2\n\
-         AllowTcpForwarding {forwarding}\n",
+         AllowTcpForwarding {forwarding}\n{chroot}",
         d = dir.display(),
         max = opts.max_sessions,
         level = opts.log_level,
         forwarding = if opts.tcp_forwarding { "yes" } else { "no" },
+        chroot = match opts.busybox {
+            true => format!(
+                "Match User {}\n  ChrootDirectory {}\n",
+                crate::users::BUSYBOX_USER,
+                crate::users::BUSYBOX_ROOT
+            ),
+            false => String::new(),
+        },
     )
 }
 
@@ -299,27 +311,32 @@ fn spawn_until_listening(
     config: &Path,
     log: &Path,
     netns: Option<&str>,
-    without_sudo: bool,
+    opts: &SshdOptions,
     listeners: usize,
 ) -> Option<Child> {
     let mut argv: Vec<String> = netns
         .map(crate::netns::NetnsPair::exec_in)
         .unwrap_or_default();
-    if without_sudo {
+    // What sshd's own mount namespace changes: gone with it, nothing to undo.
+    let mut mounts = Vec::new();
+    if opts.without_sudo {
         // A file that is not executable stands where sudo was: `command -v sudo` finds none.
-        let hide = "mount --bind /dev/null \"$(command -v sudo)\" && exec \"$@\"";
-        for word in [
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            hide,
-            "sh",
-        ] {
+        mounts.push("mount --bind /dev/null \"$(command -v sudo)\"".to_string());
+    }
+    if opts.busybox {
+        // The root a mount of its own, as a host's `/` is (`df` finds it in /proc/mounts).
+        let root = crate::users::BUSYBOX_ROOT;
+        mounts.push(format!(
+            "mount --bind {root} {root} && mount -t proc proc {root}/proc"
+        ));
+    }
+    if !mounts.is_empty() {
+        let script = format!("{} && exec \"$@\"", mounts.join(" && "));
+        for word in ["unshare", "-m", "--propagation", "private", "sh", "-c"] {
             argv.push(word.into());
         }
+        argv.push(script);
+        argv.push("sh".into());
     }
     argv.push(SSHD.into());
     let mut child = Command::new(&argv[0])

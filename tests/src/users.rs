@@ -320,6 +320,89 @@ pub fn user_without_gnu_find() -> String {
     )
 }
 
+/// The user whose sessions run in [`BUSYBOX_ROOT`].
+pub const BUSYBOX_USER: &str = "sshmcp-busybox";
+
+/// A root holding only busybox-static, as `/bin/sh` and every tool (as on a small Alpine host:
+/// no GNU options, no rsync, sudo, openssl or sftp-server). sshd's `ChrootDirectory` for
+/// [`BUSYBOX_USER`]: every component of its path is root's and writable by no one else.
+pub const BUSYBOX_ROOT: &str = "/var/lib/sshmcp-tests/busybox";
+
+/// The user whose sessions run in a BusyBox-only root (an sshd started with
+/// `SshdOptions::busybox` chroots it there and mounts `/proc` in it); made once, with the
+/// root, for every test process (root only).
+pub fn busybox_user() -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let user = user_with_shell(BUSYBOX_USER, "/bin/sh");
+    let _lock = users_lock();
+    let root = std::path::Path::new(BUSYBOX_ROOT);
+    let ready = root.join(".ready");
+    if ready.exists() {
+        return user;
+    }
+    record("path", BUSYBOX_ROOT);
+    let _ = std::fs::remove_dir_all(root);
+    let home = format!("home/{user}");
+    for dir in [
+        "bin", "sbin", "usr/bin", "usr/sbin", "etc", "dev", "tmp", "proc", &home,
+    ] {
+        std::fs::create_dir_all(root.join(dir)).expect("the BusyBox root");
+    }
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("busybox-static is missing (scripts/test.sh installs it)");
+    std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
+    run(
+        Command::new("chroot")
+            .arg(root)
+            .args(["/bin/busybox", "--install", "-s"]),
+        "coreutils",
+    );
+    use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+    for (name, major, minor) in [
+        ("null", 1, 3),
+        ("zero", 1, 5),
+        ("random", 1, 8),
+        ("urandom", 1, 9),
+        ("tty", 5, 0),
+    ] {
+        let path = root.join("dev").join(name);
+        mknod(
+            &path,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(major, minor),
+        )
+        .expect("a device of the BusyBox root");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let account = nix::unistd::User::from_name(&user)
+        .ok()
+        .flatten()
+        .expect("the user just made");
+    let (uid, gid) = (account.uid, account.gid);
+    std::fs::write(
+        root.join("etc/passwd"),
+        format!("root:x:0:0::/root:/bin/sh\n{user}:x:{uid}:{gid}::/{home}:/bin/sh\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/group"),
+        format!("root:x:0:\n{user}:x:{gid}:\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/os-release"),
+        "NAME=BusyBox\nPRETTY_NAME=\"BusyBox (the sshmcp tests' host)\"\n",
+    )
+    .unwrap();
+    nix::unistd::chown(&root.join(&home), Some(uid), Some(gid)).expect("chown its home");
+    std::fs::write(&ready, "").expect("the BusyBox root's mark");
+    user
+}
+
 /// A bash user whose `openssl` (the hasher transfers use on the host) first runs `~/hook.sh`
 /// once, if the test put one there: a test acts at the moment a transfer is being verified,
 /// after its copy and before its publishing (root only: it writes the wrapper). Answers the

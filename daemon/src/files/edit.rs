@@ -83,6 +83,9 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
          _n=$(command wc -c < \"$_p\") || exit 1\n\
          [ \"$_n\" -le {max_file} ] || {{ printf 'ok toolarge %s\\n' \"$_n\"; exit 0; }}\n\
          [ \"$(command tr -dc '\\000' < \"$_p\" | command wc -c)\" -eq 0 ] || {{ echo 'ok binary'; exit 0; }}\n\
+         [ \"$(printf 'a\\000' | command sed -z 's/a/b/' 2>/dev/null | command tr -d '\\000')\" = b ] \
+         || \
+         {{ echo 'missing sed -z'; exit 0; }}\n\
          _i=$(_ident)\n\
          if [ -n '{expected}' ]; then _same; fi\n\
          _n=$(command wc -c < \"$_p\") || exit 1\n\

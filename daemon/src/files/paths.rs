@@ -120,8 +120,12 @@ pub async fn remove_path(
 ) -> Result<PathChanged, DaemonError> {
     let path = super::file_path(&req.path)?;
     let remove_directory = match req.recursive {
+        // BusyBox's rm has no `--one-file-system`: found out before anything is removed
+        // (with no operand, GNU's `rm -f` does nothing and succeeds).
         true => {
-            "_e=$(command rm -rf --one-file-system --preserve-root=all -- \"$_p\" 2>&1) || \
+            "command rm -rf --one-file-system --preserve-root=all -- 2>/dev/null || \
+             { echo 'missing rm --one-file-system'; exit 0; }\n\
+             _e=$(command rm -rf --one-file-system --preserve-root=all -- \"$_p\" 2>&1) || \
              _sshmcp_fail \"$_e\""
         }
         false => {

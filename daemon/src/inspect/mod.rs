@@ -2,8 +2,9 @@
 //! fixed `/bin/sh` program on the building block, the path on its stdin (so no byte of it is
 //! ever shell text), answering with a status line and then its data, parsed here.
 //!
-//! The programs need GNU coreutils and findutils (`stat -c`, `find -printf`, `sort -z`); a host
-//! without one gets an error naming what is missing, never a wrong answer.
+//! The programs need POSIX tools and a few GNU options (`find -printf`, `sort -z`); a host
+//! without one (BusyBox, as on Alpine) gets `host_tool_missing` naming what is missing, never a
+//! wrong answer.
 
 pub mod host;
 pub mod list;
@@ -227,7 +228,8 @@ pub(crate) async fn run_program(
         "missing" => Err(DaemonError::new(
             ErrorCode::HostToolMissing,
             format!(
-                "the host lacks `{detail}`, which this tool needs (GNU coreutils and findutils)"
+                "the host lacks `{detail}`, which this tool needs: do the work with exec and \
+                 the host's own tools, or install it there"
             ),
         )),
         "error" => Err(DaemonError::internal(format!("the host said: {detail}"))),

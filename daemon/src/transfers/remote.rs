@@ -66,7 +66,7 @@ pub async fn destination(
          _c=$(pwd -P; printf .); _c=${{_c%?.}}\n\
          _i=$(command cat /etc/machine-id 2>/dev/null) || _i=; [ -n \"$_i\" ] || _i=$(uname -n)\n\
          printf 'ok %s %s\\n%s' \"$_i\" \"$(command stat -c %d:%i .)\" \"$_c\"\n",
-        inspect::prelude("stat"),
+        inspect::prelude("stat rsync"),
         overwrite = u8::from(overwrite),
     );
     let (identity, directory) = inspect::run(session, script, remote, 64 * 1024).await?;
@@ -90,7 +90,7 @@ pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32),
          [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
          _s=${{_o%% *}}; _o=${{_o#* }}\n\
          printf 'ok %s %s\\n' \"$_s\" \"${{_o%% *}}\"\n",
-        inspect::prelude("stat"),
+        inspect::prelude("stat rsync"),
     );
     let (size, _) = inspect::run(session, script, remote, 4096)
         .await

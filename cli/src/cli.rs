@@ -93,12 +93,14 @@ pub enum Command {
         json: bool,
     },
     /// Print a command's output: a command handle's (started by command_start, or an exec
-    /// or sudo_exec handed off), running or ended, stdout to stdout and stderr to stderr.
+    /// or sudo_exec handed off), or an exec or sudo_exec under way (its last 64 KiB of each
+    /// stream), running or ended, stdout to stdout and stderr to stderr.
     ///
     /// It needs no session key: the daemon is yours. With --follow it prints what comes until
-    /// the command ends, then says how it ended (on stderr), and exits with its exit status.
+    /// the command ends (across an exec's hand-off), then says how it ended (on stderr), and
+    /// exits with its exit status.
     Output {
-        /// The handle's id, or a unique prefix of it (as `sshmcp watch` shows it).
+        /// The command's id, or a unique prefix of it (as `sshmcp watch` shows it).
         id: String,
         /// Keep printing until the command ends.
         #[arg(long, short = 'f')]
@@ -107,9 +109,10 @@ pub enum Command {
     /// Stop a command, a transfer or a forward of any session, as the agent's own kill,
     /// cancel or stop would (asking first on a terminal).
     ///
-    /// A command's process group gets TERM, then KILL if it holds on; a transfer keeps its
-    /// partial file; a forward's port is free once this answers. The agent then reads the
-    /// same state as after its own stop.
+    /// A command's process group gets TERM, then KILL if it holds on (an exec under way then
+    /// answers its agent with the signal); a transfer keeps its partial file; a forward's
+    /// port is free once this answers. The agent then reads the same state as after its own
+    /// stop.
     Kill {
         /// The id (`cmd-…`, `tr-…`, `fw-…`), or a unique prefix of it.
         id: String,

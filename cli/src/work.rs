@@ -69,6 +69,20 @@ pub async fn output(
         };
         // The whole id from now on: a prefix could come to begin another's.
         id = report.handle_id.clone();
+        // An `exec` under way keeps only the last bytes of each stream: a reader that fell
+        // behind is told what it missed.
+        for (name, chunk, asked) in [
+            ("stdout", &report.stdout, offsets.0),
+            ("stderr", &report.stderr, offsets.1),
+        ] {
+            if chunk.offset > asked {
+                writeln!(
+                    err,
+                    "[… {} bytes of {name} not kept …]",
+                    chunk.offset - asked
+                )?;
+            }
+        }
         out.write_all(&bytes(&report.stdout)?)?;
         err.write_all(&bytes(&report.stderr)?)?;
         out.flush()?;

@@ -37,9 +37,20 @@ pub fn find(registry: &Registry, given: &str) -> Result<(Kind, String, Arc<Sessi
         let commands = session.commands.list().commands.into_iter();
         let transfers = session.transfers.list().transfers.into_iter();
         let forwards = session.forwards.list().forwards.into_iter();
+        let handles: Vec<String> = commands.map(|c| c.handle_id).collect();
+        // A call being handed off is briefly both: the handle it became is what stays.
         let execs = session.commands.under_way.ids().into_iter();
-        ids.extend(commands.map(|c| (Kind::Command, c.handle_id, session.clone())));
-        ids.extend(execs.map(|id| (Kind::Exec, id, session.clone())));
+        let execs: Vec<String> = execs.filter(|id| !handles.contains(id)).collect();
+        ids.extend(
+            handles
+                .into_iter()
+                .map(|id| (Kind::Command, id, session.clone())),
+        );
+        ids.extend(
+            execs
+                .into_iter()
+                .map(|id| (Kind::Exec, id, session.clone())),
+        );
         ids.extend(transfers.map(|t| (Kind::Transfer, t.operation_id, session.clone())));
         ids.extend(forwards.map(|f| (Kind::Forward, f.forward_id, session.clone())));
     }

@@ -261,24 +261,53 @@ fn cli_child(env: &TestEnv, args: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// Closes an MCP client the test's tasks shared, once they are done with it.
+async fn close_shared(agent: std::sync::Arc<sshmcp_tests::McpClient>) {
+    std::sync::Arc::into_inner(agent)
+        .expect("the tasks that shared the client ended")
+        .close()
+        .await;
+}
+
+/// The first line a follower printed on stdout (it reads on while the test goes on).
+fn first_line(
+    follower: &mut std::process::Child,
+) -> (String, std::io::BufReader<std::process::ChildStdout>) {
+    use std::io::BufRead as _;
+    let mut out = std::io::BufReader::new(follower.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    (line, out)
+}
+
+/// What a follower printed after its first line, how it exited and what it said on stderr.
+fn rest_of(
+    follower: std::process::Child,
+    mut out: std::io::BufReader<std::process::ChildStdout>,
+) -> (String, Option<i32>, String) {
+    use std::io::Read as _;
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let ended = follower.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&ended.stderr).into_owned();
+    (rest, ended.status.code(), said)
+}
+
 /// An `exec` an agent waits for is read and stopped by the id `watch` shows: `sshmcp output`
-/// prints its streams apart, a follower (`-f`) prints what comes and ends with the call,
-/// `sshmcp kill` stops it (the agent's call answers with the signal), and a second kill is
-/// refused; the trail says the person did it.
+/// prints its streams apart, a follower (`-f`) prints what comes while it runs and ends with
+/// the call (as killed, or with the command's own exit status), `sshmcp kill` stops it (the
+/// agent's call answers with the signal), and a second kill is refused; the trail says the
+/// person did it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_and_kill_reach_an_exec_under_way_by_the_id_watch_shows() {
     let (env, mcp, s) = crate::connected().await;
     let marker = format!("under-way-{}", std::process::id());
     let secs = sshmcp_tests::process::unique_sleep(60);
-    let agent = env.mcp().await;
+    let agent = std::sync::Arc::new(env.mcp().await);
     let waiting = tokio::spawn({
         let command = format!("echo {marker}-err >&2; echo {marker}; sleep {secs}");
-        let s = s.clone();
-        async move {
-            let r = crate::exec(&agent, &s, &command, json!({"timeout": 60})).await;
-            agent.close().await;
-            r
-        }
+        let (s, agent) = (s.clone(), agent.clone());
+        async move { crate::exec(&agent, &s, &command, json!({"timeout": 60})).await }
     });
     let id = exec_under_way(&env, 2 * marker.len() + 6);
     assert!(id.starts_with("cmd-"), "{id}");
@@ -289,39 +318,60 @@ async fn output_and_kill_reach_an_exec_under_way_by_the_id_watch_shows() {
         String::from_utf8_lossy(&out.stderr),
         format!("{marker}-err\n")
     );
-    let follower = cli_child(&env, &["output", "-f", &id]);
-    let out = env.cli(&["kill", "--yes", &id]);
-    assert!(out.status.success(), "{out:?}");
+    let mut follower = cli_child(&env, &["output", "-f", &id]);
+    let (line, out) = first_line(&mut follower);
+    assert_eq!(line, format!("{marker}\n"));
+    let killed = env.cli(&["kill", "--yes", &id]);
+    assert!(killed.status.success(), "{killed:?}");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&killed.stdout),
         format!("command {id} of session {}: killed\n", s.0)
     );
     let answered = waiting.await.unwrap();
     assert_eq!(answered["ok"], true, "{answered}");
     assert!(answered["signal"].is_string(), "{answered}");
     assert_eq!(answered["exit_code"], Value::Null, "{answered}");
-    let followed = follower.wait_with_output().unwrap();
-    assert_eq!(followed.status.code(), Some(1), "{followed:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&followed.stdout),
-        format!("{marker}\n")
-    );
-    let said = String::from_utf8_lossy(&followed.stderr);
+    let (rest, code, said) = rest_of(follower, out);
+    assert_eq!((rest.as_str(), code), ("", Some(1)), "{said}");
     assert!(said.contains(&format!("sshmcp: {id} killed")), "{said}");
-    let out = env.cli(&["kill", "--yes", &id]);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let killed_id = id;
+    let again = env.cli(&["kill", "--yes", &killed_id]);
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("already ended (killed"),
-        "{out:?}"
+        String::from_utf8_lossy(&again.stderr).contains("already ended (killed"),
+        "{again:?}"
     );
-    let lines = history_until(&env, &["--session", &s.0], |lines| {
-        lines.iter().any(|l| l["tool"] == "command_kill")
+
+    // A follower of an exec that ends by itself ends with its exit status.
+    let go = format!("/tmp/{marker}.go");
+    let command = format!(
+        "echo {marker}-second; while [ ! -e {go} ]; do sleep 0.05; done; rm -f {go}; exit 4"
+    );
+    exec(&mcp, &s, &format!("rm -f {go}"), json!({})).await;
+    let waiting = tokio::spawn({
+        let (s, agent) = (s.clone(), agent.clone());
+        async move { crate::exec(&agent, &s, &command, json!({"timeout": 60})).await }
     });
-    let kill = lines.iter().find(|l| l["tool"] == "command_kill").unwrap();
-    assert_eq!(
-        kill["summary"],
-        format!("{id} (by the person: sshmcp kill)")
+    let id = exec_under_way(&env, marker.len() + "-second\n".len());
+    let mut follower = cli_child(&env, &["output", "-f", &id]);
+    let (line, out) = first_line(&mut follower);
+    assert_eq!(line, format!("{marker}-second\n"));
+    exec(&mcp, &s, &format!("touch {go}"), json!({})).await;
+    assert_eq!(waiting.await.unwrap()["exit_code"], 4);
+    let (rest, code, said) = rest_of(follower, out);
+    assert_eq!((rest.as_str(), code), ("", Some(4)), "{said}");
+    assert!(
+        said.contains(&format!("sshmcp: {id} completed, exit 4")),
+        "{said}"
     );
+
+    let by_the_person = format!("{killed_id} (by the person: sshmcp kill)");
+    history_until(&env, &["--session", &s.0], |lines| {
+        lines
+            .iter()
+            .any(|l| l["tool"] == "command_kill" && l["summary"] == by_the_person.as_str())
+    });
+    close_shared(agent).await;
     mcp.close().await;
 }
 
@@ -332,27 +382,29 @@ async fn a_follower_reads_an_exec_on_across_its_hand_off() {
     let (env, mcp, s) = crate::connected().await;
     let marker = format!("hand-off-{}", std::process::id());
     let go = format!("/tmp/{marker}.go");
-    let agent = env.mcp().await;
+    exec(&mcp, &s, &format!("rm -f {go}"), json!({})).await;
+    let agent = std::sync::Arc::new(env.mcp().await);
     let command = format!(
         "echo {marker}-first; while [ ! -e {go} ]; do sleep 0.05; done; echo {marker}-second; \
          rm -f {go}; exit 3"
     );
+    // Handed off after 5 s: the follower's first read is of the call under way.
     let waiting = tokio::spawn({
-        let s = s.clone();
+        let (s, agent) = (s.clone(), agent.clone());
         async move {
-            let r = crate::exec(
+            crate::exec(
                 &agent,
                 &s,
                 &command,
-                json!({"handoff_after": 1, "timeout": 60}),
+                json!({"handoff_after": 5, "timeout": 60}),
             )
-            .await;
-            agent.close().await;
-            r
+            .await
         }
     });
     let id = exec_under_way(&env, marker.len() + "-first\n".len());
-    let follower = cli_child(&env, &["output", "-f", &id]);
+    let mut follower = cli_child(&env, &["output", "-f", &id]);
+    let (line, out) = first_line(&mut follower);
+    assert_eq!(line, format!("{marker}-first\n"));
     let answered = waiting.await.unwrap();
     assert_eq!(
         (&answered["handed_off"], &answered["handle_id"]),
@@ -360,12 +412,73 @@ async fn a_follower_reads_an_exec_on_across_its_hand_off() {
         "{answered}"
     );
     exec(&mcp, &s, &format!("touch {go}"), json!({})).await;
-    let followed = follower.wait_with_output().unwrap();
-    assert_eq!(followed.status.code(), Some(3), "{followed:?}");
+    let (rest, code, said) = rest_of(follower, out);
     assert_eq!(
-        String::from_utf8_lossy(&followed.stdout),
-        format!("{marker}-first\n{marker}-second\n")
+        (rest, code),
+        (format!("{marker}-second\n"), Some(3)),
+        "{said}"
     );
+    close_shared(agent).await;
+    mcp.close().await;
+}
+
+/// An `exec` still waiting for a channel (nothing of it runs yet) is stopped by the person
+/// before it starts: it never runs, and the agent's call says the user stopped it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_waiting_for_a_channel_is_stopped_before_it_runs() {
+    let (env, mcp, s) = crate::connected_with(&SshdOptions::allowing_sessions(2), &[]).await;
+    let secs = sshmcp_tests::process::unique_sleep(120);
+    for _ in 0..2 {
+        let r = crate::on_session(
+            &mcp,
+            &s,
+            "command_start",
+            json!({"command": format!("sleep {secs}")}),
+        )
+        .await;
+        assert_eq!(r["status"], "running", "{r}");
+    }
+    let marker = format!("never-ran-{}", std::process::id());
+    let agent = std::sync::Arc::new(env.mcp().await);
+    let waiting = tokio::spawn({
+        let (s, agent) = (s.clone(), agent.clone());
+        let command = format!("echo {marker}");
+        async move { crate::exec(&agent, &s, &command, json!({})).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let id = loop {
+        let out = env.cli(&["watch", "--once", "--json"]);
+        let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let execs = snapshot["sessions"][0]["execs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(exec) = execs
+            .iter()
+            .find(|e| e["preview"] == format!("echo {marker}"))
+        {
+            break exec["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "never shown: {snapshot}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = env.cli(&["kill", "--yes", &id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).ends_with(": not_running\n"),
+        "{out:?}"
+    );
+    let answered = waiting.await.unwrap();
+    assert_eq!(crate::code(&answered), "policy_denied", "{answered}");
+    assert!(
+        answered["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sshmcp kill"),
+        "{answered}"
+    );
+    mcp.call("disconnect", json!({"session_id": s.0})).await;
+    close_shared(agent).await;
     mcp.close().await;
 }
 

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
 use sshmcp_proto::time::now_rfc3339;
-use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::remote::kill::{GROUP_ALIVE, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
@@ -160,25 +160,48 @@ pub async fn kill(
 }
 
 /// The person's stop of an `exec` call under way (`sshmcp kill`): TERM to its process group,
-/// KILL a second later if it is still there, as `command_kill` with `force`. The call then
-/// answers how its command ended; the person's read of it says `killed`.
+/// KILL a second later if it is still there, as `command_kill` with `force`; the call then
+/// answers how its command ended. A call with no group yet is cut (`not_running`: nothing
+/// runs). One handed off meanwhile is stopped as the handle it became.
 pub async fn stop_exec(session: &Session, id: &str) -> Result<KillResult, DaemonError> {
     let under_way = &session.commands.under_way;
-    let gone = || DaemonError::new(ErrorCode::CommandNotFound, format!("{id} already answered"));
-    let target = under_way.target(id).ok_or_else(gone)?;
+    // The person needs no key (the service checked who asks); the request carries none.
+    let as_handle = || CommandKillRequest {
+        auth: sshmcp_proto::session::SessionAuth {
+            session_id: session.id.clone(),
+            session_key: String::new(),
+        },
+        handle_id: id.to_string(),
+        signal: None,
+        force: Some(true),
+        wait_seconds: None,
+    };
+    let Some(target) = under_way.target(id) else {
+        return kill(session, as_handle()).await.map(|k| k.result);
+    };
     if let Some(how) = target.ended {
         return Err(DaemonError::invalid_arguments(format!(
             "{id} already ended ({how}): nothing to stop"
         )));
     }
     let Some(pgid) = target.pid else {
-        return Ok(KillResult::InvalidPid);
+        under_way.stopped(id, true);
+        return Ok(KillResult::NotRunning);
     };
     let order = KillOrder::check(None, Some(true), None)?;
-    under_way.stopped(id);
+    under_way.stopped(id, false);
     let (result, _) = signal_group(&session.host, order.script(pgid), order, target.as_root).await;
     if result == KillResult::Error && session.host.master_gone() {
         return Err(crate::session::lost_error());
+    }
+    // Handed off while the signal went: the handle is what the agent reads now.
+    let gone = matches!(
+        result,
+        KillResult::Killed | KillResult::AlreadyExited | KillResult::NotRunning
+    );
+    if let (true, Ok(handle)) = (gone, session.commands.find(id)) {
+        handle.confirm_killed();
+        session.record.ask();
     }
     Ok(result)
 }

@@ -13,7 +13,7 @@ use sshmcp_proto::command::{CommandReport, CommandState};
 use sshmcp_proto::exec::ExecResult;
 use sshmcp_proto::overview::ExecView;
 use sshmcp_proto::time::rfc3339;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::output::chunk;
 use super::{Ended, locked, preview};
@@ -42,6 +42,8 @@ struct Call {
     as_root: bool,
     /// The person stopped it: an end by a signal is `killed`.
     stopped: bool,
+    /// Told when the person stops it before its shell reported a process group to signal.
+    cancel: Arc<Notify>,
     end: watch::Sender<Option<Ended>>,
 }
 
@@ -66,6 +68,7 @@ impl UnderWay {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = super::new_id()?;
+        let cancel = Arc::new(Notify::new());
         let call = Call {
             id: id.clone(),
             tool,
@@ -74,6 +77,7 @@ impl UnderWay {
             observer,
             as_root,
             stopped: false,
+            cancel: cancel.clone(),
             end: watch::channel(None).0,
         };
         let mut calls = locked(&self.calls);
@@ -83,6 +87,7 @@ impl UnderWay {
             under_way: self.clone(),
             number,
             id,
+            cancel,
         })
     }
 
@@ -128,10 +133,14 @@ impl UnderWay {
         })
     }
 
-    /// Call `id` was stopped by the person.
-    pub fn stopped(&self, id: &str) {
+    /// Call `id` is being stopped by the person: its end by a signal is `killed`; `cancel`
+    /// when it has no process group to signal yet (nothing runs, or its channel is dropped).
+    pub fn stopped(&self, id: &str, cancel: bool) {
         if let Some(call) = locked(&self.calls).values_mut().find(|call| call.id == id) {
             call.stopped = true;
+            if cancel {
+                call.cancel.notify_one();
+            }
         }
     }
 
@@ -151,12 +160,15 @@ impl UnderWay {
             (call.observer.clone(), call.end.subscribe(), call.started_at)
         };
         if end.borrow().is_none() && !wait.is_zero() {
+            // Done waiting once there is something past the offsets read from.
             let mut seen = observer.subscribe();
-            let before = seen.borrow().total();
+            let unread = |s: &crate::remote::observer::Seen| {
+                (0..2).any(|stream| s.bytes[stream] > offsets[stream].unwrap_or(0))
+            };
             let more = async {
                 tokio::select! {
                     _ = end.wait_for(Option::is_some) => {}
-                    _ = seen.wait_for(|s| s.total() != before) => {}
+                    _ = seen.wait_for(unread) => {}
                 }
             };
             let _ = tokio::time::timeout(wait, more).await;
@@ -223,6 +235,7 @@ pub struct Shown {
     under_way: Arc<UnderWay>,
     number: u64,
     id: String,
+    cancel: Arc<Notify>,
 }
 
 impl Shown {
@@ -231,16 +244,25 @@ impl Shown {
         &self.id
     }
 
-    /// The call's command became a handle (of this id): the handle shows it from now on.
+    /// Resolves when the person stops the call before it has a process group to signal.
+    pub async fn cancelled(&self) {
+        self.cancel.notified().await;
+    }
+
+    /// The call's command became a handle (of this id): the handle shows it from now on, from
+    /// its files, so the tails go.
     pub fn handed_off(&self) {
-        locked(&self.under_way.calls).remove(&self.number);
+        if let Some(call) = locked(&self.under_way.calls).remove(&self.number) {
+            call.observer.drop_tails();
+        }
     }
 
     /// The call answered `result`.
     pub fn finish(self, result: &Result<ExecResult, RunError>) {
         let outcome = match result {
             Ok(result) => Ok(result.clone()),
-            Err(RunError::Cancelled) => Err(RunError::Cancelled),
+            // Cut by its client or stopped by the person: `killed`.
+            Err(RunError::Cancelled | RunError::StoppedByPerson) => Err(RunError::Cancelled),
             Err(e) => Err(RunError::Failed(e.to_string())),
         };
         self.end(Ended::from_outcome(outcome));
@@ -251,7 +273,9 @@ impl Shown {
         let Some(call) = calls.get(&self.number) else {
             return;
         };
-        if call.stopped && ended.exit_code.is_none() {
+        // Only an end by a signal is the person's doing: a timeout or a lost connection
+        // stays what it was.
+        if call.stopped && ended.state == CommandState::Completed && ended.signal.is_some() {
             ended.state = CommandState::Killed;
         }
         call.end.send_if_modified(|end| {

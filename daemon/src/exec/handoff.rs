@@ -55,7 +55,7 @@ pub async fn run(
         .progress_key
         .clone()
         .map(|key| session.commands.follow(key, observer));
-    let result = run_shown(
+    let run = run_shown(
         session,
         settings,
         &shown,
@@ -63,8 +63,13 @@ pub async fn run(
         handoff,
         given_root,
         spool_output,
-    )
-    .await;
+    );
+    // The person's stop before a process group was known drops the run: its channel's relay
+    // ends whatever started.
+    let result = tokio::select! {
+        result = run => result,
+        () = shown.cancelled() => Err(RunError::StoppedByPerson),
+    };
     shown.finish(&result);
     result
 }

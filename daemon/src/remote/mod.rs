@@ -230,6 +230,13 @@ pub enum RunError {
         waited: f64,
         why: channel::NoChannel,
     },
+    /// The person stopped the call (`sshmcp kill`) before its command reported a process
+    /// group: whatever started was ended with its channel.
+    #[error(
+        "the user stopped this command (sshmcp kill) before it started; ask them before \
+         running it again"
+    )]
+    StoppedByPerson,
     /// The local files for the run's output could not be made.
     #[error("{0}")]
     LocalFiles(String),
@@ -330,6 +337,7 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             RunError::ConnectionLost => crate::session::lost_error(),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
+            RunError::StoppedByPerson => DaemonError::new(ErrorCode::PolicyDenied, e.to_string()),
             RunError::LocalFiles(_) => DaemonError::new(ErrorCode::InvalidLocalPath, e.to_string()),
             RunError::ChannelsBusy { .. } => {
                 DaemonError::new(ErrorCode::ChannelsBusy, e.to_string())

@@ -23,8 +23,8 @@ pub const TAIL_BYTES: usize = 64 * 1024;
 /// A run's progress, shared between the run and its followers.
 pub struct Observer {
     seen: watch::Sender<Seen>,
-    /// The last [`TAIL_BYTES`] of each stream, when kept.
-    tails: Option<Mutex<[Tail; 2]>>,
+    /// The last [`TAIL_BYTES`] of each stream, while kept.
+    tails: Mutex<Option<[Tail; 2]>>,
 }
 
 /// The end of one stream: its last bytes and the offset of the first of them.
@@ -35,11 +35,13 @@ struct Tail {
 }
 
 impl Tail {
+    /// Keeps the last [`TAIL_BYTES`] of what was and `bytes`: the buffer never grows past it.
     fn push(&mut self, bytes: &[u8]) {
-        self.bytes.extend(bytes);
-        let over = self.bytes.len().saturating_sub(TAIL_BYTES);
+        let kept = &bytes[bytes.len().saturating_sub(TAIL_BYTES)..];
+        let over = (self.bytes.len() + kept.len()).saturating_sub(TAIL_BYTES);
         self.bytes.drain(..over);
-        self.start += over as u64;
+        self.bytes.extend(kept);
+        self.start += (over + bytes.len() - kept.len()) as u64;
     }
 
     /// Bytes `[from, to)`, or from the first one kept when `from` went; and the offset of the
@@ -48,10 +50,17 @@ impl Tail {
         let first = from.max(self.start);
         let skip = usize::try_from(first - self.start).unwrap_or(usize::MAX);
         let take = usize::try_from(to.saturating_sub(first)).unwrap_or(usize::MAX);
-        (
-            first,
-            self.bytes.iter().skip(skip).take(take).copied().collect(),
-        )
+        let end = skip.saturating_add(take).min(self.bytes.len());
+        let skip = skip.min(end);
+        let (front, back) = self.bytes.as_slices();
+        let mut out = Vec::with_capacity(end - skip);
+        if skip < front.len() {
+            out.extend_from_slice(&front[skip..end.min(front.len())]);
+        }
+        if end > front.len() {
+            out.extend_from_slice(&back[skip.saturating_sub(front.len())..end - front.len()]);
+        }
+        (first, out)
     }
 }
 
@@ -134,26 +143,35 @@ impl Observer {
     pub fn new() -> Self {
         Self {
             seen: watch::channel(Seen::default()).0,
-            tails: None,
+            tails: Mutex::new(None),
         }
     }
 
     /// An observer that also keeps the last bytes of each stream.
     pub fn keeping_tails() -> Self {
         Self {
-            tails: Some(Mutex::default()),
+            tails: Mutex::new(Some(Default::default())),
             ..Self::new()
         }
+    }
+
+    fn tails(&self) -> std::sync::MutexGuard<'_, Option<[Tail; 2]>> {
+        self.tails
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Bytes `[from, to)` of `stream` as far as its tail still holds them (from its first
     /// byte kept when `from` went), and the offset of the first; none when no tail is kept.
     pub fn tail(&self, stream: usize, from: u64, to: u64) -> Option<(u64, Vec<u8>)> {
-        let tails = self.tails.as_ref()?;
-        let tails = tails
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Some(tails[stream].range(from, to))
+        self.tails()
+            .as_ref()
+            .map(|tails| tails[stream].range(from, to))
+    }
+
+    /// Stops keeping tails: the run's output has files that hold all of it.
+    pub fn drop_tails(&self) {
+        self.tails().take();
     }
 
     /// The end of a run another daemon followed: its group, whether that group outlived it,
@@ -168,7 +186,7 @@ impl Observer {
                 ..Seen::default()
             })
             .0,
-            tails: None,
+            tails: Mutex::new(None),
         }
     }
 
@@ -212,10 +230,7 @@ impl Observer {
             return;
         }
         // The tail first: a follower that sees the count finds the bytes.
-        if let Some(tails) = &self.tails {
-            let mut tails = tails
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(tails) = self.tails().as_mut() {
             tails[stream].push(bytes);
         }
         self.seen.send_modify(|s| {
@@ -288,6 +303,22 @@ mod tests {
             "exactly the limit kept"
         );
         assert_eq!(o.tail(STDERR, 0, 10), Some((0, Vec::new())));
+        // A chunk larger than the tail, and a range across the ring's two slices.
+        let mut big = vec![b'a'; TAIL_BYTES + 10];
+        big.extend_from_slice(b"end");
+        o.push(STDOUT, &big, false);
+        let total = 3 + TAIL_BYTES as u64 + big.len() as u64;
+        let (first, bytes) = o.tail(STDOUT, 0, u64::MAX).unwrap();
+        assert_eq!(
+            (first, bytes.len()),
+            (total - TAIL_BYTES as u64, TAIL_BYTES)
+        );
+        assert!(bytes.ends_with(b"aend"));
+        o.push(STDOUT, b"xyz", false);
+        assert_eq!(o.tail(STDOUT, total - 2, total + 3).unwrap().1, b"ndxyz");
+        assert_eq!(o.tail(STDOUT, total + 1, total + 2).unwrap().1, b"y");
+        o.drop_tails();
+        assert_eq!(o.tail(STDOUT, 0, 10), None);
         assert_eq!(Observer::new().tail(STDOUT, 0, 10), None);
     }
 }

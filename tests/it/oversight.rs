@@ -482,6 +482,150 @@ async fn an_exec_waiting_for_a_channel_is_stopped_before_it_runs() {
     mcp.close().await;
 }
 
+/// A tmux server of the test's own (its socket named for the test), killed when dropped.
+struct Tmux(String);
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let out = std::process::Command::new("tmux")
+            .args(["-L", &self.0, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux (scripts/test.sh installs it)");
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        out
+    }
+
+    /// The pane as shown, with its colours as escape sequences.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-e", "-t", "w"]).stdout)
+            .into_owned()
+    }
+
+    /// Waits until the pane shows what `shown` accepts (a terminal has no event to wait on).
+    fn until(&self, what: &str, shown: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let screen = self.screen();
+            if shown(&screen) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "never {what}:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .output();
+    }
+}
+
+/// `sshmcp watch` in a real terminal (tmux): it draws on the alternate screen, colours a
+/// command that succeeded green, redraws as an `exec` comes and goes, and on Ctrl-C exits 0
+/// with the terminal's own screen back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_in_a_terminal_redraws_in_colour_and_ctrl_c_restores_the_screen() {
+    let (env, mcp, s) = crate::connected().await;
+    let done = crate::on_session(&mcp, &s, "command_start", json!({"command": "true"})).await;
+    let ended = crate::on_session(
+        &mcp,
+        &s,
+        "command_status",
+        json!({"handle_id": done["handle_id"], "wait_seconds": 30}),
+    )
+    .await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    let tmux = Tmux(format!(
+        "sshmcp-watch-{}",
+        sshmcp_tests::process::unique_sleep(1)
+    ));
+    let bin = sshmcp_tests::bins::path("sshmcp").display().to_string();
+    let vars: Vec<String> = env
+        .env_vars()
+        .into_iter()
+        .filter(|(k, _)| k != "TERM" && k != "NO_COLOR")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut argv = vec![
+        "new-session",
+        "-d",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "-s",
+        "w",
+        "env",
+        "-i",
+    ];
+    argv.extend(vars.iter().map(String::as_str));
+    argv.extend(["TERM=screen", &bin, "watch"]);
+    tmux.run(&argv);
+    tmux.run(&["set-option", "-t", "w", "remain-on-exit", "on"]);
+    let handle = done["handle_id"].as_str().unwrap();
+    let frame = tmux.until("the session and its command", |screen| {
+        screen.contains(&s.0) && screen.contains(handle)
+    });
+    assert!(frame.contains("Ctrl-C to quit"), "{frame}");
+    let green = frame
+        .lines()
+        .find(|line| line.contains(handle))
+        .unwrap()
+        .to_string();
+    assert!(green.contains("\x1b[32m"), "not green: {green:?}");
+
+    let marker = format!("redrawn-{}", std::process::id());
+    let go = format!("/tmp/{marker}.go");
+    exec(&mcp, &s, &format!("rm -f {go}"), json!({})).await;
+    let agent = std::sync::Arc::new(env.mcp().await);
+    let waiting = tokio::spawn({
+        let (s, agent) = (s.clone(), agent.clone());
+        let command =
+            format!("echo {marker}; while [ ! -e {go} ]; do sleep 0.05; done; rm -f {go}");
+        async move { crate::exec(&agent, &s, &command, json!({"timeout": 60})).await }
+    });
+    tmux.until("the exec under way", |screen| {
+        screen.contains(&format!("‹{marker}›"))
+    });
+    exec(&mcp, &s, &format!("touch {go}"), json!({})).await;
+    assert_eq!(waiting.await.unwrap()["exit_code"], 0);
+    tmux.until("the exec gone", |screen| {
+        !screen.contains(&marker) && screen.contains(&s.0)
+    });
+
+    tmux.run(&["send-keys", "-t", "w", "C-c"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = tmux.run(&[
+            "display-message",
+            "-p",
+            "-t",
+            "w",
+            "#{pane_dead} #{pane_dead_status}",
+        ]);
+        let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if state == "1 0" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watch did not exit 0 on Ctrl-C: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = tmux.screen();
+    assert!(
+        !after.contains("Ctrl-C to quit") && !after.contains(&s.0),
+        "the terminal's own screen is not back:\n{after}"
+    );
+    close_shared(agent).await;
+    mcp.close().await;
+}
+
 /// The trail's times are RFC 3339 UTC with milliseconds, as `--since` compares them.
 fn is_trail_time(time: &str) -> bool {
     time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T'

@@ -6,7 +6,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use sshmcp_local::client::{ClientError, connect_existing};
+use sshmcp_local::client::{ClientError, Connection, connect_existing};
 use sshmcp_local::paths::{self, RuntimePaths};
 
 /// Exit status when a check failed (see `cli::EXIT_CODES`).
@@ -30,88 +30,12 @@ pub async fn run(
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let state_dir = paths::state_dir_from_env();
     let answered = connect_existing(paths).await;
-    // The settings that count are the running daemon's; without one, the environment's.
-    let status = match &answered {
-        Ok(Some(c)) => {
-            let ctx =
-                sshmcp_proto::service::context_with_timeout(std::time::Duration::from_secs(10));
-            c.client.status(ctx).await.ok()
-        }
-        _ => None,
+    let (status, policy) = match &answered {
+        Ok(Some(c)) => (ask_status(c).await, ask_policy(c).await),
+        _ => (None, None),
     };
-    // The settings that count are the running daemon's; without one, those a daemon
-    // started now would take (its flags, environment and config file: it says them).
-    let would = check_config();
-    let (root, ssh_config_file) = match (&status, &would) {
-        (Some(s), _) => (
-            Some(PathBuf::from(&s.default_local_root)),
-            s.ssh_config.as_ref().map(PathBuf::from),
-        ),
-        (None, Ok(would)) => (would.local_root.clone(), would.ssh_config.clone()),
-        (None, Err(_)) => (paths::default_local_root(), None),
-    };
-    let policy = match &answered {
-        Ok(Some(c)) if c.capabilities.iter().any(|t| t == "policy") => {
-            let ctx =
-                sshmcp_proto::service::context_with_timeout(std::time::Duration::from_secs(10));
-            c.client.policy(ctx).await.ok()
-        }
-        _ => None,
-    };
-    let checks = [
-        (
-            "ssh",
-            tool_version("ssh", "-V", "apt-get install openssh-client"),
-        ),
-        (
-            "rsync",
-            tool_version(
-                "rsync",
-                "--version",
-                "apt-get install rsync (transfers need rsync here and on each host)",
-            ),
-        ),
-        ("runtime dir", private_dir(&paths.dir)),
-        ("socket", socket(&paths.socket())),
-        (
-            "state dir",
-            match &state_dir {
-                Some(dir) => private_dir(dir),
-                None => problem("none: neither SSHMCP_STATE_DIR nor HOME is set", "set HOME"),
-            },
-        ),
-        ("local root", local_root(root)),
-        ("ssh config", ssh_config(ssh_config_file)),
-        (
-            "config",
-            match would {
-                Ok(would) => Finding::Ok(match would.config_file {
-                    Some(file) => format!(
-                        "{}: a daemon started now reads it without error",
-                        file.display()
-                    ),
-                    None => "none; a daemon started now takes the defaults".into(),
-                }),
-                // A directory's mode stops a start as surely as a bad file, but its fix is
-                // its own line's.
-                Err(why)
-                    if why.starts_with("runtime directory")
-                        || why.starts_with("state directory") =>
-                {
-                    problem(why, "correct that directory as its own line above says")
-                }
-                Err(why) => problem(
-                    why,
-                    "correct the config file, then sshmcp daemon restart (or reload for the \
-                     policy)",
-                ),
-            },
-        ),
-        ("daemon", daemon(answered)),
-        ("policy", policy_finding(policy.as_ref())),
-    ];
+    let checks = checks(paths, answered, status, policy.as_ref());
     let problems = checks
         .iter()
         .filter(|(_, finding)| matches!(finding, Finding::Problem { .. }))
@@ -158,6 +82,92 @@ pub async fn run(
             ExitCode::from(EXIT_PROBLEM)
         }
     })
+}
+
+/// The running daemon's status (its settings count, not the environment's).
+async fn ask_status(c: &Connection) -> Option<sshmcp_proto::DaemonStatus> {
+    let ctx = sshmcp_proto::service::context_with_timeout(std::time::Duration::from_secs(10));
+    c.client.status(ctx).await.ok()
+}
+
+/// The running daemon's policy, when it is new enough to say it.
+async fn ask_policy(c: &Connection) -> Option<sshmcp_proto::policy::PolicyReport> {
+    if !c.capabilities.iter().any(|t| t == "policy") {
+        return None;
+    }
+    let ctx = sshmcp_proto::service::context_with_timeout(std::time::Duration::from_secs(10));
+    c.client.policy(ctx).await.ok()
+}
+
+/// Every check, named, in the order they print.
+fn checks(
+    paths: &RuntimePaths,
+    answered: Result<Option<Connection>, ClientError>,
+    status: Option<sshmcp_proto::DaemonStatus>,
+    policy: Option<&sshmcp_proto::policy::PolicyReport>,
+) -> Vec<(&'static str, Finding)> {
+    let state_dir = paths::state_dir_from_env();
+    // The settings that count are the running daemon's; without one, those a daemon
+    // started now would take (its flags, environment and config file: it says them).
+    let would = check_config();
+    let (root, ssh_config_file) = match (&status, &would) {
+        (Some(s), _) => (
+            Some(PathBuf::from(&s.default_local_root)),
+            s.ssh_config.as_ref().map(PathBuf::from),
+        ),
+        (None, Ok(would)) => (would.local_root.clone(), would.ssh_config.clone()),
+        (None, Err(_)) => (paths::default_local_root(), None),
+    };
+    vec![
+        (
+            "ssh",
+            tool_version("ssh", "-V", "apt-get install openssh-client"),
+        ),
+        (
+            "rsync",
+            tool_version(
+                "rsync",
+                "--version",
+                "apt-get install rsync (transfers need rsync here and on each host)",
+            ),
+        ),
+        ("runtime dir", private_dir(&paths.dir)),
+        ("socket", socket(&paths.socket())),
+        (
+            "state dir",
+            match &state_dir {
+                Some(dir) => private_dir(dir),
+                None => problem("none: neither SSHMCP_STATE_DIR nor HOME is set", "set HOME"),
+            },
+        ),
+        ("local root", local_root(root)),
+        ("ssh config", ssh_config(ssh_config_file)),
+        ("config", config_finding(would)),
+        ("daemon", daemon(answered)),
+        ("policy", policy_finding(policy)),
+    ]
+}
+
+/// Whether a daemon started now would take its config file.
+fn config_finding(would: Result<WouldStart, String>) -> Finding {
+    match would {
+        Ok(would) => Finding::Ok(match would.config_file {
+            Some(file) => format!(
+                "{}: a daemon started now reads it without error",
+                file.display()
+            ),
+            None => "none; a daemon started now takes the defaults".into(),
+        }),
+        // A directory's mode stops a start as surely as a bad file, but its fix is its own
+        // line's.
+        Err(why) if why.starts_with("runtime directory") || why.starts_with("state directory") => {
+            problem(why, "correct that directory as its own line above says")
+        }
+        Err(why) => problem(
+            why,
+            "correct the config file, then sshmcp daemon restart (or reload for the policy)",
+        ),
+    }
 }
 
 /// What a daemon started now, from this environment, would take: its local root, ssh
@@ -341,7 +351,7 @@ fn policy_finding(report: Option<&sshmcp_proto::policy::PolicyReport>) -> Findin
     }
 }
 
-fn daemon(answered: Result<Option<sshmcp_local::client::Connection>, ClientError>) -> Finding {
+fn daemon(answered: Result<Option<Connection>, ClientError>) -> Finding {
     match answered {
         Ok(Some(c)) => Finding::Ok(format!(
             "running (pid {}, version {}, protocol {})",

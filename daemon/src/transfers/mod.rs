@@ -513,86 +513,11 @@ async fn begin(
     let root = crate::exec::local_root(req.local_root.clone(), settings)?;
     // A resume must find the same files whatever the next daemon's default root is.
     req.local_root = Some(root.to_string_lossy().into_owned());
-    let server = format!("{}:{}", session.server_host, session.server_port);
-    let (plan, total, claim) = match direction {
-        TransferDirection::Download => {
-            if !rsync::fetchable(&remote_path) {
-                return Err(DaemonError::new(
-                    ErrorCode::InvalidArguments,
-                    "rsync cannot fetch a file whose name holds both a backslash and one of * ? [: copy \
-                     or rename it on the host first (exec)",
-                ));
-            }
-            let (total, mode) = remote::source_size(session, &remote_path).await?;
-            let destination = local::destination(&root, &req.local_path, req.overwrite)?;
-            let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
-            let partial =
-                local::partial_path(&root, &server, &remote_path, &destination.final_path)
-                    .map_err(|e| {
-                        DaemonError::new(
-                            ErrorCode::InvalidLocalPath,
-                            format!("cannot make the partial file's directory: {e}"),
-                        )
-                    })?;
-            let plan = Plan::Download {
-                source: remote_path,
-                mode,
-                partial,
-                destination,
-            };
-            (plan, total, claim)
-        }
-        TransferDirection::Upload => {
-            let source = local::source(&root, &req.local_path)?;
-            let remote::Destination { path, identity } =
-                remote::destination(session, &remote_path, req.overwrite).await?;
-            let claim = destinations.claim(Target::Remote(identity))?;
-            let partial = remote::Partial::of(&server, &source.path, &path);
-            let total = source.size;
-            let plan = Plan::Upload {
-                source,
-                destination: path,
-                partial,
-            };
-            (plan, total, claim)
-        }
-    };
-    let resumed = match resumed {
-        Some(resumed) => resumed,
-        None => Resumed {
-            id: crate::session::key::nonce("tr-")
-                .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?[..19]
-                .to_string(),
-            started_at: SystemTime::now(),
-            placeholder: None,
-        },
-    };
-    let placeholder = resumed.placeholder.clone();
+    let (plan, total, claim) =
+        plan(session, destinations, direction, &req, &root, remote_path).await?;
+    let placeholder = resumed.as_ref().and_then(|r| r.placeholder.clone());
     let overwrite = req.overwrite;
-    // A cancel of the placeholder is a cancel of the transfer.
-    let cancel = match &placeholder {
-        Some(placeholder) => placeholder.cancel.clone(),
-        None => session.host.closing.child_token(),
-    };
-    let mut op = Operation::new(resumed, direction, req, total, cancel);
-    // A caller waiting on the placeholder (transfer_status with wait_seconds) waits for the
-    // transfer's end.
-    if let Some(placeholder) = &placeholder {
-        op.ended = placeholder.ended.clone();
-    }
-    // The paths as resolved, for the reports.
-    (op.local_path, op.remote_path) = match &plan {
-        Plan::Download {
-            source,
-            destination,
-            ..
-        } => (destination.final_path.display().to_string(), source.clone()),
-        Plan::Upload {
-            source,
-            destination,
-            ..
-        } => (source.path.display().to_string(), destination.clone()),
-    };
+    let op = operation(session, resumed, direction, req, total, &plan)?;
     let op = Arc::new(op);
     match placeholder {
         Some(placeholder) => session.transfers.replace(&placeholder, op.clone()),
@@ -610,7 +535,113 @@ async fn begin(
     Ok(op.report())
 }
 
+/// What a transfer copies from where to where, checked on both ends, its size, and the claim
+/// on its destination (no two transfers write one file).
+async fn plan(
+    session: &Session,
+    destinations: &Arc<Destinations>,
+    direction: TransferDirection,
+    req: &TransferStartRequest,
+    root: &std::path::Path,
+    remote_path: Vec<u8>,
+) -> Result<(Plan, u64, Claim), DaemonError> {
+    let server = format!("{}:{}", session.server_host, session.server_port);
+    Ok(match direction {
+        TransferDirection::Download => {
+            if !rsync::fetchable(&remote_path) {
+                return Err(DaemonError::new(
+                    ErrorCode::InvalidArguments,
+                    "rsync cannot fetch a file whose name holds both a backslash and one of * ? [: copy \
+                     or rename it on the host first (exec)",
+                ));
+            }
+            let (total, mode) = remote::source_size(session, &remote_path).await?;
+            let destination = local::destination(root, &req.local_path, req.overwrite)?;
+            let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
+            let partial = local::partial_path(root, &server, &remote_path, &destination.final_path)
+                .map_err(|e| {
+                    DaemonError::new(
+                        ErrorCode::InvalidLocalPath,
+                        format!("cannot make the partial file's directory: {e}"),
+                    )
+                })?;
+            let plan = Plan::Download {
+                source: remote_path,
+                mode,
+                partial,
+                destination,
+            };
+            (plan, total, claim)
+        }
+        TransferDirection::Upload => {
+            let source = local::source(root, &req.local_path)?;
+            let remote::Destination { path, identity } =
+                remote::destination(session, &remote_path, req.overwrite).await?;
+            let claim = destinations.claim(Target::Remote(identity))?;
+            let partial = remote::Partial::of(&server, &source.path, &path);
+            let total = source.size;
+            let plan = Plan::Upload {
+                source,
+                destination: path,
+                partial,
+            };
+            (plan, total, claim)
+        }
+    })
+}
+
+/// The operation of a transfer: its id (a new one, or the one a resumed transfer had), its
+/// cancel, and the paths as resolved, for the reports.
+fn operation(
+    session: &Session,
+    resumed: Option<Resumed>,
+    direction: TransferDirection,
+    req: TransferStartRequest,
+    total: u64,
+    plan: &Plan,
+) -> Result<Operation, DaemonError> {
+    let resumed = match resumed {
+        Some(resumed) => resumed,
+        None => Resumed {
+            id: crate::session::key::nonce("tr-")
+                .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?[..19]
+                .to_string(),
+            started_at: SystemTime::now(),
+            placeholder: None,
+        },
+    };
+    let placeholder = resumed.placeholder.clone();
+    // A cancel of the placeholder is a cancel of the transfer.
+    let cancel = match &placeholder {
+        Some(placeholder) => placeholder.cancel.clone(),
+        None => session.host.closing.child_token(),
+    };
+    let mut op = Operation::new(resumed, direction, req, total, cancel);
+    // A caller waiting on the placeholder (transfer_status with wait_seconds) waits for the
+    // transfer's end.
+    if let Some(placeholder) = &placeholder {
+        op.ended = placeholder.ended.clone();
+    }
+    // The paths as resolved, for the reports.
+    (op.local_path, op.remote_path) = match plan {
+        Plan::Download {
+            source,
+            destination,
+            ..
+        } => (destination.final_path.display().to_string(), source.clone()),
+        Plan::Upload {
+            source,
+            destination,
+            ..
+        } => (source.path.display().to_string(), destination.clone()),
+    };
+    Ok(op)
+}
+
 type Outcome = Result<(String, String), (TransferState, DaemonError)>;
+
+/// A slot of the session's channels, held while it is kept.
+type Permit = tokio::sync::OwnedSemaphorePermit;
 
 fn cancelled() -> (TransferState, DaemonError) {
     (
@@ -632,6 +663,26 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         _ = op.cancel.cancelled() => return Err(cancelled()),
     };
     checked.map_err(|e| failed(remote::step_failed("cannot check the partial file", e)))?;
+    // The command slot is kept to the end, through the hashing on the host: each transfer
+    // then holds at most one of the slots commands may hold, whatever step it is at.
+    let (_command_slot, slot) = slots(session, op).await?;
+    op.set_state(TransferState::Running);
+    let began = Instant::now();
+    let reused = run_rsync(session, op, plan, slot).await?;
+    op.copied(reused);
+    let copy_hash = verify(session, op, plan, began, reused).await?;
+    if op.cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    let final_path = publish(session, op, plan, overwrite, &copy_hash).await?;
+    Ok((copy_hash, final_path))
+}
+
+/// The slots rsync's channel takes: one of those commands may hold, and one of the session's.
+async fn slots(
+    session: &Session,
+    op: &Operation,
+) -> Result<(Permit, Permit), (TransferState, DaemonError)> {
     // rsync's ssh opens a channel on the master like any command: it takes one of the
     // session's slots (one of those commands may hold), so commands and transfers together
     // stay within sshd's MaxSessions.
@@ -642,17 +693,24 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         let slot = crate::remote::channel::acquire_slot(&host.slots, by).await?;
         Ok::<_, crate::remote::channel::OpenError>((command_slot, slot))
     };
-    // The command slot is kept to the end, through the hashing on the host: each transfer
-    // then holds at most one of the slots commands may hold, whatever step it is at.
-    let (_command_slot, slot) = tokio::select! {
+    tokio::select! {
         slot = slots => slot.map_err(|_| failed(DaemonError::new(
             ErrorCode::ChannelsBusy,
             "nothing was copied: no channel of the session came free in time (running \
              commands hold them all); a retry is safe once one ends",
-        )))?,
-        _ = op.cancel.cancelled() => return Err(cancelled()),
-    };
-    op.set_state(TransferState::Running);
+        ))),
+        _ = op.cancel.cancelled() => Err(cancelled()),
+    }
+}
+
+/// The copy itself: rsync run (again while sshd refuses its channel, as a command waits for
+/// one), its failure told apart. Answers the bytes it reused from an earlier partial.
+async fn run_rsync(
+    session: &Session,
+    op: &Operation,
+    plan: &Plan,
+    slot: Permit,
+) -> Result<u64, (TransferState, DaemonError)> {
     let ends = match plan {
         Plan::Download {
             source, partial, ..
@@ -670,8 +728,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
     let server = (session.server_host.as_str(), session.server_port);
     let marker = crate::session::key::nonce("sshmcp-rsync-")
         .map_err(|e| failed(DaemonError::internal(format!("no randomness: {e}"))))?;
-    let began = Instant::now();
-    let give_up = began + SLOT_WAIT;
+    let give_up = Instant::now() + SLOT_WAIT;
     let mut pause = REFUSED_PAUSE;
     let refusals = kill_channel::Refusals::default();
     let host = &session.host;
@@ -712,8 +769,8 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
         pause = (pause * 2).min(REFUSED_PAUSE_MAX);
     };
     drop((slot, _copying));
-    let reused = match copied {
-        Ok(reused) => reused,
+    let failure = match copied {
+        Ok(reused) => return Ok(reused),
         Err(rsync::Failure::Cancelled) => {
             // Ended only once nothing writes the partial any more: a retry resumes from it.
             // A closing session cannot run this, and its master ends the remote rsync anyway.
@@ -722,25 +779,29 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             }
             return Err(cancelled());
         }
-        Err(rsync::Failure::Refused) => {
-            return Err(failed(DaemonError::new(
-                ErrorCode::ChannelsBusy,
-                "nothing was copied: no session of the server came free in time (sshd \
-                 refused rsync's channel: running commands hold every session it allows); a \
-                 retry is safe once one ends",
-            )));
-        }
-        Err(rsync::Failure::Exited(code, said)) => {
-            return Err(failed(exit_error(session, code, &said).await));
-        }
+        Err(rsync::Failure::Refused) => DaemonError::new(
+            ErrorCode::ChannelsBusy,
+            "nothing was copied: no session of the server came free in time (sshd refused \
+             rsync's channel: running commands hold every session it allows); a retry is safe \
+             once one ends",
+        ),
+        Err(rsync::Failure::Exited(code, said)) => exit_error(session, code, &said).await,
         Err(rsync::Failure::Start(e)) => {
-            return Err(failed(DaemonError::new(
-                ErrorCode::TransferFailed,
-                format!("cannot run rsync: {e}"),
-            )));
+            DaemonError::new(ErrorCode::TransferFailed, format!("cannot run rsync: {e}"))
         }
     };
-    op.copied(reused);
+    Err(failed(failure))
+}
+
+/// The copy's SHA-256, once it equals the source's (hashed after the copy); a copy that
+/// differs is discarded.
+async fn verify(
+    session: &Session,
+    op: &Operation,
+    plan: &Plan,
+    began: Instant,
+    reused: u64,
+) -> Result<String, (TransferState, DaemonError)> {
     let copied_at = Instant::now();
     let copy_hash = async {
         match plan {
@@ -790,10 +851,18 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
             discarded,
         )));
     }
-    if op.cancel.is_cancelled() {
-        return Err(cancelled());
-    }
-    let final_path = match plan {
+    Ok(copy_hash)
+}
+
+/// Puts the verified copy at its destination: its final path.
+async fn publish(
+    session: &Session,
+    op: &Operation,
+    plan: &Plan,
+    overwrite: bool,
+    copy_hash: &str,
+) -> Result<String, (TransferState, DaemonError)> {
+    Ok(match plan {
         Plan::Download {
             partial,
             destination,
@@ -807,7 +876,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
                 ))
             })?;
             let published = destination
-                .publish(partial, overwrite, &copy_hash, op.cancel.clone())
+                .publish(partial, overwrite, copy_hash, op.cancel.clone())
                 .await;
             match published {
                 // A copy across file systems that stopped; a mismatch or a destination that
@@ -829,8 +898,7 @@ async fn copy(session: &Session, op: &Operation, plan: &Plan, overwrite: bool) -
                 .map_err(failed)?;
             String::from_utf8_lossy(destination).into_owned()
         }
-    };
-    Ok((copy_hash, final_path))
+    })
 }
 
 /// Why rsync exited badly: the master's end (a master killed mid-copy closes its socket a

@@ -552,6 +552,7 @@ mod tests {
     /// starts detached, records its marker and exit status, and a PID whose marker does not
     /// match (reused) is not the task.
     #[test]
+    #[allow(clippy::too_many_lines)] // One task's life, step by step.
     fn launch_status_and_identity_on_a_local_shell() {
         let home = tempfile::tempdir().unwrap();
         let sh = |script: &str, stdin: &[u8]| local_sh(home.path(), None, script, stdin);

@@ -2,6 +2,7 @@
 //! the bytes of `structuredContent` (what Claude Code shows the model) of 30 everyday calls
 //! through the real binaries against a throwaway sshd on loopback. Run it with
 //! `scripts/answers.sh` (`SHOW=1` prints each answer). A measurement, never a test.
+#![allow(clippy::too_many_lines)] // A test scenario reads as one story.
 
 use serde_json::{Value, json};
 use sshmcp_tests::mcp::call_ok as call;

@@ -1,5 +1,6 @@
 //! The README's demo: a throwaway sshd, then the real `sshmcp-mcp` over stdio and the
 //! `sshmcp` CLI (sessions, stop, the audit trail), each step printed. Run it with `scripts/demo.sh`.
+#![allow(clippy::too_many_lines)] // A test scenario reads as one story.
 
 use serde_json::{Value, json};
 use sshmcp_tests::TestEnv;

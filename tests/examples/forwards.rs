@@ -4,6 +4,7 @@
 //! one byte there and back), with a direct connection as the floor. Real binaries against a
 //! throwaway sshd on loopback. Run it with `scripts/perf-forwards.sh` (release build). A
 //! measurement, never a test.
+#![allow(clippy::too_many_lines)] // A test scenario reads as one story.
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -3,6 +3,7 @@
 //! the daemon's memory while a handle prints far more than it could hold, and how often
 //! progress notifications come. Real binaries against a throwaway sshd on loopback. Run it
 //! with `scripts/perf-handles.sh` (release build). A measurement, never a test.
+#![allow(clippy::too_many_lines)] // A test scenario reads as one story.
 
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,7 @@
 //!
 //! `perf [FAST_MCP_SSH_BINARY]`; without one, fast-mcp-ssh is left out. `SSHMCP_PERF_LOAD`
 //! and `SSHMCP_PERF_RING` run one part alone (see `load` and `ring_sets`).
+#![allow(clippy::too_many_lines)] // A test scenario reads as one story.
 
 use std::path::PathBuf;
 use std::sync::Arc;

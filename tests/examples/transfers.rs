@@ -3,6 +3,7 @@
 //! `rsync -e "ssh -S <the session's master>"` of the same file in the same run. Real binaries
 //! against a throwaway sshd on loopback. Run it with `scripts/perf-transfers.sh` (release
 //! build). A measurement, never a test.
+#![allow(clippy::too_many_lines)] // A test scenario reads as one story.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -359,23 +359,21 @@ pub fn busybox_user() -> String {
             .args(["/bin/busybox", "--install", "-s"]),
         "coreutils",
     );
-    use nix::sys::stat::{Mode, SFlag, makedev, mknod};
     for (name, major, minor) in [
-        ("null", 1, 3),
-        ("zero", 1, 5),
-        ("random", 1, 8),
-        ("urandom", 1, 9),
-        ("tty", 5, 0),
+        ("null", "1", "3"),
+        ("zero", "1", "5"),
+        ("random", "1", "8"),
+        ("urandom", "1", "9"),
+        ("tty", "5", "0"),
     ] {
         let path = root.join("dev").join(name);
-        mknod(
-            &path,
-            SFlag::S_IFCHR,
-            Mode::from_bits_truncate(0o666),
-            makedev(major, minor),
-        )
-        .expect("a device of the BusyBox root");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        run(
+            Command::new("mknod")
+                .args(["-m", "666"])
+                .arg(&path)
+                .args(["c", major, minor]),
+            "coreutils",
+        );
     }
     std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
     let account = nix::unistd::User::from_name(&user)

@@ -635,7 +635,6 @@ impl Run<'_> {
             stdout,
             stderr,
         } = session;
-        let framing = self.framing;
         // A program that holds root processes never shares its channel (the shell cannot tell
         // whether they are gone), nor does one whose channel will not be kept: its shell then
         // ends with the program instead of starting the next program's shell for nothing.
@@ -643,194 +642,58 @@ impl Run<'_> {
         let kept_for_kills = program.control && (lease.is_some() || host.kill_channel.takes_back());
         let keep = !program.kill_as_root
             && (permit.is_some() && host.standby.keeps_channels() || kept_for_kills);
-        let payload = framing.payload(
-            &program.script,
-            program.cwd.as_deref(),
-            program.stdin.as_deref(),
-            keep,
-            // A kill runs to its end; anything else ends with its caller.
-            match (program.control, program.kill_as_root) {
-                (true, _) => framing::Tether::None,
-                (false, true) => framing::Tether::ToCallerAsRoot,
-                (false, false) => framing::Tether::ToCaller,
-            },
-        );
-        let mut feed = Feed {
-            pipe: Some(stdin),
-            payload: match fresh {
-                true => framing.fresh_text(&payload),
-                // A kill does not depend on the login environment: it skips the check.
-                false => framing.warm_text(&payload, !program.control),
-            },
-            written: 0,
-        };
-        drop(payload);
-        let mut out = Stream::new(
-            stdout,
-            (
-                framing.stdout_scanner(),
-                framing.exit_report(),
-                framing.stdout_end(),
-            ),
-            program,
-            observer::STDOUT,
-        );
-        let mut err = Stream::new(
-            stderr,
-            (
-                framing.stderr_scanner(),
-                framing.exit_report(),
-                framing.stderr_end(),
-            ),
-            program,
-            observer::STDERR,
-        );
-        if let Some(gate) = program.gate.as_deref() {
-            err.gate = Some(MarkerScan::new(gate.as_bytes()));
-            out.gate = Some(MarkerScan::new(super::stdout_gate(gate).as_bytes()));
-        }
-        (out.spool, err.spool) = program.spool.take().unzip();
-        let mut closed = false;
-        let mut exit_status: Option<u32> = None;
-        // Since when the streams have been quiet after the shell exited.
-        let mut quiet_since: Option<Instant> = None;
-        let mut stopping: Option<Stopping> = None;
-        let mut spool_failure: Option<RunError> = None;
-        // The run's count as pending, when its answer went while its group may live on.
-        let mut still_pending = None;
+        let (mut feed, mut out, mut err) =
+            wire(self.framing, program, fresh, keep, (stdin, stdout, stderr));
+        let mut state = State::default();
         let far = started + NEVER;
         loop {
-            if let Some(observer) = program.observer.as_ref() {
-                follow(observer, &out, &err, group_end_visible(program));
-            }
-            let streams_done = out.eof && err.eof;
-            let end = ended(&out, &err);
-            if let Some(end) = &end
-                && exit_status.is_none()
+            let (answer_timer, give_up_at) = match state
+                .settle(
+                    host,
+                    program,
+                    fresh,
+                    started,
+                    (&mut feed, &mut out, &mut err),
+                    answer,
+                )
+                .await
             {
-                exit_status = Some(end.status);
-                quiet_since = Some(Instant::now());
-            }
-            // Both streams ended (by their end marker, or closed): the program's group is
-            // done with them.
-            let streams_ended = end.is_some()
-                && (out.end.end().is_some() || out.eof)
-                && (err.end.end().is_some() || err.eof);
-            // The channel's shell waits for its next program: nothing more comes.
-            let idle = both_idle(&out, &err);
-            // Nothing ran: the waiting channel found its login files changed, or it had
-            // ended before it read the program.
-            let nothing_ran = Markers::read(&out.scan, &err.scan).stale
-                || !fresh
-                    && (closed || streams_done)
-                    && out.scan.marker().is_none()
-                    && err.scan.marker().is_none();
-            if nothing_ran && stopping.is_none() {
-                program.spool = out.spool.take().zip(err.spool.take());
-                return Attempt::Retry;
-            }
-            // The program's own end: its end markers, or its shell exited and its streams
-            // closed, or a background child holds them, quiet, past the grace.
-            let program_done = streams_ended
-                || (exit_status.is_some() || closed) && streams_done
-                || quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
-            if let Some(failure) = spool_failure.take() {
-                // The complete copy asked for cannot be kept: the run is abandoned and ended.
-                drop_spools(&mut out, &mut err);
-                if let Some(a) = answer.take() {
-                    still_pending = a.send(Err(failure), false);
-                }
-                if stopping.is_none() {
-                    stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
-                }
-            }
-            // A channel left idle goes back before the answer does (after the loop), so a
-            // command sent right after the answer finds it waiting.
-            if answer.is_some() && stopping.is_none() && program_done && !idle {
-                let result = complete(host, &mut out, &mut err, exit_status, started).await;
-                // A group that outlived its program (a background child) is killed at the
-                // timeout: the run counts as pending until then.
-                let group_done = end.as_ref().is_some_and(|e| e.after != After::Left);
-                if let Some(a) = answer.take() {
-                    still_pending = a.send(result, group_done);
-                }
-            }
-            if let Some(stop) = stopping.as_mut() {
-                if stop.kill.is_none() && stop.must_kill {
-                    start_kill(stop, host, &out, &err);
-                }
-                // Nothing to kill (nothing of the program ran): the answer goes now.
-                // Otherwise it waits for the kill, at most until `answer_by`.
-                if answer.is_some()
-                    && (!stop.must_kill
-                        || stop.kill_over() && (closed || streams_done || streams_ended)
-                        || Instant::now() >= stop.answer_by)
-                {
-                    let result = stopped_result(stop, started, &mut out, &mut err);
-                    if let Some(a) = answer.take() {
-                        still_pending = a.send(result, !stop.killing());
-                    }
-                }
-            }
-            let killing = stopping.as_ref().is_some_and(Stopping::killing);
-            // The kill's answer names the signal, and waiting for it means the group is gone.
-            // An end marker came but the other stream neither ended nor closed (a startup
-            // file swapped them): past the grace, the channel is let go.
-            let stuck = end.as_ref().is_some_and(|e| e.after != After::Left)
-                && answer.is_none()
-                && quiet_since.is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
-            if (closed && streams_done || idle || stuck) && !killing {
-                break;
-            }
-            let answer_timer = match (&stopping, answer.is_some(), quiet_since) {
-                (Some(s), true, _) => s.answer_by,
-                // The grace that answers, or that lets a stuck channel go.
-                (None, answering, Some(at))
-                    if answering || end.is_some_and(|e| e.after != After::Left) =>
-                {
-                    at + BACKGROUND_GRACE
-                }
-                _ => far,
+                Next::Retry => return Attempt::Retry,
+                Next::Leave => break,
+                Next::Wait {
+                    answer_timer,
+                    give_up_at,
+                } => (answer_timer, give_up_at),
             };
-            let give_up_at = stopping.as_ref().map_or(far, |s| s.give_up_at);
+            let killing = state.stopping.as_ref().is_some_and(Stopping::killing);
+            let stopping = state.stopping.is_none();
             tokio::select! {
                 _ = feed.step(), if !feed.done() => {}
                 n = out.read(), if !out.eof => {
-                    absorbed(out.absorb(n), &mut quiet_since, &mut spool_failure);
+                    absorbed(out.absorb(n), &mut state.quiet_since, &mut state.spool_failure);
                 },
                 n = err.read(), if !err.eof => {
-                    absorbed(err.absorb(n), &mut quiet_since, &mut spool_failure);
+                    absorbed(err.absorb(n), &mut state.quiet_since, &mut state.spool_failure);
                 },
-                ev = control.next_event(), if !closed => match ev {
+                ev = control.next_event(), if !state.closed => match ev {
                     Ok(ControlEvent::Exit(status)) => {
-                        exit_status.get_or_insert(status);
-                        quiet_since = Some(Instant::now());
+                        state.exit_status.get_or_insert(status);
+                        state.quiet_since = Some(Instant::now());
                     }
-                    Ok(ControlEvent::Closed) | Err(_) => closed = true,
+                    Ok(ControlEvent::Closed) | Err(_) => state.closed = true,
                 },
-                _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                    stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, program));
+                _ = tokio::time::sleep_until(deadline), if stopping => {
+                    state.stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, program));
                 },
-                _ = self.stop.cancelled(), if stopping.is_none() => {
-                    stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
+                _ = self.stop.cancelled(), if stopping => {
+                    state.stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
                 },
-                _ = self.closing.cancelled(), if stopping.is_none() => {
-                    stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
+                _ = self.closing.cancelled(), if stopping => {
+                    state.stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
                 },
-                killed = async { stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await },
-                    if killing => {
-                    if let Some(stop) = stopping.as_mut() {
-                        let killed = killed.unwrap_or(Killed::Unconfirmed);
-                        if let Some(observer) = program.observer.as_ref()
-                            && killed != Killed::Unconfirmed
-                            && group_end_visible(program)
-                        {
-                            observer.set_group_left(false);
-                        }
-                        stop.killed = Some(killed);
-                        stop.give_up_at = Instant::now() + DRAIN_AFTER_KILL;
-                    }
-                },
+                killed = async {
+                    state.stopping.as_mut().and_then(|s| s.kill.as_mut()).expect("guarded").await
+                }, if killing => state.killed(killed.unwrap_or(Killed::Unconfirmed), program),
                 _ = tokio::time::sleep_until(answer_timer), if answer_timer < far => {}
                 _ = tokio::time::sleep_until(give_up_at), if give_up_at < far => break,
             }
@@ -838,15 +701,17 @@ impl Run<'_> {
         out.scan.log_noise("stdout");
         err.scan.log_noise("stderr");
         // Whatever is still to say (the channel closed before a stop could answer).
-        let outcome = match (answer.is_some(), stopping.as_ref()) {
+        let outcome = match (answer.is_some(), state.stopping.as_ref()) {
             (false, _) => None,
             (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
-            (true, None) => Some(complete(host, &mut out, &mut err, exit_status, started).await),
+            (true, None) => {
+                Some(complete(host, &mut out, &mut err, state.exit_status, started).await)
+            }
         };
         // A stopped run's channel is not used again, even when its group is gone.
         if both_idle(&out, &err)
-            && !closed
-            && stopping.is_none()
+            && !state.closed
+            && state.stopping.is_none()
             && let Some(stdin) = feed.pipe
         {
             let session = mux::MuxSession {
@@ -855,17 +720,251 @@ impl Run<'_> {
                 stdout: out.pipe,
                 stderr: err.pipe,
             };
-            match (permit, lease) {
-                (Some(permit), _) => {
-                    Standby::put_back(host, Warm::returned(permit, session, opened_at))
-                }
-                (None, Some(lease)) => lease.give_back(Kept { session, opened_at }),
-                (None, None) => drop(host.kill_channel.adopt(Kept { session, opened_at })),
-            }
+            keep_channel(host, Kept { session, opened_at }, permit, lease);
         }
         // Whatever of the group outlived its answer is killed or gone by now.
-        drop(still_pending);
+        drop(state.still_pending);
         Attempt::Over(outcome)
+    }
+}
+
+/// Keeps a channel whose shell waits for the next program: among the warm ones (a run's),
+/// back to the kill it was lent to, or as the kill channel.
+fn keep_channel(
+    host: &Host,
+    kept: Kept,
+    permit: Option<OwnedSemaphorePermit>,
+    lease: Option<Lease>,
+) {
+    match (permit, lease) {
+        (Some(permit), _) => {
+            Standby::put_back(host, Warm::returned(permit, kept.session, kept.opened_at))
+        }
+        (None, Some(lease)) => lease.give_back(kept),
+        (None, None) => drop(host.kill_channel.adopt(kept)),
+    }
+}
+
+/// The program's way onto a channel: what its shell is fed (the framing around the program,
+/// `keep` saying whether the shell waits for the next program after it) and its two output
+/// streams, scanned for the framing's markers.
+fn wire(
+    framing: &Framing,
+    program: &mut Program,
+    fresh: bool,
+    keep: bool,
+    (stdin, stdout, stderr): (
+        tokio::net::unix::pipe::Sender,
+        tokio::net::unix::pipe::Receiver,
+        tokio::net::unix::pipe::Receiver,
+    ),
+) -> (Feed, Stream, Stream) {
+    let payload = framing.payload(
+        &program.script,
+        program.cwd.as_deref(),
+        program.stdin.as_deref(),
+        keep,
+        // A kill runs to its end; anything else ends with its caller.
+        match (program.control, program.kill_as_root) {
+            (true, _) => framing::Tether::None,
+            (false, true) => framing::Tether::ToCallerAsRoot,
+            (false, false) => framing::Tether::ToCaller,
+        },
+    );
+    let feed = Feed {
+        pipe: Some(stdin),
+        payload: match fresh {
+            true => framing.fresh_text(&payload),
+            // A kill does not depend on the login environment: it skips the check.
+            false => framing.warm_text(&payload, !program.control),
+        },
+        written: 0,
+    };
+    drop(payload);
+    let mut out = Stream::new(
+        stdout,
+        (
+            framing.stdout_scanner(),
+            framing.exit_report(),
+            framing.stdout_end(),
+        ),
+        program,
+        observer::STDOUT,
+    );
+    let mut err = Stream::new(
+        stderr,
+        (
+            framing.stderr_scanner(),
+            framing.exit_report(),
+            framing.stderr_end(),
+        ),
+        program,
+        observer::STDERR,
+    );
+    if let Some(gate) = program.gate.as_deref() {
+        err.gate = Some(MarkerScan::new(gate.as_bytes()));
+        out.gate = Some(MarkerScan::new(super::stdout_gate(gate).as_bytes()));
+    }
+    (out.spool, err.spool) = program.spool.take().unzip();
+    (feed, out, err)
+}
+
+/// What one attempt has learned of its channel so far, between two events.
+#[derive(Default)]
+struct State {
+    /// The channel closed.
+    closed: bool,
+    exit_status: Option<u32>,
+    /// Since when the streams have been quiet after the shell exited.
+    quiet_since: Option<Instant>,
+    stopping: Option<Stopping>,
+    spool_failure: Option<RunError>,
+    /// The run's count as pending, when its answer went while its group may live on.
+    still_pending: Option<super::Counted>,
+}
+
+/// What an attempt does after settling what it has learned.
+enum Next {
+    /// Nothing ran: a fresh channel is needed.
+    Retry,
+    /// The channel is done with.
+    Leave,
+    /// It waits for the next event, or until these times (`started + NEVER` for none).
+    Wait {
+        answer_timer: Instant,
+        give_up_at: Instant,
+    },
+}
+
+impl State {
+    /// Acts on what the streams and the channel said so far: tells the followers, answers
+    /// when the program ended (or was stopped, or its spool failed), starts a stop's kill,
+    /// and says what comes next.
+    async fn settle(
+        &mut self,
+        host: &Host,
+        program: &mut Program,
+        fresh: bool,
+        started: Instant,
+        (feed, out, err): (&mut Feed, &mut Stream, &mut Stream),
+        answer: &mut Option<Answer>,
+    ) -> Next {
+        let far = started + NEVER;
+        if let Some(observer) = program.observer.as_ref() {
+            follow(observer, out, err, group_end_visible(program));
+        }
+        let streams_done = out.eof && err.eof;
+        let end = ended(out, err);
+        if let Some(end) = &end
+            && self.exit_status.is_none()
+        {
+            self.exit_status = Some(end.status);
+            self.quiet_since = Some(Instant::now());
+        }
+        // Both streams ended (by their end marker, or closed): the program's group is
+        // done with them.
+        let streams_ended = end.is_some()
+            && (out.end.end().is_some() || out.eof)
+            && (err.end.end().is_some() || err.eof);
+        // The channel's shell waits for its next program: nothing more comes.
+        let idle = both_idle(out, err);
+        // Nothing ran: the waiting channel found its login files changed, or it had
+        // ended before it read the program.
+        let nothing_ran = Markers::read(&out.scan, &err.scan).stale
+            || !fresh
+                && (self.closed || streams_done)
+                && out.scan.marker().is_none()
+                && err.scan.marker().is_none();
+        if nothing_ran && self.stopping.is_none() {
+            program.spool = out.spool.take().zip(err.spool.take());
+            return Next::Retry;
+        }
+        // The program's own end: its end markers, or its shell exited and its streams
+        // closed, or a background child holds them, quiet, past the grace.
+        let program_done = streams_ended
+            || (self.exit_status.is_some() || self.closed) && streams_done
+            || self
+                .quiet_since
+                .is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
+        if let Some(failure) = self.spool_failure.take() {
+            // The complete copy asked for cannot be kept: the run is abandoned and ended.
+            drop_spools(out, err);
+            if let Some(a) = answer.take() {
+                self.still_pending = a.send(Err(failure), false);
+            }
+            if self.stopping.is_none() {
+                self.stopping = Some(begin_stop(StopReason::Cancelled, feed, program));
+            }
+        }
+        // A channel left idle goes back before the answer does (after the loop), so a
+        // command sent right after the answer finds it waiting.
+        if answer.is_some() && self.stopping.is_none() && program_done && !idle {
+            let result = complete(host, out, err, self.exit_status, started).await;
+            // A group that outlived its program (a background child) is killed at the
+            // timeout: the run counts as pending until then.
+            let group_done = end.as_ref().is_some_and(|e| e.after != After::Left);
+            if let Some(a) = answer.take() {
+                self.still_pending = a.send(result, group_done);
+            }
+        }
+        if let Some(stop) = self.stopping.as_mut() {
+            if stop.kill.is_none() && stop.must_kill {
+                start_kill(stop, host, out, err);
+            }
+            // Nothing to kill (nothing of the program ran): the answer goes now.
+            // Otherwise it waits for the kill, at most until `answer_by`.
+            if answer.is_some()
+                && (!stop.must_kill
+                    || stop.kill_over() && (self.closed || streams_done || streams_ended)
+                    || Instant::now() >= stop.answer_by)
+            {
+                let result = stopped_result(stop, started, out, err);
+                if let Some(a) = answer.take() {
+                    self.still_pending = a.send(result, !stop.killing());
+                }
+            }
+        }
+        let killing = self.stopping.as_ref().is_some_and(Stopping::killing);
+        // The kill's answer names the signal, and waiting for it means the group is gone.
+        // An end marker came but the other stream neither ended nor closed (a startup
+        // file swapped them): past the grace, the channel is let go.
+        let stuck = end.as_ref().is_some_and(|e| e.after != After::Left)
+            && answer.is_none()
+            && self
+                .quiet_since
+                .is_some_and(|at| at.elapsed() >= BACKGROUND_GRACE);
+        if (self.closed && streams_done || idle || stuck) && !killing {
+            return Next::Leave;
+        }
+        let answer_timer = match (&self.stopping, answer.is_some(), self.quiet_since) {
+            (Some(s), true, _) => s.answer_by,
+            // The grace that answers, or that lets a stuck channel go.
+            (None, answering, Some(at))
+                if answering || end.is_some_and(|e| e.after != After::Left) =>
+            {
+                at + BACKGROUND_GRACE
+            }
+            _ => far,
+        };
+        let give_up_at = self.stopping.as_ref().map_or(far, |s| s.give_up_at);
+        Next::Wait {
+            answer_timer,
+            give_up_at,
+        }
+    }
+
+    /// The stop's kill came back: the group is gone, unless the kill could not confirm it.
+    fn killed(&mut self, killed: Killed, program: &Program) {
+        if let Some(stop) = self.stopping.as_mut() {
+            if let Some(observer) = program.observer.as_ref()
+                && killed != Killed::Unconfirmed
+                && group_end_visible(program)
+            {
+                observer.set_group_left(false);
+            }
+            stop.killed = Some(killed);
+            stop.give_up_at = Instant::now() + DRAIN_AFTER_KILL;
+        }
     }
 }
 

@@ -115,20 +115,23 @@ async fn cwd_applies_to_one_call_and_missing_cwd_is_an_error() {
     assert_eq!(crate::text(&r["stdout"]), "/tmp\n");
     let r = exec(&mcp, &s, "pwd", json!({})).await;
     assert_ne!(crate::text(&r["stdout"]), "/tmp\n", "cwd must not persist");
+    // The test's own directory: a fixed name in /tmp could be another user's from an
+    // earlier run.
+    let dir = crate::fresh_dir(&mcp, &s, "cwd").await;
     let r = exec(
         &mcp,
         &s,
-        "mkdir -p \"/tmp/sshmcp a'b\" && cd /tmp && touch x",
+        &format!("mkdir -p \"{dir}/sshmcp a'b\" && cd {dir} && touch x"),
         json!({}),
     )
     .await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": format!("{dir}/sshmcp a'b")})).await;
+    assert_eq!(crate::text(&r["stdout"]), format!("{dir}/sshmcp a'b\n"));
+    let r = exec(&mcp, &s, &format!("mkdir -p '{dir}/sshmcp\nnl'"), json!({})).await;
     assert_eq!(r["exit_code"], 0);
-    let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp a'b"})).await;
-    assert_eq!(crate::text(&r["stdout"]), "/tmp/sshmcp a'b\n");
-    let r = exec(&mcp, &s, "mkdir -p '/tmp/sshmcp\nnl'", json!({})).await;
-    assert_eq!(r["exit_code"], 0);
-    let r = exec(&mcp, &s, "pwd", json!({"cwd": "/tmp/sshmcp\nnl"})).await;
-    assert_eq!(crate::text(&r["stdout"]), "/tmp/sshmcp\nnl\n");
+    let r = exec(&mcp, &s, "pwd", json!({"cwd": format!("{dir}/sshmcp\nnl")})).await;
+    assert_eq!(crate::text(&r["stdout"]), format!("{dir}/sshmcp\nnl\n"));
     let r = exec(&mcp, &s, "echo ran", json!({"cwd": "/no/such/dir"})).await;
     assert_eq!(code(&r), "remote_path_not_found");
     // `-` is a directory of that name, never `cd -`'s previous directory.

@@ -2,7 +2,7 @@
 //! command's output (`sshmcp output`) and stop a command, a transfer or a forward (`sshmcp
 //! kill`). The daemon finds the id, or a unique prefix of one, in any session.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -127,6 +127,62 @@ fn bytes(chunk: &StreamChunk) -> anyhow::Result<Vec<u8>> {
     })
 }
 
+/// What `given` (an id or a unique prefix) names, for the person to confirm: the whole id,
+/// what it is and its session; none when the daemon's overview does not show it (it then says
+/// itself what the id is, or that nothing has it).
+async fn described(c: &Connection, given: &str) -> Option<String> {
+    let overview = c
+        .client
+        .overview(context_with_timeout(Duration::from_secs(10)))
+        .await
+        .ok()?;
+    let mut found: Vec<(String, String)> = Vec::new();
+    for view in &overview.sessions {
+        let place = format!(
+            "of session {} ({})",
+            view.session.session_id,
+            crate::render::printable(&view.session.target)
+        );
+        let mut add = |id: &str, what: String| {
+            found.push((id.to_string(), format!("{id}, {what} {place}")));
+        };
+        for exec in &view.execs {
+            add(&exec.id, format!("the {} `{}`", exec.tool, exec.preview));
+        }
+        for command in &view.commands {
+            add(
+                &command.handle_id,
+                format!("the command `{}`", command.preview),
+            );
+        }
+        for transfer in &view.transfers {
+            let direction = match transfer.direction {
+                sshmcp_proto::transfer::TransferDirection::Download => "download of",
+                sshmcp_proto::transfer::TransferDirection::Upload => "upload to",
+            };
+            add(
+                &transfer.operation_id,
+                format!("the {direction} {}", transfer.remote_path),
+            );
+        }
+        for forward in &view.forwards {
+            let port = format!("{}:{}", forward.listen_host, forward.listen_port);
+            add(
+                &forward.forward_id,
+                format!("the {} forward on {port}", forward.kind.as_str()),
+            );
+        }
+    }
+    if let Some((_, said)) = found.iter().find(|(id, _)| id == given) {
+        return Some(crate::render::printable(said));
+    }
+    let mut matching = found.iter().filter(|(id, _)| id.starts_with(given));
+    match (matching.next(), matching.next()) {
+        (Some((_, said)), None) if !given.is_empty() => Some(crate::render::printable(said)),
+        _ => None,
+    }
+}
+
 pub async fn kill(
     paths: &RuntimePaths,
     id: String,
@@ -134,8 +190,11 @@ pub async fn kill(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let c = daemon(paths, "stop_by_id").await?;
-    if !yes && crate::commands::ask(&format!("stop {id}, which an agent started?"))? == Some(false)
-    {
+    let asked = || async {
+        let what = described(&c, &id).await.unwrap_or_else(|| id.clone());
+        crate::commands::ask(&format!("stop {what}, which an agent started?"))
+    };
+    if !yes && std::io::stdin().is_terminal() && asked().await? == Some(false) {
         writeln!(out, "nothing stopped")?;
         return Ok(ExitCode::FAILURE);
     }

@@ -543,3 +543,73 @@ async fn a_bare_environment_client_finds_the_terminals_daemon_and_sessions() {
     );
     mcp.close().await;
 }
+
+/// An agent of the Python MCP SDK works while the person watches and steps in with the CLI:
+/// `sessions` lists the agent's session, `watch` shows its `exec` under way with an id,
+/// `output` reads what it printed, `kill` stops it, and the agent's call answers with the
+/// signal; `history` then has the agent's exec and the person's kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_agent_works_beside_the_persons_cli() {
+    use std::io::BufRead as _;
+    let python = sdk_python();
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test.sh installs the Python MCP SDK there",
+        python.display()
+    );
+    let env = TestEnv::new();
+    let marker = format!("beside-{}", std::process::id());
+    let secs = sshmcp_tests::process::unique_sleep(60);
+    let mut agent = std::process::Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/sdk_agent.py"))
+        .arg(format!("echo {marker}; sleep {secs}"))
+        .arg("--")
+        .arg(sshmcp_tests::bins::path("sshmcp-mcp"))
+        .env_clear()
+        .envs(env.env_vars())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the SDK agent");
+    let mut said = std::io::BufReader::new(agent.stdout.take().unwrap()).lines();
+    let connected: Value = serde_json::from_str(&said.next().unwrap().unwrap()).unwrap();
+    let session = connected["session_id"].as_str().unwrap().to_string();
+    let listed = env.cli(&["sessions", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["session_id"], session, "{listed}");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let id = loop {
+        let out = env.cli(&["watch", "--once", "--json"]);
+        let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let exec = &snapshot["sessions"][0]["execs"][0];
+        if exec["last_line"] == marker.as_str() {
+            break exec["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never shown: {snapshot}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = env.cli(&["output", &id]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{marker}\n"));
+    let out = env.cli(&["kill", "--yes", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let answered: Value = serde_json::from_str(&said.next().unwrap().unwrap()).unwrap();
+    assert_eq!(
+        (&answered["ok"], &answered["exit_code"]),
+        (&serde_json::json!(true), &Value::Null),
+        "{answered}"
+    );
+    assert!(answered["signal"].is_string(), "{answered}");
+    assert!(agent.wait().unwrap().success());
+
+    let by_the_person = format!("{id} (by the person: sshmcp kill)");
+    crate::oversight::history_until(&env, &["--session", &session], |lines| {
+        lines.iter().any(|l| l["tool"] == "exec")
+            && lines
+                .iter()
+                .any(|l| l["tool"] == "command_kill" && l["summary"] == by_the_person.as_str())
+    });
+}

@@ -626,6 +626,56 @@ async fn watch_in_a_terminal_redraws_in_colour_and_ctrl_c_restores_the_screen() 
     mcp.close().await;
 }
 
+/// `sshmcp kill` on a terminal asks first, naming what a prefix stands for (the whole id,
+/// the command and its session); "n" stops nothing.
+#[tokio::test]
+async fn kill_on_a_terminal_names_what_it_would_stop_and_a_no_stops_nothing() {
+    let (env, mcp, s) = crate::connected().await;
+    let secs = sshmcp_tests::process::unique_sleep(120);
+    let started = crate::on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": format!("sleep {secs}")}),
+    )
+    .await;
+    let handle = started["handle_id"].as_str().unwrap().to_string();
+    let tmux = Tmux(format!(
+        "sshmcp-kill-{}",
+        sshmcp_tests::process::unique_sleep(1)
+    ));
+    let status_file = env.local_root.with_file_name("kill.status");
+    let wrapper = format!("\"$@\"; echo $? > {}", status_file.display());
+    let bin = sshmcp_tests::bins::path("sshmcp").display().to_string();
+    let vars: Vec<String> = env
+        .env_vars()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut argv = vec!["new-session", "-d", "-x", "300", "-y", "10", "-s", "w"];
+    argv.extend(["sh", "-c", &wrapper, "sh", "env", "-i"]);
+    argv.extend(vars.iter().map(String::as_str));
+    argv.extend([bin.as_str(), "kill", &handle[..10]]);
+    tmux.run(&argv);
+    let asked = format!(
+        "stop {handle}, the command `sleep {secs}` of session {} (testbed), which an agent \
+         started? [y/N]",
+        s.0
+    );
+    tmux.until("the question", |screen| screen.contains(&asked));
+    tmux.run(&["send-keys", "-t", "w", "n", "Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !std::fs::read_to_string(&status_file).is_ok_and(|s| s.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "kill never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&status_file).unwrap(), "1\n");
+    let r = crate::on_session(&mcp, &s, "command_status", json!({"handle_id": handle})).await;
+    assert_eq!(r["status"], "running", "{r}");
+    crate::on_session(&mcp, &s, "command_kill", json!({"handle_id": handle})).await;
+    mcp.close().await;
+}
+
 /// The trail's times are RFC 3339 UTC with milliseconds, as `--since` compares them.
 fn is_trail_time(time: &str) -> bool {
     time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T'

@@ -122,7 +122,7 @@ impl Shim {
     /// Check a task_launch task by `pid`. `state`: `running`, `exited` (ended, or PID reused),
     /// `not_found` (no task of this user had it). `exit_code`: null until recorded (128+n after a
     /// trappable signal n; stays null after KILL; no `signal` field); `stdout`, `stderr`: log tails
-    /// (`data`, `size`); more: read_file_range on `stdout_log`, `stderr_log`.
+    /// (`data`, `size` of the whole log); more: read_file_range on `stdout_log`, `stderr_log`.
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),

@@ -758,17 +758,15 @@ mod tests {
     /// its message, cut at a character boundary.
     #[test]
     fn a_calls_end_says_timed_out_or_why_it_failed() {
-        let mut answer = ExecResult {
+        let nothing = || crate::remote::capture::Capture::new(1).finish(None);
+        let mut answer = crate::exec::answer(crate::remote::RunResult {
             exit_code: Some(0),
             signal: None,
             duration: 0.1,
             timed_out: false,
-            stdout: crate::remote::capture::Capture::new(1).finish(None),
-            stderr: crate::remote::capture::Capture::new(1).finish(None),
-            handed_off: None,
-            handle_id: None,
-            pid: None,
-        };
+            stdout: nothing(),
+            stderr: nothing(),
+        });
         assert_eq!(CallEnd::of(Ok(&answer)).outcome, "ok");
         answer.timed_out = true;
         answer.exit_code = None;

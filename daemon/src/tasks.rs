@@ -18,8 +18,9 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::commands::kill::{KillOrder, signal_group};
 use crate::exec::request;
-use crate::inspect::{self, remote_text, stream_bytes};
+use crate::inspect::remote_text;
 use crate::remote::capture::utf8_tail_boundary;
+use crate::remote::status::{self, whole};
 use crate::remote::{self, Program};
 use crate::session::Session;
 
@@ -201,7 +202,7 @@ pub async fn launch(
             LAUNCH_TIMEOUT.as_secs()
         )));
     }
-    let said = String::from_utf8_lossy(&stream_bytes(&result.stdout)?).into_owned();
+    let said = String::from_utf8_lossy(&whole(result.stdout)?).into_owned();
     let words: Vec<&str> = said.trim_end().splitn(3, ' ').collect();
     match words.as_slice() {
         ["ok", pid, dir] => {
@@ -314,10 +315,9 @@ async fn status_now(
     let program = Program::new(script, TIMEOUT, tail + 4096);
     let result = remote::run(&session.host, program).await?;
     if result.timed_out {
-        return Err(inspect::no_answer(TIMEOUT, ""));
+        return Err(status::no_answer(TIMEOUT, ""));
     }
-    let out = stream_bytes(&result.stdout)?;
-    let err = stream_bytes(&result.stderr)?;
+    let (out, err) = (whole(result.stdout)?, whole(result.stderr)?);
     let (line, out_tail) = match out.iter().position(|b| *b == b'\n') {
         Some(at) => (
             String::from_utf8_lossy(&out[..at]).into_owned(),

@@ -114,7 +114,9 @@ pub async fn signal_group(
 ) -> (KillResult, bool) {
     let program = control_program(script, as_root, order.budget());
     match remote::run(host, program).await {
-        Ok(result) if result.exit_code == Some(0) => parse(&result.stdout.data),
+        Ok(result) if result.exit_code == Some(0) => {
+            parse(&String::from_utf8_lossy(&result.stdout.bytes))
+        }
         Ok(_) | Err(_) => (KillResult::Error, false),
     }
 }

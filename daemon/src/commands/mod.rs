@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use crate::config::Settings;
 use crate::exec::request;
 use crate::remote::observer::{Observer, STDERR, STDOUT};
-use crate::remote::{self, Outcome, Program, RunError};
+use crate::remote::{self, Outcome, Program, RunError, RunResult};
 use crate::session::Session;
 use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
 use output::OutputFiles;
@@ -201,7 +201,7 @@ pub struct Ended {
 }
 
 impl Ended {
-    fn from_outcome(outcome: Result<ExecResult, RunError>) -> Self {
+    fn from_outcome(outcome: Result<Exit, RunError>) -> Self {
         let (state, exit_code, signal, error) = match outcome {
             Ok(r) if r.timed_out => (CommandState::TimedOut, None, r.signal, None),
             Ok(r) => (CommandState::Completed, r.exit_code, r.signal, None),
@@ -214,6 +214,33 @@ impl Ended {
             signal,
             at: SystemTime::now(),
             error,
+        }
+    }
+}
+
+/// How a run ended, as a handle's end (or an `exec` call's) reads it.
+pub struct Exit {
+    timed_out: bool,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+}
+
+impl From<&RunResult> for Exit {
+    fn from(r: &RunResult) -> Self {
+        Self {
+            timed_out: r.timed_out,
+            exit_code: r.exit_code,
+            signal: r.signal.clone(),
+        }
+    }
+}
+
+impl From<&ExecResult> for Exit {
+    fn from(r: &ExecResult) -> Self {
+        Self {
+            timed_out: r.timed_out,
+            exit_code: r.exit_code,
+            signal: r.signal.clone(),
         }
     }
 }
@@ -313,7 +340,7 @@ impl Prepared {
             };
             let outcome = outcome
                 .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
-            let ended = Ended::from_outcome(outcome);
+            let ended = Ended::from_outcome(outcome.map(|r| Exit::from(&r)));
             let _ = follower.ending.set(ended.clone());
             // Bounded: a session closing meanwhile writes no more records.
             let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;

@@ -260,7 +260,7 @@ impl Shown {
     /// The call answered `result`.
     pub fn finish(self, result: &Result<ExecResult, RunError>) {
         let outcome = match result {
-            Ok(result) => Ok(result.clone()),
+            Ok(result) => Ok(super::Exit::from(result)),
             // Cut by its client or stopped by the person: `killed`.
             Err(RunError::Cancelled | RunError::StoppedByPerson) => Err(RunError::Cancelled),
             Err(e) => Err(RunError::Failed(e.to_string())),

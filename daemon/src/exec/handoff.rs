@@ -99,7 +99,7 @@ async fn run_shown(
                 })?,
             );
         }
-        return remote::run(&session.host, program).await;
+        return remote::run(&session.host, program).await.map(super::answer);
     };
     let root = super::local_root(given_root, settings).map_err(local_files)?;
     let mut prepared =
@@ -125,13 +125,12 @@ async fn run_shown(
         biased;
         result = running.result() => {
             let mut result = result?;
+            // The handle's files are no spool the caller asked for.
             if !spool_output {
-                for stream in [&mut result.stdout, &mut result.stderr] {
-                    stream.spool_path = None;
-                    stream.spool_truncated = false;
-                }
+                result.stdout.spooled = None;
+                result.stderr.spooled = None;
             }
-            Ok(result)
+            Ok(super::answer(result))
         }
         _ = handoff_due => {
             let handle = prepared

@@ -8,11 +8,11 @@ pub mod sudo;
 
 use std::path::PathBuf;
 
-use sshmcp_proto::exec::{ExecRequest, ExecResult};
+use sshmcp_proto::exec::{ByteRange, ExecRequest, ExecResult, StreamOutput, encode_bytes};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
-use crate::remote::Program;
+use crate::remote::{Output, Program, RunResult};
 use crate::session::Session;
 use sshmcp_local::paths::check_local_root;
 
@@ -34,6 +34,41 @@ pub fn local_root(given: Option<String>, settings: &Settings) -> Result<PathBuf,
             Ok(root)
         }
         None => Ok(settings.local_root.clone()),
+    }
+}
+
+/// A run's result as `exec` and `sudo_exec` answer it: each stream as text, or as base64 where
+/// its bytes are not UTF-8. The wire form is made here, at the tools' edge, never below.
+pub fn answer(result: RunResult) -> ExecResult {
+    ExecResult {
+        exit_code: result.exit_code,
+        signal: result.signal,
+        duration: result.duration,
+        timed_out: result.timed_out,
+        stdout: stream(result.stdout),
+        stderr: stream(result.stderr),
+        handed_off: None,
+        handle_id: None,
+        pid: None,
+    }
+}
+
+fn stream(output: Output) -> StreamOutput {
+    let captured_bytes = output.bytes.len() as u64;
+    let (data, encoding) = encode_bytes(output.bytes);
+    StreamOutput {
+        data,
+        encoding,
+        captured_bytes,
+        total_bytes: output.total_bytes,
+        truncated: output.omitted.is_some(),
+        omitted: output.omitted.map(|range| ByteRange {
+            start: range.start,
+            end: range.end,
+        }),
+        spool_truncated: output.spooled.as_ref().is_some_and(|s| s.truncated),
+        spool_path: output.spooled.map(|s| s.path),
+        next_offset: None,
     }
 }
 

@@ -118,7 +118,7 @@ async fn refused(session: &Session, nonce: &str, said: &str, stderr: &str) -> Da
     let program = Program::new(WHY, std::time::Duration::from_secs(20), 4096);
     let why = remote::run(&session.host, program)
         .await
-        .map(|r| r.stdout.data.trim().to_string())
+        .map(|r| String::from_utf8_lossy(&r.stdout.bytes).trim().to_string())
         .unwrap_or_default();
     classify(&why, sudo_said)
 }

@@ -15,6 +15,7 @@ use sshmcp_proto::files::{
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
+use crate::remote::status;
 use crate::session::Session;
 
 /// How long an edit may take on the host (64 MiB through sed twice, hashed twice).
@@ -107,7 +108,7 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
          {replace}\
          printf 'ok edited %s %s\\n' $_k \"${{_h%% *}}\"\n",
         prelude =
-            inspect::prelude_with_path("mktemp mv rm chmod chown stat sha256sum sed tr wc", path),
+            status::prelude_with_path("mktemp mv rm chmod chown stat sha256sum sed tr wc", path),
         count = encode(&count),
         edit = encode(&edit),
         checks = super::target_checks(expected),
@@ -146,7 +147,7 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
     check_text("old_text", &req.old_text, MAX_OLD_TEXT_BYTES, false)?;
     check_text("new_text", &req.new_text, MAX_NEW_TEXT_BYTES, true)?;
     super::check_expected(&req.expected_sha256)?;
-    let (said, _) = inspect::run_program(
+    let (said, _) = status::run_program(
         session,
         script(&path, &req),
         Vec::new(),

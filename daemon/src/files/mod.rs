@@ -11,6 +11,7 @@ use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
+use crate::remote::status;
 
 fn invalid(message: impl Into<String>) -> DaemonError {
     DaemonError::new(ErrorCode::InvalidArguments, message)
@@ -124,10 +125,10 @@ const REPLACE: &str = "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp
 /// The host's own failure (a full disk, a read-only file system) names what happened.
 fn nothing_changed(e: DaemonError) -> DaemonError {
     match e.code {
-        ErrorCode::InternalError if !e.message.starts_with(inspect::NOTHING_CHANGED) => {
+        ErrorCode::InternalError if !e.message.starts_with(status::NOTHING_CHANGED) => {
             DaemonError::internal(format!(
                 "{}: {}",
-                inspect::NOTHING_CHANGED,
+                status::NOTHING_CHANGED,
                 e.message.trim_start_matches("the host said: ")
             ))
         }

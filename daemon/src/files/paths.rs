@@ -6,6 +6,7 @@ use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, Re
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
+use crate::remote::status;
 use crate::session::Session;
 
 /// How long a housekeeping program may take (a recursive copy or removal of a large tree).
@@ -36,7 +37,7 @@ async fn run(
     on_failure: OnFailure,
     lasting: bool,
 ) -> Result<PathChanged, DaemonError> {
-    let (said, _) = inspect::run_program(
+    let (said, _) = status::run_program(
         session,
         script,
         Vec::new(),
@@ -49,7 +50,7 @@ async fn run(
     .map_err(|e| match (on_failure, e.code) {
         (OnFailure::NothingChanged, _) => super::nothing_changed(e),
         (OnFailure::Partly(what), ErrorCode::InternalError | ErrorCode::RemotePermissionDenied)
-            if !e.message.starts_with(inspect::NOTHING_CHANGED) =>
+            if !e.message.starts_with(status::NOTHING_CHANGED) =>
         {
             DaemonError::new(e.code, format!("{}; {what}", e.message))
         }
@@ -95,7 +96,7 @@ pub async fn make_directory(
          echo exists; exit 0; fi\n\
          _e=$(command mkdir {flags}-- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n\
          printf 'ok made %s\\n' \"$(command stat -c %f -- \"$_p\")\"\n",
-        prelude = inspect::prelude_with_path("mkdir stat", &path),
+        prelude = status::prelude_with_path("mkdir stat", &path),
     );
     let on_failure = match req.parents {
         true => OnFailure::Partly("the parent directories made before the failure stay"),
@@ -139,7 +140,7 @@ pub async fn remove_path(
          if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then {remove_directory}\n\
          else _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
          printf 'ok removed %s\\n' \"$_f\"\n",
-        prelude = inspect::prelude_with_path("rm rmdir stat", &path),
+        prelude = status::prelude_with_path("rm rmdir stat", &path),
     );
     let on_failure = match req.recursive {
         true => OnFailure::Partly(
@@ -193,7 +194,7 @@ pub async fn copy_or_move(
          if [ -d \"$_q\" ] && [ ! -L \"$_q\" ]; then echo exists; exit 0; fi; fi\n\
          {copy}{place}\n\
          printf 'ok done %s\\n' \"$_f\"\n",
-        prelude = inspect::prelude_with_path("cp mv mktemp rm stat", &source),
+        prelude = status::prelude_with_path("cp mv mktemp rm stat", &source),
         second = super::second_path(&destination),
         overwrite = u8::from(req.overwrite),
     );

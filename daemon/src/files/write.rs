@@ -13,6 +13,7 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
 
 use crate::inspect;
+use crate::remote::status;
 use crate::session::Session;
 
 /// How long a write may take on the host (1 MiB over a slow link, a slow disk's flush).
@@ -52,7 +53,7 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
          _e=$(command cat 2>&1 > \"$_t\") || _sshmcp_fail \"$_e\"\n\
          {keep}{mode}{flush}{publish}\
          printf 'ok written %s\\n' $_x\n",
-        prelude = inspect::prelude_with_path(
+        prelude = status::prelude_with_path(
             &format!("mktemp mv ln rm chmod chown stat sha256sum cat{mkdir}"),
             path
         ),
@@ -80,7 +81,7 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
         return Err(super::invalid("`mode` must be at most four octal digits"));
     }
     let sha256 = crate::session::key::hex(&Sha256::digest(&req.content));
-    let (said, _) = inspect::run_program(
+    let (said, _) = status::run_program(
         session,
         script(&path, &req),
         req.content.clone(),

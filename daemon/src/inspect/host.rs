@@ -6,7 +6,8 @@
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileSystemSpace, HostInfo, HostInfoRequest, MAX_HOST_INFO_PATHS};
 
-use super::{MAX_PATH_BYTES, TIMEOUT, run_program};
+use super::MAX_PATH_BYTES;
+use crate::remote::status::{TIMEOUT, run_program};
 use crate::session::Session;
 
 /// The program. Every fact is one line, `NAME VALUE`; a file system is a `fs` line (naming

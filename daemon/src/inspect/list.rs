@@ -6,7 +6,8 @@ use sshmcp_proto::inspect::{
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::{mode_string, number, path_bytes, prelude, remote_text, run};
+use super::{mode_string, number, path_bytes, remote_text};
+use crate::remote::status::{prelude, run};
 use crate::session::Session;
 
 /// The most bytes a page may take: names up to 255 bytes and link targets up to 4096 for

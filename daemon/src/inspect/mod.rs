@@ -1,6 +1,7 @@
-//! The inspection tools' operations (`stat`, `list_directory`, `read_file_range`): each one
-//! fixed `/bin/sh` program on the building block, the path on its stdin (so no byte of it is
-//! ever shell text), answering with a status line and then its data, parsed here.
+//! The inspection tools' operations (`stat`, `list_directory`, `read_file_range`, `host_info`):
+//! each one fixed `/bin/sh` program on the building block, the path on its stdin (so no byte
+//! of it is ever shell text), answering with a status line (`remote::status`) and then its
+//! data, parsed here; and the path and field handling the file tools share.
 //!
 //! The programs need POSIX tools and a few GNU options (`find -printf`, `sort -z`); a host
 //! without one (BusyBox, as on Alpine) gets `host_tool_missing` naming what is missing, never a
@@ -14,56 +15,9 @@ pub mod stat;
 use std::time::{Duration, UNIX_EPOCH};
 
 use base64::Engine as _;
-use sshmcp_proto::exec::{Encoding, ExecResult, StreamOutput};
+use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::inspect::{FileType, RemotePath};
 use sshmcp_proto::{DaemonError, ErrorCode};
-
-use crate::remote::{self, Program};
-use crate::session::Session;
-
-/// How long an inspection may take on the host.
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What every inspection program starts with: messages in English, the tools it needs, the
-/// path from stdin (a trailing newline kept; an empty one means `base64`, which decodes stdin,
-/// is missing), made `./`-relative when relative (`stat -- -` would read stdin, and `cd -`
-/// means the last directory), and `_sshmcp_fail`, which turns `stat`'s error into a status
-/// line. `stat` ends its message with the system's error text, so the path in it cannot be
-/// mistaken for one. Tools run through `command`: a login environment's exported functions
-/// cannot stand in for them.
-const PRELUDE: &str = "export LC_ALL=C\n\
-for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s\\n' \"$_t\"; exit 0; }; done\n\
-{PATH}\n\
-if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
-case $_p in /*) ;; *) _p=./$_p ;; esac\n\
-_sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|\
-*': Too many levels of symbolic links') echo notfound ;; \
-*': Permission denied'|*': Operation not permitted') echo denied ;; \
-*': File exists'|*'cannot overwrite '*) echo exists ;; \
-*': File name too long') echo toolong ;; *': cannot move '*' to a subdirectory of itself, '*|\
-*': cannot copy a directory, '*', into itself, '*) echo itself ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
-
-/// How the prelude reads the path from stdin.
-const PATH_FROM_STDIN: &str = "_p=$(command cat; printf .); _p=${_p%.}";
-
-/// The prelude for a program that uses `tools`.
-pub(crate) fn prelude(tools: &str) -> String {
-    PRELUDE
-        .replace("{TOOLS}", tools)
-        .replace("{PATH}", PATH_FROM_STDIN)
-}
-
-/// The prelude for a program whose stdin carries data: the path is written into the program
-/// as base64, whose letters are no shell syntax, and decoded on the host.
-pub(crate) fn prelude_with_path(tools: &str, path: &[u8]) -> String {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(path);
-    PRELUDE
-        .replace("{TOOLS}", &format!("base64 {tools}"))
-        .replace(
-            "{PATH}",
-            &format!("_p=$(printf %s '{encoded}' | command base64 -d; printf .); _p=${{_p%.}}"),
-        )
-}
 
 /// The path's bytes: text, or base64 for a name that is not UTF-8. Empty paths and NUL bytes
 /// name nothing.
@@ -112,150 +66,6 @@ pub fn remote_text(bytes: &[u8]) -> (String, Encoding) {
             base64::engine::general_purpose::STANDARD.encode(bytes),
             Encoding::Base64,
         ),
-    }
-}
-
-/// Runs `script` with the path on stdin; returns what followed an `ok` status line (the
-/// rest of that line, and the bytes after it), or the error the status line names.
-pub(crate) async fn run(
-    session: &Session,
-    script: String,
-    path: &[u8],
-    max_output_bytes: u64,
-) -> Result<(String, Vec<u8>), DaemonError> {
-    run_within(session, script, path, max_output_bytes, TIMEOUT).await
-}
-
-/// [`run`] for a program that may take `timeout` (hashing a large file).
-pub(crate) async fn run_within(
-    session: &Session,
-    script: String,
-    path: &[u8],
-    max_output_bytes: u64,
-    timeout: Duration,
-) -> Result<(String, Vec<u8>), DaemonError> {
-    run_program(
-        session,
-        script,
-        path.to_vec(),
-        path,
-        max_output_bytes,
-        timeout,
-        false,
-    )
-    .await
-}
-
-/// The answer of a program that ran out of `timeout` (`about` says what for): a host, or a
-/// file system of it, that does not answer (a hung network mount), or a stalled connection.
-/// (A program that got no channel in time is `channels_busy`, before this.)
-pub(crate) fn no_answer(timeout: Duration, about: &str) -> DaemonError {
-    DaemonError::internal(format!(
-        "the host did not answer within {} s{about}: it, or a file system of it, may be stuck \
-         (a hung network mount), or the session's connection stalled (session_list shows \
-         whether it is still ready)",
-        timeout.as_secs()
-    ))
-}
-
-/// How an error that is sure nothing changed on the host begins: callers that would add what
-/// may have changed leave it as it is.
-pub(crate) const NOTHING_CHANGED: &str = "nothing was changed";
-
-/// How long a `command` program (below) waits for one of the slots commands may hold.
-const COMMAND_QUEUE: Duration = Duration::from_secs(25);
-
-/// [`run_within`] for a program whose stdin is not the path: the path (`shown`) is only named
-/// in errors. A `command` may take long (a copy of a large tree): it waits for one of the
-/// slots commands may hold (see `remote::channel`), at most [`COMMAND_QUEUE`], and then fails
-/// saying so, having changed nothing.
-pub(crate) async fn run_program(
-    session: &Session,
-    script: String,
-    stdin: Vec<u8>,
-    shown: &[u8],
-    max_output_bytes: u64,
-    timeout: Duration,
-    command: bool,
-) -> Result<(String, Vec<u8>), DaemonError> {
-    let mut program = Program::new(script, timeout, max_output_bytes);
-    program.stdin = Some(stdin);
-    program.command = command;
-    if command {
-        program.queue_timeout = Some(COMMAND_QUEUE);
-    }
-    // No channel in time is `channels_busy`: nothing ran.
-    let result: ExecResult = remote::run(&session.host, program).await?;
-    let shown = || String::from_utf8_lossy(shown).into_owned();
-    if result.timed_out {
-        return Err(no_answer(timeout, &format!(" for {}", shown())));
-    }
-    let out = stream_bytes(&result.stdout)?;
-    let said = stream_bytes(&result.stderr)?;
-    let (line, rest) = match out.iter().position(|b| *b == b'\n') {
-        Some(newline) => (&out[..newline], out[newline + 1..].to_vec()),
-        None => (&out[..], Vec::new()),
-    };
-    let line = String::from_utf8_lossy(line);
-    let (word, detail) = line.split_once(' ').unwrap_or((&line, ""));
-    match word {
-        // A tool that complained (a file gone between two steps) spoils the answer.
-        "ok" if result.exit_code == Some(0) && said.is_empty() => Ok((detail.to_string(), rest)),
-        "toolong" | "notfound" | "denied" | "notdir" | "notfile" | "exists" | "itself" => {
-            let (code, what) = match word {
-                "itself" => (
-                    ErrorCode::InvalidArguments,
-                    "the destination lies inside the source directory",
-                ),
-                "toolong" => (
-                    ErrorCode::InvalidArguments,
-                    "the path is longer than the host allows",
-                ),
-                "notfound" => (ErrorCode::RemotePathNotFound, "no such path on the host"),
-                "denied" => (
-                    ErrorCode::RemotePermissionDenied,
-                    "permission denied to the session's user",
-                ),
-                "notdir" => (ErrorCode::InvalidRemoteType, "not a directory"),
-                "exists" => (
-                    ErrorCode::RemotePathExists,
-                    "exists (pass overwrite: true to replace it)",
-                ),
-                _ => (ErrorCode::InvalidRemoteType, "not a regular file"),
-            };
-            Err(DaemonError::new(code, format!("{what}: {}", shown())))
-        }
-        "missing" => Err(DaemonError::new(
-            ErrorCode::HostToolMissing,
-            format!(
-                "the host lacks `{detail}`, which this tool needs: do the work with exec and \
-                 the host's own tools, or install it there"
-            ),
-        )),
-        "error" => Err(DaemonError::internal(format!("the host said: {detail}"))),
-        _ => Err(DaemonError::internal(format!(
-            "unexpected answer from the host ({}): {}",
-            match result.exit_code {
-                Some(code) => format!("exit status {code}"),
-                None => "no exit status".to_string(),
-            },
-            String::from_utf8_lossy(&said)
-        ))),
-    }
-}
-
-/// A stream's complete bytes; an answer cut by the capture bound is an error, not data.
-pub(crate) fn stream_bytes(stream: &StreamOutput) -> Result<Vec<u8>, DaemonError> {
-    if stream.truncated {
-        return Err(DaemonError::internal(
-            "the host's answer was larger than expected",
-        ));
-    }
-    match stream.encoding {
-        Encoding::Utf8 => Ok(stream.data.clone().into_bytes()),
-        Encoding::Base64 => base64::engine::general_purpose::STANDARD
-            .decode(&stream.data)
-            .map_err(|e| DaemonError::internal(format!("bad capture: {e}"))),
     }
 }
 
@@ -352,40 +162,5 @@ mod tests {
         assert_eq!(remote_text(b"caf\xc3\xa9").1, Encoding::Utf8);
         let (text, encoding) = remote_text(b"\xff");
         assert_eq!((text.as_str(), encoding), ("/w==", Encoding::Base64));
-    }
-
-    /// The prelude run by a local `/bin/sh`, the path on stdin as the building block gives it:
-    /// a relative path becomes `./`-relative, and stat's errors become status words.
-    #[test]
-    fn the_prelude_reads_the_path_whole_and_classifies_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("-"), "x").unwrap();
-        std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
-        let run = |path: &[u8]| {
-            let script = format!(
-                "{}printf '[%s]\\n' \"$_p\"; _o=$(stat -L -c %s -- \"$_p\" 2>&1) || \
-                 _sshmcp_fail \"$_o\"; echo \"ok $_o\"",
-                prelude("stat")
-            );
-            let mut child = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(script)
-                .current_dir(dir.path())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(path).unwrap();
-            String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
-        };
-        assert_eq!(run(b"-"), "[./-]\nok 1\n");
-        assert_eq!(run(b"trailing\n"), "[./trailing\n]\nnotfound\n");
-        assert_eq!(run(b"loop"), "[./loop]\nnotfound\n");
-        assert_eq!(
-            run(&[b'x'; 300]),
-            format!("[./{}]\ntoolong\n", "x".repeat(300))
-        );
-        assert_eq!(run(b""), "missing base64\n");
     }
 }

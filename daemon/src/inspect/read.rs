@@ -4,8 +4,9 @@
 use sshmcp_proto::inspect::{FileRange, ReadRangeRequest};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::{number, path_bytes, prelude, remote_text, run};
+use super::{number, path_bytes, remote_text};
 use crate::remote::capture::utf8_head_boundary;
+use crate::remote::status::{prelude, run};
 use crate::session::Session;
 
 /// The program: only a regular file the user may read, then its size, then the range, one

@@ -3,7 +3,8 @@
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileStat, FileType, StatRequest};
 
-use super::{file_type, mode_string, number, path_bytes, prelude, remote_text, run, time};
+use super::{file_type, mode_string, number, path_bytes, remote_text, time};
+use crate::remote::status::{prelude, run};
 use crate::session::Session;
 
 /// The fields, one line for the numbers and one for each name (names hold no newline); times

@@ -3,8 +3,7 @@
 
 use std::collections::VecDeque;
 
-use sshmcp_proto::exec::{ByteRange, StreamOutput, encode_bytes};
-
+use super::Output;
 use super::spool::Spooled;
 
 /// Head and tail of a stream under a byte budget, with its exact total.
@@ -54,38 +53,25 @@ impl Capture {
         (self.head_limit + self.tail_limit) as u64
     }
 
-    /// The answer for this stream. When bytes were dropped, the head is cut back and the tail
-    /// cut forward to character boundaries, so text never turns into base64 because of a cut.
-    pub fn finish(self, spooled: Option<Spooled>) -> StreamOutput {
+    /// What was kept of this stream. When bytes were dropped, the head is cut back and the
+    /// tail cut forward to character boundaries, so text never turns into base64 because of
+    /// a cut.
+    pub fn finish(self, spooled: Option<Spooled>) -> Output {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let mut head = self.head;
         let mut tail: Vec<u8> = self.tail.into();
-        let truncated = kept < self.total;
-        let omitted = if truncated {
+        let omitted = (kept < self.total).then(|| {
             head.truncate(utf8_head_boundary(&head));
             let skip = utf8_tail_boundary(&tail);
             tail.drain(..skip);
-            let end = self.total - tail.len() as u64;
-            Some(ByteRange {
-                start: head.len() as u64,
-                end,
-            })
-        } else {
-            None
-        };
-        let captured = (head.len() + tail.len()) as u64;
+            head.len() as u64..self.total - tail.len() as u64
+        });
         head.extend_from_slice(&tail);
-        let (data, encoding) = encode_bytes(head);
-        StreamOutput {
-            data,
-            encoding,
-            captured_bytes: captured,
+        Output {
+            bytes: head,
             total_bytes: self.total,
-            truncated,
             omitted,
-            spool_truncated: spooled.as_ref().is_some_and(|s| s.truncated),
-            spool_path: spooled.map(|s| s.path),
-            next_offset: None,
+            spooled,
         }
     }
 }
@@ -115,9 +101,8 @@ pub(crate) fn utf8_tail_boundary(tail: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sshmcp_proto::exec::Encoding;
 
-    fn capture(limit: u64, chunks: &[&[u8]]) -> StreamOutput {
+    fn capture(limit: u64, chunks: &[&[u8]]) -> Output {
         let mut c = Capture::new(limit);
         for chunk in chunks {
             c.push(chunk);
@@ -128,19 +113,17 @@ mod tests {
     #[test]
     fn exactly_at_limit_is_whole() {
         let out = capture(10, &[b"01234", b"56789"]);
-        assert_eq!(out.data, "0123456789");
-        assert!(!out.truncated);
-        assert_eq!((out.captured_bytes, out.total_bytes), (10, 10));
+        assert_eq!(out.bytes, b"0123456789");
+        assert_eq!(out.total_bytes, 10);
         assert_eq!(out.omitted, None);
     }
 
     #[test]
     fn one_past_limit_keeps_head_and_tail() {
         let out = capture(10, &[b"0123456789", b"A"]);
-        assert!(out.truncated);
-        assert_eq!(out.data, "012346789A");
-        assert_eq!(out.omitted, Some(ByteRange { start: 5, end: 6 }));
-        assert_eq!((out.captured_bytes, out.total_bytes), (10, 11));
+        assert_eq!(out.bytes, b"012346789A");
+        assert_eq!(out.omitted, Some(5..6));
+        assert_eq!(out.total_bytes, 11);
     }
 
     #[test]
@@ -148,9 +131,13 @@ mod tests {
         let data: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
         let whole = capture(100, &[&data]);
         let pieces: Vec<&[u8]> = data.chunks(7).collect();
-        assert_eq!(capture(100, &pieces), whole);
+        let pieces = capture(100, &pieces);
+        assert_eq!(
+            (pieces.bytes, pieces.omitted),
+            (whole.bytes.clone(), whole.omitted.clone())
+        );
         assert_eq!(whole.total_bytes, 10_000);
-        assert_eq!(whole.captured_bytes, 100);
+        assert_eq!(whole.bytes.len(), 100);
     }
 
     #[test]
@@ -158,11 +145,10 @@ mod tests {
         // "é" is two bytes: a limit of 6 splits characters on both sides.
         let text = "éééééééééé".as_bytes();
         let out = capture(6, &[text]);
-        assert_eq!(out.encoding, Encoding::Utf8);
-        assert_eq!(out.data, "éé");
+        assert_eq!(out.bytes, "éé".as_bytes());
         let omitted = out.omitted.unwrap();
         assert_eq!(
-            omitted.end - omitted.start + out.captured_bytes,
+            omitted.end - omitted.start + out.bytes.len() as u64,
             out.total_bytes
         );
     }
@@ -186,18 +172,16 @@ mod tests {
     }
 
     #[test]
-    fn binary_is_base64() {
+    fn binary_is_kept_as_it_came() {
         let out = capture(16, &[&[0xff, 0xfe, 0x00]]);
-        assert_eq!(out.encoding, Encoding::Base64);
-        assert_eq!(out.captured_bytes, 3);
+        assert_eq!(out.bytes, [0xff, 0xfe, 0x00]);
+        assert_eq!(out.omitted, None);
     }
 
     #[test]
     fn zero_limit_keeps_nothing_but_counts() {
         let out = capture(0, &[b"abc"]);
-        assert_eq!(
-            (out.captured_bytes, out.total_bytes, out.truncated),
-            (0, 3, true)
-        );
+        assert_eq!((out.bytes.len(), out.total_bytes), (0, 3));
+        assert_eq!(out.omitted, Some(0..3));
     }
 }

@@ -18,7 +18,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sshmcp_proto::exec::{ExecResult, StreamOutput};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::task::JoinHandle;
@@ -34,7 +33,7 @@ use super::observer::{self, Observer};
 use super::runner::{After, End, LineScan};
 use super::spool::{Spool, Spooled};
 use super::standby::{Standby, Warm};
-use super::{Host, Program, RunError};
+use super::{Host, Output, Program, RunError, RunResult};
 use crate::mux::{self, ControlEvent};
 
 /// After the program's shell exited, how long its streams may stay quiet but open before the
@@ -64,7 +63,7 @@ const BULK_PIPE_BYTES: i32 = 256 * 1024;
 /// Where a run's result goes, counting the run as pending (see `Host::pending`) until it is
 /// sent, or dropped.
 struct Answer {
-    tx: oneshot::Sender<Result<ExecResult, RunError>>,
+    tx: oneshot::Sender<Result<RunResult, RunError>>,
     pending: Option<super::Counted>,
 }
 
@@ -74,7 +73,7 @@ impl Answer {
     /// the count comes back, for the caller to keep until the run ends.
     fn send(
         mut self,
-        result: Result<ExecResult, RunError>,
+        result: Result<RunResult, RunError>,
         group_done: bool,
     ) -> Option<super::Counted> {
         let pending = self.pending.take();
@@ -209,7 +208,7 @@ impl Stream {
     /// The stream's answer: the capture so far (with what the end scan still held) and the
     /// finished spool. Later output (of children that outlive the program) is read and
     /// dropped.
-    fn answer(&mut self) -> std::io::Result<StreamOutput> {
+    fn answer(&mut self) -> std::io::Result<Output> {
         let held = self.take_held();
         self.keep(&held)?;
         let limit = self.capture.limit();
@@ -307,7 +306,7 @@ pub(super) async fn drive(
     host: Host,
     program: Program,
     stop: CancellationToken,
-    answer: oneshot::Sender<Result<ExecResult, RunError>>,
+    answer: oneshot::Sender<Result<RunResult, RunError>>,
 ) {
     let _active = (!program.control).then(|| ActiveRun::new(&host));
     let pending = (!program.control).then(|| super::Counted::new(&host.pending));
@@ -364,7 +363,7 @@ enum Attempt {
     /// Nothing ran: the waiting channel was stale or had ended. A fresh one is needed.
     Retry,
     /// The outcome still to be sent, or None when it was sent already.
-    Over(Option<Result<ExecResult, RunError>>),
+    Over(Option<Result<RunResult, RunError>>),
 }
 
 /// The run itself. Returns the outcome still to be sent, or None when it was sent already.
@@ -374,7 +373,7 @@ async fn run(
     mut program: Program,
     stop: &CancellationToken,
     answer: &mut Option<Answer>,
-) -> Option<Result<ExecResult, RunError>> {
+) -> Option<Result<RunResult, RunError>> {
     let started = Instant::now();
     let deadline = started + program.timeout;
     let queue_deadline = program
@@ -594,7 +593,7 @@ async fn runner_ready(session: &mut mux::MuxSession, deadline: Instant) -> Resul
 
 /// The answer of a run that got no channel before its deadline: an error, as nothing ran
 /// (`ok: true` always means a command started); its spools go with the program.
-fn no_channel_in_time(started: Instant, why: channel::NoChannel) -> Result<ExecResult, RunError> {
+fn no_channel_in_time(started: Instant, why: channel::NoChannel) -> Result<RunResult, RunError> {
     Err(RunError::ChannelsBusy {
         waited: started.elapsed().as_secs_f64(),
         why,
@@ -1072,22 +1071,19 @@ fn stopped_result(
     started: Instant,
     out: &mut Stream,
     err: &mut Stream,
-) -> Result<ExecResult, RunError> {
+) -> Result<RunResult, RunError> {
     match stop.reason {
         StopReason::Cancelled => {
             drop_spools(out, err);
             Err(RunError::Cancelled)
         }
-        StopReason::TimedOut => Ok(ExecResult {
+        StopReason::TimedOut => Ok(RunResult {
             exit_code: None,
             signal: stop.killed.as_ref().and_then(Killed::signal),
             duration: started.elapsed().as_secs_f64(),
             timed_out: true,
             stdout: out.answer().map_err(spool_err)?,
             stderr: err.answer().map_err(spool_err)?,
-            handed_off: None,
-            handle_id: None,
-            pid: None,
         }),
     }
 }
@@ -1099,7 +1095,7 @@ async fn complete(
     err: &mut Stream,
     exit_status: Option<u32>,
     started: Instant,
-) -> Result<ExecResult, RunError> {
+) -> Result<RunResult, RunError> {
     let markers = Markers::read(&out.scan, &err.scan);
     if out.scan.marker().is_none() && err.scan.marker().is_none() {
         drop_spools(out, err);
@@ -1142,16 +1138,13 @@ async fn complete(
         }
         (None, None) => (None, Some("unknown".to_string())),
     };
-    Ok(ExecResult {
+    Ok(RunResult {
         exit_code,
         signal,
         duration: started.elapsed().as_secs_f64(),
         timed_out: false,
         stdout: out.answer().map_err(spool_err)?,
         stderr: err.answer().map_err(spool_err)?,
-        handed_off: None,
-        handle_id: None,
-        pid: None,
     })
 }
 

@@ -126,7 +126,7 @@ pub fn control_program(script: String, as_root: bool, timeout: Duration) -> Prog
 async fn attempt(host: &Host, pgid: u32, as_root: bool) -> Option<Killed> {
     let program = control_program(kill_script(pgid), as_root, KILL_BUDGET);
     let result = super::run(host, program).await.ok()?;
-    match result.stdout.data.trim() {
+    match String::from_utf8_lossy(&result.stdout.bytes).trim() {
         "GONE" => Some(Killed::AlreadyGone),
         signal @ ("TERM" | "KILL") => Some(Killed::By(signal.to_string())),
         _ => None,

@@ -22,13 +22,13 @@ pub mod observer;
 pub mod runner;
 pub mod spool;
 pub mod standby;
+pub mod status;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sshmcp_proto::exec::ExecResult;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -200,6 +200,36 @@ impl Program {
     }
 }
 
+/// What a run that ended left: how it ended and both output streams, as bytes. The wire form
+/// (text or base64) is made by the tools that answer with it (`exec`), never here.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The program's exit status, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program's shell, when one did.
+    pub signal: Option<String>,
+    /// Seconds from the run's start to its end.
+    pub duration: f64,
+    /// The timeout ended it (its whole group).
+    pub timed_out: bool,
+    pub stdout: Output,
+    pub stderr: Output,
+}
+
+/// One output stream as a run kept it, under its capture's budget.
+#[derive(Debug)]
+pub struct Output {
+    /// The head and the tail of the stream (all of it unless `omitted`), each cut at a
+    /// character boundary where bytes were left out between them.
+    pub bytes: Vec<u8>,
+    /// Bytes the stream held.
+    pub total_bytes: u64,
+    /// The byte range left out between head and tail, when the stream outgrew the budget.
+    pub omitted: Option<std::ops::Range<u64>>,
+    /// The complete copy, when the program asked for one.
+    pub spooled: Option<spool::Spooled>,
+}
+
 /// Why a run produced no result.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -269,17 +299,17 @@ fn channels_busy_message(waited: f64, why: channel::NoChannel) -> String {
 /// A run going on in its own task. Dropping it stops the run (its task then ends the remote
 /// process group, also when that group is not known yet), unless it was detached.
 pub struct Running {
-    result: oneshot::Receiver<Result<ExecResult, RunError>>,
+    result: oneshot::Receiver<Result<RunResult, RunError>>,
     stop: Option<tokio_util::sync::DropGuard>,
 }
 
 /// What a detached run will answer.
-pub type Outcome = oneshot::Receiver<Result<ExecResult, RunError>>;
+pub type Outcome = oneshot::Receiver<Result<RunResult, RunError>>;
 
 impl Running {
     /// Waits for the result. Cancel-safe: dropped before it answers, the run goes on until
     /// this `Running` is dropped.
-    pub async fn result(&mut self) -> Result<ExecResult, RunError> {
+    pub async fn result(&mut self) -> Result<RunResult, RunError> {
         let result = (&mut self.result)
             .await
             .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
@@ -324,7 +354,7 @@ pub fn start(host: &Host, program: Program) -> Running {
 }
 
 /// Runs `program` on `host` and waits for its result. Dropping this future stops the run.
-pub async fn run(host: &Host, program: Program) -> Result<ExecResult, RunError> {
+pub async fn run(host: &Host, program: Program) -> Result<RunResult, RunError> {
     start(host, program).result().await
 }
 

@@ -38,6 +38,7 @@ impl Drop for Spool {
 }
 
 /// A finished spool file.
+#[derive(Debug)]
 pub struct Spooled {
     /// Absolute path.
     pub path: String,

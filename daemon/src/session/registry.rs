@@ -570,7 +570,7 @@ impl Registry {
         let result = remote::run(&session.host, program)
             .await
             .map_err(|e| format!("the master could not run a command: {e}"))?;
-        let text = result.stdout.data;
+        let text = String::from_utf8_lossy(&result.stdout.bytes);
         let mut lines = text.lines();
         let mut next = || lines.next().unwrap_or("").to_string();
         let (uname, home, user, pretty) = (next(), next(), next(), next());

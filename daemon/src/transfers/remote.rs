@@ -8,6 +8,7 @@ use std::time::Duration;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
+use crate::remote::status;
 use crate::session::Session;
 
 /// The dot-file an upload goes into, beside its destination: one name per server, local source
@@ -66,10 +67,10 @@ pub async fn destination(
          _c=$(pwd -P; printf .); _c=${{_c%?.}}\n\
          _i=$(command cat /etc/machine-id 2>/dev/null) || _i=; [ -n \"$_i\" ] || _i=$(uname -n)\n\
          printf 'ok %s %s\\n%s' \"$_i\" \"$(command stat -c %d:%i .)\" \"$_c\"\n",
-        inspect::prelude("stat rsync"),
+        status::prelude("stat rsync"),
         overwrite = u8::from(overwrite),
     );
-    let (identity, directory) = inspect::run(session, script, remote, 64 * 1024).await?;
+    let (identity, directory) = status::run(session, script, remote, 64 * 1024).await?;
     let mut path = directory;
     if path != b"/" {
         path.push(b'/');
@@ -90,9 +91,9 @@ pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32),
          [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
          _s=${{_o%% *}}; _o=${{_o#* }}\n\
          printf 'ok %s %s\\n' \"$_s\" \"${{_o%% *}}\"\n",
-        inspect::prelude("stat rsync"),
+        status::prelude("stat rsync"),
     );
-    let (size, _) = inspect::run(session, script, remote, 4096)
+    let (size, _) = status::run(session, script, remote, 4096)
         .await
         .map_err(|e| match e.code {
             ErrorCode::InvalidRemoteType => DaemonError::new(
@@ -147,10 +148,10 @@ pub async fn publish(
         "{}_t=${{_p%/*}}/.sshmcp-{}.part\n{OWN_FILE}\
          if ! _own \"$_t\"; then [ -e \"$_t\" ] || [ -L \"$_t\" ] || \
          _sshmcp_fail 'the partial file is gone'; echo 'ok notown'; exit 0; fi\n{moved}",
-        inspect::prelude("mv ln rm stat id"),
+        status::prelude("mv ln rm stat id"),
         partial.tag
     );
-    match inspect::run(session, script, destination, 4096).await {
+    match status::run(session, script, destination, 4096).await {
         Ok((said, _)) if said.trim() == "notown" => Err(DaemonError::new(
             ErrorCode::TransferFailed,
             "the partial file on the host stopped being the session user's own file with one \
@@ -244,10 +245,10 @@ pub async fn prepare_partial(
          _e=$(command chmod \"$_m\" -- \"$_f\" 2>&1) || _sshmcp_fail \"$_e\"; exec 7>&-; fi\n\
          {OWN_FILE}_own \"$_p\" || {{ echo 'ok inway'; exit 0; }}\n\
          echo 'ok ready'\n",
-        inspect::prelude("stat rm id chmod"),
+        status::prelude("stat rm id chmod"),
         mode = mode & 0o777,
     );
-    let (said, _) = inspect::run(session, script, &partial.path, 4096).await?;
+    let (said, _) = status::run(session, script, &partial.path, 4096).await?;
     match said.trim() {
         "ready" => Ok(()),
         _ => Err(DaemonError::new(
@@ -274,9 +275,9 @@ pub fn step_failed(what: &str, e: DaemonError) -> DaemonError {
 pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonError> {
     let script = format!(
         "{}_e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\necho ok\n",
-        inspect::prelude("rm")
+        status::prelude("rm")
     );
-    inspect::run(session, script, &partial.path, 4096)
+    status::run(session, script, &partial.path, 4096)
         .await
         .map(drop)
 }
@@ -294,11 +295,11 @@ pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<Strin
          if [ ${{#_h}} -ne 64 ]; then \
          _h=$(command sha256sum 2>&1 < \"$_p\") || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; fi\n\
          printf 'ok %s\\n' \"$_h\"\n",
-        inspect::prelude("sha256sum")
+        status::prelude("sha256sum")
     );
     // 30 s, and one more per 10 MiB: a slow disk reads at 10 MiB/s.
     let timeout = Duration::from_secs(30 + size / (10 << 20));
-    let (hash, _) = inspect::run_within(session, script, remote, 4096, timeout)
+    let (hash, _) = status::run_within(session, script, remote, 4096, timeout)
         .await
         .map_err(|e| step_failed("cannot hash the remote file", e))?;
     let hash = hash.trim().to_ascii_lowercase();

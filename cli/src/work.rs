@@ -127,10 +127,10 @@ fn bytes(chunk: &StreamChunk) -> anyhow::Result<Vec<u8>> {
     })
 }
 
-/// What `given` (an id or a unique prefix) names, for the person to confirm: the whole id,
-/// what it is and its session; none when the daemon's overview does not show it (it then says
-/// itself what the id is, or that nothing has it).
-async fn described(c: &Connection, given: &str) -> Option<String> {
+/// What `given` (an id or a unique prefix) names, for the person to confirm: the whole id, and
+/// it with what it is and its session; none when the daemon's overview does not show it (it
+/// then says itself what the id is, or that nothing has it).
+async fn described(c: &Connection, given: &str) -> Option<(String, String)> {
     let overview = c
         .client
         .overview(context_with_timeout(Duration::from_secs(10)))
@@ -173,12 +173,13 @@ async fn described(c: &Connection, given: &str) -> Option<String> {
             );
         }
     }
-    if let Some((_, said)) = found.iter().find(|(id, _)| id == given) {
-        return Some(crate::render::printable(said));
+    let shown = |(id, said): &(String, String)| (id.clone(), crate::render::printable(said));
+    if let Some(exact) = found.iter().find(|(id, _)| id == given) {
+        return Some(shown(exact));
     }
     let mut matching = found.iter().filter(|(id, _)| id.starts_with(given));
     match (matching.next(), matching.next()) {
-        (Some((_, said)), None) if !given.is_empty() => Some(crate::render::printable(said)),
+        (Some(only), None) if !given.is_empty() => Some(shown(only)),
         _ => None,
     }
 }
@@ -190,13 +191,16 @@ pub async fn kill(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let c = daemon(paths, "stop_by_id").await?;
-    let asked = || async {
-        let what = described(&c, &id).await.unwrap_or_else(|| id.clone());
-        crate::commands::ask(&format!("stop {what}, which an agent started?"))
-    };
-    if !yes && std::io::stdin().is_terminal() && asked().await? == Some(false) {
-        writeln!(out, "nothing stopped")?;
-        return Ok(ExitCode::FAILURE);
+    // What the person confirms is what is stopped: the whole id, not the prefix again (it
+    // could name another by the time they answer).
+    let mut id = id;
+    if !yes && std::io::stdin().is_terminal() {
+        let (whole, what) = described(&c, &id).await.unwrap_or((id.clone(), id.clone()));
+        id = whole;
+        if crate::commands::ask(&format!("stop {what}, which an agent started?"))? == Some(false) {
+            writeln!(out, "nothing stopped")?;
+            return Ok(ExitCode::FAILURE);
+        }
     }
     let ctx = context_with_timeout(Duration::from_secs(60));
     match c.client.stop_by_id(ctx, id).await? {

@@ -737,7 +737,7 @@ no_exit_code!(
     sshmcp_proto::inspect::HostInfo,
     sshmcp_proto::command::CommandStarted,
     sshmcp_proto::command::CommandKilled,
-    sshmcp_proto::command::KillResult,
+    crate::commands::kill::Stop,
     sshmcp_proto::task::TaskLaunched,
     sshmcp_proto::task::TaskReport,
     sshmcp_proto::task::TaskKilled,

@@ -174,6 +174,16 @@ async fn file_tools_work_on_a_busybox_host_or_name_what_it_lacks() {
         (&json!("two\n"), &json!(true)),
         "{read}"
     );
+    // An overwrite keeps the old file's mode.
+    exec(&mcp, &s, &format!("chmod 640 {file}"), json!({})).await;
+    let over = call(
+        "write_file",
+        json!({"path": file, "content": "one\ntwo\n", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(over["ok"], true, "{over}");
+    let stat = call("stat", json!({"path": file})).await;
+    assert_eq!(stat["mode"], "0640", "{stat}");
     let stale = call(
         "write_file",
         json!({"path": file, "content": "x", "expected_sha256": "0".repeat(64)}),
@@ -218,7 +228,10 @@ async fn file_tools_work_on_a_busybox_host_or_name_what_it_lacks() {
         json!({"path": format!("{dir}/sub"), "recursive": true}),
     )
     .await;
-    assert!(missing(&tree).contains("`rm --one-file-system`"), "{tree}");
+    assert!(
+        missing(&tree).contains("`rm --one-file-system --preserve-root=all`"),
+        "{tree}"
+    );
     std::fs::create_dir_all(&env.local_root).unwrap();
     std::fs::write(env.local_root.join("up.txt"), "up\n").unwrap();
     let down = call(

@@ -465,7 +465,7 @@ async fn an_exec_waiting_for_a_channel_is_stopped_before_it_runs() {
     let out = env.cli(&["kill", "--yes", &id]);
     assert!(out.status.success(), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stdout).ends_with(": not_running\n"),
+        String::from_utf8_lossy(&out.stdout).ends_with(": cancelled\n"),
         "{out:?}"
     );
     let answered = waiting.await.unwrap();

@@ -336,8 +336,14 @@ pub fn busybox_user() -> String {
     let user = user_with_shell(BUSYBOX_USER, "/bin/sh");
     let _lock = users_lock();
     let root = std::path::Path::new(BUSYBOX_ROOT);
+    let account = nix::unistd::User::from_name(&user)
+        .ok()
+        .flatten()
+        .expect("the user just made");
+    let (uid, gid) = (account.uid, account.gid);
+    // Made for this very account: one made again since has another uid.
     let ready = root.join(".ready");
-    if ready.exists() {
+    if std::fs::read_to_string(&ready).is_ok_and(|made_for| made_for == uid.to_string()) {
         return user;
     }
     record("path", BUSYBOX_ROOT);
@@ -347,6 +353,14 @@ pub fn busybox_user() -> String {
         "bin", "sbin", "usr/bin", "usr/sbin", "etc", "dev", "tmp", "proc", &home,
     ] {
         std::fs::create_dir_all(root.join(dir)).expect("the BusyBox root");
+    }
+    // sshd takes a root whose every directory is root's and writable by no one else, whatever
+    // the umask.
+    for dir in [
+        "", "bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "dev", "proc", "home",
+    ] {
+        std::fs::set_permissions(root.join(dir), std::fs::Permissions::from_mode(0o755))
+            .expect("the BusyBox root's modes");
     }
     let busybox = ["/bin/busybox", "/usr/bin/busybox"]
         .into_iter()
@@ -376,11 +390,6 @@ pub fn busybox_user() -> String {
         );
     }
     std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let account = nix::unistd::User::from_name(&user)
-        .ok()
-        .flatten()
-        .expect("the user just made");
-    let (uid, gid) = (account.uid, account.gid);
     std::fs::write(
         root.join("etc/passwd"),
         format!("root:x:0:0::/root:/bin/sh\n{user}:x:{uid}:{gid}::/{home}:/bin/sh\n"),
@@ -397,7 +406,7 @@ pub fn busybox_user() -> String {
     )
     .unwrap();
     nix::unistd::chown(&root.join(&home), Some(uid), Some(gid)).expect("chown its home");
-    std::fs::write(&ready, "").expect("the BusyBox root's mark");
+    std::fs::write(&ready, uid.to_string()).expect("the BusyBox root's mark");
     user
 }
 

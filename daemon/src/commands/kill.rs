@@ -163,9 +163,9 @@ pub async fn kill(
 
 /// The person's stop of an `exec` call under way (`sshmcp kill`): TERM to its process group,
 /// KILL a second later if it is still there, as `command_kill` with `force`; the call then
-/// answers how its command ended. A call with no group yet is cut (`not_running`: nothing
-/// runs). One handed off meanwhile is stopped as the handle it became.
-pub async fn stop_exec(session: &Session, id: &str) -> Result<KillResult, DaemonError> {
+/// answers how its command ended. A call with no group yet is cut (nothing of it runs). One
+/// handed off meanwhile is stopped as the handle it became.
+pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError> {
     let under_way = &session.commands.under_way;
     // The person needs no key (the service checked who asks); the request carries none.
     let as_handle = || CommandKillRequest {
@@ -179,7 +179,9 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<KillResult, Daemon
         wait_seconds: None,
     };
     let Some(target) = under_way.target(id) else {
-        return kill(session, as_handle()).await.map(|k| k.result);
+        return kill(session, as_handle())
+            .await
+            .map(|k| Stop::Signalled(k.result));
     };
     if let Some(how) = target.ended {
         return Err(DaemonError::invalid_arguments(format!(
@@ -188,7 +190,7 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<KillResult, Daemon
     }
     let Some(pgid) = target.pid else {
         under_way.stopped(id, true);
-        return Ok(KillResult::NotRunning);
+        return Ok(Stop::Cut);
     };
     let order = KillOrder::check(None, Some(true), None)?;
     under_way.stopped(id, false);
@@ -205,7 +207,25 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<KillResult, Daemon
         handle.confirm_killed();
         session.record.ask();
     }
-    Ok(result)
+    Ok(Stop::Signalled(result))
+}
+
+/// What the person's stop of an `exec` call did.
+pub enum Stop {
+    /// The call had no process group yet: it was cut, and nothing of it runs.
+    Cut,
+    /// Its group was signalled, with this result.
+    Signalled(KillResult),
+}
+
+impl Stop {
+    /// As the person reads it: `cancelled`, or the kill's result.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Stop::Cut => "cancelled",
+            Stop::Signalled(result) => result.as_str(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -176,6 +176,9 @@ impl UnderWay {
         // The end first: bytes counted before it are all there is once it ended.
         let ended = end.borrow().clone();
         let seen = observer.seen();
+        // No tails any more: the call was handed off meanwhile, and its handle (of this id)
+        // holds every byte in its files.
+        let handed_off = std::cell::Cell::new(false);
         let piece = |stream: usize| {
             chunk(
                 stream,
@@ -183,9 +186,10 @@ impl UnderWay {
                 sizes[stream],
                 seen.bytes[stream],
                 |start, end| {
-                    Ok(observer
-                        .tail(stream, start, end)
-                        .unwrap_or((end, Vec::new())))
+                    Ok(observer.tail(stream, start, end).unwrap_or_else(|| {
+                        handed_off.set(true);
+                        (end, Vec::new())
+                    }))
                 },
             )
         };
@@ -202,7 +206,7 @@ impl UnderWay {
                 stderr: piece(STDERR)?,
             })
         })();
-        Some(report)
+        (!handed_off.get()).then_some(report)
     }
 }
 
@@ -291,5 +295,56 @@ impl Shown {
 impl Drop for Shown {
     fn drop(&mut self) {
         self.end(Ended::from_outcome(Err(RunError::Cancelled)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A follower waiting on a call that is handed off meanwhile is sent on to the handle
+    /// (`None` here), never told that bytes the handle's files hold were not kept.
+    #[tokio::test]
+    async fn a_read_across_a_hand_off_goes_on_to_the_handle() {
+        let under_way = Arc::new(UnderWay::default());
+        let observer = Arc::new(Observer::keeping_tails());
+        let shown = under_way
+            .begin("exec", "echo first; echo second", observer.clone(), false)
+            .unwrap();
+        observer.push(STDOUT, b"first\n", false);
+        let read = tokio::spawn({
+            let (under_way, id) = (under_way.clone(), shown.id().to_string());
+            async move {
+                under_way
+                    .report(&id, Duration::from_secs(30), [Some(6), Some(0)], [64, 64])
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        shown.handed_off();
+        observer.push(STDOUT, b"second\n", false);
+        assert!(read.await.unwrap().is_none());
+    }
+
+    /// Read before the hand-off, a call's output comes from its tails, each stream apart.
+    #[tokio::test]
+    async fn a_call_under_way_reads_from_its_tails() {
+        let under_way = Arc::new(UnderWay::default());
+        let observer = Arc::new(Observer::keeping_tails());
+        let shown = under_way
+            .begin("exec", "make", observer.clone(), false)
+            .unwrap();
+        observer.push(STDOUT, b"out\n", false);
+        observer.push(STDERR, b"err\n", false);
+        let report = under_way
+            .report(shown.id(), Duration::ZERO, [Some(0), Some(0)], [64, 64])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (report.stdout.data, report.stderr.data),
+            ("out\n".into(), "err\n".into())
+        );
+        assert_eq!(report.status, CommandState::Running);
     }
 }

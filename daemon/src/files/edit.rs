@@ -103,7 +103,7 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
          _e=$(command sed -z -f \"$_c\" -- \"$_p\" 2>&1 > \"$_t\") || _sshmcp_fail \"${{_e:-sed failed}}\"\n\
          _h=$(command sha256sum < \"$_t\") || exit 1\n\
          {keep}\
-         command chmod --reference=\"$_p\" \"$_t\" || exit 1\n\
+         {keep_mode}\
          {flush}\
          {replace}\
          printf 'ok edited %s %s\\n' $_k \"${{_h%% *}}\"\n",
@@ -115,6 +115,7 @@ fn script(path: &[u8], req: &EditFileRequest) -> String {
         writable = super::WRITABLE,
         temporary = super::temporary("edit"),
         keep = super::KEEP_OWNER,
+        keep_mode = super::KEEP_MODE,
         flush = super::FLUSH_AND_RECHECK,
         replace = super::REPLACE,
         max_file = MAX_EDIT_FILE_BYTES,

@@ -114,6 +114,12 @@ const KEEP_OWNER: &str = "if [ $_x = 1 ]; then command chown --reference=\"$_p\"
      [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
      { echo denied; exit 0; }; fi\n";
 
+/// Gives `_t` the old file's mode, setuid, setgid and sticky bits included (after the owner:
+/// a `chown` clears the first two). `stat -c %a` and a numeric `chmod`, not GNU's
+/// `chmod --reference`, which BusyBox's lacks.
+const KEEP_MODE: &str =
+    "_m=$(command stat -c %a -- \"$_p\") && command chmod \"$_m\" \"$_t\" || exit 1\n";
+
 /// Flushes `_t`, then, when the target's state was noted, ends the program if it moved since:
 /// the last step before the rename, so the window left is a few system calls.
 const FLUSH_AND_RECHECK: &str = "command sync -- \"$_t\" 2>/dev/null\n\

@@ -125,7 +125,7 @@ pub async fn remove_path(
         // (with no operand, GNU's `rm -f` does nothing and succeeds).
         true => {
             "command rm -rf --one-file-system --preserve-root=all -- 2>/dev/null || \
-             { echo 'missing rm --one-file-system'; exit 0; }\n\
+             { echo 'missing rm --one-file-system --preserve-root=all'; exit 0; }\n\
              _e=$(command rm -rf --one-file-system --preserve-root=all -- \"$_p\" 2>&1) || \
              _sshmcp_fail \"$_e\""
         }

@@ -33,9 +33,11 @@ fn script(path: &[u8], req: &WriteFileRequest) -> String {
     // (unless `mode`).
     let mode = match req.mode {
         Some(mode) => format!("command chmod {mode:o} \"$_t\" || exit 1\n"),
-        None => "if [ $_x = 1 ]; then command chmod --reference=\"$_p\" \"$_t\" || exit 1; \
-                 else command chmod \"$(printf '%o' $((0666 & ~0$(umask))))\" \"$_t\" || exit 1; fi\n"
-            .to_string(),
+        None => format!(
+            "if [ $_x = 1 ]; then {}else command chmod \"$(printf '%o' $((0666 & ~0$(umask))))\" \
+             \"$_t\" || exit 1; fi\n",
+            super::KEEP_MODE
+        ),
     };
     let publish = match req.overwrite || !expected.is_empty() {
         true => super::REPLACE,

@@ -665,7 +665,7 @@ impl Run<'_> {
                 } => (answer_timer, give_up_at),
             };
             let killing = state.stopping.as_ref().is_some_and(Stopping::killing);
-            let stopping = state.stopping.is_none();
+            let not_stopping = state.stopping.is_none();
             tokio::select! {
                 _ = feed.step(), if !feed.done() => {}
                 n = out.read(), if !out.eof => {
@@ -681,13 +681,13 @@ impl Run<'_> {
                     }
                     Ok(ControlEvent::Closed) | Err(_) => state.closed = true,
                 },
-                _ = tokio::time::sleep_until(deadline), if stopping => {
+                _ = tokio::time::sleep_until(deadline), if not_stopping => {
                     state.stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, program));
                 },
-                _ = self.stop.cancelled(), if stopping => {
+                _ = self.stop.cancelled(), if not_stopping => {
                     state.stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
                 },
-                _ = self.closing.cancelled(), if stopping => {
+                _ = self.closing.cancelled(), if not_stopping => {
                     state.stopping = Some(begin_stop(StopReason::Cancelled, &mut feed, program));
                 },
                 killed = async {

@@ -225,7 +225,7 @@ impl Observer {
     /// Counts `bytes` of `stream` (after they reached the run's spool, so a follower that
     /// reads the spool up to this count finds them there); `dropped` says bytes after them
     /// were not kept.
-    pub(super) fn push(&self, stream: usize, bytes: &[u8], dropped: bool) {
+    pub(crate) fn push(&self, stream: usize, bytes: &[u8], dropped: bool) {
         if bytes.is_empty() && !dropped {
             return;
         }

@@ -16,8 +16,8 @@ use crate::session::Session;
 /// How long a program may take on the host, unless its caller says otherwise.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What every inspection program starts with: messages in English, the tools it needs, the
-/// path from stdin (a trailing newline kept; an empty one means `base64`, which decodes stdin,
+/// What every inspection program starts with: messages in English, the tools it needs (and,
+/// for `stat`, its `-c`: macOS and the BSDs have a `stat` without it), the path from stdin (a trailing newline kept; an empty one means `base64`, which decodes stdin,
 /// is missing), made `./`-relative when relative (`stat -- -` would read stdin, and `cd -`
 /// means the last directory), and `_sshmcp_fail`, which turns `stat`'s error into a status
 /// line. `stat` ends its message with the system's error text, so the path in it cannot be
@@ -25,7 +25,7 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 /// cannot stand in for them.
 const PRELUDE: &str = "export LC_ALL=C\n\
 for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s\\n' \"$_t\"; exit 0; }; done\n\
-{PATH}\n\
+{PROBES}{PATH}\n\
 if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
 case $_p in /*) ;; *) _p=./$_p ;; esac\n\
 _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|\
@@ -38,10 +38,23 @@ _sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|
 /// How the prelude reads the path from stdin.
 const PATH_FROM_STDIN: &str = "_p=$(command cat; printf .); _p=${_p%.}";
 
+/// Checks an option of a tool the programs rely on that a host's tool of that name may lack.
+const STAT_PROBE: &str =
+    "command stat -c %s -- / >/dev/null 2>&1 || { echo 'missing stat -c'; exit 0; }\n";
+
+/// The probes for `tools`.
+fn probes(tools: &str) -> &'static str {
+    match tools.split_whitespace().any(|tool| tool == "stat") {
+        true => STAT_PROBE,
+        false => "",
+    }
+}
+
 /// The prelude for a program that uses `tools`.
 pub(crate) fn prelude(tools: &str) -> String {
     PRELUDE
         .replace("{TOOLS}", tools)
+        .replace("{PROBES}", probes(tools))
         .replace("{PATH}", PATH_FROM_STDIN)
 }
 
@@ -51,6 +64,7 @@ pub(crate) fn prelude_with_path(tools: &str, path: &[u8]) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(path);
     PRELUDE
         .replace("{TOOLS}", &format!("base64 {tools}"))
+        .replace("{PROBES}", probes(tools))
         .replace(
             "{PATH}",
             &format!("_p=$(printf %s '{encoded}' | command base64 -d; printf .); _p=${{_p%.}}"),
@@ -232,5 +246,41 @@ mod tests {
             format!("[./{}]\ntoolong\n", "x".repeat(300))
         );
         assert_eq!(run(b""), "missing base64\n");
+    }
+
+    /// A host whose `stat` has no `-c` (macOS, the BSDs) is told so before anything runs; a
+    /// GNU or BusyBox `stat` passes.
+    #[test]
+    fn a_stat_without_dash_c_is_a_missing_tool() {
+        let bin = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/bin/cat", bin.path().join("cat")).unwrap();
+        let stat = bin.path().join("stat");
+        std::fs::write(
+            &stat,
+            "#!/bin/sh\necho 'stat: illegal option -- c' >&2\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&stat, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let run = |path: &std::ffi::OsStr| {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("{}echo ok", prelude("stat")))
+                .env("PATH", path)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        assert_eq!(run(bin.path().as_os_str()), "missing stat -c\n");
+        assert_eq!(
+            run("/usr/bin:/bin".as_ref()),
+            "missing base64\n",
+            "GNU stat passes"
+        );
+        assert!(
+            !prelude("cat").contains("stat -c"),
+            "only where stat is used"
+        );
     }
 }

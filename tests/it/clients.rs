@@ -13,9 +13,16 @@ fn target_dir() -> PathBuf {
     exe.ancestors().nth(3).expect("target dir").to_path_buf()
 }
 
-/// The venv `scripts/test.sh` makes beside the build: `<target dir>/py-mcp`.
+/// The Python of the venv `scripts/test.sh` makes beside the build (`<target dir>/py-mcp`),
+/// with the MCP SDK; a test fails loudly without it.
 fn sdk_python() -> PathBuf {
-    target_dir().join("py-mcp/bin/python")
+    let python = target_dir().join("py-mcp/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test.sh installs the Python MCP SDK there",
+        python.display()
+    );
+    python
 }
 
 #[tokio::test]
@@ -40,11 +47,6 @@ async fn the_python_sdk_calls_every_tool_with_per_request_meta() {
 /// Runs `tests/clients/sdk_client.py` in `mode` against a world of its own, which it returns.
 async fn python_sdk_calls_every_tool(mode: &str, protocol: &str) -> TestEnv {
     let python = sdk_python();
-    assert!(
-        python.exists(),
-        "{} is missing: scripts/test.sh installs the Python MCP SDK there",
-        python.display()
-    );
     let env = TestEnv::new();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/sdk_client.py");
     let out = tokio::process::Command::new(&python)
@@ -552,11 +554,6 @@ async fn a_bare_environment_client_finds_the_terminals_daemon_and_sessions() {
 async fn a_python_sdk_agent_works_beside_the_persons_cli() {
     use std::io::BufRead as _;
     let python = sdk_python();
-    assert!(
-        python.exists(),
-        "{} is missing: scripts/test.sh installs the Python MCP SDK there",
-        python.display()
-    );
     let env = TestEnv::new();
     let marker = format!("beside-{}", std::process::id());
     let secs = sshmcp_tests::process::unique_sleep(60);

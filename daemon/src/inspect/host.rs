@@ -399,34 +399,12 @@ mod tests {
         out
     }
 
-    /// A directory of links to BusyBox's applets: a PATH as on Alpine.
-    fn busybox_applets() -> tempfile::TempDir {
-        let applets = tempfile::tempdir().unwrap();
-        let busybox = std::process::Command::new("sh")
-            .args(["-c", "command -v busybox"])
-            .output()
-            .expect("sh");
-        let busybox = String::from_utf8_lossy(&busybox.stdout).trim().to_string();
-        assert!(
-            !busybox.is_empty(),
-            "busybox (scripts/test.sh installs busybox-static)"
-        );
-        let listed = std::process::Command::new(&busybox)
-            .arg("--list")
-            .output()
-            .unwrap();
-        for applet in String::from_utf8_lossy(&listed.stdout).lines() {
-            std::os::unix::fs::symlink(&busybox, applets.path().join(applet)).unwrap();
-        }
-        applets
-    }
-
     /// The program under every shell a host may have as `/bin/sh` (dash, bash, a strict POSIX
     /// shell, and BusyBox with only its own applets on PATH, as on Alpine), on this machine:
     /// each answers every fact Linux gives, and a path with a newline and a quote is measured.
     #[test]
     fn the_program_runs_under_every_posix_shell() {
-        let applets = busybox_applets();
+        let applets = crate::inspect::busybox_applets();
         let busybox_only = applets.path().display().to_string();
         let busybox_sh = applets.path().join("sh").display().to_string();
         let system = std::env::var("PATH").unwrap_or_default();

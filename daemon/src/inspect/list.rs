@@ -1,5 +1,7 @@
 //! `list_directory`: one page of a directory's entries, from `find -printf` sorted by name
-//! bytes, paged on the host so an answer stays small whatever the directory holds.
+//! bytes, paged on the host so an answer stays small whatever the directory holds. A host
+//! without GNU's `find -printf` or `-z` options (BusyBox, as on Alpine) lists every entry with
+//! the shell's own glob and `stat -c`, and the daemon sorts and pages.
 
 use sshmcp_proto::inspect::{
     DEFAULT_LIST_LIMIT, DirEntry, FileType, ListRequest, Listing, MAX_LIST_LIMIT,
@@ -21,22 +23,36 @@ const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 /// left out, and a link whose target may not be read has an empty one. `find` complains of
 /// both on stderr, which would fail the call: `_find` drops those two complaints and passes
 /// any other (an I/O error, a stale NFS handle) on.
+///
+/// Without those GNU options, `ok all` and a record per entry in the same layout, with the
+/// raw mode in hex (`x81a4`) for the type and `@` and seconds since the epoch for the mtime:
+/// the shell's glob gives the names (dotfiles too; `.`, `..` and an unmatched pattern
+/// skipped), `stat -c` the rest, one entry at a time.
 fn script(skip: u64, limit: u32) -> String {
     format!(
         "{}_o=$(command stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
          [ \"$_o\" = directory ] || {{ echo notdir; exit 0; }}\n\
          CDPATH= command cd -- \"$_p\" >/dev/null 2>&1 && [ -r . ] || {{ echo denied; exit 0; }}\n\
-         command find . -maxdepth 0 -printf '' 2>/dev/null || \
-         {{ echo 'missing find -printf'; exit 0; }}\n\
+         if ! command find . -maxdepth 0 -printf '' 2>/dev/null || \
          [ \"$(printf 'a\\0' | command sort -z | command tail -z -n +1 | command head -z -n 1 | \
-         command wc -c)\" -eq 2 ] || {{ echo 'missing sort, tail and head with -z'; exit 0; }}\n\
+         command wc -c)\" -ne 2 ]; then\n\
+         echo 'ok all'\n\
+         for _f in .* *; do\n\
+         case $_f in .|..) continue ;; esac\n\
+         [ -e \"$_f\" ] || [ -L \"$_f\" ] || continue\n\
+         _s=$(command stat -c 'x%f/%s/%a/@%Y' -- \"$_f\" 2>/dev/null) || continue\n\
+         _l=; case $_s in xa*) _l=$(command readlink -- \"$_f\" 2>/dev/null) ;; esac\n\
+         printf '%s/%s/%s\\0' \"$_f\" \"$_s\" \"$_l\"\n\
+         done\n\
+         exit 0\n\
+         fi\n\
          _find() {{ {{ TZ=UTC0 command find . -mindepth 1 -maxdepth 1 \"$@\" 2>&1 >&3 3>&- | \
          command grep -v -e ': No such file or directory$' -e ': Permission denied$' >&2 3>&-; \
          }} 3>&1; }}\n\
          printf 'ok %s\\n' \"$(_find -printf x | command wc -c)\"\n\
          _find -printf '%P/%y/%s/%m/%TY-%Tm-%TdT%TH:%TM:%TS/%l\\0' | \
          command sort -z -t/ -k1,1 | command tail -z -n +{skip} | command head -z -n {limit}\n",
-        prelude("stat find grep sort head tail wc")
+        prelude("stat find grep sort head tail wc readlink")
     )
 }
 
@@ -53,13 +69,8 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
     // host's tools take), so a larger offset reads as that one: past the end.
     let skip = req.offset.saturating_add(1).min(i64::MAX as u64);
     let script = script(skip, limit);
-    let (total, records) = run(session, script, &path, MAX_PAGE_BYTES).await?;
-    let total: u64 = number("total", total.trim())?;
-    let entries = records
-        .split(|b| *b == 0)
-        .filter(|r| !r.is_empty())
-        .map(|record| entry(&path, record))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (said, records) = run(session, script, &path, MAX_PAGE_BYTES).await?;
+    let (entries, total) = page(&path, &said, &records, req.offset, limit)?;
     let truncated = req.offset.saturating_add(entries.len() as u64) < total;
     Ok(Listing {
         entries,
@@ -69,7 +80,49 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
     })
 }
 
-/// One record, `name/type/size/mode/mtime/target`, of the directory at `dir`.
+/// The entries of the page at `offset` (at most `limit`) and the directory's count, from what
+/// the program said: its count and that page, or `all` and every entry, unsorted (a host
+/// without GNU's options), sorted and paged here.
+fn page(
+    path: &[u8],
+    said: &str,
+    records: &[u8],
+    offset: u64,
+    limit: u32,
+) -> Result<(Vec<DirEntry>, u64), DaemonError> {
+    let mut records: Vec<&[u8]> = records
+        .split(|b| *b == 0)
+        .filter(|r| !r.is_empty())
+        .collect();
+    let total = match said.trim() {
+        "all" => {
+            records.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+            let all = records.len() as u64;
+            let first = usize::try_from(offset).unwrap_or(usize::MAX);
+            records = records
+                .into_iter()
+                .skip(first)
+                .take(limit as usize)
+                .collect();
+            all
+        }
+        total => number("total", total)?,
+    };
+    let entries = records
+        .into_iter()
+        .map(|record| entry(path, record))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((entries, total))
+}
+
+/// A record's name: what comes before its first `/` (a name holds none).
+fn name_of(record: &[u8]) -> &[u8] {
+    record.split(|b| *b == b'/').next().unwrap_or_default()
+}
+
+/// One record, `name/type/size/mode/mtime/target`, of the directory at `dir`. The type is
+/// `find`'s letter, or `x` and the raw mode in hex; the mtime `find`'s time, or `@` and
+/// seconds since the epoch.
 fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
     let fields: Vec<&[u8]> = record.splitn(6, |b| *b == b'/').collect();
     let [name, kind, size, mode, mtime, target] = fields[..] else {
@@ -80,6 +133,10 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
     };
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let file_type = match kind {
+        [b'x', hex @ ..] => super::file_type(
+            u32::from_str_radix(&text(hex), 16)
+                .map_err(|_| DaemonError::internal(format!("bad mode: {:?}", text(hex))))?,
+        ),
         b"f" => FileType::File,
         b"d" => FileType::Directory,
         b"l" => FileType::Symlink,
@@ -114,7 +171,10 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
         file_type,
         size: number("size", &text(size))?,
         mode: mode_string(mode),
-        mtime: utc_time(&text(mtime))?,
+        mtime: match mtime {
+            [b'@', secs @ ..] => super::time(&text(secs))?,
+            _ => utc_time(&text(mtime))?,
+        },
         link_target,
         link_target_encoding,
     })
@@ -196,5 +256,81 @@ mod tests {
             assert!(utc_time(bad).is_err(), "{bad}");
         }
         assert!(entry(b"/d", b"short/f/1").is_err());
+    }
+
+    /// The listing program on this machine's own shell, the path on stdin: GNU's tools give a
+    /// sorted page; BusyBox with only its applets on PATH (as on Alpine) gives every entry,
+    /// which `page` sorts and pages to the same answer.
+    #[test]
+    fn busybox_lists_what_gnu_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("b"), "four").unwrap();
+        std::fs::write(d.join(".hidden"), "").unwrap();
+        std::fs::write(d.join("a\nnl"), "").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::os::unix::fs::symlink("../elsewhere", d.join("link")).unwrap();
+        let applets = crate::inspect::busybox_applets();
+        let run = |sh: &str, path: &str, offset: u64, limit: u32| {
+            let skip = offset + 1;
+            let mut child = std::process::Command::new(sh)
+                .arg("-c")
+                .arg(script(skip, limit))
+                .env("PATH", path)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(d.as_os_str().as_encoded_bytes()).unwrap();
+            drop(stdin);
+            let out = child.wait_with_output().unwrap().stdout;
+            let newline = out.iter().position(|b| *b == b'\n').unwrap();
+            let said = String::from_utf8_lossy(&out[..newline]).into_owned();
+            let said = said.strip_prefix("ok ").unwrap_or(&said).to_string();
+            let (entries, total) = page(
+                d.as_os_str().as_encoded_bytes(),
+                &said,
+                &out[newline + 1..],
+                offset,
+                limit,
+            )
+            .unwrap_or_else(|e| panic!("{said}: {}", e.message));
+            (said, entries, total)
+        };
+        let busybox = format!("{}/sh", applets.path().display());
+        let busybox_path = applets.path().display().to_string();
+        let (said, gnu, total) = run("/bin/sh", "/usr/bin:/bin", 0, 10);
+        assert_eq!((said.as_str(), total), ("5", 5));
+        let (said, ours, all) = run(&busybox, &busybox_path, 0, 10);
+        assert_eq!((said.as_str(), all), ("all", 5));
+        let names: Vec<&str> = ours.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, [".hidden", "a\nnl", "b", "link", "sub"]);
+        for (gnu, ours) in gnu.iter().zip(&ours) {
+            assert_eq!(
+                (
+                    &gnu.name,
+                    gnu.file_type,
+                    gnu.size,
+                    &gnu.mode,
+                    &gnu.link_target
+                ),
+                (
+                    &ours.name,
+                    ours.file_type,
+                    ours.size,
+                    &ours.mode,
+                    &ours.link_target
+                )
+            );
+            // BusyBox gives whole seconds.
+            assert_eq!(gnu.mtime[..19], ours.mtime[..19]);
+        }
+        let (_, second_page, _) = run(&busybox, &busybox_path, 3, 10);
+        let names: Vec<&str> = second_page.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["link", "sub"]);
+        let (_, one, all) = run(&busybox, &busybox_path, 1, 1);
+        assert_eq!((one.len(), one[0].name.as_str(), all), (1, "a\nnl", 5));
     }
 }

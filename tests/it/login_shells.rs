@@ -428,15 +428,36 @@ async fn a_stopped_command_is_answered_only_once_it_ends() {
     mcp.close().await;
 }
 
-/// A host whose `find` lacks `-printf` (BusyBox): list_directory says what is missing instead
-/// of answering wrong; stat, which needs no `find`, still works.
+/// A host whose `find` lacks `-printf` (as BusyBox's): list_directory lists all the same,
+/// through the shell's glob and `stat -c`, sorted by name and counted as GNU's listing is.
 #[tokio::test]
-async fn a_host_without_gnu_find_gets_an_error_naming_it() {
+async fn a_host_without_gnu_find_still_lists() {
     let (_env, mcp, s) = logged_in_as(&user_without_gnu_find(), &[]).await;
-    let r = crate::on_session(&mcp, &s, "list_directory", json!({"path": "/"})).await;
-    assert_eq!(code(&r), "host_tool_missing", "{r}");
-    let message = r["error"]["message"].as_str().unwrap();
-    assert!(message.contains("find -printf"), "{r}");
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "list_directory",
+        json!({"path": "/", "limit": 1000}),
+    )
+    .await;
+    let names: Vec<&str> = r["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "by name");
+    let etc = r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "etc");
+    assert_eq!(etc.map(|e| &e["type"]), Some(&json!("directory")), "{r}");
+    let counted = crate::exec(&mcp, &s, "ls -A / | wc -l", json!({})).await;
+    let counted: u64 = crate::text(&counted["stdout"]).trim().parse().unwrap();
+    assert_eq!(r["total"], counted, "{r}");
     let r = crate::on_session(&mcp, &s, "stat", json!({"path": "/"})).await;
     assert_eq!(r["type"], "directory", "{r}");
     mcp.close().await;

@@ -121,13 +121,19 @@ pub async fn remove_path(
 ) -> Result<PathChanged, DaemonError> {
     let path = super::file_path(&req.path)?;
     let remove_directory = match req.recursive {
-        // BusyBox's rm has no `--one-file-system`: found out before anything is removed
-        // (with no operand, GNU's `rm -f` does nothing and succeeds).
+        // BusyBox's rm has no `--one-file-system` (found out with no operand, where GNU's
+        // `rm -f` does nothing and succeeds): there `find -xdev -depth` removes the tree from
+        // its leaves up, never descending into another file system, whose mount point then
+        // stays and fails the call as GNU's rm would.
         true => {
-            "command rm -rf --one-file-system --preserve-root=all -- 2>/dev/null || \
-             { echo 'missing rm --one-file-system --preserve-root=all'; exit 0; }\n\
+            "if command rm -rf --one-file-system --preserve-root=all -- 2>/dev/null; then\n\
              _e=$(command rm -rf --one-file-system --preserve-root=all -- \"$_p\" 2>&1) || \
-             _sshmcp_fail \"$_e\""
+             _sshmcp_fail \"$_e\"\n\
+             else\n\
+             _e=$(command find \"$_p\" -xdev -depth \\( -type d -exec rmdir -- {} \\; \\) -o \
+             \\( ! -type d -exec rm -f -- {} \\; \\) 2>&1)\n\
+             if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then _sshmcp_fail \"${_e:-not all of it could be removed}\"; fi\n\
+             fi"
         }
         false => {
             "_e=$(command rmdir -- \"$_p\" 2>&1) || { case $_e in \

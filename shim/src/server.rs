@@ -196,8 +196,8 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
 const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); one that is \
     not UTF-8 goes as base64 with its `*_encoding` set to `base64`.\n\
-    Answers leave out fields at their defaults (null, false, empty, 0, `utf-8`), but never \
-    `exit_code`. Failures \
+    Times are RFC 3339 UTC. Answers leave out fields at their defaults (null, false, empty, 0, \
+    `utf-8`), but never `exit_code`. Failures \
     (`ok: false`) carry a stable `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \

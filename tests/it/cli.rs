@@ -217,7 +217,11 @@ async fn the_sessions_table_fits_the_terminal() {
         wide.contains("  testbed  127.0.0.1:"),
         "uncut without a width: {wide}"
     );
-    assert!(wide.contains("  sshmcp-test  "), "the remote user: {wide}");
+    let user = sshmcp_tests::users::test_user();
+    assert!(
+        wide.contains(&format!("  {user}  ")),
+        "the remote user: {wide}"
+    );
     mcp.close().await;
 }
 

@@ -378,9 +378,10 @@ fn undescribed(node: &serde_json::Value, path: &str, out: &mut Vec<String>) {
     };
     if let Some(props) = object.get("properties").and_then(|p| p.as_object()) {
         for (name, prop) in props {
-            let said = prop["description"]
-                .as_str()
-                .is_some_and(|d| !d.trim().is_empty());
+            let said = SAID_ONCE.contains(&name.as_str())
+                || prop["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.trim().is_empty());
             if !said {
                 out.push(format!("{path}.{name}"));
             }
@@ -411,6 +412,12 @@ fn undescribed(node: &serde_json::Value, path: &str, out: &mut Vec<String>) {
         undescribed(def, &format!("{path}#{name}"), out);
     }
 }
+
+/// Fields the instructions describe once for every tool that takes them (connect answers
+/// both; "pass both to the session's tools"): a description on each of 27 tools would cost
+/// 1.4 KB of what the model reads and say nothing new. A tool whose session field means more
+/// (any session to the host, the session that started the command) still says so.
+const SAID_ONCE: &[&str] = &["session_id", "session_key"];
 
 /// Every string value a schema allows (`enum` and `const`): words a description may quote.
 fn schema_words(node: &serde_json::Value, out: &mut std::collections::HashSet<String>) {
@@ -447,6 +454,11 @@ async fn every_field_is_described_and_every_quoted_name_exists() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
     let tools = mcp.list_tools().await;
+    let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
+    assert!(
+        SAID_ONCE.iter().all(|field| instructions.contains(field)),
+        "{instructions}"
+    );
     let mut missing = Vec::new();
     for tool in &tools {
         let name = tool["name"].as_str().unwrap();

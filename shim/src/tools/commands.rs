@@ -32,13 +32,11 @@ const MARGIN: Duration = Duration::from_secs(30);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandStartArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1 MiB.
     pub command: String,
-    /// Remote working directory.
+    /// Remote working directory; default: home.
     pub cwd: Option<String>,
     /// Seconds until the process group is killed (`timed_out`); default none.
     #[schemars(range(min = 0.1, max = 86400.0))]
@@ -51,7 +49,6 @@ pub struct CommandStartArgs {
 pub struct CommandStatusArgs {
     /// The session that started the command.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From command_start or a hand-off.
     pub handle_id: String,
@@ -73,7 +70,6 @@ pub struct CommandStatusArgs {
 pub struct CommandKillArgs {
     /// The session that started the command.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From command_start or a hand-off; not a PID.
     pub handle_id: String,
@@ -92,7 +88,6 @@ pub struct CommandKillArgs {
 pub struct CommandListArgs {
     /// The session whose commands to list.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
 }
 
@@ -145,11 +140,12 @@ impl Shim {
 
     /// Read a command handle's state and output, also after it ended or `connection_lost`.
     /// `status`: `running`, `completed` (`exit_code`), `timed_out`, `killed`, `lost` (connection or
-    /// daemon died: may still run; note `pid`); `signal` names what ended it. `stdout`, `stderr`:
-    /// objects with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that
-    /// stream's offset), `total_bytes`, `truncated` (1 GiB spool cap hit); a plain string once
-    /// ended and not cut. Errors: `command_not_found` (see command_list; a task PID: task_status),
-    /// `invalid_arguments` (offset past `total_bytes`).
+    /// daemon died: it may still run; `kill -- -PID` via exec ends its group); `signal` names what
+    /// ended it. `stdout`, `stderr`: a plain string is the whole stream, nothing more to read; else
+    /// an object with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that
+    /// stream's offset: more to read while it is below `total_bytes` or the command runs),
+    /// `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see
+    /// command_list; a task PID: task_status), `invalid_arguments` (offset past `total_bytes`).
     #[tool(
         input_schema = schema_for_input::<CommandStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandReport>>(),
@@ -196,8 +192,8 @@ impl Shim {
     /// task PID: task_kill. `result`: `killed` (ended), `already_exited` (ended as the signal
     /// came), `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with
     /// `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user),
-    /// `invalid_pid` (no PID known: nothing sent), `error` (unknown: see command_status). Errors:
-    /// `command_not_found` (see command_list).
+    /// `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error`
+    /// (unknown: see command_status). Errors: `command_not_found` (see command_list).
     #[tool(
         input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandKilled>>(),
@@ -235,8 +231,9 @@ impl Shim {
     }
 
     /// List this session's command handles, newest first, incl. the last 100 ended, to find a lost
-    /// `handle_id`: `commands`, each with `handle_id`, `preview` (first line), `status` (as
-    /// command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed.
+    /// `handle_id`: `commands`, each with `handle_id`, `preview` (the command's first line),
+    /// `status` (as command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed (a
+    /// lost task PID: see task_launch).
     #[tool(
         input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<CommandList>>(),

@@ -23,13 +23,11 @@ use crate::server::Shim;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1 MiB; a syntax error anywhere runs nothing.
     pub command: String,
-    /// Remote working directory.
+    /// Remote working directory; default: home.
     pub cwd: Option<String>,
     /// Seconds until the process group is killed (also after a hand-off); default 60, none
     /// with `handoff_after`.
@@ -47,9 +45,7 @@ pub struct ExecArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SudoExecArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Shell text for root's bash, at most 1 MiB.
     pub command: String,
@@ -224,12 +220,13 @@ impl Shim {
             .await
     }
 
-    /// Run one command as root in bash via `sudo -n`, only where the host's sudoers needs no
-    /// password (none is ever sent). Answer, `timeout`, hand-off and kills as exec (command_kill
-    /// kills as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required`
-    /// (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` (sudoers
-    /// denies it; `sudo -n -l` via exec lists what it may), `sudo_unavailable` (no sudo),
-    /// `policy_denied` (root is forbidden here: ask the user); others as exec.
+    /// Run one command as root in bash via `sudo -n` (no login shell: sudoers sets `PATH`, `HOME`),
+    /// only where the host's sudoers needs no password (none is ever sent). Answer, `timeout`,
+    /// hand-off and kills as exec (command_kill kills as root); no `spool_output`. No root needed:
+    /// exec. Errors: `sudo_password_required` (ask the user for a NOPASSWD rule; never pipe a
+    /// password in), `sudo_not_allowed` (sudoers denies it; `sudo -n -l` via exec lists what it
+    /// may), `sudo_unavailable` (no sudo), `policy_denied` (root is forbidden here: ask the user);
+    /// others as exec.
     #[tool(
         input_schema = schema_for_input::<SudoExecArgs>().expect("object schema"),
         output_schema = answer::schema_without(

@@ -30,9 +30,7 @@ const DEADLINE: Duration = Duration::from_secs(70);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub path: String,
@@ -58,9 +56,7 @@ pub struct WriteArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub path: String,
@@ -148,9 +144,9 @@ impl Shim {
     /// `replace_all`. Answer: `replacements`, `sha256`. Keeps mode and owner. Whole or new file:
     /// write_file. Errors: `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match`
     /// (`error.count` hits: add context or `replace_all`), `file_changed` (read again, redo),
-    /// `invalid_remote_type` (a symlink: edit its `link_target`; not text),
+    /// `invalid_remote_type` (a symlink: edit its `link_target`; not text: write_file it whole),
     /// `remote_permission_denied` (sudo_exec), `file_too_large` (over 64 MiB: download_start, edit,
-    /// upload_start), `invalid_arguments` (split the edit).
+    /// upload_start), `invalid_arguments` (empty `old_text`, or over its limit: split the edit).
     #[tool(
         input_schema = schema_for_input::<EditArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileEdited>>(),

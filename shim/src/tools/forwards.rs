@@ -27,9 +27,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardStartArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// `local` (`ssh -L`: listen here, connect from the host; target `127.0.0.1:5432` is the host's
     /// PostgreSQL, here at `127.0.0.1:<listen_port>`), `remote` (`ssh -R`: the reverse) or
@@ -49,18 +47,14 @@ pub struct ForwardStartArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardListArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardStopArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From forward_start or forward_list.
     pub forward_id: String,
@@ -72,9 +66,10 @@ impl Shim {
     /// `local` and `dynamic` serve only clients running here. Answers `forward_id` (for
     /// forward_stop) and the `listen_port` in force. The target is tried only when a client
     /// connects. Lasts until forward_stop or disconnect; local users can use it too. Errors
-    /// (nothing listens): `forward_failed` (port taken: `listen_port` 0; under 1024: pick higher;
-    /// this session has it: `error.forward_id`; sshd forbids it: tell the user),
-    /// `forward_not_allowed` (loopback `listen_host` only, unless the user allows more).
+    /// (nothing listens): `forward_failed` (`error.message` says why: port taken: pass
+    /// `listen_port: 0`; under 1024: pick higher; this session has it: `error.forward_id`; sshd
+    /// forbids it: tell the user), `forward_not_allowed` (loopback `listen_host` only, unless the
+    /// user allows more).
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),
@@ -107,8 +102,9 @@ impl Shim {
         )
     }
 
-    /// List this session's open forwards: `forwards`, each with `forward_id`, `kind`,
-    /// `listen_host`, `listen_port`, `target_host`, `target_port`.
+    /// List this session's open forwards, to find a lost `forward_id` or check before
+    /// forward_start: `forwards`, each with `forward_id`, `kind`, `listen_host`, `listen_port`,
+    /// `target_host`, `target_port`.
     #[tool(
         input_schema = schema_for_input::<ForwardListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardList>>(),
@@ -134,9 +130,9 @@ impl Shim {
         )
     }
 
-    /// Close a port forward; its port is free once this answers (`forward_id`,
-    /// `listen_port`). `forward_not_found`: see forward_list; `forward_failed`: disconnect
-    /// closes it.
+    /// Close a port forward; its port is free once this answers (`forward_id`, `listen_port`).
+    /// `forward_not_found`: see forward_list; `forward_failed`: the port stays until disconnect,
+    /// which ends all the session's work.
     #[tool(
         input_schema = schema_for_input::<ForwardStopArgs>().expect("object schema"),
         output_schema = answer::schema_describing(

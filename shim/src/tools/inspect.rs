@@ -28,9 +28,7 @@ const DEADLINE: Duration = Duration::from_secs(40);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub path: String,
@@ -44,9 +42,7 @@ pub struct StatArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub path: String,
@@ -63,9 +59,7 @@ pub struct ListArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub path: String,
@@ -96,9 +90,7 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostInfoArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Paths whose file systems to measure (at most 16); default home and `/`.
     pub paths: Option<Vec<String>>,
@@ -202,10 +194,10 @@ impl Shim {
     }
 
     /// Read a byte range of a remote regular file. Answer: `data` (text, or base64 with `encoding:
-    /// base64` if not UTF-8), `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` +
-    /// `bytes_read` until `eof`. Whole files over 64 KiB: download_start; search: exec `grep`.
-    /// Errors: `invalid_remote_type` (not a regular file), `remote_permission_denied`
-    /// (sudo_exec).
+    /// base64` if not UTF-8; a range never ends inside a character: it stops before it),
+    /// `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` + `bytes_read` until `eof`.
+    /// Whole files over 64 KiB: download_start; search: exec `grep`. Errors: `invalid_remote_type`
+    /// (not a regular file), `remote_permission_denied` (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

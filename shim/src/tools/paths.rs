@@ -30,9 +30,7 @@ const DEADLINE: Duration = Duration::from_secs(310);
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MakeDirectoryArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub path: String,
@@ -48,9 +46,7 @@ pub struct MakeDirectoryArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RemovePathArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path; not `/`, `.` or `..`.
     pub path: String,
@@ -63,9 +59,7 @@ pub struct RemovePathArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CopyMoveArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// File, symlink (as the link) or directory.
     pub source: String,
@@ -182,9 +176,9 @@ impl Shim {
 
     /// Copy a remote file, symlink or directory tree on the same host, atomically (as `cp -a`).
     /// Answer: `type` copied. Errors: `remote_path_not_found` (source, or destination's directory),
-    /// `remote_path_exists` (see `overwrite`), `remote_permission_denied` (sudo_exec);
-    /// `internal_error` after 300 s (may leave `.sshmcp-copy.*` beside the destination: remove_path
-    /// it; big trees: command_start).
+    /// `remote_path_exists` (see `overwrite`; a directory there: remove_path it or pick a new
+    /// name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave
+    /// `.sshmcp-copy.*` beside the destination: remove_path it; big trees: command_start).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = path_schema(
@@ -212,11 +206,13 @@ impl Shim {
         )
     }
 
-    /// Move or rename a remote file, symlink or directory on the host (atomic; across file systems:
-    /// copy, then remove). Answer: `type` moved. Errors: `remote_path_not_found` (source, or
-    /// destination's directory), `remote_path_exists` (see `overwrite`), `remote_permission_denied`
-    /// (sudo_exec); `internal_error` after 300 s (source kept; a partial copy may stay beside the
-    /// destination).
+    /// Move or rename a remote file, symlink or directory on the host: one atomic rename on a file
+    /// system; across file systems `mv` copies, then removes the source (not atomic). Answer:
+    /// `type` moved. Errors: `remote_path_not_found` (source, or destination's directory),
+    /// `remote_path_exists` (see `overwrite`; a directory there: remove_path it or pick a new
+    /// name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (source kept
+    /// whole; part of a copy may be at the destination: remove_path it; big trees across file
+    /// systems: `mv` via command_start).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = path_schema(

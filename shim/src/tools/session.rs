@@ -78,14 +78,14 @@ fn connect_request(a: ConnectArgs) -> Result<ConnectRequest, DaemonError> {
 
 #[tool_router(router = session_router, vis = "pub(crate)")]
 impl Shim {
-    /// Open an SSH session to a Host of the user's OpenSSH config (`alias`) or to `host` + `user`.
-    /// Answers `session_id`, `session_key` (shown only here) and `remote` (`uname`, `user`,
-    /// `home`). May wait for a passphrase or key-touch prompt. Errors: `already_connected`
-    /// (`error.session_id` has the server: use it if you hold its key; disconnect it if it is
-    /// `lost` or left by a cut-off connect of yours; else ask the user), `session_limit_reached`
-    /// (disconnect one you no longer need), `connection_start_failed` (unknown host key, login
-    /// refused, unreachable: tell the user; after a timeout, a longer `connect_timeout` if your
-    /// client waits).
+    /// Open an SSH session to a Host of the user's OpenSSH config (`alias`; ask the user which) or
+    /// to `host` + `user`. Answers once ready: `session_id`, `session_key` (shown only here) and
+    /// `remote` (`uname`, `user`, `home`). May wait for a passphrase or key-touch prompt. Errors:
+    /// `already_connected` (`error.session_id` has the server: use it if you hold its key;
+    /// disconnect it if it is `lost` or left by a cut-off connect of yours; else ask the user),
+    /// `session_limit_reached` (disconnect one you no longer need), `connection_start_failed`
+    /// (unknown host key, login refused, unreachable: tell the user; after a timeout, a longer
+    /// `connect_timeout` if your client waits).
     #[tool(
         input_schema = schema_for_input::<ConnectArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<Connected>>(),
@@ -154,10 +154,12 @@ impl Shim {
         )
     }
 
-    /// List all the daemon's sessions, other agents' too, never keys: `sessions`, each with
-    /// `session_id`, `state` (`starting`, `ready`, `lost`: disconnect it, `closing`), `target`
-    /// (alias or `user@host:port`), `server_host`, `server_port`, `remote_user`, `created_at`,
-    /// `last_used_at`, `active_commands`, `active_transfers`, `active_forwards`.
+    /// List all the daemon's sessions, other agents' too, never keys: before connect (one session
+    /// per server; without its key you cannot use another's), or to find yours or a `lost` one.
+    /// `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: disconnect it if
+    /// yours, `closing`), `target` (as given to connect), `server_host`, `server_port` (what it
+    /// resolved to), `remote_user`, `created_at`, `last_used_at`, `active_commands`,
+    /// `active_transfers`, `active_forwards`.
     #[tool(
         input_schema = schema_for_input::<NoArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<SessionListOut>>(),

@@ -32,11 +32,10 @@ const MARGIN: Duration = Duration::from_secs(60);
 pub struct TaskLaunchArgs {
     /// Any session to the host (from connect).
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1 MiB.
     pub command: String,
-    /// Remote working directory.
+    /// Remote working directory; default: home.
     pub cwd: Option<String>,
 }
 
@@ -46,7 +45,6 @@ pub struct TaskLaunchArgs {
 pub struct TaskStatusArgs {
     /// Any session to the host, as the task's user.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From task_launch.
     pub pid: i64,
@@ -64,7 +62,6 @@ pub struct TaskStatusArgs {
 pub struct TaskKillArgs {
     /// Any session to the host, as the task's user.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From task_launch.
     pub pid: i64,
@@ -87,12 +84,12 @@ fn auth(session_id: String, session_key: String) -> SessionAuth {
 #[tool_router(router = tasks_router, vis = "pub(crate)")]
 impl Shim {
     /// Launch a detached /bin/sh process that survives disconnects and daemon restarts: login user,
-    /// stdin /dev/null, no time limit. Answer: `pid` (keep it; lost: `ls ~/.sshmcp/tasks` via exec,
-    /// files named by PID), `stdout_log`, `stderr_log` (remote, unbounded, never removed:
-    /// remove_path them once read). Errors: `remote_path_not_found` (no such `cwd`),
-    /// `invalid_command` (too long, NUL), `host_tool_missing` (no setsid: tell the user),
-    /// `internal_error` (no writable ~/.sshmcp/tasks: tell the user; if it names a PID, task_status
-    /// it first).
+    /// stdin /dev/null, no time limit (ends with the session anyway: command_start). Answer: `pid`
+    /// (keep it; lost: `ls ~/.sshmcp/tasks` via exec, files named by PID), `stdout_log`,
+    /// `stderr_log` (absolute remote paths, unbounded, never removed: remove_path them once read).
+    /// Errors: `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL),
+    /// `host_tool_missing` (no setsid: tell the user), `internal_error` (no writable
+    /// ~/.sshmcp/tasks: tell the user; if it names a PID, task_status it first).
     #[tool(
         input_schema = schema_for_input::<TaskLaunchArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskLaunched>>(),
@@ -119,10 +116,12 @@ impl Shim {
         )
     }
 
-    /// Check a task_launch task by `pid`. `state`: `running`, `exited` (ended, or PID reused),
-    /// `not_found` (no task of this user had it). `exit_code`: null until recorded (128+n after a
-    /// trappable signal n; stays null after KILL; no `signal` field); `stdout`, `stderr`: log tails
-    /// (`data`, `size` of the whole log); more: read_file_range on `stdout_log`, `stderr_log`.
+    /// Check a task_launch task by `pid` (a command handle: command_status). `state`: `running`,
+    /// `exited` (ended, or PID reused), `not_found` (no task of this user had it). `exit_code`:
+    /// null until recorded (128+n after a trappable signal n; stays null after KILL; no `signal`
+    /// field); `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (`data`,
+    /// `encoding: base64` if not UTF-8, `size` of the whole log); more: read_file_range on the log
+    /// path.
     #[tool(
         input_schema = schema_for_input::<TaskStatusArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskReport>>(),
@@ -150,10 +149,11 @@ impl Shim {
         )
     }
 
-    /// Signal a task_launch task's process group by `pid` if the PID is still that task. `result`:
-    /// `killed`, `already_exited`, `not_running` (PID no longer that task: nothing sent),
-    /// `failed_to_kill` (retry with `force: true`; after that, tell the user), `invalid_pid` (1 or
-    /// below), `error` (see task_status); `force_kill_used`: SIGKILL sent.
+    /// Signal a task_launch task's process group by `pid` if the PID is still that task (a command
+    /// handle: command_kill). `result`: `killed`, `already_exited`, `not_running` (PID no longer
+    /// that task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, tell the
+    /// user), `invalid_pid` (1 or below), `error` (see task_status); `force_kill_used`: SIGKILL
+    /// sent.
     #[tool(
         input_schema = schema_for_input::<TaskKillArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TaskKilled>>(),

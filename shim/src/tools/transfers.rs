@@ -46,9 +46,7 @@ fn report_schema() -> Arc<JsonObject> {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DownloadArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// Remote path.
     pub remote_path: String,
@@ -64,9 +62,7 @@ pub struct DownloadArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// A regular file; no `..`, symlinks, `.sshmcp`.
     pub local_path: String,
@@ -82,9 +78,7 @@ pub struct UploadArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
@@ -94,9 +88,7 @@ pub struct TransferArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferStatusArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
@@ -109,9 +101,7 @@ pub struct TransferStatusArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferListArgs {
-    /// From connect.
     pub session_id: String,
-    /// From connect.
     pub session_key: String,
 }
 
@@ -182,11 +172,12 @@ impl Shim {
         )
     }
 
-    /// Upload one regular file from the local root (put it there first) to the host as a job:
-    /// answers `operation_id` for transfer_status. The file appears whole at `remote_path` once
-    /// verified, with the local file's mode less umask; starting it again resumes a failed or cancelled copy. Errors: `remote_path_exists`
-    /// (pass `overwrite`), `remote_path_not_found` (make_directory first), `invalid_local_path`
-    /// (fix `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` (fix
+    /// Upload one regular file from the local root (put it there first; content you hold under 1
+    /// MiB: write_file) to the host as a job: answers `operation_id` for transfer_status. The file
+    /// appears whole at `remote_path` once verified, with the local file's mode less umask;
+    /// starting it again resumes a failed or cancelled copy. Errors: `remote_path_exists` (pass
+    /// `overwrite`), `remote_path_not_found` (make_directory first), `invalid_local_path` (fix
+    /// `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` (fix
     /// `remote_path`), `remote_permission_denied` (upload somewhere writable, move it with
     /// sudo_exec), `transfer_conflict` (another one writes there: wait or cancel it),
     /// `transfer_limit_reached` (wait for one to end).
@@ -256,8 +247,10 @@ impl Shim {
         )
     }
 
-    /// Stop a transfer; its partial stays, so starting it again resumes. Answers its report
-    /// (`state` `cancelled`, or how it had ended). `transfer_not_found`: see transfer_list.
+    /// Stop a transfer; its partial stays (a download's under the local root's `.sshmcp/partial`,
+    /// an upload's as `.sshmcp-*.part` beside `remote_path`), so starting it again resumes. Answers
+    /// its report (`state` `cancelled`, or how it had ended). `transfer_not_found`: see
+    /// transfer_list.
     #[tool(
         input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
         output_schema = report_schema(),
@@ -279,8 +272,9 @@ impl Shim {
         )
     }
 
-    /// List this session's transfers (`transfers`, newest first, the last 100, each as
-    /// transfer_status reports it).
+    /// List this session's transfers, newest first, the last 100, to find a lost `operation_id`:
+    /// `transfers`, each with `operation_id`, `direction`, `remote_path`, `local_path` and the rest
+    /// of transfer_status's report.
     #[tool(
         input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<TransferList>>(),

@@ -151,7 +151,7 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
     ),
     (
         "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`; \
-         `timeout` 60 s by default); `ok: true` means it ran: read `exit_code` (or \
+         `timeout` default 60 s); `ok: true` means it ran: read `exit_code` (or \
          `timed_out`).",
         &[Tool::Exec],
     ),
@@ -196,11 +196,11 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
 const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); one that is \
     not UTF-8 goes as base64 with its `*_encoding` set to `base64`.\n\
-    Times are RFC 3339 UTC. Answers leave out fields at their defaults (null, false, empty, 0, \
+    Times: RFC 3339 UTC. Answers leave out fields at their defaults (null, false, empty, 0, \
     `utf-8`), but never `exit_code`. Failures \
-    (`ok: false`) carry a stable `error.code` to act on: \
+    (`ok: false`) carry an `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
-    none; then connect again), `session_not_ready` (retry shortly), `connection_lost` \
+    none, then connect), `session_not_ready` (retry shortly), `connection_lost` \
     (read your handles' output, then disconnect and connect), `channels_busy` (nothing ran: \
     retry once other work ends), \
     `policy_denied` (the user forbids it there: ask the user, do not work around it).\n\

@@ -16,9 +16,9 @@ if [ ! -x /usr/bin/tcsh ]; then
   fi
 fi
 # The remote programs are tested under every shell a host may have as /bin/sh: BusyBox (as
-# on Alpine) and a strict POSIX shell beside dash and bash; `sshmcp watch` in a real
-# terminal, tmux's.
-for tool in busybox:busybox-static posh:posh tmux:tmux; do
+# on Alpine) and a strict POSIX shell beside dash and bash, and checked by shellcheck;
+# `sshmcp watch` in a real terminal, tmux's.
+for tool in busybox:busybox-static posh:posh tmux:tmux shellcheck:shellcheck dash:dash; do
   if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

@@ -15,6 +15,8 @@ pub mod mux;
 pub mod person;
 pub mod platform;
 pub mod policy;
+#[cfg(test)]
+mod programs;
 pub mod remote;
 pub mod server;
 pub mod service;

@@ -37,17 +37,7 @@ const DIR: &str = "d=$HOME/.sshmcp/tasks\n";
 /// `started PID`: the process's start marker (its start time in clock ticks from /proc, else
 /// `ps`'s start time), nothing for a zombie or no process. No single quote: the launch puts it
 /// inside a quoted program.
-const STARTED: &str = r#"started() {
-  if [ -r /proc/$1/stat ]; then
-    read -r s 2>/dev/null < /proc/$1/stat || return 1
-    set -- ${s##*)}
-    [ "$1" = Z ] && return 1
-    echo "${20}"
-  else
-    ps -o lstart= -p $1 2>/dev/null
-  fi
-}
-"#;
+const STARTED: &str = include_str!("started.sh");
 
 /// The launch: the command (on stdin) saved in the private directory, then a detached
 /// `setsid /bin/sh` that opens its logs, records its start marker, runs the command with
@@ -62,53 +52,12 @@ const STARTED: &str = r#"started() {
 /// and the files of an old task of the same PID may still be there: the wrapper removes them
 /// and creates its logs anew, exclusively (an old log would keep its mode, and the logs must
 /// be private), then gives its PID to the launch (`launch.WORD.pid`, 0 when it could not
-/// make its logs), then writes this launch's word (`{WORD}`, fresh from the daemon) to
+/// make its logs), then writes this launch's word (`$word`, fresh from the daemon) to
 /// `PID.launch`, then its start marker. The launch answers once its own word is there and
 /// the marker after it, or after 20 s by the clock with what it knows. A wrapper still to
 /// give its PID then is stopped short: the launch removes the command file, which the
 /// wrapper takes only after giving its PID, and a wrapper that finds it gone runs nothing.
-const LAUNCH: &str = r#"umask 077
-mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
-[ -d "$d" ] && [ -w "$d" ] || { echo nodir; exit 0; }
-command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
-t=$d/launch.{WORD}
-command cat > "$t" || { echo nowrite; exit 0; }
-wrapper='
-d=$1
-rm -f "$d/$$.out" "$d/$$.err" "$d/$$.exit" "$d/$$.start"
-set -C
-command exec >"$d/$$.out" 2>"$d/$$.err" || { echo 0 > "$2.pid"; exit 1; }
-set +C
-exec 3>&2 2>/dev/null
-echo $$ > "$2.pid.new" && mv -f "$2.pid.new" "$2.pid"
-mv -f "$2" "$d/$$.cmd" || exit 1
-echo "$3" > "$d/$$.launch"
-{STARTED}
-started $$ > "$d/$$.start.new" && mv -f "$d/$$.start.new" "$d/$$.start"
-read -r m < "$d/$$.start"
-export SSHMCP_TASK="$$:$m"
-trap : HUP INT QUIT USR1 USR2 PIPE ALRM TERM
-/bin/sh "$d/$$.cmd" 2>&3 3>&-
-echo $? > "$d/$$.exit"
-rm -f "$d/$$.cmd"
-'
-setsid -f /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1 ||
-setsid setsid /bin/sh -c "$wrapper" sshmcp-task "$d" "$t" {WORD} </dev/null >/dev/null 2>&1
-p=
-ours() {
-  [ -n "$p" ] || { [ -s "$t.pid" ] && read -r p < "$t.pid"; } || return 1
-  [ "$p" != 0 ] && read -r w 2>/dev/null < "$d/$p.launch" && [ "$w" = {WORD} ] &&
-    [ -s "$d/$p.start" ]
-}
-sleep 20 & z=$!
-while ! ours && [ "$p" != 0 ] && kill -0 $z 2>/dev/null; do sleep 0.02; done
-kill $z 2>/dev/null
-[ -n "$p" ] || rm -f "$t"
-ours; rm -f "$t.pid" "$t"
-[ "$p" = 0 ] && { echo nologs; exit 0; }
-ours || { echo "nostart $p"; exit 0; }
-printf 'ok %s %s\n' "$p" "$d"
-"#;
+const LAUNCH: &str = include_str!("launch.sh");
 
 /// Whether PID `$p` is the task sshmcp launched: its start file matches the live process.
 /// With its leader gone, the group is the task's only while a live member carries the task's
@@ -117,64 +66,13 @@ printf 'ok %s %s\n' "$p" "$d"
 /// shows an empty environment for a moment (Linux installs the new one late), so when no
 /// member carries the mark, those that showed none are read again until a second is over (a
 /// process started with an empty environment, `env -i`, shows none for good).
-const IS_TASK: &str = r#"marked() {
-  v=$(tr '\0' '\n' 2>/dev/null < /proc/$1/environ) || return 1
-  [ -n "$v" ] || return 2
-  case "
-$v
-" in *"
-SSHMCP_TASK=$p:$m
-"*) return 0 ;; esac
-  return 1
-}
-is_task() {
-  [ -f "$d/$p.start" ] || return 1
-  read -r m < "$d/$p.start" || return 1
-  [ -n "$m" ] || return 1
-  l=$(started $p)
-  if [ -n "$l" ]; then [ "$l" = "$m" ]; return; fi
-  [ -r /proc/self/stat ] || return 1
-  e=
-  for f in /proc/[0-9]*/stat; do
-    read -r s 2>/dev/null < $f || continue
-    set -- ${s##*)}
-    [ "$3" = $p ] && [ "$1" != Z ] || continue
-    q=${f#/proc/}; q=${q%/stat}
-    marked $q && return 0
-    [ $? = 2 ] && e="$e $q"
-  done
-  [ -n "$e" ] || return 1
-  sleep 1 & z=$!
-  while [ -n "$e" ] && kill -0 $z 2>/dev/null; do
-    sleep 0.02; w=$e; e=
-    for q in $w; do
-      marked $q && { kill $z 2>/dev/null; wait $z; return 0; }
-      [ $? = 2 ] && e="$e $q"
-    done
-  done
-  kill $z 2>/dev/null; wait $z
-  return 1
-}
-"#;
+const IS_TASK: &str = include_str!("is_task.sh");
 
 /// The status: a line `state exit out_size err_size dir`, then the stdout log's tail; the
-/// stderr log's tail on stderr, where nothing else goes. `{N}` is the tail's size. Only
+/// stderr log's tail on stderr, where nothing else goes. `$n` is the tail's size. Only
 /// regular files are read (a fifo in a log's place would hang the read), and an exit file
 /// that holds no number is no status.
-const STATUS: &str = r#"exec 3>&2 2>/dev/null
-[ -f "$d/$p.start" ] || { echo not_found; exit 0; }
-if is_task; then s=running; else s=exited; fi
-e=-
-[ -f "$d/$p.exit" ] && read -r e _ < "$d/$p.exit"
-case $e in ''|*[!0-9]*) e=- ;; esac
-o=0; r=0
-[ -f "$d/$p.out" ] && o=$(wc -c < "$d/$p.out")
-[ -f "$d/$p.err" ] && r=$(wc -c < "$d/$p.err")
-printf '%s %s %s %s %s\n' $s $e ${o:-0} ${r:-0} "$d"
-[ -f "$d/$p.out" ] && tail -c {N} "$d/$p.out"
-[ -f "$d/$p.err" ] && tail -c {N} "$d/$p.err" >&3
-exit 0
-"#;
+const STATUS: &str = include_str!("status.sh");
 
 /// `task_launch`.
 pub async fn launch(
@@ -245,8 +143,8 @@ pub async fn launch(
 
 /// The launch program, whose wrapper proves itself with `word`.
 fn launch_script(word: &str) -> String {
-    let launch = LAUNCH.replace("{STARTED}", STARTED).replace("{WORD}", word);
-    format!("{DIR}{launch}")
+    let launch = LAUNCH.replace("{STARTED}", STARTED);
+    format!("{DIR}word={word}\n{launch}")
 }
 
 /// What the status and kill programs start with for PID `pid`.
@@ -310,7 +208,7 @@ async fn status_now(
     let Some(pid) = task_pid(req.pid) else {
         return Ok(not_found);
     };
-    let script = format!("{}{}", about(pid), STATUS.replace("{N}", &tail.to_string()));
+    let script = format!("{}n={tail}\n{STATUS}", about(pid));
     // Room for the status line beside the tail.
     let program = Program::new(script, TIMEOUT, tail + 4096);
     let result = remote::run(&session.host, program).await?;
@@ -397,9 +295,24 @@ mod tests {
     /// Runs `script` with this machine's `/bin/sh`, `stdin` on its stdin, as a host whose home
     /// is `home` (and whose PATH is `path`, when given); its stdout.
     fn local_sh(home: &std::path::Path, path: Option<&str>, script: &str, stdin: &[u8]) -> String {
+        run_under(&["/bin/sh"], home, path, script, stdin)
+    }
+
+    /// `script` run by `shell` (its argv before `-c`), with `stdin`: what it printed.
+    fn run_under(
+        shell: &[&str],
+        home: &std::path::Path,
+        path: Option<&str>,
+        script: &str,
+        stdin: &[u8],
+    ) -> String {
         use std::io::Write;
-        let mut command = std::process::Command::new("/bin/sh");
-        command.arg("-c").arg(script).env("HOME", home);
+        let mut command = std::process::Command::new(shell[0]);
+        command
+            .args(&shell[1..])
+            .arg("-c")
+            .arg(script)
+            .env("HOME", home);
         if let Some(path) = path {
             command.env("PATH", path);
         }
@@ -421,6 +334,55 @@ mod tests {
         std::fs::write(&fake, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+    }
+
+    /// The launch and status programs under every shell a host may have as `/bin/sh` (dash,
+    /// bash, a strict POSIX shell, BusyBox with only its own applets on PATH, whose setsid
+    /// has no `-f`): a task starts detached, its status follows it to its exit code and log
+    /// tails, and once it has ended its PID is no longer the task.
+    #[test]
+    fn a_task_launches_and_reports_under_every_posix_shell() {
+        let applets = crate::inspect::busybox_applets();
+        let busybox_only = applets.path().display().to_string();
+        let busybox_sh = applets.path().join("sh").display().to_string();
+        let system = std::env::var("PATH").unwrap_or_default();
+        let shells: [(&[&str], &str); 4] = [
+            (&["dash"], &system),
+            (&["bash", "--posix"], &system),
+            (&["posh"], &system),
+            (&[busybox_sh.as_str()], &busybox_only),
+        ];
+        for (shell, path) in shells {
+            let home = tempfile::tempdir().unwrap();
+            let run = |script: &str, stdin: &[u8]| {
+                run_under(shell, home.path(), Some(path), script, stdin)
+            };
+            let said = run(&launch_script("tword"), b"echo out; echo err >&2; exit 3");
+            let pid: u32 = said
+                .split(' ')
+                .nth(1)
+                .and_then(|pid| pid.parse().ok())
+                .unwrap_or_else(|| panic!("{shell:?}: the launch said {said:?}"));
+            let status = || run(&format!("{}n=100\n{STATUS}", about(pid)), b"");
+            let give_up = std::time::Instant::now() + Duration::from_secs(10);
+            let mut said = status();
+            while said.starts_with("running ") {
+                assert!(std::time::Instant::now() < give_up, "{shell:?}: {said}");
+                std::thread::sleep(Duration::from_millis(10));
+                said = status();
+            }
+            let dir = home.path().join(".sshmcp/tasks");
+            assert_eq!(
+                said,
+                format!("exited 3 4 4 {}\nout\n", dir.display()),
+                "{shell:?}"
+            );
+            let identity = run(
+                &format!("{}is_task && echo task || echo other", about(pid)),
+                b"",
+            );
+            assert_eq!(identity, "other\n", "{shell:?}");
+        }
     }
 
     #[test]
@@ -559,12 +521,7 @@ mod tests {
         let said = sh(&launch_script("tword"), b"echo out; echo err >&2; exit 3");
         let pid: u32 = said.split(' ').nth(1).unwrap().parse().unwrap();
         let dir = home.path().join(".sshmcp/tasks");
-        let status = |pid: u32| {
-            sh(
-                &format!("{}{}", about(pid), STATUS.replace("{N}", "100")),
-                b"",
-            )
-        };
+        let status = |pid: u32| sh(&format!("{}n=100\n{STATUS}", about(pid)), b"");
         // The task is not our child: poll its status until it has exited (its shell writes
         // the exit file a moment before it ends, and is running until then).
         let give_up = std::time::Instant::now() + Duration::from_secs(10);

@@ -25,22 +25,7 @@ const RUN: &str = "command -v sudo >/dev/null 2>&1 || { printf '%s unavailable\\
 /// all, root's bash would read nothing and exit), or that refuses for another reason; no
 /// rule for it among others (`-l` says nothing), not in sudoers at all (`-v`: "may not run
 /// sudo"), a password wanted, or something else.
-const WHY: &str = r#"_l=$(LC_ALL=C sudo -n -l /bin/bash --noprofile --norc -s 2>&1); _r=$?
-if [ $_r -eq 0 ]; then
-  _m=$(LC_ALL=C sudo -n -k /bin/bash --noprofile --norc -s </dev/null 2>&1)
-  case $_m in
-    *"password is required"*) echo password_required;;
-    *) echo allowed;;
-  esac
-elif [ -z "$_l" ]; then echo not_allowed
-else
-  _v=$(LC_ALL=C sudo -n -v 2>&1)
-  case $_v in
-    *"may not run sudo"*) echo not_allowed;;
-    *"password is required"*) echo password_required;;
-    *) echo other;;
-  esac
-fi"#;
+const WHY: &str = include_str!("sudo_why.sh");
 
 /// Runs the command as root and answers with its streams and exit status.
 pub async fn sudo_exec(

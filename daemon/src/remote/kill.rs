@@ -23,38 +23,16 @@ const KILL_RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// it. A live leader answers at once; only a group whose leader is gone or a zombie costs a
 /// scan of /proc, which on a busy host takes a good part of a second. (dash's `kill` takes no
 /// `--`, so the negative pid follows the signal.)
-pub const GROUP_ALIVE: &str = r#"alive() {
-  kill -0 -$g 2>/dev/null || return 1
-  [ -r /proc/self/stat ] || return 0
-  if read -r s 2>/dev/null < /proc/$g/stat; then
-    set -- ${s##*)}
-    [ "$1" != Z ] && [ "$3" = $g ] && return 0
-  fi
-  for f in /proc/[0-9]*/stat; do
-    read -r s 2>/dev/null < $f || continue
-    set -- ${s##*)}
-    [ "$3" = $g ] && case $1 in Z) ;; *) return 0;; esac
-  done
-  return 1
-}"#;
+pub const GROUP_ALIVE: &str = include_str!("group_alive.sh");
 
-/// The kill program for process group `pgid`: TERM, a second for the group to go, then
-/// KILL. CONT follows TERM so a stopped group can act on it. The second is measured by a
-/// `sleep`, not by turns of the check, which on a busy host takes a good part of a second.
+/// The kill of process group `$g`: TERM, a second for the group to go, then KILL. CONT
+/// follows TERM so a stopped group can act on it. The second is measured by a `sleep`, not
+/// by turns of the check, which on a busy host takes a good part of a second.
+const KILL_GROUP: &str = include_str!("kill_group.sh");
+
+/// The kill program for process group `pgid`.
 pub fn kill_script(pgid: u32) -> String {
-    format!(
-        r#"g={pgid}
-{GROUP_ALIVE}
-kill -TERM -$g 2>/dev/null || {{ echo GONE; exit 0; }}
-kill -CONT -$g 2>/dev/null
-sleep 1 & t=$!
-while alive; do
-  kill -0 $t 2>/dev/null || {{ kill -KILL -$g 2>/dev/null; echo KILL; exit 0; }}
-  sleep 0.05
-done
-kill $t 2>/dev/null
-echo TERM"#
-    )
+    format!("g={pgid}\n{GROUP_ALIVE}{KILL_GROUP}")
 }
 
 /// How a kill ended.

@@ -1,0 +1,17 @@
+# shellcheck shell=sh disable=SC2154 # g comes from the daemon
+alive() {
+  kill -0 "-$g" 2>/dev/null || return 1
+  [ -r /proc/self/stat ] || return 0
+  if read -r s 2>/dev/null < "/proc/$g/stat"; then
+    # shellcheck disable=SC2086 # the fields after the name, split on purpose
+    set -- ${s##*)}
+    [ "$1" != Z ] && [ "$3" = "$g" ] && return 0
+  fi
+  for f in /proc/[0-9]*/stat; do
+    read -r s 2>/dev/null < "$f" || continue
+    # shellcheck disable=SC2086 # the fields after the name, split on purpose
+    set -- ${s##*)}
+    [ "$3" = "$g" ] && case $1 in Z) ;; *) return 0;; esac
+  done
+  return 1
+}

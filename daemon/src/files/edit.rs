@@ -71,56 +71,24 @@ fn sed_programs(req: &EditFileRequest) -> (Vec<u8>, Vec<u8>) {
 /// The program that edits. The two sed programs are written into it as base64 (shell text
 /// cannot hold every byte; base64's letters are no shell syntax) and decoded into a private
 /// temporary file: never argv, where other users could read the texts.
-fn script(path: &[u8], req: &EditFileRequest) -> String {
+const EDIT: &str = include_str!("edit.sh");
+
+pub(super) fn script(path: &[u8], req: &EditFileRequest) -> String {
     use base64::Engine as _;
-    let expected = req.expected_sha256.as_deref().unwrap_or("");
     let (count, edit) = sed_programs(req);
     let encode = |p: &[u8]| base64::engine::general_purpose::STANDARD.encode(p);
-    format!(
-        "{prelude}{checks}\
-         [ $_x = 1 ] || {{ echo notfound; exit 0; }}\n\
-         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
-         {writable}\
-         _n=$(command wc -c < \"$_p\") || exit 1\n\
-         [ \"$_n\" -le {max_file} ] || {{ printf 'ok toolarge %s\\n' \"$_n\"; exit 0; }}\n\
-         [ \"$(command tr -dc '\\000' < \"$_p\" | command wc -c)\" -eq 0 ] || {{ echo 'ok binary'; exit 0; }}\n\
-         [ \"$(printf 'a\\000' | command sed -z 's/a/b/' 2>/dev/null | command tr -d '\\000')\" = b ] \
-         || \
-         {{ echo 'missing sed -z'; exit 0; }}\n\
-         _i=$(_ident)\n\
-         if [ -n '{expected}' ]; then _same; fi\n\
-         _n=$(command wc -c < \"$_p\") || exit 1\n\
-         {temporary}\
-         _c=$(command mktemp \"$_d/.sshmcp-sed.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_c\"\n\
-         trap 'command rm -f -- \"$_t\" \"$_c\"' EXIT\n\
-         printf %s '{count}' | command base64 -d > \"$_c\" || exit 1\n\
-         _e=$(command sed -z -f \"$_c\" -- \"$_p\" 2>&1 > \"$_t\") || _sshmcp_fail \"${{_e:-sed failed}}\"\n\
-         _r=$(command wc -c < \"$_t\") || exit 1\n\
-         _k=$(( (_n - _r) / {old_len} ))\n\
-         [ $_k -gt 0 ] || {{ echo 'ok nomatch'; exit 0; }}\n\
-         [ $_k -eq 1 ] || [ {all} = 1 ] || {{ printf 'ok ambiguous %s\\n' $_k; exit 0; }}\n\
-         printf %s '{edit}' | command base64 -d > \"$_c\" || exit 1\n\
-         _e=$(command sed -z -f \"$_c\" -- \"$_p\" 2>&1 > \"$_t\") || _sshmcp_fail \"${{_e:-sed failed}}\"\n\
-         _h=$(command sha256sum < \"$_t\") || exit 1\n\
-         {keep}\
-         {keep_mode}\
-         {flush}\
-         {replace}\
-         printf 'ok edited %s %s\\n' $_k \"${{_h%% *}}\"\n",
-        prelude =
-            status::prelude_with_path("mktemp mv rm chmod chown stat sha256sum sed tr wc", path),
-        count = encode(&count),
-        edit = encode(&edit),
-        checks = super::target_checks(expected),
-        writable = super::WRITABLE,
-        temporary = super::temporary("edit"),
-        keep = super::KEEP_OWNER,
-        keep_mode = super::KEEP_MODE,
-        flush = super::FLUSH_AND_RECHECK,
-        replace = super::REPLACE,
-        max_file = MAX_EDIT_FILE_BYTES,
-        old_len = req.old_text.len(),
-        all = u8::from(req.replace_all),
+    super::program(
+        "mktemp mv rm chmod chown stat sha256sum sed tr wc",
+        path,
+        &[
+            ("_expected", req.expected_sha256.clone().unwrap_or_default()),
+            ("_count64", encode(&count)),
+            ("_edit64", encode(&edit)),
+            ("_max_file", MAX_EDIT_FILE_BYTES.to_string()),
+            ("_old_len", req.old_text.len().to_string()),
+            ("_all", u8::from(req.replace_all).to_string()),
+        ],
+        EDIT,
     )
 }
 

@@ -26,17 +26,6 @@ fn file_path(path: &sshmcp_proto::inspect::RemotePath) -> Result<Vec<u8>, Daemon
     }
 }
 
-/// A second path, `_q`, for a program that has two: written into it as base64 like the
-/// first, and made `./`-relative the same way.
-fn second_path(path: &[u8]) -> String {
-    use base64::Engine as _;
-    format!(
-        "_q=$(printf %s '{}' | command base64 -d; printf .); _q=${{_q%.}}\n\
-         case $_q in /*) ;; *) _q=./$_q ;; esac\n",
-        base64::engine::general_purpose::STANDARD.encode(path)
-    )
-}
-
 /// Checks `expected_sha256`'s form: 64 lowercase hex digits.
 fn check_expected(expected: &Option<String>) -> Result<(), DaemonError> {
     match expected {
@@ -52,81 +41,62 @@ fn check_expected(expected: &Option<String>) -> Result<(), DaemonError> {
     }
 }
 
-/// After the prelude: `_d` the directory, which must be one that the session's user may search
-/// (else the target's absence would be a guess); the target, if it exists, a regular file and
-/// no symlink; `_x` 1 when it exists. The session user's writes and edits take turns (see
-/// [`TAKE_TURNS`]). `_ident` names the target's state
-/// (device, inode, size, change time to the nanosecond): a rename over it or a write into it
-/// changes it. `_same` notes that state in `_i`, then ends the program with `ok changed
-/// <hash>` (or `missing`) unless the target's SHA-256 is `expected`; `_changed_now` ends it
-/// with the target's current hash.
-fn target_checks(expected: &str) -> String {
-    format!(
-        "_d=${{_p%/*}}; _d=${{_d:-/}}\n\
-         _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
-         [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
-         [ -x \"$_d\" ] || {{ echo denied; exit 0; }}\n\
-         {TAKE_TURNS}\
-         if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
-         _x=0; [ -e \"$_p\" ] && _x=1; _i=\n\
-         _ident() {{ command stat -c '%d:%i:%s:%z' -- \"$_p\" 2>/dev/null; }}\n\
-         _changed_now() {{ if [ -e \"$_p\" ]; then _h=$(command sha256sum 2>/dev/null < \"$_p\"); \
-         printf 'ok changed %s\\n' \"${{_h%% *}}\"; else echo 'ok changed missing'; fi; exit 0; }}\n\
-         _same() {{ [ $_x = 1 ] || {{ echo 'ok changed missing'; exit 0; }}; \
-         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}; _i=$(_ident); \
-         _h=$(command sha256sum 2>&1 < \"$_p\") || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; \
-         [ \"$_h\" = '{expected}' ] || {{ printf 'ok changed %s\\n' \"$_h\"; exit 0; }}; }}\n"
-    )
+/// The shell functions the file programs share, after the prelude (`files.sh`):
+/// - `_target_checks`: `_d` the directory, which must be one that the session's user may
+///   search (else the target's absence would be a guess); the target, if it exists, a regular
+///   file and no symlink; `_x` 1 when it exists.
+/// - `_take_turns` (in the checks): the session user's writes and edits take turns, so that
+///   two given the same `expected_sha256` cannot both pass the check before either renames:
+///   a lock (`flock`, where the host has it) on a file of the user's own,
+///   `~/.sshmcp/files.lock`, which no other user can hold, held until the program ends.
+///   `flock -n` in a loop, 20 s at most: the BusyBox one has no `-w`. Where the lock cannot
+///   be had otherwise (no flock, no writable home, a flock that fails with another status
+///   than 1, its "held by another"), the change goes ahead without it.
+/// - `_ident` names the target's state (device, inode, size, change time to the
+///   nanosecond): a rename over it or a write into it changes it. `_same` notes that state in
+///   `_i`, then ends the program with `ok changed <hash>` (or `missing`) unless the target's
+///   SHA-256 is `$_expected`; `_changed_now` ends it with the target's current hash.
+/// - `_writable`: an existing target the session's user may not write is refused, as the
+///   shell would refuse to write into it: the rename that replaces it needs only the
+///   directory's write permission.
+/// - `_temporary WHAT`: a temporary file `_t` beside the target, removed however the program
+///   ends: a signal (the daemon's timeout, a cancel) ends it through `exit`, which runs the
+///   trap.
+/// - `_keep_owner` gives `_t` the old file's owner first (a `chown` clears setuid and
+///   setgid, so the mode comes after it); a change that cannot keep the owner does not
+///   happen. `_keep_mode` gives it the old file's mode, special bits included, through
+///   `stat -c %a` and a numeric `chmod`, not GNU's `chmod --reference`, which BusyBox's lacks.
+/// - `_flush_and_recheck` flushes `_t`, then, when the target's state was noted, ends the
+///   program if it moved since: the last step before the rename, so the window left is a
+///   few system calls. `_replace` renames `_t` over the target.
+/// - `_second_path` decodes a second path, `_q`, from `$_q64`, made `./`-relative as the
+///   first.
+const FILES: &str = include_str!("files.sh");
+
+/// A program of this module: the prelude for `tools` and `path`, then `values` as shell
+/// variables (words this module made: numbers, octal modes, hex digests, base64; never a
+/// user's text), the shared functions, then `body`.
+fn program(tools: &str, path: &[u8], values: &[(&str, String)], body: &str) -> String {
+    let mut text = status::prelude_with_path(tools, path);
+    for (name, value) in values {
+        debug_assert!(!value.contains('\''), "{name} is no word");
+        text.push_str(&format!("{name}='{value}'\n"));
+    }
+    text.push_str(FILES);
+    text.push_str(body);
+    text
 }
 
-/// The session user's writes and edits take turns, so that two given the same
-/// `expected_sha256` cannot both pass the check before either renames: a lock (`flock`,
-/// where the host has it) on a file of the user's own, `~/.sshmcp/files.lock`, which no
-/// other user can hold, held until the program ends. `flock -n` in a loop, 20 s at most: the
-/// BusyBox one has no `-w`. Where the lock cannot be had otherwise (no flock, no writable
-/// home, a flock that fails with another status than 1, its "held by another"), the change
-/// goes ahead without it.
-const TAKE_TURNS: &str = "if [ -n \"$HOME\" ] && command -v flock >/dev/null 2>&1 && \
-     (umask 077; command mkdir -p -- \"$HOME/.sshmcp\") 2>/dev/null && \
-     (umask 077; : >> \"$HOME/.sshmcp/files.lock\") 2>/dev/null; then \
-     exec 6>>\"$HOME/.sshmcp/files.lock\"; _k=0; \
-     until command flock -n 6 2>/dev/null; do [ $? -eq 1 ] || break; _k=$((_k + 1)); \
-     [ $_k -lt 400 ] || { echo 'error another write or edit of this user held its lock for \
-     20 s; nothing was changed'; exit 0; }; command sleep 0.05; done; fi\n";
-
-/// An existing target the session's user may not write is refused, as the shell would refuse
-/// to write into it: the rename that replaces it needs only the directory's write permission.
-const WRITABLE: &str = "if [ $_x = 1 ] && [ ! -w \"$_p\" ]; then echo denied; exit 0; fi\n";
-
-/// A temporary file `_t` beside the target, removed however the program ends: a signal (the
-/// daemon's timeout, a cancel) ends it through `exit`, which runs the trap.
-fn temporary(what: &str) -> String {
-    format!(
-        "_t=$(command mktemp \"$_d/.sshmcp-{what}.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
-         trap 'command rm -f -- \"$_t\"' EXIT\n\
-         trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM\n"
-    )
+/// A mode in octal digits, or nothing.
+fn octal(mode: Option<u32>) -> String {
+    mode.map(|mode| format!("{mode:o}")).unwrap_or_default()
 }
 
-/// Gives `_t` the old file's owner first (a `chown` clears setuid and setgid, so the mode
-/// comes after it); a change that cannot keep the owner does not happen.
-const KEEP_OWNER: &str = "if [ $_x = 1 ]; then command chown --reference=\"$_p\" \"$_t\" 2>/dev/null || \
-     [ \"$(command stat -c %u:%g \"$_p\")\" = \"$(command stat -c %u:%g \"$_t\")\" ] || \
-     { echo denied; exit 0; }; fi\n";
-
-/// Gives `_t` the old file's mode, setuid, setgid and sticky bits included (after the owner:
-/// a `chown` clears the first two). `stat -c %a` and a numeric `chmod`, not GNU's
-/// `chmod --reference`, which BusyBox's lacks.
-const KEEP_MODE: &str =
-    "_m=$(command stat -c %a -- \"$_p\") && command chmod \"$_m\" \"$_t\" || exit 1\n";
-
-/// Flushes `_t`, then, when the target's state was noted, ends the program if it moved since:
-/// the last step before the rename, so the window left is a few system calls.
-const FLUSH_AND_RECHECK: &str = "command sync -- \"$_t\" 2>/dev/null\n\
-     if [ -n \"$_i\" ] && [ \"$(_ident)\" != \"$_i\" ]; then _changed_now; fi\n";
-
-/// Replaces the target with `_t`.
-const REPLACE: &str = "_e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n";
+/// The base64 form of a second path, for `_second_path`.
+fn encoded(path: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(path)
+}
 
 /// The host's own failure (a full disk, a read-only file system) names what happened.
 fn nothing_changed(e: DaemonError) -> DaemonError {
@@ -160,5 +130,143 @@ fn changed(detail: &str) -> DaemonError {
             sha256: Some(hash.to_string()),
             ..ErrorDetails::default()
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use sha2::{Digest as _, Sha256};
+    use sshmcp_proto::exec::Encoding;
+    use sshmcp_proto::files::{EditFileRequest, WriteFileRequest};
+    use sshmcp_proto::inspect::RemotePath;
+    use sshmcp_proto::session::SessionAuth;
+
+    use super::{edit, paths, write};
+
+    fn auth() -> SessionAuth {
+        SessionAuth {
+            session_id: "s".into(),
+            session_key: "k".into(),
+        }
+    }
+
+    fn remote(path: &[u8]) -> RemotePath {
+        RemotePath {
+            path: String::from_utf8(path.to_vec()).unwrap(),
+            encoding: Encoding::Utf8,
+        }
+    }
+
+    fn hex(data: &[u8]) -> String {
+        Sha256::digest(data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The file programs under every shell a host may have as `/bin/sh` (dash, bash, a
+    /// strict POSIX shell, BusyBox with only its applets): a file written new, refused where
+    /// one exists and on a stale hash, replaced keeping its mode, edited (where `sed -z` is
+    /// missing, told so and left as it was); a directory made, the file copied and moved
+    /// into it, the directory refused without `recursive` and removed with it. A name with
+    /// a quote and a newline is only data.
+    #[test]
+    #[allow(clippy::too_many_lines)] // One file's life, step by step, under each shell.
+    fn the_file_programs_under_every_posix_shell() {
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let busybox = path == shells.busybox_path();
+            let home = tempfile::tempdir().unwrap();
+            let run = |script: String, stdin: &[u8]| {
+                crate::programs::run_under(&shell, &path, home.path(), &script, stdin)
+            };
+            let file = home.path().join("a 'b'\nc");
+            let bytes = file.as_os_str().as_bytes();
+            let write = |content: &[u8], overwrite: bool, expected: Option<String>| {
+                let req = WriteFileRequest {
+                    auth: auth(),
+                    path: remote(bytes),
+                    content: content.to_vec(),
+                    mode: None,
+                    create_dirs: false,
+                    overwrite,
+                    expected_sha256: expected,
+                };
+                run(write::script(bytes, &req), content)
+            };
+            assert_eq!(
+                write(b"hello\n", false, None),
+                "ok written 0\n",
+                "{shell:?}"
+            );
+            assert_eq!(std::fs::read(&file).unwrap(), b"hello\n");
+            assert_eq!(write(b"x", false, None), "exists\n", "{shell:?}");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+            let stale = Some("0".repeat(64));
+            let now = format!("ok changed {}\n", hex(b"hello\n"));
+            assert_eq!(write(b"x", false, stale), now, "{shell:?}");
+            let current = Some(hex(b"hello\n"));
+            assert_eq!(write(b"hello world\n", false, current), "ok written 1\n");
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o7777, 0o640, "{shell:?}");
+
+            let req = EditFileRequest {
+                auth: auth(),
+                path: remote(bytes),
+                old_text: "world".into(),
+                new_text: "there".into(),
+                replace_all: false,
+                expected_sha256: None,
+            };
+            let edited = run(edit::script(bytes, &req), b"");
+            let (said, content) = match busybox {
+                true => ("missing sed -z\n".to_string(), b"hello world\n".as_slice()),
+                false => (
+                    format!("ok edited 1 {}\n", hex(b"hello there\n")),
+                    b"hello there\n".as_slice(),
+                ),
+            };
+            assert_eq!(
+                (edited, std::fs::read(&file).unwrap()),
+                (said, content.to_vec())
+            );
+
+            let dir = home.path().join("sub 'dir'");
+            let dir_bytes = dir.as_os_str().as_bytes();
+            let made = run(paths::make_directory_program(dir_bytes, false, None), b"");
+            assert!(made.starts_with("ok made "), "{shell:?}: {made}");
+            let again = run(paths::make_directory_program(dir_bytes, false, None), b"");
+            assert!(again.starts_with("ok same "), "{shell:?}: {again}");
+            let copy = dir.join("copy");
+            let copy_bytes = copy.as_os_str().as_bytes();
+            let copied = run(
+                paths::copy_move_program(bytes, copy_bytes, false, false),
+                b"",
+            );
+            assert!(copied.starts_with("ok done "), "{shell:?}: {copied}");
+            assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&file).unwrap());
+            let moved = dir.join("moved");
+            let moved_bytes = moved.as_os_str().as_bytes();
+            let said = run(
+                paths::copy_move_program(copy_bytes, moved_bytes, false, true),
+                b"",
+            );
+            assert!(said.starts_with("ok done "), "{shell:?}: {said}");
+            assert!(!copy.exists() && moved.exists(), "{shell:?}");
+            let kept = run(
+                paths::copy_move_program(bytes, moved_bytes, false, false),
+                b"",
+            );
+            assert_eq!(kept, "exists\n", "{shell:?}");
+
+            let refused = run(paths::remove_program(dir_bytes, false), b"");
+            assert_eq!(refused, "ok notempty\n", "{shell:?}");
+            let removed = run(paths::remove_program(dir_bytes, true), b"");
+            assert!(removed.starts_with("ok removed "), "{shell:?}: {removed}");
+            assert!(!dir.exists(), "{shell:?}");
+        }
     }
 }

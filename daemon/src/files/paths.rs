@@ -12,9 +12,6 @@ use crate::session::Session;
 /// How long a housekeeping program may take (a recursive copy or removal of a large tree).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Whether a path exists, a dangling symlink included.
-const EXISTS: &str = "{ [ -e \"$_p\" ] || [ -L \"$_p\" ]; }";
-
 /// The most bytes an answer may take: the host's complaints name the paths, each up to
 /// 4096 bytes, and may name them twice.
 const ANSWER_BYTES: u64 = 64 * 1024;
@@ -75,6 +72,62 @@ async fn run(
     })
 }
 
+/// Makes a directory (`-p` with `$_parents`, `-m` with `$_mode`); a directory already there
+/// is `ok same`.
+const MAKE_DIRECTORY: &str = include_str!("make_directory.sh");
+
+/// Removes a file, a symlink or a directory (with its contents when `$_recursive`).
+/// BusyBox's rm has no `--one-file-system` (found out with no operand, where GNU's `rm -f`
+/// does nothing and succeeds): there `find -xdev -depth` removes the tree from its leaves up,
+/// never descending into another file system, whose mount point then stays and fails the
+/// call as GNU's rm would.
+const REMOVE_PATH: &str = include_str!("remove_path.sh");
+
+/// Copies (`$_move` 0) or moves the path to `_q`; see [`copy_or_move`].
+const COPY_MOVE: &str = include_str!("copy_move.sh");
+
+/// The program that makes a directory at `path`.
+pub(super) fn make_directory_program(path: &[u8], parents: bool, mode: Option<u32>) -> String {
+    super::program(
+        "mkdir stat",
+        path,
+        &[
+            ("_parents", u8::from(parents).to_string()),
+            ("_mode", super::octal(mode)),
+        ],
+        MAKE_DIRECTORY,
+    )
+}
+
+/// The program that removes what is at `path`.
+pub(super) fn remove_program(path: &[u8], recursive: bool) -> String {
+    super::program(
+        "rm rmdir stat",
+        path,
+        &[("_recursive", u8::from(recursive).to_string())],
+        REMOVE_PATH,
+    )
+}
+
+/// The program that copies (or with `move_it` moves) `source` to `destination`.
+pub(super) fn copy_move_program(
+    source: &[u8],
+    destination: &[u8],
+    overwrite: bool,
+    move_it: bool,
+) -> String {
+    super::program(
+        "cp mv mktemp rm stat",
+        source,
+        &[
+            ("_q64", super::encoded(destination)),
+            ("_move", u8::from(move_it).to_string()),
+            ("_overwrite", u8::from(overwrite).to_string()),
+        ],
+        COPY_MOVE,
+    )
+}
+
 /// `make_directory`: a directory (and with `parents` its missing parents); one that already
 /// exists is no change, anything else at the path is `remote_path_exists`.
 pub async fn make_directory(
@@ -85,19 +138,7 @@ pub async fn make_directory(
     if req.mode.is_some_and(|m| m > 0o7777) {
         return Err(super::invalid("`mode` must be at most four octal digits"));
     }
-    let flags = format!(
-        "{}{}",
-        if req.parents { "-p " } else { "" },
-        req.mode.map(|m| format!("-m {m:o} ")).unwrap_or_default()
-    );
-    let script = format!(
-        "{prelude}if {EXISTS}; then\n\
-         if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then printf 'ok same %s\\n' \"$(command stat -c %f -- \"$_p\")\"; exit 0; fi\n\
-         echo exists; exit 0; fi\n\
-         _e=$(command mkdir {flags}-- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\n\
-         printf 'ok made %s\\n' \"$(command stat -c %f -- \"$_p\")\"\n",
-        prelude = status::prelude_with_path("mkdir stat", &path),
-    );
+    let script = make_directory_program(&path, req.parents, req.mode);
     let on_failure = match req.parents {
         true => OnFailure::Partly("the parent directories made before the failure stay"),
         false => OnFailure::NothingChanged,
@@ -120,34 +161,7 @@ pub async fn remove_path(
     req: RemovePathRequest,
 ) -> Result<PathChanged, DaemonError> {
     let path = super::file_path(&req.path)?;
-    let remove_directory = match req.recursive {
-        // BusyBox's rm has no `--one-file-system` (found out with no operand, where GNU's
-        // `rm -f` does nothing and succeeds): there `find -xdev -depth` removes the tree from
-        // its leaves up, never descending into another file system, whose mount point then
-        // stays and fails the call as GNU's rm would.
-        true => {
-            "if command rm -rf --one-file-system --preserve-root=all -- 2>/dev/null; then\n\
-             _e=$(command rm -rf --one-file-system --preserve-root=all -- \"$_p\" 2>&1) || \
-             _sshmcp_fail \"$_e\"\n\
-             else\n\
-             _e=$(command find \"$_p\" -xdev -depth \\( -type d -exec rmdir -- {} \\; \\) -o \
-             \\( ! -type d -exec rm -f -- {} \\; \\) 2>&1)\n\
-             if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then _sshmcp_fail \"${_e:-not all of it could be removed}\"; fi\n\
-             fi"
-        }
-        false => {
-            "_e=$(command rmdir -- \"$_p\" 2>&1) || { case $_e in \
-             *'Directory not empty') echo 'ok notempty'; exit 0 ;; esac; _sshmcp_fail \"$_e\"; }"
-        }
-    };
-    let script = format!(
-        "{prelude}{EXISTS} || {{ echo notfound; exit 0; }}\n\
-         _f=$(command stat -c %f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_f\"\n\
-         if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then {remove_directory}\n\
-         else _e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"; fi\n\
-         printf 'ok removed %s\\n' \"$_f\"\n",
-        prelude = status::prelude_with_path("rm rmdir stat", &path),
-    );
+    let script = remove_program(&path, req.recursive);
     let on_failure = match req.recursive {
         true => OnFailure::Partly(
             "a recursive removal removes all it may before it stops, so part of the tree may be \
@@ -172,38 +186,7 @@ pub async fn copy_or_move(
 ) -> Result<PathChanged, DaemonError> {
     let source = super::file_path(&req.source)?;
     let destination = super::file_path(&req.destination)?;
-    // `_s` is what goes into place: the source itself, or its fresh copy.
-    let copy = match move_it {
-        true => "_s=$_p\n".to_string(),
-        false => "_qd=${_q%/*}; _qd=${_qd:-/}\n\
-             _t=$(command mktemp -d \"$_qd/.sshmcp-copy.XXXXXXXXXX\" 2>&1) || _sshmcp_fail \"$_t\"\n\
-             trap 'command rm -rf -- \"$_t\"' EXIT\n\
-             trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM\n\
-             _s=$_t/copy\n\
-             _e=$(command cp -a -T -- \"$_p\" \"$_s\" 2>&1) || _sshmcp_fail \"$_e\"\n"
-            .to_string(),
-    };
-    let place = match req.overwrite {
-        true => "_e=$(command mv -f -T -- \"$_s\" \"$_q\" 2>&1) || _sshmcp_fail \"$_e\"",
-        false => {
-            "_e=$(command mv -n -T -- \"$_s\" \"$_q\" 2>&1)\n\
-             if [ -e \"$_s\" ] || [ -L \"$_s\" ]; then \
-             { [ -e \"$_q\" ] || [ -L \"$_q\" ]; } && { echo exists; exit 0; }; \
-             _sshmcp_fail \"$_e\"; fi"
-        }
-    };
-    let script = format!(
-        "{prelude}{second}{EXISTS} || {{ echo notfound; exit 0; }}\n\
-         _f=$(command stat -c %f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_f\"\n\
-         if [ -e \"$_q\" ] || [ -L \"$_q\" ]; then\n\
-         [ {overwrite} = 1 ] || {{ echo exists; exit 0; }}\n\
-         if [ -d \"$_q\" ] && [ ! -L \"$_q\" ]; then echo exists; exit 0; fi; fi\n\
-         {copy}{place}\n\
-         printf 'ok done %s\\n' \"$_f\"\n",
-        prelude = status::prelude_with_path("cp mv mktemp rm stat", &source),
-        second = super::second_path(&destination),
-        overwrite = u8::from(req.overwrite),
-    );
+    let script = copy_move_program(&source, &destination, req.overwrite, move_it);
     // Errors name both paths: a missing directory may be the destination's.
     let shown = [source.as_slice(), b" -> ", destination.as_slice()].concat();
     let done = run(session, script, &shown, OnFailure::NothingChanged, true).await;

@@ -19,52 +19,24 @@ use crate::session::Session;
 /// How long a write may take on the host (1 MiB over a slow link, a slow disk's flush).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The program that writes; its stdin is the content.
-fn script(path: &[u8], req: &WriteFileRequest) -> String {
-    let expected = req.expected_sha256.as_deref().unwrap_or("");
-    let (make_dirs, mkdir) = match req.create_dirs {
-        true => (
-            "_e=$(command mkdir -p -- \"${_p%/*}/\" 2>&1) || _sshmcp_fail \"$_e\"\n",
-            " mkdir",
-        ),
-        false => ("", ""),
-    };
-    // A new file gets `mode`, else what the umask leaves of 0666; an old one keeps its own
-    // (unless `mode`).
-    let mode = match req.mode {
-        Some(mode) => format!("command chmod {mode:o} \"$_t\" || exit 1\n"),
-        None => format!(
-            "if [ $_x = 1 ]; then {}else command chmod \"$(printf '%o' $((0666 & ~0$(umask))))\" \
-             \"$_t\" || exit 1; fi\n",
-            super::KEEP_MODE
-        ),
-    };
-    let publish = match req.overwrite || !expected.is_empty() {
-        true => super::REPLACE,
-        false => {
-            "if ! _e=$(command ln -T -- \"$_t\" \"$_p\" 2>&1); then\n\
-             if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo exists; exit 0; fi\n\
-             _sshmcp_fail \"$_e\"; fi\n"
-        }
-    };
-    format!(
-        "{prelude}{make_dirs}{checks}\
-         if [ -n '{expected}' ]; then _same; \
-         elif [ $_x = 1 ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
-         {writable}{temporary}\
-         _e=$(command cat 2>&1 > \"$_t\") || _sshmcp_fail \"$_e\"\n\
-         {keep}{mode}{flush}{publish}\
-         printf 'ok written %s\\n' $_x\n",
-        prelude = status::prelude_with_path(
-            &format!("mktemp mv ln rm chmod chown stat sha256sum cat{mkdir}"),
-            path
-        ),
-        checks = super::target_checks(expected),
-        writable = super::WRITABLE,
-        temporary = super::temporary("write"),
-        keep = super::KEEP_OWNER,
-        flush = super::FLUSH_AND_RECHECK,
-        overwrite = u8::from(req.overwrite),
+/// The program that writes; its stdin is the content. A new file gets `mode`, else what the
+/// umask leaves of 0666; an old one keeps its own (unless `mode`). Without `overwrite` (and
+/// `expected_sha256`) it is published by a hard link, which fails where a file appeared
+/// meanwhile.
+const WRITE: &str = include_str!("write.sh");
+
+pub(super) fn script(path: &[u8], req: &WriteFileRequest) -> String {
+    let mkdir = if req.create_dirs { " mkdir" } else { "" };
+    super::program(
+        &format!("mktemp mv ln rm chmod chown stat sha256sum cat{mkdir}"),
+        path,
+        &[
+            ("_expected", req.expected_sha256.clone().unwrap_or_default()),
+            ("_overwrite", u8::from(req.overwrite).to_string()),
+            ("_create_dirs", u8::from(req.create_dirs).to_string()),
+            ("_mode", super::octal(req.mode)),
+        ],
+        WRITE,
     )
 }
 
@@ -139,11 +111,8 @@ mod tests {
     }
 
     #[test]
-    fn the_path_is_no_shell_text_and_publishing_follows_overwrite() {
+    fn the_path_is_no_shell_text() {
         let s = script(b"$(touch x) 'q'", &request(None, false));
         assert!(!s.contains("$(touch x)") && s.contains("JCh0b3VjaCB4KSAncSc="));
-        assert!(s.contains("ln -T") && !s.contains("mv -f -T"));
-        let s = script(b"x", &request(Some(&"a".repeat(64)), false));
-        assert!(s.contains("mv -f -T"), "a checked write replaces");
     }
 }

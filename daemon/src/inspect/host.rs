@@ -324,21 +324,10 @@ mod tests {
     }
 
     /// Runs the program under `shell` with `path` as PATH and `paths` on stdin.
-    fn run_under(shell: &[&str], path: &str, program: &str, paths: &[String]) -> String {
-        let mut child = std::process::Command::new(shell[0])
-            .args(&shell[1..])
-            .args(["-c", program])
-            .env("PATH", path)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{shell:?} (scripts/test.sh installs it): {e}"));
-        use std::io::Write as _;
+    fn run_under(shell: &[String], path: &str, program: &str, paths: &[String]) -> String {
+        let home = tempfile::tempdir().unwrap();
         let stdin = stdin_of(paths).unwrap();
-        child.stdin.take().unwrap().write_all(&stdin).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{shell:?}");
-        let out = String::from_utf8(out.stdout).unwrap();
+        let out = crate::programs::run_under(shell, path, home.path(), program, &stdin);
         assert!(out.starts_with("ok\n"), "{shell:?}: {out}");
         out
     }
@@ -348,23 +337,13 @@ mod tests {
     /// each answers every fact Linux gives, and a path with a newline and a quote is measured.
     #[test]
     fn the_program_runs_under_every_posix_shell() {
-        let applets = crate::inspect::busybox_applets();
-        let busybox_only = applets.path().display().to_string();
-        let busybox_sh = applets.path().join("sh").display().to_string();
-        let system = std::env::var("PATH").unwrap_or_default();
         let odd = tempfile::tempdir().unwrap();
         let odd = odd.path().join("a\nb 'c'");
         std::fs::create_dir(&odd).unwrap();
         let odd = odd.display().to_string();
-        let shells: [(&[&str], &str); 4] = [
-            (&["dash"], &system),
-            (&["bash", "--posix"], &system),
-            (&["posh"], &system),
-            (&[busybox_sh.as_str()], &busybox_only),
-        ];
-        for (shell, path) in shells {
+        for (shell, path) in crate::programs::Shells::new().each() {
             let paths = [odd.clone(), "/no/such/dir".into()];
-            let out = run_under(shell, path, SCRIPT, &paths);
+            let out = run_under(&shell, &path, SCRIPT, &paths);
             let info = parse(&out, &paths);
             let linux = info
                 .kernel
@@ -398,7 +377,7 @@ mod tests {
                 ("/no/such/dir", None)
             );
             // Asked nothing, it measures home and `/`.
-            let out = run_under(shell, path, SCRIPT, &[]);
+            let out = run_under(&shell, &path, SCRIPT, &[]);
             let paths: Vec<String> = parse(&out, &[])
                 .filesystems
                 .into_iter()
@@ -442,7 +421,7 @@ mod tests {
         let program = SCRIPT
             .replace("/proc/", "/nonexistent/")
             .replace("/etc/os-release /usr/lib/os-release", "/nonexistent");
-        let info = parse(&run_under(&["dash"], &path, &program, &[]), &[]);
+        let info = parse(&run_under(&["dash".to_string()], &path, &program, &[]), &[]);
         assert_eq!(info.os.as_deref(), Some("macOS 15.1"));
         assert_eq!(info.cpus, Some(8));
         assert_eq!(info.memory_total, Some(17_179_869_184));

@@ -28,32 +28,12 @@ const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 /// raw mode in hex (`x81a4`) for the type and `@` and seconds since the epoch for the mtime:
 /// the shell's glob gives the names (dotfiles too; `.`, `..` and an unmatched pattern
 /// skipped), `stat -c` the rest, one entry at a time.
+const LIST: &str = include_str!("list.sh");
+
+/// The program for the page after `skip` entries, at most `limit` long.
 fn script(skip: u64, limit: u32) -> String {
-    format!(
-        "{}_o=$(command stat -L -c %F -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
-         [ \"$_o\" = directory ] || {{ echo notdir; exit 0; }}\n\
-         CDPATH= command cd -- \"$_p\" >/dev/null 2>&1 && [ -r . ] || {{ echo denied; exit 0; }}\n\
-         if ! command find . -maxdepth 0 -printf '' 2>/dev/null || \
-         [ \"$(printf 'a\\0' | command sort -z | command tail -z -n +1 | command head -z -n 1 | \
-         command wc -c)\" -ne 2 ]; then\n\
-         echo 'ok all'\n\
-         for _f in .* *; do\n\
-         case $_f in .|..) continue ;; esac\n\
-         [ -e \"$_f\" ] || [ -L \"$_f\" ] || continue\n\
-         _s=$(command stat -c 'x%f/%s/%a/@%Y' -- \"$_f\" 2>/dev/null) || continue\n\
-         _l=; case $_s in xa*) _l=$(command readlink -- \"$_f\" 2>/dev/null) ;; esac\n\
-         printf '%s/%s/%s\\0' \"$_f\" \"$_s\" \"$_l\"\n\
-         done\n\
-         exit 0\n\
-         fi\n\
-         _find() {{ {{ TZ=UTC0 command find . -mindepth 1 -maxdepth 1 \"$@\" 2>&1 >&3 3>&- | \
-         command grep -v -e ': No such file or directory$' -e ': Permission denied$' >&2 3>&-; \
-         }} 3>&1; }}\n\
-         printf 'ok %s\\n' \"$(_find -printf x | command wc -c)\"\n\
-         _find -printf '%P/%y/%s/%m/%TY-%Tm-%TdT%TH:%TM:%TS/%l\\0' | \
-         command sort -z -t/ -k1,1 | command tail -z -n +{skip} | command head -z -n {limit}\n",
-        prelude("stat find grep sort head tail wc readlink")
-    )
+    let prelude = prelude("stat find grep sort head tail wc readlink");
+    format!("{prelude}_skip={skip}\n_limit={limit}\n{LIST}")
 }
 
 pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, DaemonError> {
@@ -270,7 +250,7 @@ mod tests {
         std::fs::write(d.join("a\nnl"), "").unwrap();
         std::fs::create_dir(d.join("sub")).unwrap();
         std::os::unix::fs::symlink("../elsewhere", d.join("link")).unwrap();
-        let applets = crate::inspect::busybox_applets();
+        let applets = crate::programs::busybox_applets();
         let run = |sh: &str, path: &str, offset: u64, limit: u32| {
             let skip = offset + 1;
             let mut child = std::process::Command::new(sh)

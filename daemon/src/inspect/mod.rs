@@ -112,29 +112,6 @@ fn number<T: std::str::FromStr>(field: &str, text: &str) -> Result<T, DaemonErro
 }
 
 #[cfg(test)]
-/// A directory of links to BusyBox's applets: a PATH as on Alpine.
-pub(crate) fn busybox_applets() -> tempfile::TempDir {
-    let applets = tempfile::tempdir().unwrap();
-    let busybox = std::process::Command::new("sh")
-        .args(["-c", "command -v busybox"])
-        .output()
-        .expect("sh");
-    let busybox = String::from_utf8_lossy(&busybox.stdout).trim().to_string();
-    assert!(
-        !busybox.is_empty(),
-        "busybox (scripts/test.sh installs busybox-static)"
-    );
-    let listed = std::process::Command::new(&busybox)
-        .arg("--list")
-        .output()
-        .unwrap();
-    for applet in String::from_utf8_lossy(&listed.stdout).lines() {
-        std::os::unix::fs::symlink(&busybox, applets.path().join(applet)).unwrap();
-    }
-    applets
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

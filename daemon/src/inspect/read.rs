@@ -14,16 +14,12 @@ use crate::session::Session;
 /// or changing). `tail -c +N` seeks on a regular file, so a far offset costs nothing; one past
 /// the end of a file whose size is known reads nothing (a seek past what the file system
 /// allows would fail). A size of 0 is unknown under /proc and /sys: those are read.
+const READ: &str = include_str!("read.sh");
+
+/// The program for `read_length` bytes from byte `start` (counted from 1, as `tail -c +N`).
 fn script(start: u64, read_length: u64) -> String {
-    format!(
-        "{}_o=$(command stat -L -c '%F %s' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
-         case $_o in 'regular file '*|'regular empty file '*) ;; *) echo notfile; exit 0 ;; esac\n\
-         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
-         printf 'ok %s\\n' \"${{_o##* }}\"\n\
-         [ \"${{_o##* }}\" -gt 0 ] && [ {start} -gt \"${{_o##* }}\" ] && exit 0\n\
-         command tail -c +{start} -- \"$_p\" | command head -c {read_length}\n",
-        prelude("stat tail head")
-    )
+    let prelude = prelude("stat tail head");
+    format!("{prelude}_start={start}\n_length={read_length}\n{READ}")
 }
 
 pub async fn read(

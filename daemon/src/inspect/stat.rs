@@ -7,23 +7,13 @@ use super::{file_type, mode_string, number, path_bytes, remote_text, time};
 use crate::remote::status::{prelude, run};
 use crate::session::Session;
 
-/// The fields, one line for the numbers and one for each name (names hold no newline); times
-/// to the nanosecond.
-const FORMAT: &str = "%f %s %u %g %.9X %.9Y %.9Z\n%U\n%G";
+/// The program: `stat` (following symlinks when `follow`), then a link's target. One line
+/// for the numbers (times to the nanosecond) and one for each name (names hold no newline).
+const STAT: &str = include_str!("stat.sh");
 
-/// The program: `stat` (following symlinks when `follow`), then the link's target.
 fn script(follow: bool) -> String {
-    let follow_flag = if follow { "-L " } else { "" };
-    let link = if follow {
-        ""
-    } else {
-        "if [ -L \"$_p\" ]; then command readlink -- \"$_p\"; fi\n"
-    };
-    format!(
-        "{}_o=$(command stat {follow_flag}-c '{FORMAT}' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
-         printf 'ok\\n%s\\n' \"$_o\"\n{link}",
-        prelude("stat readlink")
-    )
+    let prelude = prelude("stat readlink");
+    format!("{prelude}_follow={}\n{STAT}", u8::from(follow))
 }
 
 pub async fn stat(session: &Session, req: StatRequest) -> Result<FileStat, DaemonError> {
@@ -32,7 +22,7 @@ pub async fn stat(session: &Session, req: StatRequest) -> Result<FileStat, Daemo
     parse(&out)
 }
 
-/// Reads the three lines of `FORMAT` and, for a symlink, its target (readlink's line).
+/// Reads the three lines of the stat program and, for a symlink, its target (readlink's line).
 fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
     let mut lines = out.splitn(4, |b| *b == b'\n');
     let mut line = || String::from_utf8_lossy(lines.next().unwrap_or_default()).into_owned();

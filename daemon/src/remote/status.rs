@@ -17,58 +17,26 @@ use crate::session::Session;
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What every inspection program starts with: messages in English, the tools it needs (and,
-/// for `stat`, its `-c`: macOS and the BSDs have a `stat` without it), the path from stdin (a trailing newline kept; an empty one means `base64`, which decodes stdin,
-/// is missing), made `./`-relative when relative (`stat -- -` would read stdin, and `cd -`
-/// means the last directory), and `_sshmcp_fail`, which turns `stat`'s error into a status
-/// line. `stat` ends its message with the system's error text, so the path in it cannot be
-/// mistaken for one. Tools run through `command`: a login environment's exported functions
-/// cannot stand in for them.
-const PRELUDE: &str = "export LC_ALL=C\n\
-for _t in {TOOLS}; do command -v \"$_t\" >/dev/null 2>&1 || { printf 'missing %s\\n' \"$_t\"; exit 0; }; done\n\
-{PROBES}{PATH}\n\
-if [ -z \"$_p\" ]; then echo 'missing base64'; exit 0; fi\n\
-case $_p in /*) ;; *) _p=./$_p ;; esac\n\
-_sshmcp_fail() { case $1 in *': No such file or directory'|*': Not a directory'|\
-*': Too many levels of symbolic links') echo notfound ;; \
-*': Permission denied'|*': Operation not permitted') echo denied ;; \
-*': File exists'|*'cannot overwrite '*) echo exists ;; \
-*': File name too long') echo toolong ;; *': cannot move '*' to a subdirectory of itself, '*|\
-*': cannot copy a directory, '*', into itself, '*) echo itself ;; *) printf 'error %s\\n' \"$1\" ;; esac; exit 0; }\n";
+/// for `stat`, its `-c`: macOS and the BSDs have a `stat` without it), the path in `_p`, from
+/// stdin or decoded from `_sshmcp_path64` (a trailing newline kept; an empty one means
+/// `base64`, which decodes it, is missing), made `./`-relative when relative (`stat -- -`
+/// would read stdin, and `cd -` means the last directory), and `_sshmcp_fail`, which turns
+/// a tool's error into a status line. `stat` ends its message with the system's error text,
+/// so the path in it cannot be mistaken for one. Tools run through `command`: a login
+/// environment's exported functions cannot stand in for them.
+const PRELUDE: &str = include_str!("prelude.sh");
 
-/// How the prelude reads the path from stdin.
-const PATH_FROM_STDIN: &str = "_p=$(command cat; printf .); _p=${_p%.}";
-
-/// Checks an option of a tool the programs rely on that a host's tool of that name may lack.
-const STAT_PROBE: &str =
-    "command stat -c %s -- / >/dev/null 2>&1 || { echo 'missing stat -c'; exit 0; }\n";
-
-/// The probes for `tools`.
-fn probes(tools: &str) -> &'static str {
-    match tools.split_whitespace().any(|tool| tool == "stat") {
-        true => STAT_PROBE,
-        false => "",
-    }
-}
-
-/// The prelude for a program that uses `tools`.
+/// The prelude for a program that uses `tools` (words of this crate's, never a user's) and
+/// reads the path from stdin.
 pub(crate) fn prelude(tools: &str) -> String {
-    PRELUDE
-        .replace("{TOOLS}", tools)
-        .replace("{PROBES}", probes(tools))
-        .replace("{PATH}", PATH_FROM_STDIN)
+    format!("_sshmcp_tools='{tools}'\n_sshmcp_path64=\n{PRELUDE}")
 }
 
 /// The prelude for a program whose stdin carries data: the path is written into the program
 /// as base64, whose letters are no shell syntax, and decoded on the host.
 pub(crate) fn prelude_with_path(tools: &str, path: &[u8]) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(path);
-    PRELUDE
-        .replace("{TOOLS}", &format!("base64 {tools}"))
-        .replace("{PROBES}", probes(tools))
-        .replace(
-            "{PATH}",
-            &format!("_p=$(printf %s '{encoded}' | command base64 -d; printf .); _p=${{_p%.}}"),
-        )
+    format!("_sshmcp_tools='base64 {tools}'\n_sshmcp_path64='{encoded}'\n{PRELUDE}")
 }
 
 /// Runs `script` with the path on stdin; returns what followed an `ok` status line (the
@@ -262,24 +230,25 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&stat, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        let run = |path: &std::ffi::OsStr| {
+        let run = |tools: &str, path: &std::ffi::OsStr| {
             let out = std::process::Command::new("/bin/sh")
                 .arg("-c")
-                .arg(format!("{}echo ok", prelude("stat")))
+                .arg(format!("{}echo ok", prelude(tools)))
                 .env("PATH", path)
                 .stdin(std::process::Stdio::null())
                 .output()
                 .unwrap();
             String::from_utf8(out.stdout).unwrap()
         };
-        assert_eq!(run(bin.path().as_os_str()), "missing stat -c\n");
+        assert_eq!(run("stat", bin.path().as_os_str()), "missing stat -c\n");
         assert_eq!(
-            run("/usr/bin:/bin".as_ref()),
+            run("stat", "/usr/bin:/bin".as_ref()),
             "missing base64\n",
             "GNU stat passes"
         );
-        assert!(
-            !prelude("cat").contains("stat -c"),
+        assert_eq!(
+            run("cat", bin.path().as_os_str()),
+            "missing base64\n",
             "only where stat is used"
         );
     }

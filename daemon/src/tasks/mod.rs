@@ -295,34 +295,8 @@ mod tests {
     /// Runs `script` with this machine's `/bin/sh`, `stdin` on its stdin, as a host whose home
     /// is `home` (and whose PATH is `path`, when given); its stdout.
     fn local_sh(home: &std::path::Path, path: Option<&str>, script: &str, stdin: &[u8]) -> String {
-        run_under(&["/bin/sh"], home, path, script, stdin)
-    }
-
-    /// `script` run by `shell` (its argv before `-c`), with `stdin`: what it printed.
-    fn run_under(
-        shell: &[&str],
-        home: &std::path::Path,
-        path: Option<&str>,
-        script: &str,
-        stdin: &[u8],
-    ) -> String {
-        use std::io::Write;
-        let mut command = std::process::Command::new(shell[0]);
-        command
-            .args(&shell[1..])
-            .arg("-c")
-            .arg(script)
-            .env("HOME", home);
-        if let Some(path) = path {
-            command.env("PATH", path);
-        }
-        let mut child = command
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+        let path = path.map_or_else(|| std::env::var("PATH").unwrap_or_default(), String::from);
+        crate::programs::run_under(&["/bin/sh".into()], &path, home, script, stdin)
     }
 
     /// A `setsid` of shell text `body` in `home`'s `bin`, first on the PATH this returns.
@@ -342,20 +316,11 @@ mod tests {
     /// tails, and once it has ended its PID is no longer the task.
     #[test]
     fn a_task_launches_and_reports_under_every_posix_shell() {
-        let applets = crate::inspect::busybox_applets();
-        let busybox_only = applets.path().display().to_string();
-        let busybox_sh = applets.path().join("sh").display().to_string();
-        let system = std::env::var("PATH").unwrap_or_default();
-        let shells: [(&[&str], &str); 4] = [
-            (&["dash"], &system),
-            (&["bash", "--posix"], &system),
-            (&["posh"], &system),
-            (&[busybox_sh.as_str()], &busybox_only),
-        ];
-        for (shell, path) in shells {
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
             let home = tempfile::tempdir().unwrap();
             let run = |script: &str, stdin: &[u8]| {
-                run_under(shell, home.path(), Some(path), script, stdin)
+                crate::programs::run_under(&shell, &path, home.path(), script, stdin)
             };
             let said = run(&launch_script("tword"), b"echo out; echo err >&2; exit 3");
             let pid: u32 = said

@@ -1,0 +1,82 @@
+# shellcheck shell=sh disable=SC2154 # _p, _q64 and _expected come from the daemon, _sshmcp_fail from prelude.sh
+# The pieces the file programs share (see files/mod.rs).
+_exists() { [ -e "$_p" ] || [ -L "$_p" ]; }
+_second_path() {
+  _q=$(printf %s "$_q64" | command base64 -d; printf .)
+  _q=${_q%.}
+  case $_q in /*) ;; *) _q=./$_q ;; esac
+}
+_take_turns() {
+  if [ -n "$HOME" ] && command -v flock >/dev/null 2>&1 &&
+    (umask 077; command mkdir -p -- "$HOME/.sshmcp") 2>/dev/null &&
+    (umask 077; : >>"$HOME/.sshmcp/files.lock") 2>/dev/null; then
+    exec 6>>"$HOME/.sshmcp/files.lock"
+    _k=0
+    until command flock -n 6 2>/dev/null; do
+      [ $? -eq 1 ] || break
+      _k=$((_k + 1))
+      [ "$_k" -lt 400 ] || {
+        echo 'error another write or edit of this user held its lock for 20 s; nothing was changed'
+        exit 0
+      }
+      command sleep 0.05
+    done
+  fi
+}
+_target_checks() {
+  _d=${_p%/*}
+  _d=${_d:-/}
+  _e=$(command stat -L -c %F -- "$_d" 2>&1) || _sshmcp_fail "$_e"
+  [ "$_e" = directory ] || { echo notdir; exit 0; }
+  [ -x "$_d" ] || { echo denied; exit 0; }
+  _take_turns
+  if [ -L "$_p" ] || { [ -e "$_p" ] && [ ! -f "$_p" ]; }; then echo notfile; exit 0; fi
+  _x=0
+  [ -e "$_p" ] && _x=1
+  _i=
+}
+_ident() { command stat -c '%d:%i:%s:%z' -- "$_p" 2>/dev/null; }
+_changed_now() {
+  if [ -e "$_p" ]; then
+    _h=$(command sha256sum 2>/dev/null <"$_p")
+    printf 'ok changed %s\n' "${_h%% *}"
+  else
+    echo 'ok changed missing'
+  fi
+  exit 0
+}
+_same() {
+  [ "$_x" = 1 ] || { echo 'ok changed missing'; exit 0; }
+  [ -r "$_p" ] || { echo denied; exit 0; }
+  _i=$(_ident)
+  _h=$(command sha256sum 2>&1 <"$_p") || _sshmcp_fail "$_h"
+  _h=${_h%% *}
+  [ "$_h" = "$_expected" ] || { printf 'ok changed %s\n' "$_h"; exit 0; }
+}
+_writable() {
+  if [ "$_x" = 1 ] && [ ! -w "$_p" ]; then echo denied; exit 0; fi
+}
+_temporary() {
+  _t=$(command mktemp "$_d/.sshmcp-$1.XXXXXXXXXX" 2>&1) || _sshmcp_fail "$_t"
+  trap 'command rm -f -- "$_t"' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+_keep_owner() {
+  if [ "$_x" = 1 ]; then
+    command chown --reference="$_p" "$_t" 2>/dev/null ||
+      [ "$(command stat -c %u:%g "$_p")" = "$(command stat -c %u:%g "$_t")" ] ||
+      { echo denied; exit 0; }
+  fi
+}
+_keep_mode() {
+  { _m=$(command stat -c %a -- "$_p") && command chmod "$_m" "$_t"; } || exit 1
+}
+_flush_and_recheck() {
+  command sync -- "$_t" 2>/dev/null
+  if [ -n "$_i" ] && [ "$(_ident)" != "$_i" ]; then _changed_now; fi
+}
+_replace() {
+  _e=$(command mv -f -T -- "$_t" "$_p" 2>&1) || _sshmcp_fail "$_e"
+}

@@ -43,6 +43,76 @@ pub struct Destination {
     pub identity: Vec<u8>,
 }
 
+/// The destination's checks: its directory exists and may be written, the file is missing
+/// or (with `$_overwrite`) a regular file; answers the host's id, the directory's device and
+/// inode, and its resolved path.
+const DESTINATION: &str = include_str!("destination.sh");
+
+/// The source's checks: a regular file the user may read; answers its size and mode.
+const SOURCE: &str = include_str!("source.sh");
+
+/// Publishes the partial `.sshmcp-$_tag.part` beside the destination: a rename over it (with
+/// `$_overwrite`), else a link, which fails where the destination appeared meanwhile. A
+/// directory that took the destination's name refuses the rename: not the destination
+/// `overwrite` was given for, and nothing was removed.
+const PUBLISH: &str = include_str!("publish.sh");
+
+/// Kills every process whose environment holds `$_mark` (grep exits 2 when it could not read
+/// some other user's `environ`, even after a match: the list it printed decides), until none
+/// is left, 5 s at most.
+const STOP_RSYNC: &str = include_str!("stop_rsync.sh");
+
+/// Makes the partial ready for rsync (see [`prepare_partial`]).
+const PREPARE_PARTIAL: &str = include_str!("prepare_partial.sh");
+
+/// Removes a partial.
+const DISCARD: &str = include_str!("discard.sh");
+
+/// A file's SHA-256: `openssl dgst` where there is one, else `sha256sum`. Only stdout counts
+/// (a build of openssl may warn on stderr and still hash), and only a digest that looks like
+/// one: else `sha256sum`, whose errors are the answer.
+const SHA256: &str = include_str!("sha256.sh");
+
+/// The program that checks an upload's destination, the path on its stdin.
+fn destination_program(overwrite: bool) -> String {
+    let overwrite = u8::from(overwrite);
+    format!(
+        "{}_overwrite={overwrite}\n{DESTINATION}",
+        status::prelude("stat rsync")
+    )
+}
+
+/// The program that checks a download's source, the path on its stdin.
+fn source_program() -> String {
+    format!("{}{SOURCE}", status::prelude("stat rsync"))
+}
+
+/// The program that publishes the partial of pair `tag`, the destination on its stdin.
+/// Another user cannot take over the user's own file, so the check before the move holds.
+fn publish_program(tag: &str, overwrite: bool) -> String {
+    let prelude = status::prelude("mv ln rm stat id");
+    let overwrite = u8::from(overwrite);
+    format!("{prelude}_tag={tag}\n_overwrite={overwrite}\n{OWN_FILE}{PUBLISH}")
+}
+
+/// The program that readies a partial for a source of `size` bytes and `mode`, the partial's
+/// path on its stdin.
+fn prepare_program(size: u64, mode: u32) -> String {
+    let prelude = status::prelude("stat rm id chmod");
+    let mode = mode & 0o777;
+    format!("{prelude}_size={size}\n_mode={mode:o}\n{OWN_FILE}{PREPARE_PARTIAL}")
+}
+
+/// The program that removes a partial, its path on its stdin.
+fn discard_program() -> String {
+    format!("{}{DISCARD}", status::prelude("rm"))
+}
+
+/// The program that hashes a file, the path on its stdin.
+fn sha256_program() -> String {
+    format!("{}{SHA256}", status::prelude("sha256sum"))
+}
+
 /// An upload's destination, checked on the host: its directory exists and the session's user
 /// may write there; the file is missing, or (with `overwrite`) a regular file.
 pub async fn destination(
@@ -56,20 +126,7 @@ pub async fn destination(
             "`remote_path` must end with a file name",
         )
     })?;
-    let script = format!(
-        "{}unset CDPATH\n\
-         _d=${{_p%/*}}; _d=${{_d:-/}}\n\
-         _e=$(command stat -L -c %F -- \"$_d\" 2>&1) || _sshmcp_fail \"$_e\"\n\
-         [ \"$_e\" = directory ] || {{ echo notdir; exit 0; }}\n\
-         if [ -L \"$_p\" ] || {{ [ -e \"$_p\" ] && [ ! -f \"$_p\" ]; }}; then echo notfile; exit 0; fi\n\
-         if [ -e \"$_p\" ] && [ {overwrite} = 0 ]; then echo exists; exit 0; fi\n\
-         cd -- \"$_d\" 2>/dev/null && [ -w . ] || {{ echo denied; exit 0; }}\n\
-         _c=$(pwd -P; printf .); _c=${{_c%?.}}\n\
-         _i=$(command cat /etc/machine-id 2>/dev/null) || _i=; [ -n \"$_i\" ] || _i=$(uname -n)\n\
-         printf 'ok %s %s\\n%s' \"$_i\" \"$(command stat -c %d:%i .)\" \"$_c\"\n",
-        status::prelude("stat rsync"),
-        overwrite = u8::from(overwrite),
-    );
+    let script = destination_program(overwrite);
     let (identity, directory) = status::run(session, script, remote, 64 * 1024).await?;
     let mut path = directory;
     if path != b"/" {
@@ -85,14 +142,7 @@ pub async fn destination(
 /// the session's user may read. Answers its size and its mode's permission bits. rsync would
 /// fail on an unreadable file only after the transfer started, and in its own words.
 pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32), DaemonError> {
-    let script = format!(
-        "{}_o=$(command stat -L -c '%s %a %F' -- \"$_p\" 2>&1) || _sshmcp_fail \"$_o\"\n\
-         case ${{_o#* * }} in 'regular file'|'regular empty file') ;; *) echo notfile; exit 0 ;; esac\n\
-         [ -r \"$_p\" ] || {{ echo denied; exit 0; }}\n\
-         _s=${{_o%% *}}; _o=${{_o#* }}\n\
-         printf 'ok %s %s\\n' \"$_s\" \"${{_o%% *}}\"\n",
-        status::prelude("stat rsync"),
-    );
+    let script = source_program();
     let (size, _) = status::run(session, script, remote, 4096)
         .await
         .map_err(|e| match e.code {
@@ -129,28 +179,7 @@ pub async fn publish(
     partial: &Partial,
     overwrite: bool,
 ) -> Result<(), DaemonError> {
-    let moved = match overwrite {
-        // A directory that took the destination's name refuses the rename: not the
-        // destination `overwrite` was given for, and nothing was removed.
-        true => {
-            "if ! _e=$(command mv -f -T -- \"$_t\" \"$_p\" 2>&1); then\n\
-             if [ -d \"$_p\" ] && [ ! -L \"$_p\" ]; then echo notfile; exit 0; fi\n\
-             _sshmcp_fail \"$_e\"; fi\necho ok\n"
-        }
-        false => {
-            "if _e=$(command ln -T -- \"$_t\" \"$_p\" 2>&1); then command rm -f -- \"$_t\"; echo ok; exit 0; fi\n\
-             if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then command rm -f -- \"$_t\"; echo exists; exit 0; fi\n\
-             _sshmcp_fail \"$_e\"\n"
-        }
-    };
-    // Another user cannot take over the user's own file, so the check before the move holds.
-    let script = format!(
-        "{}_t=${{_p%/*}}/.sshmcp-{}.part\n{OWN_FILE}\
-         if ! _own \"$_t\"; then [ -e \"$_t\" ] || [ -L \"$_t\" ] || \
-         _sshmcp_fail 'the partial file is gone'; echo 'ok notown'; exit 0; fi\n{moved}",
-        status::prelude("mv ln rm stat id"),
-        partial.tag
-    );
+    let script = publish_program(&partial.tag, overwrite);
     match status::run(session, script, destination, 4096).await {
         Ok((said, _)) if said.trim() == "notown" => Err(DaemonError::new(
             ErrorCode::TransferFailed,
@@ -185,18 +214,7 @@ pub const RSYNC_MARK_VAR: &str = "SSHMCP_RSYNC";
 /// most): killing our rsync only closes its channel, and the remote one may still write into
 /// the partial a moment later, under a retry that resumes from it.
 pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError> {
-    // grep exits 2 when it could not read some other user's `environ`, even after a match:
-    // the list it printed decides.
-    let script = format!(
-        "_i=0\n\
-         while _l=$(command grep -lzxF '{RSYNC_MARK_VAR}={mark}' /proc/[0-9]*/environ 2>/dev/null); \
-         [ -n \"$_l\" ]; do\n\
-         _l=$(printf '%s\\n' \"$_l\" | command sed 's|^/proc/||; s|/environ$||')\n\
-         command kill -KILL $_l 2>/dev/null\n\
-         _i=$((_i + 1)); [ $_i -ge 100 ] && exit 1\n\
-         command sleep 0.05\n\
-         done\n"
-    );
+    let script = format!("_mark='{RSYNC_MARK_VAR}={mark}'\n{STOP_RSYNC}");
     let program = crate::remote::Program::new(script, Duration::from_secs(10), 4096);
     let result = crate::remote::run(&session.host, program).await?;
     match result.exit_code {
@@ -210,9 +228,7 @@ pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError
 /// `_own FILE`: whether FILE is the session user's own regular file with one link. Nobody
 /// else can make it otherwise where others may write (a sticky directory), so it is the last
 /// check before rsync writes the partial and before it is published.
-const OWN_FILE: &str = "_own() { _o=$(command stat -c '%h %u %F' -- \"$1\" 2>/dev/null) || return 1; \
-     set -- $_o; _u=$(command id -u) || return 1; \
-     [ \"$1 $2 $3 $4\" = \"1 $_u regular file\" ] || [ \"$1 $2 $3 $4 $5\" = \"1 $_u regular empty file\" ]; }\n";
+const OWN_FILE: &str = include_str!("own.sh");
 
 /// Makes an upload's partial ready for rsync, which writes into whatever file has its name:
 /// one no copy can resume from (see the caller), or that is not the session user's own regular
@@ -230,24 +246,7 @@ pub async fn prepare_partial(
     size: u64,
     mode: u32,
 ) -> Result<(), DaemonError> {
-    let script = format!(
-        "{}_u=$(command id -u) || exit 1\n\
-         if _o=$(command stat -c '%s %h %u %F' -- \"$_p\" 2>/dev/null); then\n\
-         set -- $_o\n\
-         case $4$5$6 in regularfile|regularemptyfile) _k=1 ;; *) _k=0 ;; esac\n\
-         if [ $_k = 0 ] || [ \"$1\" -gt {size} ] || [ \"$2\" -gt 1 ] || [ \"$3\" != \"$_u\" ]; then\n\
-         command rm -f -- \"$_p\" 2>/dev/null\n\
-         if [ -e \"$_p\" ] || [ -L \"$_p\" ]; then echo 'ok inway'; exit 0; fi; fi; fi\n\
-         if ! {{ [ -e \"$_p\" ] || [ -L \"$_p\" ]; }}; then\n\
-         _m=$(printf '%o' $((0{mode:o} & ~0$(umask)))); _k=$(umask); umask 077; set -C\n\
-         {{ command exec 7>\"$_p\"; }} 2>/dev/null || {{ echo 'ok inway'; exit 0; }}\n\
-         set +C; umask \"$_k\"; _f=\"$_p\"; [ -e /proc/self/fd/7 ] && _f=/proc/self/fd/7\n\
-         _e=$(command chmod \"$_m\" -- \"$_f\" 2>&1) || _sshmcp_fail \"$_e\"; exec 7>&-; fi\n\
-         {OWN_FILE}_own \"$_p\" || {{ echo 'ok inway'; exit 0; }}\n\
-         echo 'ok ready'\n",
-        status::prelude("stat rm id chmod"),
-        mode = mode & 0o777,
-    );
+    let script = prepare_program(size, mode);
     let (said, _) = status::run(session, script, &partial.path, 4096).await?;
     match said.trim() {
         "ready" => Ok(()),
@@ -273,10 +272,7 @@ pub fn step_failed(what: &str, e: DaemonError) -> DaemonError {
 
 /// Removes a partial that failed verification.
 pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonError> {
-    let script = format!(
-        "{}_e=$(command rm -f -- \"$_p\" 2>&1) || _sshmcp_fail \"$_e\"\necho ok\n",
-        status::prelude("rm")
-    );
+    let script = discard_program();
     status::run(session, script, &partial.path, 4096)
         .await
         .map(drop)
@@ -286,17 +282,7 @@ pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonE
 /// faster than coreutils there), else `sha256sum`. The path travels on stdin, and the file is
 /// hashed from stdin too: both tools mark the digest of an odd file name with a backslash.
 pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<String, DaemonError> {
-    // Only stdout counts (a build of openssl may warn on stderr and still hash), and only a
-    // digest that looks like one: else `sha256sum`, whose errors are the answer.
-    let script = format!(
-        "{}_h=$(command openssl dgst -sha256 -r 2>/dev/null < \"$_p\") || _h=\n\
-         _h=${{_h%% *}}\n\
-         case $_h in *[!0-9a-f]*|'') _h= ;; esac\n\
-         if [ ${{#_h}} -ne 64 ]; then \
-         _h=$(command sha256sum 2>&1 < \"$_p\") || _sshmcp_fail \"$_h\"; _h=${{_h%% *}}; fi\n\
-         printf 'ok %s\\n' \"$_h\"\n",
-        status::prelude("sha256sum")
-    );
+    let script = sha256_program();
     // 30 s, and one more per 10 MiB: a slow disk reads at 10 MiB/s.
     let timeout = Duration::from_secs(30 + size / (10 << 20));
     let (hash, _) = status::run_within(session, script, remote, 4096, timeout)
@@ -328,5 +314,64 @@ mod tests {
         );
         let other = Partial::of("h:22", std::path::Path::new("/r/b"), b"/srv/x y/f");
         assert_ne!(other.tag, p.tag);
+    }
+
+    /// The remote steps of a transfer under every shell a host may have as `/bin/sh`: the
+    /// checks of a destination and a source (where rsync is missing, as on BusyBox, told
+    /// so), a partial made private and then given the source's mode, its hash, its
+    /// publishing by a link, the second one refused where the destination now exists, and
+    /// its removal. Names hold a quote and a space.
+    #[test]
+    fn the_transfer_steps_under_every_posix_shell() {
+        use std::os::unix::ffi::OsStrExt as _;
+        use std::os::unix::fs::PermissionsExt as _;
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let busybox = path == shells.busybox_path();
+            let home = tempfile::tempdir().unwrap();
+            // The umask a partial's mode is measured against.
+            let run = |script: String, stdin: &[u8]| {
+                let script = format!("umask 022\n{script}");
+                crate::programs::run_under(&shell, &path, home.path(), &script, stdin)
+            };
+            let destination = home.path().join("got 'it'");
+            let bytes = destination.as_os_str().as_bytes();
+            let checked = run(destination_program(false), bytes);
+            let source = run(source_program(), bytes);
+            if busybox {
+                assert_eq!(
+                    (checked, source),
+                    ("missing rsync\n".into(), "missing rsync\n".into())
+                );
+            } else {
+                let dir = std::fs::canonicalize(home.path()).unwrap();
+                assert!(checked.starts_with("ok "), "{shell:?}: {checked}");
+                assert!(
+                    checked.ends_with(&format!("\n{}", dir.display())),
+                    "{checked}"
+                );
+                assert_eq!(source, "notfound\n", "{shell:?}");
+            }
+            let partial = Partial::of("h:22", "/src".as_ref(), bytes);
+            assert_eq!(run(prepare_program(5, 0o640), &partial.path), "ok ready\n");
+            let made = std::path::Path::new(std::ffi::OsStr::from_bytes(&partial.path));
+            let mode = std::fs::metadata(made).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o640 & !0o022, "{shell:?}");
+            std::fs::write(made, b"hello").unwrap();
+            let hashed = run(sha256_program(), &partial.path);
+            assert_eq!(
+                hashed,
+                "ok 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\n"
+            );
+            assert_eq!(run(publish_program(&partial.tag, false), bytes), "ok\n");
+            assert_eq!(std::fs::read(&destination).unwrap(), b"hello");
+            assert!(!made.exists(), "{shell:?}");
+            assert_eq!(run(prepare_program(5, 0o640), &partial.path), "ok ready\n");
+            assert_eq!(run(publish_program(&partial.tag, false), bytes), "exists\n");
+            assert!(!made.exists(), "{shell:?}: the refused partial is removed");
+            assert_eq!(run(prepare_program(5, 0o640), &partial.path), "ok ready\n");
+            assert_eq!(run(discard_program(), &partial.path), "ok\n");
+            assert!(!made.exists(), "{shell:?}");
+        }
     }
 }

@@ -9,9 +9,13 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
 use sshmcp_proto::time::now_rfc3339;
 
-use crate::remote::kill::{GROUP_ALIVE, KILL_BUDGET, control_program};
+use crate::remote::kill::{GROUP_ALIVE, GROUP_OPTION, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
 use crate::session::Session;
+
+/// The kill of group `$g`: a live check, `$_signal` to the group, `$_wait` seconds for it
+/// to go, then (with `$_force`) SIGKILL and `$_after` seconds more.
+const KILL: &str = include_str!("kill.sh");
 
 /// How long the group may take to go after the SIGKILL fallback.
 const AFTER_SIGKILL_SECS: u32 = 2;
@@ -55,31 +59,12 @@ impl KillOrder {
     /// fallback was attempted). Waits are measured by a `sleep`, not by turns of the group
     /// check, which on a busy host takes a good part of a second.
     pub fn script(&self, pgid: u32) -> String {
-        let fallback = match self.force {
-            true => format!(
-                "kill -KILL -$g 2>/dev/null\nwaitgone {AFTER_SIGKILL_SECS} && \
-                 {{ echo killed force; exit 0; }}\necho failed_to_kill force"
-            ),
-            false => "echo failed_to_kill".to_string(),
-        };
         format!(
-            r#"g={pgid}
-{GROUP_ALIVE}
-waitgone() {{
-  sleep $1 & t=$!
-  while alive; do
-    kill -0 $t 2>/dev/null || return 1
-    sleep 0.1
-  done
-  kill $t 2>/dev/null
-  return 0
-}}
-alive || {{ echo not_running; exit 0; }}
-kill -{signal} -$g 2>/dev/null || {{ alive && echo failed_to_kill || echo already_exited; exit 0; }}
-waitgone {wait} && {{ echo killed; exit 0; }}
-{fallback}"#,
-            signal = self.signal,
-            wait = self.wait,
+            "g={pgid}\n_signal={}\n_wait={}\n_force={}\n_after={AFTER_SIGKILL_SECS}\n\
+             {GROUP_OPTION}\n{GROUP_ALIVE}{KILL}",
+            self.signal,
+            self.wait,
+            u8::from(self.force),
         )
     }
 
@@ -261,17 +246,23 @@ mod tests {
         }
     }
 
-    /// The program against real local process groups: one that exits on TERM, one that
-    /// ignores it (without and with force), and one that is gone.
+    /// The program against real local process groups, under every shell a host may have as
+    /// `/bin/sh`: one that exits on TERM, one that ignores it (without and with force), and
+    /// one that is gone.
     #[test]
     fn the_program_gives_each_result_on_real_groups() {
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            results_on_real_groups(&shell, &path);
+        }
+    }
+
+    fn results_on_real_groups(shell: &[String], path: &str) {
+        let home = tempfile::tempdir().unwrap();
         let run = |pgid: u32, order: KillOrder| {
-            let out = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(order.script(pgid))
-                .output()
-                .unwrap();
-            parse(&String::from_utf8(out.stdout).unwrap())
+            let out =
+                crate::programs::run_under(shell, path, home.path(), &order.script(pgid), b"");
+            parse(&out)
         };
         let order = |force| KillOrder::check(None, Some(force), Some(0.3)).unwrap();
         for (body, force, expected) in [
@@ -295,7 +286,7 @@ mod tests {
             assert_eq!(
                 run(child.id(), order(force)),
                 expected,
-                "{body} force={force}"
+                "{shell:?}: {body} force={force}"
             );
             if expected.0 == KillResult::FailedToKill {
                 nix::sys::signal::killpg(

@@ -43,7 +43,8 @@ pub const SOURCE_FD3: &str = "if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /pro
 /// The payload's prelude, up to the working directory. `{E}` is the stderr nonce. Builtins
 /// go through `command`, so functions a login environment exports (bash as `/bin/sh` imports
 /// them) cannot stand in for them. It asks the kernel
-/// for the process group: `kill -0 -$$` succeeds when group `$$` exists, which (a group's id
+/// for the process group: `kill -0 -$$` (with `--` before the group where the shell takes
+/// it, `{K}`: see `kill::GROUP_OPTION`) succeeds when group `$$` exists, which (a group's id
 /// being its creator's pid) means this shell leads it, as it does under sshd, for one system
 /// call; otherwise field 5 of `/proc/$$/stat` (after the parenthesised name; dash reads it a
 /// byte at a time, 0.2 ms), else `ps`. It reports the group on stderr and leaves no variable
@@ -53,12 +54,12 @@ pub const SOURCE_FD3: &str = "if [ -e /dev/fd/3 ]; then . /dev/fd/3; else . /pro
 /// Last, it keeps stderr on fd 8 for the exit report ([`EXIT_TRAP`]): a shell that exits says
 /// so, so one without a report was ended by a signal (dash runs no exit trap then), even when
 /// its status looks like 128 + n.
-const PRELUDE: &str = "_sshmcp_wf=${1-}; set --; exec 3<&-; \
-if command kill -0 -$$ 2>/dev/null; then _sshmcp_g=$$; \
+const PRELUDE: &str = "_sshmcp_wf=${1-}; set --; exec 3<&-; {K}; \
+if command kill -0 $_sshmcp_k -$$ 2>/dev/null; then _sshmcp_g=$$; \
 elif command read -r _sshmcp_g </proc/$$/stat 2>/dev/null; then _sshmcp_g=${_sshmcp_g##*) }; \
 set -- $_sshmcp_g; _sshmcp_g=$3; set --; \
 else set -- $(ps -o pgid= -p $$ </dev/null 2>/dev/null); _sshmcp_g=$1; set --; fi; \
-_sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
+unset _sshmcp_k; _sshmcp_g=${_sshmcp_g:-$$}; command printf '%s %s\\n' {E} \"$_sshmcp_g\" >&2; \
 command printf '%s %s %s %s\\n' \"$_sshmcp_g\" {R} >&5 2>/dev/null; exec 4<&- 5>&- 8>&2; ";
 
 /// Ties a program to its caller: its group is noted in the channel's log on fd 9, so the
@@ -197,7 +198,10 @@ impl Framing {
             self.end_err,
             if reusable { "more" } else { "last" }
         );
-        let mut out = PRELUDE.replace("{E}", n).replace("{R}", &report);
+        let mut out = PRELUDE
+            .replace("{K}", super::kill::GROUP_OPTION)
+            .replace("{E}", n)
+            .replace("{R}", &report);
         match tether {
             Tether::ToCaller => out.push_str(&TETHER.replace("{ROOT}", "")),
             Tether::ToCallerAsRoot => out.push_str(&TETHER.replace("{ROOT}", "r")),

@@ -1,6 +1,10 @@
-# shellcheck shell=sh disable=SC2154 # g comes from the daemon
+# shellcheck shell=sh disable=SC2154 # g and _sshmcp_k come from the daemon
+_gkill() {
+  # shellcheck disable=SC2086 # -- or nothing
+  kill "$1" $_sshmcp_k "-$g" 2>/dev/null
+}
 alive() {
-  kill -0 "-$g" 2>/dev/null || return 1
+  _gkill -0 || return 1
   [ -r /proc/self/stat ] || return 0
   if read -r s 2>/dev/null < "/proc/$g/stat"; then
     # shellcheck disable=SC2086 # the fields after the name, split on purpose

@@ -17,13 +17,24 @@ const KILL_RETRY_WINDOW: Duration = Duration::from_secs(120);
 /// The pause between attempts.
 const KILL_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
-/// A shell function `alive` saying whether process group `$g` still has a live process. A
-/// group counts as gone when only zombies are left in it (where /proc exists): in containers
-/// whose init does not reap, a killed process lingers as a zombie and `kill -0` still finds
-/// it. A live leader answers at once; only a group whose leader is gone or a zombie costs a
-/// scan of /proc, which on a busy host takes a good part of a second. (dash's `kill` takes no
-/// `--`, so the negative pid follows the signal.)
+/// Shell functions for process group `$g`: `_gkill SIGNAL` sends SIGNAL (`-0`, `-TERM`,
+/// `-15`, ...) to it, and `alive` says whether it still has a live process. Most shells take
+/// the group right after the signal, but posh needs `--` before it: `_gkill` puts
+/// [`GROUP_OPTION`]'s `$_sshmcp_k` there, which a program sets first. A group counts as gone when only zombies are left in it (where
+/// /proc exists): in containers whose init does not reap, a killed process lingers as a
+/// zombie and `kill -0` still finds it. A live leader answers at once; only a group whose
+/// leader is gone or a zombie costs a scan of /proc, which on a busy host takes a good part
+/// of a second.
 pub const GROUP_ALIVE: &str = include_str!("group_alive.sh");
+
+/// Sets `_sshmcp_k` to what `kill` needs before a negative number, a process group: `--`
+/// where the shell takes it, nothing where it does not (dash's `kill` refuses `--`). A shell
+/// without a `kill` of its own (posh) runs procps' `kill`, which misreads a group without it:
+/// `kill -TERM -12345` signals group 1, every process the user may signal, and its status
+/// says nothing sure. So the shell is asked first, with its own PID. The kill programs'
+/// tests under posh fail without it.
+pub const GROUP_OPTION: &str =
+    "if command kill -0 -- $$ 2>/dev/null; then _sshmcp_k=--; else _sshmcp_k=; fi";
 
 /// The kill of process group `$g`: TERM, a second for the group to go, then KILL. CONT
 /// follows TERM so a stopped group can act on it. The second is measured by a `sleep`, not
@@ -32,7 +43,7 @@ const KILL_GROUP: &str = include_str!("kill_group.sh");
 
 /// The kill program for process group `pgid`.
 pub fn kill_script(pgid: u32) -> String {
-    format!("g={pgid}\n{GROUP_ALIVE}{KILL_GROUP}")
+    format!("g={pgid}\n{GROUP_OPTION}\n{GROUP_ALIVE}{KILL_GROUP}")
 }
 
 /// How a kill ended.
@@ -134,26 +145,26 @@ pub(crate) mod tests {
         child
     }
 
-    /// The script against a real local process group: a sleeping group ends on TERM, one that
-    /// ignores TERM ends on KILL, and a group that is gone gets no signal at all.
+    /// The script against a real local process group, under every shell a host may have as
+    /// `/bin/sh`: a sleeping group ends on TERM, one that ignores TERM ends on KILL, and a
+    /// group that is gone gets no signal at all.
     #[test]
     fn kills_a_local_group() {
-        let run_kill = |pgid: u32| {
-            let out = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(kill_script(pgid))
-                .output()
-                .unwrap();
-            String::from_utf8(out.stdout).unwrap()
-        };
-        for (body, expected) in [
-            ("sleep 30 & echo ready; wait", "TERM\n"),
-            ("trap '' TERM; sleep 30 & echo ready; wait", "KILL\n"),
-        ] {
-            let mut child = ready_group(body);
-            assert_eq!(run_kill(child.id()), expected, "{body}");
-            child.wait().unwrap();
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let home = tempfile::tempdir().unwrap();
+            let run_kill = |pgid: u32| {
+                crate::programs::run_under(&shell, &path, home.path(), &kill_script(pgid), b"")
+            };
+            for (body, expected) in [
+                ("sleep 30 & echo ready; wait", "TERM\n"),
+                ("trap '' TERM; sleep 30 & echo ready; wait", "KILL\n"),
+            ] {
+                let mut child = ready_group(body);
+                assert_eq!(run_kill(child.id()), expected, "{shell:?}: {body}");
+                child.wait().unwrap();
+            }
+            assert_eq!(run_kill(999_999), "GONE\n", "{shell:?}");
         }
-        assert_eq!(run_kill(999_999), "GONE\n");
     }
 }

@@ -1,9 +1,9 @@
-# shellcheck shell=sh disable=SC2154 # g comes from the daemon, alive from group_alive.sh
-kill -TERM "-$g" 2>/dev/null || { echo GONE; exit 0; }
-kill -CONT "-$g" 2>/dev/null
+# shellcheck shell=sh disable=SC2154 # g comes from the daemon, alive and _gkill from group_alive.sh
+_gkill -TERM || { echo GONE; exit 0; }
+_gkill -CONT
 sleep 1 & t=$!
 while alive; do
-  kill -0 "$t" 2>/dev/null || { kill -KILL "-$g" 2>/dev/null; echo KILL; exit 0; }
+  kill -0 "$t" 2>/dev/null || { _gkill -KILL; echo KILL; exit 0; }
   sleep 0.05
 done
 kill "$t" 2>/dev/null

@@ -39,7 +39,8 @@ use std::borrow::Cow;
 /// shell's descriptors can be opened by name. `_sshmcp_t` is left empty when the channel serves
 /// one program only (stderr merged into stdout ends only when the channel closes);
 /// `_sshmcp_j` says whether the runner may hand over to bash (see [`hand_over`]);
-/// `_sshmcp_rg` is the runner's own process group.
+/// `_sshmcp_rg` is the runner's own process group. `_sshmcp_k` is what `kill` needs before a
+/// process group (see `kill::GROUP_OPTION`, which the setup ends with).
 const SETUP: &str = "exec 6>&1 4<<'_sshmcp_started'\nstarted\n_sshmcp_started\n\
 if [ -e /dev/fd/4 ]; then _sshmcp_d=/dev/fd; elif [ -e /proc/self/fd/4 ]; then _sshmcp_d=/proc/self/fd; \
 else _sshmcp_d=; fi; _sshmcp_t=${_sshmcp_d:+1}\n\
@@ -83,18 +84,21 @@ _sshmcp_g=; while command read -r _sshmcp_x; do _sshmcp_g=$_sshmcp_x; done <\"$_
 _sshmcp_r=; case $_sshmcp_g in r*) _sshmcp_g=${_sshmcp_g#r}; _sshmcp_r=1 ;; esac; \
 case $_sshmcp_g in ''|*[!0-9]*|0|1) ;; *) if [ -n \"$_sshmcp_r\" ]; then \
 command printf 'kill -TERM -%s; kill -CONT -%s; sleep 1; kill -KILL -%s\\n' \"$_sshmcp_g\" \
-\"$_sshmcp_g\" \"$_sshmcp_g\" | command {AS_ROOT} & fi; command kill -TERM -\"$_sshmcp_g\"; \
-command kill -CONT -\"$_sshmcp_g\"; command sleep 1; command kill -KILL -\"$_sshmcp_g\" ;; esac; \
+\"$_sshmcp_g\" \"$_sshmcp_g\" | command {AS_ROOT} & fi; command kill -TERM $_sshmcp_k -\"$_sshmcp_g\"; \
+command kill -CONT $_sshmcp_k -\"$_sshmcp_g\"; command sleep 1; \
+command kill -KILL $_sshmcp_k -\"$_sshmcp_g\" ;; esac; \
 command rm -rf \"$_sshmcp_w\"; } <&9 >\"$_sshmcp_w/in\" 4<&- 6>&- 7>&- 9<&- & \
 exec <\"$_sshmcp_w/in\" 9>>\"$_sshmcp_w/g\"; \
 else if [ -n \"$_sshmcp_w\" ]; then command rm -rf \"$_sshmcp_w\"; fi; _sshmcp_w=; fi\n";
 
-/// The runner's setup ([`SETUP`], then the [`RELAY`]), its paths named after `name`.
+/// The runner's setup ([`SETUP`], `kill`'s option for a group, then the [`RELAY`]), its
+/// paths named after `name`.
 fn setup(name: &str) -> String {
     let relay = RELAY
         .replace("{NAME}", name)
         .replace("{AS_ROOT}", super::kill::AS_ROOT);
-    format!("{SETUP}{relay}")
+    let option = super::kill::GROUP_OPTION;
+    format!("{SETUP}{option}\n{relay}")
 }
 
 /// How a program's shell gets the channel's streams: stdout from the runner's copy, stderr
@@ -110,7 +114,7 @@ const PROGRAM_FDS: &str = "5>&1 1>&6 6>&- 2>&7 7>&-";
 const LOOP: &str = "while :; do command printf \"%s\\n\" - >&9; set -- $_sshmcp_p; \
 if [ $# -lt 3 ]; then exit \"$_sshmcp_s\"; fi\n\
 case $1 in *[!0-9]*|0|1|\"$_sshmcp_rg\") _sshmcp_r=last ;; \
-*) if command kill -0 -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
+*) if command kill -0 $_sshmcp_k -\"$1\" 2>/dev/null; then _sshmcp_r=left; \
 elif [ -z \"$_sshmcp_t\" ] || [ -z \"$_sshmcp_ss\" ] || [ \"$4\" = last ]; then _sshmcp_r=last; \
 else _sshmcp_r=idle; fi ;; esac\n\
 _sshmcp_n=-; if [ \"$_sshmcp_s\" -gt 128 ]; then _sshmcp_n=$(command kill -l \"$_sshmcp_s\") || _sshmcp_n=-; fi\n\
@@ -156,7 +160,7 @@ fn hand_over(first: &str) -> String {
          && command read -r _sshmcp_x <&3 && [ \"$_sshmcp_x\" = . ]; then _sshmcp_j=1; fi; \
          trap - PIPE; exec 8<&-; if [ -n \"$_sshmcp_j\" ]; then _sshmcp_j=; \
          trap '' TSTP TTIN TTOU; bash --posix --norc -c 'command set -m 2>/dev/null || exit 1; \
-         set +m; _sshmcp_t=1 _sshmcp_ss=jobs _sshmcp_rg=$PPID _sshmcp_w=$1; \
+         set +m; _sshmcp_t=1 _sshmcp_ss=jobs _sshmcp_rg=$PPID _sshmcp_w=$1 _sshmcp_k=--; \
          trap \"command echo ran >&3\" EXIT\n{{ {first}{JOB_SPAWN}{LOOP}{JOB_SPAWN}done; }}' bash \"$_sshmcp_w\"; \
          _sshmcp_s=$?; command printf \".\\n\" >&3; command read -r _sshmcp_x <&3; \
          if [ \"$_sshmcp_x\" != . ] || [ \"$_sshmcp_s\" -gt 128 ]; then exit \"$_sshmcp_s\"; fi; \

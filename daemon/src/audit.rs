@@ -178,23 +178,6 @@ impl Trail {
     }
 }
 
-/// A line of the trail about `session` that no caller's call wrote (a transfer a starting
-/// daemon took back).
-pub fn session_line(
-    session: &crate::session::Session,
-    tool: &str,
-    summary: String,
-    outcome: &str,
-) -> AuditEntry {
-    AuditEntry {
-        session_id: session.id.clone(),
-        target: session.target.clone(),
-        server_host: session.server_host.clone(),
-        server_port: session.server_port,
-        ..daemon_line(tool, summary, outcome)
-    }
-}
-
 /// A line of the trail about the daemon itself, not a session: `tool` names what happened.
 pub fn daemon_line(tool: &str, summary: String, outcome: &str) -> AuditEntry {
     AuditEntry {
@@ -737,7 +720,6 @@ no_exit_code!(
     sshmcp_proto::inspect::HostInfo,
     sshmcp_proto::command::CommandStarted,
     sshmcp_proto::command::CommandKilled,
-    crate::commands::kill::Stop,
     sshmcp_proto::task::TaskLaunched,
     sshmcp_proto::task::TaskReport,
     sshmcp_proto::task::TaskKilled,

@@ -268,7 +268,7 @@ pub async fn start(
             open_here(session, &mut opened, req.listen_port).await?
         }
     };
-    let id = crate::session::key::nonce("fw-")
+    let id = crate::random::nonce("fw-")
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
     let forward = Arc::new(Forward {
         id: id[..19].to_string(),

@@ -17,6 +17,7 @@ pub mod platform;
 pub mod policy;
 #[cfg(test)]
 mod programs;
+pub mod random;
 pub mod remote;
 pub mod server;
 pub mod service;

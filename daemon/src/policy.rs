@@ -141,11 +141,7 @@ impl Policy {
                      every session, so no host's entry can refuse it"
                 ));
             }
-            if let Some(bad) = entry
-                .host_keys
-                .iter()
-                .find(|k| !crate::session::host_key::is_fingerprint(k))
-            {
+            if let Some(bad) = entry.host_keys.iter().find(|k| !is_fingerprint(k)) {
                 return Err(format!(
                     "{place}: `host_keys` holds {bad:?}, which is no SHA256 fingerprint as \
                      `ssh-keygen -l -E sha256` prints it (SHA256: then 43 characters)"
@@ -343,6 +339,18 @@ fn class(p: &[char], c: char) -> Option<(bool, usize)> {
         }
     }
     Some((found != negated, end + 1))
+}
+
+/// Whether `text` has the form of a host key fingerprint as entries list them
+/// (`SHA256:` and 43 base64 digits of 32 bytes, as OpenSSH prints them).
+pub fn is_fingerprint(text: &str) -> bool {
+    use base64::Engine as _;
+    text.strip_prefix("SHA256:").is_some_and(|b| {
+        b.len() == 43
+            && base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(b)
+                .is_ok_and(|d| d.len() == 32)
+    })
 }
 
 #[cfg(test)]

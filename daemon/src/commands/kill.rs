@@ -134,7 +134,7 @@ pub async fn kill(
         session.record.ask();
     }
     if result == KillResult::Error && session.host.master_gone() {
-        return Err(crate::session::lost_error());
+        return Err(crate::remote::lost_error());
     }
     Ok(CommandKilled {
         handle_id: handle.id.clone(),
@@ -181,7 +181,7 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
     under_way.stopped(id, false);
     let (result, _) = signal_group(&session.host, order.script(pgid), order, target.as_root).await;
     if result == KillResult::Error && session.host.master_gone() {
-        return Err(crate::session::lost_error());
+        return Err(crate::remote::lost_error());
     }
     // Handed off while the signal went: the handle is what the agent reads now.
     let gone = matches!(
@@ -212,6 +212,9 @@ impl Stop {
         }
     }
 }
+
+/// A person's stop carries no exit code of its own.
+impl crate::audit::Answer for Stop {}
 
 #[cfg(test)]
 mod tests {

@@ -352,7 +352,7 @@ impl Prepared {
 
 /// A new command's id: `cmd-` and 16 hex digits.
 pub fn new_id() -> Result<String, DaemonError> {
-    let id = crate::session::key::nonce("cmd-")
+    let id = crate::random::nonce("cmd-")
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
     Ok(id[..20].to_string())
 }

@@ -81,7 +81,7 @@ pub async fn sudo_exec(
 }
 
 fn fresh_nonce() -> Result<String, DaemonError> {
-    crate::session::key::nonce("_sshmcp_sudo_")
+    crate::random::nonce("_sshmcp_sudo_")
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))
 }
 

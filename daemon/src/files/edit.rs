@@ -117,7 +117,7 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
     check_text("new_text", &req.new_text, MAX_NEW_TEXT_BYTES, true)?;
     super::check_expected(&req.expected_sha256)?;
     let (said, _) = status::run_program(
-        session,
+        &session.host,
         script(&path, &req),
         Vec::new(),
         &path,

@@ -35,7 +35,7 @@ async fn run(
     lasting: bool,
 ) -> Result<PathChanged, DaemonError> {
     let (said, _) = status::run_program(
-        session,
+        &session.host,
         script,
         Vec::new(),
         path,

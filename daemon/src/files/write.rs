@@ -54,9 +54,9 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
     if req.mode.is_some_and(|m| m > 0o7777) {
         return Err(super::invalid("`mode` must be at most four octal digits"));
     }
-    let sha256 = crate::session::key::hex(&Sha256::digest(&req.content));
+    let sha256 = crate::random::hex(&Sha256::digest(&req.content));
     let (said, _) = status::run_program(
-        session,
+        &session.host,
         script(&path, &req),
         req.content.clone(),
         &path,

@@ -26,7 +26,7 @@ pub async fn host_info(session: &Session, req: HostInfoRequest) -> Result<HostIn
     let asked: usize = req.paths.iter().map(String::len).sum();
     let cap = 16 * 1024 + 3 * asked as u64;
     let (_, out) = run_program(
-        session,
+        &session.host,
         SCRIPT.to_string(),
         stdin,
         b"host_info",

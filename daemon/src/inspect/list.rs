@@ -49,7 +49,7 @@ pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, Daemon
     // host's tools take), so a larger offset reads as that one: past the end.
     let skip = req.offset.saturating_add(1).min(i64::MAX as u64);
     let script = script(skip, limit);
-    let (said, records) = run(session, script, &path, MAX_PAGE_BYTES).await?;
+    let (said, records) = run(&session.host, script, &path, MAX_PAGE_BYTES).await?;
     let (entries, total) = page(&path, &said, &records, req.offset, limit)?;
     let truncated = req.offset.saturating_add(entries.len() as u64) < total;
     Ok(Listing {

@@ -40,7 +40,7 @@ pub async fn read(
     let length = req.length.min(max_output_bytes);
     // The status line comes first: room for it beside the range and its extra byte.
     let script = script(start, length + 1);
-    let (size, mut data) = run(session, script, &path, length + 65).await?;
+    let (size, mut data) = run(&session.host, script, &path, length + 65).await?;
     let file_size: u64 = number("size", size.trim())?;
     let eof = data.len() as u64 <= length;
     data.truncate(length as usize);

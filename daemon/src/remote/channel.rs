@@ -161,7 +161,7 @@ async fn said(stdout: &mut tokio::net::unix::pipe::Receiver, nonce: &str) -> boo
 /// it whole (see `runner`). False when the login shell ended first.
 pub async fn start_runner(session: &mut MuxSession) -> std::io::Result<bool> {
     use tokio::io::AsyncWriteExt;
-    let ready = crate::session::key::nonce("_sshmcp_")?;
+    let ready = crate::random::nonce("_sshmcp_")?;
     let text = super::runner::ready_text(&ready);
     if session.stdin.write_all(text.as_bytes()).await.is_err() {
         return Ok(false);

@@ -113,7 +113,7 @@ pub struct Framing {
 impl Framing {
     /// A framing with fresh random nonces.
     pub fn new() -> std::io::Result<Self> {
-        let next = || crate::session::key::nonce("_sshmcp_");
+        let next = || crate::random::nonce("_sshmcp_");
         Ok(Self::with_nonces([
             next()?,
             next()?,

@@ -364,7 +364,7 @@ impl From<RunError> for sshmcp_proto::DaemonError {
     fn from(e: RunError) -> Self {
         use sshmcp_proto::{DaemonError, ErrorCode};
         match e {
-            RunError::ConnectionLost => crate::session::lost_error(),
+            RunError::ConnectionLost => lost_error(),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
             RunError::StoppedByPerson => DaemonError::new(ErrorCode::PolicyDenied, e.to_string()),
@@ -377,4 +377,12 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             }
         }
     }
+}
+
+/// The error of a call whose session's connection is gone.
+pub fn lost_error() -> sshmcp_proto::DaemonError {
+    sshmcp_proto::DaemonError::new(
+        sshmcp_proto::ErrorCode::ConnectionLost,
+        "the session's ssh connection is gone; disconnect it, then connect again",
+    )
 }

@@ -569,7 +569,7 @@ mod tests {
     /// bash gets its loop inside single quotes: no part of it may hold one.
     #[test]
     fn the_loop_bash_runs_holds_no_single_quote() {
-        let ready = crate::session::key::nonce("_sshmcp_").unwrap();
+        let ready = crate::random::nonce("_sshmcp_").unwrap();
         let first = ready_line(&ready);
         for part in [LOOP, JOB_SPAWN, first.as_str()] {
             assert!(!part.contains('\''), "{part}");

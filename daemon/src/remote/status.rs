@@ -10,8 +10,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::{Output, Program};
-use crate::session::Session;
+use super::{Host, Output, Program};
 
 /// How long a program may take on the host, unless its caller says otherwise.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,24 +41,24 @@ pub(crate) fn prelude_with_path(tools: &str, path: &[u8]) -> String {
 /// Runs `script` with the path on stdin; returns what followed an `ok` status line (the
 /// rest of that line, and the bytes after it), or the error the status line names.
 pub(crate) async fn run(
-    session: &Session,
+    host: &Host,
     script: String,
     path: &[u8],
     max_output_bytes: u64,
 ) -> Result<(String, Vec<u8>), DaemonError> {
-    run_within(session, script, path, max_output_bytes, TIMEOUT).await
+    run_within(host, script, path, max_output_bytes, TIMEOUT).await
 }
 
 /// [`run`] for a program that may take `timeout` (hashing a large file).
 pub(crate) async fn run_within(
-    session: &Session,
+    host: &Host,
     script: String,
     path: &[u8],
     max_output_bytes: u64,
     timeout: Duration,
 ) -> Result<(String, Vec<u8>), DaemonError> {
     run_program(
-        session,
+        host,
         script,
         path.to_vec(),
         path,
@@ -94,7 +93,7 @@ const COMMAND_QUEUE: Duration = Duration::from_secs(25);
 /// slots commands may hold (see `remote::channel`), at most [`COMMAND_QUEUE`], and then fails
 /// saying so, having changed nothing.
 pub(crate) async fn run_program(
-    session: &Session,
+    host: &Host,
     script: String,
     stdin: Vec<u8>,
     shown: &[u8],
@@ -109,7 +108,7 @@ pub(crate) async fn run_program(
         program.queue_timeout = Some(COMMAND_QUEUE);
     }
     // No channel in time is `channels_busy`: nothing ran.
-    let result = super::run(&session.host, program).await?;
+    let result = super::run(host, program).await?;
     let shown = || String::from_utf8_lossy(shown).into_owned();
     if result.timed_out {
         return Err(no_answer(timeout, &format!(" for {}", shown())));

@@ -114,10 +114,7 @@ impl Registry {
         if let Some(master) = live_master {
             let _ = session.host.master.set(master);
         }
-        if let Some(key) = entry
-            .host_key
-            .filter(|k| super::host_key::is_fingerprint(k))
-        {
+        if let Some(key) = entry.host_key.filter(|k| crate::policy::is_fingerprint(k)) {
             let _ = session.host_key.set(key);
         }
         if !entry.remote_user.is_empty() {

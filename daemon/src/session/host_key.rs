@@ -119,7 +119,7 @@ pub fn fingerprint(reported: &str) -> Option<String> {
         let (given, key) = (words.next()?, words.next()?);
         (invocation == "HOSTNAME" && key != "NONE").then_some((kind, given, key))
     })?;
-    if is_fingerprint(given) {
+    if crate::policy::is_fingerprint(given) {
         return Some(given.to_string());
     }
     if kind.contains("-cert-") {
@@ -131,16 +131,6 @@ pub fn fingerprint(reported: &str) -> Option<String> {
         "SHA256:{}",
         base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
     ))
-}
-
-/// Whether `text` has the form of a fingerprint as the policy lists them.
-pub fn is_fingerprint(text: &str) -> bool {
-    text.strip_prefix("SHA256:").is_some_and(|b| {
-        b.len() == 43
-            && base64::engine::general_purpose::STANDARD_NO_PAD
-                .decode(b)
-                .is_ok_and(|d| d.len() == 32)
-    })
 }
 
 #[cfg(test)]
@@ -173,8 +163,11 @@ mod tests {
         assert_eq!(fingerprint(&format!("HOSTNAME {cert} {md5} AAAA\n")), None);
         assert_eq!(fingerprint("ORDER NONE NONE NONE\n"), None);
         assert_eq!(fingerprint("HOSTNAME ssh-ed25519 MD5:x not*base64\n"), None);
-        assert!(is_fingerprint(FINGERPRINT));
-        assert!(!is_fingerprint("SHA256:short") && !is_fingerprint("MD5:aa:bb"));
+        assert!(crate::policy::is_fingerprint(FINGERPRINT));
+        assert!(
+            !crate::policy::is_fingerprint("SHA256:short")
+                && !crate::policy::is_fingerprint("MD5:aa:bb")
+        );
     }
 
     #[test]

@@ -60,6 +60,23 @@ struct Inner {
 }
 
 impl Session {
+    /// A line of the trail about this session that no caller's call wrote (a transfer a
+    /// starting daemon took back).
+    pub fn audit_line(
+        &self,
+        tool: &str,
+        summary: String,
+        outcome: &str,
+    ) -> sshmcp_proto::audit::AuditEntry {
+        sshmcp_proto::audit::AuditEntry {
+            session_id: self.id.clone(),
+            target: self.target.clone(),
+            server_host: self.server_host.clone(),
+            server_port: self.server_port,
+            ..crate::audit::daemon_line(tool, summary, outcome)
+        }
+    }
+
     /// What the session is to the policy.
     pub fn subject(&self) -> crate::policy::Subject<'_> {
         crate::policy::Subject {
@@ -200,7 +217,7 @@ impl Session {
                 ErrorCode::SessionNotReady,
                 "the session is still authenticating; retry when connect has answered",
             )),
-            SessionState::Lost => Err(lost_error()),
+            SessionState::Lost => Err(crate::remote::lost_error()),
             SessionState::Closing => Err(DaemonError::new(
                 ErrorCode::SessionClosing,
                 "the session is closing",
@@ -245,11 +262,4 @@ impl Drop for ActiveTransfer {
     fn drop(&mut self) {
         self.0.active_transfers.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-pub fn lost_error() -> DaemonError {
-    DaemonError::new(
-        ErrorCode::ConnectionLost,
-        "the session's ssh connection is gone; disconnect it, then connect again",
-    )
 }

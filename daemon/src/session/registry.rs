@@ -20,7 +20,7 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::identity::{Resolved, Word, check_word};
 use super::master::{self, StartFailure};
-use super::{Session, ciphers, host_key, identity, key, lost_error, record};
+use super::{Session, ciphers, host_key, identity, key, record};
 use crate::config::Settings;
 use crate::local_process::ProcessId;
 use crate::mux;
@@ -822,7 +822,7 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
 /// A run found the session's master confirmed gone: the session is lost, the call fails.
 pub fn connection_lost(session: &Session) -> DaemonError {
     session.mark_lost();
-    lost_error()
+    crate::remote::lost_error()
 }
 /// How long an ended command stays in the overview, with how it ended.
 const ENDED_SHOWN: Duration = Duration::from_secs(60);

@@ -82,7 +82,7 @@ pub async fn launch(
 ) -> Result<TaskLaunched, DaemonError> {
     request::check_command(&req.command)?;
     request::check_cwd(req.cwd.as_deref())?;
-    let word = crate::session::key::nonce("t")
+    let word = crate::random::nonce("t")
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
     let mut program = Program::new(
         launch_script(&word),
@@ -277,7 +277,7 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
         }
     };
     if result == KillResult::Error && session.host.master_gone() {
-        return Err(crate::session::lost_error());
+        return Err(crate::remote::lost_error());
     }
     Ok(TaskKilled {
         pid: req.pid,

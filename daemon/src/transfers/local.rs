@@ -348,7 +348,7 @@ pub fn sha256_of(
             return Ok(None);
         }
         match from.read(&mut buf)? {
-            0 => return Ok(Some(crate::session::key::hex(&hash.finalize()))),
+            0 => return Ok(Some(crate::random::hex(&hash.finalize()))),
             n => {
                 hash.update(&buf[..n]);
                 if let Some(to) = to.as_mut() {
@@ -456,7 +456,7 @@ mod tests {
         let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
         let partial = tmp.join("p.part");
         std::fs::write(&partial, &data).unwrap();
-        (partial, crate::session::key::hex(&Sha256::digest(&data)))
+        (partial, crate::random::hex(&Sha256::digest(&data)))
     }
 
     fn names(dir: &Path) -> Vec<String> {

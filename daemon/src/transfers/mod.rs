@@ -400,12 +400,9 @@ pub fn resume(
         crate::audit::Summary::summary(&req)
     );
     let outcome = refused.as_ref().map_or("ok", |e| e.code.as_str());
-    registry.trail.note(crate::audit::session_line(
-        session,
-        tool.name(),
-        summary,
-        outcome,
-    ));
+    registry
+        .trail
+        .note(session.audit_line(tool.name(), summary, outcome));
     if let Some(refused) = refused {
         tracing::warn!(transfer = %id, "not resumed: {}", refused.message);
         not_resumed(session, &placeholder, refused, "did not");
@@ -603,7 +600,7 @@ fn operation(
     let resumed = match resumed {
         Some(resumed) => resumed,
         None => Resumed {
-            id: crate::session::key::nonce("tr-")
+            id: crate::random::nonce("tr-")
                 .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?[..19]
                 .to_string(),
             started_at: SystemTime::now(),
@@ -726,7 +723,7 @@ async fn run_rsync(
         },
     };
     let server = (session.server_host.as_str(), session.server_port);
-    let marker = crate::session::key::nonce("sshmcp-rsync-")
+    let marker = crate::random::nonce("sshmcp-rsync-")
         .map_err(|e| failed(DaemonError::internal(format!("no randomness: {e}"))))?;
     let give_up = Instant::now() + SLOT_WAIT;
     let mut pause = REFUSED_PAUSE;
@@ -909,7 +906,7 @@ async fn exit_error(session: &Session, code: i32, said: &str) -> DaemonError {
         None => false,
     };
     match lost {
-        true => crate::session::lost_error(),
+        true => crate::remote::lost_error(),
         false => DaemonError::new(
             ErrorCode::TransferFailed,
             format!(
@@ -932,7 +929,7 @@ fn pair_tag(parts: [&[u8]; 3]) -> String {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part);
     }
-    crate::session::key::hex(&hash.finalize()[..16])
+    crate::random::hex(&hash.finalize()[..16])
 }
 
 /// `verification_failed`: `why`, and whether the partial was removed (a retry would resume

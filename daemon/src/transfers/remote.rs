@@ -127,7 +127,7 @@ pub async fn destination(
         )
     })?;
     let script = destination_program(overwrite);
-    let (identity, directory) = status::run(session, script, remote, 64 * 1024).await?;
+    let (identity, directory) = status::run(&session.host, script, remote, 64 * 1024).await?;
     let mut path = directory;
     if path != b"/" {
         path.push(b'/');
@@ -143,7 +143,7 @@ pub async fn destination(
 /// fail on an unreadable file only after the transfer started, and in its own words.
 pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32), DaemonError> {
     let script = source_program();
-    let (size, _) = status::run(session, script, remote, 4096)
+    let (size, _) = status::run(&session.host, script, remote, 4096)
         .await
         .map_err(|e| match e.code {
             ErrorCode::InvalidRemoteType => DaemonError::new(
@@ -180,7 +180,7 @@ pub async fn publish(
     overwrite: bool,
 ) -> Result<(), DaemonError> {
     let script = publish_program(&partial.tag, overwrite);
-    match status::run(session, script, destination, 4096).await {
+    match status::run(&session.host, script, destination, 4096).await {
         Ok((said, _)) if said.trim() == "notown" => Err(DaemonError::new(
             ErrorCode::TransferFailed,
             "the partial file on the host stopped being the session user's own file with one \
@@ -247,7 +247,7 @@ pub async fn prepare_partial(
     mode: u32,
 ) -> Result<(), DaemonError> {
     let script = prepare_program(size, mode);
-    let (said, _) = status::run(session, script, &partial.path, 4096).await?;
+    let (said, _) = status::run(&session.host, script, &partial.path, 4096).await?;
     match said.trim() {
         "ready" => Ok(()),
         _ => Err(DaemonError::new(
@@ -273,7 +273,7 @@ pub fn step_failed(what: &str, e: DaemonError) -> DaemonError {
 /// Removes a partial that failed verification.
 pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonError> {
     let script = discard_program();
-    status::run(session, script, &partial.path, 4096)
+    status::run(&session.host, script, &partial.path, 4096)
         .await
         .map(drop)
 }
@@ -285,7 +285,7 @@ pub async fn sha256(session: &Session, remote: &[u8], size: u64) -> Result<Strin
     let script = sha256_program();
     // 30 s, and one more per 10 MiB: a slow disk reads at 10 MiB/s.
     let timeout = Duration::from_secs(30 + size / (10 << 20));
-    let (hash, _) = status::run_within(session, script, remote, 4096, timeout)
+    let (hash, _) = status::run_within(&session.host, script, remote, 4096, timeout)
         .await
         .map_err(|e| step_failed("cannot hash the remote file", e))?;
     let hash = hash.trim().to_ascii_lowercase();

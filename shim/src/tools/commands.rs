@@ -140,10 +140,10 @@ impl Shim {
 
     /// Read a command handle's state and output, also after it ended or `connection_lost`.
     /// `status`: `running`, `completed` (`exit_code`), `timed_out`, `killed`, `lost` (connection or
-    /// daemon died: it may still run; `kill -- -PID` via exec ends its group); `signal` names what
-    /// ended it. `stdout`, `stderr`: a plain string is the whole stream, nothing more to read; else
-    /// an object with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that
-    /// stream's offset: more to read while it is below `total_bytes` or the command runs),
+    /// daemon died: it may still run; `kill -- -<pid>` via exec ends its group); `signal` names
+    /// what ended it. `stdout`, `stderr`: a plain string is the whole stream, nothing more to read;
+    /// else an object with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as
+    /// that stream's offset: more to read while it is below `total_bytes` or the command runs),
     /// `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see
     /// command_list; a task PID: task_status), `invalid_arguments` (offset past `total_bytes`).
     #[tool(

@@ -193,11 +193,11 @@ impl Shim {
         )
     }
 
-    /// Read a byte range of a remote regular file. Answer: `data` (text, or base64 with `encoding:
-    /// base64` if not UTF-8; a range never ends inside a character: it stops before it),
-    /// `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` + `bytes_read` until `eof`.
-    /// Whole files over 64 KiB: download_start; search: exec `grep`. Errors: `invalid_remote_type`
-    /// (not a regular file), `remote_permission_denied` (sudo_exec).
+    /// Read a byte range of a remote regular file (symlinks followed). Answer: `data` (text, or
+    /// base64 with `encoding: base64` if not UTF-8; a range never ends inside a character: it stops
+    /// before it), `bytes_read`, `file_size`, `eof` at the end. Read on at `offset` + `bytes_read`
+    /// until `eof`. Whole files over 64 KiB: download_start; search: exec `grep`. Errors:
+    /// `invalid_remote_type` (not a regular file), `remote_permission_denied` (sudo_exec).
     #[tool(
         input_schema = schema_for_input::<ReadArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<FileRange>>(),

@@ -155,7 +155,7 @@ impl Shim {
     }
 
     /// List all the daemon's sessions, other agents' too, never keys: before connect (one session
-    /// per server; without its key you cannot use another's), or to find yours or a `lost` one.
+    /// per server; without its key you cannot use another's).
     /// `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: disconnect it if
     /// yours, `closing`), `target` (as given to connect), `server_host`, `server_port` (what it
     /// resolved to), `remote_user`, `created_at`, `last_used_at`, `active_commands`,

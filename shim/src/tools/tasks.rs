@@ -84,7 +84,7 @@ fn auth(session_id: String, session_key: String) -> SessionAuth {
 #[tool_router(router = tasks_router, vis = "pub(crate)")]
 impl Shim {
     /// Launch a detached /bin/sh process that survives disconnects and daemon restarts: login user,
-    /// stdin /dev/null, no time limit (ends with the session anyway: command_start). Answer: `pid`
+    /// stdin /dev/null, no time limit (to end with the session: command_start). Answer: `pid`
     /// (keep it; lost: `ls ~/.sshmcp/tasks` via exec, files named by PID), `stdout_log`,
     /// `stderr_log` (absolute remote paths, unbounded, never removed: remove_path them once read).
     /// Errors: `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL),

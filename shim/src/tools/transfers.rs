@@ -138,12 +138,12 @@ impl Shim {
 
 #[tool_router(router = transfers_router, vis = "pub(crate)")]
 impl Shim {
-    /// Download one remote regular file into the local root as a job: answers `operation_id` for
-    /// transfer_status. The file appears whole at `local_path` once verified; starting it again
-    /// resumes a failed or cancelled copy. Errors: `local_path_exists` (pass `overwrite`),
-    /// `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular file: tar it
-    /// via exec), `remote_permission_denied` (sudo_exec a copy you own into a private directory),
-    /// `transfer_conflict` (another one writes there: wait or cancel it),
+    /// Download one remote regular file (symlinks followed) into the local root as a job: answers
+    /// `operation_id` for transfer_status. The file appears whole at `local_path` once verified;
+    /// starting it again resumes a failed or cancelled copy. Errors: `local_path_exists` (pass
+    /// `overwrite`), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a regular
+    /// file: tar it via exec), `remote_permission_denied` (sudo_exec a copy you own into a private
+    /// directory), `transfer_conflict` (another one writes there: wait or cancel it),
     /// `transfer_limit_reached` (wait for one to end).
     #[tool(
         input_schema = schema_for_input::<DownloadArgs>().expect("object schema"),

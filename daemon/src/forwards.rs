@@ -10,12 +10,14 @@ use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
 };
 use sshmcp_proto::time::rfc3339;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
 use crate::mux::{self, Forwarding, MuxError, wire};
-use crate::session::Session;
+use crate::operation::Operation;
 use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
+use crate::session::{Registry, Session};
 
 /// The listening addresses allowed without `--allow-public-forwards`.
 const LOOPBACK: [&str; 3] = ["127.0.0.1", "::1", "localhost"];
@@ -410,6 +412,44 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
     session.record.ask();
     tracing::info!(session = %session.id, forward = %forward.id, "forward closed");
     Ok(forward.info())
+}
+
+/// `forward_start`, in a task of its own: a caller that goes away mid-call must not leave the
+/// master listening for a forward no list shows (it is listed, and stoppable).
+pub struct ForwardStart;
+
+impl Operation for ForwardStart {
+    const TOOL: Tool = Tool::ForwardStart;
+    type Request = ForwardStartRequest;
+    type Answer = ForwardInfo;
+
+    async fn run(
+        req: ForwardStartRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<ForwardInfo, DaemonError> {
+        let settings = registry.settings.clone();
+        tokio::spawn(async move { start(&session, &settings, req).await })
+            .await
+            .unwrap_or_else(|e| Err(DaemonError::internal(format!("forward_start failed: {e}"))))
+    }
+}
+
+/// `forward_stop`.
+pub struct ForwardStop;
+
+impl Operation for ForwardStop {
+    const TOOL: Tool = Tool::ForwardStop;
+    type Request = ForwardStopRequest;
+    type Answer = ForwardInfo;
+
+    async fn run(
+        req: ForwardStopRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<ForwardInfo, DaemonError> {
+        stop(&session, req).await
+    }
 }
 
 #[cfg(test)]

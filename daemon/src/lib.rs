@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod local_process;
 pub mod logfile;
 pub mod mux;
+pub mod operation;
 pub mod person;
 pub mod platform;
 pub mod policy;

@@ -27,7 +27,6 @@ use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
 use sshmcp_proto::tool::Tool;
-use sshmcp_proto::transfer::TransferDirection::{Download, Upload};
 use sshmcp_proto::transfer::{
     TransferList, TransferReport, TransferRequest, TransferStartRequest, TransferStatusRequest,
 };
@@ -36,6 +35,7 @@ use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Answer, CallEnd, Summary, Trail};
+use crate::operation::{Authed as _, Operation};
 use crate::person::{self, Kind};
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
@@ -218,15 +218,7 @@ impl Daemon for DaemonService {
     }
 
     async fn exec(self, _: Context, req: ExecRequest) -> Result<ExecResult, DaemonError> {
-        exec::check(&req)?;
-        let auth = req.auth.clone();
-        let settings = self.registry.settings.clone();
-        self.on_session(
-            Call::new(Tool::Exec, req.summary()),
-            &auth,
-            |session| async move { exec::exec(&session, &settings, req).await },
-        )
-        .await
+        self.operate::<exec::Exec>(req).await
     }
 
     async fn capabilities(self, _: Context) -> Vec<String> {
@@ -234,44 +226,19 @@ impl Daemon for DaemonService {
     }
 
     async fn sudo_exec(self, _: Context, req: SudoExecRequest) -> Result<ExecResult, DaemonError> {
-        let auth = req.auth.clone();
-        let settings = self.registry.settings.clone();
-        self.on_session(
-            Call::new(Tool::SudoExec, req.summary()),
-            &auth,
-            |session| async move { exec::sudo::sudo_exec(&session, &settings, req).await },
-        )
-        .await
+        self.operate::<exec::sudo::SudoExec>(req).await
     }
 
     async fn stat(self, _: Context, req: StatRequest) -> Result<FileStat, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::Stat, req.summary()),
-            &auth,
-            |session| async move { inspect::stat::stat(&session, req).await },
-        )
-        .await
+        self.operate::<inspect::stat::Stat>(req).await
     }
 
     async fn host_info(self, _: Context, req: HostInfoRequest) -> Result<HostInfo, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::HostInfo, req.summary()),
-            &auth,
-            |session| async move { inspect::host::host_info(&session, req).await },
-        )
-        .await
+        self.operate::<inspect::host::HostInfoTool>(req).await
     }
 
     async fn list_directory(self, _: Context, req: ListRequest) -> Result<Listing, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::ListDirectory, req.summary()),
-            &auth,
-            |session| async move { inspect::list::list(&session, req).await },
-        )
-        .await
+        self.operate::<inspect::list::ListDirectory>(req).await
     }
 
     async fn read_file_range(
@@ -279,14 +246,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: ReadRangeRequest,
     ) -> Result<FileRange, DaemonError> {
-        let auth = req.auth.clone();
-        let max_output_bytes = self.registry.settings.max_output_bytes;
-        self.on_session(
-            Call::new(Tool::ReadFileRange, req.summary()),
-            &auth,
-            |session| async move { inspect::read::read(&session, max_output_bytes, req).await },
-        )
-        .await
+        self.operate::<inspect::read::ReadFileRange>(req).await
     }
 
     async fn command_start(
@@ -294,14 +254,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: CommandStartRequest,
     ) -> Result<CommandStarted, DaemonError> {
-        let auth = req.auth.clone();
-        let settings = self.registry.settings.clone();
-        self.on_session(
-            Call::new(Tool::CommandStart, req.summary()),
-            &auth,
-            |session| async move { commands::start(&session, &settings, req).await },
-        )
-        .await
+        self.operate::<commands::CommandStart>(req).await
     }
 
     async fn command_status(
@@ -318,13 +271,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: CommandKillRequest,
     ) -> Result<CommandKilled, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::CommandKill, req.summary()),
-            &auth,
-            |session| async move { commands::kill::kill(&session, req).await },
-        )
-        .await
+        self.operate::<commands::kill::CommandKill>(req).await
     }
 
     async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
@@ -348,14 +295,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TaskLaunchRequest,
     ) -> Result<TaskLaunched, DaemonError> {
-        let auth = req.auth.clone();
-        let max_output_bytes = self.registry.settings.max_output_bytes;
-        self.on_session(
-            Call::new(Tool::TaskLaunch, req.summary()),
-            &auth,
-            |session| async move { tasks::launch(&session, max_output_bytes, req).await },
-        )
-        .await
+        self.operate::<tasks::TaskLaunch>(req).await
     }
 
     async fn task_status(
@@ -363,14 +303,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TaskStatusRequest,
     ) -> Result<TaskReport, DaemonError> {
-        let auth = req.auth.clone();
-        let max_output_bytes = self.registry.settings.max_output_bytes;
-        self.on_session(
-            Call::new(Tool::TaskStatus, req.summary()),
-            &auth,
-            |session| async move { tasks::status(&session, max_output_bytes, req).await },
-        )
-        .await
+        self.operate::<tasks::TaskStatus>(req).await
     }
 
     async fn download_start(
@@ -378,19 +311,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TransferStartRequest,
     ) -> Result<TransferReport, DaemonError> {
-        let auth = req.auth.clone();
-        let (settings, destinations) = (
-            self.registry.settings.clone(),
-            self.registry.destinations.clone(),
-        );
-        self.on_session(
-            Call::new(Tool::DownloadStart, req.summary()),
-            &auth,
-            |session| async move {
-                transfers::start(&session, &settings, &destinations, Download, req).await
-            },
-        )
-        .await
+        self.operate::<transfers::DownloadStart>(req).await
     }
 
     async fn write_file(
@@ -398,23 +319,11 @@ impl Daemon for DaemonService {
         _: Context,
         req: WriteFileRequest,
     ) -> Result<FileWritten, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::WriteFile, req.summary()),
-            &auth,
-            |session| async move { files::write::write(&session, req).await },
-        )
-        .await
+        self.operate::<files::write::WriteFile>(req).await
     }
 
     async fn edit_file(self, _: Context, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::EditFile, req.summary()),
-            &auth,
-            |session| async move { files::edit::edit(&session, req).await },
-        )
-        .await
+        self.operate::<files::edit::EditFile>(req).await
     }
 
     async fn make_directory(
@@ -422,13 +331,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: MakeDirectoryRequest,
     ) -> Result<PathChanged, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::MakeDirectory, req.summary()),
-            &auth,
-            |session| async move { files::paths::make_directory(&session, req).await },
-        )
-        .await
+        self.operate::<files::paths::MakeDirectory>(req).await
     }
 
     async fn remove_path(
@@ -436,33 +339,15 @@ impl Daemon for DaemonService {
         _: Context,
         req: RemovePathRequest,
     ) -> Result<PathChanged, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::RemovePath, req.summary()),
-            &auth,
-            |session| async move { files::paths::remove_path(&session, req).await },
-        )
-        .await
+        self.operate::<files::paths::RemovePath>(req).await
     }
 
     async fn copy_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::CopyPath, req.summary()),
-            &auth,
-            |session| async move { files::paths::copy_or_move(&session, req, false).await },
-        )
-        .await
+        self.operate::<files::paths::CopyPath>(req).await
     }
 
     async fn move_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::MovePath, req.summary()),
-            &auth,
-            |session| async move { files::paths::copy_or_move(&session, req, true).await },
-        )
-        .await
+        self.operate::<files::paths::MovePath>(req).await
     }
 
     async fn forward_start(
@@ -470,22 +355,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: ForwardStartRequest,
     ) -> Result<ForwardInfo, DaemonError> {
-        let auth = req.auth.clone();
-        let settings = self.registry.settings.clone();
-        self.on_session(
-            Call::new(Tool::ForwardStart, req.summary()),
-            &auth,
-            // In a task of its own: a caller that goes away mid-call must not leave the
-            // master listening for a forward no list shows (it is listed, and stoppable).
-            |session| async move {
-                tokio::spawn(async move { forwards::start(&session, &settings, req).await })
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(DaemonError::internal(format!("forward_start failed: {e}")))
-                    })
-            },
-        )
-        .await
+        self.operate::<forwards::ForwardStart>(req).await
     }
 
     async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
@@ -498,13 +368,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: ForwardStopRequest,
     ) -> Result<ForwardInfo, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::ForwardStop, req.summary()),
-            &auth,
-            |session| async move { forwards::stop(&session, req).await },
-        )
-        .await
+        self.operate::<forwards::ForwardStop>(req).await
     }
 
     async fn upload_start(
@@ -512,19 +376,7 @@ impl Daemon for DaemonService {
         _: Context,
         req: TransferStartRequest,
     ) -> Result<TransferReport, DaemonError> {
-        let auth = req.auth.clone();
-        let (settings, destinations) = (
-            self.registry.settings.clone(),
-            self.registry.destinations.clone(),
-        );
-        self.on_session(
-            Call::new(Tool::UploadStart, req.summary()),
-            &auth,
-            |session| async move {
-                transfers::start(&session, &settings, &destinations, Upload, req).await
-            },
-        )
-        .await
+        self.operate::<transfers::UploadStart>(req).await
     }
 
     async fn transfer_status(
@@ -678,13 +530,7 @@ impl Daemon for DaemonService {
     }
 
     async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
-        let auth = req.auth.clone();
-        self.on_session(
-            Call::new(Tool::TaskKill, req.summary()),
-            &auth,
-            |session| async move { tasks::kill(&session, req).await },
-        )
-        .await
+        self.operate::<tasks::TaskKill>(req).await
     }
 }
 
@@ -711,6 +557,19 @@ impl DaemonService {
             introduced: Default::default(),
             ..self.clone()
         }
+    }
+
+    /// A tool's operation on its session's host (see [`Operation`]): the request checked,
+    /// then run through [`Self::on_session`].
+    async fn operate<O: Operation>(&self, req: O::Request) -> Result<O::Answer, DaemonError> {
+        O::check(&req)?;
+        let auth = req.auth().clone();
+        let registry = self.registry.clone();
+        let call = Call::new(O::TOOL, req.summary());
+        self.on_session(call, &auth, |session| async move {
+            O::run(req, session, &registry).await
+        })
+        .await
     }
 
     /// The one path of every tool that works on a host: check the key, the session's state

@@ -3,15 +3,18 @@
 //! forced, and one of six results. One small remote program does all of it, so the check and
 //! the signal are a few milliseconds apart on the host itself.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
 use sshmcp_proto::time::now_rfc3339;
+use sshmcp_proto::tool::Tool;
 
+use crate::operation::Operation;
 use crate::remote::kill::{GROUP_ALIVE, GROUP_OPTION, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// The kill of group `$g`: a live check, `$_signal` to the group, `$_wait` seconds for it
 /// to go, then (with `$_force`) SIGKILL and `$_after` seconds more.
@@ -215,6 +218,23 @@ impl Stop {
 
 /// A person's stop carries no exit code of its own.
 impl crate::audit::Answer for Stop {}
+
+/// `command_kill`.
+pub struct CommandKill;
+
+impl Operation for CommandKill {
+    const TOOL: Tool = Tool::CommandKill;
+    type Request = CommandKillRequest;
+    type Answer = CommandKilled;
+
+    async fn run(
+        req: CommandKillRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<CommandKilled, DaemonError> {
+        kill(&session, req).await
+    }
+}
 
 #[cfg(test)]
 mod tests {

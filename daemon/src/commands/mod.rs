@@ -20,15 +20,17 @@ use sshmcp_proto::command::{
 };
 use sshmcp_proto::exec::ExecResult;
 use sshmcp_proto::time::rfc3339;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
 
 use crate::config::Settings;
 use crate::exec::request;
+use crate::operation::Operation;
 use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError, RunResult};
-use crate::session::Session;
 use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
+use crate::session::{Registry, Session};
 use output::OutputFiles;
 
 /// One session's command handles, the runs followed by a caller's progress key, and the
@@ -647,6 +649,23 @@ fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<Option<u64>, DaemonErro
             "max_bytes must be at least 1",
         )),
         max => Ok(max.map(|n| n.min(cap))),
+    }
+}
+
+/// `command_start`.
+pub struct CommandStart;
+
+impl Operation for CommandStart {
+    const TOOL: Tool = Tool::CommandStart;
+    type Request = CommandStartRequest;
+    type Answer = CommandStarted;
+
+    async fn run(
+        req: CommandStartRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<CommandStarted, DaemonError> {
+        start(&session, &registry.settings, req).await
     }
 }
 

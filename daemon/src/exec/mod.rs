@@ -7,14 +7,17 @@ pub mod request;
 pub mod sudo;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use sshmcp_local::paths::check_local_root;
 use sshmcp_proto::exec::{ByteRange, ExecRequest, ExecResult, StreamOutput, encode_bytes};
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
+use crate::operation::Operation;
 use crate::remote::{Output, Program, RunResult};
-use crate::session::Session;
-use sshmcp_local::paths::check_local_root;
+use crate::session::{Registry, Session};
 
 /// Checks the request before any session is looked at.
 pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {
@@ -96,4 +99,25 @@ pub async fn exec(
         req.spool_output,
     )
     .await?)
+}
+
+/// `exec`.
+pub struct Exec;
+
+impl Operation for Exec {
+    const TOOL: Tool = Tool::Exec;
+    type Request = ExecRequest;
+    type Answer = ExecResult;
+
+    fn check(req: &ExecRequest) -> Result<(), DaemonError> {
+        check(req).map(drop)
+    }
+
+    async fn run(
+        req: ExecRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<ExecResult, DaemonError> {
+        exec(&session, &registry.settings, req).await
+    }
 }

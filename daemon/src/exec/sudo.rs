@@ -9,12 +9,16 @@
 //! before the gate are dropped. When none came, sudo did not start bash, and a second program asks sudo why: `sudo` words "not in
 //! sudoers" and "password required" the same for the command itself.
 
+use std::sync::Arc;
+
 use sshmcp_proto::exec::{ExecResult, SudoExecRequest};
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
+use crate::operation::Operation;
 use crate::remote::{self, Program, RunError, kill};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// The program: sudo, or a word saying there is none. `{N}` is the nonce.
 const RUN: &str = "command -v sudo >/dev/null 2>&1 || { printf '%s unavailable\\n' {N}; exit 1; }\nexec {AS_ROOT}";
@@ -138,6 +142,23 @@ fn classify(why: &str, sudo_said: &str) -> DaemonError {
                 format!("sudo refused to start /bin/bash --noprofile --norc -s{reason}"),
             )
         }
+    }
+}
+
+/// `sudo_exec`.
+pub struct SudoExec;
+
+impl Operation for SudoExec {
+    const TOOL: Tool = Tool::SudoExec;
+    type Request = SudoExecRequest;
+    type Answer = ExecResult;
+
+    async fn run(
+        req: SudoExecRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<ExecResult, DaemonError> {
+        sudo_exec(&session, &registry.settings, req).await
     }
 }
 

@@ -8,15 +8,19 @@
 //! content. The daemon holds the texts only, whatever the file's size; the host holds the
 //! file (at most 64 MiB).
 
+use std::sync::Arc;
+
 use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::files::{
     EditFileRequest, FileEdited, MAX_EDIT_FILE_BYTES, MAX_NEW_TEXT_BYTES, MAX_OLD_TEXT_BYTES,
 };
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
+use crate::operation::Operation;
 use crate::remote::status;
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// How long an edit may take on the host (64 MiB through sed twice, hashed twice).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -169,6 +173,23 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
         _ => Err(DaemonError::internal(format!(
             "unexpected answer from the host: {said}"
         ))),
+    }
+}
+
+/// `edit_file`.
+pub struct EditFile;
+
+impl Operation for EditFile {
+    const TOOL: Tool = Tool::EditFile;
+    type Request = EditFileRequest;
+    type Answer = FileEdited;
+
+    async fn run(
+        req: EditFileRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<FileEdited, DaemonError> {
+        edit(&session, req).await
     }
 }
 

@@ -2,12 +2,16 @@
 //! one program whose paths are written into it as base64 (any bytes, never shell text), with
 //! GNU coreutils doing the work; what the path is comes back as its `stat` mode.
 
+use std::sync::Arc;
+
 use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
+use crate::operation::Operation;
 use crate::remote::status;
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// How long a housekeeping program may take (a recursive copy or removal of a large tree).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -206,4 +210,72 @@ pub async fn copy_or_move(
         ),
         _ => e,
     })
+}
+
+/// `make_directory`.
+pub struct MakeDirectory;
+
+impl Operation for MakeDirectory {
+    const TOOL: Tool = Tool::MakeDirectory;
+    type Request = MakeDirectoryRequest;
+    type Answer = PathChanged;
+
+    async fn run(
+        req: MakeDirectoryRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<PathChanged, DaemonError> {
+        make_directory(&session, req).await
+    }
+}
+
+/// `remove_path`.
+pub struct RemovePath;
+
+impl Operation for RemovePath {
+    const TOOL: Tool = Tool::RemovePath;
+    type Request = RemovePathRequest;
+    type Answer = PathChanged;
+
+    async fn run(
+        req: RemovePathRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<PathChanged, DaemonError> {
+        remove_path(&session, req).await
+    }
+}
+
+/// `copy_path`.
+pub struct CopyPath;
+
+impl Operation for CopyPath {
+    const TOOL: Tool = Tool::CopyPath;
+    type Request = CopyMoveRequest;
+    type Answer = PathChanged;
+
+    async fn run(
+        req: CopyMoveRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<PathChanged, DaemonError> {
+        copy_or_move(&session, req, false).await
+    }
+}
+
+/// `move_path`.
+pub struct MovePath;
+
+impl Operation for MovePath {
+    const TOOL: Tool = Tool::MovePath;
+    type Request = CopyMoveRequest;
+    type Answer = PathChanged;
+
+    async fn run(
+        req: CopyMoveRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<PathChanged, DaemonError> {
+        copy_or_move(&session, req, true).await
+    }
 }

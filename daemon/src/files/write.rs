@@ -8,13 +8,17 @@
 //! writer that slips between that last look and the rename (a few system calls) is the
 //! window that remains.
 
+use std::sync::Arc;
+
 use sha2::{Digest, Sha256};
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
+use sshmcp_proto::tool::Tool;
 
 use crate::inspect;
+use crate::operation::Operation;
 use crate::remote::status;
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// How long a write may take on the host (1 MiB over a slow link, a slow disk's flush).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -82,6 +86,23 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
         _ => Err(DaemonError::internal(format!(
             "unexpected answer from the host: {said}"
         ))),
+    }
+}
+
+/// `write_file`.
+pub struct WriteFile;
+
+impl Operation for WriteFile {
+    const TOOL: Tool = Tool::WriteFile;
+    type Request = WriteFileRequest;
+    type Answer = FileWritten;
+
+    async fn run(
+        req: WriteFileRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<FileWritten, DaemonError> {
+        write(&session, req).await
     }
 }
 

@@ -3,12 +3,16 @@
 //! what the host has: `/etc/os-release` and `/proc` on Linux, `sysctl` and `sw_vers` on macOS
 //! and the BSDs, `uname`, `df -Pk`. A fact no source gives is left out, never guessed.
 
+use std::sync::Arc;
+
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileSystemSpace, HostInfo, HostInfoRequest, MAX_HOST_INFO_PATHS};
+use sshmcp_proto::tool::Tool;
 
 use super::MAX_PATH_BYTES;
+use crate::operation::Operation;
 use crate::remote::status::{TIMEOUT, run_program};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// The program. Every fact is one line, `NAME VALUE`; a file system is a `fs` line (naming
 /// the path only for home, which the caller did not give) and, when `df` could tell, its
@@ -229,6 +233,23 @@ fn df_line(line: &str) -> Option<(u64, u64, String)> {
         }
     }
     None
+}
+
+/// `host_info`.
+pub struct HostInfoTool;
+
+impl Operation for HostInfoTool {
+    const TOOL: Tool = Tool::HostInfo;
+    type Request = HostInfoRequest;
+    type Answer = HostInfo;
+
+    async fn run(
+        req: HostInfoRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<HostInfo, DaemonError> {
+        host_info(&session, req).await
+    }
 }
 
 #[cfg(test)]

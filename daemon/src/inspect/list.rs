@@ -3,14 +3,18 @@
 //! without GNU's `find -printf` or `-z` options (BusyBox, as on Alpine) lists every entry with
 //! the shell's own glob and `stat -c`, and the daemon sorts and pages.
 
+use std::sync::Arc;
+
 use sshmcp_proto::inspect::{
     DEFAULT_LIST_LIMIT, DirEntry, FileType, ListRequest, Listing, MAX_LIST_LIMIT,
 };
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::{mode_string, number, path_bytes, remote_text};
+use crate::operation::Operation;
 use crate::remote::status::{prelude, run};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// The most bytes a page may take: names up to 255 bytes and link targets up to 4096 for
 /// each of `MAX_LIST_LIMIT` entries, with room to spare.
@@ -191,6 +195,23 @@ fn utc_time(text: &str) -> Result<String, DaemonError> {
     )
     .ok_or_else(bad)?;
     Ok(sshmcp_proto::time::rfc3339(at))
+}
+
+/// `list_directory`.
+pub struct ListDirectory;
+
+impl Operation for ListDirectory {
+    const TOOL: Tool = Tool::ListDirectory;
+    type Request = ListRequest;
+    type Answer = Listing;
+
+    async fn run(
+        req: ListRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<Listing, DaemonError> {
+        list(&session, req).await
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,17 @@
 //! `read_file_range`: bytes of a regular file from an offset, at most a length and never more
 //! than the daemon's output bound.
 
+use std::sync::Arc;
+
 use sshmcp_proto::inspect::{FileRange, ReadRangeRequest};
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::{number, path_bytes, remote_text};
+use crate::operation::Operation;
 use crate::remote::capture::utf8_head_boundary;
 use crate::remote::status::{prelude, run};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// The program: only a regular file the user may read, then its size, then the range, one
 /// byte longer than asked (whether more follows tells `eof`, also where the size is unknown
@@ -58,4 +62,21 @@ pub async fn read(
         file_size,
         eof,
     })
+}
+
+/// `read_file_range`.
+pub struct ReadFileRange;
+
+impl Operation for ReadFileRange {
+    const TOOL: Tool = Tool::ReadFileRange;
+    type Request = ReadRangeRequest;
+    type Answer = FileRange;
+
+    async fn run(
+        req: ReadRangeRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<FileRange, DaemonError> {
+        read(&session, registry.settings.max_output_bytes, req).await
+    }
 }

@@ -1,11 +1,15 @@
 //! `stat`: one path's metadata from `stat -c`, and a symlink's target from `readlink`.
 
+use std::sync::Arc;
+
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileStat, FileType, StatRequest};
+use sshmcp_proto::tool::Tool;
 
 use super::{file_type, mode_string, number, path_bytes, remote_text, time};
+use crate::operation::Operation;
 use crate::remote::status::{prelude, run};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// The program: `stat` (following symlinks when `follow`), then a link's target. One line
 /// for the numbers (times to the nanosecond) and one for each name (names hold no newline).
@@ -61,6 +65,23 @@ fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
         link_target,
         link_target_encoding,
     })
+}
+
+/// `stat`.
+pub struct Stat;
+
+impl Operation for Stat {
+    const TOOL: Tool = Tool::Stat;
+    type Request = StatRequest;
+    type Answer = FileStat;
+
+    async fn run(
+        req: StatRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<FileStat, DaemonError> {
+        stat(&session, req).await
+    }
 }
 
 #[cfg(test)]

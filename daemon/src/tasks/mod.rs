@@ -6,6 +6,7 @@
 //! now belongs to another process does not match it, so that process is never taken for the
 //! task and never signalled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sshmcp_proto::command::{DEFAULT_TAIL_BYTES, KillResult};
@@ -14,15 +15,17 @@ use sshmcp_proto::task::{
     TaskStatusRequest,
 };
 use sshmcp_proto::time::now_rfc3339;
+use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::commands::kill::{KillOrder, signal_group};
 use crate::exec::request;
 use crate::inspect::remote_text;
+use crate::operation::Operation;
 use crate::remote::capture::utf8_tail_boundary;
 use crate::remote::status::{self, whole};
 use crate::remote::{self, Program};
-use crate::session::Session;
+use crate::session::{Registry, Session};
 
 /// How long a launch or a status may take on the host.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -286,6 +289,57 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
         force_kill_used,
         timestamp: now_rfc3339(),
     })
+}
+
+/// `task_launch`.
+pub struct TaskLaunch;
+
+impl Operation for TaskLaunch {
+    const TOOL: Tool = Tool::TaskLaunch;
+    type Request = TaskLaunchRequest;
+    type Answer = TaskLaunched;
+
+    async fn run(
+        req: TaskLaunchRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<TaskLaunched, DaemonError> {
+        launch(&session, registry.settings.max_output_bytes, req).await
+    }
+}
+
+/// `task_status`.
+pub struct TaskStatus;
+
+impl Operation for TaskStatus {
+    const TOOL: Tool = Tool::TaskStatus;
+    type Request = TaskStatusRequest;
+    type Answer = TaskReport;
+
+    async fn run(
+        req: TaskStatusRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<TaskReport, DaemonError> {
+        status(&session, registry.settings.max_output_bytes, req).await
+    }
+}
+
+/// `task_kill`.
+pub struct TaskKill;
+
+impl Operation for TaskKill {
+    const TOOL: Tool = Tool::TaskKill;
+    type Request = TaskKillRequest;
+    type Answer = TaskKilled;
+
+    async fn run(
+        req: TaskKillRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<TaskKilled, DaemonError> {
+        kill(&session, req).await
+    }
 }
 
 #[cfg(test)]

@@ -30,8 +30,8 @@ use crate::config::Settings;
 use crate::inspect;
 use crate::remote::Counted;
 use crate::remote::kill_channel::{self, KillChannel};
-use crate::session::Session;
 use crate::session::record::{TransferEntry, from_unix_ms, unix_ms};
+use crate::session::{Registry, Session};
 
 /// Transfers a session keeps for `transfer_list` (running ones are never dropped).
 const HISTORY_LEN: usize = 100;
@@ -357,7 +357,7 @@ pub fn resume(
     settings: Arc<Settings>,
     destinations: Arc<Destinations>,
     entry: TransferEntry,
-    registry: &crate::session::Registry,
+    registry: &Registry,
 ) {
     let (direction, tool) = match entry.direction.as_str() {
         "upload" => (TransferDirection::Upload, Tool::UploadStart),
@@ -1000,5 +1000,55 @@ async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
             format!("cannot read the local file to hash it: {e}"),
         )),
         Err(e) => Err(DaemonError::internal(format!("the hash task failed: {e}"))),
+    }
+}
+
+/// `download_start`.
+pub struct DownloadStart;
+
+impl crate::operation::Operation for DownloadStart {
+    const TOOL: Tool = Tool::DownloadStart;
+    type Request = TransferStartRequest;
+    type Answer = TransferReport;
+
+    async fn run(
+        req: TransferStartRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<TransferReport, DaemonError> {
+        let (settings, destinations) = (&registry.settings, &registry.destinations);
+        start(
+            &session,
+            settings,
+            destinations,
+            TransferDirection::Download,
+            req,
+        )
+        .await
+    }
+}
+
+/// `upload_start`.
+pub struct UploadStart;
+
+impl crate::operation::Operation for UploadStart {
+    const TOOL: Tool = Tool::UploadStart;
+    type Request = TransferStartRequest;
+    type Answer = TransferReport;
+
+    async fn run(
+        req: TransferStartRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<TransferReport, DaemonError> {
+        let (settings, destinations) = (&registry.settings, &registry.destinations);
+        start(
+            &session,
+            settings,
+            destinations,
+            TransferDirection::Upload,
+            req,
+        )
+        .await
     }
 }

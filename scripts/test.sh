@@ -81,13 +81,12 @@ cargo build --workspace --bins
 if cargo nextest --version >/dev/null 2>&1; then
   # As an ordinary user, the tests that need root are left out, and said so: each of them
   # would fail (never skip) without it.
-  profile=()
-  if [ "$(id -u)" != 0 ]; then
+  if [ "$(id -u)" != 0 ] && ! [[ " $* " == *" --profile"* ]]; then
     echo "as an ordinary user: the tests that need root are left out (profile unprivileged in" \
       ".config/nextest.toml); run as root for all of them" >&2
-    profile=(--profile unprivileged)
+    set -- --profile unprivileged "$@"
   fi
-  cargo nextest run --workspace --no-fail-fast "${profile[@]}" "$@"
+  cargo nextest run --workspace --no-fail-fast "$@"
 else
   cargo test --workspace --no-fail-fast "$@"
 fi

@@ -1,13 +1,18 @@
 //! The remote programs kept as `.sh` files beside the code that runs them: each is checked
 //! here with shellcheck as POSIX `sh`, and parsed by every shell a host may have as `/bin/sh`
-//! (dash, bash in POSIX mode, a strict POSIX shell, BusyBox's as on Alpine). Their behaviour
-//! under those shells is tested by the module that owns each program, with [`Shells`] and
-//! [`run_under`] from here.
+//! (dash, bash in POSIX mode, a strict POSIX shell, BusyBox's as on Alpine), on Linux, where
+//! those shells are installed (`scripts/test.sh`). Their behaviour under those shells is
+//! tested by the module that owns each program, with [`Shells`] and [`run_under`] from here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// A process group that cannot exist: above Linux's highest PID (`PID_MAX_LIMIT`, 2^22), so a
+/// test's kill of it can never reach anyone's processes.
+pub(crate) const NO_SUCH_GROUP: u32 = 4_194_305;
+
 /// A directory of links to BusyBox's applets: a PATH as on Alpine.
+#[cfg(target_os = "linux")]
 pub(crate) fn busybox_applets() -> tempfile::TempDir {
     let applets = tempfile::tempdir().unwrap();
     let busybox = Command::new("sh")
@@ -26,36 +31,70 @@ pub(crate) fn busybox_applets() -> tempfile::TempDir {
     applets
 }
 
-/// The shells a host may have as `/bin/sh`, each with the PATH it runs under: dash, bash in
-/// POSIX mode and posh with this machine's tools, BusyBox's `sh` with only its own applets
-/// (as on Alpine).
+/// A `kill` first on posh's PATH (posh has none of its own and runs procps' `kill`), which
+/// refuses a negative number (a process group) not after `--`: procps reads `kill -TERM
+/// -12345` as a signal to group 1, every process the user may signal. A program that forgot
+/// `kill::GROUP_OPTION` then fails its test instead of ending the machine's processes.
+#[cfg(target_os = "linux")]
+const SAFE_KILL: &str = r#"#!/bin/sh
+for a in "$@"; do [ "$a" = -- ] && exec /usr/bin/kill "$@"; done
+shift
+for a in "$@"; do
+  case $a in -[0-9]*) echo "kill: a group without --: $*" >&2; exit 1 ;; esac
+done
+exec /usr/bin/kill "$@"
+"#;
+
+/// The shells a host may have as `/bin/sh`, each with the PATH it runs under: on Linux, dash,
+/// bash in POSIX mode and posh with this machine's tools, BusyBox's `sh` with only its own
+/// applets (as on Alpine); elsewhere (macOS) the machine's `/bin/sh`.
 pub(crate) struct Shells {
+    #[cfg(target_os = "linux")]
     applets: tempfile::TempDir,
+    #[cfg(target_os = "linux")]
+    safe_kill: tempfile::TempDir,
     system: String,
 }
 
 impl Shells {
     pub(crate) fn new() -> Self {
         Self {
+            #[cfg(target_os = "linux")]
             applets: busybox_applets(),
+            #[cfg(target_os = "linux")]
+            safe_kill: {
+                use std::os::unix::fs::PermissionsExt as _;
+                let dir = tempfile::tempdir().unwrap();
+                let kill = dir.path().join("kill");
+                std::fs::write(&kill, SAFE_KILL).unwrap();
+                std::fs::set_permissions(&kill, std::fs::Permissions::from_mode(0o755)).unwrap();
+                dir
+            },
             system: std::env::var("PATH").unwrap_or_default(),
         }
     }
 
     /// The BusyBox applets' directory: a PATH as on Alpine.
+    #[cfg(target_os = "linux")]
     pub(crate) fn busybox_path(&self) -> String {
         self.applets.path().display().to_string()
     }
 
     /// Each shell's argv before its script, and its PATH.
     pub(crate) fn each(&self) -> Vec<(Vec<String>, String)> {
-        let busybox_sh = self.applets.path().join("sh").display().to_string();
-        vec![
-            (vec!["dash".into()], self.system.clone()),
-            (vec!["bash".into(), "--posix".into()], self.system.clone()),
-            (vec!["posh".into()], self.system.clone()),
-            (vec![busybox_sh], self.busybox_path()),
-        ]
+        #[cfg(target_os = "linux")]
+        {
+            let busybox_sh = self.applets.path().join("sh").display().to_string();
+            let posh_path = format!("{}:{}", self.safe_kill.path().display(), self.system);
+            vec![
+                (vec!["dash".into()], self.system.clone()),
+                (vec!["bash".into(), "--posix".into()], self.system.clone()),
+                (vec!["posh".into()], posh_path),
+                (vec![busybox_sh], self.busybox_path()),
+            ]
+        }
+        #[cfg(not(target_os = "linux"))]
+        vec![(vec!["/bin/sh".into()], self.system.clone())]
     }
 }
 
@@ -89,7 +128,8 @@ pub(crate) fn run_under(
 }
 
 /// Every `.sh` file under `dir`, sorted.
-fn programs(dir: &Path) -> Vec<PathBuf> {
+#[cfg(target_os = "linux")]
+fn programs(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -103,12 +143,14 @@ fn programs(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-fn source_programs() -> Vec<PathBuf> {
+#[cfg(target_os = "linux")]
+fn source_programs() -> Vec<std::path::PathBuf> {
     let found = programs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     assert!(!found.is_empty(), "no .sh programs found");
     found
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn every_program_is_shellcheck_clean_as_posix_sh() {
     for program in source_programs() {
@@ -126,6 +168,7 @@ fn every_program_is_shellcheck_clean_as_posix_sh() {
     }
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn every_program_parses_under_every_posix_shell() {
     let shells = Shells::new();

@@ -320,7 +320,10 @@ mod tests {
             }
             child.wait().unwrap();
         }
-        assert_eq!(run(999_999, order(false)), (KillResult::NotRunning, false));
+        assert_eq!(
+            run(crate::programs::NO_SUCH_GROUP, order(false)),
+            (KillResult::NotRunning, false)
+        );
     }
 
     /// `already_exited` needs the group to go between the check and the signal, a race on a

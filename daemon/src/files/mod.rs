@@ -133,7 +133,8 @@ fn changed(detail: &str) -> DaemonError {
     }
 }
 
-#[cfg(test)]
+/// The programs need GNU or BusyBox `stat -c`: not a Mac's own.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::PermissionsExt as _;

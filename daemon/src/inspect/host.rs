@@ -345,6 +345,7 @@ mod tests {
     }
 
     /// Runs the program under `shell` with `path` as PATH and `paths` on stdin.
+    #[cfg(target_os = "linux")]
     fn run_under(shell: &[String], path: &str, program: &str, paths: &[String]) -> String {
         let home = tempfile::tempdir().unwrap();
         let stdin = stdin_of(paths).unwrap();
@@ -356,6 +357,7 @@ mod tests {
     /// The program under every shell a host may have as `/bin/sh` (dash, bash, a strict POSIX
     /// shell, and BusyBox with only its own applets on PATH, as on Alpine), on this machine:
     /// each answers every fact Linux gives, and a path with a newline and a quote is measured.
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_program_runs_under_every_posix_shell() {
         let odd = tempfile::tempdir().unwrap();
@@ -412,6 +414,7 @@ mod tests {
     /// The branches of macOS and the BSDs, which have no `/proc` and no os-release: the
     /// program with those files renamed away, and `sysctl` and `sw_vers` answering as macOS's
     /// do.
+    #[cfg(target_os = "linux")]
     #[test]
     fn without_proc_the_program_asks_sysctl_as_on_macos() {
         let fakes = tempfile::tempdir().unwrap();

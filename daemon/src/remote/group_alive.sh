@@ -7,14 +7,16 @@ alive() {
   _gkill -0 || return 1
   [ -r /proc/self/stat ] || return 0
   if read -r s 2>/dev/null < "/proc/$g/stat"; then
+    s=${s##*)}
     # shellcheck disable=SC2086 # the fields after the name, split on purpose
-    set -- ${s##*)}
+    set -- $s
     [ "$1" != Z ] && [ "$3" = "$g" ] && return 0
   fi
   for f in /proc/[0-9]*/stat; do
     read -r s 2>/dev/null < "$f" || continue
+    s=${s##*)}
     # shellcheck disable=SC2086 # the fields after the name, split on purpose
-    set -- ${s##*)}
+    set -- $s
     [ "$3" = "$g" ] && case $1 in Z) ;; *) return 0;; esac
   done
   return 1

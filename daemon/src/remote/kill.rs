@@ -164,7 +164,11 @@ pub(crate) mod tests {
                 assert_eq!(run_kill(child.id()), expected, "{shell:?}: {body}");
                 child.wait().unwrap();
             }
-            assert_eq!(run_kill(999_999), "GONE\n", "{shell:?}");
+            assert_eq!(
+                run_kill(crate::programs::NO_SUCH_GROUP),
+                "GONE\n",
+                "{shell:?}"
+            );
         }
     }
 }

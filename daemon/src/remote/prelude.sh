@@ -1,4 +1,4 @@
-# shellcheck shell=sh disable=SC2154 # _sshmcp_tools and _sshmcp_path64 come from the daemon
+# shellcheck shell=sh disable=SC2154 # _sshmcp_tools, _sshmcp_path_in and _sshmcp_path64 come from the daemon
 export LC_ALL=C
 # shellcheck disable=SC2086 # a list of tool names, split on purpose
 for _t in $_sshmcp_tools; do
@@ -7,7 +7,7 @@ done
 case " $_sshmcp_tools " in
   *" stat "*) command stat -c %s -- / >/dev/null 2>&1 || { echo 'missing stat -c'; exit 0; } ;;
 esac
-if [ -n "$_sshmcp_path64" ]; then
+if [ "$_sshmcp_path_in" = base64 ]; then
   _p=$(printf %s "$_sshmcp_path64" | command base64 -d; printf .)
 else
   _p=$(command cat; printf .)

@@ -17,8 +17,8 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What every inspection program starts with: messages in English, the tools it needs (and,
 /// for `stat`, its `-c`: macOS and the BSDs have a `stat` without it), the path in `_p`, from
-/// stdin or decoded from `_sshmcp_path64` (a trailing newline kept; an empty one means
-/// `base64`, which decodes it, is missing), made `./`-relative when relative (`stat -- -`
+/// stdin or (`_sshmcp_path_in=base64`) decoded from `_sshmcp_path64` (a trailing newline
+/// kept; an empty one means `base64`, which decodes it, is missing), made `./`-relative when relative (`stat -- -`
 /// would read stdin, and `cd -` means the last directory), and `_sshmcp_fail`, which turns
 /// a tool's error into a status line. `stat` ends its message with the system's error text,
 /// so the path in it cannot be mistaken for one. Tools run through `command`: a login
@@ -28,14 +28,17 @@ const PRELUDE: &str = include_str!("prelude.sh");
 /// The prelude for a program that uses `tools` (words of this crate's, never a user's) and
 /// reads the path from stdin.
 pub(crate) fn prelude(tools: &str) -> String {
-    format!("_sshmcp_tools='{tools}'\n_sshmcp_path64=\n{PRELUDE}")
+    format!("_sshmcp_tools='{tools}'\n_sshmcp_path_in=stdin\n{PRELUDE}")
 }
 
 /// The prelude for a program whose stdin carries data: the path is written into the program
 /// as base64, whose letters are no shell syntax, and decoded on the host.
 pub(crate) fn prelude_with_path(tools: &str, path: &[u8]) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(path);
-    format!("_sshmcp_tools='base64 {tools}'\n_sshmcp_path64='{encoded}'\n{PRELUDE}")
+    format!(
+        "_sshmcp_tools='base64 {tools}'\n_sshmcp_path_in=base64\n_sshmcp_path64='{encoded}'\n\
+         {PRELUDE}"
+    )
 }
 
 /// Runs `script` with the path on stdin; returns what followed an `ok` status line (the

@@ -19,8 +19,9 @@ is_task() {
   e=
   for f in /proc/[0-9]*/stat; do
     read -r s 2>/dev/null < "$f" || continue
+    s=${s##*)}
     # shellcheck disable=SC2086 # the fields after the name, split on purpose
-    set -- ${s##*)}
+    set -- $s
     { [ "$3" = "$p" ] && [ "$1" != Z ]; } || continue
     q=${f#/proc/}; q=${q%/stat}
     marked "$q" && return 0

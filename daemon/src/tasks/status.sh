@@ -8,7 +8,9 @@ case $e in ''|*[!0-9]*) e=- ;; esac
 o=0; r=0
 [ -f "$d/$p.out" ] && o=$(wc -c < "$d/$p.out")
 [ -f "$d/$p.err" ] && r=$(wc -c < "$d/$p.err")
-printf '%s %s %s %s %s\n' "$s" "$e" "${o:-0}" "${r:-0}" "$d"
+o=$((${o:-0} + 0))
+r=$((${r:-0} + 0))
+printf '%s %s %s %s %s\n' "$s" "$e" "$o" "$r" "$d"
 [ -f "$d/$p.out" ] && tail -c "$n" "$d/$p.out"
 [ -f "$d/$p.err" ] && tail -c "$n" "$d/$p.err" >&3
 exit 0

@@ -321,6 +321,7 @@ mod tests {
     /// so), a partial made private and then given the source's mode, its hash, its
     /// publishing by a link, the second one refused where the destination now exists, and
     /// its removal. Names hold a quote and a space.
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_transfer_steps_under_every_posix_shell() {
         use std::os::unix::ffi::OsStrExt as _;

@@ -176,8 +176,8 @@ impl Shim {
 
     /// Copy a remote file, symlink or directory tree on the same host, atomically (as `cp -a`).
     /// Answer: `type` copied. Errors: `remote_path_not_found` (source, or destination's directory),
-    /// `remote_path_exists` (see `overwrite`; a directory there: remove_path it or pick a new
-    /// name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave
+    /// `remote_path_exists` (see `overwrite`; a directory there: pick a new name),
+    /// `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave
     /// `.sshmcp-copy.*` beside the destination: remove_path it; big trees: command_start).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
@@ -209,10 +209,10 @@ impl Shim {
     /// Move or rename a remote file, symlink or directory on the host: one atomic rename on a file
     /// system; across file systems `mv` copies, then removes the source (not atomic). Answer:
     /// `type` moved. Errors: `remote_path_not_found` (source, or destination's directory),
-    /// `remote_path_exists` (see `overwrite`; a directory there: remove_path it or pick a new
-    /// name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (source kept
-    /// whole; part of a copy may be at the destination: remove_path it; big trees across file
-    /// systems: `mv` via command_start).
+    /// `remote_path_exists` (see `overwrite`; a directory there: pick a new name),
+    /// `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (across file systems
+    /// the destination may be partial or the source partly removed: stat both before removing
+    /// either; big trees: `mv` via command_start).
     #[tool(
         input_schema = schema_for_input::<CopyMoveArgs>().expect("object schema"),
         output_schema = path_schema(

@@ -562,11 +562,10 @@ impl Registry {
         }
     }
 
-    /// Runs one small script on the new master: uname, home, user, OS name.
+    /// Runs one small program on the new master: uname, home, user, OS name.
     async fn remote_facts(&self, session: &Session) -> Result<RemoteFacts, String> {
-        const SCRIPT: &str = "uname -srm; printf '%s\\n' \"$HOME\"; id -un; \
-            if [ -r /etc/os-release ]; then . /etc/os-release; printf '%s\\n' \"$PRETTY_NAME\"; fi";
-        let program = Program::new(SCRIPT, Duration::from_secs(30), 16 * 1024);
+        const FACTS: &str = include_str!("facts.sh");
+        let program = Program::new(FACTS, Duration::from_secs(30), 16 * 1024);
         let result = remote::run(&session.host, program)
             .await
             .map_err(|e| format!("the master could not run a command: {e}"))?;

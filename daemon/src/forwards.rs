@@ -16,8 +16,12 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use crate::config::Settings;
 use crate::mux::{self, Forwarding, MuxError, wire};
 use crate::operation::Operation;
+use crate::session::record::Entry;
 use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
+use crate::session::work::Work;
 use crate::session::{Registry, Session};
+use sshmcp_proto::overview::SessionView;
+use sshmcp_proto::session::SessionSummary;
 
 /// The listening addresses allowed without `--allow-public-forwards`.
 const LOOPBACK: [&str; 3] = ["127.0.0.1", "::1", "localhost"];
@@ -215,7 +219,8 @@ pub async fn start(
              disconnect",
         ));
     }
-    let _changing = session.forwards.changing.lock().await;
+    let forwards = Forwards::of(session);
+    let _changing = forwards.changing.lock().await;
     let mut opened = Forwarding {
         kind: mux_kind(req.kind),
         listen_host: listen_host.clone(),
@@ -225,7 +230,7 @@ pub async fn start(
         connect_host: req.target_host.clone().unwrap_or_else(|| "socks".into()),
         connect_port: req.target_port.unwrap_or(0),
     };
-    if session.forwards.late_requests().contains(&opened) {
+    if forwards.late_requests().contains(&opened) {
         return Err(failed(
             "an earlier forward_start alike timed out and its request still waits for the \
              host's answer (it is withdrawn when that comes): try again once the host answers",
@@ -233,7 +238,7 @@ pub async fn start(
     }
     // The master answers a forward it already has with success and keeps one listener, so
     // a second one alike would be an alias that a forward_stop of either closes.
-    if let Some(same) = session.forwards.locked().iter().find(|f| {
+    if let Some(same) = forwards.locked().iter().find(|f| {
         let same_side = (f.kind == ForwardKind::Remote) == (req.kind == ForwardKind::Remote);
         let same_port = match req.listen_port {
             0 => f.opened == opened,
@@ -279,7 +284,7 @@ pub async fn start(
         opened,
         created_at: SystemTime::now(),
     });
-    session.forwards.locked().push(forward.clone());
+    forwards.locked().push(forward.clone());
     session.record.ask();
     tracing::info!(session = %session.id, forward = %forward.id, kind = req.kind.as_str(), listen_port, "forward opened");
     Ok(forward.info())
@@ -338,19 +343,20 @@ async fn ask_master(session: &Arc<Session>, opened: &Forwarding) -> Result<Optio
         }
         Err(_) => asked,
     };
-    session.forwards.late_requests().push(opened.clone());
+    Forwards::of(session).late_requests().push(opened.clone());
     let (session, pending) = (session.clone(), opened.clone());
     tokio::spawn(async move {
         let answered = late.await;
         // Withdrawn before a start alike may ask again.
-        let _changing = session.forwards.changing.lock().await;
+        let forwards = Forwards::of(&session);
+        let _changing = forwards.changing.lock().await;
         if let Ok(Ok(_)) = answered {
             let closed = mux::close_forward(&session.host.control_path, &pending).await;
             tracing::info!(
                 "a forward the master opened after its request timed out was withdrawn: {closed:?}"
             );
         }
-        let mut late = session.forwards.late_requests();
+        let mut late = forwards.late_requests();
         if let Some(at) = late.iter().position(|f| *f == pending) {
             late.remove(at);
         }
@@ -380,9 +386,9 @@ fn mux_failure(session: &Session, e: MuxError) -> DaemonError {
 /// `forward_stop`: closes the listener. A local or dynamic port is free once this answers; a
 /// remote one once the server has acted on the cancel the master sent it.
 pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError> {
-    let _changing = session.forwards.changing.lock().await;
-    let forward = session
-        .forwards
+    let forwards = Forwards::of(session);
+    let _changing = forwards.changing.lock().await;
+    let forward = forwards
         .locked()
         .iter()
         .find(|f| f.id == req.forward_id)
@@ -405,10 +411,7 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
         }
         Err(e) => return Err(mux_failure(session, e)),
     }
-    session
-        .forwards
-        .locked()
-        .retain(|f| !Arc::ptr_eq(f, &forward));
+    forwards.locked().retain(|f| !Arc::ptr_eq(f, &forward));
     session.record.ask();
     tracing::info!(session = %session.id, forward = %forward.id, "forward closed");
     Ok(forward.info())
@@ -449,6 +452,38 @@ impl Operation for ForwardStop {
         _: &Registry,
     ) -> Result<ForwardInfo, DaemonError> {
         stop(&session, req).await
+    }
+}
+
+impl Forwards {
+    /// This session's forwards.
+    pub fn of(session: &Session) -> Arc<Forwards> {
+        session.work::<Forwards>()
+    }
+}
+
+impl Work for Forwards {
+    fn master_lost(&self) {
+        self.clear();
+    }
+
+    fn count(&self, summary: &mut SessionSummary) {
+        summary.active_forwards = self.count();
+    }
+
+    fn record(&self, entry: &mut Entry) {
+        entry.forwards = self.recorded();
+    }
+
+    /// Only a live master still holds its forwards.
+    fn adopt(&self, _: &Session, entry: &mut Entry, ready: bool) {
+        if ready {
+            Forwards::adopt(self, std::mem::take(&mut entry.forwards));
+        }
+    }
+
+    fn show(&self, view: &mut SessionView) {
+        view.forwards = self.list().forwards;
     }
 }
 

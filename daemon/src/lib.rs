@@ -8,6 +8,8 @@ pub mod exec;
 pub mod files;
 pub mod forwards;
 pub mod inspect;
+#[cfg(test)]
+mod layers;
 pub mod lifecycle;
 pub mod local_process;
 pub mod logfile;
@@ -20,6 +22,7 @@ pub mod policy;
 mod programs;
 pub mod random;
 pub mod remote;
+pub mod request;
 pub mod server;
 pub mod service;
 pub mod session;

@@ -17,6 +17,7 @@ use crate::config::Settings;
 use crate::server;
 use crate::service::DaemonService;
 use crate::session::Registry;
+use crate::session::work::Tools;
 
 /// The pidfile, locked (flock) for as long as this value lives. It holds our pid, and the word
 /// `stopping` once we no longer serve.
@@ -232,7 +233,7 @@ pub async fn run(
     // Started whether or not it keeps calls: it says, at each start and reload, what the
     // daemon runs with (see `Registry::note_settings`).
     let trail = Arc::new(crate::audit::Trail::start(&settings.state_dir)?);
-    let registry = Registry::new(Arc::new(settings.clone()), trail.clone());
+    let registry = Registry::new(Arc::new(settings.clone()), trail.clone(), tools());
     // Before the socket exists: a client that connects finds every session there is (the
     // clients starting us wait on our ready report, the others on the start lock).
     registry.readopt().await;
@@ -315,5 +316,20 @@ async fn idle(
             }
             _ = clients.changed() => {}
         }
+    }
+}
+
+/// What the tools keep: each session's command handles, transfers and forwards, and the
+/// destinations of every transfer under way, daemon-wide.
+fn tools() -> Tools {
+    Tools {
+        make_work: Box::new(|record| {
+            vec![
+                Arc::new(crate::commands::Commands::new(record.clone())),
+                Arc::new(crate::transfers::Transfers::default()),
+                Arc::new(crate::forwards::Forwards::default()),
+            ]
+        }),
+        shared: vec![Arc::new(crate::transfers::Destinations::default())],
     }
 }

@@ -34,12 +34,24 @@ impl Kind {
 pub fn find(registry: &Registry, given: &str) -> Result<(Kind, String, Arc<Session>), DaemonError> {
     let mut ids: Vec<(Kind, String, Arc<Session>)> = Vec::new();
     for session in registry.oldest_first() {
-        let commands = session.commands.list().commands.into_iter();
-        let transfers = session.transfers.list().transfers.into_iter();
-        let forwards = session.forwards.list().forwards.into_iter();
+        let commands = crate::commands::Commands::of(&session)
+            .list()
+            .commands
+            .into_iter();
+        let transfers = crate::transfers::Transfers::of(&session)
+            .list()
+            .transfers
+            .into_iter();
+        let forwards = crate::forwards::Forwards::of(&session)
+            .list()
+            .forwards
+            .into_iter();
         let handles: Vec<String> = commands.map(|c| c.handle_id).collect();
         // A call being handed off is briefly both: the handle it became is what stays.
-        let execs = session.commands.under_way.ids().into_iter();
+        let execs = crate::commands::Commands::of(&session)
+            .under_way
+            .ids()
+            .into_iter();
         let execs: Vec<String> = execs.filter(|id| !handles.contains(id)).collect();
         ids.extend(
             handles

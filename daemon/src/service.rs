@@ -276,7 +276,7 @@ impl Daemon for DaemonService {
 
     async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
         let session = self.local_session(Tool::CommandList, &auth)?;
-        Ok(session.commands.list())
+        Ok(crate::commands::Commands::of(&session).list())
     }
 
     async fn progress(
@@ -287,7 +287,7 @@ impl Daemon for DaemonService {
         // Follows a call that already passed the policy; reads only the daemon's own state.
         let session = self.registry.authorize_local(&req.auth)?;
         session.touch();
-        Ok(session.commands.progress(&req.key))
+        Ok(crate::commands::Commands::of(&session).progress(&req.key))
     }
 
     async fn task_launch(
@@ -360,7 +360,7 @@ impl Daemon for DaemonService {
 
     async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
         let session = self.local_session(Tool::ForwardList, &auth)?;
-        Ok(session.forwards.list())
+        Ok(crate::forwards::Forwards::of(&session).list())
     }
 
     async fn forward_stop(
@@ -386,7 +386,9 @@ impl Daemon for DaemonService {
     ) -> Result<TransferReport, DaemonError> {
         let session = self.local_session(Tool::TransferStatus, &req.auth)?;
         let wait = crate::commands::check_wait(req.wait_seconds)?;
-        session.transfers.status(&req.operation_id, wait).await
+        crate::transfers::Transfers::of(&session)
+            .status(&req.operation_id, wait)
+            .await
     }
 
     async fn transfer_cancel(
@@ -399,7 +401,9 @@ impl Daemon for DaemonService {
             Call::new(Tool::TransferCancel, req.summary()).redacted(&self.registry),
             Place::from(&*session),
         );
-        let cancelled = session.transfers.cancel(&req.operation_id).await;
+        let cancelled = crate::transfers::Transfers::of(&session)
+            .cancel(&req.operation_id)
+            .await;
         line.finish(CallEnd::of(cancelled.as_ref()));
         cancelled
     }
@@ -410,7 +414,7 @@ impl Daemon for DaemonService {
         auth: SessionAuth,
     ) -> Result<TransferList, DaemonError> {
         let session = self.local_session(Tool::TransferList, &auth)?;
-        Ok(session.transfers.list())
+        Ok(crate::transfers::Transfers::of(&session).list())
     }
 
     async fn introduce(self, _: Context, client: String) {
@@ -470,8 +474,12 @@ impl Daemon for DaemonService {
         let outcome = match kind {
             Kind::Command => {
                 // An ended command stays as it ended: a kill would relabel it `killed`.
-                if session.commands.find(&id)?.ended().is_some() {
-                    let listed = session.commands.list().commands;
+                if crate::commands::Commands::of(&session)
+                    .find(&id)?
+                    .ended()
+                    .is_some()
+                {
+                    let listed = crate::commands::Commands::of(&session).list().commands;
                     let ended = listed.iter().find(|c| c.handle_id == id);
                     let how =
                         ended.map_or("ended".to_string(), |c| c.status.how_it_ended(c.exit_code));
@@ -498,7 +506,7 @@ impl Daemon for DaemonService {
                 stopped.map(|result| result.as_str().to_string())
             }
             Kind::Transfer => {
-                let cancelled = session.transfers.cancel(&id).await;
+                let cancelled = crate::transfers::Transfers::of(&session).cancel(&id).await;
                 line.finish(CallEnd::of(cancelled.as_ref()));
                 cancelled.map(|t| t.state.as_str().to_string())
             }

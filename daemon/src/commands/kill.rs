@@ -115,7 +115,7 @@ pub async fn kill(
     req: CommandKillRequest,
 ) -> Result<CommandKilled, DaemonError> {
     let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
-    let handle = session.commands.find(&req.handle_id)?;
+    let handle = super::Commands::of(session).find(&req.handle_id)?;
     // The end first: a group found empty is recorded before the end is (and the end is
     // known, to the record, before anyone sees it).
     let ended = handle.ended().is_some() || handle.ending.get().is_some();
@@ -154,7 +154,7 @@ pub async fn kill(
 /// answers how its command ended. A call with no group yet is cut (nothing of it runs). One
 /// handed off meanwhile is stopped as the handle it became.
 pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError> {
-    let under_way = &session.commands.under_way;
+    let under_way = &super::Commands::of(session).under_way;
     // The person needs no key (the service checked who asks); the request carries none.
     let as_handle = || CommandKillRequest {
         auth: sshmcp_proto::session::SessionAuth {
@@ -191,7 +191,7 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
         result,
         KillResult::Killed | KillResult::AlreadyExited | KillResult::NotRunning
     );
-    if let (true, Ok(handle)) = (gone, session.commands.find(id)) {
+    if let (true, Ok(handle)) = (gone, super::Commands::of(session).find(id)) {
         handle.confirm_killed();
         session.record.ask();
     }

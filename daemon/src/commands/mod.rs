@@ -25,13 +25,17 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
 
 use crate::config::Settings;
-use crate::exec::request;
 use crate::operation::Operation;
 use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError, RunResult};
+use crate::request;
+use crate::session::record::Entry;
 use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
+use crate::session::work::Work;
 use crate::session::{Registry, Session};
+use futures::future::BoxFuture;
 use output::OutputFiles;
+use sshmcp_proto::overview::SessionView;
 
 /// One session's command handles, the runs followed by a caller's progress key, and the
 /// `exec` calls under way (for `sshmcp watch`).
@@ -322,8 +326,8 @@ impl Prepared {
             as_root,
             kill_confirmed: AtomicBool::new(false),
         });
-        session.commands.add(handle.clone());
-        let (follower, record) = (handle.clone(), session.commands.record.clone());
+        Commands::of(session).add(handle.clone());
+        let (follower, record) = (handle.clone(), Commands::of(session).record.clone());
         tokio::spawn(async move {
             // The record keeps the group once it is known: a daemon that dies after that
             // leaves the next one a handle whose command it can still reach (`command_kill`,
@@ -524,7 +528,7 @@ pub async fn start(
     request::check_command(&req.command)?;
     request::check_cwd(req.cwd.as_deref())?;
     let timeout = request::check_limit(req.timeout, true)?;
-    let root = crate::exec::local_root(req.local_root, settings)?;
+    let root = request::local_root(req.local_root, settings)?;
     // The output is read from the files: the run's own capture would only hold memory.
     let mut program = Program::new(req.command.as_str(), timeout, 0);
     program.command = true;
@@ -547,7 +551,7 @@ pub async fn start(
     {
         // It never ran (a missing cwd, no channel in time, a lost master): the call failed,
         // and no handle stays.
-        session.commands.remove(&handle.id);
+        Commands::of(session).remove(&handle.id);
         // A run cut before it started ends `killed` with no error only when its session
         // closed meanwhile (nothing else stops a detached run).
         if ended.state == CommandState::Killed {
@@ -562,7 +566,7 @@ pub async fn start(
         }));
     }
     // The answer names a handle that a crash right after it would not lose track of.
-    let record = &session.commands.record;
+    let record = &Commands::of(session).record;
     let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
     Ok(CommandStarted {
         handle_id: handle.id.clone(),
@@ -583,7 +587,7 @@ pub async fn status(
     let wait = check_wait(req.wait_seconds)?;
     let offsets = [req.stdout_offset, req.stderr_offset];
     let sizes = read_sizes(offsets, req.max_bytes, settings)?;
-    let handle = session.commands.find(&req.handle_id)?;
+    let handle = Commands::of(session).find(&req.handle_id)?;
     if handle.ended().is_none() && !wait.is_zero() {
         handle.wait(wait).await;
     }
@@ -601,15 +605,14 @@ pub async fn exec_output(
     let wait = check_wait(req.wait_seconds)?;
     let offsets = [req.stdout_offset, req.stderr_offset];
     let sizes = read_sizes(offsets, req.max_bytes, settings)?;
-    match session
-        .commands
+    match Commands::of(session)
         .under_way
         .report(id, wait, offsets, sizes)
         .await
     {
         Some(report) => report,
         // Handed off meanwhile: the handle, of the same id, goes on.
-        None => session.commands.find(id)?.report(offsets, sizes),
+        None => Commands::of(session).find(id)?.report(offsets, sizes),
     }
 }
 
@@ -667,6 +670,49 @@ impl Operation for CommandStart {
     ) -> Result<CommandStarted, DaemonError> {
         start(&session, &registry.settings, req).await
     }
+}
+
+impl Commands {
+    /// This session's command handles.
+    pub fn of(session: &Session) -> Arc<Commands> {
+        session.work::<Commands>()
+    }
+}
+
+impl Work for Commands {
+    fn record(&self, entry: &mut Entry) {
+        entry.commands = self.recorded();
+    }
+
+    fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {
+        Commands::adopt(self, &session.id, std::mem::take(&mut entry.commands));
+    }
+
+    fn show(&self, view: &mut SessionView) {
+        let listed = self.list().commands.into_iter();
+        view.commands = listed
+            .filter(|c| c.status == CommandState::Running || ended_lately(c))
+            .collect();
+        view.execs = self.under_way.views();
+    }
+
+    /// Output files stay for the next daemon, which adopts the handles.
+    fn hand_over(&self) -> BoxFuture<'_, ()> {
+        self.keep_files();
+        Box::pin(async {})
+    }
+}
+
+/// How long an ended command stays in the overview, with how it ended.
+const ENDED_SHOWN: Duration = Duration::from_secs(60);
+
+/// Whether `c` ended within [`ENDED_SHOWN`].
+fn ended_lately(c: &sshmcp_proto::command::CommandSummary) -> bool {
+    let ended = c
+        .ended_at
+        .as_deref()
+        .and_then(sshmcp_proto::time::parse_rfc3339);
+    ended.is_some_and(|at| at.elapsed().is_ok_and(|ago| ago <= ENDED_SHOWN))
 }
 
 #[cfg(test)]

@@ -41,8 +41,7 @@ pub async fn run(
         .get_or_insert_with(|| Arc::new(Observer::keeping_tails()))
         .clone();
     // Shown under way (`sshmcp watch`) until this call answers or hands the command off.
-    let shown = session
-        .commands
+    let shown = crate::commands::Commands::of(session)
         .under_way
         .begin(
             caller.tool,
@@ -54,7 +53,7 @@ pub async fn run(
     let _following = handoff
         .progress_key
         .clone()
-        .map(|key| session.commands.follow(key, observer));
+        .map(|key| crate::commands::Commands::of(session).follow(key, observer));
     let run = run_shown(
         session,
         settings,
@@ -90,7 +89,7 @@ async fn run_shown(
     let hands_off = |after: &f64| program.timeout > std::time::Duration::from_secs_f64(*after);
     let Some(after) = handoff.after.filter(hands_off) else {
         if spool_output {
-            let root = super::local_root(given_root, settings).map_err(local_files)?;
+            let root = crate::request::local_root(given_root, settings).map_err(local_files)?;
             program.spool = Some(
                 spool::create_pair(&root, &session.id, settings.max_spool_bytes).map_err(|e| {
                     RunError::LocalFiles(format!(
@@ -101,13 +100,13 @@ async fn run_shown(
         }
         return remote::run(&session.host, program).await.map(super::answer);
     };
-    let root = super::local_root(given_root, settings).map_err(local_files)?;
+    let root = crate::request::local_root(given_root, settings).map_err(local_files)?;
     let mut prepared =
         Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
     if spool_output {
         prepared.keep_files();
     }
-    program.queue_timeout = Some(super::request::HANDLE_QUEUE_LIMIT);
+    program.queue_timeout = Some(crate::request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
     let (command, as_root) = (program.script.clone(), program.kill_as_root);
     let mut seen = prepared.observer().subscribe();

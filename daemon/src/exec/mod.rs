@@ -3,16 +3,13 @@
 //! command handle when it runs long (see `handoff`).
 
 pub mod handoff;
-pub mod request;
 pub mod sudo;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use sshmcp_local::paths::check_local_root;
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::{ByteRange, ExecRequest, ExecResult, StreamOutput, encode_bytes};
 use sshmcp_proto::tool::Tool;
-use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
 use crate::operation::Operation;
@@ -21,23 +18,10 @@ use crate::session::{Registry, Session};
 
 /// Checks the request before any session is looked at.
 pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {
-    request::check_command(&req.command)?;
-    request::check_cwd(req.cwd.as_deref())?;
-    request::check_handoff(&req.handoff)?;
-    request::check_limit(req.timeout, req.handoff.after.is_some())
-}
-
-/// The local root of a call: the caller's (checked), else the daemon's.
-pub fn local_root(given: Option<String>, settings: &Settings) -> Result<PathBuf, DaemonError> {
-    match given {
-        Some(root) => {
-            let root = PathBuf::from(root);
-            check_local_root(&root)
-                .map_err(|m| DaemonError::new(ErrorCode::InvalidLocalPath, m))?;
-            Ok(root)
-        }
-        None => Ok(settings.local_root.clone()),
-    }
+    crate::request::check_command(&req.command)?;
+    crate::request::check_cwd(req.cwd.as_deref())?;
+    crate::request::check_handoff(&req.handoff)?;
+    crate::request::check_limit(req.timeout, req.handoff.after.is_some())
 }
 
 /// A run's result as `exec` and `sudo_exec` answer it: each stream as text, or as base64 where

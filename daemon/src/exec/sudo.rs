@@ -37,10 +37,10 @@ pub async fn sudo_exec(
     settings: &Settings,
     req: SudoExecRequest,
 ) -> Result<ExecResult, DaemonError> {
-    super::request::check_command(&req.command)?;
-    super::request::check_cwd(req.cwd.as_deref())?;
-    super::request::check_handoff(&req.handoff)?;
-    let timeout = super::request::check_limit(req.timeout, req.handoff.after.is_some())?;
+    crate::request::check_command(&req.command)?;
+    crate::request::check_cwd(req.cwd.as_deref())?;
+    crate::request::check_handoff(&req.handoff)?;
+    let timeout = crate::request::check_limit(req.timeout, req.handoff.after.is_some())?;
     let nonce = fresh_nonce()?;
     let gate = fresh_nonce()?;
     let mut program = Program::new(

@@ -246,11 +246,14 @@ impl Operation for RemovePath {
     }
 }
 
-/// `copy_path`.
-pub struct CopyPath;
+/// `copy_path` (`MOVE` false) and `move_path`.
+pub struct CopyOrMove<const MOVE: bool>;
 
-impl Operation for CopyPath {
-    const TOOL: Tool = Tool::CopyPath;
+pub type CopyPath = CopyOrMove<false>;
+pub type MovePath = CopyOrMove<true>;
+
+impl<const MOVE: bool> Operation for CopyOrMove<MOVE> {
+    const TOOL: Tool = if MOVE { Tool::MovePath } else { Tool::CopyPath };
     type Request = CopyMoveRequest;
     type Answer = PathChanged;
 
@@ -259,23 +262,6 @@ impl Operation for CopyPath {
         session: Arc<Session>,
         _: &Registry,
     ) -> Result<PathChanged, DaemonError> {
-        copy_or_move(&session, req, false).await
-    }
-}
-
-/// `move_path`.
-pub struct MovePath;
-
-impl Operation for MovePath {
-    const TOOL: Tool = Tool::MovePath;
-    type Request = CopyMoveRequest;
-    type Answer = PathChanged;
-
-    async fn run(
-        req: CopyMoveRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<PathChanged, DaemonError> {
-        copy_or_move(&session, req, true).await
+        copy_or_move(&session, req, MOVE).await
     }
 }

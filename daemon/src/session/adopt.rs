@@ -10,10 +10,10 @@ use std::sync::Arc;
 use sshmcp_proto::session::SessionState;
 
 use super::key::{KeyHash, is_session_id};
-use super::record::{self, Entry, TransferEntry};
+use super::record::{self, Entry};
 use super::{Registry, Session, master};
 use crate::local_process::ProcessId;
-use crate::{mux, transfers};
+use crate::mux;
 
 impl Registry {
     /// Reads the record, re-adopts what it names, records the outcome, and stops masters left
@@ -35,25 +35,24 @@ impl Registry {
             }
         };
         let usable = entries.is_some();
-        let adoptions = entries.into_iter().flatten().map(|mut entry| {
-            let transfers = std::mem::take(&mut entry.transfers);
-            async move { Some((self.adopt(entry).await?, transfers)) }
-        });
-        let adopted: Vec<(Arc<Session>, Vec<TransferEntry>)> = futures::future::join_all(adoptions)
+        let adoptions = entries
+            .into_iter()
+            .flatten()
+            .map(|entry| async move { self.adopt(entry).await });
+        let adopted: Vec<Arc<Session>> = futures::future::join_all(adoptions)
             .await
             .into_iter()
             .flatten()
             .collect();
-        let kept: HashSet<String> = adopted.iter().map(|(s, _)| s.id.clone()).collect();
-        for (session, transfers) in adopted {
+        let kept: HashSet<String> = adopted.iter().map(|s| s.id.clone()).collect();
+        for session in adopted {
             self.sessions().insert(session.id.clone(), session.clone());
             self.spawn_recorder(&session);
             if session.state() == SessionState::Ready {
                 self.spawn_watcher(&session);
             }
-            for transfer in transfers {
-                let (settings, destinations) = (self.settings.clone(), self.destinations.clone());
-                transfers::resume(&session, settings, destinations, transfer, self);
+            for work in session.works() {
+                work.resume(&session, self);
             }
         }
         self.persist();
@@ -67,7 +66,7 @@ impl Registry {
     /// One recorded session back, or `None` for an entry that cannot be trusted or a session
     /// the last daemon never finished opening or closing (its master, if any, is stopped:
     /// no caller holds a key to it).
-    async fn adopt(&self, entry: Entry) -> Option<Arc<Session>> {
+    async fn adopt(&self, mut entry: Entry) -> Option<Arc<Session>> {
         let id = entry.session_id.clone();
         let (Some(key_hash), true) = (KeyHash::from_hex(&entry.key_sha256), is_session_id(&id))
         else {
@@ -102,11 +101,11 @@ impl Registry {
         let session = Session::new(
             id,
             key_hash,
-            entry.target,
-            (entry.server_host, entry.server_port),
-            control_path,
-            self.settings.standby_channels,
+            std::mem::take(&mut entry.target),
+            (std::mem::take(&mut entry.server_host), entry.server_port),
+            crate::remote::Host::new(control_path, self.settings.standby_channels),
             created_at,
+            &*self.tools.make_work,
         );
         if let Some(at) = last_used {
             session.touched_at(at);
@@ -114,16 +113,23 @@ impl Registry {
         if let Some(master) = live_master {
             let _ = session.host.master.set(master);
         }
-        if let Some(key) = entry.host_key.filter(|k| crate::policy::is_fingerprint(k)) {
+        if let Some(key) = entry
+            .host_key
+            .take()
+            .filter(|k| crate::policy::is_fingerprint(k))
+        {
             let _ = session.host_key.set(key);
         }
         if !entry.remote_user.is_empty() {
-            let _ = session.remote_user.set(entry.remote_user);
+            let _ = session
+                .remote_user
+                .set(std::mem::take(&mut entry.remote_user));
         }
-        session.commands.adopt(&session.id, entry.commands);
-        if state == SessionState::Ready {
-            // Only a live master still holds its forwards.
-            session.forwards.adopt(entry.forwards);
+        let ready = state == SessionState::Ready;
+        for work in session.works() {
+            work.adopt(&session, &mut entry, ready);
+        }
+        if ready {
             session.set_ready();
         } else {
             session.transition(SessionState::Starting, SessionState::Lost);

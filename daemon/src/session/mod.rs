@@ -9,8 +9,8 @@ pub mod key;
 pub mod master;
 pub mod record;
 pub mod registry;
+pub mod work;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -43,14 +43,11 @@ pub struct Session {
     /// (`disconnect` fires it: runs end, a pending connect gives up) and the runs in flight.
     pub host: Host,
     active_transfers: AtomicU32,
-    /// Its command handles and the runs followed by progress keys.
-    pub commands: std::sync::Arc<crate::commands::Commands>,
     /// Asked to write the record when what it holds of this session changed.
     pub record: std::sync::Arc<record::RecordDue>,
-    /// Its file transfers.
-    pub transfers: crate::transfers::Transfers,
-    /// Its port forwards.
-    pub forwards: crate::forwards::Forwards,
+    /// What the tools keep for it (command handles, transfers, forwards), each found by its
+    /// type (see `work`).
+    work: Vec<std::sync::Arc<dyn work::Work>>,
     inner: Mutex<Inner>,
 }
 
@@ -96,11 +93,12 @@ impl Session {
         key_hash: KeyHash,
         target: String,
         (server_host, server_port): (String, u16),
-        control_path: PathBuf,
-        standby_channels: usize,
+        host: Host,
         created_at: SystemTime,
+        make_work: &work::MakeWork,
     ) -> Self {
         let record = std::sync::Arc::new(record::RecordDue::default());
+        let work = make_work(&record);
         Self {
             id,
             key_hash,
@@ -110,12 +108,10 @@ impl Session {
             created_at,
             remote_user: Default::default(),
             host_key: Default::default(),
-            host: Host::new(control_path, standby_channels),
+            host,
             active_transfers: AtomicU32::new(0),
-            commands: std::sync::Arc::new(crate::commands::Commands::new(record.clone())),
             record,
-            transfers: Default::default(),
-            forwards: Default::default(),
+            work,
             inner: Mutex::new(Inner {
                 state: SessionState::Starting,
                 last_used: created_at,
@@ -167,7 +163,7 @@ impl Session {
         if lost {
             self.host.close_slots();
             self.host.standby.close();
-            self.forwards.clear();
+            self.work.iter().for_each(|w| w.master_lost());
         }
         lost
     }
@@ -237,7 +233,7 @@ impl Session {
 
     pub fn summary(&self) -> SessionSummary {
         let inner = self.lock();
-        SessionSummary {
+        let mut summary = SessionSummary {
             session_id: self.id.clone(),
             state: inner.state,
             target: self.target.clone(),
@@ -249,8 +245,28 @@ impl Session {
             last_used_at: rfc3339(inner.last_used),
             active_commands: *self.host.active.borrow(),
             active_transfers: self.active_transfers.load(Ordering::Relaxed),
-            active_forwards: self.forwards.count(),
-        }
+            active_forwards: 0,
+        };
+        drop(inner);
+        self.work.iter().for_each(|w| w.count(&mut summary));
+        summary
+    }
+
+    /// The tools' state of type `T` in this session. Every session a daemon makes holds each
+    /// tool's (see `Registry::new`).
+    pub fn work<T: work::Work>(&self) -> std::sync::Arc<T> {
+        self.work
+            .iter()
+            .find_map(|w| {
+                let any: std::sync::Arc<dyn std::any::Any + Send + Sync> = w.clone();
+                any.downcast::<T>().ok()
+            })
+            .unwrap_or_else(|| panic!("no {} in the session", std::any::type_name::<T>()))
+    }
+
+    /// Every tool's state in this session.
+    pub fn works(&self) -> &[std::sync::Arc<dyn work::Work>] {
+        &self.work
     }
 }
 

@@ -159,7 +159,7 @@ pub fn from_unix_ms(ms: u64) -> SystemTime {
 impl Entry {
     pub fn of(session: &Session) -> Self {
         let master = session.master();
-        Self {
+        let mut entry = Self {
             session_id: session.id.clone(),
             key_sha256: session.key_hash.to_hex(),
             target: session.target.clone(),
@@ -173,10 +173,12 @@ impl Entry {
             created_at: sshmcp_proto::time::rfc3339(session.created_at),
             created_unix_ms: unix_ms(session.created_at),
             last_used_unix_ms: Some(unix_ms(session.last_used())),
-            commands: session.commands.recorded(),
-            transfers: session.transfers.recorded(),
-            forwards: session.forwards.recorded(),
-        }
+            commands: Vec::new(),
+            transfers: Vec::new(),
+            forwards: Vec::new(),
+        };
+        session.works().iter().for_each(|w| w.record(&mut entry));
+        entry
     }
 
     pub fn created_at(&self) -> SystemTime {

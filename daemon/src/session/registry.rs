@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sshmcp_proto::command::CommandState;
 use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::limits::{DEFAULT_CONNECT_TIMEOUT_SECS, MAX_CONNECT_TIMEOUT_SECS};
 use sshmcp_proto::overview::SessionView;
@@ -35,8 +34,8 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 /// Every session of this daemon.
 pub struct Registry {
     pub settings: Arc<Settings>,
-    /// The destinations of active transfers, across sessions.
-    pub destinations: Arc<crate::transfers::Destinations>,
+    /// What the tools keep: for each session, and daemon-wide (see `shared`).
+    pub(super) tools: super::work::Tools,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Held while the session record is written: one writer at a time, each with a snapshot
     /// taken under it, so the newest state is the one that lands.
@@ -66,9 +65,13 @@ const FAILED_LOGS_KEPT: Duration = Duration::from_secs(24 * 3600);
 const CLOSED_KEYS_KEPT: Duration = Duration::from_secs(24 * 3600);
 
 impl Registry {
-    pub fn new(settings: Arc<Settings>, trail: Arc<crate::audit::Trail>) -> Arc<Self> {
+    pub fn new(
+        settings: Arc<Settings>,
+        trail: Arc<crate::audit::Trail>,
+        tools: super::work::Tools,
+    ) -> Arc<Self> {
         Arc::new(Self {
-            destinations: Default::default(),
+            tools,
             sessions: Mutex::new(HashMap::new()),
             record_writer: Mutex::new(()),
             closing: AtomicBool::new(false),
@@ -197,27 +200,28 @@ impl Registry {
     pub fn overview(&self) -> Vec<SessionView> {
         self.oldest_first()
             .iter()
-            .map(|s| SessionView {
-                session: s.summary(),
-                commands: s
-                    .commands
-                    .list()
-                    .commands
-                    .into_iter()
-                    .filter(|c| c.status == CommandState::Running || ended_lately(c))
-                    .collect(),
-                execs: s.commands.under_way.views(),
-                transfers: s
-                    .transfers
-                    .list()
-                    .transfers
-                    .into_iter()
-                    .filter(|t| t.ended_at.is_none())
-                    .collect(),
-                forwards: s.forwards.list().forwards,
-                policy: self.governing(s),
+            .map(|s| {
+                let mut view = SessionView {
+                    session: s.summary(),
+                    commands: Vec::new(),
+                    execs: Vec::new(),
+                    transfers: Vec::new(),
+                    forwards: Vec::new(),
+                    policy: self.governing(s),
+                };
+                s.works().iter().for_each(|w| w.show(&mut view));
+                view
             })
             .collect()
+    }
+
+    /// The daemon-wide state of type `T` the tools keep (see `work::Tools`).
+    pub fn shared<T: std::any::Any + Send + Sync>(&self) -> Arc<T> {
+        self.tools
+            .shared
+            .iter()
+            .find_map(|item| item.clone().downcast::<T>().ok())
+            .unwrap_or_else(|| panic!("no {} in the daemon", std::any::type_name::<T>()))
     }
 
     /// Every session, oldest first (by id within one instant), as listings show them.
@@ -434,9 +438,9 @@ impl Registry {
             key_hash,
             shown_target,
             (resolved.host.clone(), resolved.port),
-            control_path,
-            self.settings.standby_channels,
+            crate::remote::Host::new(control_path, self.settings.standby_channels),
             std::time::SystemTime::now(),
+            &*self.tools.make_work,
         ));
         sessions.insert(id, session.clone());
         Ok((session, session_key))
@@ -705,11 +709,10 @@ impl Registry {
     pub async fn hand_over(self: &Arc<Self>) {
         self.closing.store(true, Ordering::SeqCst);
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
-        let stops = sessions.iter().map(|s| s.transfers.hand_over());
+        let stops = sessions
+            .iter()
+            .flat_map(|s| s.works().iter().map(|w| w.hand_over()));
         futures::future::join_all(stops).await;
-        for session in &sessions {
-            session.commands.keep_files();
-        }
         self.seal_record();
     }
 
@@ -822,15 +825,4 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
 pub fn connection_lost(session: &Session) -> DaemonError {
     session.mark_lost();
     crate::remote::lost_error()
-}
-/// How long an ended command stays in the overview, with how it ended.
-const ENDED_SHOWN: Duration = Duration::from_secs(60);
-
-/// Whether `c` ended within [`ENDED_SHOWN`].
-fn ended_lately(c: &sshmcp_proto::command::CommandSummary) -> bool {
-    let ended = c
-        .ended_at
-        .as_deref()
-        .and_then(sshmcp_proto::time::parse_rfc3339);
-    ended.is_some_and(|at| at.elapsed().is_ok_and(|ago| ago <= ENDED_SHOWN))
 }

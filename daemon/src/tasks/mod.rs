@@ -19,12 +19,12 @@ use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::commands::kill::{KillOrder, signal_group};
-use crate::exec::request;
 use crate::inspect::remote_text;
 use crate::operation::Operation;
 use crate::remote::capture::utf8_tail_boundary;
 use crate::remote::status::{self, whole};
 use crate::remote::{self, Program};
+use crate::request;
 use crate::session::{Registry, Session};
 
 /// How long a launch or a status may take on the host.

@@ -30,8 +30,12 @@ use crate::config::Settings;
 use crate::inspect;
 use crate::remote::Counted;
 use crate::remote::kill_channel::{self, KillChannel};
+use crate::session::record::Entry;
 use crate::session::record::{TransferEntry, from_unix_ms, unix_ms};
+use crate::session::work::Work;
 use crate::session::{Registry, Session};
+use futures::future::BoxFuture;
+use sshmcp_proto::overview::SessionView;
 
 /// Transfers a session keeps for `transfer_list` (running ones are never dropped).
 const HISTORY_LEN: usize = 100;
@@ -89,9 +93,10 @@ impl Drop for Claim {
     }
 }
 
-/// One session's transfers, newest first.
+/// One session's transfers, newest first, and those a record named, to start again once the
+/// re-adopted session is listed.
 #[derive(Default)]
-pub struct Transfers(Mutex<VecDeque<Arc<Operation>>>);
+pub struct Transfers(Mutex<VecDeque<Arc<Operation>>>, Mutex<Vec<TransferEntry>>);
 
 /// Where an operation stands.
 struct Progress {
@@ -391,7 +396,7 @@ pub fn resume(
         placeholder.local_path = Path::new(root).join(&req.local_path).display().to_string();
     }
     let placeholder = Arc::new(placeholder);
-    session.transfers.add(placeholder.clone());
+    Transfers::of(session).add(placeholder.clone());
     // Taken back under the policy in force now, which may have changed since it started,
     // and written to the trail either way.
     let refused = registry.check_policy(tool, session).err();
@@ -507,7 +512,7 @@ async fn begin(
             )
         })?;
     let remote_path = inspect::path_bytes(&req.remote_path)?;
-    let root = crate::exec::local_root(req.local_root.clone(), settings)?;
+    let root = crate::request::local_root(req.local_root.clone(), settings)?;
     // A resume must find the same files whatever the next daemon's default root is.
     req.local_root = Some(root.to_string_lossy().into_owned());
     let (plan, total, claim) =
@@ -517,8 +522,8 @@ async fn begin(
     let op = operation(session, resumed, direction, req, total, &plan)?;
     let op = Arc::new(op);
     match placeholder {
-        Some(placeholder) => session.transfers.replace(&placeholder, op.clone()),
-        None => session.transfers.add(op.clone()),
+        Some(placeholder) => Transfers::of(session).replace(&placeholder, op.clone()),
+        None => Transfers::of(session).add(op.clone()),
     }
     session.record.ask();
     let (session, job) = (session.clone(), op.clone());
@@ -1003,11 +1008,18 @@ async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     }
 }
 
-/// `download_start`.
-pub struct DownloadStart;
+/// `download_start` (`UPLOAD` false) and `upload_start`.
+pub struct TransferStart<const UPLOAD: bool>;
 
-impl crate::operation::Operation for DownloadStart {
-    const TOOL: Tool = Tool::DownloadStart;
+pub type DownloadStart = TransferStart<false>;
+pub type UploadStart = TransferStart<true>;
+
+impl<const UPLOAD: bool> crate::operation::Operation for TransferStart<UPLOAD> {
+    const TOOL: Tool = if UPLOAD {
+        Tool::UploadStart
+    } else {
+        Tool::DownloadStart
+    };
     type Request = TransferStartRequest;
     type Answer = TransferReport;
 
@@ -1016,39 +1028,44 @@ impl crate::operation::Operation for DownloadStart {
         session: Arc<Session>,
         registry: &Registry,
     ) -> Result<TransferReport, DaemonError> {
-        let (settings, destinations) = (&registry.settings, &registry.destinations);
-        start(
-            &session,
-            settings,
-            destinations,
-            TransferDirection::Download,
-            req,
-        )
-        .await
+        let direction = match UPLOAD {
+            true => TransferDirection::Upload,
+            false => TransferDirection::Download,
+        };
+        let destinations = registry.shared::<Destinations>();
+        start(&session, &registry.settings, &destinations, direction, req).await
     }
 }
 
-/// `upload_start`.
-pub struct UploadStart;
+impl Transfers {
+    /// This session's transfers.
+    pub fn of(session: &Session) -> Arc<Transfers> {
+        session.work::<Transfers>()
+    }
+}
 
-impl crate::operation::Operation for UploadStart {
-    const TOOL: Tool = Tool::UploadStart;
-    type Request = TransferStartRequest;
-    type Answer = TransferReport;
+impl Work for Transfers {
+    fn record(&self, entry: &mut Entry) {
+        entry.transfers = self.recorded();
+    }
 
-    async fn run(
-        req: TransferStartRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<TransferReport, DaemonError> {
-        let (settings, destinations) = (&registry.settings, &registry.destinations);
-        start(
-            &session,
-            settings,
-            destinations,
-            TransferDirection::Upload,
-            req,
-        )
-        .await
+    fn adopt(&self, _: &Session, entry: &mut Entry, _: bool) {
+        *locked(&self.1) = std::mem::take(&mut entry.transfers);
+    }
+
+    fn resume(&self, session: &Arc<Session>, registry: &Arc<Registry>) {
+        for transfer in std::mem::take(&mut *locked(&self.1)) {
+            let (settings, destinations) = (registry.settings.clone(), registry.shared());
+            resume(session, settings, destinations, transfer, registry);
+        }
+    }
+
+    fn show(&self, view: &mut SessionView) {
+        let listed = self.list().transfers.into_iter();
+        view.transfers = listed.filter(|t| t.ended_at.is_none()).collect();
+    }
+
+    fn hand_over(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Transfers::hand_over(self))
     }
 }

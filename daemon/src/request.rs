@@ -1,13 +1,18 @@
-//! Checks of an `exec` request against the contract's limits, before anything runs.
+//! Checks of a command request (`exec`, `sudo_exec`, `command_start`, `task_launch`) against
+//! the contract's limits, before anything runs.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use sshmcp_local::paths::check_local_root;
 use sshmcp_proto::command::{MAX_HANDOFF_SECS, MIN_HANDOFF_SECS};
 use sshmcp_proto::exec::Handoff;
 use sshmcp_proto::limits::{
     DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS,
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
+
+use crate::config::Settings;
 
 /// The command text: at most [`MAX_COMMAND_BYTES`], no NUL (a shell cannot carry one).
 pub fn check_command(command: &str) -> Result<(), DaemonError> {
@@ -88,6 +93,19 @@ pub fn check_cwd(cwd: Option<&str>) -> Result<(), DaemonError> {
             "cwd must not contain a NUL byte",
         )),
         _ => Ok(()),
+    }
+}
+
+/// The local root of a call: the caller's (checked), else the daemon's.
+pub fn local_root(given: Option<String>, settings: &Settings) -> Result<PathBuf, DaemonError> {
+    match given {
+        Some(root) => {
+            let root = PathBuf::from(root);
+            check_local_root(&root)
+                .map_err(|m| DaemonError::new(ErrorCode::InvalidLocalPath, m))?;
+            Ok(root)
+        }
+        None => Ok(settings.local_root.clone()),
     }
 }
 

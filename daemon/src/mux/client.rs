@@ -68,6 +68,15 @@ pub struct SessionControl {
 }
 
 impl SessionControl {
+    /// The control of a session whose master is a test's own end of `stream`.
+    #[cfg(test)]
+    pub fn over(stream: UnixStream) -> Self {
+        Self {
+            stream,
+            packets: PacketBuffer::default(),
+        }
+    }
+
     /// Whether the master has said nothing about this session yet (no exit, no close): a
     /// waiting channel is still waiting for its program.
     pub fn is_quiet(&self) -> bool {

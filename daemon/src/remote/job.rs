@@ -1194,3 +1194,190 @@ async fn lost(host: &Host) -> bool {
         None => mux::alive_check(&host.control_path).await.is_err(),
     }
 }
+
+/// The run loop over a fake channel: a local `/bin/sh` in the remote shell's place (its login
+/// shell having printed noise, then `exec /bin/sh` as a master's channel runs), its streams on
+/// pipes, and the test as the master, saying on the control socket how the shell exited.
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+    use std::process::Stdio;
+
+    use tokio::io::AsyncWriteExt as _;
+    use tokio::net::unix::pipe;
+
+    use super::*;
+
+    /// A fake channel for one attempt, and the task that plays its master.
+    fn fake_channel(host: &Host, fresh: bool, login: &str) -> (Opened, JoinHandle<()>) {
+        let (stdin_tx, stdin_rx) = pipe::pipe().unwrap();
+        let (stdout_tx, stdout_rx) = pipe::pipe().unwrap();
+        let (stderr_tx, stderr_rx) = pipe::pipe().unwrap();
+        let far = |fd: OwnedFd| Stdio::from(fd);
+        let mut shell = tokio::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("{login}{}", framing::BOOTSTRAP))
+            .stdin(far(stdin_rx.into_blocking_fd().unwrap()))
+            .stdout(far(stdout_tx.into_blocking_fd().unwrap()))
+            .stderr(far(stderr_tx.into_blocking_fd().unwrap()))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let (ours, master) = tokio::net::UnixStream::pair().unwrap();
+        // The master says how the shell exited, then closes the session.
+        let master = tokio::spawn(async move {
+            let mut master = master;
+            let status = shell.wait().await.unwrap().code().unwrap_or(255) as u32;
+            let mut packet = Vec::new();
+            packet.extend_from_slice(&12u32.to_be_bytes());
+            packet.extend_from_slice(&mux::wire::S_EXIT_MESSAGE.to_be_bytes());
+            packet.extend_from_slice(&1u32.to_be_bytes());
+            packet.extend_from_slice(&status.to_be_bytes());
+            let _ = master.write_all(&packet).await;
+        });
+        let opened = Opened {
+            permit: None,
+            lease: None,
+            session: mux::MuxSession {
+                control: mux::client::SessionControl::over(ours),
+                stdin: stdin_tx,
+                stdout: stdout_rx,
+                stderr: stderr_rx,
+            },
+            fresh,
+            opened_at: Instant::now(),
+            held: super::super::Counted::new(&host.running),
+        };
+        (opened, master)
+    }
+
+    /// One attempt of `program` on a fake channel: what it came to, unless its answer came
+    /// first (a stopped run goes on to kill its group, which this fake master cannot), and
+    /// the answer it sent.
+    async fn attempt(
+        program: &mut Program,
+        fresh: bool,
+        login: &str,
+        stop: &CancellationToken,
+    ) -> (Option<Attempt>, Option<Result<RunResult, RunError>>) {
+        let host = Host::new("/nonexistent/sshmcp-fake-master".into(), 0);
+        let (opened, master) = fake_channel(&host, fresh, login);
+        let framing = Framing::new().unwrap();
+        let started = Instant::now();
+        let (tx, rx) = oneshot::channel();
+        let mut answer = Some(Answer { tx, pending: None });
+        let closing = CancellationToken::new();
+        let run = Run {
+            host: &host,
+            framing: &framing,
+            started,
+            deadline: started + program.timeout,
+            stop,
+            closing: &closing,
+        };
+        let mut rx = rx;
+        let (came, answered) = {
+            let attempting = run.attempt(program, opened, &mut answer);
+            tokio::pin!(attempting);
+            tokio::select! {
+                came = &mut attempting => (Some(came), None),
+                answered = &mut rx => (None, answered.ok()),
+            }
+        };
+        drop(answer);
+        master.abort();
+        let answered = match answered {
+            Some(answered) => Some(answered),
+            None => rx.await.ok(),
+        };
+        (came, answered)
+    }
+
+    fn text(output: &Output) -> String {
+        String::from_utf8_lossy(&output.bytes).into_owned()
+    }
+
+    /// A program's streams and exit status come back apart and exact, whatever its login
+    /// shell printed first.
+    #[tokio::test]
+    async fn a_program_answers_its_streams_and_exit_status() {
+        let mut program = Program::new(
+            "printf out; printf err >&2; exit 3",
+            Duration::from_secs(30),
+            1024,
+        );
+        let stop = CancellationToken::new();
+        let login = "echo noise; echo noise >&2; ";
+        let (came, answer) = attempt(&mut program, true, login, &stop).await;
+        assert!(!matches!(came, Some(Attempt::Retry)), "it ran");
+        let result = answer.expect("an answer").expect("a result");
+        assert_eq!(
+            (text(&result.stdout), text(&result.stderr)),
+            ("out".into(), "err".into())
+        );
+        assert_eq!((result.exit_code, result.timed_out), (Some(3), false));
+    }
+
+    /// Output past the budget keeps its head and tail and says what was left out; the run
+    /// still answers with the exit status.
+    #[tokio::test]
+    async fn output_past_the_budget_keeps_head_and_tail() {
+        let script = "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done";
+        let mut program = Program::new(script, Duration::from_secs(30), 1000);
+        let stop = CancellationToken::new();
+        let (_, answer) = attempt(&mut program, true, "", &stop).await;
+        let result = answer.expect("an answer").expect("a result");
+        let out = text(&result.stdout);
+        assert!(
+            out.starts_with("line-0\n") && out.ends_with("line-1999\n"),
+            "{out}"
+        );
+        assert!(
+            result.stdout.bytes.len() <= 1000,
+            "{}",
+            result.stdout.bytes.len()
+        );
+        let omitted = result.stdout.omitted.clone().expect("a gap");
+        let printed: usize = (0..2000).map(|i| format!("line-{i}\n").len()).sum();
+        let (total, kept) = (result.stdout.total_bytes, result.stdout.bytes.len() as u64);
+        assert_eq!(total, printed as u64);
+        assert_eq!(omitted.end - omitted.start + kept, total);
+        assert_eq!(result.exit_code, Some(0));
+    }
+
+    /// A waiting channel whose shell ended before it read the program is no run: the
+    /// attempt says to retry on a fresh channel, and nothing was answered.
+    #[tokio::test]
+    async fn a_waiting_channel_that_ended_is_a_retry() {
+        let mut program = Program::new("echo never", Duration::from_secs(30), 1024);
+        let stop = CancellationToken::new();
+        let (came, answer) = attempt(&mut program, false, "exit 0; ", &stop).await;
+        assert!(matches!(came, Some(Attempt::Retry)));
+        assert!(answer.is_none(), "nothing answered");
+    }
+
+    /// A program past its timeout is stopped, and the answer, with what it printed before,
+    /// says it timed out as soon as the stop began (the group's kill goes on after it).
+    #[tokio::test]
+    async fn a_program_past_its_timeout_is_stopped_and_says_so() {
+        let mut program = Program::new("echo started; sleep 30", Duration::from_millis(500), 1024);
+        let stop = CancellationToken::new();
+        let (_, answer) = attempt(&mut program, true, "", &stop).await;
+        let result = answer.expect("an answer").expect("a result");
+        assert!(result.timed_out, "{:?}", result.exit_code);
+        assert_eq!(text(&result.stdout), "started\n");
+        assert!(result.duration < 10.0, "{}", result.duration);
+    }
+
+    /// A caller that stops the run gets `Cancelled`, and the channel is not kept.
+    #[tokio::test]
+    async fn a_run_its_caller_stopped_answers_cancelled() {
+        let mut program = Program::new("sleep 30", Duration::from_secs(30), 1024);
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let (came, answer) = attempt(&mut program, true, "", &stop).await;
+        assert!(!matches!(came, Some(Attempt::Retry)), "a stop is no retry");
+        let answer = answer.expect("an answer");
+        assert!(matches!(answer, Err(RunError::Cancelled)), "{answer:?}");
+    }
+}

@@ -41,12 +41,23 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         let product = text.split("#[cfg(test)]").next().unwrap_or_default();
         let named = graph.entry(module.clone()).or_default();
         for (at, _) in product.match_indices("crate::") {
-            let name: String = product[at + 7..]
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                .collect();
-            if !name.is_empty() && name != module {
-                named.insert(name);
+            let rest = &product[at + 7..];
+            // `crate::a::b`, or a group: `crate::{a, b::c}`.
+            let names = match rest.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap_or(0)]
+                    .split(',')
+                    .map(str::trim)
+                    .collect(),
+                None => vec![rest],
+            };
+            for path in names {
+                let name: String = path
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != module && name != "self" {
+                    named.insert(name);
+                }
             }
         }
     }

@@ -37,31 +37,98 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        // Product code only: a module's tests sit at its end.
-        let product = text.split("#[cfg(test)]").next().unwrap_or_default();
         let named = graph.entry(module.clone()).or_default();
-        for (at, _) in product.match_indices("crate::") {
-            let rest = &product[at + 7..];
-            // `crate::a::b`, or a group: `crate::{a, b::c}`.
-            let names = match rest.strip_prefix('{') {
-                Some(group) => group[..group.find('}').unwrap_or(0)]
-                    .split(',')
-                    .map(str::trim)
-                    .collect(),
-                None => vec![rest],
-            };
-            for path in names {
-                let name: String = path
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                if !name.is_empty() && name != module && name != "self" {
-                    named.insert(name);
-                }
+        for name in named_modules(&product_code(&text)) {
+            if name != module {
+                named.insert(name);
             }
         }
     }
     graph
+}
+
+/// `text` without comments and without the items marked for tests (`#[cfg(test)]`,
+/// `#[cfg(all(test, ...))]`): each such attribute and the item after it, up to the end of its
+/// braces or its `;`.
+fn product_code(text: &str) -> String {
+    let uncommented: String = text
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = String::new();
+    let mut rest = uncommented.as_str();
+    while let Some(at) = ["#[cfg(test)]", "#[cfg(all(test"]
+        .iter()
+        .filter_map(|marker| rest.find(marker))
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let item_end = match (rest.find('{'), rest.find(';')) {
+            (Some(open), semi) if semi.is_none_or(|semi| open < semi) => {
+                let mut depth = 0;
+                let close = rest[open..].char_indices().find_map(|(i, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    (depth == 0).then_some(open + i)
+                });
+                close.map_or(rest.len(), |close| close + 1)
+            }
+            (_, Some(semi)) => semi + 1,
+            _ => rest.len(),
+        };
+        rest = &rest[item_end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The top-level modules `code` names by `crate::` paths, grouped ones (`crate::{a, b::{c,
+/// d}}`) included.
+fn named_modules(code: &str) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + 7..];
+        let paths: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => {
+                let mut depth = 0;
+                let mut start = 0;
+                let mut paths = Vec::new();
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => {
+                            paths.push(&group[start..i]);
+                            break;
+                        }
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            paths.push(&group[start..i]);
+                            start = i + 1;
+                        }
+                        _ => {}
+                    }
+                }
+                paths
+            }
+            None => vec![rest],
+        };
+        for path in paths {
+            let name: String = path
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != "self" {
+                named.insert(name);
+            }
+        }
+    }
+    named
 }
 
 /// Whether `to` is reachable from `from`.
@@ -102,4 +169,20 @@ fn no_module_cycle_and_layers_point_one_way() {
         !reaches(&graph, "remote", "session"),
         "remote reaches session"
     );
+}
+
+#[test]
+fn the_reading_of_crate_paths_sees_groups_and_skips_comments_and_tests() {
+    let code = "use crate::{mux::{self, client}, session};\n\
+                // crate::audit in a comment\n\
+                #[cfg(test)]\n\
+                pub fn fake(_: crate::policy::Policy) {}\n\
+                fn after() { crate::remote::run(); }\n\
+                #[cfg(test)]\n\
+                use crate::config;\n\
+                #[cfg(all(test, target_os = \"linux\"))]\n\
+                mod tests { use crate::tasks; }\n";
+    let named = named_modules(&product_code(code));
+    let expected: BTreeSet<String> = ["mux", "session", "remote"].map(String::from).into();
+    assert_eq!(named, expected);
 }

@@ -333,3 +333,36 @@ fn tools() -> Tools {
         shared: vec![Arc::new(crate::transfers::Destinations::default())],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::any::Any;
+
+    use super::*;
+
+    /// Every tool's state is in each new session, and the daemon-wide state in the registry:
+    /// `Session::work` and `Registry::shared` find them (a tool left out would panic there).
+    #[test]
+    fn each_session_gets_every_tools_state() {
+        let tools = tools();
+        let work = (tools.make_work)(&Default::default());
+        let has = |found: &dyn Fn(&Arc<dyn crate::session::work::Work>) -> bool| {
+            work.iter().filter(|w| found(w)).count() == 1
+        };
+        let is =
+            |w: &Arc<dyn crate::session::work::Work>| -> Arc<dyn Any + Send + Sync> { w.clone() };
+        assert!(has(&|w| is(w)
+            .downcast::<crate::commands::Commands>()
+            .is_ok()));
+        assert!(has(&|w| is(w)
+            .downcast::<crate::transfers::Transfers>()
+            .is_ok()));
+        assert!(has(&|w| is(w)
+            .downcast::<crate::forwards::Forwards>()
+            .is_ok()));
+        let shared = tools.shared.iter().cloned();
+        let destinations =
+            shared.filter_map(|s| s.downcast::<crate::transfers::Destinations>().ok());
+        assert_eq!(destinations.count(), 1);
+    }
+}

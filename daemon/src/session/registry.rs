@@ -829,3 +829,55 @@ pub fn connection_lost(session: &Session) -> DaemonError {
     session.mark_lost();
     crate::remote::lost_error()
 }
+
+#[cfg(test)]
+mod tests {
+    use sshmcp_proto::limits::{DEFAULT_CONNECT_TIMEOUT_SECS, MAX_CONNECT_TIMEOUT_SECS};
+    use sshmcp_proto::session::ConnectTarget;
+
+    use super::*;
+
+    fn direct(port: Option<u16>, timeout: Option<f64>) -> ConnectRequest {
+        ConnectRequest {
+            target: ConnectTarget::Direct {
+                host: "example.org".into(),
+                user: "me".into(),
+                port,
+            },
+            connect_timeout: timeout,
+        }
+    }
+
+    /// `connect_timeout` is taken from 1 s to its maximum, exactly at each edge, and its
+    /// default when absent; port 0 and a timeout past an edge (or not a number) are
+    /// `invalid_arguments`.
+    #[test]
+    fn a_connect_request_is_held_to_its_limits() {
+        let secs =
+            |timeout| check_connect_request(&direct(Some(22), timeout)).map(|d| d.as_secs_f64());
+        assert_eq!(secs(None).unwrap(), DEFAULT_CONNECT_TIMEOUT_SECS);
+        assert_eq!(secs(Some(1.0)).unwrap(), 1.0);
+        assert_eq!(
+            secs(Some(MAX_CONNECT_TIMEOUT_SECS)).unwrap(),
+            MAX_CONNECT_TIMEOUT_SECS
+        );
+        for bad in [
+            0.999,
+            MAX_CONNECT_TIMEOUT_SECS + 0.001,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            let e = check_connect_request(&direct(Some(22), Some(bad))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidArguments, "{bad}");
+        }
+        let e = check_connect_request(&direct(Some(0), None)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArguments);
+        let alias = ConnectRequest {
+            target: ConnectTarget::Alias {
+                alias: "testbed".into(),
+            },
+            connect_timeout: None,
+        };
+        assert!(check_connect_request(&alias).is_ok());
+    }
+}

@@ -1069,3 +1069,25 @@ impl Work for Transfers {
         Box::pin(Transfers::hand_over(self))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pair's tag names the server, the source and the destination: each part counts, and
+    /// where one part ends is part of it (`ab`+`c` is not `a`+`bc`).
+    #[test]
+    fn a_pair_tag_tells_every_part_and_its_bounds() {
+        let tag = pair_tag([b"h:22", b"/src", b"/dst"]);
+        assert_eq!(tag.len(), 32);
+        assert_eq!(tag, pair_tag([b"h:22", b"/src", b"/dst"]));
+        for other in [
+            pair_tag([b"h:23", b"/src", b"/dst"]),
+            pair_tag([b"h:22", b"/srd", b"/dst"]),
+            pair_tag([b"h:22", b"/src", b"/dsu"]),
+            pair_tag([b"h:22/", b"src", b"/dst"]),
+        ] {
+            assert_ne!(tag, other);
+        }
+    }
+}

@@ -16,17 +16,7 @@ use sshmcp_proto::audit::{
     AUDIT_FILE, AUDIT_GENERATIONS, AUDIT_MESSAGE_BYTES, AUDIT_ROTATE_BYTES, AUDIT_SUMMARY_BYTES,
     AuditEntry, PENDING_FILE, PendingLine, generation,
 };
-use sshmcp_proto::command::{CommandKillRequest, CommandStartRequest};
-use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
-use sshmcp_proto::files::{
-    CopyMoveRequest, EditFileRequest, MakeDirectoryRequest, RemovePathRequest, WriteFileRequest,
-};
-use sshmcp_proto::forward::{ForwardKind, ForwardStartRequest, ForwardStopRequest};
-use sshmcp_proto::inspect::{
-    HostInfoRequest, ListRequest, ReadRangeRequest, RemotePath, StatRequest,
-};
-use sshmcp_proto::task::{TaskKillRequest, TaskLaunchRequest, TaskStatusRequest};
-use sshmcp_proto::transfer::{TransferRequest, TransferStartRequest};
+use sshmcp_proto::inspect::RemotePath;
 
 /// The size past which the journal of calls under way is written afresh.
 const JOURNAL_COMPACT_BYTES: u64 = 1 << 20;
@@ -196,6 +186,14 @@ pub fn daemon_line(tool: &str, summary: String, outcome: &str) -> AuditEntry {
     }
 }
 
+/// What an answer adds to its call's line: the exit status of the command it ran, and
+/// whether a timeout ended that command.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub timed_out: bool,
+}
+
 /// How a call ended, as its line in the trail says it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallEnd {
@@ -214,16 +212,17 @@ impl CallEnd {
         message: None,
     };
 
-    /// How a call that answered `answer` ended.
-    pub fn of<T: Answer>(answer: Result<&T, &sshmcp_proto::DaemonError>) -> Self {
-        match answer {
-            Ok(answer) => CallEnd {
-                outcome: if answer.timed_out() {
-                    "timed_out"
-                } else {
-                    "ok"
-                },
-                exit_code: answer.exit_code(),
+    /// How a call that answered `answer`, and ran no command, ended.
+    pub fn of<T>(answer: Result<&T, &sshmcp_proto::DaemonError>) -> Self {
+        Self::ended(answer.map(|_| Exit::default()))
+    }
+
+    /// How a call ended that answered, `exit` telling of the command it ran, or failed.
+    pub fn ended(exit: Result<Exit, &sshmcp_proto::DaemonError>) -> Self {
+        match exit {
+            Ok(exit) => CallEnd {
+                outcome: if exit.timed_out { "timed_out" } else { "ok" },
+                exit_code: exit.code,
                 message: None,
             },
             Err(e) => Self::failed(e),
@@ -547,13 +546,9 @@ fn rotate(live: &Path) -> std::io::Result<()> {
     std::fs::rename(live, generation(live, 1))
 }
 
-/// What a request's line says of it.
-pub trait Summary {
-    fn summary(&self) -> String;
-}
-
-/// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary.
-fn command(text: &str) -> String {
+/// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary: what a line
+/// says of a call that runs one.
+pub fn command(text: &str) -> String {
     let kept = sshmcp_proto::text::cut(text, AUDIT_SUMMARY_BYTES);
     // A word cut at the end may hold the start of a session key (43 characters), which the
     // cut keeps from being recognised (only keys' hashes are known) and would give most of
@@ -567,170 +562,12 @@ fn command(text: &str) -> String {
 }
 
 /// A remote path as the caller gave it, marked when it came base64-encoded.
-fn path(p: &RemotePath) -> String {
+pub fn path(p: &RemotePath) -> String {
     match p.encoding {
         sshmcp_proto::exec::Encoding::Utf8 => p.path.clone(),
         sshmcp_proto::exec::Encoding::Base64 => format!("base64:{}", p.path),
     }
 }
-
-/// `impl Summary` for request types whose line says the same of each.
-macro_rules! summary {
-    ($($t:ty),+ => |$r:ident| $line:expr) => {
-        $(impl Summary for $t {
-            fn summary(&self) -> String {
-                let $r = self;
-                $line
-            }
-        })+
-    };
-}
-
-summary!(ExecRequest, SudoExecRequest, CommandStartRequest, TaskLaunchRequest => |r| command(&r.command));
-summary!(StatRequest, ListRequest, MakeDirectoryRequest => |r| path(&r.path));
-summary!(TransferRequest => |r| r.operation_id.clone());
-summary!(ForwardStopRequest => |r| r.forward_id.clone());
-
-impl Summary for CommandKillRequest {
-    fn summary(&self) -> String {
-        format!("{} signal {}", self.handle_id, self.signal.unwrap_or(15))
-    }
-}
-
-impl Summary for HostInfoRequest {
-    fn summary(&self) -> String {
-        match self.paths.as_slice() {
-            [] => "~ /".to_string(),
-            paths => paths.join(" "),
-        }
-    }
-}
-
-impl Summary for TaskStatusRequest {
-    fn summary(&self) -> String {
-        format!("pid {}", self.pid)
-    }
-}
-
-impl Summary for TaskKillRequest {
-    fn summary(&self) -> String {
-        format!("pid {} signal {}", self.pid, self.signal.unwrap_or(15))
-    }
-}
-
-impl Summary for ReadRangeRequest {
-    fn summary(&self) -> String {
-        format!("{} bytes {}+{}", path(&self.path), self.offset, self.length)
-    }
-}
-
-impl Summary for WriteFileRequest {
-    fn summary(&self) -> String {
-        format!("{} {} bytes", path(&self.path), self.content.len())
-    }
-}
-
-impl Summary for EditFileRequest {
-    fn summary(&self) -> String {
-        format!(
-            "{} {} → {} bytes{}",
-            path(&self.path),
-            self.old_text.len(),
-            self.new_text.len(),
-            if self.replace_all { " (all)" } else { "" }
-        )
-    }
-}
-
-impl Summary for RemovePathRequest {
-    fn summary(&self) -> String {
-        format!(
-            "{}{}",
-            path(&self.path),
-            if self.recursive { " (recursive)" } else { "" }
-        )
-    }
-}
-
-impl Summary for CopyMoveRequest {
-    fn summary(&self) -> String {
-        format!("{} → {}", path(&self.source), path(&self.destination))
-    }
-}
-
-impl Summary for TransferStartRequest {
-    fn summary(&self) -> String {
-        format!(
-            "remote {} local {}",
-            path(&self.remote_path),
-            self.local_path
-        )
-    }
-}
-
-impl Summary for ForwardStartRequest {
-    fn summary(&self) -> String {
-        let listen = format!(
-            "{}:{}",
-            self.listen_host.as_deref().unwrap_or("127.0.0.1"),
-            self.listen_port
-        );
-        match self.kind {
-            ForwardKind::Dynamic => format!("dynamic {listen}"),
-            kind => format!(
-                "{} {listen} → {}:{}",
-                kind.as_str(),
-                self.target_host.as_deref().unwrap_or("?"),
-                self.target_port.unwrap_or(0)
-            ),
-        }
-    }
-}
-
-/// What an answer adds to its line: the exit status, for the calls that have one, and
-/// whether a timeout ended its command.
-pub trait Answer {
-    fn exit_code(&self) -> Option<i32> {
-        None
-    }
-
-    fn timed_out(&self) -> bool {
-        false
-    }
-}
-
-impl Answer for ExecResult {
-    fn exit_code(&self) -> Option<i32> {
-        self.exit_code
-    }
-
-    fn timed_out(&self) -> bool {
-        self.timed_out
-    }
-}
-
-macro_rules! no_exit_code {
-    ($($t:ty),* $(,)?) => { $(impl Answer for $t {})* };
-}
-
-no_exit_code!(
-    sshmcp_proto::inspect::FileStat,
-    sshmcp_proto::inspect::Listing,
-    sshmcp_proto::inspect::FileRange,
-    sshmcp_proto::inspect::HostInfo,
-    sshmcp_proto::command::CommandStarted,
-    sshmcp_proto::command::CommandKilled,
-    sshmcp_proto::task::TaskLaunched,
-    sshmcp_proto::task::TaskReport,
-    sshmcp_proto::task::TaskKilled,
-    sshmcp_proto::transfer::TransferReport,
-    sshmcp_proto::files::FileWritten,
-    sshmcp_proto::files::FileEdited,
-    sshmcp_proto::files::PathChanged,
-    sshmcp_proto::forward::ForwardInfo,
-    sshmcp_proto::session::Connected,
-    sshmcp_proto::session::Disconnected,
-);
 
 #[cfg(test)]
 mod tests {
@@ -749,10 +586,10 @@ mod tests {
             stdout: nothing(),
             stderr: nothing(),
         });
-        assert_eq!(CallEnd::of(Ok(&answer)).outcome, "ok");
+        assert_eq!(CallEnd::ended(Ok(crate::exec::exit(&answer))).outcome, "ok");
         answer.timed_out = true;
         answer.exit_code = None;
-        let end = CallEnd::of(Ok(&answer));
+        let end = CallEnd::ended(Ok(crate::exec::exit(&answer)));
         assert_eq!(
             (end.outcome, end.exit_code, end.message),
             ("timed_out", None, None)
@@ -761,7 +598,7 @@ mod tests {
         let long = format!("x{}", "é".repeat(AUDIT_MESSAGE_BYTES));
         let e =
             sshmcp_proto::DaemonError::new(sshmcp_proto::ErrorCode::ConnectionStartFailed, long);
-        let end = CallEnd::of::<ExecResult>(Err(&e));
+        let end = CallEnd::of::<()>(Err(&e));
         assert_eq!(end.outcome, "connection_start_failed");
         let message = end.message.unwrap();
         assert_eq!(message.len(), AUDIT_MESSAGE_BYTES - 1);

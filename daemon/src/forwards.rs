@@ -9,13 +9,14 @@ use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
 };
+use sshmcp_proto::service::tools;
+use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::time::rfc3339;
-use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
 use crate::mux::{self, Forwarding, MuxError, wire};
-use crate::operation::Operation;
+use crate::operation::{Operation, Runs};
 use crate::session::record::Entry;
 use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
 use crate::session::work::Work;
@@ -417,15 +418,26 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
     Ok(forward.info())
 }
 
-/// `forward_start`, in a task of its own: a caller that goes away mid-call must not leave the
-/// master listening for a forward no list shows (it is listed, and stoppable).
-pub struct ForwardStart;
+impl Operation for tools::ForwardStart {
+    fn summary(req: &ForwardStartRequest) -> String {
+        let listen = format!(
+            "{}:{}",
+            req.listen_host.as_deref().unwrap_or("127.0.0.1"),
+            req.listen_port
+        );
+        match req.kind {
+            ForwardKind::Dynamic => format!("dynamic {listen}"),
+            kind => format!(
+                "{} {listen} → {}:{}",
+                kind.as_str(),
+                req.target_host.as_deref().unwrap_or("?"),
+                req.target_port.unwrap_or(0)
+            ),
+        }
+    }
 
-impl Operation for ForwardStart {
-    const TOOL: Tool = Tool::ForwardStart;
-    type Request = ForwardStartRequest;
-    type Answer = ForwardInfo;
-
+    /// In a task of its own: a caller that goes away mid-call must not leave the master
+    /// listening for a forward no list shows (it is listed, and stoppable).
     async fn run(
         req: ForwardStartRequest,
         session: Arc<Session>,
@@ -438,13 +450,10 @@ impl Operation for ForwardStart {
     }
 }
 
-/// `forward_stop`.
-pub struct ForwardStop;
-
-impl Operation for ForwardStop {
-    const TOOL: Tool = Tool::ForwardStop;
-    type Request = ForwardStopRequest;
-    type Answer = ForwardInfo;
+impl Operation for tools::ForwardStop {
+    fn summary(req: &ForwardStopRequest) -> String {
+        req.forward_id.clone()
+    }
 
     async fn run(
         req: ForwardStopRequest,
@@ -452,6 +461,18 @@ impl Operation for ForwardStop {
         _: &Registry,
     ) -> Result<ForwardInfo, DaemonError> {
         stop(&session, req).await
+    }
+}
+
+impl Operation for tools::ForwardList {
+    const RUNS: Runs = Runs::InDaemon;
+
+    async fn run(
+        _: SessionAuth,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<ForwardList, DaemonError> {
+        Ok(Forwards::of(&session).list())
     }
 }
 

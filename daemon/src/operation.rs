@@ -1,28 +1,52 @@
-//! What a tool that works on a session's host declares once, beside its operation: which
-//! tool it is, what it takes and answers, and the operation itself. The service runs every
-//! one the same way (`DaemonService::operate`: the key, the session's state, the policy, the
-//! trail), so a tool's knowledge stays in its own file.
+//! What a tool run on a session declares once, beside its operation: the operation itself,
+//! what is wrong with a request whatever the session, what its trail line says, and where it
+//! runs. Which tool it is and what it takes and answers come from its marker type
+//! (`sshmcp_proto::service::tools`); the service runs every one the same way
+//! (`DaemonService::operate`: the key, the session's state, the policy, the trail), so a
+//! tool's knowledge stays in its own file.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use sshmcp_proto::DaemonError;
-use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::ToolMethod;
+use sshmcp_proto::session::Authed;
 
-use crate::audit::{Answer, Summary};
+use crate::audit::Exit;
 use crate::session::{Registry, Session};
 
-/// A tool's operation on a session's host.
-pub trait Operation {
-    const TOOL: Tool;
-    type Request: Summary + Authed + Send + 'static;
-    type Answer: Answer + Send;
+/// Where an operation runs, which decides how its session is found and what the trail keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    /// On the session's host: the session must be ready, the call is written to the trail,
+    /// and a master found gone marks the session lost.
+    OnHost,
+    /// In the daemon's own state, which a lost session keeps readable: written to the trail
+    /// only when the policy refuses it.
+    InDaemon,
+    /// In the daemon's own state, and written to the trail (it stops something).
+    InDaemonWritten,
+}
+
+/// A tool's operation on a session.
+pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Send> {
+    const RUNS: Runs = Runs::OnHost;
 
     /// What is wrong with the request whatever the session: refused before the session is
     /// looked at, and never reaches the trail.
     fn check(_: &Self::Request) -> Result<(), DaemonError> {
         Ok(())
+    }
+
+    /// What the call's line in the trail says of the request: never a key, never file
+    /// contents (see `audit::command` and `audit::path`).
+    fn summary(_: &Self::Request) -> String {
+        String::new()
+    }
+
+    /// What the answer adds to the line: the exit status of a command it ran.
+    fn exit(_: &Self::Answer) -> Exit {
+        Exit::default()
     }
 
     /// The operation, once the call passed the checks.
@@ -32,40 +56,3 @@ pub trait Operation {
         registry: &Registry,
     ) -> impl Future<Output = Result<Self::Answer, DaemonError>> + Send;
 }
-
-/// A request that names its session.
-pub trait Authed {
-    fn auth(&self) -> &SessionAuth;
-}
-
-macro_rules! authed {
-    ($($request:ty),* $(,)?) => {
-        $(impl Authed for $request {
-            fn auth(&self) -> &SessionAuth {
-                &self.auth
-            }
-        })*
-    };
-}
-
-authed!(
-    sshmcp_proto::exec::ExecRequest,
-    sshmcp_proto::exec::SudoExecRequest,
-    sshmcp_proto::inspect::StatRequest,
-    sshmcp_proto::inspect::HostInfoRequest,
-    sshmcp_proto::inspect::ListRequest,
-    sshmcp_proto::inspect::ReadRangeRequest,
-    sshmcp_proto::command::CommandStartRequest,
-    sshmcp_proto::command::CommandKillRequest,
-    sshmcp_proto::task::TaskLaunchRequest,
-    sshmcp_proto::task::TaskStatusRequest,
-    sshmcp_proto::task::TaskKillRequest,
-    sshmcp_proto::transfer::TransferStartRequest,
-    sshmcp_proto::files::WriteFileRequest,
-    sshmcp_proto::files::EditFileRequest,
-    sshmcp_proto::files::MakeDirectoryRequest,
-    sshmcp_proto::files::RemovePathRequest,
-    sshmcp_proto::files::CopyMoveRequest,
-    sshmcp_proto::forward::ForwardStartRequest,
-    sshmcp_proto::forward::ForwardStopRequest,
-);

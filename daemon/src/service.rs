@@ -6,40 +6,29 @@ use std::time::{Instant, SystemTime};
 
 use sshmcp_proto::audit::AuditEntry;
 use sshmcp_proto::command::{
-    CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
-    CommandStarted, CommandStatusRequest, OutputRequest, ProgressRequest, RunProgress, Stopped,
+    CommandKillRequest, CommandReport, CommandStatusRequest, OutputRequest, ProgressRequest,
+    RunProgress, Stopped,
 };
-use sshmcp_proto::exec::{ExecRequest, ExecResult, SudoExecRequest};
-use sshmcp_proto::files::{
-    CopyMoveRequest, EditFileRequest, FileEdited, FileWritten, MakeDirectoryRequest, PathChanged,
-    RemovePathRequest, WriteFileRequest,
-};
-use sshmcp_proto::forward::{ForwardInfo, ForwardList, ForwardStartRequest, ForwardStopRequest};
-use sshmcp_proto::inspect::{
-    FileRange, FileStat, HostInfo, HostInfoRequest, ListRequest, Listing, ReadRangeRequest,
-    StatRequest,
-};
+use sshmcp_proto::forward::ForwardStopRequest;
 use sshmcp_proto::overview::Overview;
 use sshmcp_proto::policy::PolicyReport;
-use sshmcp_proto::service::{Daemon, DaemonStatus, Hello, PROTOCOL_VERSION, capabilities};
-use sshmcp_proto::session::{ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary};
-use sshmcp_proto::task::{
-    TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
+use sshmcp_proto::service::{
+    Daemon, DaemonStatus, Hello, PROTOCOL_VERSION, ToolMethod, capabilities, tools,
+};
+use sshmcp_proto::session::{
+    Authed as _, ConnectRequest, Connected, Disconnected, SessionAuth, SessionSummary,
 };
 use sshmcp_proto::tool::Tool;
-use sshmcp_proto::transfer::{
-    TransferList, TransferReport, TransferRequest, TransferStartRequest, TransferStatusRequest,
-};
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{Answer, CallEnd, Summary, Trail};
-use crate::operation::{Authed as _, Operation};
+use crate::audit::{CallEnd, Trail};
+use crate::operation::{Operation, Runs};
 use crate::person::{self, Kind};
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
-use crate::{commands, exec, files, forwards, inspect, tasks, transfers};
+use crate::{commands, forwards};
 
 /// The service handed to tarpc; cheap to clone (one per request).
 #[derive(Clone)]
@@ -133,6 +122,31 @@ impl Drop for Audited<'_> {
     }
 }
 
+/// Each `tool` method of the service's list (`sshmcp_proto::daemon_methods!`), answered by
+/// its tool's [`Operation`] through [`DaemonService::operate`].
+macro_rules! serve_operations {
+    ($(
+        $(#[$doc:meta])*
+        $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
+            $(=> $tool:ident in $group:ident, $reach:ident)?;
+    )*) => {
+        $(serve_operation!($form $name $($tool)?);)*
+    };
+}
+
+macro_rules! serve_operation {
+    (tool $name:ident $tool:ident) => {
+        async fn $name(
+            self,
+            _: Context,
+            req: <tools::$tool as ToolMethod>::Request,
+        ) -> Result<<tools::$tool as ToolMethod>::Answer, DaemonError> {
+            self.operate::<tools::$tool>(req).await
+        }
+    };
+    (fn $($rest:tt)*) => {};
+}
+
 impl Daemon for DaemonService {
     async fn hello(self, _: Context) -> Hello {
         Hello {
@@ -217,66 +231,8 @@ impl Daemon for DaemonService {
         self.registry.list()
     }
 
-    async fn exec(self, _: Context, req: ExecRequest) -> Result<ExecResult, DaemonError> {
-        self.operate::<exec::Exec>(req).await
-    }
-
     async fn capabilities(self, _: Context) -> Vec<String> {
         capabilities().iter().map(|c| c.to_string()).collect()
-    }
-
-    async fn sudo_exec(self, _: Context, req: SudoExecRequest) -> Result<ExecResult, DaemonError> {
-        self.operate::<exec::sudo::SudoExec>(req).await
-    }
-
-    async fn stat(self, _: Context, req: StatRequest) -> Result<FileStat, DaemonError> {
-        self.operate::<inspect::stat::Stat>(req).await
-    }
-
-    async fn host_info(self, _: Context, req: HostInfoRequest) -> Result<HostInfo, DaemonError> {
-        self.operate::<inspect::host::HostInfoTool>(req).await
-    }
-
-    async fn list_directory(self, _: Context, req: ListRequest) -> Result<Listing, DaemonError> {
-        self.operate::<inspect::list::ListDirectory>(req).await
-    }
-
-    async fn read_file_range(
-        self,
-        _: Context,
-        req: ReadRangeRequest,
-    ) -> Result<FileRange, DaemonError> {
-        self.operate::<inspect::read::ReadFileRange>(req).await
-    }
-
-    async fn command_start(
-        self,
-        _: Context,
-        req: CommandStartRequest,
-    ) -> Result<CommandStarted, DaemonError> {
-        self.operate::<commands::CommandStart>(req).await
-    }
-
-    async fn command_status(
-        self,
-        _: Context,
-        req: CommandStatusRequest,
-    ) -> Result<CommandReport, DaemonError> {
-        let session = self.local_session(Tool::CommandStatus, &req.auth)?;
-        commands::status(&session, &self.registry.settings, req).await
-    }
-
-    async fn command_kill(
-        self,
-        _: Context,
-        req: CommandKillRequest,
-    ) -> Result<CommandKilled, DaemonError> {
-        self.operate::<commands::kill::CommandKill>(req).await
-    }
-
-    async fn command_list(self, _: Context, auth: SessionAuth) -> Result<CommandList, DaemonError> {
-        let session = self.local_session(Tool::CommandList, &auth)?;
-        Ok(crate::commands::Commands::of(&session).list())
     }
 
     async fn progress(
@@ -288,133 +244,6 @@ impl Daemon for DaemonService {
         let session = self.registry.authorize_local(&req.auth)?;
         session.touch();
         Ok(crate::commands::Commands::of(&session).progress(&req.key))
-    }
-
-    async fn task_launch(
-        self,
-        _: Context,
-        req: TaskLaunchRequest,
-    ) -> Result<TaskLaunched, DaemonError> {
-        self.operate::<tasks::TaskLaunch>(req).await
-    }
-
-    async fn task_status(
-        self,
-        _: Context,
-        req: TaskStatusRequest,
-    ) -> Result<TaskReport, DaemonError> {
-        self.operate::<tasks::TaskStatus>(req).await
-    }
-
-    async fn download_start(
-        self,
-        _: Context,
-        req: TransferStartRequest,
-    ) -> Result<TransferReport, DaemonError> {
-        self.operate::<transfers::DownloadStart>(req).await
-    }
-
-    async fn write_file(
-        self,
-        _: Context,
-        req: WriteFileRequest,
-    ) -> Result<FileWritten, DaemonError> {
-        self.operate::<files::write::WriteFile>(req).await
-    }
-
-    async fn edit_file(self, _: Context, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
-        self.operate::<files::edit::EditFile>(req).await
-    }
-
-    async fn make_directory(
-        self,
-        _: Context,
-        req: MakeDirectoryRequest,
-    ) -> Result<PathChanged, DaemonError> {
-        self.operate::<files::paths::MakeDirectory>(req).await
-    }
-
-    async fn remove_path(
-        self,
-        _: Context,
-        req: RemovePathRequest,
-    ) -> Result<PathChanged, DaemonError> {
-        self.operate::<files::paths::RemovePath>(req).await
-    }
-
-    async fn copy_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
-        self.operate::<files::paths::CopyPath>(req).await
-    }
-
-    async fn move_path(self, _: Context, req: CopyMoveRequest) -> Result<PathChanged, DaemonError> {
-        self.operate::<files::paths::MovePath>(req).await
-    }
-
-    async fn forward_start(
-        self,
-        _: Context,
-        req: ForwardStartRequest,
-    ) -> Result<ForwardInfo, DaemonError> {
-        self.operate::<forwards::ForwardStart>(req).await
-    }
-
-    async fn forward_list(self, _: Context, auth: SessionAuth) -> Result<ForwardList, DaemonError> {
-        let session = self.local_session(Tool::ForwardList, &auth)?;
-        Ok(crate::forwards::Forwards::of(&session).list())
-    }
-
-    async fn forward_stop(
-        self,
-        _: Context,
-        req: ForwardStopRequest,
-    ) -> Result<ForwardInfo, DaemonError> {
-        self.operate::<forwards::ForwardStop>(req).await
-    }
-
-    async fn upload_start(
-        self,
-        _: Context,
-        req: TransferStartRequest,
-    ) -> Result<TransferReport, DaemonError> {
-        self.operate::<transfers::UploadStart>(req).await
-    }
-
-    async fn transfer_status(
-        self,
-        _: Context,
-        req: TransferStatusRequest,
-    ) -> Result<TransferReport, DaemonError> {
-        let session = self.local_session(Tool::TransferStatus, &req.auth)?;
-        let wait = crate::commands::check_wait(req.wait_seconds)?;
-        crate::transfers::Transfers::of(&session)
-            .status(&req.operation_id, wait)
-            .await
-    }
-
-    async fn transfer_cancel(
-        self,
-        _: Context,
-        req: TransferRequest,
-    ) -> Result<TransferReport, DaemonError> {
-        let session = self.local_session(Tool::TransferCancel, &req.auth)?;
-        let line = self.audited(
-            Call::new(Tool::TransferCancel, req.summary()).redacted(&self.registry),
-            Place::from(&*session),
-        );
-        let cancelled = crate::transfers::Transfers::of(&session)
-            .cancel(&req.operation_id)
-            .await;
-        line.finish(CallEnd::of(cancelled.as_ref()));
-        cancelled
-    }
-
-    async fn transfer_list(
-        self,
-        _: Context,
-        auth: SessionAuth,
-    ) -> Result<TransferList, DaemonError> {
-        let session = self.local_session(Tool::TransferList, &auth)?;
-        Ok(crate::transfers::Transfers::of(&session).list())
     }
 
     async fn introduce(self, _: Context, client: String) {
@@ -537,9 +366,7 @@ impl Daemon for DaemonService {
         }
     }
 
-    async fn task_kill(self, _: Context, req: TaskKillRequest) -> Result<TaskKilled, DaemonError> {
-        self.operate::<tasks::TaskKill>(req).await
-    }
+    sshmcp_proto::daemon_methods!(serve_operations);
 }
 
 impl DaemonService {
@@ -567,42 +394,42 @@ impl DaemonService {
         }
     }
 
-    /// A tool's operation on its session's host (see [`Operation`]): the request checked,
-    /// then run through [`Self::on_session`].
+    /// A tool's operation (see [`Operation`]): the request checked, then run where the
+    /// operation says.
     async fn operate<O: Operation>(&self, req: O::Request) -> Result<O::Answer, DaemonError> {
         O::check(&req)?;
-        let auth = req.auth().clone();
-        let registry = self.registry.clone();
-        let call = Call::new(O::TOOL, req.summary());
-        self.on_session(call, &auth, |session| async move {
-            O::run(req, session, &registry).await
-        })
-        .await
+        match O::RUNS {
+            Runs::OnHost => self.on_host::<O>(req).await,
+            Runs::InDaemon => {
+                let session = self.local_session(O::TOOL, req.auth())?;
+                O::run(req, session, &self.registry).await
+            }
+            Runs::InDaemonWritten => {
+                let session = self.local_session(O::TOOL, req.auth())?;
+                let call = Call::new(O::TOOL, O::summary(&req)).redacted(&self.registry);
+                let line = self.audited(call, Place::from(&*session));
+                let outcome = O::run(req, session, &self.registry).await;
+                line.finish(CallEnd::ended(outcome.as_ref().map(O::exit)));
+                outcome
+            }
+        }
     }
 
     /// The one path of every tool that works on a host: check the key, the session's state
     /// and the policy, run the operation, mark the session lost when the operation found the
     /// master gone, and write the call to the audit trail (a refusal by the policy too).
-    async fn on_session<T, F, Fut>(
-        &self,
-        call: Call,
-        auth: &SessionAuth,
-        op: F,
-    ) -> Result<T, DaemonError>
-    where
-        T: Answer,
-        F: FnOnce(Arc<Session>) -> Fut,
-        Fut: Future<Output = Result<T, DaemonError>>,
-    {
-        let session = self.registry.authorize(auth)?;
-        let (tool, started) = (call.tool, call.started);
+    async fn on_host<O: Operation>(&self, req: O::Request) -> Result<O::Answer, DaemonError> {
+        let tool = O::TOOL;
+        let call = Call::new(tool, O::summary(&req));
+        let started = call.started;
+        let session = self.registry.authorize(req.auth())?;
         let call = call.redacted(&self.registry);
         let line = self.audited(call, Place::from(&*session));
         if let Err(refused) = self.allowed(tool, &session) {
             return Err(self.refuse(line, refused));
         }
         session.touch();
-        let outcome = op(session.clone()).await;
+        let outcome = O::run(req, session.clone(), &self.registry).await;
         session.touch();
         let outcome = outcome.map_err(|mut e| match e.code {
             ErrorCode::ConnectionLost => connection_lost(&session),
@@ -618,7 +445,7 @@ impl DaemonService {
             seconds = started.elapsed().as_secs_f64(),
             "call done"
         );
-        line.finish(CallEnd::of(outcome.as_ref()));
+        line.finish(CallEnd::ended(outcome.as_ref().map(O::exit)));
         outcome
     }
 

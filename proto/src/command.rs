@@ -31,6 +31,7 @@ pub struct CommandStartRequest {
     /// The caller's local root (absolute), when its person configured one.
     pub local_root: Option<String>,
 }
+crate::session::authed!(CommandStartRequest);
 
 /// Where a command handle stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +105,7 @@ pub struct CommandStatusRequest {
     /// from an offset and [`DEFAULT_TAIL_BYTES`] for a tail.
     pub max_bytes: Option<u64>,
 }
+crate::session::authed!(CommandStatusRequest);
 
 /// A piece of one stream's complete output, addressed by byte offsets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +161,7 @@ pub struct CommandKillRequest {
     /// absent.
     pub wait_seconds: Option<f64>,
 }
+crate::session::authed!(CommandKillRequest);
 
 /// What a kill came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ pub struct ExecRequest {
     pub local_root: Option<String>,
     pub handoff: Handoff,
 }
+crate::session::authed!(ExecRequest);
 
 /// What `exec` and `sudo_exec` take beyond the command: when to hand a slow command over to a
 /// command handle, and the key a caller follows its progress by.
@@ -40,6 +41,7 @@ pub struct SudoExecRequest {
     pub local_root: Option<String>,
     pub handoff: Handoff,
 }
+crate::session::authed!(SudoExecRequest);
 
 /// How a string carries bytes: `utf-8` (the string is the text itself) or `base64` (the bytes
 /// are not valid UTF-8).

@@ -23,6 +23,7 @@ pub struct WriteFileRequest {
     /// Write only if the file's SHA-256 (lowercase hex) is still this.
     pub expected_sha256: Option<String>,
 }
+crate::session::authed!(WriteFileRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -60,6 +61,7 @@ pub struct EditFileRequest {
     /// Edit only if the file's SHA-256 (lowercase hex) is still this.
     pub expected_sha256: Option<String>,
 }
+crate::session::authed!(EditFileRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -84,6 +86,7 @@ pub struct MakeDirectoryRequest {
     /// Permission bits of a directory made (default: 0777 less the umask).
     pub mode: Option<u32>,
 }
+crate::session::authed!(MakeDirectoryRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemovePathRequest {
@@ -92,6 +95,7 @@ pub struct RemovePathRequest {
     /// Remove a directory with everything in it.
     pub recursive: bool,
 }
+crate::session::authed!(RemovePathRequest);
 
 /// `copy_path` and `move_path`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +106,7 @@ pub struct CopyMoveRequest {
     /// Replace an existing destination file (a directory is never replaced).
     pub overwrite: bool,
 }
+crate::session::authed!(CopyMoveRequest);
 
 /// What a housekeeping tool did to a path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -40,6 +40,7 @@ pub struct ForwardStartRequest {
     pub target_host: Option<String>,
     pub target_port: Option<u16>,
 }
+crate::session::authed!(ForwardStartRequest);
 
 /// One forward of a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,3 +76,4 @@ pub struct ForwardStopRequest {
     pub auth: SessionAuth,
     pub forward_id: String,
 }
+crate::session::authed!(ForwardStopRequest);

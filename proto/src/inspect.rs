@@ -27,6 +27,7 @@ pub struct StatRequest {
     /// Describe what a symlink points to instead of the link itself.
     pub follow_symlinks: bool,
 }
+crate::session::authed!(StatRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListRequest {
@@ -37,6 +38,7 @@ pub struct ListRequest {
     /// Entries to return at most; the default when absent.
     pub limit: Option<u32>,
 }
+crate::session::authed!(ListRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadRangeRequest {
@@ -45,6 +47,7 @@ pub struct ReadRangeRequest {
     pub offset: u64,
     pub length: u64,
 }
+crate::session::authed!(ReadRangeRequest);
 
 /// What kind of file a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +169,7 @@ pub struct HostInfoRequest {
     /// The paths whose file systems to measure (text, no newline); empty: home and `/`.
     pub paths: Vec<String>,
 }
+crate::session::authed!(HostInfoRequest);
 
 /// What a host tells of itself. A fact the host cannot tell is left out, never guessed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -94,62 +94,163 @@ pub struct DaemonStatus {
     pub max_spool_bytes: u64,
 }
 
-#[tarpc::service]
-pub trait Daemon {
-    /// Version probe; must remain the first method.
-    async fn hello() -> Hello;
-    async fn status() -> DaemonStatus;
-    /// Closes every session and stops the daemon once this answer is sent.
-    async fn shutdown() -> Result<(), DaemonError>;
-    async fn connect(req: ConnectRequest) -> Result<Connected, DaemonError>;
-    async fn disconnect(session_id: String) -> Result<Disconnected, DaemonError>;
-    async fn session_list() -> Vec<SessionSummary>;
-    async fn exec(req: ExecRequest) -> Result<ExecResult, DaemonError>;
-    /// The daemon's [`capabilities`]. Methods are only ever appended below this line.
-    async fn capabilities() -> Vec<String>;
-    async fn sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>;
-    async fn stat(req: StatRequest) -> Result<FileStat, DaemonError>;
-    async fn list_directory(req: ListRequest) -> Result<Listing, DaemonError>;
-    async fn read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>;
-    async fn command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>;
-    async fn command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>;
-    async fn command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>;
-    async fn command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>;
-    /// What a run followed by `key` has done so far; None when no such run is going.
-    async fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
-    async fn task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>;
-    async fn task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>;
-    async fn task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>;
-    async fn download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
-    async fn transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>;
-    async fn transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>;
-    async fn transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>;
-    async fn upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>;
-    async fn write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>;
-    async fn edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>;
-    async fn make_directory(req: MakeDirectoryRequest) -> Result<PathChanged, DaemonError>;
-    async fn remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>;
-    async fn copy_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>;
-    async fn move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>;
-    async fn forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>;
-    async fn forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>;
-    async fn forward_stop(req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError>;
-    /// Names the MCP client this connection serves (its name and version from `initialize`),
-    /// for the audit trail.
-    async fn introduce(client: String);
-    /// The policy in force, and which live sessions each entry matches.
-    async fn policy() -> PolicyReport;
-    /// Reads the config file's policy again; a file that does not parse leaves the old one
-    /// in force and answers why.
-    async fn reload_policy() -> Result<PolicyReport, DaemonError>;
-    /// Every session with its running commands, transfers under way and forwards.
-    async fn overview() -> Overview;
-    async fn host_info(req: HostInfoRequest) -> Result<HostInfo, DaemonError>;
-    /// The person's read of a command handle's output (`sshmcp output`), needing no key.
-    async fn output(req: OutputRequest) -> Result<CommandReport, DaemonError>;
-    /// The person's stop of a command, transfer or forward (`sshmcp kill`), needing no key.
-    async fn stop_by_id(id: String) -> Result<Stopped, DaemonError>;
+/// Every method of the daemon, in wire order, a line each; a tool's line also gives its
+/// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach). The tarpc
+/// trait, the tool table, each tool's [`ToolMethod`] and the daemon's dispatch are all made
+/// from this list, so a tool is declared here once. `fn` methods the daemon answers by hand;
+/// each `tool` method's request carries its session (`session::Authed`) and is run as the
+/// daemon's operation for that tool. Methods are only ever appended: their place is their
+/// index on the wire.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! daemon_methods {
+    ($callback:ident) => {
+        $callback! {
+            /// Version probe; must remain the first method.
+            fn hello() -> Hello;
+            fn status() -> DaemonStatus;
+            /// Closes every session and stops the daemon once this answer is sent.
+            fn shutdown() -> Result<(), DaemonError>;
+            fn connect(req: ConnectRequest) -> Result<Connected, DaemonError>
+                => Connect in Sessions, ChangesNothing;
+            fn disconnect(session_id: String) -> Result<Disconnected, DaemonError>
+                => Disconnect in Sessions, ChangesNothing;
+            fn session_list() -> Vec<SessionSummary> => SessionList in Sessions, ChangesNothing;
+            tool exec(req: ExecRequest) -> Result<ExecResult, DaemonError>
+                => Exec in Commands, Changes;
+            /// The daemon's [`capabilities`]. Methods are only ever appended below this line.
+            fn capabilities() -> Vec<String>;
+            tool sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>
+                => SudoExec in Commands, Root;
+            tool stat(req: StatRequest) -> Result<FileStat, DaemonError>
+                => Stat in Inspect, ChangesNothing;
+            tool list_directory(req: ListRequest) -> Result<Listing, DaemonError>
+                => ListDirectory in Inspect, ChangesNothing;
+            tool read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>
+                => ReadFileRange in Inspect, ChangesNothing;
+            tool command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>
+                => CommandStart in Commands, Changes;
+            tool command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>
+                => CommandStatus in Commands, ChangesNothing;
+            tool command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>
+                => CommandKill in Commands, Changes;
+            tool command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>
+                => CommandList in Commands, ChangesNothing;
+            /// What a run followed by `key` has done so far; None when no such run is going.
+            fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
+            tool task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>
+                => TaskLaunch in Tasks, Changes;
+            tool task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>
+                => TaskStatus in Tasks, ChangesNothing;
+            tool task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>
+                => TaskKill in Tasks, Changes;
+            tool download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
+                => DownloadStart in Transfers, ChangesNothing;
+            tool transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>
+                => TransferStatus in Transfers, ChangesNothing;
+            // Stopping a copy, a forward or a session changes nothing on the host.
+            tool transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>
+                => TransferCancel in Transfers, ChangesNothing;
+            tool transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>
+                => TransferList in Transfers, ChangesNothing;
+            tool upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
+                => UploadStart in Transfers, Changes;
+            tool write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>
+                => WriteFile in Files, Changes;
+            tool edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>
+                => EditFile in Files, Changes;
+            tool make_directory(req: MakeDirectoryRequest) -> Result<PathChanged, DaemonError>
+                => MakeDirectory in Files, Changes;
+            tool remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>
+                => RemovePath in Files, Changes;
+            tool copy_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
+                => CopyPath in Files, Changes;
+            tool move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
+                => MovePath in Files, Changes;
+            tool forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>
+                => ForwardStart in Forwards, Changes;
+            tool forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>
+                => ForwardList in Forwards, ChangesNothing;
+            tool forward_stop(req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError>
+                => ForwardStop in Forwards, ChangesNothing;
+            /// Names the MCP client this connection serves (its name and version from
+            /// `initialize`), for the audit trail.
+            fn introduce(client: String);
+            /// The policy in force, and which live sessions each entry matches.
+            fn policy() -> PolicyReport;
+            /// Reads the config file's policy again; a file that does not parse leaves the old
+            /// one in force and answers why.
+            fn reload_policy() -> Result<PolicyReport, DaemonError>;
+            /// Every session with its running commands, transfers under way and forwards.
+            fn overview() -> Overview;
+            tool host_info(req: HostInfoRequest) -> Result<HostInfo, DaemonError>
+                => HostInfo in Inspect, ChangesNothing;
+            /// The person's read of a command handle's output (`sshmcp output`), needing no key.
+            fn output(req: OutputRequest) -> Result<CommandReport, DaemonError>;
+            /// The person's stop of a command, transfer or forward (`sshmcp kill`), needing no
+            /// key.
+            fn stop_by_id(id: String) -> Result<Stopped, DaemonError>;
+        }
+    };
 }
+
+/// Makes the tarpc trait and each tool's [`ToolMethod`] from [`daemon_methods`]'s list.
+macro_rules! daemon_trait {
+    ($(
+        $(#[$doc:meta])*
+        $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
+            $(=> $tool:ident in $group:ident, $reach:ident)?;
+    )*) => {
+        #[tarpc::service]
+        pub trait Daemon {
+            $($(#[$doc])* async fn $name($($arg: $ty),*) $(-> $answer)?;)*
+        }
+
+        /// A marker type for each tool the daemon runs as an operation, named after its
+        /// [`Tool`](crate::tool::Tool) variant.
+        pub mod tools {
+            $(tool_marker!($form $($tool)?);)*
+        }
+
+        $(tool_method!($form ($($arg: $ty),*) $(-> $answer)? $(=> $tool)?);)*
+    };
+}
+
+macro_rules! tool_marker {
+    (tool $tool:ident) => {
+        pub struct $tool;
+    };
+    (fn $($tool:ident)?) => {};
+}
+
+macro_rules! tool_method {
+    (tool ($arg:ident: $request:ty) -> $answer:ty => $tool:ident) => {
+        impl ToolMethod for tools::$tool {
+            const TOOL: crate::tool::Tool = crate::tool::Tool::$tool;
+            type Request = $request;
+            type Answer = <$answer as Outcome>::Answer;
+        }
+    };
+    (fn $($rest:tt)*) => {};
+}
+
+/// What a tool run as an operation takes and answers on the wire.
+pub trait ToolMethod {
+    const TOOL: crate::tool::Tool;
+    type Request;
+    type Answer;
+}
+
+/// A method's answer type when it succeeds.
+pub trait Outcome {
+    type Answer;
+}
+
+impl<T> Outcome for Result<T, DaemonError> {
+    type Answer = T;
+}
+
+crate::daemon_methods!(daemon_trait);
 
 /// The codec on the wire. Bincode is not self-describing: wire types avoid
 /// `skip_serializing_if`, `flatten`, untagged enums and `serde_json::Value`.

@@ -175,3 +175,27 @@ impl std::fmt::Debug for SessionAuth {
             .finish()
     }
 }
+
+/// A request that names its session: every tool's request but `connect`'s.
+pub trait Authed {
+    fn auth(&self) -> &SessionAuth;
+}
+
+/// `command_list` and its like take the pair alone.
+impl Authed for SessionAuth {
+    fn auth(&self) -> &SessionAuth {
+        self
+    }
+}
+
+/// `impl Authed` for requests that carry the pair as `auth`.
+macro_rules! authed {
+    ($($request:ty),* $(,)?) => {
+        $(impl $crate::session::Authed for $request {
+            fn auth(&self) -> &$crate::session::SessionAuth {
+                &self.auth
+            }
+        })*
+    };
+}
+pub(crate) use authed;

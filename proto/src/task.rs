@@ -13,6 +13,7 @@ pub struct TaskLaunchRequest {
     pub command: String,
     pub cwd: Option<String>,
 }
+crate::session::authed!(TaskLaunchRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -38,6 +39,7 @@ pub struct TaskStatusRequest {
     /// at once.
     pub wait_seconds: Option<f64>,
 }
+crate::session::authed!(TaskStatusRequest);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -94,6 +96,7 @@ pub struct TaskKillRequest {
     pub force: Option<bool>,
     pub wait_seconds: Option<f64>,
 }
+crate::session::authed!(TaskKillRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -1,41 +1,7 @@
 //! Every tool an agent calls, in one table: its name, its group, and how the per-host policy
-//! treats it. The daemon's capabilities, its policy checks and its audit lines, and the shim's
-//! tool groups and `--tools` choices, are all derived from this table.
-
-/// A tool an agent calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Tool {
-    Connect,
-    Disconnect,
-    SessionList,
-    Exec,
-    SudoExec,
-    CommandStart,
-    CommandStatus,
-    CommandKill,
-    CommandList,
-    TaskLaunch,
-    TaskStatus,
-    TaskKill,
-    Stat,
-    ListDirectory,
-    ReadFileRange,
-    HostInfo,
-    WriteFile,
-    EditFile,
-    MakeDirectory,
-    CopyPath,
-    MovePath,
-    RemovePath,
-    DownloadStart,
-    UploadStart,
-    TransferStatus,
-    TransferCancel,
-    TransferList,
-    ForwardStart,
-    ForwardList,
-    ForwardStop,
-}
+//! treats it, made from the service's list of methods (`service::daemon_methods!`). The
+//! daemon's capabilities, its policy checks and its audit lines, and the shim's tool groups
+//! and `--tools` choices, are all derived from this table.
 
 /// The groups `sshmcp-mcp --tools` takes, in the order the server's instructions speak of
 /// them.
@@ -81,46 +47,34 @@ const fn row(tool: Tool, name: &'static str, group: Group, reach: Reach) -> Row 
 use Group::*;
 use Reach::*;
 
-/// The table, in the order of [`Tool`]'s variants (a test holds it to that), a row a line.
-#[rustfmt::skip]
-const TABLE: [Row; 30] = [
-    row(Tool::Connect, "connect", Sessions, ChangesNothing),
-    row(Tool::Disconnect, "disconnect", Sessions, ChangesNothing),
-    row(Tool::SessionList, "session_list", Sessions, ChangesNothing),
-    row(Tool::Exec, "exec", Commands, Changes),
-    row(Tool::SudoExec, "sudo_exec", Commands, Root),
-    row(Tool::CommandStart, "command_start", Commands, Changes),
-    row(Tool::CommandStatus, "command_status", Commands, ChangesNothing),
-    row(Tool::CommandKill, "command_kill", Commands, Changes),
-    row(Tool::CommandList, "command_list", Commands, ChangesNothing),
-    row(Tool::TaskLaunch, "task_launch", Tasks, Changes),
-    row(Tool::TaskStatus, "task_status", Tasks, ChangesNothing),
-    row(Tool::TaskKill, "task_kill", Tasks, Changes),
-    row(Tool::Stat, "stat", Inspect, ChangesNothing),
-    row(Tool::ListDirectory, "list_directory", Inspect, ChangesNothing),
-    row(Tool::ReadFileRange, "read_file_range", Inspect, ChangesNothing),
-    row(Tool::HostInfo, "host_info", Inspect, ChangesNothing),
-    row(Tool::WriteFile, "write_file", Files, Changes),
-    row(Tool::EditFile, "edit_file", Files, Changes),
-    row(Tool::MakeDirectory, "make_directory", Files, Changes),
-    row(Tool::CopyPath, "copy_path", Files, Changes),
-    row(Tool::MovePath, "move_path", Files, Changes),
-    row(Tool::RemovePath, "remove_path", Files, Changes),
-    row(Tool::DownloadStart, "download_start", Transfers, ChangesNothing),
-    row(Tool::UploadStart, "upload_start", Transfers, Changes),
-    row(Tool::TransferStatus, "transfer_status", Transfers, ChangesNothing),
-    // Stopping a copy, a forward or a session changes nothing on the host.
-    row(Tool::TransferCancel, "transfer_cancel", Transfers, ChangesNothing),
-    row(Tool::TransferList, "transfer_list", Transfers, ChangesNothing),
-    row(Tool::ForwardStart, "forward_start", Forwards, Changes),
-    row(Tool::ForwardList, "forward_list", Forwards, ChangesNothing),
-    row(Tool::ForwardStop, "forward_stop", Forwards, ChangesNothing),
-];
+/// The tool enum and its table, from the service's list of methods: a tool is declared there
+/// once (`daemon_methods!`), in wire order, which is the table's order.
+macro_rules! tool_table {
+    ($(
+        $(#[$doc:meta])*
+        $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
+            $(=> $tool:ident in $group:ident, $reach:ident)?;
+    )*) => {
+        /// A tool an agent calls.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Tool {
+            $($($tool,)?)*
+        }
+
+        /// The table, in the order of [`Tool`]'s variants (a test holds it to that).
+        const TABLE: &[Row] = &[
+            $($(row(Tool::$tool, stringify!($name), $group, $reach),)?)*
+        ];
+    };
+}
+
+crate::daemon_methods!(tool_table);
 
 impl Tool {
-    /// Every tool, in the table's order.
+    /// Every tool, group by group in [`Group::ALL`]'s order (the order people read them
+    /// in), each group's in the table's.
     pub fn all() -> impl Iterator<Item = Tool> + Clone {
-        TABLE.iter().map(|row| row.tool)
+        Group::ALL.into_iter().flat_map(Group::tools)
     }
 
     /// The tool named `name`, if any.
@@ -186,7 +140,10 @@ impl Group {
 
     /// Its tools, in the table's order.
     pub fn tools(self) -> impl Iterator<Item = Tool> + Clone {
-        Tool::all().filter(move |tool| tool.group() == self)
+        TABLE
+            .iter()
+            .map(|row| row.tool)
+            .filter(move |tool| tool.group() == self)
     }
 }
 

@@ -19,12 +19,14 @@ pub struct TransferStartRequest {
     /// The caller's local root (absolute), when its person configured one.
     pub local_root: Option<String>,
 }
+crate::session::authed!(TransferStartRequest);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransferRequest {
     pub auth: SessionAuth,
     pub operation_id: String,
 }
+crate::session::authed!(TransferRequest);
 
 /// `transfer_status`: the transfer, and how long to wait for it to end before answering.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +36,7 @@ pub struct TransferStatusRequest {
     /// Seconds (0..=300, as command_status's); none answers at once.
     pub wait_seconds: Option<f64>,
 }
+crate::session::authed!(TransferStatusRequest);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
+use sshmcp_proto::service::tools;
 use sshmcp_proto::time::now_rfc3339;
-use sshmcp_proto::tool::Tool;
 
 use crate::operation::Operation;
 use crate::remote::kill::{GROUP_ALIVE, GROUP_OPTION, KILL_BUDGET, control_program};
@@ -216,16 +216,10 @@ impl Stop {
     }
 }
 
-/// A person's stop carries no exit code of its own.
-impl crate::audit::Answer for Stop {}
-
-/// `command_kill`.
-pub struct CommandKill;
-
-impl Operation for CommandKill {
-    const TOOL: Tool = Tool::CommandKill;
-    type Request = CommandKillRequest;
-    type Answer = CommandKilled;
+impl Operation for tools::CommandKill {
+    fn summary(req: &CommandKillRequest) -> String {
+        format!("{} signal {}", req.handle_id, req.signal.unwrap_or(15))
+    }
 
     async fn run(
         req: CommandKillRequest,

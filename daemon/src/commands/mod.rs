@@ -19,13 +19,14 @@ use sshmcp_proto::command::{
     PREVIEW_BYTES, RunProgress,
 };
 use sshmcp_proto::exec::ExecResult;
+use sshmcp_proto::service::tools;
+use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::time::rfc3339;
-use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
 
 use crate::config::Settings;
-use crate::operation::Operation;
+use crate::operation::{Operation, Runs};
 use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError, RunResult};
 use crate::request;
@@ -654,13 +655,10 @@ fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<Option<u64>, DaemonErro
     }
 }
 
-/// `command_start`.
-pub struct CommandStart;
-
-impl Operation for CommandStart {
-    const TOOL: Tool = Tool::CommandStart;
-    type Request = CommandStartRequest;
-    type Answer = CommandStarted;
+impl Operation for tools::CommandStart {
+    fn summary(req: &CommandStartRequest) -> String {
+        crate::audit::command(&req.command)
+    }
 
     async fn run(
         req: CommandStartRequest,
@@ -668,6 +666,30 @@ impl Operation for CommandStart {
         registry: &Registry,
     ) -> Result<CommandStarted, DaemonError> {
         start(&session, &registry.settings, req).await
+    }
+}
+
+impl Operation for tools::CommandStatus {
+    const RUNS: Runs = Runs::InDaemon;
+
+    async fn run(
+        req: CommandStatusRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<CommandReport, DaemonError> {
+        status(&session, &registry.settings, req).await
+    }
+}
+
+impl Operation for tools::CommandList {
+    const RUNS: Runs = Runs::InDaemon;
+
+    async fn run(
+        _: SessionAuth,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<CommandList, DaemonError> {
+        Ok(Commands::of(&session).list())
     }
 }
 

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::{ByteRange, ExecRequest, ExecResult, StreamOutput, encode_bytes};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 
+use crate::audit::Exit;
 use crate::config::Settings;
 use crate::operation::Operation;
 use crate::remote::{Output, Program, RunResult};
@@ -85,13 +86,23 @@ pub async fn exec(
     .await?)
 }
 
-/// `exec`.
-pub struct Exec;
+/// What a command's answer adds to its trail line: its exit status, and whether its timeout
+/// ended it.
+pub fn exit(answer: &ExecResult) -> Exit {
+    Exit {
+        code: answer.exit_code,
+        timed_out: answer.timed_out,
+    }
+}
 
-impl Operation for Exec {
-    const TOOL: Tool = Tool::Exec;
-    type Request = ExecRequest;
-    type Answer = ExecResult;
+impl Operation for tools::Exec {
+    fn exit(answer: &ExecResult) -> Exit {
+        exit(answer)
+    }
+
+    fn summary(req: &ExecRequest) -> String {
+        crate::audit::command(&req.command)
+    }
 
     fn check(req: &ExecRequest) -> Result<(), DaemonError> {
         check(req).map(drop)

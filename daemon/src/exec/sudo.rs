@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use sshmcp_proto::exec::{ExecResult, SudoExecRequest};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
@@ -145,13 +145,14 @@ fn classify(why: &str, sudo_said: &str) -> DaemonError {
     }
 }
 
-/// `sudo_exec`.
-pub struct SudoExec;
+impl Operation for tools::SudoExec {
+    fn exit(answer: &ExecResult) -> crate::audit::Exit {
+        super::exit(answer)
+    }
 
-impl Operation for SudoExec {
-    const TOOL: Tool = Tool::SudoExec;
-    type Request = SudoExecRequest;
-    type Answer = ExecResult;
+    fn summary(req: &SudoExecRequest) -> String {
+        crate::audit::command(&req.command)
+    }
 
     async fn run(
         req: SudoExecRequest,

@@ -14,7 +14,7 @@ use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::files::{
     EditFileRequest, FileEdited, MAX_EDIT_FILE_BYTES, MAX_NEW_TEXT_BYTES, MAX_OLD_TEXT_BYTES,
 };
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
@@ -176,13 +176,16 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
     }
 }
 
-/// `edit_file`.
-pub struct EditFile;
-
-impl Operation for EditFile {
-    const TOOL: Tool = Tool::EditFile;
-    type Request = EditFileRequest;
-    type Answer = FileEdited;
+impl Operation for tools::EditFile {
+    fn summary(req: &EditFileRequest) -> String {
+        format!(
+            "{} {} → {} bytes{}",
+            crate::audit::path(&req.path),
+            req.old_text.len(),
+            req.new_text.len(),
+            if req.replace_all { " (all)" } else { "" }
+        )
+    }
 
     async fn run(
         req: EditFileRequest,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
@@ -212,13 +212,10 @@ pub async fn copy_or_move(
     })
 }
 
-/// `make_directory`.
-pub struct MakeDirectory;
-
-impl Operation for MakeDirectory {
-    const TOOL: Tool = Tool::MakeDirectory;
-    type Request = MakeDirectoryRequest;
-    type Answer = PathChanged;
+impl Operation for tools::MakeDirectory {
+    fn summary(req: &MakeDirectoryRequest) -> String {
+        crate::audit::path(&req.path)
+    }
 
     async fn run(
         req: MakeDirectoryRequest,
@@ -229,13 +226,14 @@ impl Operation for MakeDirectory {
     }
 }
 
-/// `remove_path`.
-pub struct RemovePath;
-
-impl Operation for RemovePath {
-    const TOOL: Tool = Tool::RemovePath;
-    type Request = RemovePathRequest;
-    type Answer = PathChanged;
+impl Operation for tools::RemovePath {
+    fn summary(req: &RemovePathRequest) -> String {
+        format!(
+            "{}{}",
+            crate::audit::path(&req.path),
+            if req.recursive { " (recursive)" } else { "" }
+        )
+    }
 
     async fn run(
         req: RemovePathRequest,
@@ -246,22 +244,36 @@ impl Operation for RemovePath {
     }
 }
 
-/// `copy_path` (`MOVE` false) and `move_path`.
-pub struct CopyOrMove<const MOVE: bool>;
-
-pub type CopyPath = CopyOrMove<false>;
-pub type MovePath = CopyOrMove<true>;
-
-impl<const MOVE: bool> Operation for CopyOrMove<MOVE> {
-    const TOOL: Tool = if MOVE { Tool::MovePath } else { Tool::CopyPath };
-    type Request = CopyMoveRequest;
-    type Answer = PathChanged;
+impl Operation for tools::CopyPath {
+    fn summary(req: &CopyMoveRequest) -> String {
+        copy_move_summary(req)
+    }
 
     async fn run(
         req: CopyMoveRequest,
         session: Arc<Session>,
         _: &Registry,
     ) -> Result<PathChanged, DaemonError> {
-        copy_or_move(&session, req, MOVE).await
+        copy_or_move(&session, req, false).await
     }
+}
+
+impl Operation for tools::MovePath {
+    fn summary(req: &CopyMoveRequest) -> String {
+        copy_move_summary(req)
+    }
+
+    async fn run(
+        req: CopyMoveRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<PathChanged, DaemonError> {
+        copy_or_move(&session, req, true).await
+    }
+}
+
+/// What a copy's or a move's trail line says.
+fn copy_move_summary(req: &CopyMoveRequest) -> String {
+    let path = crate::audit::path;
+    format!("{} → {}", path(&req.source), path(&req.destination))
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 
 use crate::inspect;
 use crate::operation::Operation;
@@ -89,13 +89,14 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
     }
 }
 
-/// `write_file`.
-pub struct WriteFile;
-
-impl Operation for WriteFile {
-    const TOOL: Tool = Tool::WriteFile;
-    type Request = WriteFileRequest;
-    type Answer = FileWritten;
+impl Operation for tools::WriteFile {
+    fn summary(req: &WriteFileRequest) -> String {
+        format!(
+            "{} {} bytes",
+            crate::audit::path(&req.path),
+            req.content.len()
+        )
+    }
 
     async fn run(
         req: WriteFileRequest,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileSystemSpace, HostInfo, HostInfoRequest, MAX_HOST_INFO_PATHS};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 
 use super::MAX_PATH_BYTES;
 use crate::operation::Operation;
@@ -235,13 +235,13 @@ fn df_line(line: &str) -> Option<(u64, u64, String)> {
     None
 }
 
-/// `host_info`.
-pub struct HostInfoTool;
-
-impl Operation for HostInfoTool {
-    const TOOL: Tool = Tool::HostInfo;
-    type Request = HostInfoRequest;
-    type Answer = HostInfo;
+impl Operation for tools::HostInfo {
+    fn summary(req: &HostInfoRequest) -> String {
+        match req.paths.as_slice() {
+            [] => "~ /".to_string(),
+            paths => paths.join(" "),
+        }
+    }
 
     async fn run(
         req: HostInfoRequest,

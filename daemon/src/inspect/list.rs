@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sshmcp_proto::inspect::{
     DEFAULT_LIST_LIMIT, DirEntry, FileType, ListRequest, Listing, MAX_LIST_LIMIT,
 };
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::{mode_string, number, path_bytes, remote_text};
@@ -197,13 +197,10 @@ fn utc_time(text: &str) -> Result<String, DaemonError> {
     Ok(sshmcp_proto::time::rfc3339(at))
 }
 
-/// `list_directory`.
-pub struct ListDirectory;
-
-impl Operation for ListDirectory {
-    const TOOL: Tool = Tool::ListDirectory;
-    type Request = ListRequest;
-    type Answer = Listing;
+impl Operation for tools::ListDirectory {
+    fn summary(req: &ListRequest) -> String {
+        crate::audit::path(&req.path)
+    }
 
     async fn run(
         req: ListRequest,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sshmcp_proto::inspect::{FileRange, ReadRangeRequest};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use super::{number, path_bytes, remote_text};
@@ -64,13 +64,15 @@ pub async fn read(
     })
 }
 
-/// `read_file_range`.
-pub struct ReadFileRange;
-
-impl Operation for ReadFileRange {
-    const TOOL: Tool = Tool::ReadFileRange;
-    type Request = ReadRangeRequest;
-    type Answer = FileRange;
+impl Operation for tools::ReadFileRange {
+    fn summary(req: &ReadRangeRequest) -> String {
+        format!(
+            "{} bytes {}+{}",
+            crate::audit::path(&req.path),
+            req.offset,
+            req.length
+        )
+    }
 
     async fn run(
         req: ReadRangeRequest,

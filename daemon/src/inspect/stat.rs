@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileStat, FileType, StatRequest};
-use sshmcp_proto::tool::Tool;
+use sshmcp_proto::service::tools;
 
 use super::{file_type, mode_string, number, path_bytes, remote_text, time};
 use crate::operation::Operation;
@@ -67,13 +67,10 @@ fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
     })
 }
 
-/// `stat`.
-pub struct Stat;
-
-impl Operation for Stat {
-    const TOOL: Tool = Tool::Stat;
-    type Request = StatRequest;
-    type Answer = FileStat;
+impl Operation for tools::Stat {
+    fn summary(req: &StatRequest) -> String {
+        crate::audit::path(&req.path)
+    }
 
     async fn run(
         req: StatRequest,

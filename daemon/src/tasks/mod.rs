@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sshmcp_proto::command::{DEFAULT_TAIL_BYTES, KillResult};
+use sshmcp_proto::service::tools;
 use sshmcp_proto::task::{
     LogTail, TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskState,
     TaskStatusRequest,
 };
 use sshmcp_proto::time::now_rfc3339;
-use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::commands::kill::{KillOrder, signal_group};
@@ -292,13 +292,10 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
     })
 }
 
-/// `task_launch`.
-pub struct TaskLaunch;
-
-impl Operation for TaskLaunch {
-    const TOOL: Tool = Tool::TaskLaunch;
-    type Request = TaskLaunchRequest;
-    type Answer = TaskLaunched;
+impl Operation for tools::TaskLaunch {
+    fn summary(req: &TaskLaunchRequest) -> String {
+        crate::audit::command(&req.command)
+    }
 
     async fn run(
         req: TaskLaunchRequest,
@@ -309,13 +306,10 @@ impl Operation for TaskLaunch {
     }
 }
 
-/// `task_status`.
-pub struct TaskStatus;
-
-impl Operation for TaskStatus {
-    const TOOL: Tool = Tool::TaskStatus;
-    type Request = TaskStatusRequest;
-    type Answer = TaskReport;
+impl Operation for tools::TaskStatus {
+    fn summary(req: &TaskStatusRequest) -> String {
+        format!("pid {}", req.pid)
+    }
 
     async fn run(
         req: TaskStatusRequest,
@@ -326,13 +320,10 @@ impl Operation for TaskStatus {
     }
 }
 
-/// `task_kill`.
-pub struct TaskKill;
-
-impl Operation for TaskKill {
-    const TOOL: Tool = Tool::TaskKill;
-    type Request = TaskKillRequest;
-    type Answer = TaskKilled;
+impl Operation for tools::TaskKill {
+    fn summary(req: &TaskKillRequest) -> String {
+        format!("pid {} signal {}", req.pid, req.signal.unwrap_or(15))
+    }
 
     async fn run(
         req: TaskKillRequest,

@@ -17,17 +17,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
+use sshmcp_proto::service::tools;
+use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
-    TransferDirection, TransferError, TransferList, TransferReport, TransferStartRequest,
-    TransferState,
+    TransferDirection, TransferError, TransferList, TransferReport, TransferRequest,
+    TransferStartRequest, TransferState, TransferStatusRequest,
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::inspect;
+use crate::operation::Runs;
 use crate::remote::Counted;
 use crate::remote::kill_channel::{self, KillChannel};
 use crate::session::record::Entry;
@@ -400,10 +403,7 @@ pub fn resume(
     // Taken back under the policy in force now, which may have changed since it started,
     // and written to the trail either way.
     let refused = registry.check_policy(tool, session).err();
-    let summary = format!(
-        "{} (taken back by a new daemon)",
-        crate::audit::Summary::summary(&req)
-    );
+    let summary = format!("{} (taken back by a new daemon)", start_summary(&req));
     let outcome = refused.as_ref().map_or("ok", |e| e.code.as_str());
     registry
         .trail
@@ -1008,33 +1008,100 @@ async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     }
 }
 
-/// `download_start` (`UPLOAD` false) and `upload_start`.
-pub struct TransferStart<const UPLOAD: bool>;
-
-pub type DownloadStart = TransferStart<false>;
-pub type UploadStart = TransferStart<true>;
-
-impl<const UPLOAD: bool> crate::operation::Operation for TransferStart<UPLOAD> {
-    const TOOL: Tool = if UPLOAD {
-        Tool::UploadStart
-    } else {
-        Tool::DownloadStart
-    };
-    type Request = TransferStartRequest;
-    type Answer = TransferReport;
+impl crate::operation::Operation for tools::DownloadStart {
+    fn summary(req: &TransferStartRequest) -> String {
+        start_summary(req)
+    }
 
     async fn run(
         req: TransferStartRequest,
         session: Arc<Session>,
         registry: &Registry,
     ) -> Result<TransferReport, DaemonError> {
-        let direction = match UPLOAD {
-            true => TransferDirection::Upload,
-            false => TransferDirection::Download,
-        };
         let destinations = registry.shared::<Destinations>();
-        start(&session, &registry.settings, &destinations, direction, req).await
+        start(
+            &session,
+            &registry.settings,
+            &destinations,
+            TransferDirection::Download,
+            req,
+        )
+        .await
     }
+}
+
+impl crate::operation::Operation for tools::UploadStart {
+    fn summary(req: &TransferStartRequest) -> String {
+        start_summary(req)
+    }
+
+    async fn run(
+        req: TransferStartRequest,
+        session: Arc<Session>,
+        registry: &Registry,
+    ) -> Result<TransferReport, DaemonError> {
+        let destinations = registry.shared::<Destinations>();
+        start(
+            &session,
+            &registry.settings,
+            &destinations,
+            TransferDirection::Upload,
+            req,
+        )
+        .await
+    }
+}
+
+impl crate::operation::Operation for tools::TransferStatus {
+    const RUNS: Runs = Runs::InDaemon;
+
+    async fn run(
+        req: TransferStatusRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<TransferReport, DaemonError> {
+        let wait = crate::commands::check_wait(req.wait_seconds)?;
+        Transfers::of(&session)
+            .status(&req.operation_id, wait)
+            .await
+    }
+}
+
+impl crate::operation::Operation for tools::TransferCancel {
+    const RUNS: Runs = Runs::InDaemonWritten;
+
+    fn summary(req: &TransferRequest) -> String {
+        req.operation_id.clone()
+    }
+
+    async fn run(
+        req: TransferRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<TransferReport, DaemonError> {
+        Transfers::of(&session).cancel(&req.operation_id).await
+    }
+}
+
+impl crate::operation::Operation for tools::TransferList {
+    const RUNS: Runs = Runs::InDaemon;
+
+    async fn run(
+        _: SessionAuth,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<TransferList, DaemonError> {
+        Ok(Transfers::of(&session).list())
+    }
+}
+
+/// What a transfer's start says in the trail.
+fn start_summary(req: &TransferStartRequest) -> String {
+    format!(
+        "remote {} local {}",
+        crate::audit::path(&req.remote_path),
+        req.local_path
+    )
 }
 
 impl Transfers {

@@ -331,3 +331,285 @@ async fn send_fd(control: &UnixStream, fd: RawFd) -> io::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::net::{UnixListener, UnixStream as StdStream};
+
+    use nix::sys::socket::{ControlMessageOwned, recvmsg};
+
+    use super::*;
+
+    /// A field of a reply packet as the master writes it.
+    enum Field<'a> {
+        U32(u32),
+        Text(&'a str),
+    }
+
+    fn reply(fields: &[Field]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for field in fields {
+            match field {
+                Field::U32(v) => body.extend_from_slice(&v.to_be_bytes()),
+                Field::Text(s) => {
+                    body.extend_from_slice(&(s.len() as u32).to_be_bytes());
+                    body.extend_from_slice(s.as_bytes());
+                }
+            }
+        }
+        let mut packet = (body.len() as u32).to_be_bytes().to_vec();
+        packet.extend(body);
+        packet
+    }
+
+    fn master_hello() -> Vec<u8> {
+        reply(&[Field::U32(wire::MSG_HELLO), Field::U32(wire::MUX_VERSION)])
+    }
+
+    /// A master on a control socket in a temp dir: it takes one client, reads exactly the
+    /// request the test expects, and hands the connection to `then` (in a thread of its own,
+    /// as the real master's event loop is not the client's).
+    fn master(
+        expected: Vec<u8>,
+        then: impl FnOnce(StdStream) + Send + 'static,
+    ) -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        std::thread::JoinHandle<()>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control");
+        let listener = UnixListener::bind(&path).unwrap();
+        let thread = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = vec![0u8; expected.len()];
+            conn.read_exact(&mut request).unwrap();
+            assert_eq!(request, expected, "the client's request");
+            then(conn);
+        });
+        (dir, path, thread)
+    }
+
+    fn simple(kind: u32) -> Vec<u8> {
+        let mut bytes = wire::hello();
+        bytes.extend(wire::simple_request(kind, 1));
+        bytes
+    }
+
+    /// The one fd the client sends with a one-byte message.
+    fn receive_fd(conn: &StdStream) -> OwnedFd {
+        let mut byte = [0u8; 1];
+        let mut iov = [io::IoSliceMut::new(&mut byte)];
+        let mut space = nix::cmsg_space!([RawFd; 1]);
+        let msg = recvmsg::<UnixAddr>(
+            conn.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::empty(),
+        )
+        .unwrap();
+        let fd = msg
+            .cmsgs()
+            .unwrap()
+            .find_map(|c| match c {
+                ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+                _ => None,
+            })
+            .expect("an fd");
+        // SAFETY: SCM_RIGHTS gave this process a new descriptor that nothing else owns.
+        unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+    }
+
+    #[tokio::test]
+    async fn a_live_master_answers_its_pid_and_a_gone_one_is_unreachable() {
+        let (_dir, path, master) = master(simple(wire::C_ALIVE_CHECK), |mut conn| {
+            let mut answer = master_hello();
+            answer.extend(reply(&[
+                Field::U32(wire::S_ALIVE),
+                Field::U32(1),
+                Field::U32(4242),
+            ]));
+            conn.write_all(&answer).unwrap();
+        });
+        assert_eq!(alive_check(&path).await.unwrap(), 4242);
+        master.join().unwrap();
+        // The socket file stays, but nobody listens on it now.
+        assert!(matches!(
+            alive_check(&path).await,
+            Err(MuxError::Unreachable(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_master_that_says_nothing_is_given_up_and_a_wrong_hello_refused() {
+        let forwarding = Forwarding {
+            kind: wire::FWD_LOCAL,
+            listen_host: "127.0.0.1".into(),
+            listen_port: 8080,
+            connect_host: "db".into(),
+            connect_port: 5432,
+        };
+        let mut expected = wire::hello();
+        expected.extend(forwarding.packet(wire::C_OPEN_FWD));
+        let (quiet, wake) = std::sync::mpsc::channel::<()>();
+        let (_dir, path, master_thread) = master(expected.clone(), move |_conn| {
+            // Holds the connection open, answering nothing, until the test has its answer.
+            let _ = wake.recv();
+        });
+        let within = Duration::from_millis(200);
+        let silent = open_forward(&path, &forwarding, within).await;
+        assert!(matches!(silent, Err(MuxError::Silent)), "{silent:?}");
+        drop(quiet);
+        master_thread.join().unwrap();
+
+        let (_dir, path, master_thread) = master(expected, |mut conn| {
+            let old = reply(&[Field::U32(wire::MSG_HELLO), Field::U32(3)]);
+            conn.write_all(&old).unwrap();
+        });
+        let wrong = open_forward(&path, &forwarding, EXCHANGE_TIMEOUT).await;
+        assert!(matches!(wrong, Err(MuxError::Protocol(_))), "{wrong:?}");
+        master_thread.join().unwrap();
+    }
+
+    /// A remote forward asked with port 0 answers the port the server chose; a port no TCP
+    /// port can be is the master's mistake, not a port.
+    #[tokio::test]
+    async fn a_remote_forward_answers_the_port_the_server_chose() {
+        let forwarding = Forwarding {
+            kind: wire::FWD_REMOTE,
+            listen_host: "localhost".into(),
+            listen_port: 0,
+            connect_host: "127.0.0.1".into(),
+            connect_port: 22,
+        };
+        let mut expected = wire::hello();
+        expected.extend(forwarding.packet(wire::C_OPEN_FWD));
+        for (port, answer) in [(40_001, Some(40_001)), (70_000, None)] {
+            let (_dir, path, master_thread) = master(expected.clone(), move |mut conn| {
+                let mut bytes = master_hello();
+                bytes.extend(reply(&[
+                    Field::U32(wire::S_REMOTE_PORT),
+                    Field::U32(1),
+                    Field::U32(port),
+                ]));
+                conn.write_all(&bytes).unwrap();
+            });
+            let opened = open_forward(&path, &forwarding, EXCHANGE_TIMEOUT).await;
+            match answer {
+                Some(port) => assert_eq!(opened.unwrap(), Some(port)),
+                None => assert!(matches!(opened, Err(MuxError::Protocol(_))), "{opened:?}"),
+            }
+            master_thread.join().unwrap();
+        }
+    }
+
+    /// The master gets our three pipes' far ends as the session's stdio, after the request;
+    /// what the remote side writes there reaches our ends, our stdin reaches it, and the exit
+    /// report and the close come over the control connection.
+    #[tokio::test]
+    async fn a_session_runs_on_our_pipes_and_reports_its_exit() {
+        let mut expected = wire::hello();
+        expected.extend(wire::new_session(1, b"echo hi"));
+        let (_dir, path, master_thread) = master(expected, |mut conn| {
+            let stdin = std::fs::File::from(receive_fd(&conn));
+            let mut stdout = std::fs::File::from(receive_fd(&conn));
+            let mut stderr = std::fs::File::from(receive_fd(&conn));
+            let mut answer = master_hello();
+            answer.extend(reply(&[
+                Field::U32(wire::S_SESSION_OPENED),
+                Field::U32(1),
+                Field::U32(7),
+            ]));
+            conn.write_all(&answer).unwrap();
+            stdout.write_all(b"out").unwrap();
+            stderr.write_all(b"err").unwrap();
+            drop((stdout, stderr));
+            let mut input = String::new();
+            { stdin }.read_to_string(&mut input).unwrap();
+            assert_eq!(input, "in");
+            let exit = reply(&[
+                Field::U32(wire::S_EXIT_MESSAGE),
+                Field::U32(7),
+                Field::U32(3),
+            ]);
+            conn.write_all(&exit).unwrap();
+        });
+        let mut session = open_session(&path, "echo hi").await.unwrap();
+        let read_all = |pipe: pipe::Receiver| async move {
+            let mut text = String::new();
+            let mut pipe = pipe;
+            pipe.read_to_string(&mut text).await.unwrap();
+            text
+        };
+        session.stdin.write_all(b"in").await.unwrap();
+        drop(session.stdin);
+        assert_eq!(read_all(session.stdout).await, "out");
+        assert_eq!(read_all(session.stderr).await, "err");
+        let mut control = session.control;
+        assert_eq!(control.next_event().await.unwrap(), ControlEvent::Exit(3));
+        master_thread.join().unwrap();
+        assert_eq!(control.next_event().await.unwrap(), ControlEvent::Closed);
+    }
+
+    /// sshd's refusal of a channel past MaxSessions is worth a retry; other refusals are not.
+    #[tokio::test]
+    async fn a_refused_channel_says_why_and_only_a_full_server_is_retried() {
+        for (reason, retry) in [
+            (
+                "open failed: administratively prohibited: open failed",
+                false,
+            ),
+            ("session open refused by peer", true),
+        ] {
+            let mut expected = wire::hello();
+            expected.extend(wire::new_session(1, b"true"));
+            let (_dir, path, master_thread) = master(expected, move |mut conn| {
+                for _ in 0..3 {
+                    drop(receive_fd(&conn));
+                }
+                let mut answer = master_hello();
+                answer.extend(reply(&[
+                    Field::U32(wire::S_FAILURE),
+                    Field::U32(1),
+                    Field::Text(reason),
+                ]));
+                conn.write_all(&answer).unwrap();
+            });
+            let refused = open_session(&path, "true").await.err().unwrap();
+            assert!(
+                matches!(&refused, MuxError::Refused(why) if why == reason),
+                "{refused:?}"
+            );
+            assert_eq!(refused.is_channel_refusal(), retry, "{reason}");
+            master_thread.join().unwrap();
+        }
+    }
+
+    /// The watch of a master ends when the master closes its connection, which it does only
+    /// when it exits.
+    #[tokio::test]
+    async fn the_watch_ends_when_the_master_goes() {
+        let (gone, wake) = std::sync::mpsc::channel::<()>();
+        let (answered, was_answered) = tokio::sync::oneshot::channel::<()>();
+        let (_dir, path, master_thread) = master(simple(wire::C_ALIVE_CHECK), move |mut conn| {
+            let mut answer = master_hello();
+            answer.extend(reply(&[
+                Field::U32(wire::S_ALIVE),
+                Field::U32(1),
+                Field::U32(1),
+            ]));
+            conn.write_all(&answer).unwrap();
+            let _ = answered.send(());
+            let _ = wake.recv();
+        });
+        let mut watch = tokio::spawn(async move { watch_until_closed(&path).await });
+        was_answered.await.unwrap();
+        // A master that lives keeps the watch going.
+        let early = tokio::time::timeout(Duration::from_millis(100), &mut watch).await;
+        assert!(early.is_err(), "the watch ended while the master lived");
+        drop(gone);
+        watch.await.unwrap().unwrap();
+        master_thread.join().unwrap();
+    }
+}

@@ -305,3 +305,122 @@ async fn start(host: &Host, mut session: MuxSession) {
         this.changed.notify_waiters();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+
+    use tokio::net::unix::pipe;
+
+    use super::*;
+    use crate::mux::client::SessionControl;
+
+    /// A kept channel over local pipes and a socket pair, the test holding the master's ends:
+    /// dropping `master` is the master closing the session.
+    struct Fake {
+        kept: Kept,
+        master: tokio::net::UnixStream,
+        _far: [OwnedFd; 3],
+    }
+
+    fn fake() -> Fake {
+        let pipe = crate::platform::pipe_cloexec;
+        let (stdin_far, stdin) = pipe().unwrap();
+        let (stdout, stdout_far) = pipe().unwrap();
+        let (stderr, stderr_far) = pipe().unwrap();
+        let (ours, master) = tokio::net::UnixStream::pair().unwrap();
+        let session = MuxSession {
+            control: SessionControl::over(ours),
+            stdin: pipe::Sender::from_owned_fd(stdin).unwrap(),
+            stdout: pipe::Receiver::from_owned_fd(stdout).unwrap(),
+            stderr: pipe::Receiver::from_owned_fd(stderr).unwrap(),
+        };
+        Fake {
+            kept: Kept {
+                session,
+                opened_at: Instant::now(),
+            },
+            master,
+            _far: [stdin_far, stdout_far, stderr_far],
+        }
+    }
+
+    fn wanted() -> Arc<KillChannel> {
+        let channel = Arc::new(KillChannel::default());
+        channel.set(State::Wanted);
+        channel
+    }
+
+    #[tokio::test]
+    async fn only_a_wanted_channel_keeps_one_and_a_kill_gives_it_back() {
+        let channel = Arc::new(KillChannel::default());
+        let fake = fake();
+        assert!(!channel.takes_back(), "unneeded: nothing is kept");
+        let kept = channel
+            .adopt(fake.kept)
+            .expect("handed back while unneeded");
+        channel.set(State::Wanted);
+        assert!(channel.takes_back());
+        assert!(channel.adopt(kept).is_none(), "kept once wanted");
+        assert!(!channel.takes_back(), "waiting: a second one is not kept");
+
+        let (lease, kept) = channel.lend().expect("a waiting channel is lent");
+        assert!(channel.lend().is_none(), "lent to one kill at a time");
+        assert!(channel.takes_back());
+        lease.give_back(kept);
+        let (lease, _kept) = channel.lend().expect("given back, it waits again");
+        // A kill that cannot give it back (its program did not leave it idle) wants a new one.
+        drop(lease);
+        assert!(matches!(*channel.state(), State::Wanted));
+        drop(fake.master);
+    }
+
+    /// A channel whose session the master closed while it waited is let go at the next kill,
+    /// and wanted again.
+    #[tokio::test]
+    async fn a_channel_that_ended_while_it_waited_is_let_go() {
+        let channel = wanted();
+        let fake = fake();
+        assert!(channel.adopt(fake.kept).is_none());
+        drop(fake.master);
+        assert!(channel.lend().is_none());
+        assert!(matches!(*channel.state(), State::Wanted));
+    }
+
+    /// On a server allowing two sessions or fewer the channel is forgone for good: not lent,
+    /// not kept, and a kill under way does not bring it back.
+    #[tokio::test]
+    async fn a_forgone_channel_is_never_lent_or_kept_again() {
+        let channel = wanted();
+        let (first, second) = (fake(), fake());
+        assert!(channel.adopt(first.kept).is_none());
+        let (lease, kept) = channel.lend().unwrap();
+        channel.forgo();
+        lease.give_back(kept);
+        assert!(matches!(*channel.state(), State::Forgone));
+        assert!(channel.lend().is_none());
+        assert!(!channel.takes_back());
+        assert!(channel.adopt(second.kept).is_some());
+        drop((first.master, second.master));
+    }
+
+    /// A kill that finds the channel lent waits for it, and takes it once given back.
+    #[tokio::test]
+    async fn a_kill_waits_for_the_lent_channel() {
+        let channel = wanted();
+        let fake = fake();
+        assert!(channel.adopt(fake.kept).is_none());
+        let (lease, kept) = channel.lend().unwrap();
+        let waiting = tokio::spawn({
+            let channel = channel.clone();
+            async move { channel.lend_when_free().await }
+        });
+        // On the test's one thread, the yield lets the kill run until it waits.
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        lease.give_back(kept);
+        let (_lease, _kept) = waiting.await.unwrap();
+        assert!(matches!(*channel.state(), State::Lent));
+        drop(fake.master);
+    }
+}

@@ -244,36 +244,24 @@ impl Operation for tools::RemovePath {
     }
 }
 
-impl Operation for tools::CopyPath {
-    fn summary(req: &CopyMoveRequest) -> String {
-        copy_move_summary(req)
-    }
+/// `copy_path` and `move_path`: one operation, `moving` or not.
+macro_rules! copy_or_move_tools {
+    ($($tool:ident: $moving:literal),*) => {$(
+        impl Operation for tools::$tool {
+            fn summary(req: &CopyMoveRequest) -> String {
+                let path = crate::audit::path;
+                format!("{} → {}", path(&req.source), path(&req.destination))
+            }
 
-    async fn run(
-        req: CopyMoveRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<PathChanged, DaemonError> {
-        copy_or_move(&session, req, false).await
-    }
+            async fn run(
+                req: CopyMoveRequest,
+                session: Arc<Session>,
+                _: &Registry,
+            ) -> Result<PathChanged, DaemonError> {
+                copy_or_move(&session, req, $moving).await
+            }
+        }
+    )*};
 }
 
-impl Operation for tools::MovePath {
-    fn summary(req: &CopyMoveRequest) -> String {
-        copy_move_summary(req)
-    }
-
-    async fn run(
-        req: CopyMoveRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<PathChanged, DaemonError> {
-        copy_or_move(&session, req, true).await
-    }
-}
-
-/// What a copy's or a move's trail line says.
-fn copy_move_summary(req: &CopyMoveRequest) -> String {
-    let path = crate::audit::path;
-    format!("{} → {}", path(&req.source), path(&req.destination))
-}
+copy_or_move_tools!(CopyPath: false, MovePath: true);

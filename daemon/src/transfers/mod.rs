@@ -1008,49 +1008,28 @@ async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     }
 }
 
-impl crate::operation::Operation for tools::DownloadStart {
-    fn summary(req: &TransferStartRequest) -> String {
-        start_summary(req)
-    }
+/// `download_start` and `upload_start`: one operation, in its `direction`.
+macro_rules! transfer_start_tools {
+    ($($tool:ident: $direction:ident),*) => {$(
+        impl crate::operation::Operation for tools::$tool {
+            fn summary(req: &TransferStartRequest) -> String {
+                start_summary(req)
+            }
 
-    async fn run(
-        req: TransferStartRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<TransferReport, DaemonError> {
-        let destinations = registry.shared::<Destinations>();
-        start(
-            &session,
-            &registry.settings,
-            &destinations,
-            TransferDirection::Download,
-            req,
-        )
-        .await
-    }
+            async fn run(
+                req: TransferStartRequest,
+                session: Arc<Session>,
+                registry: &Registry,
+            ) -> Result<TransferReport, DaemonError> {
+                let destinations = registry.shared::<Destinations>();
+                let direction = TransferDirection::$direction;
+                start(&session, &registry.settings, &destinations, direction, req).await
+            }
+        }
+    )*};
 }
 
-impl crate::operation::Operation for tools::UploadStart {
-    fn summary(req: &TransferStartRequest) -> String {
-        start_summary(req)
-    }
-
-    async fn run(
-        req: TransferStartRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<TransferReport, DaemonError> {
-        let destinations = registry.shared::<Destinations>();
-        start(
-            &session,
-            &registry.settings,
-            &destinations,
-            TransferDirection::Upload,
-            req,
-        )
-        .await
-    }
-}
+transfer_start_tools!(DownloadStart: Download, UploadStart: Upload);
 
 impl crate::operation::Operation for tools::TransferStatus {
     const RUNS: Runs = Runs::InDaemon;
@@ -1095,7 +1074,7 @@ impl crate::operation::Operation for tools::TransferList {
     }
 }
 
-/// What a transfer's start says in the trail.
+/// What a transfer's start says in the trail (and a start taken back by a new daemon).
 fn start_summary(req: &TransferStartRequest) -> String {
     format!(
         "remote {} local {}",

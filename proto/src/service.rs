@@ -212,7 +212,7 @@ macro_rules! daemon_trait {
             $(tool_marker!($form $($tool)?);)*
         }
 
-        $(tool_method!($form ($($arg: $ty),*) $(-> $answer)? $(=> $tool)?);)*
+        $(tool_method!($form $name($($arg: $ty),*) $(-> $answer)? $(=> $tool)?);)*
     };
 }
 
@@ -224,21 +224,39 @@ macro_rules! tool_marker {
 }
 
 macro_rules! tool_method {
-    (tool ($arg:ident: $request:ty) -> $answer:ty => $tool:ident) => {
+    (tool $name:ident($arg:ident: $request:ty) -> $answer:ty => $tool:ident) => {
         impl ToolMethod for tools::$tool {
             const TOOL: crate::tool::Tool = crate::tool::Tool::$tool;
             type Request = $request;
             type Answer = <$answer as Outcome>::Answer;
+
+            fn send(
+                client: &DaemonClient,
+                ctx: tarpc::context::Context,
+                req: $request,
+            ) -> impl std::future::Future<Output = Result<$answer, tarpc::client::RpcError>> + '_
+            {
+                client.$name(ctx, req)
+            }
         }
     };
     (fn $($rest:tt)*) => {};
 }
 
-/// What a tool run as an operation takes and answers on the wire.
+/// What a tool run as an operation takes and answers on the wire, and its call.
 pub trait ToolMethod {
     const TOOL: crate::tool::Tool;
     type Request;
     type Answer;
+
+    /// Sends the call to the daemon with `client`.
+    fn send(
+        client: &DaemonClient,
+        ctx: tarpc::context::Context,
+        req: Self::Request,
+    ) -> impl std::future::Future<
+        Output = Result<Result<Self::Answer, DaemonError>, tarpc::client::RpcError>,
+    > + '_;
 }
 
 /// A method's answer type when it succeeds.

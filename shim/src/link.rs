@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use sshmcp_local::client::{Connection, connect_or_start, daemon_program};
 use sshmcp_local::paths::RuntimePaths;
+use sshmcp_proto::service::ToolMethod;
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonClient, DaemonError, ErrorCode};
 use tarpc::client::RpcError;
+use tarpc::context::Context;
 
 pub struct DaemonLink {
     paths: RuntimePaths,
@@ -73,6 +75,17 @@ impl DaemonLink {
         let conn = Arc::new(conn);
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// Runs one call of the tool `M` (see [`call_method`](Self::call_method)) under `ctx`'s
+    /// deadline.
+    pub async fn run<M: ToolMethod>(
+        &self,
+        ctx: Context,
+        req: M::Request,
+    ) -> Result<M::Answer, DaemonError> {
+        self.call(M::TOOL, |c| async move { M::send(&c, ctx, req).await })
+            .await
     }
 
     /// Runs one call of `tool` (see [`call_method`](Self::call_method)).

@@ -14,8 +14,8 @@ use sshmcp_proto::command::{
     CommandStarted, CommandStatusRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::unless_cancelled;
@@ -129,9 +129,7 @@ impl Shim {
                 // Cancelled before it answers, the start is dropped: a command still waiting
                 // for a channel never runs, and one just started (its handle never given)
                 // is stopped.
-                let call = self.daemon.call(Tool::CommandStart, |c| async move {
-                    c.command_start(ctx, req).await
-                });
+                let call = self.daemon.run::<tools::CommandStart>(ctx, req);
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -176,9 +174,7 @@ impl Shim {
                     stderr_offset: a.stderr_offset,
                     max_bytes: a.max_bytes,
                 };
-                let call = self.daemon.call(Tool::CommandStatus, |c| async move {
-                    c.command_status(ctx, req).await
-                });
+                let call = self.daemon.run::<tools::CommandStatus>(ctx, req);
                 let waits = a.wait_seconds.is_some_and(|wait| wait > 0.0);
                 let progress = Progress::asked(&meta, peer).filter(|_| waits);
                 progress::follow(unless_cancelled(call, cancel), progress, poll).await
@@ -220,11 +216,7 @@ impl Shim {
                     force: a.force,
                     wait_seconds: a.wait_seconds,
                 };
-                self.daemon
-                    .call(Tool::CommandKill, |c| async move {
-                        c.command_kill(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::CommandKill>(ctx, req).await
             }
             .await,
         )
@@ -249,11 +241,7 @@ impl Shim {
                     session_key: a.session_key,
                 };
                 let ctx = context_with_timeout(MARGIN);
-                self.daemon
-                    .call(Tool::CommandList, |c| async move {
-                        c.command_list(ctx, auth).await
-                    })
-                    .await
+                self.daemon.run::<tools::CommandList>(ctx, auth).await
             }
             .await,
         )

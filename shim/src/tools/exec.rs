@@ -7,9 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::exec::{ExecRequest, ExecResult, Handoff, SudoExecRequest};
 use sshmcp_proto::limits::DEFAULT_TIMEOUT_SECS;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::service::{EXEC_DEADLINE_MARGIN, context_with_timeout};
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -213,8 +213,7 @@ impl Shim {
                 local_root: self.local_root_arg(),
                 handoff,
             };
-            self.daemon
-                .call(Tool::Exec, move |c| async move { c.exec(ctx, req).await })
+            self.daemon.run::<tools::Exec>(ctx, req)
         };
         self.exec_like(raw, cancel, Progress::asked(&meta, peer), call)
             .await
@@ -253,9 +252,7 @@ impl Shim {
                 local_root: self.local_root_arg(),
                 handoff,
             };
-            self.daemon.call(Tool::SudoExec, move |c| async move {
-                c.sudo_exec(ctx, req).await
-            })
+            self.daemon.run::<tools::SudoExec>(ctx, req)
         };
         self.exec_like(raw, cancel, Progress::asked(&meta, peer), call)
             .await

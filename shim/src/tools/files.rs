@@ -15,8 +15,8 @@ use sshmcp_proto::files::{
     EditFileRequest, FileEdited, FileWritten, MAX_WRITE_BYTES, WriteFileRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 
 use super::inspect::remote_path;
 use crate::answer::{self, Answer};
@@ -129,12 +129,7 @@ impl Shim {
                     expected_sha256: a.expected_sha256,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(
-                        Tool::WriteFile,
-                        |c| async move { c.write_file(ctx, req).await },
-                    )
-                    .await
+                self.daemon.run::<tools::WriteFile>(ctx, req).await
             }
             .await,
         )
@@ -170,12 +165,7 @@ impl Shim {
                 };
                 // The host may take two minutes on a 64 MiB file.
                 let ctx = context_with_timeout(Duration::from_secs(130));
-                self.daemon
-                    .call(
-                        Tool::EditFile,
-                        |c| async move { c.edit_file(ctx, req).await },
-                    )
-                    .await
+                self.daemon.run::<tools::EditFile>(ctx, req).await
             }
             .await,
         )

@@ -12,8 +12,8 @@ use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -92,11 +92,7 @@ impl Shim {
                     target_port: a.target_port,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::ForwardStart, |c| async move {
-                        c.forward_start(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::ForwardStart>(ctx, req).await
             }
             .await,
         )
@@ -120,11 +116,7 @@ impl Shim {
                     session_key: a.session_key,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::ForwardList, |c| async move {
-                        c.forward_list(ctx, auth).await
-                    })
-                    .await
+                self.daemon.run::<tools::ForwardList>(ctx, auth).await
             }
             .await,
         )
@@ -157,11 +149,7 @@ impl Shim {
                     forward_id: a.forward_id,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::ForwardStop, |c| async move {
-                        c.forward_stop(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::ForwardStop>(ctx, req).await
             }
             .await,
         )

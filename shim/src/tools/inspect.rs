@@ -14,8 +14,8 @@ use sshmcp_proto::inspect::{
     RemotePath, StatRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -118,9 +118,7 @@ impl Shim {
                     follow_symlinks: a.follow_symlinks.unwrap_or(false),
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::Stat, |c| async move { c.stat(ctx, req).await })
-                    .await
+                self.daemon.run::<tools::Stat>(ctx, req).await
             }
             .await,
         )
@@ -145,12 +143,7 @@ impl Shim {
                     paths: a.paths.unwrap_or_default(),
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(
-                        Tool::HostInfo,
-                        |c| async move { c.host_info(ctx, req).await },
-                    )
-                    .await
+                self.daemon.run::<tools::HostInfo>(ctx, req).await
             }
             .await,
         )
@@ -182,11 +175,7 @@ impl Shim {
                     limit: a.limit,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::ListDirectory, |c| async move {
-                        c.list_directory(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::ListDirectory>(ctx, req).await
             }
             .await,
             without_derivable_paths,
@@ -215,11 +204,7 @@ impl Shim {
                     length: a.length,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::ReadFileRange, |c| async move {
-                        c.read_file_range(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::ReadFileRange>(ctx, req).await
             }
             .await,
         )

@@ -13,8 +13,8 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::{ToolMethod, tools};
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use super::inspect::remote_path;
@@ -106,6 +106,24 @@ fn path_schema(path: &str, kind: &str, changed: bool) -> Arc<JsonObject> {
     }
 }
 
+impl Shim {
+    /// copy_path's and move_path's call, `M` the one of them: the same arguments and answer.
+    async fn copy_or_move<M>(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult
+    where
+        M: ToolMethod<Request = CopyMoveRequest, Answer = PathChanged>,
+    {
+        answer::respond_without(
+            async {
+                let req = copy_move_request(args::decode(raw)?);
+                let call = self.daemon.run::<M>(context_with_timeout(DEADLINE), req);
+                unless_cancelled(call, cancel).await
+            }
+            .await,
+            NOT_FOR_CHANGES,
+        )
+    }
+}
+
 #[tool_router(router = paths_router, vis = "pub(crate)")]
 impl Shim {
     /// Make a remote directory; one already there is no error (`changed` is true only if made).
@@ -134,11 +152,7 @@ impl Shim {
                     mode,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::MakeDirectory, |c| async move {
-                        c.make_directory(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::MakeDirectory>(ctx, req).await
             }
             .await,
         )
@@ -164,9 +178,7 @@ impl Shim {
                     recursive: a.recursive.unwrap_or(false),
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                let call = self.daemon.call(Tool::RemovePath, |c| async move {
-                    c.remove_path(ctx, req).await
-                });
+                let call = self.daemon.run::<tools::RemovePath>(ctx, req);
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -190,20 +202,7 @@ impl Shim {
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn copy_path(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
-        answer::respond_without(
-            async {
-                let req = copy_move_request(args::decode(raw)?);
-                let ctx = context_with_timeout(DEADLINE);
-                let call =
-                    self.daemon.call(
-                        Tool::CopyPath,
-                        |c| async move { c.copy_path(ctx, req).await },
-                    );
-                unless_cancelled(call, cancel).await
-            }
-            .await,
-            NOT_FOR_CHANGES,
-        )
+        self.copy_or_move::<tools::CopyPath>(raw, cancel).await
     }
 
     /// Move or rename a remote file, symlink or directory on the host: one atomic rename on a file
@@ -224,19 +223,6 @@ impl Shim {
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn move_path(&self, raw: JsonObject, cancel: CancellationToken) -> CallToolResult {
-        answer::respond_without(
-            async {
-                let req = copy_move_request(args::decode(raw)?);
-                let ctx = context_with_timeout(DEADLINE);
-                let call =
-                    self.daemon.call(
-                        Tool::MovePath,
-                        |c| async move { c.move_path(ctx, req).await },
-                    );
-                unless_cancelled(call, cancel).await
-            }
-            .await,
-            NOT_FOR_CHANGES,
-        )
+        self.copy_or_move::<tools::MovePath>(raw, cancel).await
     }
 }

@@ -10,11 +10,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
-use sshmcp_proto::tool::Tool;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::unless_cancelled;
@@ -106,11 +106,7 @@ impl Shim {
                     cwd: a.cwd,
                 };
                 let ctx = context_with_timeout(MARGIN);
-                self.daemon
-                    .call(Tool::TaskLaunch, |c| async move {
-                        c.task_launch(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::TaskLaunch>(ctx, req).await
             }
             .await,
         )
@@ -140,9 +136,7 @@ impl Shim {
                 };
                 let ctx = super::waiting(a.wait_seconds, MARGIN);
                 // A client that gives up on a wait stops it: the daemon's call goes with it.
-                let call = self.daemon.call(Tool::TaskStatus, |c| async move {
-                    c.task_status(ctx, req).await
-                });
+                let call = self.daemon.run::<tools::TaskStatus>(ctx, req);
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -177,12 +171,7 @@ impl Shim {
                     wait_seconds: a.wait_seconds,
                 };
                 let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
-                self.daemon
-                    .call(
-                        Tool::TaskKill,
-                        |c| async move { c.task_kill(ctx, req).await },
-                    )
-                    .await
+                self.daemon.run::<tools::TaskKill>(ctx, req).await
             }
             .await,
         )

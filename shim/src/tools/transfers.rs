@@ -10,10 +10,9 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::exec::Encoding;
-use sshmcp_proto::inspect::RemotePath;
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::service::{ToolMethod, tools};
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
     TransferError, TransferList, TransferReport, TransferRequest, TransferStartRequest,
     TransferStatusRequest,
@@ -115,24 +114,48 @@ fn transfer_request(a: TransferArgs) -> TransferRequest {
     }
 }
 
-impl Shim {
-    fn start_request(
-        &self,
-        (session_id, session_key): (String, String),
-        remote_path: RemotePath,
-        local_path: String,
-        overwrite: Option<bool>,
-    ) -> TransferStartRequest {
-        TransferStartRequest {
-            auth: SessionAuth {
-                session_id,
-                session_key,
-            },
-            remote_path,
-            local_path,
-            overwrite: overwrite.unwrap_or(false),
-            local_root: self.local_root_arg(),
+/// download_start's and upload_start's arguments: the same fields, described for each tool.
+trait StartArgs: serde::de::DeserializeOwned + JsonSchema + 'static {
+    fn request(self, local_root: Option<String>) -> TransferStartRequest;
+}
+
+macro_rules! start_args {
+    ($($args:ty),*) => {$(
+        impl StartArgs for $args {
+            fn request(self, local_root: Option<String>) -> TransferStartRequest {
+                TransferStartRequest {
+                    auth: SessionAuth {
+                        session_id: self.session_id,
+                        session_key: self.session_key,
+                    },
+                    remote_path: remote_path(self.remote_path, self.remote_path_encoding),
+                    local_path: self.local_path,
+                    overwrite: self.overwrite.unwrap_or(false),
+                    local_root,
+                }
+            }
         }
+    )*};
+}
+
+start_args!(DownloadArgs, UploadArgs);
+
+impl Shim {
+    /// download_start's and upload_start's call, `M` the one of them and `A` its arguments.
+    async fn start<M, A>(&self, raw: JsonObject) -> CallToolResult
+    where
+        M: ToolMethod<Request = TransferStartRequest, Answer = TransferReport>,
+        A: StartArgs,
+    {
+        answer::respond(
+            async {
+                let req = args::decode::<A>(raw)?.request(self.local_root_arg());
+                self.daemon
+                    .run::<M>(context_with_timeout(DEADLINE), req)
+                    .await
+            }
+            .await,
+        )
     }
 }
 
@@ -152,24 +175,7 @@ impl Shim {
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn download_start(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: DownloadArgs = args::decode(raw)?;
-                let req = self.start_request(
-                    (a.session_id, a.session_key),
-                    remote_path(a.remote_path, a.remote_path_encoding),
-                    a.local_path,
-                    a.overwrite,
-                );
-                let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::DownloadStart, |c| async move {
-                        c.download_start(ctx, req).await
-                    })
-                    .await
-            }
-            .await,
-        )
+        self.start::<tools::DownloadStart, DownloadArgs>(raw).await
     }
 
     /// Upload one regular file from the local root (put it there first; content you hold under 1
@@ -188,24 +194,7 @@ impl Shim {
                     destructive_hint = true, idempotent_hint = false, open_world_hint = true)
     )]
     pub async fn upload_start(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: UploadArgs = args::decode(raw)?;
-                let req = self.start_request(
-                    (a.session_id, a.session_key),
-                    remote_path(a.remote_path, a.remote_path_encoding),
-                    a.local_path,
-                    a.overwrite,
-                );
-                let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::UploadStart, |c| async move {
-                        c.upload_start(ctx, req).await
-                    })
-                    .await
-            }
-            .await,
-        )
+        self.start::<tools::UploadStart, UploadArgs>(raw).await
     }
 
     /// Report a transfer: `state` (`queued`, `running`, `verifying`, `completed`, `failed`,
@@ -238,9 +227,7 @@ impl Shim {
                     wait_seconds: a.wait_seconds,
                 };
                 // A client that gives up on a wait stops it: the daemon's call goes with it.
-                let call = self.daemon.call(Tool::TransferStatus, |c| async move {
-                    c.transfer_status(ctx, req).await
-                });
+                let call = self.daemon.run::<tools::TransferStatus>(ctx, req);
                 unless_cancelled(call, cancel).await
             }
             .await,
@@ -262,11 +249,7 @@ impl Shim {
             async {
                 let req = transfer_request(args::decode(raw)?);
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::TransferCancel, |c| async move {
-                        c.transfer_cancel(ctx, req).await
-                    })
-                    .await
+                self.daemon.run::<tools::TransferCancel>(ctx, req).await
             }
             .await,
         )
@@ -290,11 +273,7 @@ impl Shim {
                     session_key: a.session_key,
                 };
                 let ctx = context_with_timeout(DEADLINE);
-                self.daemon
-                    .call(Tool::TransferList, |c| async move {
-                        c.transfer_list(ctx, auth).await
-                    })
-                    .await
+                self.daemon.run::<tools::TransferList>(ctx, auth).await
             }
             .await,
         )

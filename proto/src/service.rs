@@ -375,24 +375,60 @@ mod tests {
         ENCODED.with(|lines| lines.borrow_mut().clear());
         every_wire_type_roundtrips();
         let now: Vec<String> = ENCODED.with(|lines| lines.borrow().clone());
+        let golden = format!("protocol-{PROTOCOL_VERSION}.txt");
+        check_golden(
+            &golden,
+            &now,
+            &format!(
+                "the wire changed under protocol {PROTOCOL_VERSION}; bump PROTOCOL_VERSION, then \
+                 run this test with SSHMCP_UPDATE_GOLDEN=1"
+            ),
+        );
+    }
+
+    /// Every method's place in the trait is its index on the wire (tarpc's request and
+    /// response enums follow the trait's order), so the list only ever grows at its end.
+    #[test]
+    fn methods_keep_their_place_on_the_wire() {
+        macro_rules! signatures {
+            ($(
+                $(#[$doc:meta])*
+                $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
+                    $(=> $tool:ident in $group:ident, $reach:ident)?;
+            )*) => {
+                [$(concat!(
+                    stringify!($name), "(", $(stringify!($ty), ",",)* ")" $(, " -> ", stringify!($answer))?
+                )),*]
+            };
+        }
+        let now: Vec<String> = crate::daemon_methods!(signatures)
+            .iter()
+            .enumerate()
+            .map(|(n, signature)| format!("{n}: {signature}"))
+            .collect();
+        check_golden(
+            "methods.txt",
+            &now,
+            "a method was moved, removed or changed: an older client or daemon would call \
+             another; append new methods at the end of daemon_methods! instead",
+        );
+    }
+
+    /// Holds `now` to the golden file `golden/name`: its lines may only grow at the end, and
+    /// only with `SSHMCP_UPDATE_GOLDEN=1`, which writes them.
+    fn check_golden(name: &str, now: &[String], changed: &str) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("golden/protocol-{PROTOCOL_VERSION}.txt"));
+            .join("golden")
+            .join(name);
         let update = std::env::var_os("SSHMCP_UPDATE_GOLDEN").is_some();
         let golden = std::fs::read_to_string(&path).unwrap_or_default();
         let golden: Vec<&str> = golden.lines().collect();
-        for (n, (was, is)) in golden.iter().zip(&now).enumerate() {
-            assert_eq!(
-                was,
-                is,
-                "line {} of {}: the wire changed under protocol {PROTOCOL_VERSION}; bump \
-                 PROTOCOL_VERSION, then run this test with SSHMCP_UPDATE_GOLDEN=1",
-                n + 1,
-                path.display()
-            );
+        for (n, (was, is)) in golden.iter().zip(now).enumerate() {
+            assert_eq!(was, is, "line {} of {}: {changed}", n + 1, path.display());
         }
         assert!(
             golden.len() <= now.len(),
-            "samples were removed from the wire test: {} has {} lines, the test {}",
+            "lines were removed: {} has {} lines, the test {}",
             path.display(),
             golden.len(),
             now.len()
@@ -400,7 +436,7 @@ mod tests {
         if golden.len() < now.len() {
             assert!(
                 update,
-                "{} lacks the last {} samples' bytes: run this test with SSHMCP_UPDATE_GOLDEN=1",
+                "{} lacks the last {} lines: run this test with SSHMCP_UPDATE_GOLDEN=1",
                 path.display(),
                 now.len() - golden.len()
             );

@@ -194,6 +194,15 @@ pub struct Exit {
     pub timed_out: bool,
 }
 
+/// An answer a call's line is written for. Each answer type says, beside the tools that
+/// answer it, whether it carries a command's exit status (an empty impl: it does not), so
+/// a new one cannot lose it by a forgotten default.
+pub trait Answer {
+    fn exit(&self) -> Exit {
+        Exit::default()
+    }
+}
+
 /// How a call ended, as its line in the trail says it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallEnd {
@@ -212,14 +221,9 @@ impl CallEnd {
         message: None,
     };
 
-    /// How a call that answered `answer`, and ran no command, ended.
-    pub fn of<T>(answer: Result<&T, &sshmcp_proto::DaemonError>) -> Self {
-        Self::ended(answer.map(|_| Exit::default()))
-    }
-
-    /// How a call ended that answered, `exit` telling of the command it ran, or failed.
-    pub fn ended(exit: Result<Exit, &sshmcp_proto::DaemonError>) -> Self {
-        match exit {
+    /// How a call that answered `answer` ended.
+    pub fn of<T: Answer>(answer: Result<&T, &sshmcp_proto::DaemonError>) -> Self {
+        match answer.map(Answer::exit) {
             Ok(exit) => CallEnd {
                 outcome: if exit.timed_out { "timed_out" } else { "ok" },
                 exit_code: exit.code,
@@ -586,10 +590,10 @@ mod tests {
             stdout: nothing(),
             stderr: nothing(),
         });
-        assert_eq!(CallEnd::ended(Ok(crate::exec::exit(&answer))).outcome, "ok");
+        assert_eq!(CallEnd::of(Ok(&answer)).outcome, "ok");
         answer.timed_out = true;
         answer.exit_code = None;
-        let end = CallEnd::ended(Ok(crate::exec::exit(&answer)));
+        let end = CallEnd::of(Ok(&answer));
         assert_eq!(
             (end.outcome, end.exit_code, end.message),
             ("timed_out", None, None)
@@ -598,7 +602,7 @@ mod tests {
         let long = format!("x{}", "é".repeat(AUDIT_MESSAGE_BYTES));
         let e =
             sshmcp_proto::DaemonError::new(sshmcp_proto::ErrorCode::ConnectionStartFailed, long);
-        let end = CallEnd::of::<()>(Err(&e));
+        let end = CallEnd::of::<sshmcp_proto::exec::ExecResult>(Err(&e));
         assert_eq!(end.outcome, "connection_start_failed");
         let message = end.message.unwrap();
         assert_eq!(message.len(), AUDIT_MESSAGE_BYTES - 1);

@@ -418,6 +418,10 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
     Ok(forward.info())
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::forward::ForwardInfo {}
+impl crate::audit::Answer for sshmcp_proto::forward::ForwardList {}
+
 impl Operation for tools::ForwardStart {
     fn summary(req: &ForwardStartRequest) -> String {
         let listen = format!(
@@ -466,6 +470,10 @@ impl Operation for tools::ForwardStop {
 
 impl Operation for tools::ForwardList {
     const RUNS: Runs = Runs::InDaemon;
+
+    fn summary(_: &SessionAuth) -> String {
+        String::new()
+    }
 
     async fn run(
         _: SessionAuth,

@@ -169,6 +169,19 @@ fn no_module_cycle_and_layers_point_one_way() {
         !reaches(&graph, "remote", "session"),
         "remote reaches session"
     );
+    // The graph, each module under all it uses, for `cargo test -p sshmcpd layers --
+    // --nocapture` to show.
+    let mut placed: Vec<&String> = Vec::new();
+    while placed.len() < graph.len() {
+        for (module, uses) in &graph {
+            let ready = uses.iter().all(|u| u == module || placed.contains(&u));
+            if !placed.contains(&module) && ready {
+                placed.push(module);
+                let uses: Vec<&str> = uses.iter().map(String::as_str).collect();
+                println!("{module} → {}", uses.join(", "));
+            }
+        }
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! What a tool run on a session declares once, beside its operation: the operation itself,
-//! what is wrong with a request whatever the session, what its trail line says, and where it
-//! runs. Which tool it is and what it takes and answers come from its marker type
+//! what is wrong with a request whatever the session, what its trail line says (its answer's
+//! part is `audit::Answer`, implemented beside it), and where it runs. Which tool it is and what it takes and answers come from its marker type
 //! (`sshmcp_proto::service::tools`); the service runs every one the same way
 //! (`DaemonService::operate`: the key, the session's state, the policy, the trail), so a
 //! tool's knowledge stays in its own file.
@@ -12,7 +12,7 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::service::ToolMethod;
 use sshmcp_proto::session::Authed;
 
-use crate::audit::Exit;
+use crate::audit::Answer;
 use crate::session::{Registry, Session};
 
 /// Where an operation runs, which decides how its session is found and what the trail keeps.
@@ -29,7 +29,7 @@ pub enum Runs {
 }
 
 /// A tool's operation on a session.
-pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Send> {
+pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Answer + Send> {
     const RUNS: Runs = Runs::OnHost;
 
     /// What is wrong with the request whatever the session: refused before the session is
@@ -39,15 +39,9 @@ pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Send> 
     }
 
     /// What the call's line in the trail says of the request: never a key, never file
-    /// contents (see `audit::command` and `audit::path`).
-    fn summary(_: &Self::Request) -> String {
-        String::new()
-    }
-
-    /// What the answer adds to the line: the exit status of a command it ran.
-    fn exit(_: &Self::Answer) -> Exit {
-        Exit::default()
-    }
+    /// contents (see `audit::command` and `audit::path`). Written by every tool, so none
+    /// leaves it empty by forgetting it.
+    fn summary(req: &Self::Request) -> String;
 
     /// The operation, once the call passed the checks.
     fn run(

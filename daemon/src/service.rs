@@ -122,6 +122,10 @@ impl Drop for Audited<'_> {
     }
 }
 
+// A session's open and close run no command.
+impl crate::audit::Answer for Connected {}
+impl crate::audit::Answer for Disconnected {}
+
 /// Each `tool` method of the service's list (`sshmcp_proto::daemon_methods!`), answered by
 /// its tool's [`Operation`] through [`DaemonService::operate`].
 macro_rules! serve_operations {
@@ -401,15 +405,15 @@ impl DaemonService {
         match O::RUNS {
             Runs::OnHost => self.on_host::<O>(req).await,
             Runs::InDaemon => {
-                let session = self.local_session(O::TOOL, req.auth())?;
+                let session = self.local_session::<O>(&req)?;
                 O::run(req, session, &self.registry).await
             }
             Runs::InDaemonWritten => {
-                let session = self.local_session(O::TOOL, req.auth())?;
+                let session = self.local_session::<O>(&req)?;
                 let call = Call::new(O::TOOL, O::summary(&req)).redacted(&self.registry);
                 let line = self.audited(call, Place::from(&*session));
                 let outcome = O::run(req, session, &self.registry).await;
-                line.finish(CallEnd::ended(outcome.as_ref().map(O::exit)));
+                line.finish(CallEnd::of(outcome.as_ref()));
                 outcome
             }
         }
@@ -445,17 +449,18 @@ impl DaemonService {
             seconds = started.elapsed().as_secs_f64(),
             "call done"
         );
-        line.finish(CallEnd::ended(outcome.as_ref().map(O::exit)));
+        line.finish(CallEnd::of(outcome.as_ref()));
         outcome
     }
 
-    /// The session `auth` names for a tool that needs no SSH (see
-    /// [`Registry::authorize_local`]), once the policy allows `tool` there (a refusal is
+    /// The session `req` names for a tool that needs no SSH (see
+    /// [`Registry::authorize_local`]), once the policy allows the tool there (a refusal is
     /// written to the trail).
-    fn local_session(&self, tool: Tool, auth: &SessionAuth) -> Result<Arc<Session>, DaemonError> {
-        let session = self.registry.authorize_local(auth)?;
-        if let Err(refused) = self.allowed(tool, &session) {
-            let line = self.audited(Call::new(tool, String::new()), Place::from(&*session));
+    fn local_session<O: Operation>(&self, req: &O::Request) -> Result<Arc<Session>, DaemonError> {
+        let session = self.registry.authorize_local(req.auth())?;
+        if let Err(refused) = self.allowed(O::TOOL, &session) {
+            let call = Call::new(O::TOOL, O::summary(req)).redacted(&self.registry);
+            let line = self.audited(call, Place::from(&*session));
             return Err(self.refuse(line, refused));
         }
         session.touch();

@@ -240,6 +240,13 @@ macro_rules! tool_method {
             }
         }
     };
+    (tool $($line:tt)*) => {
+        compile_error!(concat!(
+            "a `tool` line takes one request and answers `Result<_, DaemonError>` => Variant in \
+             Group, Reach: ",
+            stringify!($($line)*)
+        ));
+    };
     (fn $($rest:tt)*) => {};
 }
 

@@ -86,7 +86,7 @@ async fn status_and_stop_close_every_master() {
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["sessions"], 1);
     assert_eq!(status["pid"], env.daemon_pid().unwrap());
-    // The agents' tools, in the table's order; none of the daemon's internal calls.
+    // The agents' tools, group by group; none of the daemon's internal calls.
     let tools: Vec<&str> = sshmcp_proto::tool::Tool::all().map(|t| t.name()).collect();
     assert_eq!(status["tools"], json!(tools));
     for internal in sshmcp_proto::service::INTERNAL_METHODS {

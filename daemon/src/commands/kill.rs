@@ -206,6 +206,9 @@ pub enum Stop {
     Signalled(KillResult),
 }
 
+/// A person's stop carries no exit status of its own.
+impl crate::audit::Answer for Stop {}
+
 impl Stop {
     /// As the person reads it: `cancelled`, or the kill's result.
     pub fn as_str(&self) -> &'static str {
@@ -215,6 +218,9 @@ impl Stop {
         }
     }
 }
+
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::command::CommandKilled {}
 
 impl Operation for tools::CommandKill {
     fn summary(req: &CommandKillRequest) -> String {

@@ -655,6 +655,11 @@ fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<Option<u64>, DaemonErro
     }
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::command::CommandStarted {}
+impl crate::audit::Answer for sshmcp_proto::command::CommandReport {}
+impl crate::audit::Answer for sshmcp_proto::command::CommandList {}
+
 impl Operation for tools::CommandStart {
     fn summary(req: &CommandStartRequest) -> String {
         crate::audit::command(&req.command)
@@ -672,6 +677,10 @@ impl Operation for tools::CommandStart {
 impl Operation for tools::CommandStatus {
     const RUNS: Runs = Runs::InDaemon;
 
+    fn summary(req: &CommandStatusRequest) -> String {
+        req.handle_id.clone()
+    }
+
     async fn run(
         req: CommandStatusRequest,
         session: Arc<Session>,
@@ -683,6 +692,10 @@ impl Operation for tools::CommandStatus {
 
 impl Operation for tools::CommandList {
     const RUNS: Runs = Runs::InDaemon;
+
+    fn summary(_: &SessionAuth) -> String {
+        String::new()
+    }
 
     async fn run(
         _: SessionAuth,

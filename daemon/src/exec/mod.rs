@@ -11,7 +11,7 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::{ByteRange, ExecRequest, ExecResult, StreamOutput, encode_bytes};
 use sshmcp_proto::service::tools;
 
-use crate::audit::Exit;
+use crate::audit::{Answer, Exit};
 use crate::config::Settings;
 use crate::operation::Operation;
 use crate::remote::{Output, Program, RunResult};
@@ -86,20 +86,18 @@ pub async fn exec(
     .await?)
 }
 
-/// What a command's answer adds to its trail line: its exit status, and whether its timeout
-/// ended it.
-pub fn exit(answer: &ExecResult) -> Exit {
-    Exit {
-        code: answer.exit_code,
-        timed_out: answer.timed_out,
+/// A command's answer gives its trail line the exit status, and whether its timeout ended it
+/// (exec's and sudo_exec's).
+impl Answer for ExecResult {
+    fn exit(&self) -> Exit {
+        Exit {
+            code: self.exit_code,
+            timed_out: self.timed_out,
+        }
     }
 }
 
 impl Operation for tools::Exec {
-    fn exit(answer: &ExecResult) -> Exit {
-        exit(answer)
-    }
-
     fn summary(req: &ExecRequest) -> String {
         crate::audit::command(&req.command)
     }

@@ -146,10 +146,6 @@ fn classify(why: &str, sudo_said: &str) -> DaemonError {
 }
 
 impl Operation for tools::SudoExec {
-    fn exit(answer: &ExecResult) -> crate::audit::Exit {
-        super::exit(answer)
-    }
-
     fn summary(req: &SudoExecRequest) -> String {
         crate::audit::command(&req.command)
     }

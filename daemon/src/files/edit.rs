@@ -176,6 +176,9 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
     }
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::files::FileEdited {}
+
 impl Operation for tools::EditFile {
     fn summary(req: &EditFileRequest) -> String {
         format!(

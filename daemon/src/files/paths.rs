@@ -212,6 +212,9 @@ pub async fn copy_or_move(
     })
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::files::PathChanged {}
+
 impl Operation for tools::MakeDirectory {
     fn summary(req: &MakeDirectoryRequest) -> String {
         crate::audit::path(&req.path)

@@ -89,6 +89,9 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
     }
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::files::FileWritten {}
+
 impl Operation for tools::WriteFile {
     fn summary(req: &WriteFileRequest) -> String {
         format!(

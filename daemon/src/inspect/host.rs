@@ -235,6 +235,9 @@ fn df_line(line: &str) -> Option<(u64, u64, String)> {
     None
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::inspect::HostInfo {}
+
 impl Operation for tools::HostInfo {
     fn summary(req: &HostInfoRequest) -> String {
         match req.paths.as_slice() {

@@ -197,6 +197,9 @@ fn utc_time(text: &str) -> Result<String, DaemonError> {
     Ok(sshmcp_proto::time::rfc3339(at))
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::inspect::Listing {}
+
 impl Operation for tools::ListDirectory {
     fn summary(req: &ListRequest) -> String {
         crate::audit::path(&req.path)

@@ -64,6 +64,9 @@ pub async fn read(
     })
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::inspect::FileRange {}
+
 impl Operation for tools::ReadFileRange {
     fn summary(req: &ReadRangeRequest) -> String {
         format!(

@@ -67,6 +67,9 @@ fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
     })
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::inspect::FileStat {}
+
 impl Operation for tools::Stat {
     fn summary(req: &StatRequest) -> String {
         crate::audit::path(&req.path)

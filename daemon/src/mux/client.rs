@@ -383,6 +383,8 @@ mod tests {
         let listener = UnixListener::bind(&path).unwrap();
         let thread = std::thread::spawn(move || {
             let (mut conn, _) = listener.accept().unwrap();
+            // A client that sends too little fails the test instead of hanging it.
+            conn.set_read_timeout(Some(LIMIT)).unwrap();
             let mut request = vec![0u8; expected.len()];
             conn.read_exact(&mut request).unwrap();
             assert_eq!(request, expected, "the client's request");
@@ -397,18 +399,27 @@ mod tests {
         bytes
     }
 
-    /// The one fd the client sends with a one-byte message.
+    /// How long any step of these tests may take before it fails as a hang.
+    const LIMIT: Duration = Duration::from_secs(10);
+
+    /// `step`, failing the test if it takes longer than [`LIMIT`].
+    async fn within<T>(step: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(LIMIT, step)
+            .await
+            .expect("a step of the test hung")
+    }
+
+    /// The one fd the client sends with a one-byte message, close-on-exec at once so that no
+    /// child another test spawns keeps a pipe open.
     fn receive_fd(conn: &StdStream) -> OwnedFd {
         let mut byte = [0u8; 1];
         let mut iov = [io::IoSliceMut::new(&mut byte)];
         let mut space = nix::cmsg_space!([RawFd; 1]);
-        let msg = recvmsg::<UnixAddr>(
-            conn.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::empty(),
-        )
-        .unwrap();
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        let flags = MsgFlags::MSG_CMSG_CLOEXEC;
+        #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+        let flags = MsgFlags::empty();
+        let msg = recvmsg::<UnixAddr>(conn.as_raw_fd(), &mut iov, Some(&mut space), flags).unwrap();
         let fd = msg
             .cmsgs()
             .unwrap()
@@ -418,7 +429,14 @@ mod tests {
             })
             .expect("an fd");
         // SAFETY: SCM_RIGHTS gave this process a new descriptor that nothing else owns.
-        unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+        nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .unwrap();
+        fd
     }
 
     #[tokio::test]
@@ -432,7 +450,7 @@ mod tests {
             ]));
             conn.write_all(&answer).unwrap();
         });
-        assert_eq!(alive_check(&path).await.unwrap(), 4242);
+        assert_eq!(within(alive_check(&path)).await.unwrap(), 4242);
         master.join().unwrap();
         // The socket file stays, but nobody listens on it now.
         assert!(matches!(
@@ -457,9 +475,15 @@ mod tests {
             // Holds the connection open, answering nothing, until the test has its answer.
             let _ = wake.recv();
         });
-        let within = Duration::from_millis(200);
-        let silent = open_forward(&path, &forwarding, within).await;
+        let asked = std::time::Instant::now();
+        let silent = open_forward(&path, &forwarding, Duration::from_millis(200)).await;
         assert!(matches!(silent, Err(MuxError::Silent)), "{silent:?}");
+        // Given up at its own bound, far below the default one.
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            asked.elapsed()
+        );
         drop(quiet);
         master_thread.join().unwrap();
 
@@ -467,7 +491,7 @@ mod tests {
             let old = reply(&[Field::U32(wire::MSG_HELLO), Field::U32(3)]);
             conn.write_all(&old).unwrap();
         });
-        let wrong = open_forward(&path, &forwarding, EXCHANGE_TIMEOUT).await;
+        let wrong = within(open_forward(&path, &forwarding, EXCHANGE_TIMEOUT)).await;
         assert!(matches!(wrong, Err(MuxError::Protocol(_))), "{wrong:?}");
         master_thread.join().unwrap();
     }
@@ -495,7 +519,7 @@ mod tests {
                 ]));
                 conn.write_all(&bytes).unwrap();
             });
-            let opened = open_forward(&path, &forwarding, EXCHANGE_TIMEOUT).await;
+            let opened = within(open_forward(&path, &forwarding, EXCHANGE_TIMEOUT)).await;
             match answer {
                 Some(port) => assert_eq!(opened.unwrap(), Some(port)),
                 None => assert!(matches!(opened, Err(MuxError::Protocol(_))), "{opened:?}"),
@@ -535,21 +559,23 @@ mod tests {
             ]);
             conn.write_all(&exit).unwrap();
         });
-        let mut session = open_session(&path, "echo hi").await.unwrap();
+        let mut session = within(open_session(&path, "echo hi")).await.unwrap();
         let read_all = |pipe: pipe::Receiver| async move {
             let mut text = String::new();
             let mut pipe = pipe;
             pipe.read_to_string(&mut text).await.unwrap();
             text
         };
-        session.stdin.write_all(b"in").await.unwrap();
+        within(session.stdin.write_all(b"in")).await.unwrap();
         drop(session.stdin);
-        assert_eq!(read_all(session.stdout).await, "out");
-        assert_eq!(read_all(session.stderr).await, "err");
+        assert_eq!(within(read_all(session.stdout)).await, "out");
+        assert_eq!(within(read_all(session.stderr)).await, "err");
         let mut control = session.control;
-        assert_eq!(control.next_event().await.unwrap(), ControlEvent::Exit(3));
+        let exit = within(control.next_event()).await.unwrap();
+        assert_eq!(exit, ControlEvent::Exit(3));
         master_thread.join().unwrap();
-        assert_eq!(control.next_event().await.unwrap(), ControlEvent::Closed);
+        let closed = within(control.next_event()).await.unwrap();
+        assert_eq!(closed, ControlEvent::Closed);
     }
 
     /// sshd's refusal of a channel past MaxSessions is worth a retry; other refusals are not.
@@ -576,7 +602,7 @@ mod tests {
                 ]));
                 conn.write_all(&answer).unwrap();
             });
-            let refused = open_session(&path, "true").await.err().unwrap();
+            let refused = within(open_session(&path, "true")).await.err().unwrap();
             assert!(
                 matches!(&refused, MuxError::Refused(why) if why == reason),
                 "{refused:?}"
@@ -604,12 +630,12 @@ mod tests {
             let _ = wake.recv();
         });
         let mut watch = tokio::spawn(async move { watch_until_closed(&path).await });
-        was_answered.await.unwrap();
+        within(was_answered).await.unwrap();
         // A master that lives keeps the watch going.
         let early = tokio::time::timeout(Duration::from_millis(100), &mut watch).await;
         assert!(early.is_err(), "the watch ended while the master lived");
         drop(gone);
-        watch.await.unwrap().unwrap();
+        within(watch).await.unwrap().unwrap();
         master_thread.join().unwrap();
     }
 }

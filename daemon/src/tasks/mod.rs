@@ -292,6 +292,11 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
     })
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::task::TaskLaunched {}
+impl crate::audit::Answer for sshmcp_proto::task::TaskReport {}
+impl crate::audit::Answer for sshmcp_proto::task::TaskKilled {}
+
 impl Operation for tools::TaskLaunch {
     fn summary(req: &TaskLaunchRequest) -> String {
         crate::audit::command(&req.command)

@@ -479,6 +479,10 @@ enum Plan {
     },
 }
 
+// No command runs: a line says no more of these answers than how the call ended.
+impl crate::audit::Answer for sshmcp_proto::transfer::TransferReport {}
+impl crate::audit::Answer for sshmcp_proto::transfer::TransferList {}
+
 /// `download_start` and `upload_start`: checks the source and the destination, then copies
 /// in the background.
 pub async fn start(
@@ -1034,6 +1038,10 @@ transfer_start_tools!(DownloadStart: Download, UploadStart: Upload);
 impl crate::operation::Operation for tools::TransferStatus {
     const RUNS: Runs = Runs::InDaemon;
 
+    fn summary(req: &TransferStatusRequest) -> String {
+        req.operation_id.clone()
+    }
+
     async fn run(
         req: TransferStatusRequest,
         session: Arc<Session>,
@@ -1064,6 +1072,10 @@ impl crate::operation::Operation for tools::TransferCancel {
 
 impl crate::operation::Operation for tools::TransferList {
     const RUNS: Runs = Runs::InDaemon;
+
+    fn summary(_: &SessionAuth) -> String {
+        String::new()
+    }
 
     async fn run(
         _: SessionAuth,

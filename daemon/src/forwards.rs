@@ -10,13 +10,12 @@ use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
 };
 use sshmcp_proto::service::tools;
-use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
 use crate::mux::{self, Forwarding, MuxError, wire};
-use crate::operation::{Operation, Runs};
+use crate::operation::Operation;
 use crate::session::record::Entry;
 use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
 use crate::session::work::Work;
@@ -468,21 +467,7 @@ impl Operation for tools::ForwardStop {
     }
 }
 
-impl Operation for tools::ForwardList {
-    const RUNS: Runs = Runs::InDaemon;
-
-    fn summary(_: &SessionAuth) -> String {
-        String::new()
-    }
-
-    async fn run(
-        _: SessionAuth,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<ForwardList, DaemonError> {
-        Ok(Forwards::of(&session).list())
-    }
-}
+crate::operation::listing!(ForwardList, Forwards);
 
 impl Forwards {
     /// This session's forwards.

@@ -50,3 +50,27 @@ pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Answer
         registry: &Registry,
     ) -> impl Future<Output = Result<Self::Answer, DaemonError>> + Send;
 }
+
+/// The operation of a tool that lists one kind of a session's own state (`$tool`, answered by
+/// `$state::of(session).list()`): command_list, transfer_list, forward_list.
+macro_rules! listing {
+    ($tool:ident, $state:ident) => {
+        impl crate::operation::Operation for tools::$tool {
+            const RUNS: crate::operation::Runs = crate::operation::Runs::InDaemon;
+
+            fn summary(_: &sshmcp_proto::session::SessionAuth) -> String {
+                String::new()
+            }
+
+            async fn run(
+                _: sshmcp_proto::session::SessionAuth,
+                session: std::sync::Arc<crate::session::Session>,
+                _: &crate::session::Registry,
+            ) -> Result<<tools::$tool as sshmcp_proto::service::ToolMethod>::Answer, DaemonError>
+            {
+                Ok($state::of(&session).list())
+            }
+        }
+    };
+}
+pub(crate) use listing;

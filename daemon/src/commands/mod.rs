@@ -20,7 +20,6 @@ use sshmcp_proto::command::{
 };
 use sshmcp_proto::exec::ExecResult;
 use sshmcp_proto::service::tools;
-use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
@@ -690,21 +689,7 @@ impl Operation for tools::CommandStatus {
     }
 }
 
-impl Operation for tools::CommandList {
-    const RUNS: Runs = Runs::InDaemon;
-
-    fn summary(_: &SessionAuth) -> String {
-        String::new()
-    }
-
-    async fn run(
-        _: SessionAuth,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<CommandList, DaemonError> {
-        Ok(Commands::of(&session).list())
-    }
-}
+crate::operation::listing!(CommandList, Commands);
 
 impl Commands {
     /// This session's command handles.

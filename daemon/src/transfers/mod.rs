@@ -18,7 +18,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 use sshmcp_proto::service::tools;
-use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
@@ -1070,21 +1069,7 @@ impl crate::operation::Operation for tools::TransferCancel {
     }
 }
 
-impl crate::operation::Operation for tools::TransferList {
-    const RUNS: Runs = Runs::InDaemon;
-
-    fn summary(_: &SessionAuth) -> String {
-        String::new()
-    }
-
-    async fn run(
-        _: SessionAuth,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<TransferList, DaemonError> {
-        Ok(Transfers::of(&session).list())
-    }
-}
+crate::operation::listing!(TransferList, Transfers);
 
 /// What a transfer's start says in the trail (and a start taken back by a new daemon).
 fn start_summary(req: &TransferStartRequest) -> String {

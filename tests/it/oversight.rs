@@ -1131,7 +1131,8 @@ async fn a_forward_to_a_governed_servers_port_reaches_it_under_its_policy() {
 #[tokio::test]
 async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() {
     let (_dir, config) = with_config(
-        "[[policy]]\nmatch = [\"127.0.0.*\"]\nsudo = false\ndeny = [\"forward_start\", \"disconnect\"]\n\n\
+        "[[policy]]\nmatch = [\"127.0.0.*\"]\nsudo = false\n\
+         deny = [\"forward_start\", \"disconnect\", \"transfer_status\"]\n\n\
          [[policy]]\nmatch = [\"localhost\"]\ndeny = [\"connect\"]\n\n\
          [[policy]]\nmatch = [\"prod-*\"]\nread_only = true\n",
     );
@@ -1150,6 +1151,25 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
     )
     .await;
     refused_by(&r, &["deny = [\"forward_start\"]"]);
+    // A tool that reads only the daemon's own state is refused the same way, and its line
+    // in the trail says what it asked about.
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "transfer_status",
+        json!({"operation_id": "tr-refused-here"}),
+    )
+    .await;
+    refused_by(&r, &["deny = [\"transfer_status\"]"]);
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(|l| l["tool"] == "transfer_status")
+    });
+    let line = lines
+        .iter()
+        .find(|l| l["tool"] == "transfer_status")
+        .unwrap();
+    assert_eq!(line["outcome"], "policy_denied", "{line}");
+    assert_eq!(line["summary"], "tr-refused-here", "{line}");
     // A connect refused by its server's name: no master starts.
     let r = mcp
         .call(
@@ -1171,7 +1191,8 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
     assert!(report.contains("3 entries"), "{report}");
     assert!(
         report.contains(&format!(
-            "match 127.0.0.*: sudo = false; deny forward_start, disconnect (sessions {})",
+            "match 127.0.0.*: sudo = false; deny forward_start, disconnect, transfer_status \
+             (sessions {})",
             s.0
         )),
         "{report}"

@@ -32,14 +32,16 @@ pub(crate) fn busybox_applets() -> tempfile::TempDir {
 }
 
 /// A `kill` first on posh's PATH (posh has none of its own and runs procps' `kill`), which
-/// refuses a negative number (a process group) not after `--`: procps reads `kill -TERM
+/// refuses a negative number (a process group) not after `--` (the first argument, a signal
+/// such as `-KILL`, is passed on as given): procps reads `kill -TERM
 /// -12345` as a signal to group 1, every process the user may signal. A program that forgot
 /// `kill::GROUP_OPTION` then fails its test instead of ending the machine's processes.
 #[cfg(target_os = "linux")]
 const SAFE_KILL: &str = r#"#!/bin/sh
 for a in "$@"; do [ "$a" = -- ] && exec /usr/bin/kill "$@"; done
-shift
+first=1
 for a in "$@"; do
+  if [ -n "$first" ]; then first=; continue; fi
   case $a in -[0-9]*) echo "kill: a group without --: $*" >&2; exit 1 ;; esac
 done
 exec /usr/bin/kill "$@"

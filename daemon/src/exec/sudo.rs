@@ -203,4 +203,51 @@ mod tests {
             );
         }
     }
+
+    /// Why sudo refused, under every shell a host may have as `/bin/sh` (BusyBox with only
+    /// its applets), each case with a `sudo` first on PATH that answers `-l`, the run (`-k`)
+    /// and `-v` as sudo does in that case.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn why_sudo_refused_is_told_under_every_posix_shell() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let password = "echo 'sudo: a password is required' >&2; exit 1";
+        let not_in_sudoers = "echo 'Sorry, user me may not run sudo on h.' >&2; exit 1";
+        // (what `-l`, the run and `-v` do, the word the program answers)
+        let cases = [
+            ("echo /bin/bash", "exit 0", "exit 0", "allowed"),
+            ("echo /bin/bash", password, "exit 0", "password_required"),
+            ("exit 1", "exit 1", "exit 1", "not_allowed"),
+            (not_in_sudoers, "exit 1", not_in_sudoers, "not_allowed"),
+            (password, "exit 1", password, "password_required"),
+            (
+                "echo 'sudo: unable to resolve host' >&2; exit 1",
+                "exit 1",
+                "exit 1",
+                "other",
+            ),
+        ];
+        let shells = crate::programs::Shells::new();
+        for (list, run, validate, word) in cases {
+            let fake = tempfile::tempdir().unwrap();
+            let sudo = fake.path().join("sudo");
+            std::fs::write(
+                &sudo,
+                format!(
+                    "#!/bin/sh\ncase $2 in -l) {list} ;; -k) {run} ;; -v) {validate} ;; esac\n"
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&sudo, std::fs::Permissions::from_mode(0o755)).unwrap();
+            for (shell, path) in shells.each() {
+                let path = format!("{}:{path}", fake.path().display());
+                let out = crate::programs::run_under(&shell, &path, fake.path(), WHY, b"");
+                assert_eq!(
+                    out,
+                    format!("{word}\n"),
+                    "{shell:?}: {list} / {run} / {validate}"
+                );
+            }
+        }
+    }
 }

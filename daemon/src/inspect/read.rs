@@ -85,3 +85,36 @@ impl Operation for tools::ReadFileRange {
         read(&session, registry.settings.max_output_bytes, req).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The program under every shell a host may have as `/bin/sh` (BusyBox with only its
+    /// applets): a range inside a file whose name holds a quote and a newline, one past its
+    /// end, a directory, and a missing path.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_program_runs_under_every_posix_shell() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a 'b'\nc");
+        std::fs::write(&file, "0123456789").unwrap();
+        for (shell, path) in crate::programs::Shells::new().each() {
+            let run = |at: &std::path::Path, start: u64, length: u64| {
+                let stdin = at.as_os_str().as_bytes();
+                let script = script(start, length);
+                crate::programs::run_under(&shell, &path, dir.path(), &script, stdin)
+            };
+            assert_eq!(run(&file, 3, 4), "ok 10\n2345", "{shell:?}");
+            assert_eq!(run(&file, 9, 100), "ok 10\n89", "{shell:?}");
+            assert_eq!(run(&file, 12, 4), "ok 10\n", "{shell:?}");
+            assert_eq!(run(dir.path(), 1, 4), "notfile\n", "{shell:?}");
+            assert_eq!(
+                run(&dir.path().join("gone"), 1, 4),
+                "notfound\n",
+                "{shell:?}"
+            );
+        }
+    }
+}

@@ -108,6 +108,45 @@ mod tests {
         assert_eq!(bytes, b"/t\nx\xff y");
     }
 
+    /// The program under every shell a host may have as `/bin/sh` (BusyBox with only its
+    /// applets): a file whose name holds a quote and a newline, a symlink to it read and
+    /// followed, and a missing path.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_program_runs_under_every_posix_shell() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a 'b'\nc");
+        std::fs::write(&file, "hello").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        for (shell, path) in crate::programs::Shells::new().each() {
+            let run = |at: &std::path::Path, follow: bool| {
+                let stdin = at.as_os_str().as_bytes();
+                crate::programs::run_under(&shell, &path, dir.path(), &script(follow), stdin)
+            };
+            let stat = |at: &std::path::Path, follow: bool| {
+                let out = run(at, follow);
+                let answer = out
+                    .strip_prefix("ok\n")
+                    .unwrap_or_else(|| panic!("{shell:?}: {out}"));
+                parse(answer.as_bytes()).unwrap()
+            };
+            let s = stat(&file, false);
+            assert_eq!((s.file_type, s.size), (FileType::File, 5), "{shell:?}");
+            let s = stat(&link, false);
+            assert_eq!(s.file_type, FileType::Symlink, "{shell:?}");
+            assert_eq!(s.link_target, Some(file.display().to_string()), "{shell:?}");
+            let s = stat(&link, true);
+            assert_eq!((s.file_type, s.size), (FileType::File, 5), "{shell:?}");
+            assert_eq!(
+                run(&dir.path().join("gone"), false),
+                "notfound\n",
+                "{shell:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_file_has_no_target_and_a_bad_line_is_an_error() {
         let s = parse(b"81a4 5 0 0 1 2 3\nroot\nroot\n").unwrap();

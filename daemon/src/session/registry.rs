@@ -64,6 +64,9 @@ const FAILED_LOGS_KEPT: Duration = Duration::from_secs(24 * 3600);
 /// How long a closed session's key is still redacted.
 const CLOSED_KEYS_KEPT: Duration = Duration::from_secs(24 * 3600);
 
+/// What connect tells of the host: uname, home, user, and the OS's name where it says one.
+const FACTS: &str = include_str!("facts.sh");
+
 impl Registry {
     pub fn new(
         settings: Arc<Settings>,
@@ -568,7 +571,6 @@ impl Registry {
 
     /// Runs one small program on the new master: uname, home, user, OS name.
     async fn remote_facts(&self, session: &Session) -> Result<RemoteFacts, String> {
-        const FACTS: &str = include_str!("facts.sh");
         let program = Program::new(FACTS, Duration::from_secs(30), 16 * 1024);
         let result = remote::run(&session.host, program)
             .await
@@ -879,5 +881,29 @@ mod tests {
             connect_timeout: None,
         };
         assert!(check_connect_request(&alias).is_ok());
+    }
+
+    /// The facts program under every shell a host may have as `/bin/sh` (BusyBox with only
+    /// its applets): the kernel's three words, the home, the user, and the OS's name where
+    /// the machine has an os-release.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_facts_program_runs_under_every_posix_shell() {
+        let home = tempfile::tempdir().unwrap();
+        let user = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let user = String::from_utf8(user.stdout).unwrap();
+        let os_release = std::path::Path::new("/etc/os-release").exists();
+        for (shell, path) in crate::programs::Shells::new().each() {
+            let out = crate::programs::run_under(&shell, &path, home.path(), FACTS, b"");
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), 3 + usize::from(os_release), "{shell:?}: {out}");
+            assert_eq!(lines[0].split(' ').count(), 3, "{shell:?}: {out}");
+            assert!(lines[0].starts_with("Linux "), "{shell:?}: {out}");
+            assert_eq!(lines[1], home.path().display().to_string(), "{shell:?}");
+            assert_eq!(lines[2], user.trim(), "{shell:?}");
+        }
     }
 }

@@ -375,4 +375,31 @@ mod tests {
             assert!(!made.exists(), "{shell:?}");
         }
     }
+
+    /// The stop of a copy's remote rsync under every shell a host may have as `/bin/sh`
+    /// (BusyBox with only its applets): the process whose environment holds the copy's mark
+    /// is killed, and the program ends once it is gone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_rsync_stop_runs_under_every_posix_shell() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let home = tempfile::tempdir().unwrap();
+        for (shell, path) in crate::programs::Shells::new().each() {
+            let mark = crate::random::nonce("stop").unwrap();
+            let mut marked = std::process::Command::new("sleep")
+                .arg("30")
+                .env(RSYNC_MARK_VAR, &mark)
+                .spawn()
+                .unwrap();
+            let script = format!("_mark='{RSYNC_MARK_VAR}={mark}'\n{STOP_RSYNC}\necho stopped\n");
+            let out = crate::programs::run_under(&shell, &path, home.path(), &script, b"");
+            assert_eq!(out, "stopped\n", "{shell:?}");
+            let ended = marked.try_wait().unwrap();
+            assert_eq!(
+                ended.and_then(|s| s.signal()),
+                Some(9),
+                "{shell:?}: still running"
+            );
+        }
+    }
 }

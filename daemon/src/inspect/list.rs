@@ -259,12 +259,12 @@ mod tests {
         assert!(entry(b"/d", b"short/f/1").is_err());
     }
 
-    /// The listing program on this machine's own shell, the path on stdin: GNU's tools give a
-    /// sorted page; BusyBox with only its applets on PATH (as on Alpine) gives every entry,
-    /// which `page` sorts and pages to the same answer.
+    /// The listing program under every shell a host may have as `/bin/sh`, the path on stdin:
+    /// with GNU's tools each gives a sorted page; BusyBox with only its applets on PATH (as
+    /// on Alpine) gives every entry, which `page` sorts and pages to the same answer.
     #[cfg(target_os = "linux")]
     #[test]
-    fn busybox_lists_what_gnu_lists() {
+    fn every_shell_lists_what_gnu_lists() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("b"), "four").unwrap();
@@ -272,67 +272,42 @@ mod tests {
         std::fs::write(d.join("a\nnl"), "").unwrap();
         std::fs::create_dir(d.join("sub")).unwrap();
         std::os::unix::fs::symlink("../elsewhere", d.join("link")).unwrap();
-        let applets = crate::programs::busybox_applets();
-        let run = |sh: &str, path: &str, offset: u64, limit: u32| {
-            let skip = offset + 1;
-            let mut child = std::process::Command::new(sh)
-                .arg("-c")
-                .arg(script(skip, limit))
-                .env("PATH", path)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(d.as_os_str().as_encoded_bytes()).unwrap();
-            drop(stdin);
-            let out = child.wait_with_output().unwrap().stdout;
-            let newline = out.iter().position(|b| *b == b'\n').unwrap();
-            let said = String::from_utf8_lossy(&out[..newline]).into_owned();
-            let said = said.strip_prefix("ok ").unwrap_or(&said).to_string();
-            let (entries, total) = page(
-                d.as_os_str().as_encoded_bytes(),
-                &said,
-                &out[newline + 1..],
-                offset,
-                limit,
-            )
-            .unwrap_or_else(|e| panic!("{said}: {}", e.message));
+        let shells = crate::programs::Shells::new();
+        let run = |shell: &[String], path: &str, offset: u64, limit: u32| {
+            let dir = d.as_os_str().as_encoded_bytes();
+            let script = script(offset + 1, limit);
+            let out = crate::programs::run_under(shell, path, d, &script, dir);
+            let (said, listed) = out.split_once('\n').unwrap();
+            let said = said.strip_prefix("ok ").unwrap_or(said).to_string();
+            let (entries, total) = page(dir, &said, listed.as_bytes(), offset, limit)
+                .unwrap_or_else(|e| panic!("{shell:?} {said}: {}", e.message));
             (said, entries, total)
         };
-        let busybox = format!("{}/sh", applets.path().display());
-        let busybox_path = applets.path().display().to_string();
-        let (said, gnu, total) = run("/bin/sh", "/usr/bin:/bin", 0, 10);
-        assert_eq!((said.as_str(), total), ("5", 5));
-        let (said, ours, all) = run(&busybox, &busybox_path, 0, 10);
-        assert_eq!((said.as_str(), all), ("all", 5));
-        let names: Vec<&str> = ours.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, [".hidden", "a\nnl", "b", "link", "sub"]);
-        for (gnu, ours) in gnu.iter().zip(&ours) {
+        let dash = ["dash".to_string()];
+        let (_, gnu, _) = run(&dash, &std::env::var("PATH").unwrap(), 0, 10);
+        let fields = |e: &DirEntry| (e.name.clone(), e.file_type, e.size, e.mode.clone());
+        for (shell, path) in shells.each() {
+            let busybox = path == shells.busybox_path();
+            let (said, ours, all) = run(&shell, &path, 0, 10);
+            let expected = if busybox { "all" } else { "5" };
+            assert_eq!((said.as_str(), all), (expected, 5), "{shell:?}");
+            let names: Vec<&str> = ours.iter().map(|e| e.name.as_str()).collect();
+            assert_eq!(names, [".hidden", "a\nnl", "b", "link", "sub"], "{shell:?}");
+            for (gnu, ours) in gnu.iter().zip(&ours) {
+                assert_eq!(fields(gnu), fields(ours), "{shell:?}");
+                assert_eq!(gnu.link_target, ours.link_target, "{shell:?}");
+                // BusyBox gives whole seconds.
+                assert_eq!(gnu.mtime[..19], ours.mtime[..19], "{shell:?}");
+            }
+            let (_, second_page, _) = run(&shell, &path, 3, 10);
+            let names: Vec<&str> = second_page.iter().map(|e| e.name.as_str()).collect();
+            assert_eq!(names, ["link", "sub"], "{shell:?}");
+            let (_, one, all) = run(&shell, &path, 1, 1);
             assert_eq!(
-                (
-                    &gnu.name,
-                    gnu.file_type,
-                    gnu.size,
-                    &gnu.mode,
-                    &gnu.link_target
-                ),
-                (
-                    &ours.name,
-                    ours.file_type,
-                    ours.size,
-                    &ours.mode,
-                    &ours.link_target
-                )
+                (one.len(), one[0].name.as_str(), all),
+                (1, "a\nnl", 5),
+                "{shell:?}"
             );
-            // BusyBox gives whole seconds.
-            assert_eq!(gnu.mtime[..19], ours.mtime[..19]);
         }
-        let (_, second_page, _) = run(&busybox, &busybox_path, 3, 10);
-        let names: Vec<&str> = second_page.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["link", "sub"]);
-        let (_, one, all) = run(&busybox, &busybox_path, 1, 1);
-        assert_eq!((one.len(), one[0].name.as_str(), all), (1, "a\nnl", 5));
     }
 }

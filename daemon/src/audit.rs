@@ -550,10 +550,30 @@ fn rotate(live: &Path) -> std::io::Result<()> {
     std::fs::rename(live, generation(live, 1))
 }
 
+/// The most bytes of any call's summary: more than two of the longest paths a tool takes,
+/// base64-encoded, and the words between them, so no valid request's summary is cut, and an
+/// oversized argument of a call refused before its checks (an id, a path) cannot flood the
+/// trail and push older lines out of its generations.
+const SUMMARY_MOST_BYTES: usize = 12 * 1024;
+
 /// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary: what a line
 /// says of a call that runs one.
 pub fn command(text: &str) -> String {
-    let kept = sshmcp_proto::text::cut(text, AUDIT_SUMMARY_BYTES);
+    cut(text, AUDIT_SUMMARY_BYTES)
+}
+
+/// `summary` within [`SUMMARY_MOST_BYTES`]: every call's summary passes here.
+pub fn bounded(summary: String) -> String {
+    match summary.len() <= SUMMARY_MOST_BYTES {
+        true => summary,
+        false => cut(&summary, SUMMARY_MOST_BYTES),
+    }
+}
+
+/// The first `bound` bytes of a caller's `text`, cut at a character boundary, and never
+/// ending in the start of a session key.
+fn cut(text: &str, bound: usize) -> String {
+    let kept = sshmcp_proto::text::cut(text, bound);
     // A word cut at the end may hold the start of a session key (43 characters), which the
     // cut keeps from being recognised (only keys' hashes are known) and would give most of
     // away: the last 42 key characters before the cut go too.
@@ -624,6 +644,19 @@ mod tests {
             duration: 0.001,
             client: None,
         }
+    }
+
+    /// Every summary is bounded: one exactly at the bound stays whole, a longer one is cut
+    /// there (at a character boundary), whatever the tool.
+    #[test]
+    fn a_summary_is_kept_whole_up_to_its_bound_and_cut_past_it() {
+        let at = "p".repeat(SUMMARY_MOST_BYTES);
+        assert_eq!(bounded(at.clone()), at);
+        let past = format!("{}é", "p".repeat(SUMMARY_MOST_BYTES - 1));
+        assert_eq!(bounded(past), "p".repeat(SUMMARY_MOST_BYTES - 1));
+        assert_eq!(bounded("/".repeat(1 << 20)).len(), SUMMARY_MOST_BYTES);
+        // A word cut at the bound may be a key's start: its last 42 characters go too.
+        assert_eq!(bounded("x".repeat(1 << 20)).len(), SUMMARY_MOST_BYTES - 42);
     }
 
     #[test]

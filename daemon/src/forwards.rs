@@ -417,7 +417,7 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
     Ok(forward.info())
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::forward::ForwardInfo {}
 impl crate::audit::Answer for sshmcp_proto::forward::ForwardList {}
 

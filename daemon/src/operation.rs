@@ -55,7 +55,7 @@ pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Answer
 /// `$state::of(session).list()`): command_list, transfer_list, forward_list.
 macro_rules! listing {
     ($tool:ident, $state:ident) => {
-        impl crate::operation::Operation for tools::$tool {
+        impl crate::operation::Operation for sshmcp_proto::service::tools::$tool {
             const RUNS: crate::operation::Runs = crate::operation::Runs::InDaemon;
 
             fn summary(_: &sshmcp_proto::session::SessionAuth) -> String {
@@ -66,8 +66,10 @@ macro_rules! listing {
                 _: sshmcp_proto::session::SessionAuth,
                 session: std::sync::Arc<crate::session::Session>,
                 _: &crate::session::Registry,
-            ) -> Result<<tools::$tool as sshmcp_proto::service::ToolMethod>::Answer, DaemonError>
-            {
+            ) -> Result<
+                <sshmcp_proto::service::tools::$tool as sshmcp_proto::service::ToolMethod>::Answer,
+                sshmcp_proto::DaemonError,
+            > {
                 Ok($state::of(&session).list())
             }
         }

@@ -38,11 +38,13 @@ pub(crate) fn busybox_applets() -> tempfile::TempDir {
 /// `kill::GROUP_OPTION` then fails its test instead of ending the machine's processes.
 #[cfg(target_os = "linux")]
 const SAFE_KILL: &str = r#"#!/bin/sh
-for a in "$@"; do [ "$a" = -- ] && exec /usr/bin/kill "$@"; done
-first=1
+n=0
 for a in "$@"; do
-  if [ -n "$first" ]; then first=; continue; fi
-  case $a in -[0-9]*) echo "kill: a group without --: $*" >&2; exit 1 ;; esac
+  n=$((n + 1))
+  [ "$a" = -- ] && break
+  if [ "$n" -gt 1 ]; then
+    case $a in -[0-9]*) echo "kill: a group without --: $*" >&2; exit 1 ;; esac
+  fi
 done
 exec /usr/bin/kill "$@"
 "#;
@@ -190,4 +192,35 @@ fn every_program_parses_under_every_posix_shell() {
             );
         }
     }
+}
+
+/// The guard `kill` on posh's PATH refuses a process group not after `--`, wherever it stands
+/// after the signal, and hands every other call to the real `kill` as it came. (Its refusals
+/// never reach a `kill`; the calls it passes signal only this test's own process or a group
+/// that cannot exist.)
+#[cfg(target_os = "linux")]
+#[test]
+fn the_guard_kill_refuses_a_group_without_its_dashes_and_passes_the_rest_on() {
+    let shells = Shells::new();
+    let guard = shells.safe_kill.path().join("kill");
+    let run = |args: &[String]| Command::new(&guard).args(args).output().unwrap();
+    let group = format!("-{NO_SUCH_GROUP}");
+    let words = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    for refused in [
+        words(&["-9", &group]),
+        words(&["-KILL", &group, "--", "6"]),
+        words(&["-s", "TERM", &group]),
+    ] {
+        let out = run(&refused);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains("a group without --"),
+            "{refused:?}: {said}"
+        );
+    }
+    let me = std::process::id().to_string();
+    assert!(run(&words(&["-0", &me])).status.success());
+    let out = run(&words(&["-0", "--", &group]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("a group without --"), "{said}");
 }

@@ -58,7 +58,7 @@ impl Call {
     fn new(tool: Tool, summary: String) -> Self {
         Self {
             tool,
-            summary,
+            summary: crate::audit::bounded(summary),
             arrived: SystemTime::now(),
             started: Instant::now(),
         }

@@ -219,7 +219,7 @@ impl Stop {
     }
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::command::CommandKilled {}
 
 impl Operation for tools::CommandKill {

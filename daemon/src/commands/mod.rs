@@ -654,7 +654,8 @@ fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<Option<u64>, DaemonErro
     }
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended (a report's exit
+// code is its command's, told when asked, not the call's).
 impl crate::audit::Answer for sshmcp_proto::command::CommandStarted {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandReport {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandList {}

@@ -234,7 +234,8 @@ mod tests {
             std::fs::write(
                 &sudo,
                 format!(
-                    "#!/bin/sh\ncase $2 in -l) {list} ;; -k) {run} ;; -v) {validate} ;; esac\n"
+                    "#!/bin/sh\ncase \"$1 $2\" in '-n -l') {list} ;; '-n -k') {run} ;; \
+                     '-n -v') {validate} ;; *) exit 99 ;; esac\n"
                 ),
             )
             .unwrap();

@@ -176,7 +176,7 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
     }
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::files::FileEdited {}
 
 impl Operation for tools::EditFile {

@@ -212,7 +212,7 @@ pub async fn copy_or_move(
     })
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::files::PathChanged {}
 
 impl Operation for tools::MakeDirectory {

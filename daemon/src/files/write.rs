@@ -89,7 +89,7 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
     }
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::files::FileWritten {}
 
 impl Operation for tools::WriteFile {

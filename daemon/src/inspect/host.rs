@@ -235,7 +235,7 @@ fn df_line(line: &str) -> Option<(u64, u64, String)> {
     None
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::inspect::HostInfo {}
 
 impl Operation for tools::HostInfo {

@@ -197,7 +197,7 @@ fn utc_time(text: &str) -> Result<String, DaemonError> {
     Ok(sshmcp_proto::time::rfc3339(at))
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::inspect::Listing {}
 
 impl Operation for tools::ListDirectory {
@@ -283,8 +283,16 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{shell:?} {said}: {}", e.message));
             (said, entries, total)
         };
+        // The reference: GNU's tools, as this machine's /usr/bin and /bin hold them.
         let dash = ["dash".to_string()];
-        let (_, gnu, _) = run(&dash, &std::env::var("PATH").unwrap(), 0, 10);
+        let (_, gnu, _) = run(&dash, "/usr/bin:/bin", 0, 10);
+        let kinds: Vec<(FileType, u64)> = gnu.iter().map(|e| (e.file_type, e.size)).collect();
+        assert_eq!(kinds[2], (FileType::File, 4));
+        assert_eq!(
+            (kinds[3].0, kinds[4].0),
+            (FileType::Symlink, FileType::Directory)
+        );
+        assert_eq!(gnu[3].link_target.as_deref(), Some("../elsewhere"));
         let fields = |e: &DirEntry| (e.name.clone(), e.file_type, e.size, e.mode.clone());
         for (shell, path) in shells.each() {
             let busybox = path == shells.busybox_path();

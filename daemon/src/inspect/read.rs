@@ -64,7 +64,7 @@ pub async fn read(
     })
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::inspect::FileRange {}
 
 impl Operation for tools::ReadFileRange {

@@ -67,7 +67,7 @@ fn parse(out: &[u8]) -> Result<FileStat, DaemonError> {
     })
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::inspect::FileStat {}
 
 impl Operation for tools::Stat {

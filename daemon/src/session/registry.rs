@@ -895,15 +895,24 @@ mod tests {
             .output()
             .unwrap();
         let user = String::from_utf8(user.stdout).unwrap();
-        let os_release = std::path::Path::new("/etc/os-release").exists();
+        // The name the machine's os-release gives, as the program reads it (when readable).
+        let pretty = std::fs::read_to_string("/etc/os-release").ok().map(|text| {
+            let line = text.lines().find_map(|l| l.strip_prefix("PRETTY_NAME="));
+            line.unwrap_or_default().trim_matches('"').to_string()
+        });
         for (shell, path) in crate::programs::Shells::new().each() {
             let out = crate::programs::run_under(&shell, &path, home.path(), FACTS, b"");
             let lines: Vec<&str> = out.lines().collect();
-            assert_eq!(lines.len(), 3 + usize::from(os_release), "{shell:?}: {out}");
+            assert_eq!(
+                lines.len(),
+                3 + usize::from(pretty.is_some()),
+                "{shell:?}: {out}"
+            );
             assert_eq!(lines[0].split(' ').count(), 3, "{shell:?}: {out}");
             assert!(lines[0].starts_with("Linux "), "{shell:?}: {out}");
             assert_eq!(lines[1], home.path().display().to_string(), "{shell:?}");
             assert_eq!(lines[2], user.trim(), "{shell:?}");
+            assert_eq!(lines.get(3).copied(), pretty.as_deref(), "{shell:?}");
         }
     }
 }

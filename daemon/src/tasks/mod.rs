@@ -292,7 +292,8 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
     })
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended (a report's exit
+// code is its command's, told when asked, not the call's).
 impl crate::audit::Answer for sshmcp_proto::task::TaskLaunched {}
 impl crate::audit::Answer for sshmcp_proto::task::TaskReport {}
 impl crate::audit::Answer for sshmcp_proto::task::TaskKilled {}

@@ -478,7 +478,7 @@ enum Plan {
     },
 }
 
-// No command runs: a line says no more of these answers than how the call ended.
+// A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::transfer::TransferReport {}
 impl crate::audit::Answer for sshmcp_proto::transfer::TransferList {}
 

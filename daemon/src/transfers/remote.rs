@@ -383,23 +383,40 @@ mod tests {
     #[test]
     fn the_rsync_stop_runs_under_every_posix_shell() {
         use std::os::unix::process::ExitStatusExt as _;
+        /// The marked process, killed and reaped whatever the test found.
+        struct Marked(std::process::Child);
+        impl Drop for Marked {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
         let home = tempfile::tempdir().unwrap();
         for (shell, path) in crate::programs::Shells::new().each() {
             let mark = crate::random::nonce("stop").unwrap();
-            let mut marked = std::process::Command::new("sleep")
-                .arg("30")
-                .env(RSYNC_MARK_VAR, &mark)
-                .spawn()
-                .unwrap();
+            let mut marked = Marked(
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .env(RSYNC_MARK_VAR, &mark)
+                    .spawn()
+                    .unwrap(),
+            );
             let script = format!("_mark='{RSYNC_MARK_VAR}={mark}'\n{STOP_RSYNC}\necho stopped\n");
             let out = crate::programs::run_under(&shell, &path, home.path(), &script, b"");
             assert_eq!(out, "stopped\n", "{shell:?}");
-            let ended = marked.try_wait().unwrap();
-            assert_eq!(
-                ended.and_then(|s| s.signal()),
-                Some(9),
-                "{shell:?}: still running"
-            );
+            // Its environment went with its memory; its exit, for us to reap, follows.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let ended = loop {
+                if let Some(status) = marked.0.try_wait().unwrap() {
+                    break status;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{shell:?}: still running"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            };
+            assert_eq!(ended.signal(), Some(9), "{shell:?}");
         }
     }
 }

@@ -86,14 +86,14 @@ impl Operation for tools::ReadFileRange {
     }
 }
 
-#[cfg(test)]
+// The shells these tests run under are Linux's (`programs::Shells`).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// The program under every shell a host may have as `/bin/sh` (BusyBox with only its
     /// applets): a range inside a file whose name holds a quote and a newline, one past its
     /// end, a directory, and a missing path.
-    #[cfg(target_os = "linux")]
     #[test]
     fn the_program_runs_under_every_posix_shell() {
         use std::os::unix::ffi::OsStrExt as _;

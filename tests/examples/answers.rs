@@ -37,10 +37,10 @@ async fn main() {
     let s = sshmcp_tests::mcp::session_of(&r);
     let dir = format!("/tmp/sshmcp-answers-{}", std::process::id());
     // Ten short commands, the first of which make what the file tools then look at: a
-    // directory of 20 entries and a 4 KB text file.
+    // directory of 20 entries and a text file of 1,000 short lines (3,893 bytes).
     let commands = [
         format!("mkdir -p {dir} && cd {dir} && touch $(seq -f 'file-%02g.txt' 1 19)"),
-        format!("seq 1 1000 | head -c 4096 > {dir}/log.txt"),
+        format!("seq 1 1000 > {dir}/log.txt"),
         "uname -sr".to_string(),
         "id -un".to_string(),
         "printf hi".to_string(),

@@ -90,14 +90,19 @@ pub fn table<const N: usize>(
     out
 }
 
-/// `text` safe to show on a terminal: control characters (escape sequences among them) and
-/// the invisible formatting ones (bidirectional overrides, zero-width characters) are shown
-/// as `\u{..}` escapes. Agents write commands and paths; a person reads them here.
+/// `text` safe to show on a terminal: control characters (escape sequences among them), the
+/// invisible formatting ones (bidirectional overrides, zero-width characters, tags), line and
+/// paragraph separators, and the characters that draw as blank space without being space
+/// (fillers) are shown as `\u{..}` escapes. Agents write commands and paths; a person reads
+/// them here, and must see every character that is there.
 pub fn printable(text: &str) -> String {
     let invisible = |c: char| {
         matches!(c,
-            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
-            | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{00ad}' | '\u{061c}')
+            '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+            | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{00ad}' | '\u{061c}' | '\u{034f}'
+            | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}'
+            | '\u{3164}' | '\u{ffa0}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}')
     };
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -229,6 +234,10 @@ mod tests {
         );
         assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
         assert_eq!(printable("é → ü"), "é → ü");
+        assert_eq!(
+            printable("a\u{2028}b\u{3164}c\u{e0041}d"),
+            "a\\u{2028}b\\u{3164}c\\u{e0041}d"
+        );
     }
 
     use std::time::{Duration, UNIX_EPOCH};

@@ -330,12 +330,4 @@ mod tests {
         let (flags, _dir) = flags_with_file("max-sessions = 0\n");
         assert!(Settings::load(&flags).is_err());
     }
-
-    #[test]
-    fn local_root_rules() {
-        use sshmcp_local::paths::check_local_root;
-        assert!(check_local_root(Path::new("relative")).is_err());
-        assert!(check_local_root(Path::new("/")).is_err());
-        assert!(check_local_root(Path::new("/srv/agent")).is_ok());
-    }
 }

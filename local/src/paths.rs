@@ -7,14 +7,32 @@ use std::path::{Path, PathBuf};
 
 use crate::platform::MAX_SOCKET_PATH;
 
-/// A local root must be absolute, and neither `/` nor the bare home directory: the daemon
-/// refuses any other, and the CLI's checks and suggestions say the same.
+/// A local root must be absolute, without `..`, and neither `/` nor the home directory
+/// (`HOME`'s or the user database's), however spelled: the daemon refuses any other, and the
+/// CLI's checks and suggestions say the same. A root that exists is compared as it resolves,
+/// so `/home/me/.`, `/tmp/../home/me` or a link to the home directory is the home directory.
 pub fn check_local_root(root: &Path) -> Result<(), String> {
     if !root.is_absolute() {
         return Err("the local root must be an absolute path".into());
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if root == Path::new("/") || home.as_deref() == Some(root) {
+    if root
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err("the local root must not hold `..`".into());
+    }
+    let resolved = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let root = resolved(root);
+    let account_home = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|user| user.dir);
+    let homes = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(account_home)
+        .filter(|home| home.is_absolute());
+    if root == Path::new("/") || homes.map(|home| resolved(&home)).any(|home| home == root) {
         return Err("the local root must not be / or the home directory".into());
     }
     Ok(())
@@ -265,6 +283,32 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_local_root_is_absolute_and_neither_root_nor_home_however_spelled() {
+        assert!(check_local_root(Path::new("relative")).is_err());
+        assert!(check_local_root(Path::new("/")).is_err());
+        assert!(check_local_root(Path::new("/srv/agent")).is_ok());
+        assert!(check_local_root(Path::new("/srv/../srv/agent")).is_err());
+        let home = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .expect("user database")
+            .expect("this user")
+            .dir;
+        let link = std::env::temp_dir().join(format!("sshmcp-root-link-{}", std::process::id()));
+        std::os::unix::fs::symlink(&home, &link).expect("link to home");
+        let spellings = [
+            home.clone(),
+            home.join("."),
+            PathBuf::from(format!("{}/", home.display())),
+            link.clone(),
+        ];
+        let refused: Vec<bool> = spellings
+            .iter()
+            .map(|root| check_local_root(root).is_err())
+            .collect();
+        std::fs::remove_file(&link).expect("link removed");
+        assert_eq!(refused, [true; 4], "{spellings:?}");
+    }
 
     #[test]
     fn runtime_dir_choice() {

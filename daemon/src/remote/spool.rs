@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -95,8 +95,10 @@ impl Spool {
 pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool, Spool)> {
     let private = root.join(".sshmcp");
     sshmcp_local::paths::ensure_private_dir(&private)?;
-    let dir = private.join("spool").join(session_id);
-    std::fs::create_dir_all(&dir)?;
+    let spools = private.join("spool");
+    own_dir(&spools)?;
+    let dir = spools.join(session_id);
+    own_dir(&dir)?;
     let stamp = sshmcp_proto::time::now_rfc3339().replace([':', '.'], "");
     let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     let base = format!("{stamp}-{}-{seq}", std::process::id());
@@ -117,6 +119,31 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
         })
     };
     Ok((open("stdout")?, open("stderr")?))
+}
+
+/// A directory of the spool inside the private `.sshmcp`, made (0700) if missing. A link or
+/// a directory of another user's is refused: files written through it would land outside the
+/// local root. Spools made before this check are 0755 under their 0700 parent; they are
+/// tightened, not refused.
+fn own_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing {}: not a directory of this user's (a link?)",
+                dir.display()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -145,5 +172,36 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         drop((out, err));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_spool_directory_that_is_a_link_is_refused_and_an_older_open_one_tightened() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let private = root.path().join(".sshmcp");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&private)
+            .unwrap();
+        std::os::unix::fs::symlink(outside.path(), private.join("spool")).unwrap();
+        let refused = create_pair(root.path(), "s3", 10).err().expect("refused");
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{refused}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        std::fs::remove_file(private.join("spool")).unwrap();
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(private.join("spool"))
+            .unwrap();
+        std::fs::set_permissions(
+            private.join("spool"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        create_pair(root.path(), "s3", 10).unwrap();
+        for dir in ["spool", "spool/s3"] {
+            let mode = std::fs::metadata(private.join(dir)).unwrap().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{dir}");
+        }
     }
 }

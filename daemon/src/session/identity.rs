@@ -75,21 +75,32 @@ pub fn parse_ssh_g(output: &str) -> Option<Resolved> {
 
 /// The form in which a server's host counts as its identity: an IP literal in its canonical
 /// form (every IPv4 spelling `inet_aton` takes, and every IPv4-mapped IPv6 spelling, as the
-/// dotted IPv4 address; other IPv6 addresses compressed), a name lower-cased. Otherwise
-/// `::ffff:127.0.0.1` would be another server than `127.0.0.1`, and a policy written for one
-/// would not meet the other. Names are not resolved.
+/// dotted IPv4 address; other IPv6 addresses compressed), a name lower-cased and without the
+/// final `.` of a fully qualified one. Otherwise `::ffff:127.0.0.1` would be another server
+/// than `127.0.0.1`, `db1.example.com.` another than `db1.example.com`, and a policy written
+/// for one would not meet the other. The unspecified addresses (`0.0.0.0`, `::`) reach this
+/// machine, as a connect to them does: they are its loopback address. Names are not resolved.
 pub fn canonical_host(host: &str) -> String {
-    use std::net::{IpAddr, Ipv6Addr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     let lower = host.to_ascii_lowercase();
-    if let Some(v4) = inet_aton(&lower) {
-        return v4.to_string();
-    }
-    match lower.parse::<Ipv6Addr>() {
-        Ok(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4).to_string(),
-            None => v6.to_string(),
-        },
-        Err(_) => lower,
+    let lower = match lower.strip_suffix('.') {
+        Some(name) if !name.is_empty() && !name.ends_with('.') => name.to_string(),
+        _ => lower,
+    };
+    let ip = inet_aton(&lower).map(IpAddr::V4).or_else(|| {
+        lower
+            .parse::<Ipv6Addr>()
+            .ok()
+            .map(|v6| match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(v6),
+            })
+    });
+    match ip {
+        Some(IpAddr::V4(v4)) if v4.is_unspecified() => Ipv4Addr::LOCALHOST.to_string(),
+        Some(IpAddr::V6(v6)) if v6.is_unspecified() => Ipv6Addr::LOCALHOST.to_string(),
+        Some(ip) => ip.to_string(),
+        None => lower,
     }
 }
 
@@ -260,6 +271,20 @@ mod tests {
         assert_eq!(canonical_host("10.0.65536"), "10.0.65536");
         assert_eq!(canonical_host("4294967295"), "255.255.255.255");
         assert_eq!(canonical_host("4294967296"), "4294967296");
+    }
+
+    #[test]
+    fn a_final_dot_and_the_unspecified_addresses_name_the_server_they_reach() {
+        assert_eq!(canonical_host("DB1.example.com."), "db1.example.com");
+        assert_eq!(canonical_host("127.0.0.1."), "127.0.0.1");
+        // Only one final dot is a fully qualified name's; more stay, as a name ssh refuses.
+        assert_eq!(canonical_host("db1.example.com.."), "db1.example.com..");
+        assert_eq!(canonical_host("."), ".");
+        for unspecified in ["0.0.0.0", "0", "0x0", "::ffff:0.0.0.0"] {
+            assert_eq!(canonical_host(unspecified), "127.0.0.1", "{unspecified}");
+        }
+        assert_eq!(canonical_host("::"), "::1");
+        assert_eq!(canonical_host("0:0:0:0:0:0:0:0"), "::1");
     }
 
     #[test]

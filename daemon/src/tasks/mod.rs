@@ -583,48 +583,49 @@ mod tests {
 
         // The files an old task left under the PID the next one gets (PIDs come round
         // again): the launch waits for the new wrapper's own files, and the status is the new
-        // task's, and its logs are private though the old ones were not. The next PIDs are
-        // taken to follow this shell's, which is checked.
-        let mut said = String::new();
-        let mut log_modes = (0, 0);
-        for _try in 0..5 {
-            let after: u32 = sh("echo $$", b"").trim().parse().unwrap();
-            let seeded = after + 1..after + 200;
-            for old in seeded.clone() {
-                for (ext, text) in [
-                    ("start", "12345\n"),
-                    ("exit", "42\n"),
-                    ("out", "old\n"),
-                    ("err", "old\n"),
-                    ("launch", "tother\n"),
-                ] {
-                    let file = dir.join(format!("{old}.{ext}"));
-                    std::fs::write(&file, text).unwrap();
-                    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))
-                        .unwrap();
-                }
-            }
-            let launched = sh(&launch_script("tword"), b"sleep 30");
-            let pid: u32 = launched
-                .split(' ')
-                .nth(1)
-                .and_then(|pid| pid.parse().ok())
-                .unwrap_or_else(|| panic!("the launch said {launched:?}"));
-            said = status(pid);
-            log_modes = (
-                mode(&dir.join(format!("{pid}.out"))),
-                mode(&dir.join(format!("{pid}.err"))),
-            );
-            nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            )
-            .unwrap();
-            if seeded.contains(&pid) {
-                break;
-            }
-            said = format!("PID {pid} came after none of the seeded {seeded:?}");
-        }
+        // task's, and its logs are private though the old ones were not. PIDs cannot be
+        // foretold on a busy machine, so a `setsid` of the test's plants the old files under
+        // the PID of the process it is about to turn into the wrapper (the real `setsid`,
+        // called from a process that leads no group, keeps that PID).
+        let reused = fake_setsid(
+            home.path(),
+            "[ \"$1\" = -f ] && shift\n\
+             (\n\
+               me=$(exec /bin/sh -c 'echo $PPID'); d=$HOME/.sshmcp/tasks; u=$(umask)\n\
+               umask 022\n\
+               printf '12345\\n' > \"$d/$me.start\"; printf '42\\n' > \"$d/$me.exit\"\n\
+               printf 'old\\n' > \"$d/$me.out\"; printf 'old\\n' > \"$d/$me.err\"\n\
+               printf 'tother\\n' > \"$d/$me.launch\"; echo \"$me\" > \"$HOME/planted\"\n\
+               umask \"$u\"; exec /usr/bin/setsid \"$@\"\n\
+             ) &",
+        );
+        let launched = local_sh(
+            home.path(),
+            Some(&reused),
+            &launch_script("tword"),
+            b"sleep 30",
+        );
+        let pid: u32 = launched
+            .split(' ')
+            .nth(1)
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("the launch said {launched:?}"));
+        let planted = std::fs::read_to_string(home.path().join("planted")).unwrap();
+        assert_eq!(
+            planted.trim(),
+            pid.to_string(),
+            "the old files were the wrapper's PID's"
+        );
+        let said = status(pid);
+        let log_modes = (
+            mode(&dir.join(format!("{pid}.out"))),
+            mode(&dir.join(format!("{pid}.err"))),
+        );
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
         assert!(said.starts_with("running - 0 0 "), "{said}");
         assert_eq!(log_modes, (0o600, 0o600));
 

@@ -550,16 +550,22 @@ fn rotate(live: &Path) -> std::io::Result<()> {
     std::fs::rename(live, generation(live, 1))
 }
 
-/// The most bytes of any call's summary: more than two of the longest paths a tool takes,
-/// base64-encoded, and the words between them, so no valid request's summary is cut, and an
-/// oversized argument of a call refused before its checks (an id, a path) cannot flood the
-/// trail and push older lines out of its generations.
-const SUMMARY_MOST_BYTES: usize = 12 * 1024;
+/// The most bytes of any call's summary: more than two of the longest paths a tool takes as
+/// [`path`] shows them (4,095 bytes, three each where a byte is not UTF-8), and the words
+/// between them, so no valid request's summary is cut, and an oversized argument of a call
+/// refused before its checks (an id, a path) cannot flood the trail and push older lines out
+/// of its generations.
+const SUMMARY_MOST_BYTES: usize = 25 * 1024;
 
 /// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary: what a line
-/// says of a call that runs one.
+/// says of a call that runs one. A longer command says so, with its whole size: a person must
+/// not take a first line padded out to the bound for all that ran.
 pub fn command(text: &str) -> String {
-    cut(text, AUDIT_SUMMARY_BYTES)
+    let kept = cut(text, AUDIT_SUMMARY_BYTES);
+    match kept.len() < text.len() {
+        true => format!("{kept}… [{} bytes in all]", text.len()),
+        false => kept,
+    }
 }
 
 /// `summary` within [`SUMMARY_MOST_BYTES`]: every call's summary passes here.
@@ -585,11 +591,23 @@ fn cut(text: &str, bound: usize) -> String {
     kept[..kept.len() - run].to_string()
 }
 
-/// A remote path as the caller gave it, marked when it came base64-encoded.
+/// A remote path as people read it: a base64-encoded one decoded, so that what it names is
+/// seen (and a session key in it is met by the redaction as in any text), its bytes that are
+/// not UTF-8 shown as U+FFFD and the path marked `bytes:`; one that does not decode as the
+/// caller gave it, marked `base64:`.
 pub fn path(p: &RemotePath) -> String {
+    use base64::Engine as _;
     match p.encoding {
         sshmcp_proto::exec::Encoding::Utf8 => p.path.clone(),
-        sshmcp_proto::exec::Encoding::Base64 => format!("base64:{}", p.path),
+        sshmcp_proto::exec::Encoding::Base64 => {
+            match base64::engine::general_purpose::STANDARD.decode(&p.path) {
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => text,
+                    Err(e) => format!("bytes:{}", String::from_utf8_lossy(e.as_bytes())),
+                },
+                Err(_) => format!("base64:{}", p.path),
+            }
+        }
     }
 }
 
@@ -660,16 +678,42 @@ mod tests {
     }
 
     #[test]
-    fn a_command_is_cut_at_200_bytes_on_a_character_boundary() {
-        assert_eq!(command(&"a".repeat(200)).len(), 200);
+    fn a_command_is_cut_at_200_bytes_on_a_character_boundary_and_says_its_size() {
+        assert_eq!(command(&"a".repeat(200)), "a".repeat(200));
         // A key cut in two keeps none of its 43 characters.
-        assert_eq!(command(&"a".repeat(201)).len(), 158);
+        let cut = format!("{}… [201 bytes in all]", "a".repeat(158));
+        assert_eq!(command(&"a".repeat(201)), cut);
         let (key, _) = crate::session::key::new_session_key().unwrap();
         let text = format!("{} {key}", "x".repeat(180));
-        assert_eq!(command(&text), format!("{} ", "x".repeat(180)));
+        let cut = format!("{} … [224 bytes in all]", "x".repeat(180));
+        assert_eq!(command(&text), cut);
         // 199 ASCII bytes, then a 2-byte character that would end at byte 201.
         let text = format!("{}é", "a".repeat(199));
-        assert_eq!(command(&text), "a".repeat(199));
+        assert_eq!(
+            command(&text),
+            format!("{}… [201 bytes in all]", "a".repeat(199))
+        );
+    }
+
+    /// A path sent base64-encoded is shown as what it names; bytes that are not UTF-8 as
+    /// U+FFFD; base64 that does not decode as sent. Two of the longest such paths stay whole.
+    #[test]
+    fn a_base64_path_is_shown_decoded() {
+        use base64::Engine as _;
+        let encoded = |bytes: &[u8]| RemotePath {
+            path: base64::engine::general_purpose::STANDARD.encode(bytes),
+            encoding: sshmcp_proto::exec::Encoding::Base64,
+        };
+        assert_eq!(path(&encoded(b"/tmp/caf\xc3\xa9")), "/tmp/café");
+        assert_eq!(path(&encoded(b"/tmp/a\xffb")), "bytes:/tmp/a\u{fffd}b");
+        let undecodable = RemotePath {
+            path: "not base64!".into(),
+            encoding: sshmcp_proto::exec::Encoding::Base64,
+        };
+        assert_eq!(path(&undecodable), "base64:not base64!");
+        let longest = path(&encoded(&[0xff; crate::inspect::MAX_PATH_BYTES]));
+        let two = format!("{longest} → {longest}");
+        assert_eq!(bounded(two.clone()), two);
     }
 
     /// A writer of `live` that has not opened it yet.

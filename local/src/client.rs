@@ -20,7 +20,10 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     // `reason`, not `source`: a source is printed again after the message by anyhow's `{:#}`.
-    #[error("cannot use the runtime directory {dir}: {reason}")]
+    #[error(
+        "cannot use the runtime directory {dir}: {reason}; choose another with `runtime-dir` \
+         in the config file (every client reads it) or SSHMCP_RUNTIME_DIR"
+    )]
     RuntimeDir { dir: PathBuf, reason: io::Error },
     #[error("could not start the daemon {program}: {reason}")]
     Start { program: PathBuf, reason: String },
@@ -389,7 +392,9 @@ mod tests {
         assert!(std::error::Error::source(&err).is_none());
         assert_eq!(
             err.to_string(),
-            "cannot use the runtime directory /run/x: refusing /run/x: its mode lets other users in"
+            "cannot use the runtime directory /run/x: refusing /run/x: its mode lets other users \
+             in; choose another with `runtime-dir` in the config file (every client reads it) \
+             or SSHMCP_RUNTIME_DIR"
         );
     }
 }

@@ -624,6 +624,7 @@ async fn the_cli_refuses_a_runtime_directory_another_user_made() {
     assert!(!out.status.success(), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("owned by another user"), "{said}");
+    assert!(said.contains("choose another with `runtime-dir`"), "{said}");
     let lines = crate::oversight::history_until(&env, &["--session", &s.0], |lines| {
         lines
             .iter()

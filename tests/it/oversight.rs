@@ -3,6 +3,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 use sshmcp_tests::{SshdOptions, TestEnv};
 
@@ -73,13 +74,16 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
     let summary = exec_line["summary"].as_str().unwrap();
     assert!(summary.starts_with(&format!("echo {marker}")), "{summary}");
     // The first 200 bytes, less the last 42 of a word the cut falls in (it could be most of
-    // a session key): the command ends in 300 `x`.
-    assert!(long.starts_with(summary), "{summary}");
+    // a session key): the command ends in 300 `x`. Then the whole command's size, so that
+    // a person knows more ran than the line shows.
+    let (kept, said) = summary.split_once('…').expect("the cut is marked");
+    assert!(long.starts_with(kept), "{summary}");
     assert_eq!(
-        summary.len(),
+        kept.len(),
         200 - 42,
         "a command is kept to its first 200 bytes"
     );
+    assert_eq!(said, format!(" [{} bytes in all]", long.len()));
     assert!(exec_line["duration"].as_f64().unwrap() > 0.0);
     assert!(is_trail_time(exec_line["time"].as_str().unwrap()));
     assert_eq!(stat["tool"], "stat");
@@ -202,8 +206,10 @@ async fn watch_shows_an_exec_under_way_with_its_last_line() {
     let secs = sshmcp_tests::process::unique_sleep(60);
     let sleep = format!("sleep {secs}");
     let agent = env.mcp().await;
+    // The agent echoes its own session key: the person watching is shown it redacted.
+    let key = s.1.clone();
     let waiting = tokio::spawn({
-        let (s, command) = (s.clone(), format!("echo {marker}; {sleep}"));
+        let (s, command) = (s.clone(), format!("echo {marker} {key}; {sleep}"));
         async move {
             let r = crate::exec(&agent, &s, &command, json!({"timeout": 60})).await;
             agent.close().await;
@@ -215,16 +221,22 @@ async fn watch_shows_an_exec_under_way_with_its_last_line() {
         let out = env.cli(&["watch", "--once", "--json"]);
         let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
         let execs = snapshot["sessions"][0]["execs"].clone();
-        if execs[0]["last_line"] == marker.as_str() {
+        if execs[0]["last_line"] == format!("{marker} [session key]") {
+            assert!(!snapshot.to_string().contains(&key), "{snapshot}");
             break execs[0].clone();
         }
         assert!(Instant::now() < deadline, "never shown: {snapshot}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(exec["tool"], "exec", "{exec}");
-    assert_eq!(exec["preview"], format!("echo {marker}; {sleep}"), "{exec}");
+    let preview = format!("echo {marker} [session key]; {sleep}");
+    assert_eq!(exec["preview"], preview, "{exec}");
     let text = String::from_utf8_lossy(&env.cli(&["watch", "--once"]).stdout).into_owned();
-    assert!(text.contains(&format!("‹{marker}›")), "{text}");
+    assert!(
+        text.contains(&format!("‹{marker} [session key]›")),
+        "{text}"
+    );
+    assert!(!text.contains(&key), "{text}");
     remote_pkill(&mcp, &s, &secs).await;
     let answered = waiting.await.unwrap();
     assert_eq!(answered["ok"], true, "{answered}");
@@ -1541,13 +1553,22 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
     .await;
     assert_eq!(crate::code(&r), "forward_not_allowed", "{r}");
     assert!(!r.to_string().contains(&key), "{r}");
-    let lines = history_until(&env, &["--session", &s.0], |lines| lines.len() >= 3);
+    // In a path sent base64-encoded too: the trail shows the path decoded, the key redacted.
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("/tmp/no-{key}"));
+    let args = json!({"path": encoded, "path_encoding": "base64"});
+    let r = crate::on_session(&mcp, &s, "stat", args).await;
+    assert_eq!(crate::code(&r), "remote_path_not_found", "{r}");
+    let lines = history_until(&env, &["--session", &s.0], |lines| lines.len() >= 4);
     let summaries: Vec<&str> = lines
         .iter()
         .map(|l| l["summary"].as_str().unwrap())
         .collect();
     assert!(
         summaries.contains(&"test -n [session key]"),
+        "{summaries:?}"
+    );
+    assert!(
+        summaries.contains(&"/tmp/no-[session key]"),
         "{summaries:?}"
     );
     mcp.close().await;

@@ -69,7 +69,9 @@ pub fn master_args(
     ] {
         args.extend(["-o".into(), opt.into()]);
     }
-    let secs = connect_timeout.as_secs().max(1);
+    // OpenSSH takes whole seconds: rounded up, so that the daemon's own timer, at the exact
+    // `connect_timeout`, is what ends a fractional one (1.9 s ended after 1 s when cut down).
+    let secs = (connect_timeout.as_secs_f64().ceil() as u64).max(1);
     args.extend(["-o".into(), format!("ConnectTimeout={secs}").into()]);
     if add_keepalive {
         args.extend([
@@ -305,6 +307,25 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fractional_connect_timeout_is_rounded_up_for_ssh() {
+        let target = ConnectTarget::Alias {
+            alias: "box".into(),
+        };
+        for (secs, option) in [(1.0, "ConnectTimeout=1"), (1.9, "ConnectTimeout=2")] {
+            let args = master_args(
+                None,
+                Path::new("/r/m/s1"),
+                &target,
+                false,
+                None,
+                Duration::from_secs_f64(secs),
+                None,
+            );
+            assert!(args.iter().any(|a| a == option), "{secs}: {args:?}");
+        }
+    }
 
     #[test]
     fn master_argv() {

@@ -213,9 +213,32 @@ impl Registry {
                     policy: self.governing(s),
                 };
                 s.works().iter().for_each(|w| w.show(&mut view));
-                view
+                self.redact_view(view)
             })
             .collect()
+    }
+
+    /// `view` with every session key taken out of what agents wrote or commands printed:
+    /// previews, last lines, transfer paths. An agent may echo its own key; a person watching
+    /// must not be shown it.
+    fn redact_view(&self, mut view: SessionView) -> SessionView {
+        let redact = |text: &mut String| {
+            if let std::borrow::Cow::Owned(clean) = self.redact_keys(text) {
+                *text = clean;
+            }
+        };
+        for command in &mut view.commands {
+            redact(&mut command.preview);
+        }
+        for exec in &mut view.execs {
+            redact(&mut exec.preview);
+            redact(&mut exec.last_line);
+        }
+        for transfer in &mut view.transfers {
+            redact(&mut transfer.local_path);
+            redact(&mut transfer.remote_path);
+        }
+        view
     }
 
     /// The daemon-wide state of type `T` the tools keep (see `work::Tools`).

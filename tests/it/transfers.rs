@@ -1256,7 +1256,11 @@ async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
     // The kernel signals rsync as the daemon goes.
     until_no_rsync_writes(&partial, 10, "rsync outlived its daemon").await;
     assert!(partial.exists(), "the partial stays");
-    // The next call starts a daemon, which resumed the transfer.
+    // The next call starts a daemon, which resumed the transfer; its first report already
+    // knows the size.
+    let args = json!({"operation_id": r["operation_id"]});
+    let first = on_session(&mcp, &s, "transfer_status", args).await;
+    assert_eq!(first["total_bytes"], 2u64 << 30, "{first}");
     let done = until_ended(&mcp, &s, &r["operation_id"]).await;
     assert_eq!(done["state"], "completed", "{done}");
     assert!(done["reused_bytes"].as_u64().unwrap() > 0, "{done}");

@@ -121,6 +121,10 @@ pub struct TransferEntry {
     pub overwrite: bool,
     pub local_root: Option<String>,
     pub started_unix_ms: u64,
+    /// The source's size as last learned, which a report of the copy taken back gives until
+    /// the copy learns it again (0 in a record written before it was kept).
+    #[serde(default)]
+    pub total_bytes: u64,
 }
 
 /// One command handle as recorded: enough to answer for it after the daemon that ran it is
@@ -310,6 +314,7 @@ mod tests {
                 overwrite: true,
                 local_root: None,
                 started_unix_ms: 1_767_225_600_002,
+                total_bytes: 4096,
             }],
             forwards: vec![ForwardEntry {
                 forward_id: "fw-0123456789abcdef".into(),

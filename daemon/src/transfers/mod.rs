@@ -324,6 +324,7 @@ impl Transfers {
                 overwrite: o.request.overwrite,
                 local_root: o.request.local_root.clone(),
                 started_unix_ms: unix_ms(o.started_at),
+                total_bytes: o.total,
             })
             .collect()
     }
@@ -390,7 +391,7 @@ pub fn resume(
         },
         direction,
         req.clone(),
-        0,
+        entry.total_bytes,
         session.host.closing.child_token(),
     );
     // Absolute, as every other report says it, also when the resume fails.

@@ -538,6 +538,34 @@ async fn bounds_that_cut_inside_characters_keep_the_text() {
     mcp.close().await;
 }
 
+/// A hand-off that finds the output ending inside a character gives what comes before it,
+/// and reads the character whole from `next_offset`: nothing was cut, so nothing says so.
+#[tokio::test]
+async fn a_hand_off_inside_a_character_holds_it_back_without_calling_it_cut() {
+    let (_env, mcp, s) = connected().await;
+    let go = crate::TestPath::new(format!("/tmp/sshmcp-go-{}", unique_sleep(1)));
+    let command =
+        format!("printf 'abc\\303'; until [ -e {go} ]; do sleep 0.05; done; printf '\\251 ok\\n'");
+    let r = exec(&mcp, &s, &command, json!({"handoff_after": 1})).await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    let out = &r["stdout"];
+    assert_eq!(
+        (&out["data"], &out["next_offset"], &out["total_bytes"]),
+        (&json!("abc"), &json!(3), &json!(4)),
+        "{r}"
+    );
+    assert!(
+        out.get("truncated").is_none() && out.get("omitted").is_none(),
+        "{r}"
+    );
+    remote_out(&mcp, &s, &format!("touch {go}")).await;
+    let args = json!({"stdout_offset": 3, "wait_seconds": 10});
+    let st = status(&mcp, &s, &r["handle_id"], args).await;
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(st["stdout"]["data"], "é ok\n", "{st}");
+    mcp.close().await;
+}
+
 /// An exec still running after `handoff_after` answers at once as a handle; the output so
 /// far plus what command_status reads from `next_offset` is the whole output, exit code
 /// included. Without a hand-off the answer has no hand-off fields.

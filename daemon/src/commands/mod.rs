@@ -499,7 +499,9 @@ impl Handle {
         let seen = self.observer.seen();
         let total = seen.bytes[stream];
         let chunk = self.files.chunk(stream, Some(0), max_bytes, total)?;
-        let truncated = chunk.next_offset < total;
+        // Cut by `max_bytes`: a chunk short only of a character still arriving (its first
+        // bytes held back) lost nothing, and is read on from `next_offset`.
+        let truncated = total > max_bytes && chunk.next_offset < total;
         Ok(sshmcp_proto::exec::StreamOutput {
             captured_bytes: chunk.next_offset,
             total_bytes: total,

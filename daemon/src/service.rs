@@ -436,7 +436,15 @@ impl DaemonService {
         let outcome = O::run(req, session.clone(), &self.registry).await;
         session.touch();
         let outcome = outcome.map_err(|mut e| match e.code {
-            ErrorCode::ConnectionLost => connection_lost(&session),
+            // The session is lost; an error that says the command had started keeps saying
+            // so.
+            ErrorCode::ConnectionLost => match e.details.started {
+                Some(true) => {
+                    session.mark_lost();
+                    e
+                }
+                _ => connection_lost(&session),
+            },
             _ => {
                 e.message = self.registry.redact_keys(&e.message).into_owned();
                 e

@@ -160,8 +160,9 @@ impl std::fmt::Display for ErrorCode {
 pub struct DaemonError {
     pub code: ErrorCode,
     pub message: String,
-    /// What an agent recovers with, as fields: the message is for people.
-    pub details: ErrorDetails,
+    /// What an agent recovers with, as fields: the message is for people. Boxed: most errors
+    /// carry none, and every `Result` of the daemon holds this type.
+    pub details: Box<ErrorDetails>,
 }
 
 /// The facts some codes carry beside their message, so that an agent acts on a field rather
@@ -176,6 +177,10 @@ pub struct ErrorDetails {
     pub forward_id: Option<String>,
     /// `edit_ambiguous_match`: how many times `old_text` occurs.
     pub count: Option<u64>,
+    /// `connection_lost` of `exec` and `sudo_exec`: the command had started on the host when
+    /// the connection went, so it may have done part of its work (or still run). Left out
+    /// when nothing started.
+    pub started: Option<bool>,
 }
 
 impl DaemonError {
@@ -183,13 +188,13 @@ impl DaemonError {
         Self {
             code,
             message: message.into(),
-            details: ErrorDetails::default(),
+            details: Box::default(),
         }
     }
 
     /// This error with `details` beside its message.
     pub fn with_details(mut self, details: ErrorDetails) -> Self {
-        self.details = details;
+        self.details = Box::new(details);
         self
     }
 

@@ -38,7 +38,7 @@ use crate::transfer::{
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The daemon's methods beyond `hello`, `status`, `shutdown` and `capabilities` that are no
 /// agent's tool: the shim's progress and introduction, and the CLI's policy, overview,
@@ -873,6 +873,7 @@ mod tests {
                     sha256: Some("ab".into()),
                     forward_id: Some("fwd-1".into()),
                     count: Some(2),
+                    started: Some(true),
                 },
             ),
         ));

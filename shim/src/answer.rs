@@ -43,6 +43,9 @@ pub struct ErrorBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]
     pub count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub started: Option<bool>,
 }
 
 /// `schema` without the answer fields `fields`, for a tool whose shared answer type carries
@@ -158,7 +161,7 @@ pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult 
 
 /// A failed answer (`isError: true`), with the facts its code carries.
 fn failure(e: DaemonError) -> CallToolResult {
-    let details = e.details;
+    let details = *e.details;
     let answer: Answer<()> = Answer {
         ok: false,
         result: None,
@@ -169,6 +172,7 @@ fn failure(e: DaemonError) -> CallToolResult {
             sha256: details.sha256,
             forward_id: details.forward_id,
             count: details.count,
+            started: details.started,
         }),
     };
     CallToolResult::structured_error(serde_json::to_value(answer).unwrap_or_default())

@@ -156,7 +156,7 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
         &[Tool::Exec],
     ),
     (
-        "Slow work (clients often give up on a call after a minute): `exec` with \
+        "Slow work (clients often give up after a minute): `exec` with \
          `handoff_after`, or `command_start`, then `command_status` (`command_kill` stops it).",
         &[
             Tool::Exec,
@@ -187,8 +187,8 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
         ],
     ),
     (
-        "`download_start` / `upload_start` copy files between the host and the local root in \
-         the background (`transfer_status`).",
+        "`download_start` / `upload_start` copy files between host and local root in the \
+         background (`transfer_status`).",
         &[Tool::DownloadStart, Tool::UploadStart, Tool::TransferStatus],
     ),
 ];
@@ -201,11 +201,12 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
     (`ok: false`) carry an `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none, then connect), `session_not_ready` (retry shortly), `connection_lost` \
-    (read your handles' output, then disconnect and connect), `channels_busy` (nothing ran: \
+    (read your handles' output, disconnect, connect; `error.started`: the command had \
+    begun, check it before a rerun), `channels_busy` (nothing ran: \
     retry once other work ends), \
-    `policy_denied` (the user forbids it there: ask the user, do not work around it).\n\
-    One session per server. Limits (defaults): 32 sessions; per session 7 commands at once (transfers \
-    count, at most 4 of them); each answer keeps 64 KiB of each output stream.";
+    `policy_denied` (the user forbids it there: ask them, do not work around it).\n\
+    One session per server. Defaults: 32 sessions; 7 commands at once a session (transfers \
+    count, 4 at most); 64 KiB kept of each output stream an answer.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {

@@ -398,6 +398,55 @@ async fn starting_sessions_own_their_server_count_and_authenticate_in_parallel()
     mcp.close().await;
 }
 
+/// A command under way when its master dies answers `connection_lost` saying it had started
+/// (`error.started`): run again, it might do its work twice. A call after that started nothing,
+/// and says nothing of it.
+#[tokio::test]
+async fn a_command_cut_by_a_dead_master_says_it_had_started() {
+    let env = TestEnv::new();
+    let mcp = env.mcp().await;
+    let r = mcp.call("connect", json!({"alias": "testbed"})).await;
+    let s = sshmcp_tests::mcp::session_of(&r);
+    let master = r["master_pid"].as_i64().unwrap() as i32;
+    let marker = format!("begun-{}", std::process::id());
+    let secs = sshmcp_tests::process::unique_sleep(60);
+    let agent = env.mcp().await;
+    let waiting = tokio::spawn({
+        let (s, command) = (s.clone(), format!("echo {marker}; sleep {secs}"));
+        async move {
+            let r = exec(&agent, &s, &command, json!({"timeout": 60})).await;
+            agent.close().await;
+            r
+        }
+    });
+    // Under way once watch shows its first line of output.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let out = env.cli(&["watch", "--once", "--json"]);
+        let snapshot: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if snapshot["sessions"][0]["execs"][0]["last_line"] == marker.as_str() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never under way: {snapshot}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let r = waiting.await.unwrap();
+    assert_eq!(code(&r), "connection_lost", "{r}");
+    assert_eq!(r["error"]["started"], true, "{r}");
+    let r = exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(code(&r), "connection_lost", "{r}");
+    assert!(r["error"].get("started").is_none(), "{r}");
+    mcp.close().await;
+}
+
 /// A link that goes down makes the session `lost` once the master's keepalives give up (here
 /// the configuration asks for 1 s × 2; the daemon adds 15 s × 3 when it asks for none).
 /// Needs root for the network namespaces.

@@ -167,6 +167,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "internal_error",
         "policy_denied",
         "error.code",
+        "error.started",
         "ok",
         "ok: true",
         "ok: false",

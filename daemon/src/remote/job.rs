@@ -1134,7 +1134,7 @@ async fn complete(
         // master drops its name), or the master died.
         (None, None) if lost(host).await => {
             drop_spools(out, err);
-            return Err(RunError::ConnectionLost);
+            return Err(RunError::LostAfterStart);
         }
         (None, None) => (None, Some("unknown".to_string())),
     };

@@ -236,6 +236,9 @@ pub enum RunError {
     /// The master is confirmed gone.
     #[error("the session's master is gone")]
     ConnectionLost,
+    /// The master is confirmed gone, and the command had started before it went.
+    #[error("the session's master is gone, after the command started")]
+    LostAfterStart,
     #[error("the working directory does not exist or cannot be entered")]
     NoCwd,
     /// The session closed while the program ran (it was killed).
@@ -365,6 +368,7 @@ impl From<RunError> for sshmcp_proto::DaemonError {
         use sshmcp_proto::{DaemonError, ErrorCode};
         match e {
             RunError::ConnectionLost => lost_error(),
+            RunError::LostAfterStart => lost_after_start(),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
             RunError::StoppedByPerson => DaemonError::new(ErrorCode::PolicyDenied, e.to_string()),
@@ -377,6 +381,21 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             }
         }
     }
+}
+
+/// The error of a call whose command had started when its session's connection went: it
+/// says so as a field, since a command run again may do its work twice.
+pub fn lost_after_start() -> sshmcp_proto::DaemonError {
+    sshmcp_proto::DaemonError::new(
+        sshmcp_proto::ErrorCode::ConnectionLost,
+        "the session's ssh connection was lost while the command ran: it had started, and may \
+         have done part of its work (or still run); disconnect, connect again, and check what \
+         it did before running it again",
+    )
+    .with_details(sshmcp_proto::error::ErrorDetails {
+        started: Some(true),
+        ..Default::default()
+    })
 }
 
 /// The error of a call whose session's connection is gone.

@@ -195,16 +195,16 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
 
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
 const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); one that is \
-    not UTF-8 goes as base64 with its `*_encoding` set to `base64`.\n\
-    Times: RFC 3339 UTC. Answers leave out fields at their defaults (null, false, empty, 0, \
-    `utf-8`), but never `exit_code`. Failures \
+    not UTF-8 goes base64, with `*_encoding`: `base64`.\n\
+    Times: RFC 3339 UTC. Answers leave out fields at defaults (null, false, empty, 0, \
+    `utf-8`), never `exit_code`. Failures \
     (`ok: false`) carry an `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none, then connect), `session_not_ready` (retry shortly), `connection_lost` \
     (read your handles' output, disconnect, connect; `error.started`: the command had \
     begun, check it before a rerun), `channels_busy` (nothing ran: \
     retry once other work ends), \
-    `policy_denied` (the user forbids it there: ask them, do not work around it).\n\
+    `policy_denied` (the user forbids it there: ask them; no workarounds).\n\
     One session per server. Defaults: 32 sessions; 7 commands at once a session (transfers \
     count, 4 at most); 64 KiB kept of each output stream an answer.";
 

@@ -270,6 +270,45 @@ async fn a_server_that_forbids_forwarding_is_forward_failed() {
     mcp.close().await;
 }
 
+/// An sshd with `GatewayPorts yes` listens for a remote forward on every address, whatever
+/// the client asks: the forward is closed again and refused (`forward_not_allowed`), nothing
+/// is listed, and the port is free on the host.
+#[tokio::test]
+async fn a_remote_forward_a_server_opens_on_every_address_is_closed_and_refused() {
+    let opts = sshmcp_tests::SshdOptions {
+        gateway_ports: true,
+        ..Default::default()
+    };
+    let (_env, mcp, s) = crate::connected_with(&opts, &[]).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = start(
+        &mcp,
+        &s,
+        json!({"kind": "remote", "listen_port": port, "target_host": "127.0.0.1", "target_port": 9}),
+    )
+    .await;
+    assert_eq!(code(&r), "forward_not_allowed", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("GatewayPorts"), "{message}");
+    assert!(
+        message.contains(&format!("0.0.0.0 port {port}")),
+        "{message}"
+    );
+    let list = crate::on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(list["forwards"], json!([]), "{list}");
+    // Closed on the host: nothing accepts there (the master's cancel is acted on at once,
+    // before sshd answers it).
+    let script = format!(
+        "bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo open || echo closed"
+    );
+    assert_eq!(remote_out(&mcp, &s, &script).await, "closed\n");
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn forwards_survive_a_daemon_restart_with_their_session() {
     let (env, mcp, s) = connected().await;

@@ -25,6 +25,9 @@ pub struct SshdOptions {
     pub without_sudo: bool,
     /// sshd's AllowTcpForwarding: off, it refuses every port forward.
     pub tcp_forwarding: bool,
+    /// sshd's GatewayPorts yes: a remote forward listens on every address, whatever the
+    /// client asked.
+    pub gateway_ports: bool,
     /// sshd's LogLevel: VERBOSE by default; DEBUG1 also logs each connection's cipher.
     pub log_level: &'static str,
     /// Chroot `users::BUSYBOX_USER`'s sessions into `users::BUSYBOX_ROOT` (a host with only
@@ -40,6 +43,7 @@ impl Default for SshdOptions {
             extra_ports: 0,
             without_sudo: false,
             tcp_forwarding: true,
+            gateway_ports: false,
             log_level: "VERBOSE",
             busybox: false,
         }
@@ -289,11 +293,12 @@ fn sshd_config(dir: &Path, n: usize, addr: &str, ports: &[u16], opts: &SshdOptio
          PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
          PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nMaxSessions {max}\n\
          MaxStartups 100:30:200\nLogLevel {level}\nClientAliveInterval 15\nClientAliveCountMax 2\n\
-         AllowTcpForwarding {forwarding}\n{chroot}",
+         AllowTcpForwarding {forwarding}\nGatewayPorts {gateway}\n{chroot}",
         d = dir.display(),
         max = opts.max_sessions,
         level = opts.log_level,
         forwarding = if opts.tcp_forwarding { "yes" } else { "no" },
+        gateway = if opts.gateway_ports { "yes" } else { "no" },
         chroot = match opts.busybox {
             true => format!(
                 "Match User {}\n  ChrootDirectory {}\n",

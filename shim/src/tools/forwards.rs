@@ -68,8 +68,8 @@ impl Shim {
     /// connects. Lasts until forward_stop or disconnect; local users can use it too. Errors
     /// (nothing listens): `forward_failed` (`error.message` says why: port taken: pass
     /// `listen_port: 0`; under 1024: pick higher; this session has it: `error.forward_id`; sshd
-    /// forbids it: tell the user), `forward_not_allowed` (loopback `listen_host` only, unless the
-    /// user allows more).
+    /// forbids it: tell the user), `forward_not_allowed` (`listen_host` not loopback, or the
+    /// host's sshd listens on every address: tell the user).
     #[tool(
         input_schema = schema_for_input::<ForwardStartArgs>().expect("object schema"),
         output_schema = schema_for_output::<Answer<ForwardInfo>>(),

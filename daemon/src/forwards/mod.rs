@@ -16,6 +16,7 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use crate::config::Settings;
 use crate::mux::{self, Forwarding, MuxError, wire};
 use crate::operation::Operation;
+use crate::remote::status::run_program;
 use crate::session::record::Entry;
 use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
 use crate::session::work::Work;
@@ -23,8 +24,13 @@ use crate::session::{Registry, Session};
 use sshmcp_proto::overview::SessionView;
 use sshmcp_proto::session::SessionSummary;
 
+/// Where the host listens on a port, as its kernel says: `public ADDR`, `loopback` or `unseen`.
+const BOUND: &str = include_str!("bound.sh");
+
 /// The listening addresses allowed without `--allow-public-forwards`.
 const LOOPBACK: [&str; 3] = ["127.0.0.1", "::1", "localhost"];
+/// How long the host may take to say where it listens for a remote forward.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 /// How many free ports a local or dynamic forward on port 0 tries: another program may take
 /// the one found before the master binds it.
 const FREE_PORT_TRIES: usize = 5;
@@ -258,7 +264,13 @@ pub async fn start(
     }
     let listen_port = match req.kind {
         ForwardKind::Remote => match ask_master(session, &opened).await {
-            Ok(allocated) => allocated.unwrap_or(req.listen_port),
+            Ok(allocated) => {
+                let port = allocated.unwrap_or(req.listen_port);
+                if !settings.allow_public_forwards {
+                    listens_on_loopback(session, &opened, port).await?;
+                }
+                port
+            }
             Err(MuxError::Refused(_)) => {
                 let port = match req.listen_port {
                     0 => "a port".to_string(),
@@ -288,6 +300,76 @@ pub async fn start(
     session.record.ask();
     tracing::info!(session = %session.id, forward = %forward.id, kind = req.kind.as_str(), listen_port, "forward opened");
     Ok(forward.info())
+}
+
+/// Keeps a remote forward only where the host listens for it on loopback alone, else closes
+/// it: sshd, not the client, decides where a remote forward listens, and with `GatewayPorts
+/// yes` that is every address, whatever was asked. A forward that cannot be checked (no
+/// channel came, the host did not answer) is closed too; one the host shows no listener for
+/// (no way to tell) is kept.
+async fn listens_on_loopback(
+    session: &Session,
+    opened: &Forwarding,
+    port: u16,
+) -> Result<(), DaemonError> {
+    let script = format!("port={port}\n{BOUND}");
+    let said = run_program(
+        &session.host,
+        script,
+        Vec::new(),
+        b"the forward's listener",
+        4096,
+        CHECK_TIMEOUT,
+        false,
+    )
+    .await;
+    let refused = match said {
+        Ok((_, out)) => match String::from_utf8_lossy(&out)
+            .lines()
+            .find_map(|line| line.strip_prefix("public ").map(shown_address))
+        {
+            None => return Ok(()),
+            Some(address) => DaemonError::new(
+                ErrorCode::ForwardNotAllowed,
+                format!(
+                    "the host listened for this remote forward on {address} port {port}, not on \
+                     loopback alone (its sshd has GatewayPorts yes, which overrides the address \
+                     asked): closed it; such forwards stay only where the daemon runs with \
+                     --allow-public-forwards"
+                ),
+            ),
+        },
+        Err(e) => e,
+    };
+    if let Err(e) = mux::close_forward(&session.host.control_path, opened).await {
+        tracing::warn!(session = %session.id, port, "cannot close the remote forward: {e}");
+    }
+    Err(refused)
+}
+
+/// An address as the kernel's `/proc/net/tcp*` gives it (hex, each 32-bit word in this
+/// byte order), or as `netstat` does (kept).
+fn shown_address(word: &str) -> String {
+    let words: Option<Vec<[u8; 4]>> = match word.len() {
+        8 | 32 if word.bytes().all(|b| b.is_ascii_hexdigit()) => Some(
+            word.as_bytes()
+                .chunks(8)
+                .map(|chunk| {
+                    let hex = std::str::from_utf8(chunk).unwrap_or("0");
+                    u32::from_str_radix(hex, 16).unwrap_or(0).to_le_bytes()
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    match words.as_deref() {
+        Some([v4]) => std::net::Ipv4Addr::from(*v4).to_string(),
+        Some(v6) if v6.len() == 4 => {
+            let bytes: [u8; 16] = v6.concat().try_into().unwrap_or([0; 16]);
+            std::net::Ipv6Addr::from(bytes).to_string()
+        }
+        _ => word.to_string(),
+    }
 }
 
 /// Opens a forward that listens on this machine. The master's answer carries no port, so a
@@ -505,6 +587,101 @@ impl Work for Forwards {
 mod tests {
     use super::*;
     use sshmcp_proto::session::SessionAuth;
+
+    #[test]
+    fn kernel_addresses_read_as_people_write_them() {
+        assert_eq!(shown_address("0100007F"), "127.0.0.1");
+        assert_eq!(shown_address("00000000"), "0.0.0.0");
+        assert_eq!(shown_address(&"0".repeat(32)), "::");
+        assert_eq!(shown_address("00000000000000000000000001000000"), "::1");
+        assert_eq!(shown_address("*"), "*");
+        assert_eq!(shown_address("::1"), "::1");
+    }
+
+    /// Where the host listens, under every shell a host may have as `/bin/sh`: from Linux's
+    /// tables (IPv4 and IPv6, a mapped loopback address too), else from a BSD `netstat`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_listener_check_runs_under_every_posix_shell() {
+        let net = tempfile::tempdir().unwrap();
+        let line = |n: u32, address: &str, state: &str| {
+            format!(
+                "   {n}: {address} 00000000:0000 {state} 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+            )
+        };
+        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let tcp = [
+            line(0, "0100007F:1F90", "0A"),
+            line(1, "00000000:1F91", "0A"),
+            line(2, "0A000001:1F92", "01"),
+        ]
+        .concat();
+        let tcp6 = [
+            line(0, "00000000000000000000000001000000:1F90", "0A"),
+            line(1, "0000000000000000FFFF00000100007F:1F93", "0A"),
+            line(2, "00000000000000000000000000000000:1F94", "0A"),
+        ]
+        .concat();
+        std::fs::write(net.path().join("tcp"), format!("{header}{tcp}")).unwrap();
+        std::fs::write(net.path().join("tcp6"), format!("{header}{tcp6}")).unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let netstat = bin.path().join("netstat");
+        std::fs::write(
+            &netstat,
+            "#!/bin/sh\ncat <<'E'\nActive Internet connections (including servers)\n\
+             Proto Recv-Q Send-Q  Local Address          Foreign Address        (state)\n\
+             tcp4       0      0  127.0.0.1.8080         *.*                    LISTEN\n\
+             tcp46      0      0  *.8081                 *.*                    LISTEN\n\
+             tcp6       0      0  ::1.8082               *.*                    LISTEN\n\
+             tcp4       0      0  10.0.0.1.22            10.0.0.2.5000          ESTABLISHED\nE\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&netstat, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let with_netstat = format!("{}:{path}", bin.path().display());
+            let said = |net: &std::path::Path, port: u16| {
+                let script = format!("net='{}'\nport={port}\n{BOUND}", net.display());
+                crate::programs::run_under(&shell, &with_netstat, home.path(), &script, b"")
+            };
+            let linux = [
+                (8080, "loopback"),
+                (8081, "public 00000000"),
+                (8082, "unseen"),
+                (8083, "loopback"),
+                (8084, "public 00000000000000000000000000000000"),
+                (9999, "unseen"),
+            ];
+            for (port, answer) in linux {
+                assert_eq!(
+                    said(net.path(), port),
+                    format!("ok\n{answer}\n"),
+                    "{shell:?} {port}"
+                );
+            }
+            // BusyBox runs its own `netstat` (Linux's layout) whatever PATH says; a BusyBox
+            // host has /proc/net, read first.
+            if path == shells.busybox_path() {
+                continue;
+            }
+            let none = std::path::Path::new("/nonexistent-net");
+            let bsd = [
+                (8080, "loopback"),
+                (8081, "public *"),
+                (8082, "loopback"),
+                (22, "unseen"),
+            ];
+            for (port, answer) in bsd {
+                assert_eq!(
+                    said(none, port),
+                    format!("ok\n{answer}\n"),
+                    "{shell:?} {port}"
+                );
+            }
+        }
+    }
 
     fn req(
         kind: ForwardKind,

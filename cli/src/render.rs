@@ -92,8 +92,8 @@ pub fn table<const N: usize>(
 
 /// `text` safe to show on a terminal: control characters (escape sequences among them), the
 /// invisible formatting ones (bidirectional overrides, zero-width characters, tags), line and
-/// paragraph separators, and the characters that draw as blank space without being space
-/// (fillers) are shown as `\u{..}` escapes. Agents write commands and paths; a person reads
+/// paragraph separators, variation selectors, and the characters that draw as blank space
+/// without being space (fillers) are shown as `\u{..}` escapes. Agents write commands and paths; a person reads
 /// them here, and must see every character that is there.
 pub fn printable(text: &str) -> String {
     let invisible = |c: char| {
@@ -101,8 +101,8 @@ pub fn printable(text: &str) -> String {
             '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
             | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{00ad}' | '\u{061c}' | '\u{034f}'
             | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}'
-            | '\u{3164}' | '\u{ffa0}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e007f}'
-            | '\u{e0100}'..='\u{e01ef}')
+            | '\u{2800}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{ffa0}'
+            | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}')
     };
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

@@ -551,11 +551,11 @@ fn rotate(live: &Path) -> std::io::Result<()> {
 }
 
 /// The most bytes of any call's summary: more than two of the longest paths a tool takes as
-/// [`path`] shows them (4,095 bytes, three each where a byte is not UTF-8), and the words
+/// [`path`] shows them (4,095 bytes, four each where they are not UTF-8), and the words
 /// between them, so no valid request's summary is cut, and an oversized argument of a call
 /// refused before its checks (an id, a path) cannot flood the trail and push older lines out
 /// of its generations.
-const SUMMARY_MOST_BYTES: usize = 25 * 1024;
+const SUMMARY_MOST_BYTES: usize = 34 * 1024;
 
 /// The first [`AUDIT_SUMMARY_BYTES`] of a command, cut at a character boundary: what a line
 /// says of a call that runs one. A longer command says so, with its whole size: a person must
@@ -592,9 +592,10 @@ fn cut(text: &str, bound: usize) -> String {
 }
 
 /// A remote path as people read it: a base64-encoded one decoded, so that what it names is
-/// seen (and a session key in it is met by the redaction as in any text), its bytes that are
-/// not UTF-8 shown as U+FFFD and the path marked `bytes:`; one that does not decode as the
-/// caller gave it, marked `base64:`.
+/// seen (and a session key in it is met by the redaction as in any text); one that is not
+/// UTF-8 marked `bytes:`, its bytes beyond printable ASCII as `\xNN` and a backslash or quote
+/// after a backslash, so two such paths never read alike; one that does not decode as the caller gave it, marked
+/// `base64:`.
 pub fn path(p: &RemotePath) -> String {
     use base64::Engine as _;
     match p.encoding {
@@ -603,7 +604,7 @@ pub fn path(p: &RemotePath) -> String {
             match base64::engine::general_purpose::STANDARD.decode(&p.path) {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) => text,
-                    Err(e) => format!("bytes:{}", String::from_utf8_lossy(e.as_bytes())),
+                    Err(e) => format!("bytes:{}", e.as_bytes().escape_ascii()),
                 },
                 Err(_) => format!("base64:{}", p.path),
             }
@@ -695,8 +696,9 @@ mod tests {
         );
     }
 
-    /// A path sent base64-encoded is shown as what it names; bytes that are not UTF-8 as
-    /// U+FFFD; base64 that does not decode as sent. Two of the longest such paths stay whole.
+    /// A path sent base64-encoded is shown as what it names; one that is not UTF-8 with its
+    /// other bytes escaped; base64 that does not decode as sent. Two of the longest such paths
+    /// stay whole.
     #[test]
     fn a_base64_path_is_shown_decoded() {
         use base64::Engine as _;
@@ -705,7 +707,8 @@ mod tests {
             encoding: sshmcp_proto::exec::Encoding::Base64,
         };
         assert_eq!(path(&encoded(b"/tmp/caf\xc3\xa9")), "/tmp/café");
-        assert_eq!(path(&encoded(b"/tmp/a\xffb")), "bytes:/tmp/a\u{fffd}b");
+        assert_eq!(path(&encoded(b"/tmp/a\xffb")), "bytes:/tmp/a\\xffb");
+        assert_ne!(path(&encoded(b"/tmp/a\xff")), path(&encoded(b"/tmp/a\xfe")));
         let undecodable = RemotePath {
             path: "not base64!".into(),
             encoding: sshmcp_proto::exec::Encoding::Base64,

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 
 use crate::platform::MAX_SOCKET_PATH;
 
-/// A local root must be absolute, without `..`, and neither `/` nor the home directory
-/// (`HOME`'s or the user database's), however spelled: the daemon refuses any other, and the
+/// A local root must be absolute, without `..`, and neither `/` nor the home directory nor a
+/// directory above it (`HOME`'s or the user database's home), however spelled: a local path
+/// confined to such a root could still reach `~/.ssh`. The daemon refuses any other, and the
 /// CLI's checks and suggestions say the same. A root that exists is compared as it resolves,
-/// so `/home/me/.`, `/tmp/../home/me` or a link to the home directory is the home directory.
+/// so `/home/me/.`, `/tmp/../home` or a link to the home directory is caught.
 pub fn check_local_root(root: &Path) -> Result<(), String> {
     if !root.is_absolute() {
         return Err("the local root must be an absolute path".into());
@@ -23,17 +24,28 @@ pub fn check_local_root(root: &Path) -> Result<(), String> {
     }
     let resolved = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let root = resolved(root);
-    let account_home = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|user| user.dir);
+    // The user database is asked once: a directory service may be slow, and every call
+    // that names a local root comes here.
+    static ACCOUNT_HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let account_home = ACCOUNT_HOME.get_or_init(|| {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|user| user.dir)
+    });
     let homes = std::env::var_os("HOME")
         .map(PathBuf::from)
         .into_iter()
-        .chain(account_home)
+        .chain(account_home.clone())
         .filter(|home| home.is_absolute());
-    if root == Path::new("/") || homes.map(|home| resolved(&home)).any(|home| home == root) {
-        return Err("the local root must not be / or the home directory".into());
+    if root == Path::new("/")
+        || homes
+            .map(|home| resolved(&home))
+            .any(|home| home.starts_with(&root))
+    {
+        return Err(
+            "the local root must not be /, the home directory or a directory above it".into(),
+        );
     }
     Ok(())
 }
@@ -302,12 +314,15 @@ mod tests {
             PathBuf::from(format!("{}/", home.display())),
             link.clone(),
         ];
+        let above = home.parent().expect("home has a parent").to_path_buf();
         let refused: Vec<bool> = spellings
             .iter()
+            .chain([&above])
             .map(|root| check_local_root(root).is_err())
             .collect();
         std::fs::remove_file(&link).expect("link removed");
-        assert_eq!(refused, [true; 4], "{spellings:?}");
+        assert_eq!(refused, [true; 5], "{spellings:?}, {above:?}");
+        assert!(check_local_root(&home.join("agent-files")).is_ok());
     }
 
     #[test]

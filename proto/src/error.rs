@@ -179,7 +179,7 @@ pub struct ErrorDetails {
     pub count: Option<u64>,
     /// `connection_lost` of `exec` and `sudo_exec`: the command had started on the host when
     /// the connection went, so it may have done part of its work (or still run). Left out
-    /// when nothing started.
+    /// when it is not known to have started.
     pub started: Option<bool>,
 }
 

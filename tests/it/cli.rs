@@ -534,14 +534,18 @@ async fn completions_and_mcp_config_need_no_daemon() {
         .find(|(k, _)| k == "HOME")
         .expect("the CLI's HOME")
         .1;
-    for root in ["/", home.as_str()] {
+    let above = std::path::Path::new(home)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    for root in ["/", home.as_str(), above.as_str()] {
         let out = env.cli(&["mcp-config", "claude-code", "--local-root", root]);
         assert!(!out.status.success(), "{root}: {out:?}");
         assert_eq!(stdout(&out), "", "{root}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("must not be / or the home directory"),
-            "{root}: {out:?}"
-        );
+        let said = String::from_utf8_lossy(&out.stderr);
+        let why = "must not be /, the home directory or a directory above it";
+        assert!(said.contains(why), "{root}: {out:?}");
     }
     // The config file: where, what, and whether a daemon would take it.
     let dir = tempfile::tempdir().unwrap();

@@ -1553,12 +1553,22 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
     .await;
     assert_eq!(crate::code(&r), "forward_not_allowed", "{r}");
     assert!(!r.to_string().contains(&key), "{r}");
+    // As a forward's target: the person watching sees the forward, not the key.
+    let args = json!({"kind": "local", "target_host": key, "target_port": 9});
+    let r = crate::on_session(&mcp, &s, "forward_start", args).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let snapshot =
+        String::from_utf8_lossy(&env.cli(&["watch", "--once", "--json"]).stdout).into_owned();
+    assert!(snapshot.contains("[session key]"), "{snapshot}");
+    assert!(!snapshot.contains(&key), "{snapshot}");
+    let frame = String::from_utf8_lossy(&env.cli(&["watch", "--once"]).stdout).into_owned();
+    assert!(!frame.contains(&key), "{frame}");
     // In a path sent base64-encoded too: the trail shows the path decoded, the key redacted.
     let encoded = base64::engine::general_purpose::STANDARD.encode(format!("/tmp/no-{key}"));
     let args = json!({"path": encoded, "path_encoding": "base64"});
     let r = crate::on_session(&mcp, &s, "stat", args).await;
     assert_eq!(crate::code(&r), "remote_path_not_found", "{r}");
-    let lines = history_until(&env, &["--session", &s.0], |lines| lines.len() >= 4);
+    let lines = history_until(&env, &["--session", &s.0], |lines| lines.len() >= 5);
     let summaries: Vec<&str> = lines
         .iter()
         .map(|l| l["summary"].as_str().unwrap())

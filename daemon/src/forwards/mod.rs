@@ -306,7 +306,7 @@ pub async fn start(
 /// it: sshd, not the client, decides where a remote forward listens, and with `GatewayPorts
 /// yes` that is every address, whatever was asked. A forward that cannot be checked (no
 /// channel came, the host did not answer) is closed too; one the host shows no listener for
-/// (no way to tell) is kept.
+/// (it has no way to tell) is kept, and the log says so.
 async fn listens_on_loopback(
     session: &Session,
     opened: &Forwarding,
@@ -323,28 +323,63 @@ async fn listens_on_loopback(
         false,
     )
     .await;
-    let refused = match said {
-        Ok((_, out)) => match String::from_utf8_lossy(&out)
-            .lines()
-            .find_map(|line| line.strip_prefix("public ").map(shown_address))
-        {
-            None => return Ok(()),
-            Some(address) => DaemonError::new(
-                ErrorCode::ForwardNotAllowed,
-                format!(
-                    "the host listened for this remote forward on {address} port {port}, not on \
-                     loopback alone (its sshd has GatewayPorts yes, which overrides the address \
-                     asked): closed it; such forwards stay only where the daemon runs with \
-                     --allow-public-forwards"
+    let (refused, closed) = match said {
+        Ok((_, out)) => match public_listener(&String::from_utf8_lossy(&out)) {
+            Listener::Loopback => return Ok(()),
+            Listener::Unseen => {
+                tracing::info!(session = %session.id, port, "no listener shown for a remote forward: kept, not checked");
+                return Ok(());
+            }
+            Listener::Public(address) => (
+                DaemonError::new(
+                    ErrorCode::ForwardNotAllowed,
+                    format!(
+                        "once the remote forward opened, the host listened on {address} port \
+                         {port}, beyond loopback (an sshd with GatewayPorts yes listens for \
+                         remote forwards on every address, whatever was asked)"
+                    ),
                 ),
+                "closed it; only a daemon run with --allow-public-forwards keeps such a forward",
             ),
         },
-        Err(e) => e,
+        Err(e) => (
+            e,
+            "where the host listens for it is not known, so it was closed",
+        ),
     };
-    if let Err(e) = mux::close_forward(&session.host.control_path, opened).await {
-        tracing::warn!(session = %session.id, port, "cannot close the remote forward: {e}");
+    match mux::close_forward(&session.host.control_path, opened).await {
+        Ok(()) => Err(DaemonError {
+            message: format!("{}: {closed}", refused.message),
+            ..refused
+        }),
+        Err(e) => Err(DaemonError {
+            message: format!(
+                "{}; closing it failed too ({e}): it may still listen until the session is \
+                 disconnected",
+                refused.message
+            ),
+            ..refused
+        }),
     }
-    Err(refused)
+}
+
+/// What `bound.sh` saw listening on a port.
+enum Listener {
+    /// Every listener there is on loopback.
+    Loopback,
+    /// No listener shows: the host has no way to tell (or hides it).
+    Unseen,
+    /// A listener beyond loopback, at this address.
+    Public(String),
+}
+
+/// `bound.sh`'s answer.
+fn public_listener(out: &str) -> Listener {
+    match out.lines().find_map(|line| line.strip_prefix("public ")) {
+        Some(address) => Listener::Public(shown_address(address)),
+        None if out.lines().any(|line| line == "loopback") => Listener::Loopback,
+        None => Listener::Unseen,
+    }
 }
 
 /// An address as the kernel's `/proc/net/tcp*` gives it (hex, each 32-bit word in this
@@ -598,28 +633,35 @@ mod tests {
         assert_eq!(shown_address("::1"), "::1");
     }
 
-    /// Where the host listens, under every shell a host may have as `/bin/sh`: from Linux's
-    /// tables (IPv4 and IPv6, a mapped loopback address too), else from a BSD `netstat`.
+    /// Where the user's programs listen, under every shell a host may have as `/bin/sh`: from
+    /// Linux's tables (IPv4 and IPv6, a mapped loopback address, either byte order, another
+    /// user's listener left aside), else from `netstat` (BSD's layout and net-tools').
     #[cfg(target_os = "linux")]
     #[test]
     fn the_listener_check_runs_under_every_posix_shell() {
         let net = tempfile::tempdir().unwrap();
-        let line = |n: u32, address: &str, state: &str| {
+        let uid = nix::unistd::getuid().as_raw();
+        let line = |n: u32, address: &str, state: &str, owner: u32| {
             format!(
-                "   {n}: {address} 00000000:0000 {state} 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+                "   {n}: {address} 00000000:0000 {state} 00000000:00000000 00:00000000 \
+                 00000000 {owner:>6}        0 1 1\n"
             )
         };
-        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when \
+                      retrnsmt   uid  timeout inode\n";
         let tcp = [
-            line(0, "0100007F:1F90", "0A"),
-            line(1, "00000000:1F91", "0A"),
-            line(2, "0A000001:1F92", "01"),
+            line(0, "0100007F:1F90", "0A", uid),
+            line(1, "00000000:1F91", "0A", uid),
+            line(2, "0A000001:1F92", "01", uid),
+            line(3, "00000000:1F95", "0A", uid + 1),
+            line(4, "7F000001:1F96", "0A", uid),
         ]
         .concat();
         let tcp6 = [
-            line(0, "00000000000000000000000001000000:1F90", "0A"),
-            line(1, "0000000000000000FFFF00000100007F:1F93", "0A"),
-            line(2, "00000000000000000000000000000000:1F94", "0A"),
+            line(0, "00000000000000000000000001000000:1F90", "0A", uid),
+            line(1, "0000000000000000FFFF00000100007F:1F93", "0A", uid),
+            line(2, "00000000000000000000000000000000:1F94", "0A", uid),
+            line(3, "00000000000000000000000000000001:1F97", "0A", uid),
         ]
         .concat();
         std::fs::write(net.path().join("tcp"), format!("{header}{tcp}")).unwrap();
@@ -633,7 +675,10 @@ mod tests {
              tcp4       0      0  127.0.0.1.8080         *.*                    LISTEN\n\
              tcp46      0      0  *.8081                 *.*                    LISTEN\n\
              tcp6       0      0  ::1.8082               *.*                    LISTEN\n\
-             tcp4       0      0  10.0.0.1.22            10.0.0.2.5000          ESTABLISHED\nE\n",
+             tcp4       0      0  10.0.0.1.22            10.0.0.2.5000          ESTABLISHED\n\
+             tcp        0      0  127.0.0.1:8083         0.0.0.0:*              LISTEN\n\
+             tcp6       0      0  :::8084                :::*                   LISTEN\n\
+             udp        0      0  0.0.0.0:8085           0.0.0.0:*\nE\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt as _;
@@ -652,33 +697,33 @@ mod tests {
                 (8082, "unseen"),
                 (8083, "loopback"),
                 (8084, "public 00000000000000000000000000000000"),
+                (8085, "unseen"),
+                (8086, "loopback"),
+                (8087, "loopback"),
                 (9999, "unseen"),
             ];
             for (port, answer) in linux {
-                assert_eq!(
-                    said(net.path(), port),
-                    format!("ok\n{answer}\n"),
-                    "{shell:?} {port}"
-                );
+                let said = said(net.path(), port);
+                assert_eq!(said, format!("ok\n{answer}\n"), "{shell:?} {port}");
             }
-            // BusyBox runs its own `netstat` (Linux's layout) whatever PATH says; a BusyBox
-            // host has /proc/net, read first.
+            // BusyBox runs its own `netstat` whatever PATH says; a BusyBox host has /proc/net,
+            // read first.
             if path == shells.busybox_path() {
                 continue;
             }
             let none = std::path::Path::new("/nonexistent-net");
-            let bsd = [
+            let netstat = [
                 (8080, "loopback"),
                 (8081, "public *"),
                 (8082, "loopback"),
                 (22, "unseen"),
+                (8083, "loopback"),
+                (8084, "public ::"),
+                (8085, "unseen"),
             ];
-            for (port, answer) in bsd {
-                assert_eq!(
-                    said(none, port),
-                    format!("ok\n{answer}\n"),
-                    "{shell:?} {port}"
-                );
+            for (port, answer) in netstat {
+                let said = said(none, port);
+                assert_eq!(said, format!("ok\n{answer}\n"), "{shell:?} {port}");
             }
         }
     }

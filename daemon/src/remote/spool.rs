@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -121,34 +121,24 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
     Ok((open("stdout")?, open("stderr")?))
 }
 
-/// A directory of the spool inside the private `.sshmcp`, made (0700) if missing. A link or
-/// a directory of another user's is refused: files written through it would land outside the
-/// local root. Spools made before this check are 0755 under their 0700 parent; they are
-/// tightened, not refused.
+/// A directory of the spool inside the private `.sshmcp`, made (0700) if missing, and refused
+/// as every private directory is when it is a link or another user's: files written through
+/// it would land outside the local root. Spools made before this check are 0755 under their
+/// 0700 parent; they are tightened, not refused.
 fn own_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "refusing {}: not a directory of this user's (a link?)",
-                dir.display()
-            ),
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
+    if let Ok(meta) = std::fs::symlink_metadata(dir)
+        && meta.is_dir()
+        && meta.mode() & 0o077 != 0
+    {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
-    Ok(())
+    sshmcp_local::paths::ensure_private_dir(dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::DirBuilderExt as _;
 
     #[test]
     fn the_cap_keeps_the_first_bytes_exactly_at_and_one_past_it() {

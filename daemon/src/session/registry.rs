@@ -218,27 +218,43 @@ impl Registry {
             .collect()
     }
 
-    /// `view` with every session key taken out of what agents wrote or commands printed:
-    /// previews, last lines, transfer paths. An agent may echo its own key; a person watching
-    /// must not be shown it.
-    fn redact_view(&self, mut view: SessionView) -> SessionView {
+    /// `view` with every session key taken out of every text in it: what agents wrote (a
+    /// command, a path, a forward's host) or commands printed. An agent may echo or paste its
+    /// own key; a person watching must not be shown it.
+    fn redact_view(&self, view: SessionView) -> SessionView {
+        fn each_text(value: &mut serde_json::Value, redact: &dyn Fn(&mut String)) {
+            match value {
+                serde_json::Value::String(text) => redact(text),
+                serde_json::Value::Array(items) => {
+                    items.iter_mut().for_each(|item| each_text(item, redact));
+                }
+                serde_json::Value::Object(fields) => {
+                    fields.values_mut().for_each(|item| each_text(item, redact));
+                }
+                _ => {}
+            }
+        }
         let redact = |text: &mut String| {
             if let std::borrow::Cow::Owned(clean) = self.redact_keys(text) {
                 *text = clean;
             }
         };
-        for command in &mut view.commands {
-            redact(&mut command.preview);
-        }
-        for exec in &mut view.execs {
-            redact(&mut exec.preview);
-            redact(&mut exec.last_line);
-        }
-        for transfer in &mut view.transfers {
-            redact(&mut transfer.local_path);
-            redact(&mut transfer.remote_path);
-        }
-        view
+        let redacted = serde_json::to_value(&view).and_then(|mut value| {
+            each_text(&mut value, &redact);
+            serde_json::from_value(value)
+        });
+        // A text redacted is still text of its field: this cannot fail. Were it to, the
+        // session is shown without what runs on it rather than with a key.
+        redacted.unwrap_or_else(|e| {
+            tracing::error!("cannot redact a session's view: {e}");
+            SessionView {
+                commands: Vec::new(),
+                execs: Vec::new(),
+                transfers: Vec::new(),
+                forwards: Vec::new(),
+                ..view
+            }
+        })
     }
 
     /// The daemon-wide state of type `T` the tools keep (see `work::Tools`).

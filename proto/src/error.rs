@@ -181,6 +181,10 @@ pub struct ErrorDetails {
     /// the connection went, so it may have done part of its work (or still run). Left out
     /// when it is not known to have started.
     pub started: Option<bool>,
+    /// With `started`: what the command printed on each stream until the connection went,
+    /// as an `exec` answer's streams.
+    pub stdout: Option<crate::exec::StreamOutput>,
+    pub stderr: Option<crate::exec::StreamOutput>,
 }
 
 impl DaemonError {

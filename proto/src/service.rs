@@ -874,6 +874,18 @@ mod tests {
                     forward_id: Some("fwd-1".into()),
                     count: Some(2),
                     started: Some(true),
+                    stdout: Some(crate::exec::StreamOutput {
+                        data: "so far\n".into(),
+                        encoding: crate::exec::Encoding::Utf8,
+                        captured_bytes: 7,
+                        total_bytes: 7,
+                        truncated: false,
+                        omitted: None,
+                        spool_path: None,
+                        spool_truncated: false,
+                        next_offset: None,
+                    }),
+                    stderr: None,
                 },
             ),
         ));

@@ -46,6 +46,13 @@ pub struct ErrorBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]
     pub started: Option<bool>,
+    /// With `started`: the streams so far, lean as an `exec` answer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub stdout: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub stderr: Option<serde_json::Value>,
 }
 
 /// `schema` without the answer fields `fields`, for a tool whose shared answer type carries
@@ -162,6 +169,14 @@ pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult 
 /// A failed answer (`isError: true`), with the facts its code carries.
 fn failure(e: DaemonError) -> CallToolResult {
     let details = *e.details;
+    // The streams as an exec answer gives them: an empty one left out, a whole one its text.
+    let mut streams = JsonObject::new();
+    for (name, stream) in [("stdout", details.stdout), ("stderr", details.stderr)] {
+        if let Some(value) = stream.and_then(|s| serde_json::to_value(s).ok()) {
+            streams.insert(name.into(), value);
+        }
+    }
+    crate::lean::answer(&mut streams);
     let answer: Answer<()> = Answer {
         ok: false,
         result: None,
@@ -173,6 +188,8 @@ fn failure(e: DaemonError) -> CallToolResult {
             forward_id: details.forward_id,
             count: details.count,
             started: details.started,
+            stdout: streams.remove("stdout"),
+            stderr: streams.remove("stderr"),
         }),
     };
     CallToolResult::structured_error(serde_json::to_value(answer).unwrap_or_default())

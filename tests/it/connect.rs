@@ -399,7 +399,7 @@ async fn starting_sessions_own_their_server_count_and_authenticate_in_parallel()
 }
 
 /// A command under way when its master dies answers `connection_lost` saying it had started
-/// (`error.started`): run again, it might do its work twice. A call after that started nothing,
+/// (`error.started`: run again, it might do its work twice) and what it printed so far. A call after that started nothing,
 /// and says nothing of it.
 #[tokio::test]
 async fn a_command_cut_by_a_dead_master_says_it_had_started() {
@@ -441,6 +441,9 @@ async fn a_command_cut_by_a_dead_master_says_it_had_started() {
     let r = waiting.await.unwrap();
     assert_eq!(code(&r), "connection_lost", "{r}");
     assert_eq!(r["error"]["started"], true, "{r}");
+    // What it printed until then, as an exec answer gives it.
+    assert_eq!(r["error"]["stdout"], format!("{marker}\n"), "{r}");
+    assert!(r["error"].get("stderr").is_none(), "{r}");
     let r = exec(&mcp, &s, "true", json!({})).await;
     assert_eq!(code(&r), "connection_lost", "{r}");
     assert!(r["error"].get("started").is_none(), "{r}");

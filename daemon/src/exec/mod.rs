@@ -14,7 +14,7 @@ use sshmcp_proto::service::tools;
 use crate::audit::{Answer, Exit};
 use crate::config::Settings;
 use crate::operation::Operation;
-use crate::remote::{Output, Program, RunResult};
+use crate::remote::{Output, Program, RunError, RunResult};
 use crate::session::{Registry, Session};
 
 /// Checks the request before any session is looked at.
@@ -60,6 +60,21 @@ fn stream(output: Output) -> StreamOutput {
     }
 }
 
+/// How an `exec` or `sudo_exec` run that failed answers: a command its master's death cut
+/// says what it printed until then, beside the fact that it had started.
+pub(crate) fn failure(e: RunError) -> DaemonError {
+    match e {
+        RunError::LostAfterStart(printed) => {
+            let (stdout, stderr) = *printed;
+            let mut lost = crate::remote::lost_after_start();
+            lost.details.stdout = Some(stream(stdout));
+            lost.details.stderr = Some(stream(stderr));
+            lost
+        }
+        e => e.into(),
+    }
+}
+
 /// Runs the command and answers with its streams and exit status.
 pub async fn exec(
     session: &Session,
@@ -74,7 +89,7 @@ pub async fn exec(
         tool: "exec",
         command: &req.command,
     };
-    Ok(handoff::run(
+    handoff::run(
         session,
         settings,
         caller,
@@ -83,7 +98,8 @@ pub async fn exec(
         req.local_root,
         req.spool_output,
     )
-    .await?)
+    .await
+    .map_err(failure)
 }
 
 /// A command's answer gives its trail line the exit status, and whether its timeout ended it

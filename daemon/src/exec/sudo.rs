@@ -80,7 +80,7 @@ pub async fn sudo_exec(
         Err(RunError::NotStarted { said, stderr }) => {
             Err(refused(session, &nonce, &said, &stderr).await)
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(super::failure(e)),
     }
 }
 

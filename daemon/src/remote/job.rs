@@ -1132,9 +1132,13 @@ async fn complete(
         (None, Some(status)) => (Some(status as i32), None),
         // No end marker and no exit message: the channel's shell was killed by a signal (the
         // master drops its name), or the master died.
+        // What it printed is kept (its spools too): the caller may say it.
         (None, None) if lost(host).await => {
-            drop_spools(out, err);
-            return Err(RunError::LostAfterStart);
+            let printed = (
+                out.answer().map_err(spool_err)?,
+                err.answer().map_err(spool_err)?,
+            );
+            return Err(RunError::LostAfterStart(Box::new(printed)));
         }
         (None, None) => (None, Some("unknown".to_string())),
     };

@@ -236,9 +236,10 @@ pub enum RunError {
     /// The master is confirmed gone.
     #[error("the session's master is gone")]
     ConnectionLost,
-    /// The master is confirmed gone, and the command had started before it went.
+    /// The master is confirmed gone, and the command had started before it went: what it
+    /// printed until then (stdout, stderr).
     #[error("the session's master is gone, after the command started")]
-    LostAfterStart,
+    LostAfterStart(Box<(Output, Output)>),
     #[error("the working directory does not exist or cannot be entered")]
     NoCwd,
     /// The session closed while the program ran (it was killed).
@@ -368,7 +369,7 @@ impl From<RunError> for sshmcp_proto::DaemonError {
         use sshmcp_proto::{DaemonError, ErrorCode};
         match e {
             RunError::ConnectionLost => lost_error(),
-            RunError::LostAfterStart => lost_after_start(),
+            RunError::LostAfterStart(_) => lost_after_start(),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
             RunError::StoppedByPerson => DaemonError::new(ErrorCode::PolicyDenied, e.to_string()),

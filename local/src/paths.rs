@@ -24,25 +24,23 @@ pub fn check_local_root(root: &Path) -> Result<(), String> {
     }
     let resolved = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let root = resolved(root);
-    // The user database is asked once: a directory service may be slow, and every call
-    // that names a local root comes here.
-    static ACCOUNT_HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    let account_home = ACCOUNT_HOME.get_or_init(|| {
-        nix::unistd::User::from_uid(nix::unistd::getuid())
+    // The homes are found once: the user database may be a slow directory service, and
+    // every call that names a local root comes here.
+    static HOMES: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    let homes = HOMES.get_or_init(|| {
+        let account = nix::unistd::User::from_uid(nix::unistd::getuid())
             .ok()
             .flatten()
-            .map(|user| user.dir)
-    });
-    let homes = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(account_home.clone())
-        .filter(|home| home.is_absolute());
-    if root == Path::new("/")
-        || homes
+            .map(|user| user.dir);
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(account)
+            .filter(|home| home.is_absolute())
             .map(|home| resolved(&home))
-            .any(|home| home.starts_with(&root))
-    {
+            .collect()
+    });
+    if root == Path::new("/") || homes.iter().any(|home| home.starts_with(&root)) {
         return Err(
             "the local root must not be /, the home directory or a directory above it".into(),
         );

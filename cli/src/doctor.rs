@@ -116,7 +116,14 @@ fn checks(
             s.ssh_config.as_ref().map(PathBuf::from),
         ),
         (None, Ok(would)) => (would.local_root.clone(), would.ssh_config.clone()),
-        (None, Err(_)) => (paths::default_local_root(), None),
+        // A daemon would not start (the config line says why): what this environment asks
+        // for, not the defaults it would not take.
+        (None, Err(_)) => (
+            std::env::var_os("SSHMCP_LOCAL_ROOT")
+                .map(PathBuf::from)
+                .or_else(paths::default_local_root),
+            std::env::var_os("SSHMCP_SSH_CONFIG").map(PathBuf::from),
+        ),
     };
     vec![
         (
@@ -131,8 +138,26 @@ fn checks(
                 "apt-get install rsync (transfers need rsync here and on each host)",
             ),
         ),
-        ("runtime dir", private_dir(&paths.dir)),
-        ("socket", socket(&paths.socket())),
+        (
+            "runtime dir",
+            match paths.check() {
+                Ok(()) => private_dir(&paths.dir),
+                Err(why) => problem(
+                    why,
+                    "set SSHMCP_RUNTIME_DIR (or runtime-dir in the config file) to an absolute \
+                     directory of its own",
+                ),
+            },
+        ),
+        (
+            "socket",
+            match paths.check() {
+                Ok(()) => socket(&paths.socket()),
+                Err(_) => {
+                    Finding::Ok("not looked for: the runtime directory is refused (above)".into())
+                }
+            },
+        ),
         (
             "state dir",
             match &state_dir {
@@ -160,7 +185,7 @@ fn config_finding(would: Result<WouldStart, String>) -> Finding {
         }),
         // A directory's mode stops a start as surely as a bad file, but its fix is its own
         // line's.
-        Err(why) if why.starts_with("runtime directory") || why.starts_with("state directory") => {
+        Err(why) if why.contains("runtime directory") || why.contains("state directory") => {
             problem(why, "correct that directory as its own line above says")
         }
         Err(why) => problem(

@@ -31,7 +31,11 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     if once {
         let Some(overview) = snapshot(paths).await? else {
-            writeln!(out, "sshmcpd is not running")?;
+            // JSON's reader gets no object, never text it cannot parse; the status says why.
+            match json {
+                true => eprintln!("sshmcpd is not running"),
+                false => writeln!(out, "sshmcpd is not running")?,
+            }
             return Ok(ExitCode::from(crate::commands::EXIT_NOT_RUNNING));
         };
         match json {

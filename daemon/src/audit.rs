@@ -579,16 +579,7 @@ pub fn bounded(summary: String) -> String {
 /// The first `bound` bytes of a caller's `text`, cut at a character boundary, and never
 /// ending in the start of a session key.
 fn cut(text: &str, bound: usize) -> String {
-    let kept = sshmcp_proto::text::cut(text, bound);
-    // A word cut at the end may hold the start of a session key (43 characters), which the
-    // cut keeps from being recognised (only keys' hashes are known) and would give most of
-    // away: the last 42 key characters before the cut go too.
-    let is_key_char = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_');
-    if !text.as_bytes().get(kept.len()).is_some_and(is_key_char) {
-        return kept.to_string();
-    }
-    let run = kept.bytes().rev().take_while(is_key_char).take(42).count();
-    kept[..kept.len() - run].to_string()
+    sshmcp_proto::text::cut_clear(text, bound).to_string()
 }
 
 /// A remote path as people read it: a base64-encoded one decoded, so that what it names is

@@ -11,6 +11,29 @@ pub fn cut(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// Whether `byte` may stand in a session key (base64url).
+fn is_key_char(byte: &u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_')
+}
+
+/// `kept`, the start of a longer text, less the last 42 key characters of the word a cut
+/// fell in: they may be most of a session key (43 characters), which no redaction recognises
+/// once cut, since only whole keys' hashes are known.
+pub fn without_key_start(kept: &str) -> &str {
+    let run = kept.bytes().rev().take_while(is_key_char).take(42).count();
+    &kept[..kept.len() - run]
+}
+
+/// [`cut`], never ending inside a word of key characters (see [`without_key_start`]): for
+/// a caller's text a person is shown cut.
+pub fn cut_clear(text: &str, max: usize) -> &str {
+    let kept = cut(text, max);
+    match text.as_bytes().get(kept.len()).is_some_and(is_key_char) {
+        true => without_key_start(kept),
+        false => kept,
+    }
+}
+
 /// `text` on one line, reversibly: `\\` for a backslash, `\n` for a line break.
 pub fn to_one_line(text: &str) -> String {
     text.replace('\\', "\\\\").replace('\n', "\\n")
@@ -51,6 +74,18 @@ pub fn first_and_last_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clear_cut_leaves_no_start_of_a_key() {
+        let key = "k".repeat(43);
+        assert_eq!(cut_clear(&format!("ab {key}"), 10), "ab ");
+        assert_eq!(cut_clear(&format!("ab {key}"), 46), format!("ab {key}"));
+        assert_eq!(cut_clear(&format!("ab {key} cd"), 46), format!("ab {key}"));
+        assert_eq!(cut_clear("a b c d", 3), "a b");
+        // A word longer than a key keeps what a key could not be part of.
+        let long = "w".repeat(100);
+        assert_eq!(cut_clear(&long, 60), "w".repeat(18));
+    }
 
     #[test]
     fn lines_go_on_one_line_and_come_back() {

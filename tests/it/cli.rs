@@ -78,6 +78,11 @@ async fn status_and_stop_close_every_master() {
     let out = env.cli(&["daemon", "status"]);
     assert_eq!(out.status.code(), Some(3), "not running yet");
     assert!(stdout(&out).contains("not running"));
+    // A JSON snapshot asked of no daemon: nothing on stdout a JSON reader would choke on.
+    let out = env.cli(&["watch", "--once", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(stdout(&out), "", "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not running"));
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let master = r["master_pid"].as_u64().unwrap();
@@ -391,6 +396,23 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
             .contains("apt-get install rsync"),
         "{rsync}"
     );
+    // A relative runtime directory, which every other command refuses: doctor says so on
+    // its own line, and shows the local root this environment asks for, not a default.
+    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .arg("doctor")
+        .env_clear()
+        .envs(env.env_vars())
+        .env("SSHMCP_RUNTIME_DIR", "relative/run")
+        .output()
+        .unwrap();
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("FAIL  runtime dir the runtime directory relative/run must be an absolute"),
+        "{said}"
+    );
+    let root = format!("ok    local root  {}", env.local_root.display());
+    assert!(said.contains(&root), "{said}");
 }
 
 /// With no daemon running, `doctor` shows the settings a daemon started now would take,

@@ -368,7 +368,9 @@ const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The first line of `command`, at most [`PREVIEW_BYTES`] (cut at a character boundary).
 fn preview(command: &str) -> String {
     let line = command.trim_start().lines().next().unwrap_or("");
-    let kept = sshmcp_proto::text::cut(line, PREVIEW_BYTES);
+    // A person is shown it: never the start of a session key the cut would hide from the
+    // redaction.
+    let kept = sshmcp_proto::text::cut_clear(line, PREVIEW_BYTES);
     let more = kept.len() < line.len() || line.len() < command.trim().len();
     format!("{kept}{}", if more { "…" } else { "" })
 }
@@ -744,6 +746,12 @@ mod tests {
     #[test]
     fn previews_are_one_cut_line() {
         assert_eq!(preview("make -j4"), "make -j4");
+        // A key the cut falls in keeps none of its start (the redaction knows whole keys).
+        let at_cut = format!("echo {} {}", "y".repeat(PREVIEW_BYTES - 20), "k".repeat(43));
+        assert_eq!(
+            preview(&at_cut),
+            format!("echo {} …", "y".repeat(PREVIEW_BYTES - 20))
+        );
         assert_eq!(preview("  cd x\nmake"), "cd x…");
         let long = "é".repeat(PREVIEW_BYTES);
         let p = preview(&long);

@@ -108,7 +108,7 @@ impl LineTail {
         };
         if !line.is_empty() {
             self.complete = line;
-            self.complete.truncate(LINE_BYTES);
+            self.complete.truncate(LINE_BYTES + 1);
         }
         self.current.clear();
         append(&mut self.current, &bytes[end + 1..]);
@@ -122,8 +122,9 @@ impl LineTail {
     }
 }
 
+/// Keeps a line's first [`LINE_BYTES`], and one byte more to tell where the cut fell.
 fn append(line: &mut Vec<u8>, bytes: &[u8]) {
-    let room = LINE_BYTES.saturating_sub(line.len());
+    let room = (LINE_BYTES + 1).saturating_sub(line.len());
     line.extend_from_slice(&bytes[..bytes.len().min(room)]);
 }
 
@@ -133,9 +134,12 @@ impl Seen {
         self.bytes[STDOUT] + self.bytes[STDERR]
     }
 
-    /// The last line of output (of the stream that printed last), lossy UTF-8.
+    /// The last line of output (of the stream that printed last), lossy UTF-8, cut to
+    /// [`LINE_BYTES`]: a person is shown it, so never ending in the start of a session key
+    /// the cut would hide from the redaction (the byte kept past the limit tells).
     pub fn last_line(&self) -> String {
-        String::from_utf8_lossy(self.lines[self.latest].last()).into_owned()
+        let line = String::from_utf8_lossy(self.lines[self.latest].last());
+        sshmcp_proto::text::cut_clear(&line, LINE_BYTES).to_string()
     }
 }
 
@@ -274,9 +278,14 @@ mod tests {
     #[test]
     fn a_line_is_cut_at_its_limit_exactly() {
         let at = vec![b'x'; LINE_BYTES];
-        let past = vec![b'y'; LINE_BYTES + 1];
+        let past = vec![b'.'; LINE_BYTES + 1];
         assert_eq!(last_after(&[&at, b"\n"]).len(), LINE_BYTES);
         assert_eq!(last_after(&[&past[..100], &past[100..]]).len(), LINE_BYTES);
+        // A word of key characters the cut falls in may be a session key's start: its last
+        // 42 characters go, as the redaction would not know them.
+        let key_at_cut = format!("{} {}", ".".repeat(LINE_BYTES - 10), "k".repeat(43));
+        let shown = last_after(&[key_at_cut.as_bytes(), b"\n"]);
+        assert_eq!(shown, format!("{} ", ".".repeat(LINE_BYTES - 10)));
     }
 
     #[test]

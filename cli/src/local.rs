@@ -66,16 +66,28 @@ fn mcp_config(
         )
     })?;
     let (shim, root) = (shim.display().to_string(), root.display().to_string());
+    let pinned = pinned_environment();
     match client {
         McpClient::ClaudeCode => writeln!(
             out,
-            "claude mcp add sshmcp -- {} --local-root {}",
+            "claude mcp add sshmcp{} -- {} --local-root {}",
+            pinned
+                .iter()
+                .map(|(name, value)| format!(" -e {}", sh_word(&format!("{name}={value}"))))
+                .collect::<String>(),
             sh_word(&shim),
             sh_word(&root)
         )?,
         McpClient::ClaudeDesktop | McpClient::Cursor => {
-            let entry = json!({"mcpServers": {"sshmcp": {
-                "command": shim, "args": ["--local-root", root]}}});
+            let mut server = json!({"command": shim, "args": ["--local-root", root]});
+            if !pinned.is_empty() {
+                server["env"] = json!(
+                    pinned
+                        .into_iter()
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                );
+            }
+            let entry = json!({"mcpServers": {"sshmcp": server}});
             writeln!(out, "{}", serde_json::to_string_pretty(&entry)?)?;
             eprintln!(
                 "{}",
@@ -91,6 +103,24 @@ fn mcp_config(
         }
     }
     Ok(())
+}
+
+/// The variables of this environment that decide which daemon a client finds and how one it
+/// starts is set up: a client launched without them (a GUI launcher's bare environment)
+/// would find, or start, another daemon than this CLI's.
+fn pinned_environment() -> Vec<(String, String)> {
+    [
+        "SSHMCP_RUNTIME_DIR",
+        "SSHMCP_STATE_DIR",
+        "SSHMCP_CONFIG",
+        "SSHMCP_SSH_CONFIG",
+    ]
+    .into_iter()
+    .filter_map(|name| {
+        let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+        Some((name.to_string(), value))
+    })
+    .collect()
 }
 
 /// `sshmcp config path|show|check`.

@@ -530,9 +530,21 @@ async fn completions_and_mcp_config_need_no_daemon() {
         "--local-root",
         "/srv/agent files",
     ]);
+    // The environment that finds this CLI's daemon is pinned, so that a client launched
+    // without it (a GUI's bare environment) finds the same one.
+    let var = |name: &str| {
+        let vars = env.env_vars();
+        vars.into_iter().find(|(k, _)| k == name).expect(name).1
+    };
+    let pinned = format!(
+        "-e SSHMCP_RUNTIME_DIR={} -e SSHMCP_STATE_DIR={} -e SSHMCP_SSH_CONFIG={}",
+        var("SSHMCP_RUNTIME_DIR"),
+        var("SSHMCP_STATE_DIR"),
+        var("SSHMCP_SSH_CONFIG")
+    );
     assert_eq!(
         stdout(&out),
-        format!("claude mcp add sshmcp -- {shim} --local-root '/srv/agent files'\n")
+        format!("claude mcp add sshmcp {pinned} -- {shim} --local-root '/srv/agent files'\n")
     );
     for (client, file) in [
         ("claude-desktop", "claude_desktop_config.json"),
@@ -544,6 +556,11 @@ async fn completions_and_mcp_config_need_no_daemon() {
         let server = &entry["mcpServers"]["sshmcp"];
         assert_eq!(server["command"], json!(shim), "{client}: {entry}");
         assert_eq!(server["args"][0], "--local-root", "{client}: {entry}");
+        let dir = var("SSHMCP_RUNTIME_DIR");
+        assert_eq!(
+            server["env"]["SSHMCP_RUNTIME_DIR"], dir,
+            "{client}: {entry}"
+        );
         assert!(
             String::from_utf8_lossy(&out.stderr).contains(file),
             "{client}"

@@ -21,8 +21,10 @@ const FOLLOW_WAIT: f64 = 1.0;
 async fn daemon(paths: &RuntimePaths, method: &str) -> anyhow::Result<Connection> {
     let Some(c) = connect_existing(paths).await? else {
         bail!(
-            "sshmcpd is not running, so no command, transfer or forward is either\n\
-             hint: `sshmcp history` shows what agents ran"
+            "sshmcpd is not running: what it ran is out of reach until one runs again (its \
+             sessions' masters, and the forwards they hold, may still be up)\n\
+             hint: `sshmcp sessions` starts one, which takes them back; `sshmcp history` shows \
+             what agents ran"
         );
     };
     if !c.capabilities.iter().any(|m| m == method) {

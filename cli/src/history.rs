@@ -177,9 +177,10 @@ pub fn table(entries: &[AuditEntry], width: Option<usize>) -> String {
                 },
                 e.target.clone(),
                 e.tool.clone(),
-                match (e.outcome.as_str(), e.exit_code) {
-                    ("ok", Some(code)) => format!("exit {code}"),
-                    (outcome, _) => outcome.to_string(),
+                match (e.outcome.as_str(), e.exit_code, &e.signal) {
+                    ("ok", Some(code), _) => format!("exit {code}"),
+                    ("ok", None, Some(signal)) => format!("signal {signal}"),
+                    (outcome, _, _) => outcome.to_string(),
                 },
                 format!("{:.3}", e.duration),
                 e.client.clone().unwrap_or_else(|| "-".into()),
@@ -229,6 +230,7 @@ mod tests {
             outcome: "ok".into(),
             message: None,
             exit_code: Some(0),
+            signal: None,
             duration: 0.0123,
             client: Some("claude-code 2.1".into()),
         }
@@ -383,8 +385,11 @@ mod tests {
         let mut timed_out = entry(&at(2), "s1", "prod", "exec");
         timed_out.outcome = "timed_out".into();
         timed_out.exit_code = None;
-        let text = table(&[timed_out.clone(), failed.clone()], None);
+        let mut killed = entry(&at(3), "s1", "prod", "exec");
+        (killed.exit_code, killed.signal) = (None, Some("TERM".into()));
+        let text = table(&[timed_out.clone(), failed.clone(), killed], None);
         assert!(text.contains("timed_out"), "{text}");
+        assert!(text.contains("signal TERM"), "{text}");
         assert!(
             text.contains(
                 "connection_start_failed  0.012    claude-code 2.1  prod — ssh: connect to host \

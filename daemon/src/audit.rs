@@ -181,16 +181,18 @@ pub fn daemon_line(tool: &str, summary: String, outcome: &str) -> AuditEntry {
         outcome: outcome.to_string(),
         message: None,
         exit_code: None,
+        signal: None,
         duration: 0.0,
         client: None,
     }
 }
 
-/// What an answer adds to its call's line: the exit status of the command it ran, and
-/// whether a timeout ended that command.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// What an answer adds to its call's line: the exit status of the command it ran, or the
+/// signal that ended it, and whether a timeout ended that command.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Exit {
     pub code: Option<i32>,
+    pub signal: Option<String>,
     pub timed_out: bool,
 }
 
@@ -209,6 +211,8 @@ pub struct CallEnd {
     /// `ok`, `timed_out`, `cancelled`, or an error code.
     pub outcome: &'static str,
     pub exit_code: Option<i32>,
+    /// The signal that ended the command, when one did.
+    pub signal: Option<String>,
     /// The error's message, for an error code.
     pub message: Option<String>,
 }
@@ -218,6 +222,7 @@ impl CallEnd {
     pub const CANCELLED: CallEnd = CallEnd {
         outcome: "cancelled",
         exit_code: None,
+        signal: None,
         message: None,
     };
 
@@ -227,6 +232,7 @@ impl CallEnd {
             Ok(exit) => CallEnd {
                 outcome: if exit.timed_out { "timed_out" } else { "ok" },
                 exit_code: exit.code,
+                signal: exit.signal,
                 message: None,
             },
             Err(e) => Self::failed(e),
@@ -238,6 +244,7 @@ impl CallEnd {
         CallEnd {
             outcome: e.code.as_str(),
             exit_code: None,
+            signal: None,
             message: Some(sshmcp_proto::text::cut(&e.message, AUDIT_MESSAGE_BYTES).to_string()),
         }
     }
@@ -621,6 +628,12 @@ mod tests {
             stderr: nothing(),
         });
         assert_eq!(CallEnd::of(Ok(&answer)).outcome, "ok");
+        // A command a signal ended answered: its line says which.
+        answer.exit_code = None;
+        answer.signal = Some("TERM".into());
+        let end = CallEnd::of(Ok(&answer));
+        assert_eq!((end.outcome, end.signal.as_deref()), ("ok", Some("TERM")));
+        answer.signal = None;
         answer.timed_out = true;
         answer.exit_code = None;
         let end = CallEnd::of(Ok(&answer));
@@ -651,6 +664,7 @@ mod tests {
             outcome: "ok".into(),
             message: None,
             exit_code: Some(0),
+            signal: None,
             duration: 0.001,
             client: None,
         }

@@ -540,6 +540,7 @@ impl DaemonService {
             outcome: end.outcome.to_string(),
             message: end.message.clone(),
             exit_code: end.exit_code,
+            signal: end.signal.clone(),
             duration: call.started.elapsed().as_secs_f64(),
             client,
         }

@@ -68,6 +68,10 @@ pub struct AuditEntry {
     /// The command's exit status, for the calls that have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The signal that ended the command instead (`TERM`, `KILL`, ...), for the calls that
+    /// have one: a command killed answers, and its line says how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// Seconds from the call's arrival to its answer.
     pub duration: f64,
     /// The MCP client's name and version from its `initialize`, when known.
@@ -107,6 +111,7 @@ mod tests {
             outcome: "ok".into(),
             message: None,
             exit_code: None,
+            signal: None,
             duration: 0.002,
             client: None,
         };

@@ -343,6 +343,14 @@ async fn output_and_kill_reach_an_exec_under_way_by_the_id_watch_shows() {
     assert_eq!(answered["ok"], true, "{answered}");
     assert!(answered["signal"].is_string(), "{answered}");
     assert_eq!(answered["exit_code"], Value::Null, "{answered}");
+    // The trail says how it ended: by that signal, not plainly ok.
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines
+            .iter()
+            .any(|l| l["tool"] == "exec" && l["summary"].as_str().unwrap().contains(&secs))
+    });
+    let line = lines.iter().find(|l| l["tool"] == "exec").unwrap();
+    assert_eq!(line["signal"], answered["signal"], "{line}");
     let (rest, code, said) = rest_of(follower, out);
     assert_eq!((rest.as_str(), code), ("", Some(1)), "{said}");
     assert!(said.contains(&format!("sshmcp: {id} killed")), "{said}");

@@ -108,6 +108,7 @@ impl Answer for ExecResult {
     fn exit(&self) -> Exit {
         Exit {
             code: self.exit_code,
+            signal: self.signal.clone(),
             timed_out: self.timed_out,
         }
     }

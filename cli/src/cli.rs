@@ -24,6 +24,19 @@ Exit codes:
   3  the daemon is not running (daemon status)
   4  doctor found a problem";
 
+/// A value of the command line this program reads itself that it cannot take (a time, an
+/// outcome): wrong usage, as clap's own refusals, so it exits 2.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every session of the daemon, starting it if needed (session keys are never shown).

@@ -34,27 +34,33 @@ impl Filter {
             Some(text) => {
                 let at =
                     crate::since::parse(&text, std::time::SystemTime::now()).ok_or_else(|| {
-                        anyhow::anyhow!(
+                        crate::cli::Usage(format!(
                             "--since {text:?} is no time this reads\nhint: give an RFC 3339 \
                              time (2026-12-05T07:45:23Z or with an offset, +01:00), a date \
                              (2026-12-05, from midnight UTC) or a span back from now (30m, \
                              1h, 2d)"
-                        )
+                        ))
                     })?;
                 Some(rfc3339(at))
             }
             None => None,
         };
         if let Some(outcome) = &outcome {
+            let shown = |prefix: &str, valid: fn(&str) -> bool| {
+                outcome.strip_prefix(prefix).is_some_and(valid)
+            };
             let known = ["ok", "timed_out", "cancelled"].contains(&outcome.as_str())
+                || shown("exit ", |code| code.parse::<i32>().is_ok())
+                || shown("signal ", |name| !name.is_empty())
                 || sshmcp_proto::ErrorCode::ALL
                     .iter()
                     .any(|code| code.as_str() == outcome);
             if !known {
-                anyhow::bail!(
+                return Err(crate::cli::Usage(format!(
                     "--outcome {outcome:?} is no outcome a call can have\nhint: ok, timed_out, \
                      cancelled, or an error code of docs/errors.md (such as policy_denied)"
-                );
+                ))
+                .into());
             }
         }
         Ok(Self {
@@ -75,7 +81,20 @@ impl Filter {
                 .as_ref()
                 .is_none_or(|t| *t == e.target || *t == e.server_host)
             && self.since.as_ref().is_none_or(|s| e.time >= *s)
-            && self.outcome.as_ref().is_none_or(|o| *o == e.outcome)
+            && self
+                .outcome
+                .as_ref()
+                .is_none_or(|o| *o == e.outcome || *o == outcome_shown(e))
+    }
+}
+
+/// A line's outcome as the table shows it (and `--outcome` takes it too): `exit N` or
+/// `signal NAME` for a command that answered, else the outcome itself.
+fn outcome_shown(e: &AuditEntry) -> String {
+    match (e.outcome.as_str(), e.exit_code, &e.signal) {
+        ("ok", Some(code), _) => format!("exit {code}"),
+        ("ok", None, Some(signal)) => format!("signal {signal}"),
+        (outcome, _, _) => outcome.to_string(),
     }
 }
 
@@ -177,11 +196,7 @@ pub fn table(entries: &[AuditEntry], width: Option<usize>) -> String {
                 },
                 e.target.clone(),
                 e.tool.clone(),
-                match (e.outcome.as_str(), e.exit_code, &e.signal) {
-                    ("ok", Some(code), _) => format!("exit {code}"),
-                    ("ok", None, Some(signal)) => format!("signal {signal}"),
-                    (outcome, _, _) => outcome.to_string(),
-                },
+                outcome_shown(e),
                 format!("{:.3}", e.duration),
                 e.client.clone().unwrap_or_else(|| "-".into()),
                 // One line per call, whatever the command or the error's message held; the
@@ -401,5 +416,11 @@ mod tests {
         assert!(Filter::new(None, None, None, Some("timeout".into()), 100).is_err());
         let only = Filter::new(None, None, None, Some("timed_out".into()), 100).unwrap();
         assert_eq!(read(dir.path(), &only).unwrap().0, [timed_out]);
+        // As the table shows them, too.
+        let exit = entry(&at(4), "s1", "prod", "exec");
+        let dir = generations(&[], std::slice::from_ref(&exit));
+        let only = Filter::new(None, None, None, Some("exit 0".into()), 100).unwrap();
+        assert_eq!(read(dir.path(), &only).unwrap().0, [exit]);
+        assert!(Filter::new(None, None, None, Some("exit x".into()), 100).is_err());
     }
 }

@@ -50,6 +50,7 @@ fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
+            let usage = e.downcast_ref::<cli::Usage>().is_some();
             let message = format!("{e:#}");
             // A cause of several lines (a TOML error points at its line) stays readable: its
             // lines after the first are indented under it, a hint kept at the margin.
@@ -60,6 +61,9 @@ fn finish(done: anyhow::Result<ExitCode>) -> ExitCode {
                     true => eprintln!("{line}"),
                     false => eprintln!("  {line}"),
                 }
+            }
+            if usage {
+                return ExitCode::from(2);
             }
             if !message.contains("hint:") {
                 eprintln!("hint: `sshmcp doctor` checks this machine's setup");

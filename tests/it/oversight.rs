@@ -121,8 +121,9 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
         table.contains("exit 3") && table.contains(marker),
         "{table}"
     );
+    // A time it cannot read is wrong usage, as clap's own refusals are.
     let out = env.cli(&["history", "--since", "yesterday"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("hint:"));
     mcp.close().await;
 }

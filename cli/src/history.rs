@@ -100,7 +100,9 @@ fn outcome_shown(e: &AuditEntry) -> String {
 
 /// The calls that answered but whose lines the daemons' writers have not put in the trail
 /// yet (they gather lines for a moment before each write): their journals hold them,
-/// newest first.
+/// newest first. A journal no daemon holds (its daemon was killed outright) adds the calls it
+/// holds as begun: they were cut off with it, and their lines say so (`cancelled`), as the
+/// next daemon will write them.
 fn answered_not_written(state_dir: &Path) -> Vec<AuditEntry> {
     let Ok(dir) = std::fs::read_dir(state_dir) else {
         return Vec::new();
@@ -111,7 +113,14 @@ fn answered_not_written(state_dir: &Path) -> Vec<AuditEntry> {
         if !entry.file_name().to_string_lossy().starts_with(&prefix) {
             continue;
         }
-        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let Ok(mut file) = std::fs::File::open(entry.path()) else {
+            continue;
+        };
+        // A live daemon holds its journal locked; a moment's shared lock tells a dead one's.
+        let dead = file.try_lock_shared().is_ok();
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut file, &mut text);
+        drop(file);
         let mut answered = std::collections::BTreeMap::new();
         for note in text
             .lines()
@@ -123,6 +132,9 @@ fn answered_not_written(state_dir: &Path) -> Vec<AuditEntry> {
                 }
                 PendingLine::Ended { ended } => {
                     answered.remove(&ended);
+                }
+                PendingLine::Begun { begun, entry } if dead => {
+                    answered.entry(begun).or_insert(*entry);
                 }
                 PendingLine::Begun { .. } => {}
             }
@@ -292,6 +304,29 @@ mod tests {
         let filter = Filter::new(None, None, None, None, 10).unwrap();
         let (found, _) = read(dir.path(), &filter).unwrap();
         assert_eq!(found, [both, just, written]);
+    }
+
+    /// A call a daemon had begun when it was killed outright is shown as cut off
+    /// (`cancelled`, as the next daemon writes it) from its journal, which no daemon holds
+    /// then; while its daemon lives (it holds the journal locked) the call is under way, and
+    /// not shown.
+    #[test]
+    fn a_call_a_dead_daemon_had_begun_is_shown_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cut = entry("2026-12-01T10:00:01.000Z", "s1", "a", "exec");
+        (cut.outcome, cut.exit_code) = ("cancelled".into(), None);
+        let note = PendingLine::Begun {
+            begun: 1,
+            entry: Box::new(cut.clone()),
+        };
+        let journal = dir.path().join("audit.pending.99.0");
+        std::fs::write(&journal, serde_json::to_string(&note).unwrap() + "\n").unwrap();
+        let filter = Filter::new(None, None, None, None, 10).unwrap();
+        let held = std::fs::File::open(&journal).unwrap();
+        held.try_lock().unwrap();
+        assert_eq!(read(dir.path(), &filter).unwrap().0, []);
+        drop(held);
+        assert_eq!(read(dir.path(), &filter).unwrap().0, [cut]);
     }
 
     /// A trail of two generations: the rotated file and the live one.

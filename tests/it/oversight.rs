@@ -1432,6 +1432,15 @@ async fn a_call_cut_by_a_daemon_crash_is_in_the_trail() {
     };
     let (r, ()) = tokio::join!(cut, crash);
     assert_eq!(crate::code(&r), "daemon_unavailable", "{r}");
+    // Before any daemon runs again, history shows it cut off, from the dead one's journal.
+    let out = env.cli(&["history", "--json", "--session", &s.0]);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = shown
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["summary"] == format!("sleep {marker}"))
+        .unwrap_or_else(|| panic!("not shown: {shown}"));
+    assert_eq!(line["outcome"], "cancelled", "{line}");
     // The next call starts the next daemon, which writes the line before any other.
     mcp.call("session_list", json!({})).await;
     let lines = history_until(&env, &["--session", &s.0], |lines| {

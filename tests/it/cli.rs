@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 use sshmcp_tests::TestEnv;
+use std::ffi::OsStr;
 
 use crate::{connect, connected};
 
@@ -190,13 +191,7 @@ fn help_snapshot() {
 #[tokio::test]
 async fn the_sessions_table_fits_the_terminal() {
     let (env, mcp, s) = connected().await;
-    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-        .arg("sessions")
-        .env_clear()
-        .envs(env.env_vars())
-        .env("COLUMNS", "78")
-        .output()
-        .unwrap();
+    let out = env.cli_with(&["sessions"], &[("COLUMNS", OsStr::new("78"))]);
     let table = stdout(&out);
     let mut lines = table.lines();
     let header: Vec<&str> = lines
@@ -343,13 +338,7 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
         .unwrap();
         std::os::unix::fs::symlink(real.trim(), bin.join(tool)).unwrap();
     }
-    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-        .arg("doctor")
-        .env_clear()
-        .envs(env.env_vars())
-        .env("PATH", &bin)
-        .output()
-        .unwrap();
+    let out = env.cli_with(&["doctor"], &[("PATH", bin.as_os_str())]);
     let said = stdout(&out);
     assert_eq!(out.status.code(), Some(4), "{said}");
     assert!(
@@ -373,13 +362,7 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
         "{said}"
     );
     assert!(said.contains("3 problem(s) found"), "{said}");
-    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-        .args(["doctor", "--json"])
-        .env_clear()
-        .envs(env.env_vars())
-        .env("PATH", &bin)
-        .output()
-        .unwrap();
+    let out = env.cli_with(&["doctor", "--json"], &[("PATH", bin.as_os_str())]);
     assert_eq!(out.status.code(), Some(4));
     let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rsync = checks
@@ -398,13 +381,8 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
     );
     // A relative runtime directory, which every other command refuses: doctor says so on
     // its own line, and shows the local root this environment asks for, not a default.
-    let out = std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-        .arg("doctor")
-        .env_clear()
-        .envs(env.env_vars())
-        .env("SSHMCP_RUNTIME_DIR", "relative/run")
-        .output()
-        .unwrap();
+    let relative = [("SSHMCP_RUNTIME_DIR", OsStr::new("relative/run"))];
+    let out = env.cli_with(&["doctor"], &relative);
     let said = stdout(&out);
     assert_eq!(out.status.code(), Some(4), "{said}");
     assert!(
@@ -590,15 +568,7 @@ async fn completions_and_mcp_config_need_no_daemon() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "max-sessions = 3\n").unwrap();
-    let with_config = |args: &[&str]| {
-        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-            .args(args)
-            .env_clear()
-            .envs(env.env_vars())
-            .env("SSHMCP_CONFIG", &config)
-            .output()
-            .unwrap()
-    };
+    let with_config = |args: &[&str]| env.cli_with(args, &[("SSHMCP_CONFIG", config.as_os_str())]);
     let out = with_config(&["config", "path"]);
     assert_eq!(stdout(&out), format!("{}\n", config.display()));
     assert_eq!(
@@ -654,15 +624,7 @@ async fn the_cli_refuses_a_runtime_directory_another_user_made() {
         .status()
         .unwrap();
     assert!(status.success());
-    let run = |args: &[&str]| {
-        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-            .args(args)
-            .env_clear()
-            .envs(env.env_vars())
-            .env("SSHMCP_RUNTIME_DIR", &foreign)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| env.cli_with(args, &[("SSHMCP_RUNTIME_DIR", foreign.as_os_str())]);
     let out = run(&["daemon", "status"]);
     assert!(!out.status.success(), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);

@@ -401,7 +401,8 @@ async fn starting_sessions_own_their_server_count_and_authenticate_in_parallel()
 /// A command under way when its master dies answers `connection_lost` saying it had started
 /// (`error.started`: run again, it might do its work twice) and what it printed so far. A call after that started nothing,
 /// and says nothing of it.
-#[tokio::test]
+// Two workers: `exec_under_way` waits by blocking, while the exec's call goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_cut_by_a_dead_master_says_it_had_started() {
     let env = TestEnv::new();
     let mcp = env.mcp().await;
@@ -420,19 +421,7 @@ async fn a_command_cut_by_a_dead_master_says_it_had_started() {
         }
     });
     // Under way once watch shows its first line of output.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let out = env.cli(&["watch", "--once", "--json"]);
-        let snapshot: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if snapshot["sessions"][0]["execs"][0]["last_line"] == marker.as_str() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never under way: {snapshot}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    crate::oversight::exec_under_way(&env, marker.len() + 1);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(master),
         nix::sys::signal::Signal::SIGKILL,

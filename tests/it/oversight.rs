@@ -248,7 +248,7 @@ async fn watch_shows_an_exec_under_way_with_its_last_line() {
 }
 
 /// The id `watch` shows for the one `exec` under way once it printed `bytes`.
-fn exec_under_way(env: &TestEnv, bytes: usize) -> String {
+pub(crate) fn exec_under_way(env: &TestEnv, bytes: usize) -> String {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let out = env.cli(&["watch", "--once", "--json"]);
@@ -1608,15 +1608,8 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
 #[tokio::test]
 async fn a_restart_into_settings_a_start_refuses_keeps_the_running_daemon() {
     let (env, mcp, s) = crate::connected().await;
-    let cli = |args: &[&str]| {
-        std::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
-            .args(args)
-            .env_clear()
-            .envs(env.env_vars())
-            .env("SSHMCP_LOG", "info,sshmcpd=verbose")
-            .output()
-            .unwrap()
-    };
+    let log = [("SSHMCP_LOG", std::ffi::OsStr::new("info,sshmcpd=verbose"))];
+    let cli = |args: &[&str]| env.cli_with(args, &log);
     let before = env.daemon_pid();
     let out = cli(&["daemon", "restart"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");

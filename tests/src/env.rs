@@ -2,6 +2,7 @@
 //! directories and the local root, a cleared environment pointing every binary at them, and a
 //! guard that stops the daemon (printing its log when the test failed).
 
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -146,10 +147,16 @@ impl TestEnv {
 
     /// Runs the `sshmcp` CLI to completion.
     pub fn cli(&self, args: &[&str]) -> Output {
+        self.cli_with(args, &[])
+    }
+
+    /// [`cli`](Self::cli) with the variables `extra` set over this world's.
+    pub fn cli_with(&self, args: &[&str], extra: &[(&str, &OsStr)]) -> Output {
         Command::new(bins::path("sshmcp"))
             .args(args)
             .env_clear()
             .envs(self.env_vars())
+            .envs(extra.iter().copied())
             .output()
             .expect("run sshmcp")
     }

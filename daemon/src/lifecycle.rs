@@ -259,12 +259,15 @@ pub async fn run(
         stop.clone(),
         clients.clone(),
     ));
-    let exit = tokio::select! {
-        _ = &mut serving => Exit::Stop,
-        _ = term.recv() => { tracing::info!("SIGTERM: stopping"); Exit::Stop }
-        _ = interrupt.recv() => { tracing::info!("SIGINT: stopping"); Exit::Stop }
-        _ = hand_over.recv() => { tracing::info!("SIGUSR1: handing the sessions over"); Exit::HandOver }
-        _ = idle(&registry, clients.subscribe(), idle_exit) => Exit::Stop,
+    let (exit, cause) = tokio::select! {
+        _ = &mut serving => (Exit::Stop, "asked to stop"),
+        _ = term.recv() => { tracing::info!("SIGTERM: stopping"); (Exit::Stop, "SIGTERM") }
+        _ = interrupt.recv() => { tracing::info!("SIGINT: stopping"); (Exit::Stop, "SIGINT") }
+        _ = hand_over.recv() => {
+            tracing::info!("SIGUSR1: handing the sessions over");
+            (Exit::HandOver, "restart")
+        }
+        _ = idle(&registry, clients.subscribe(), idle_exit) => (Exit::Stop, "idle"),
     };
     pidfile.mark_stopping();
     stop.cancel();
@@ -278,7 +281,9 @@ pub async fn run(
             Exit::HandOver => registry.hand_over().await,
         }
     };
-    if tokio::time::timeout(TEARDOWN_CAP, teardown).await.is_err() {
+    let sessions = registry.session_count();
+    let in_time = tokio::time::timeout(TEARDOWN_CAP, teardown).await.is_ok();
+    if !in_time {
         tracing::warn!(
             "teardown took over {}s; sessions still closing are recorded so, for the next \
              daemon to stop their masters",
@@ -286,9 +291,24 @@ pub async fn run(
         );
     }
     registry.seal_record();
+    registry.note_stop(stop_summary(exit, cause, sessions, in_time));
     let _ = tokio::task::spawn_blocking(move || trail.close(AUDIT_CLOSE_CAP)).await;
     tracing::info!(?exit, "daemon stopped");
     Ok(())
+}
+
+/// The trail's `daemon_stop` line: why the daemon left and what became of its sessions, so
+/// that a person reading `sshmcp history` sees where one daemon's calls end.
+fn stop_summary(exit: Exit, cause: &str, sessions: usize, in_time: bool) -> String {
+    let sessions = match (exit, in_time) {
+        (Exit::HandOver, _) => format!("{sessions} sessions left up for the next daemon"),
+        (Exit::Stop, true) => format!("{sessions} sessions closed"),
+        (Exit::Stop, false) => format!(
+            "{sessions} sessions closing after {}s, recorded for the next daemon to stop",
+            TEARDOWN_CAP.as_secs()
+        ),
+    };
+    format!("{cause}; {sessions}")
 }
 
 /// Resolves once the daemon has had no session and no client for `limit` (never when `limit`
@@ -364,5 +384,21 @@ mod tests {
         let destinations =
             shared.filter_map(|s| s.downcast::<crate::transfers::Destinations>().ok());
         assert_eq!(destinations.count(), 1);
+    }
+
+    #[test]
+    fn the_stop_line_says_why_and_what_became_of_the_sessions() {
+        assert_eq!(
+            stop_summary(Exit::Stop, "SIGTERM", 2, true),
+            "SIGTERM; 2 sessions closed"
+        );
+        assert_eq!(
+            stop_summary(Exit::Stop, "idle", 1, false),
+            "idle; 1 sessions closing after 12s, recorded for the next daemon to stop"
+        );
+        assert_eq!(
+            stop_summary(Exit::HandOver, "restart", 3, false),
+            "restart; 3 sessions left up for the next daemon"
+        );
     }
 }

@@ -743,6 +743,12 @@ async fn the_trail_can_be_turned_off_only_by_the_config_and_a_broken_trail_never
         ),
         "{lines:?}"
     );
+    // The first daemon's last line says why it left and that it left the session up.
+    assert_eq!(lines[1]["tool"], "daemon_stop", "{lines:?}");
+    assert_eq!(
+        lines[1]["summary"], "restart; 1 sessions left up for the next daemon",
+        "{lines:?}"
+    );
     assert!(lines.iter().all(|l| l["summary"] != "echo not-kept"));
     mcp.close().await;
 

@@ -173,6 +173,12 @@ impl Registry {
             .note(crate::audit::daemon_line(tool, summary, outcome));
     }
 
+    /// Writes the trail's last line of this daemon (see `lifecycle::run`).
+    pub fn note_stop(&self, summary: String) {
+        self.trail
+            .note(crate::audit::daemon_line("daemon_stop", summary, "ok"));
+    }
+
     /// `text` with the key of every live session, and of every session closed in the last
     /// day, replaced (see [`key::redact`]): an agent may paste any key into a command, a
     /// path or a host, and no key may reach the trail, a log or an error message.

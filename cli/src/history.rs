@@ -194,7 +194,14 @@ pub fn table(entries: &[AuditEntry], width: Option<usize>) -> String {
         return "no calls recorded\n".to_string();
     }
     const HEADER: [&str; 8] = [
-        "TIME", "SESSION", "TARGET", "TOOL", "OUTCOME", "SECONDS", "CLIENT", "SUMMARY",
+        "TIME (UTC)",
+        "SESSION",
+        "TARGET",
+        "TOOL",
+        "OUTCOME",
+        "SECONDS",
+        "CLIENT",
+        "SUMMARY",
     ];
     let rows: Vec<[String; 8]> = entries
         .iter()
@@ -415,7 +422,7 @@ mod tests {
         let text = table(&entries, None);
         assert_eq!(
             text,
-            "TIME                 SESSION  TARGET  TOOL  OUTCOME  SECONDS  CLIENT           SUMMARY\n\
+            "TIME (UTC)           SESSION  TARGET  TOOL  OUTCOME  SECONDS  CLIENT           SUMMARY\n\
              2026-12-01 10:00:01  s1       prod    exec  exit 0   0.012    claude-code 2.1  uname -a echo two\n"
         );
         for line in table(&entries, Some(80)).lines() {

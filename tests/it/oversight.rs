@@ -116,7 +116,7 @@ async fn an_exec_is_in_the_trail_with_its_session_summary_exit_code_and_client()
     assert_eq!((newest.len(), &newest[0]["tool"]), (1, &json!("exec")));
     let out = env.cli(&["history"]);
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.starts_with("TIME "), "{table}");
+    assert!(table.starts_with("TIME (UTC) "), "{table}");
     assert!(
         table.contains("exit 3") && table.contains(marker),
         "{table}"

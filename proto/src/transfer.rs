@@ -132,8 +132,8 @@ pub struct TransferReport {
     pub eta: Option<f64>,
     /// The SHA-256 (hex) both ends agreed on, once verified.
     pub sha256: Option<String>,
-    /// The published file's absolute path (local for a download, remote for an upload), once
-    /// completed.
+    /// The published file's absolute path (local for a download, remote for an upload, in
+    /// `remote_path_encoding`), once completed.
     pub final_path: Option<String>,
     /// Null unless `state` is `failed`: why the copy failed.
     pub error: Option<TransferError>,

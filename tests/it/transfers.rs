@@ -1274,6 +1274,67 @@ async fn a_transfer_cut_by_a_crash_resumes_in_the_next_daemon() {
     mcp.close().await;
 }
 
+/// A daemon that published an upload and died before its record said so: the next daemon
+/// stops the remote rsync the one before left behind (it could still write into the file it
+/// published), finds the destination holding the source byte for byte, and reports the
+/// transfer completed, not failed for a destination that exists.
+#[tokio::test]
+async fn an_upload_published_just_before_a_crash_ends_completed_and_its_old_rsync_stopped() {
+    let (env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "uppub").await;
+    std::fs::create_dir_all(&env.local_root).unwrap();
+    let source = env.local_root.join("pub.bin");
+    std::fs::File::create(&source)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    let destination = format!("{dir}/pub.bin");
+    let args = json!({"local_path": "pub.bin", "remote_path": destination});
+    let r = on_session(&mcp, &s, "upload_start", args).await;
+    assert_eq!(r["ok"], true, "{r}");
+    // Its remote rsync, stopped as soon as it shows: the copy cannot end meanwhile, and the
+    // process outlives the daemon as a slow one would.
+    let marker = format!(
+        "SSHMCP_RSYNC=sshmcp-rsync-{}",
+        r["operation_id"].as_str().unwrap()
+    );
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut stopped: Vec<u32> = Vec::new();
+    while stopped.is_empty() || sshmcp_tests::process::with_environment(&marker) != stopped {
+        for pid in sshmcp_tests::process::with_environment(&marker) {
+            let pid_t = nix::unistd::Pid::from_raw(pid as i32);
+            nix::sys::signal::kill(pid_t, nix::sys::signal::Signal::SIGSTOP).unwrap();
+            if !stopped.contains(&pid) {
+                stopped.push(pid);
+            }
+        }
+        stopped.sort_unstable();
+        assert!(std::time::Instant::now() < give_up, "no remote rsync");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let st = on_session(
+        &mcp,
+        &s,
+        "transfer_status",
+        json!({"operation_id": r["operation_id"]}),
+    )
+    .await;
+    assert!(st["ended_at"].is_null(), "the copy must still run: {st}");
+    // What the daemon before did last: the published file.
+    std::fs::copy(&source, &destination).unwrap();
+    env.crash_daemon();
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["sha256"], local_sha256(&source), "{done}");
+    assert_eq!(done["final_path"], destination, "{done}");
+    assert!(
+        stopped.iter().all(|pid| sshmcp_tests::process::gone(*pid)),
+        "the old remote rsync was stopped"
+    );
+    assert!(env.daemon_log_shows("found published by the daemon before"));
+    mcp.close().await;
+}
+
 /// A transfer the next daemon cannot resume (its destination was taken meanwhile) ends
 /// failed, saying why, and its report names the local file as every other report does:
 /// absolute.

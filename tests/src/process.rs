@@ -29,6 +29,21 @@ pub fn count_matching(needles: &[&str]) -> usize {
         .count()
 }
 
+/// The live processes whose environment holds `entry` (`NAME=value`) exactly: what a
+/// daemon marks its remote rsync with, where the command line tells nothing.
+pub fn with_environment(entry: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let environ = std::fs::read(e.path().join("environ")).ok()?;
+            let has = environ.split(|b| *b == 0).any(|v| v == entry.as_bytes());
+            (has && any_thread_alive(pid)).then_some(pid)
+        })
+        .collect()
+}
+
 /// Waits (up to 10 s) until `pid` has exited; a zombie counts as exited (its parent may be an
 /// init that does not reap). Every thread must be through: the leader turns zombie while the
 /// others may still be closing the process's descriptors. Processes we did not start give no

@@ -420,6 +420,13 @@ pub fn resume(
     };
     let session = session.clone();
     tokio::spawn(async move {
+        // A daemon killed outright takes its rsync along, but the remote end may write on a
+        // while (or, stopped, much later): into the partial a copy resumes, or, once
+        // published, into the published file itself.
+        if let Err(e) = remote::stop_rsync(&session, &rsync_marker(&id)).await {
+            tracing::warn!(transfer = %id, "{}", e.message);
+        }
+        let asked = req.clone();
         match begin(
             &session,
             &settings,
@@ -432,11 +439,70 @@ pub fn resume(
         {
             Ok(_) => tracing::info!(session = %session.id, transfer = %id, "transfer resumed"),
             Err(e) => {
-                tracing::warn!(transfer = %id, "cannot resume: {}", e.message);
-                not_resumed(&session, &placeholder, e, "could not");
+                let exists = [ErrorCode::LocalPathExists, ErrorCode::RemotePathExists];
+                let published = match exists.contains(&e.code) && !asked.overwrite {
+                    true => published_already(&session, &settings, direction, &asked).await,
+                    false => None,
+                };
+                match published {
+                    Some(end) => {
+                        tracing::info!(transfer = %id, "found published by the daemon before");
+                        placeholder.end(Ok(end));
+                        session.record.ask();
+                    }
+                    None => {
+                        tracing::warn!(transfer = %id, "cannot resume: {}", e.message);
+                        not_resumed(&session, &placeholder, e, "could not");
+                    }
+                }
             }
         }
     });
+}
+
+/// What marks transfer `id`'s rsync on the host, for the relay to find where rsync's stream
+/// begins and for a stop to find its processes: the same for every daemon that runs the
+/// transfer, so a daemon that takes it back finds the one before's.
+fn rsync_marker(id: &str) -> String {
+    format!("sshmcp-rsync-{id}")
+}
+
+/// The SHA-256 and final path of a transfer the daemon before published just before it
+/// died, when the record still named it as under way: its destination, which the transfer
+/// did not let it replace, holds the source byte for byte.
+async fn published_already(
+    session: &Session,
+    settings: &Settings,
+    direction: TransferDirection,
+    req: &TransferStartRequest,
+) -> Option<(String, String)> {
+    let remote_path = inspect::path_bytes(&req.remote_path).ok()?;
+    let root = crate::request::local_root(req.local_root.clone(), settings).ok()?;
+    let (copy, source, final_path) = match direction {
+        TransferDirection::Download => {
+            let (size, _) = remote::source_size(session, &remote_path).await.ok()?;
+            let destination = local::destination(&root, &req.local_path, true).ok()?;
+            let final_path = destination.final_path.display().to_string();
+            let (copy, source) = tokio::join!(
+                local_sha256(destination.final_path),
+                remote::sha256(session, &remote_path, size)
+            );
+            (copy, source, final_path)
+        }
+        TransferDirection::Upload => {
+            let source = local::source(&root, &req.local_path).ok()?;
+            let destination = remote::destination(session, &remote_path, true)
+                .await
+                .ok()?;
+            let (copy, source) = tokio::join!(
+                remote::sha256(session, &destination.path, source.size),
+                local_sha256(source.proc_path())
+            );
+            (copy, source, inspect::remote_text(&destination.path).0)
+        }
+    };
+    let copy = copy.ok()?;
+    (copy == source.ok()?).then_some((copy, final_path))
 }
 
 /// Ends a transfer a starting daemon took back but `did_not` (or `could not`) resume, why.
@@ -732,8 +798,7 @@ async fn run_rsync(
         },
     };
     let server = (session.server_host.as_str(), session.server_port);
-    let marker = crate::random::nonce("sshmcp-rsync-")
-        .map_err(|e| failed(DaemonError::internal(format!("no randomness: {e}"))))?;
+    let marker = rsync_marker(&op.id);
     let give_up = Instant::now() + SLOT_WAIT;
     let mut pause = REFUSED_PAUSE;
     let refusals = kill_channel::Refusals::default();
@@ -902,7 +967,8 @@ async fn publish(
             remote::publish(session, destination, partial, overwrite)
                 .await
                 .map_err(failed)?;
-            String::from_utf8_lossy(destination).into_owned()
+            // As the report gives `remote_path`, in its encoding.
+            inspect::remote_text(destination).0
         }
     })
 }

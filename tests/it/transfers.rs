@@ -1477,6 +1477,9 @@ async fn odd_remote_names_go_up_and_come_back() {
         )
         .await;
         assert_eq!(done["state"], "completed", "{name:?}: {done}");
+        // Published where it was named, said as `remote_path` is (a path that is no UTF-8
+        // in its base64).
+        assert_eq!(done["final_path"], done["remote_path"], "{name:?}: {done}");
         let r = on_session(
             &mcp,
             &s,

@@ -1,6 +1,16 @@
 # shellcheck shell=sh disable=SC2154 # _p, _q64 and _expected come from the daemon, _sshmcp_fail from prelude.sh
 # The pieces the file programs share (see files/mod.rs).
 _exists() { [ -e "$_p" ] || [ -L "$_p" ]; }
+# Why mkdir (with parents when $1 is 1) failed, $2 its words: a file that is no directory in
+# the way is `notdir` (GNU and BusyBox say "Not a directory", GNU says "File exists" of the
+# last directory with -p), else as any tool's failure.
+_mkdir_fail() {
+  case $2 in
+    *': Not a directory') echo notdir; exit 0 ;;
+    *': File exists') [ "$1" = 1 ] && { echo notdir; exit 0; } ;;
+  esac
+  _sshmcp_fail "$2"
+}
 _second_path() {
   _q=$(printf %s "$_q64" | command base64 -d; printf .)
   _q=${_q%.}

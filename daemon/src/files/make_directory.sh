@@ -10,5 +10,5 @@ fi
 set --
 [ "$_parents" = 1 ] && set -- -p
 [ -n "$_mode" ] && set -- "$@" -m "$_mode"
-_e=$(command mkdir "$@" -- "$_p" 2>&1) || _sshmcp_fail "$_e"
+_e=$(command mkdir "$@" -- "$_p" 2>&1) || _mkdir_fail "$_parents" "$_e"
 printf 'ok made %s\n' "$(command stat -c %f -- "$_p")"

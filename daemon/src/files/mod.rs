@@ -235,6 +235,25 @@ mod tests {
                 (said, content.to_vec())
             );
 
+            // A file in the way of the directories asked for is no directory, whatever
+            // mkdir calls it ("File exists", "Not a directory").
+            let below = file.join("x");
+            let below_bytes = below.as_os_str().as_bytes();
+            let req = WriteFileRequest {
+                auth: auth(),
+                path: remote(below_bytes),
+                content: b"x".to_vec(),
+                mode: None,
+                create_dirs: true,
+                overwrite: true,
+                expected_sha256: None,
+            };
+            assert_eq!(run(write::script(below_bytes, &req), b"x"), "notdir\n");
+            let deeper = below.join("y");
+            let deeper_bytes = deeper.as_os_str().as_bytes();
+            let made = run(paths::make_directory_program(deeper_bytes, true, None), b"");
+            assert_eq!(made, "notdir\n", "{shell:?}");
+
             let dir = home.path().join("sub 'dir'");
             let dir_bytes = dir.as_os_str().as_bytes();
             let made = run(paths::make_directory_program(dir_bytes, false, None), b"");

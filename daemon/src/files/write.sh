@@ -1,6 +1,6 @@
 # shellcheck shell=sh disable=SC2154 # _p, _sshmcp_fail (prelude.sh), the functions (files.sh) and _expected, _overwrite, _create_dirs, _mode (the daemon) come before
 if [ "$_create_dirs" = 1 ]; then
-  _e=$(command mkdir -p -- "${_p%/*}/" 2>&1) || _sshmcp_fail "$_e"
+  _e=$(command mkdir -p -- "${_p%/*}/" 2>&1) || _mkdir_fail 1 "$_e"
 fi
 _target_checks
 if [ -n "$_expected" ]; then

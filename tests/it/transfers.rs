@@ -1179,6 +1179,10 @@ async fn a_full_disk_or_a_vanished_directory_fails_the_transfer_and_publishes_no
         left.starts_with(".sshmcp-") && left.lines().count() == 1,
         "{left:?}"
     );
+    // The message names the partial that takes the disk's space, for whoever must free it.
+    let kept = format!("{full}/{} on the host", left.trim_end());
+    let message = done["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&kept), "{message}");
     // A remote directory removed during the copy.
     let (dir, r) = an_upload_under_way(&env, &mcp, &s, "gone.bin", false).await;
     remote_out(&mcp, &s, &format!("rm -r {dir}")).await;
@@ -1219,10 +1223,16 @@ async fn a_full_disk_or_a_vanished_directory_fails_the_transfer_and_publishes_no
         .flatten()
         .next()
         .expect("the partial stays")
-        .metadata()
-        .unwrap()
-        .len();
-    assert!(partial > 0, "what arrived is kept");
+        .path();
+    assert!(
+        partial.metadata().unwrap().len() > 0,
+        "what arrived is kept"
+    );
+    let message = done["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&partial.display().to_string()),
+        "{message}"
+    );
     remote_out(&mcp, &s, &format!("rm {remote}")).await;
     mcp.close().await;
 }

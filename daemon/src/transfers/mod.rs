@@ -856,7 +856,9 @@ async fn run_rsync(
              rsync's channel: running commands hold every session it allows); a retry is safe \
              once one ends",
         ),
-        Err(rsync::Failure::Exited(code, said)) => exit_error(session, code, &said).await,
+        Err(rsync::Failure::Exited(code, said)) => {
+            exit_error(session, code, &said, &partial_shown(plan)).await
+        }
         Err(rsync::Failure::Start(e)) => {
             DaemonError::new(ErrorCode::TransferFailed, format!("cannot run rsync: {e}"))
         }
@@ -973,9 +975,20 @@ async fn publish(
     })
 }
 
+/// Where a copy's partial file is, for a person to find it (what arrived stays there for a
+/// retry, and takes its space meanwhile): on the host for an upload.
+fn partial_shown(plan: &Plan) -> String {
+    match plan {
+        Plan::Download { partial, .. } => partial.display().to_string(),
+        Plan::Upload { partial, .. } => {
+            format!("{} on the host", String::from_utf8_lossy(&partial.path))
+        }
+    }
+}
+
 /// Why rsync exited badly: the master's end (a master killed mid-copy closes its socket a
-/// moment before it shows as exited), or rsync's own failure.
-async fn exit_error(session: &Session, code: i32, said: &str) -> DaemonError {
+/// moment before it shows as exited), or rsync's own failure, naming the partial file kept.
+async fn exit_error(session: &Session, code: i32, said: &str, partial: &str) -> DaemonError {
     let lost = match session.host.master.get() {
         Some(master) => master.exited_within(MASTER_EXIT_WAIT).await,
         None => false,
@@ -985,7 +998,8 @@ async fn exit_error(session: &Session, code: i32, said: &str) -> DaemonError {
         false => DaemonError::new(
             ErrorCode::TransferFailed,
             format!(
-                "rsync failed ({}){}; the partial file is kept for a retry",
+                "rsync failed ({}){}; what arrived is kept for a retry in {partial} (remove \
+                 it to give its space back)",
                 rsync::exit_meaning(code),
                 match said {
                     "" => String::new(),

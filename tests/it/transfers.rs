@@ -1069,8 +1069,9 @@ async fn upload_sources_outside_the_root_and_bad_destinations_are_refused() {
     mcp.close().await;
 }
 
-/// One destination has one writer across sessions: a local path, and a remote file even when
-/// the other session reached the server by another name.
+/// One destination has one writer across sessions: a local file even when the other client's
+/// local root reaches it through a symlink, and a remote file even when the other session
+/// reached the server by another name.
 #[tokio::test]
 async fn one_destination_has_one_writer_across_sessions() {
     let (env, mcp, s) = connected().await;
@@ -1084,6 +1085,15 @@ async fn one_destination_has_one_writer_across_sessions() {
     )
     .await;
     assert_eq!(code(&other), "transfer_conflict", "{other}");
+    let linked = env.local_root.with_extension("link");
+    std::os::unix::fs::symlink(&env.local_root, &linked).unwrap();
+    let third = env
+        .mcp_with_args(&["--local-root", linked.to_str().unwrap()])
+        .await;
+    let args = json!({"remote_path": sparse, "local_path": "shared.bin", "overwrite": true});
+    let other = on_session(&third, &s, "download_start", args).await;
+    assert_eq!(code(&other), "transfer_conflict", "{other}");
+    third.close().await;
     on_session(
         &mcp,
         &s,

@@ -62,6 +62,18 @@ pub fn destination(
     })
 }
 
+impl Destination {
+    /// The file as its directory's device and inode and its name: one file whatever path
+    /// reached it (two local roots may be one directory through a symlink).
+    pub fn identity(&self) -> Result<(u64, u64, OsString), DaemonError> {
+        let st = nix::sys::stat::fstat(&self.parent)
+            .map_err(|e| invalid(format!("cannot look at local_path's directory: {e}")))?;
+        // The widths of dev_t and ino_t differ between systems (macOS's dev_t is 32 bits).
+        #[allow(clippy::unnecessary_cast)]
+        Ok((st.st_dev as u64, st.st_ino as u64, self.name.clone()))
+    }
+}
+
 /// What an upload reads: a regular file inside the local root, opened once (reached as
 /// `destination` reaches its directory, and not through a symlink), so what is copied and
 /// hashed is the file that was checked, whatever takes its name later.

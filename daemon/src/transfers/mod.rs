@@ -56,11 +56,12 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A file a transfer writes: a local path, or a remote file as its host identifies it (two
-/// names of one server reach the same file).
+/// A file a transfer writes, as its system identifies it: a local file by its directory's
+/// device and inode and its name, a remote one likewise with the host's identity (two paths
+/// may reach one file).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Target {
-    Local(PathBuf),
+    Local((u64, u64, std::ffi::OsString)),
     Remote(Vec<u8>),
 }
 
@@ -629,7 +630,7 @@ async fn plan(
             }
             let (total, mode) = remote::source_size(session, &remote_path).await?;
             let destination = local::destination(root, &req.local_path, req.overwrite)?;
-            let claim = destinations.claim(Target::Local(destination.final_path.clone()))?;
+            let claim = destinations.claim(Target::Local(destination.identity()?))?;
             let partial = local::partial_path(root, &server, &remote_path, &destination.final_path)
                 .map_err(|e| {
                     DaemonError::new(

@@ -128,6 +128,9 @@ pub struct Operation {
     ended: tokio::sync::watch::Sender<bool>,
     /// Stopped by a handover: the next daemon resumes it.
     handed_over: std::sync::atomic::AtomicBool,
+    /// A download's local partial file, whose size tells what arrived when rsync's progress
+    /// lags (it reports in bursts, seconds apart) or a copy stopped before it reported.
+    partial: Option<PathBuf>,
 }
 
 impl Operation {
@@ -161,12 +164,19 @@ impl Operation {
             cancel,
             ended: tokio::sync::watch::channel(false).0,
             handed_over: Default::default(),
+            partial: None,
         }
     }
 
     fn report(&self) -> TransferReport {
         let p = locked(&self.progress);
-        let bytes = self.bytes.load(Ordering::Relaxed);
+        let arrived = match (&self.partial, p.state) {
+            (Some(partial), state) if state != TransferState::Completed => {
+                std::fs::metadata(partial).map_or(0, |m| m.len().min(self.total))
+            }
+            _ => 0,
+        };
+        let bytes = self.bytes.load(Ordering::Relaxed).max(arrived);
         let seconds = p
             .ended_at
             .and_then(|end| end.duration_since(self.started_at).ok())
@@ -700,8 +710,12 @@ fn operation(
         Plan::Download {
             source,
             destination,
+            partial,
             ..
-        } => (destination.final_path.display().to_string(), source.clone()),
+        } => {
+            op.partial = Some(partial.clone());
+            (destination.final_path.display().to_string(), source.clone())
+        }
         Plan::Upload {
             source,
             destination,

@@ -178,12 +178,13 @@ fn check_host(what: &str, host: &str) -> Result<(), DaemonError> {
     }
 }
 
-/// The request's own checks; returns the listening host. `localhost` is taken as 127.0.0.1:
-/// OpenSSH would count a listener on either of its addresses as done, and a port busy on the
-/// other would then reach someone else's program.
+/// The request's own checks; returns the listening host. `localhost` (in any case, as host
+/// names go) is taken as 127.0.0.1: OpenSSH would count a listener on either of its
+/// addresses as done, and a port busy on the other would then reach someone else's program.
 fn check(req: &ForwardStartRequest, settings: &Settings) -> Result<String, DaemonError> {
     let listen_host = match req.listen_host.as_deref() {
-        None | Some("localhost") => "127.0.0.1".to_string(),
+        None => "127.0.0.1".to_string(),
+        Some(host) if host.eq_ignore_ascii_case("localhost") => "127.0.0.1".to_string(),
         Some(host) => host.to_string(),
     };
     check_host("listen_host", &listen_host)?;
@@ -766,7 +767,7 @@ mod tests {
         for host in LOOPBACK {
             assert!(check(&req(ForwardKind::Dynamic, Some(host), None), &strict).is_ok());
         }
-        for default in [None, Some("localhost")] {
+        for default in [None, Some("localhost"), Some("LocalHost")] {
             let r = req(ForwardKind::Dynamic, default, None);
             assert_eq!(check(&r, &strict).unwrap(), "127.0.0.1");
         }
@@ -778,7 +779,6 @@ mod tests {
             "example.com",
             "127.0.0.1.evil",
             "0",
-            "LOCALHOST",
             "localhost.",
             "127.0.0.2",
         ] {

@@ -1408,6 +1408,24 @@ async fn a_restart_hands_a_transfer_over() {
     let sum = remote_out(&mcp, &s, &format!("sha256sum {remote}")).await;
     assert_eq!(done["sha256"], &sum[..64]);
     assert!(env.daemon_log_shows("transfer resumed"));
+    // A caller polling across the next daemon's start (here after a crash) learns the same
+    // end, and the list still holds it: once the record holds it (written just after).
+    let record = env.runtime_dir.join("sessions.json");
+    let sha = done["sha256"].as_str().unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&record).is_ok_and(|r| r.contains(sha)) {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the end never reached the record"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    env.crash_daemon();
+    let args = json!({"operation_id": r["operation_id"]});
+    let again = on_session(&mcp, &s, "transfer_status", args).await;
+    assert_eq!(again, done);
+    let listed = on_session(&mcp, &s, "transfer_list", json!({})).await;
+    assert_eq!(listed["transfers"][0]["sha256"], done["sha256"], "{listed}");
     std::fs::remove_file(env.local_root.join("handed.bin")).unwrap();
     remote_out(&mcp, &s, &format!("rm {remote}")).await;
     mcp.close().await;

@@ -56,7 +56,7 @@ struct Document {
 }
 
 /// One session as recorded. Only this module reads or writes the file's layout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub session_id: String,
     pub key_sha256: String,
@@ -110,8 +110,9 @@ pub struct ForwardEntry {
     pub created_unix_ms: u64,
 }
 
-/// A transfer under way as recorded: its request, less the caller's key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A transfer as recorded: its request, less the caller's key, and once it ended its last
+/// report (so that a caller polling across a restart learns how it ended).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransferEntry {
     pub operation_id: String,
     /// `download` or `upload`.
@@ -125,6 +126,10 @@ pub struct TransferEntry {
     /// the copy learns it again (0 in a record written before it was kept).
     #[serde(default)]
     pub total_bytes: u64,
+    /// Its last report once it ended; none while under way (in a record written before ended
+    /// transfers were kept, every transfer is under way).
+    #[serde(default)]
+    pub ended: Option<sshmcp_proto::transfer::TransferReport>,
 }
 
 /// One command handle as recorded: enough to answer for it after the daemon that ran it is
@@ -315,6 +320,7 @@ mod tests {
                 local_root: None,
                 started_unix_ms: 1_767_225_600_002,
                 total_bytes: 4096,
+                ended: None,
             }],
             forwards: vec![ForwardEntry {
                 forward_id: "fw-0123456789abcdef".into(),

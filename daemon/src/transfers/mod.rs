@@ -41,6 +41,10 @@ use sshmcp_proto::overview::SessionView;
 
 /// Transfers a session keeps for `transfer_list` (running ones are never dropped).
 const HISTORY_LEN: usize = 100;
+
+/// The most ended transfers a session's record keeps (their last reports): enough for the
+/// callers polling when a daemon restarts, little for a record rewritten at each change.
+const ENDED_RECORDED: usize = 16;
 /// How long a transfer waits for one of the session's channels.
 const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// The first pause before rsync tries again a channel sshd refused; it doubles up to
@@ -131,6 +135,8 @@ pub struct Operation {
     /// A download's local partial file, whose size tells what arrived when rsync's progress
     /// lags (it reports in bursts, seconds apart) or a copy stopped before it reported.
     partial: Option<PathBuf>,
+    /// The last report of a transfer that ended under the daemon before, as it gave it.
+    told: Option<TransferReport>,
 }
 
 impl Operation {
@@ -165,10 +171,14 @@ impl Operation {
             ended: tokio::sync::watch::channel(false).0,
             handed_over: Default::default(),
             partial: None,
+            told: None,
         }
     }
 
     fn report(&self) -> TransferReport {
+        if let Some(told) = &self.told {
+            return told.clone();
+        }
         let p = locked(&self.progress);
         let arrived = match (&self.partial, p.state) {
             (Some(partial), state) if state != TransferState::Completed => {
@@ -321,12 +331,18 @@ impl Transfers {
         }
     }
 
-    /// The transfers under way, oldest first, as the session record keeps them.
+    /// The transfers under way and the newest [`ENDED_RECORDED`] ended ones, oldest first,
+    /// as the session record keeps them.
     pub fn recorded(&self) -> Vec<TransferEntry> {
         let ops = locked(&self.0);
+        let ended: Vec<&Arc<Operation>> = ops
+            .iter()
+            .filter(|o| !o.resumable())
+            .take(ENDED_RECORDED)
+            .collect();
         ops.iter()
             .rev()
-            .filter(|o| o.resumable())
+            .filter(|o| o.resumable() || ended.iter().any(|e| Arc::ptr_eq(e, o)))
             .map(|o| TransferEntry {
                 operation_id: o.id.clone(),
                 direction: direction_name(o.direction).into(),
@@ -336,6 +352,7 @@ impl Transfers {
                 local_root: o.request.local_root.clone(),
                 started_unix_ms: unix_ms(o.started_at),
                 total_bytes: o.total,
+                ended: (!o.resumable()).then(|| o.report()),
             })
             .collect()
     }
@@ -378,33 +395,13 @@ pub fn resume(
     entry: TransferEntry,
     registry: &Registry,
 ) {
-    let (direction, tool) = match entry.direction.as_str() {
-        "upload" => (TransferDirection::Upload, Tool::UploadStart),
-        _ => (TransferDirection::Download, Tool::DownloadStart),
+    let tool = match entry.direction.as_str() {
+        "upload" => Tool::UploadStart,
+        _ => Tool::DownloadStart,
     };
-    let req = TransferStartRequest {
-        // Never checked: the session is the daemon's own, and the record holds no key.
-        auth: sshmcp_proto::session::SessionAuth {
-            session_id: session.id.clone(),
-            session_key: String::new(),
-        },
-        remote_path: entry.remote_path,
-        local_path: entry.local_path,
-        overwrite: entry.overwrite,
-        local_root: entry.local_root,
-    };
-    let id = entry.operation_id;
-    let mut placeholder = Operation::new(
-        Resumed {
-            id: id.clone(),
-            started_at: from_unix_ms(entry.started_unix_ms),
-            placeholder: None,
-        },
-        direction,
-        req.clone(),
-        entry.total_bytes,
-        session.host.closing.child_token(),
-    );
+    let id = entry.operation_id.clone();
+    let mut placeholder = Operation::recorded(session, entry);
+    let (direction, req) = (placeholder.direction, placeholder.request.clone());
     // Absolute, as every other report says it, also when the resume fails.
     if let Some(root) = &req.local_root {
         placeholder.local_path = Path::new(root).join(&req.local_path).display().to_string();
@@ -514,6 +511,43 @@ async fn published_already(
     };
     let copy = copy.ok()?;
     (copy == source.ok()?).then_some((copy, final_path))
+}
+
+impl Operation {
+    /// The operation a record names, as it was started, not yet running again.
+    fn recorded(session: &Session, entry: TransferEntry) -> Self {
+        let direction = match entry.direction.as_str() {
+            "upload" => TransferDirection::Upload,
+            _ => TransferDirection::Download,
+        };
+        let req = TransferStartRequest {
+            // Never checked: the session is the daemon's own, and the record holds no key.
+            auth: sshmcp_proto::session::SessionAuth {
+                session_id: session.id.clone(),
+                session_key: String::new(),
+            },
+            remote_path: entry.remote_path,
+            local_path: entry.local_path,
+            overwrite: entry.overwrite,
+            local_root: entry.local_root,
+        };
+        let resumed = Resumed {
+            id: entry.operation_id,
+            started_at: from_unix_ms(entry.started_unix_ms),
+            placeholder: None,
+        };
+        let cancel = session.host.closing.child_token();
+        Self::new(resumed, direction, req, entry.total_bytes, cancel)
+    }
+
+    /// A transfer that ended under the daemon before: it answers the last report it gave.
+    fn told(session: &Session, entry: TransferEntry, report: TransferReport) -> Self {
+        let mut op = Self::recorded(session, entry);
+        locked(&op.progress).ended_at = Some(SystemTime::now());
+        op.ended.send_replace(true);
+        op.told = Some(report);
+        op
+    }
 }
 
 /// Ends a transfer a starting daemon took back but `did_not` (or `could not`) resume, why.
@@ -1194,6 +1228,10 @@ impl Work for Transfers {
 
     fn resume(&self, session: &Arc<Session>, registry: &Arc<Registry>) {
         for transfer in std::mem::take(&mut *locked(&self.1)) {
+            if let Some(report) = transfer.ended.clone() {
+                self.add(Arc::new(Operation::told(session, transfer, report)));
+                continue;
+            }
             let (settings, destinations) = (registry.settings.clone(), registry.shared());
             resume(session, settings, destinations, transfer, registry);
         }

@@ -359,7 +359,7 @@ impl Transfers {
 
     /// Stops every copy under way, keeping its partial file and its place in the record, and
     /// waits (briefly) until each has stopped writing: the daemon is handing its sessions
-    /// over. A copy that completes meanwhile is done, and not recorded.
+    /// over. A copy that completes meanwhile is done, and recorded as ended.
     pub async fn hand_over(&self) {
         let running: Vec<Arc<Operation>> = locked(&self.0)
             .iter()

@@ -178,6 +178,17 @@ async fn restart_hands_every_session_to_the_new_daemon() {
         "handed over\n",
         "the output files stayed"
     );
+    // Left for the new daemon, not kept for good: they go with their session.
+    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
+    assert_eq!(
+        std::fs::read_dir(&spool).unwrap().count(),
+        4,
+        "two handles' files"
+    );
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let left = std::fs::read_dir(&spool).map_or(0, Iterator::count);
+    assert_eq!(left, 0, "the session's output files went with it");
     mcp.close().await;
 }
 

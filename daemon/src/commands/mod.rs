@@ -61,11 +61,11 @@ impl Commands {
         }
     }
 
-    /// Keeps every handle's output files when the handles go: the daemon is handing them to
+    /// Leaves every handle's output files when the handles go: the daemon is handing them to
     /// the next one.
-    pub fn keep_files(&self) {
+    pub fn leave_files(&self) {
         for handle in locked(&self.history).iter() {
-            handle.files.keep();
+            handle.files.leave_for_next_daemon();
         }
     }
 
@@ -723,7 +723,7 @@ impl Work for Commands {
     /// Output files stay for the next daemon, which adopts the handles (those of commands
     /// handed off while transfers stopped too).
     fn handed_over(&self) {
-        self.keep_files();
+        self.leave_files();
     }
 }
 

@@ -13,15 +13,19 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 use crate::remote::capture::{utf8_head_boundary, utf8_tail_boundary};
 use crate::remote::spool::{self, Spool};
 
-/// The two files (stdout, stderr); dropping this removes them unless they were kept.
+/// The two files (stdout, stderr); dropping this removes them unless they were kept, or left
+/// for the next daemon.
 pub struct OutputFiles {
     paths: [PathBuf; 2],
     kept: AtomicBool,
+    /// The daemon is handing its sessions over: the next one adopts the handle, and removes
+    /// the files with it as this one would have.
+    left: AtomicBool,
 }
 
 impl Drop for OutputFiles {
     fn drop(&mut self) {
-        if !self.kept() {
+        if !self.kept() && !self.left.load(Ordering::SeqCst) {
             for path in &self.paths {
                 let _ = std::fs::remove_file(path);
             }
@@ -59,6 +63,7 @@ impl OutputFiles {
         let files = Self {
             paths: [out.path().to_path_buf(), err.path().to_path_buf()],
             kept: AtomicBool::new(false),
+            left: AtomicBool::new(false),
         };
         Ok((files, (out.retained(), err.retained())))
     }
@@ -68,6 +73,7 @@ impl OutputFiles {
         Self {
             paths,
             kept: AtomicBool::new(kept),
+            left: AtomicBool::new(false),
         }
     }
 
@@ -83,6 +89,12 @@ impl OutputFiles {
     /// (`spool_output`).
     pub fn keep(&self) {
         self.kept.store(true, Ordering::SeqCst);
+    }
+
+    /// Leaves the files where they are when this goes, for the next daemon, which adopts the
+    /// handle: kept or not, as they were.
+    pub fn leave_for_next_daemon(&self) {
+        self.left.store(true, Ordering::SeqCst);
     }
 
     /// The absolute path of `stream`'s file, when the files are kept.

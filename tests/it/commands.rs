@@ -728,6 +728,26 @@ async fn a_handoff_waits_for_the_start_and_a_failed_start_is_the_calls_error() {
         1,
         "no handle stays: {list}"
     );
+    // Not in the record either: a daemon killed right after the answers brings back only the
+    // handle that ran, and `killed` as its kill said (not how its command ended).
+    env.crash_daemon();
+    let list = on_session(&mcp, &s, "command_list", json!({})).await;
+    let commands = list["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "no handle came back: {list}");
+    assert_eq!(commands[0]["status"], "killed", "{list}");
+    mcp.close().await;
+}
+
+/// A kill's answer is what a daemon killed right after it says too: the record holds
+/// `killed` before the answer comes, not the command's end by a signal.
+#[tokio::test]
+async fn a_kill_holds_across_a_crash_right_after_its_answer() {
+    let (env, mcp, s) = connected().await;
+    let h = start(&mcp, &s, &format!("sleep {}", unique_sleep(60))).await;
+    killed(&mcp, &s, &h).await;
+    env.crash_daemon();
+    let r = status(&mcp, &s, &h["handle_id"], json!({})).await;
+    assert_eq!(r["status"], "killed", "{r}");
     mcp.close().await;
 }
 

@@ -118,22 +118,29 @@ impl Commands {
         locked(&self.history).extend(handles);
     }
 
-    /// Adds `handle` as the newest; beyond [`HISTORY_LEN`] the oldest ended handles go (with
-    /// their files). Running handles always stay.
+    /// Adds `handle` as the newest; beyond [`HISTORY_LEN`] ended handles the oldest go (with
+    /// their files). Running handles always stay, beside them.
     fn add(&self, handle: Arc<Handle>) {
         let mut history = locked(&self.history);
         history.push_front(handle);
-        while history.len() > HISTORY_LEN {
-            match history.iter().rposition(|h| h.ended().is_some()) {
-                Some(oldest_ended) => history.remove(oldest_ended),
-                None => break,
-            };
+        while history.iter().filter(|h| h.ended().is_some()).count() > HISTORY_LEN {
+            if let Some(oldest_ended) = history.iter().rposition(|h| h.ended().is_some()) {
+                history.remove(oldest_ended);
+            }
         }
         self.record.ask();
     }
 
     fn remove(&self, id: &str) {
         locked(&self.history).retain(|h| h.id != id);
+    }
+
+    /// Returns once the session record holds the history as it is now (or after
+    /// [`RECORD_WAIT`]): an answer then names, or forgets, a handle as a crash right after it
+    /// would.
+    async fn until_recorded(&self) {
+        let record = &self.record;
+        let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
     }
 
     /// The handle `id` of this session: `command_not_found` otherwise.
@@ -365,13 +372,19 @@ pub fn new_id() -> Result<String, DaemonError> {
 /// How long a handle's end waits for the session record to hold it before showing it.
 const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The first line of `command`, at most [`PREVIEW_BYTES`] (cut at a character boundary).
+/// The first line of `command`, at most [`PREVIEW_BYTES`] with the `…` that says more
+/// follows (cut at a character boundary).
 fn preview(command: &str) -> String {
     let line = command.trim_start().lines().next().unwrap_or("");
+    let more = line.len() > PREVIEW_BYTES || line.len() < command.trim().len();
+    let room = match more {
+        true => PREVIEW_BYTES - "…".len(),
+        false => PREVIEW_BYTES,
+    };
     // A person is shown it: never the start of a session key the cut would hide from the
     // redaction.
-    let kept = sshmcp_proto::text::cut_clear(line, PREVIEW_BYTES);
-    let more = kept.len() < line.len() || line.len() < command.trim().len();
+    let kept = sshmcp_proto::text::cut_clear(line, room);
+    let more = more || kept.len() < line.len();
     format!("{kept}{}", if more { "…" } else { "" })
 }
 
@@ -553,8 +566,11 @@ pub async fn start(
         && let Some(ended) = handle.ended()
     {
         // It never ran (a missing cwd, no channel in time, a lost master): the call failed,
-        // and no handle stays.
-        Commands::of(session).remove(&handle.id);
+        // and no handle stays, in the record either (a daemon that died before its next
+        // write would bring it back `lost`, as if the command might have run).
+        let commands = Commands::of(session);
+        commands.remove(&handle.id);
+        commands.until_recorded().await;
         // A run cut before it started ends `killed` with no error only when its session
         // closed meanwhile (nothing else stops a detached run).
         if ended.state == CommandState::Killed {
@@ -569,8 +585,7 @@ pub async fn start(
         }));
     }
     // The answer names a handle that a crash right after it would not lose track of.
-    let record = &Commands::of(session).record;
-    let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
+    Commands::of(session).until_recorded().await;
     Ok(CommandStarted {
         handle_id: handle.id.clone(),
         id: handle.id.clone(),
@@ -743,6 +758,46 @@ fn ended_lately(c: &sshmcp_proto::command::CommandSummary) -> bool {
 mod tests {
     use super::*;
 
+    /// A handle as the history holds it, ended (completed) or running; its files are none.
+    fn handle(id: usize, ended: bool) -> Arc<Handle> {
+        let end = ended.then(|| Ended {
+            state: CommandState::Completed,
+            exit_code: Some(0),
+            signal: None,
+            at: SystemTime::now(),
+            error: None,
+        });
+        Arc::new(Handle {
+            id: format!("cmd-{id}"),
+            preview: String::new(),
+            started_at: SystemTime::now(),
+            observer: Arc::new(Observer::finished(None, None, [0, 0])),
+            files: OutputFiles::adopt(["/nonexistent/o".into(), "/nonexistent/e".into()], true),
+            end: watch::channel(end).0,
+            ending: Default::default(),
+            as_root: false,
+            kill_confirmed: AtomicBool::new(false),
+        })
+    }
+
+    /// The history holds every running handle and, beside them, the last HISTORY_LEN that
+    /// ended (a running one took an ended one's place).
+    #[test]
+    fn the_history_keeps_every_running_handle_and_the_last_ended_ones() {
+        let commands = Commands::new(Default::default());
+        commands.add(handle(0, false));
+        for id in 1..=HISTORY_LEN + 2 {
+            commands.add(handle(id, true));
+        }
+        let ids: Vec<String> = locked(&commands.history)
+            .iter()
+            .map(|h| h.id.clone())
+            .collect();
+        assert_eq!(ids.len(), HISTORY_LEN + 1);
+        assert!(ids.contains(&"cmd-0".to_string()), "the running one stays");
+        assert_eq!(ids[HISTORY_LEN - 1], "cmd-3", "the oldest ended kept");
+    }
+
     #[test]
     fn previews_are_one_cut_line() {
         assert_eq!(preview("make -j4"), "make -j4");
@@ -755,7 +810,13 @@ mod tests {
         assert_eq!(preview("  cd x\nmake"), "cd x…");
         let long = "é".repeat(PREVIEW_BYTES);
         let p = preview(&long);
-        assert!(p.len() <= PREVIEW_BYTES + "…".len() && p.ends_with('…'));
+        assert!(p.len() <= PREVIEW_BYTES && p.ends_with('…'));
+        // At the bound whole; one past it, cut with room for the `…`.
+        let at = ".".repeat(PREVIEW_BYTES);
+        assert_eq!(preview(&at), at);
+        let past = preview(&format!("{at}."));
+        assert_eq!(past, format!("{}…", &at[..PREVIEW_BYTES - 3]));
+        assert_eq!(past.len(), PREVIEW_BYTES);
     }
 
     #[test]

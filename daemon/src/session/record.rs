@@ -219,6 +219,7 @@ pub enum Unusable {
 /// renamed aside (`sessions.json.unusable-<time>`) and reported, so the daemon starts clean
 /// and nothing is lost for a person to look at.
 pub fn read(path: &Path) -> Result<Vec<Entry>, (Unusable, Option<PathBuf>)> {
+    remove_stale_temporaries(path);
     let set_aside = |why: Unusable| {
         let aside = path.with_extension(format!(
             "json.unusable-{}",
@@ -249,6 +250,28 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, (Unusable, Option<PathBuf>)> {
             doc.version
         )))),
         Err(e) => Err(set_aside(Unusable::Malformed(e.to_string()))),
+    }
+}
+
+/// Removes the temporary files of writes cut off by a daemon's death (see [`write_bytes`]):
+/// the record is read once, when a daemon starts, and no other writes it then (one daemon a
+/// runtime directory, and the one before has exited).
+fn remove_stale_temporaries(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{name}.");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let stale = file
+            .to_str()
+            .is_some_and(|f| f.starts_with(&prefix) && f.ends_with(".tmp"));
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 
@@ -379,6 +402,24 @@ mod tests {
             back[0].created_at(),
             UNIX_EPOCH + Duration::from_secs(1_767_225_600)
         );
+    }
+
+    /// A daemon killed mid-write leaves its temporary file; the next one's read removes it,
+    /// and only it.
+    #[test]
+    fn a_read_removes_the_temporary_files_of_cut_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.json");
+        write_doc(&path, vec![entry("s0123456789")]);
+        let cut = dir.path().join("sessions.json.4242.7.tmp");
+        let aside = dir.path().join("sessions.json.unusable-1767225600");
+        let other = dir.path().join("keys.json.4242.0.tmp");
+        for file in [&cut, &aside, &other] {
+            std::fs::write(file, "{").unwrap();
+        }
+        assert_eq!(read(&path).unwrap(), vec![entry("s0123456789")]);
+        assert!(!cut.exists());
+        assert!(aside.exists() && other.exists());
     }
 
     #[test]

@@ -293,9 +293,11 @@ fn channels_busy_message(waited: f64, why: channel::NoChannel) -> String {
         ),
         channel::NoChannel::Busy => format!(
             "nothing ran: every channel of the session stayed busy for {waited:.0} s (running \
-             commands, transfers and long file work hold them; a server whose MaxSessions is \
-             below 10 has fewer). A retry is safe once one ends: command_list and \
-             transfer_list show them, command_kill ends one"
+             commands, transfers and long file work hold them, and so do the background \
+             children an answered exec left holding its output, until that exec's timeout; a \
+             server whose MaxSessions is below 10 has fewer). A retry is safe once one ends: \
+             command_list and transfer_list show them, command_kill ends one, disconnect ends \
+             all"
         ),
     }
 }

@@ -17,6 +17,10 @@ use sshmcp_proto::service::context_with_timeout;
 /// How long one read waits for a followed command's end before printing what came.
 const FOLLOW_WAIT: f64 = 1.0;
 
+/// How long a follower waits for the next daemon when the one it read from went away (a
+/// restart takes a few seconds; an upgrade's restart too).
+const NEXT_DAEMON_WAIT: Duration = Duration::from_secs(30);
+
 /// The running daemon, when it serves `method` (none runs: nothing to read or stop).
 async fn daemon(paths: &RuntimePaths, method: &str) -> anyhow::Result<Connection> {
     let Some(c) = connect_existing(paths).await? else {
@@ -42,7 +46,7 @@ pub async fn output(
     follow: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let c = daemon(paths, "output").await?;
+    let mut c = daemon(paths, "output").await?;
     let (mut id, mut offsets) = (id, (0, 0));
     let err = &mut std::io::stderr().lock();
     // Waiting only once caught up: a backlog is read page after page at once.
@@ -57,7 +61,20 @@ pub async fn output(
             max_bytes: None,
         };
         let deadline = Duration::from_secs(10) + Duration::from_secs_f64(wait.unwrap_or(0.0));
-        let report = match c.client.output(context_with_timeout(deadline), req).await? {
+        let answer = match c.client.output(context_with_timeout(deadline), req).await {
+            Err(e) if follow => {
+                // The daemon restarted under the follower: the next one took the handles
+                // back, with their output, and says how each ended.
+                writeln!(
+                    err,
+                    "sshmcp: the daemon went away ({e}); waiting for the next one"
+                )?;
+                c = next_daemon(paths).await?;
+                continue;
+            }
+            answer => answer?,
+        };
+        let report = match answer {
             Ok(report) => report,
             Err(e) if offsets != (0, 0) => bail!(
                 "{id} is gone ({}): its session ended or newer commands pushed it out; the \
@@ -118,6 +135,24 @@ pub async fn output(
         if !follow {
             return Ok(ExitCode::SUCCESS);
         }
+    }
+}
+
+/// The daemon that comes after the one a follower lost, within [`NEXT_DAEMON_WAIT`].
+async fn next_daemon(paths: &RuntimePaths) -> anyhow::Result<Connection> {
+    let give_up = tokio::time::Instant::now() + NEXT_DAEMON_WAIT;
+    loop {
+        // Its socket is the event, and no notice of it reaches the CLI: it looks again.
+        if let Ok(Some(c)) = connect_existing(paths).await {
+            return Ok(c);
+        }
+        if tokio::time::Instant::now() >= give_up {
+            bail!(
+                "no daemon came back within {} s; the output above is what was read",
+                NEXT_DAEMON_WAIT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

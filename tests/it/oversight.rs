@@ -443,6 +443,29 @@ async fn a_follower_reads_an_exec_on_across_its_hand_off() {
     mcp.close().await;
 }
 
+/// A follower of a handle reads on across a daemon restart: it waits for the next daemon,
+/// which took the handle back (its command cut off by the restart, so `lost`), and ends as
+/// the handle did.
+#[tokio::test]
+async fn a_follower_reads_on_across_a_daemon_restart() {
+    let (env, mcp, s) = crate::connected().await;
+    let marker = format!("restarted-{}", std::process::id());
+    let secs = sshmcp_tests::process::unique_sleep(120);
+    let command = format!("echo {marker}-first; sleep {secs}");
+    let r = crate::on_session(&mcp, &s, "command_start", json!({"command": command})).await;
+    let id = r["handle_id"].as_str().unwrap().to_string();
+    let mut follower = cli_child(&env, &["output", "-f", &id]);
+    let (line, out) = first_line(&mut follower);
+    assert_eq!(line, format!("{marker}-first\n"));
+    let restarted = env.cli(&["daemon", "restart"]);
+    assert!(restarted.status.success(), "{restarted:?}");
+    let (rest, code, said) = rest_of(follower, out);
+    assert_eq!((rest.as_str(), code), ("", Some(1)), "{said}");
+    assert!(said.contains("the daemon went away"), "{said}");
+    assert!(said.contains(&format!("sshmcp: {id} lost")), "{said}");
+    mcp.close().await;
+}
+
 /// An `exec` still waiting for a channel (nothing of it runs yet) is stopped by the person
 /// before it starts: it never runs, and the agent's call says the user stopped it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1353,6 +1353,9 @@ async fn an_upload_published_just_before_a_crash_ends_completed_and_its_old_rsyn
         "the old remote rsync was stopped"
     );
     assert!(env.daemon_log_shows("found published by the daemon before"));
+    // The partial the frozen copy had begun goes too: no copy will resume from it.
+    let left = remote_out(&mcp, &s, &format!("ls -A {dir}")).await;
+    assert_eq!(left, "pub.bin\n");
     mcp.close().await;
 }
 

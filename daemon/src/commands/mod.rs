@@ -135,12 +135,11 @@ impl Commands {
         locked(&self.history).retain(|h| h.id != id);
     }
 
-    /// Returns once the session record holds the history as it is now (or after
-    /// [`RECORD_WAIT`]): an answer then names, or forgets, a handle as a crash right after it
-    /// would.
+    /// Returns once the session record holds the history as it is now (see
+    /// [`RecordDue::until_written`]): an answer then names, or forgets, a handle as a crash
+    /// right after it would.
     async fn until_recorded(&self) {
-        let record = &self.record;
-        let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
+        self.record.until_written().await;
     }
 
     /// The handle `id` of this session: `command_not_found` otherwise.
@@ -354,8 +353,7 @@ impl Prepared {
                 .unwrap_or_else(|_| Err(RunError::Failed("the run ended without a result".into())));
             let ended = Ended::from_outcome(outcome.map(|r| Exit::from(&r)));
             let _ = follower.ending.set(ended.clone());
-            // Bounded: a session closing meanwhile writes no more records.
-            let _ = tokio::time::timeout(RECORD_WAIT, record.written(record.ask())).await;
+            record.until_written().await;
             follower.end.send_replace(Some(ended));
         });
         Ok(handle)
@@ -368,9 +366,6 @@ pub fn new_id() -> Result<String, DaemonError> {
         .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?;
     Ok(id[..20].to_string())
 }
-
-/// How long a handle's end waits for the session record to hold it before showing it.
-const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The first line of `command`, at most [`PREVIEW_BYTES`] with the `…` that says more
 /// follows (cut at a character boundary).

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Session;
 
+/// The longest an answer waits for the record to hold what it says.
+const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How one session asks for the record to be written again, and learns when it was: the
 /// session's recorder writes after each request, merging those that come during a write.
 #[derive(Debug, Default)]
@@ -27,6 +30,13 @@ impl RecordDue {
         let n = self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         self.due.notify_one();
         n
+    }
+
+    /// Asks for a write and returns once it is done, or after [`RECORD_WAIT`] (a session
+    /// closing meanwhile writes no more records): what an answer says then holds across a
+    /// crash right after it.
+    pub async fn until_written(&self) {
+        let _ = tokio::time::timeout(RECORD_WAIT, self.written(self.ask())).await;
     }
 
     /// Returns once a write that began after request `n` is done.
@@ -88,6 +98,11 @@ pub struct Entry {
     /// Its transfers still under way, oldest first: the next daemon resumes them.
     #[serde(default)]
     pub transfers: Vec<TransferEntry>,
+    /// Its transfers that ended lately, oldest first, each with its last report: the next
+    /// daemon answers for them. Apart from `transfers`, so that a daemon older than them
+    /// (which reads none) resumes none of them.
+    #[serde(default)]
+    pub ended_transfers: Vec<TransferEntry>,
     /// Its port forwards, oldest first: the master holds them, the next daemon lists them.
     #[serde(default)]
     pub forwards: Vec<ForwardEntry>,
@@ -184,6 +199,7 @@ impl Entry {
             last_used_unix_ms: Some(unix_ms(session.last_used())),
             commands: Vec::new(),
             transfers: Vec::new(),
+            ended_transfers: Vec::new(),
             forwards: Vec::new(),
         };
         session.works().iter().for_each(|w| w.record(&mut entry));
@@ -345,6 +361,7 @@ mod tests {
                 total_bytes: 4096,
                 ended: None,
             }],
+            ended_transfers: Vec::new(),
             forwards: vec![ForwardEntry {
                 forward_id: "fw-0123456789abcdef".into(),
                 kind: "remote".into(),

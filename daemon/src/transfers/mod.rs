@@ -180,10 +180,8 @@ impl Operation {
             return told.clone();
         }
         let p = locked(&self.progress);
-        let arrived = match (&self.partial, p.state) {
-            (Some(partial), state) if state != TransferState::Completed => {
-                std::fs::metadata(partial).map_or(0, |m| m.len().min(self.total))
-            }
+        let arrived = match p.state {
+            TransferState::Running => self.arrived(),
             _ => 0,
         };
         let bytes = self.bytes.load(Ordering::Relaxed).max(arrived);
@@ -230,12 +228,28 @@ impl Operation {
         p.reused_bytes = Some(reused_bytes);
     }
 
-    fn end(&self, outcome: Result<(String, String), (TransferState, DaemonError)>) {
+    /// Ends the transfer; whoever waits for its end (a cancel, a status with a wait) is told
+    /// once the record holds it, so what they answer holds across a crash right after (a
+    /// cancelled transfer resumed by the next daemon, a completed one copied again).
+    async fn end(&self, session: &Session, outcome: Outcome) {
         self.record_end(outcome);
+        session.record.until_written().await;
         self.ended.send_replace(true);
     }
 
+    /// What a download's partial file holds (0 for an upload): what arrived so far.
+    fn arrived(&self) -> u64 {
+        self.partial.as_ref().map_or(0, |partial| {
+            std::fs::metadata(partial).map_or(0, |m| m.len().min(self.total))
+        })
+    }
+
     fn record_end(&self, outcome: Result<(String, String), (TransferState, DaemonError)>) {
+        // What arrived, as it stands at the end: a retry of the same pair writes the same
+        // partial file on.
+        if outcome.is_err() {
+            self.bytes.fetch_max(self.arrived(), Ordering::Relaxed);
+        }
         let mut p = locked(&self.progress);
         p.ended_at = Some(SystemTime::now());
         match outcome {
@@ -331,9 +345,9 @@ impl Transfers {
         }
     }
 
-    /// The transfers under way and the newest [`ENDED_RECORDED`] ended ones, oldest first,
-    /// as the session record keeps them.
-    pub fn recorded(&self) -> Vec<TransferEntry> {
+    /// The transfers under way, and apart the newest [`ENDED_RECORDED`] ended ones, each
+    /// oldest first, as the session record keeps them.
+    pub fn recorded(&self) -> (Vec<TransferEntry>, Vec<TransferEntry>) {
         let ops = locked(&self.0);
         let ended: Vec<&Arc<Operation>> = ops
             .iter()
@@ -354,7 +368,7 @@ impl Transfers {
                 total_bytes: o.total,
                 ended: (!o.resumable()).then(|| o.report()),
             })
-            .collect()
+            .partition(|t| t.ended.is_none())
     }
 
     /// Stops every copy under way, keeping its partial file and its place in the record, and
@@ -416,11 +430,6 @@ pub fn resume(
     registry
         .trail
         .note(session.audit_line(tool.name(), summary, outcome));
-    if let Some(refused) = refused {
-        tracing::warn!(transfer = %id, "not resumed: {}", refused.message);
-        not_resumed(session, &placeholder, refused, "did not");
-        return;
-    }
     let resumed = Resumed {
         id: id.clone(),
         started_at: placeholder.started_at,
@@ -428,11 +437,12 @@ pub fn resume(
     };
     let session = session.clone();
     tokio::spawn(async move {
-        // A daemon killed outright takes its rsync along, but the remote end may write on a
-        // while (or, stopped, much later): into the partial a copy resumes, or, once
-        // published, into the published file itself.
-        if let Err(e) = remote::stop_rsync(&session, &rsync_marker(&id)).await {
-            tracing::warn!(transfer = %id, "{}", e.message);
+        // Whether or not the transfer goes on: the one before's rsync must not write on.
+        stop_left_rsync(&session, &id).await;
+        if let Some(refused) = refused {
+            tracing::warn!(transfer = %id, "not resumed: {}", refused.message);
+            not_resumed(&session, &placeholder, refused, "did not").await;
+            return;
         }
         let asked = req.clone();
         match begin(
@@ -455,17 +465,44 @@ pub fn resume(
                 match published {
                     Some(end) => {
                         tracing::info!(transfer = %id, "found published by the daemon before");
-                        placeholder.end(Ok(end));
-                        session.record.ask();
+                        placeholder.end(&session, Ok(end)).await;
                     }
                     None => {
                         tracing::warn!(transfer = %id, "cannot resume: {}", e.message);
-                        not_resumed(&session, &placeholder, e, "could not");
+                        not_resumed(&session, &placeholder, e, "could not").await;
                     }
                 }
             }
         }
     });
+}
+
+/// Stops the remote rsync of transfer `id` that a daemon killed outright left: it takes its
+/// local rsync along, but the remote end may write on a while (or, stopped, much later): into
+/// the partial a copy resumes, or, once published, into the published file itself.
+async fn stop_left_rsync(session: &Session, id: &str) {
+    match remote::stop_rsync(session, &rsync_marker(id)).await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            transfer = %id,
+            "the host shows no process's environment (no /proc): an rsync the daemon before \
+             left there cannot be found, and may write on until it ends by itself"
+        ),
+        Err(e) => tracing::warn!(transfer = %id, "{}", e.message),
+    }
+}
+
+/// The length of an operation id: `tr-` and 16 hex digits.
+const OPERATION_ID_LEN: usize = 19;
+
+/// Whether `id` has the form a new operation's id has: it goes into shell text on the host
+/// (its rsync's mark), so a record must not smuggle anything else in.
+fn is_operation_id(id: &str) -> bool {
+    id.len() == OPERATION_ID_LEN
+        && id.starts_with("tr-")
+        && id[3..]
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What marks transfer `id`'s rsync on the host, for the relay to find where rsync's stream
@@ -486,31 +523,43 @@ async fn published_already(
 ) -> Option<(String, String)> {
     let remote_path = inspect::path_bytes(&req.remote_path).ok()?;
     let root = crate::request::local_root(req.local_root.clone(), settings).ok()?;
-    let (copy, source, final_path) = match direction {
+    let server = format!("{}:{}", session.server_host, session.server_port);
+    // The pair's partial file, which a publish cut off between its link and its removal
+    // leaves, goes too: no copy will resume from it.
+    match direction {
         TransferDirection::Download => {
             let (size, _) = remote::source_size(session, &remote_path).await.ok()?;
             let destination = local::destination(&root, &req.local_path, true).ok()?;
             let final_path = destination.final_path.display().to_string();
             let (copy, source) = tokio::join!(
-                local_sha256(destination.final_path),
+                local_sha256(destination.final_path.clone()),
                 remote::sha256(session, &remote_path, size)
             );
-            (copy, source, final_path)
+            let copy = copy
+                .ok()
+                .filter(|copy| source.ok().as_ref() == Some(copy))?;
+            let partial =
+                local::partial_path(&root, &server, &remote_path, &destination.final_path);
+            if let Ok(partial) = partial {
+                let _ = std::fs::remove_file(partial);
+            }
+            Some((copy, final_path))
         }
         TransferDirection::Upload => {
             let source = local::source(&root, &req.local_path).ok()?;
             let destination = remote::destination(session, &remote_path, true)
                 .await
                 .ok()?;
-            let (copy, source) = tokio::join!(
+            let (copy, from) = tokio::join!(
                 remote::sha256(session, &destination.path, source.size),
                 local_sha256(source.proc_path())
             );
-            (copy, source, inspect::remote_text(&destination.path).0)
+            let copy = copy.ok().filter(|copy| from.ok().as_ref() == Some(copy))?;
+            let partial = remote::Partial::of(&server, &source.path, &destination.path);
+            let _ = remote::discard(session, &partial).await;
+            Some((copy, inspect::remote_text(&destination.path).0))
         }
-    };
-    let copy = copy.ok()?;
-    (copy == source.ok()?).then_some((copy, final_path))
+    }
 }
 
 impl Operation {
@@ -551,15 +600,15 @@ impl Operation {
 }
 
 /// Ends a transfer a starting daemon took back but `did_not` (or `could not`) resume, why.
-fn not_resumed(session: &Session, placeholder: &Operation, why: DaemonError, did_not: &str) {
-    placeholder.end(Err(failed(DaemonError::new(
+async fn not_resumed(session: &Session, placeholder: &Operation, why: DaemonError, did_not: &str) {
+    let why = DaemonError::new(
         why.code,
         format!(
             "the daemon restarted and {did_not} resume this transfer: {}",
             why.message
         ),
-    ))));
-    session.record.ask();
+    );
+    placeholder.end(session, Err(failed(why))).await;
 }
 
 /// The id and start of a transfer (one taken over from the daemon before, or a new one), and
@@ -646,8 +695,7 @@ async fn begin(
         let outcome = copy(&session, &job, &plan, overwrite).await;
         // Free first: a caller that sees the end may start the same destination at once.
         drop((claim, counted));
-        job.end(outcome);
-        session.record.ask();
+        job.end(&session, outcome).await;
     });
     Ok(op.report())
 }
@@ -721,7 +769,8 @@ fn operation(
         Some(resumed) => resumed,
         None => Resumed {
             id: crate::random::nonce("tr-")
-                .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?[..19]
+                .map_err(|e| DaemonError::internal(format!("no randomness: {e}")))?
+                [..OPERATION_ID_LEN]
                 .to_string(),
             started_at: SystemTime::now(),
             placeholder: None,
@@ -1029,9 +1078,12 @@ async fn publish(
 fn partial_shown(plan: &Plan) -> String {
     match plan {
         Plan::Download { partial, .. } => partial.display().to_string(),
-        Plan::Upload { partial, .. } => {
-            format!("{} on the host", String::from_utf8_lossy(&partial.path))
-        }
+        // A name that is no UTF-8 shows its other bytes escaped (`\xff`), as a person can
+        // still type it.
+        Plan::Upload { partial, .. } => match std::str::from_utf8(&partial.path) {
+            Ok(path) => format!("{path} on the host"),
+            Err(_) => format!("{} on the host", partial.path.escape_ascii()),
+        },
     }
 }
 
@@ -1219,11 +1271,24 @@ impl Transfers {
 
 impl Work for Transfers {
     fn record(&self, entry: &mut Entry) {
-        entry.transfers = self.recorded();
+        (entry.transfers, entry.ended_transfers) = self.recorded();
     }
 
     fn adopt(&self, _: &Session, entry: &mut Entry, _: bool) {
-        *locked(&self.1) = std::mem::take(&mut entry.transfers);
+        let ended = std::mem::take(&mut entry.ended_transfers);
+        let (mut taken, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut entry.transfers)
+            .into_iter()
+            .chain(ended)
+            .partition(|t| is_operation_id(&t.operation_id));
+        // Listed again in the order they started.
+        taken.sort_by_key(|t| t.started_unix_ms);
+        for transfer in refused {
+            tracing::warn!(
+                "recorded transfer id {:?} is not one this daemon makes; not taken back",
+                transfer.operation_id
+            );
+        }
+        *locked(&self.1) = taken;
     }
 
     fn resume(&self, session: &Arc<Session>, registry: &Arc<Registry>) {
@@ -1253,6 +1318,21 @@ mod tests {
 
     /// A pair's tag names the server, the source and the destination: each part counts, and
     /// where one part ends is part of it (`ab`+`c` is not `a`+`bc`).
+    #[test]
+    fn only_ids_of_the_daemons_own_form_are_operation_ids() {
+        assert!(is_operation_id("tr-0123456789abcdef"));
+        for bad in [
+            "tr-0123456789abcde",
+            "tr-0123456789abcdef0",
+            "tr-0123456789ABCDEF",
+            "tr-01234567;touch x",
+            "xx-0123456789abcdef",
+            "tr-0123456789abcdé",
+        ] {
+            assert!(!is_operation_id(bad), "{bad}");
+        }
+    }
+
     #[test]
     fn a_pair_tag_tells_every_part_and_its_bounds() {
         let tag = pair_tag([b"h:22", b"/src", b"/dst"]);

@@ -212,13 +212,14 @@ pub const RSYNC_MARK_VAR: &str = "SSHMCP_RSYNC";
 
 /// Ends the remote rsync of a stopped copy, marked `mark`, and waits until it is gone (5 s at
 /// most): killing our rsync only closes its channel, and the remote one may still write into
-/// the partial a moment later, under a retry that resumes from it.
-pub async fn stop_rsync(session: &Session, mark: &str) -> Result<(), DaemonError> {
+/// the partial a moment later, under a retry that resumes from it. False where the host shows
+/// no process's environment (no /proc): nothing could be looked for.
+pub async fn stop_rsync(session: &Session, mark: &str) -> Result<bool, DaemonError> {
     let script = format!("_mark='{RSYNC_MARK_VAR}={mark}'\n{STOP_RSYNC}");
     let program = crate::remote::Program::new(script, Duration::from_secs(10), 4096);
     let result = crate::remote::run(&session.host, program).await?;
     match result.exit_code {
-        Some(0) => Ok(()),
+        Some(0) => Ok(result.stdout.bytes != b"noproc\n"),
         _ => Err(DaemonError::internal(
             "the remote rsync of a stopped copy outlived 5 s of SIGKILL",
         )),

@@ -1,4 +1,6 @@
 # shellcheck shell=sh disable=SC2154 # _mark comes from the daemon
+# A host with no /proc (macOS, a BSD, a chroot) shows no process's environment.
+[ -r /proc/self/environ ] || { echo noproc; exit 0; }
 _i=0
 while _l=$(command grep -lzxF "$_mark" /proc/[0-9]*/environ 2>/dev/null); [ -n "$_l" ]; do
   _l=$(printf '%s\n' "$_l" | command sed 's|^/proc/||; s|/environ$||')

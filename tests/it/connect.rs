@@ -623,6 +623,47 @@ async fn passphrase_prompts_take_turns() {
     mcp.close().await;
 }
 
+/// A daemon whose binary an upgrade replaced while it runs (as `install` does: a new file
+/// under the name) still prompts through itself: askpass is the running binary, not the name
+/// it was started by, which now names another file (the old one is deleted).
+#[tokio::test]
+async fn a_daemon_whose_binary_was_replaced_still_prompts() {
+    let dir = tempfile::tempdir().unwrap();
+    let askpass = dir.path().join("askpass");
+    std::fs::write(&askpass, "#!/bin/sh\necho 'correct horse'\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&askpass, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let daemon = dir.path().join("sshmcpd");
+    std::fs::copy(sshmcp_tests::bins::path("sshmcpd"), &daemon).unwrap();
+    let (askpass_path, daemon_path) = (askpass.display().to_string(), daemon.display().to_string());
+    let env = TestEnv::with(
+        &SshdOptions::default(),
+        &[
+            ("SSH_ASKPASS", &askpass_path),
+            ("DISPLAY", ":99"),
+            ("SSHMCP_DAEMON", &daemon_path),
+        ],
+    );
+    let key = env.sshd.authorize_new_key("locked_key", "correct horse");
+    env.sshd.add_host_block(&format!(
+        "Host locked\n  HostName 127.0.0.1\n  Port {}\n  User {}\n  IdentityFile {}\n  \
+         IdentitiesOnly yes\n  UserKnownHostsFile {}\n  StrictHostKeyChecking yes\n  BatchMode no",
+        env.sshd.port,
+        env.sshd.user,
+        key.display(),
+        env.sshd.known_hosts.display()
+    ));
+    let mcp = env.mcp().await;
+    assert_eq!(mcp.call("session_list", json!({})).await["ok"], true);
+    // The upgrade: a new file takes the name.
+    let new = dir.path().join("sshmcpd.new");
+    std::fs::copy(&daemon, &new).unwrap();
+    std::fs::rename(&new, &daemon).unwrap();
+    let r = mcp.call("connect", json!({"alias": "locked"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    mcp.close().await;
+}
+
 /// A master offers AES-GCM first where this CPU does AES in hardware (cheaper than
 /// ChaCha20-Poly1305 for bulk output), as long as the user's configuration leaves OpenSSH's
 /// cipher list as it is; a list the user chose is what the master offers, and the daemon's

@@ -95,7 +95,9 @@ pub fn env(marker: &Path, lock: &Path) -> Vec<(OsString, OsString)> {
     if std::env::var("SSH_ASKPASS_REQUIRE").is_ok_and(|v| v == "never") {
         return Vec::new();
     }
-    let me = std::env::current_exe()
+    // This very binary, even when an upgrade replaced its file since the daemon started (the
+    // path would then name a deleted file, or another version).
+    let me = crate::platform::own_binary()
         .map(PathBuf::into_os_string)
         .unwrap_or_default();
     let mut vars = vec![

@@ -384,16 +384,24 @@ struct Holder {
 }
 
 impl Holder {
-    /// Waits until this daemon exits: the kernel releases its lock then.
+    /// Waits until this daemon exits: the kernel releases its lock then. The lock is tried,
+    /// not waited on: a blocked wait on a thread would keep the CLI from exiting after it
+    /// gave up (a stopped daemon never lets go).
     async fn exited(self) -> anyhow::Result<()> {
-        let file = self.file;
-        let wait = tokio::task::spawn_blocking(move || file.lock_shared());
-        tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .context(
-                "the daemon did not exit within 30 s\nhint: `sshmcp daemon logs` shows why",
-            )???;
-        Ok(())
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.file.try_lock_shared() {
+                Ok(()) => return Ok(()),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < give_up,
+                "the daemon did not exit within 30 s\nhint: `sshmcp daemon logs` shows why"
+            );
+            // The kernel tells no other process when a lock is let go: it looks again.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Whether the pid still names an `sshmcpd` (its executable may have been replaced by an

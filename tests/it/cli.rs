@@ -129,6 +129,33 @@ async fn status_and_stop_close_every_master() {
     mcp.close().await;
 }
 
+/// A restart against a daemon that cannot exit (stopped) gives up after its 30 s and ends,
+/// saying so, instead of waiting on; the daemon, let go on, hands over and exits.
+#[tokio::test]
+async fn a_restart_gives_up_on_a_stopped_daemon_and_ends() {
+    let (env, mcp, _s) = connected().await;
+    let pid = nix::unistd::Pid::from_raw(env.daemon_pid().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let restart = tokio::process::Command::new(sshmcp_tests::bins::path("sshmcp"))
+        .args(["daemon", "restart"])
+        .env_clear()
+        .envs(env.env_vars())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), restart).await;
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let ended = ended.expect("the restart never ended").unwrap();
+    let said = String::from_utf8_lossy(&ended.stderr);
+    assert!(!ended.status.success(), "{said}");
+    assert!(said.contains("did not exit within 30 s"), "{said}");
+    assert!(
+        sshmcp_tests::process::gone(pid.as_raw() as u32),
+        "it exits once let go"
+    );
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn daemon_start_and_logs() {
     let env = TestEnv::new();

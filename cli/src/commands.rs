@@ -450,6 +450,18 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
              hint: correct the config file, then sshmcp daemon restart"
         )
     })?;
+    // An older sshmcp found first on PATH would put an older daemon in a newer one's place.
+    if let Err(sshmcp_local::client::ClientError::VersionMismatch { daemon, client }) =
+        connect_existing(paths).await
+        && daemon > client
+    {
+        bail!(
+            "the running daemon is newer than this sshmcp (protocol {daemon}, this one \
+             {client}): a restart with this one would put an older daemon in its place; \
+             nothing was signalled\nhint: run the sshmcp installed with the daemon, or, to go \
+             back to this version, `sshmcp daemon stop` (it closes every session) first"
+        );
+    }
     let holder = lock_holder(paths)?;
     let old = holder.as_ref().map(|h| h.pid);
     let cut = running_commands(paths).await;

@@ -383,8 +383,12 @@ fn daemon(answered: Result<Option<Connection>, ClientError>) -> Finding {
             c.hello.pid, c.hello.daemon_version, c.hello.protocol_version
         )),
         Ok(None) => Finding::Ok("not running (clients start it on first use)".into()),
-        Err(e @ ClientError::VersionMismatch { .. }) => {
-            problem(e.to_string(), "sshmcp daemon restart (sessions are kept)")
+        Err(e @ ClientError::VersionMismatch { daemon, client }) => {
+            let fix = match daemon > client {
+                true => "restart the MCP clients, and use the sshmcp installed with the daemon",
+                false => "sshmcp daemon restart (sessions are kept)",
+            };
+            problem(e.to_string(), fix)
         }
         // The runtime directory's own check reports why; no daemon there is believed.
         Err(ClientError::RuntimeDir { .. }) => {

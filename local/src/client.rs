@@ -27,13 +27,28 @@ pub enum ClientError {
     RuntimeDir { dir: PathBuf, reason: io::Error },
     #[error("could not start the daemon {program}: {reason}")]
     Start { program: PathBuf, reason: String },
-    #[error(
-        "the running daemon speaks protocol {daemon} but this client speaks {client}; \
-         run `sshmcp daemon restart` (its sessions are handed to the new daemon) and retry"
-    )]
+    #[error("{}", mismatch(*daemon, *client))]
     VersionMismatch { daemon: u32, client: u32 },
     #[error("cannot reach the daemon at {socket}: {reason}")]
     Unreachable { socket: PathBuf, reason: String },
+}
+
+/// What a client whose protocol is not the daemon's tells: which of the two is older, and
+/// what brings them together (a newer daemon than its client came with an upgrade, and a
+/// restart with this older binary would undo it).
+pub fn mismatch(daemon: u32, client: u32) -> String {
+    match daemon > client {
+        true => format!(
+            "the running daemon is newer than this program (protocol {daemon}, this one \
+             {client}): an upgrade installed a newer sshmcp; restart the MCP client (or use \
+             the newly installed sshmcp) so that it runs the new binaries"
+        ),
+        false => format!(
+            "the running daemon is older than this program (protocol {daemon}, this one \
+             {client}); run `sshmcp daemon restart` (its sessions are handed to the new \
+             daemon) and retry"
+        ),
+    }
 }
 
 /// A connected client and what the daemon said about itself.
@@ -318,6 +333,23 @@ mod tests {
     use super::*;
     use sshmcp_proto::service::{Codec, DaemonRequest, DaemonResponse};
 
+    /// An older client is told to restart itself (a restart of the daemon with it would undo
+    /// the upgrade), an older daemon to be restarted.
+    #[test]
+    fn a_mismatch_says_which_side_is_older() {
+        let newer_daemon = mismatch(9, 8);
+        assert!(
+            newer_daemon.contains("restart the MCP client"),
+            "{newer_daemon}"
+        );
+        assert!(!newer_daemon.contains("daemon restart"), "{newer_daemon}");
+        let older_daemon = mismatch(7, 8);
+        assert!(
+            older_daemon.contains("sshmcp daemon restart"),
+            "{older_daemon}"
+        );
+    }
+
     /// A daemon of another protocol version answers `hello`: the client reports the mismatch
     /// and leaves that daemon alone.
     #[tokio::test]
@@ -359,7 +391,7 @@ mod tests {
             ),
             "{err}"
         );
-        assert!(err.to_string().contains("sshmcp daemon restart"));
+        assert!(err.to_string().contains("restart the MCP client"), "{err}");
         assert!(
             paths.socket().exists(),
             "the other daemon's socket is left alone"

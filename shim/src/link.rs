@@ -119,8 +119,13 @@ impl DaemonLink {
         match f(conn.client.clone()).await {
             Ok(answer) => answer,
             Err(RpcError::DeadlineExceeded) => Err(DaemonError::new(
-                ErrorCode::InternalError,
-                "the daemon did not answer in time",
+                ErrorCode::DaemonUnavailable,
+                format!(
+                    "the daemon did not answer {tool} in time (it may be stopped or stuck: \
+                     `sshmcp daemon status` tells); it may or may not have taken effect, so it \
+                     was not repeated: check (session_list, command_list, transfer_list) before \
+                     retrying"
+                ),
             )),
             Err(e) => {
                 let mut slot = self.connection.lock().await;

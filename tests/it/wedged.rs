@@ -126,3 +126,24 @@ async fn a_failed_socket_call_does_not_lose_a_healthy_session() {
     assert_eq!(crate::text(&r["stdout"]), "back\n", "{r}");
     mcp.close().await;
 }
+
+/// A daemon that stops answering (SIGSTOP) wedges no call: at the call's deadline it answers
+/// `daemon_unavailable`, saying the daemon did not answer and that the call was not repeated;
+/// let go on, the daemon serves again.
+#[tokio::test]
+async fn a_stopped_daemon_is_unavailable_at_the_calls_deadline() {
+    let (env, mcp, _s) = connected().await;
+    let daemon = Pid::from_raw(env.daemon_pid().expect("daemon pid") as i32);
+    kill(daemon, Signal::SIGSTOP).unwrap();
+    let r = mcp.call("session_list", json!({})).await;
+    kill(daemon, Signal::SIGCONT).unwrap();
+    assert_eq!(code(&r), "daemon_unavailable", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("did not answer session_list in time"),
+        "{message}"
+    );
+    let list = mcp.call("session_list", json!({})).await;
+    assert_eq!(list["sessions"][0]["state"], "ready", "{list}");
+    mcp.close().await;
+}

@@ -8,6 +8,9 @@ use sshmcp_proto::limits::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SPOOL_BYTES, DEFAULT_MAX_TRANSFERS,
 };
 
+/// The smallest `--max-output-bytes`: the longest UTF-8 character.
+const MIN_OUTPUT_BYTES: u64 = 4;
+
 /// The largest `--max-output-bytes`: both streams of one answer must fit a wire frame with room
 /// to spare.
 pub const MAX_OUTPUT_BYTES_CEILING: u64 = 16 * 1024 * 1024;
@@ -233,6 +236,13 @@ impl Settings {
                 "max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"
             ));
         }
+        // A read never ends inside a character: a cap below the longest one (4 bytes) would
+        // leave a file reader at the same offset for ever.
+        if self.max_output_bytes < MIN_OUTPUT_BYTES {
+            return Err(format!(
+                "max-output-bytes must be at least {MIN_OUTPUT_BYTES}"
+            ));
+        }
         sshmcp_local::paths::check_local_root(&self.local_root)
     }
 
@@ -329,5 +339,11 @@ mod tests {
         assert!(Settings::load(&flags).is_err());
         let (flags, _dir) = flags_with_file("max-sessions = 0\n");
         assert!(Settings::load(&flags).is_err());
+        // The output cap at its floor, and one below it.
+        let (flags, _dir) = flags_with_file("max-output-bytes = 4\n");
+        assert_eq!(Settings::load(&flags).unwrap().max_output_bytes, 4);
+        let (flags, _dir) = flags_with_file("max-output-bytes = 3\n");
+        let e = Settings::load(&flags).unwrap_err();
+        assert!(e.contains("at least 4"), "{e}");
     }
 }

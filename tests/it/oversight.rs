@@ -1591,6 +1591,18 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
     let key = s.1.clone();
     let r = crate::exec(&mcp, &s, &format!("test -n {key}"), json!({})).await;
     assert_eq!(r["exit_code"], 0, "{r}");
+    // A handle's preview, as the session record keeps it (written before the answer).
+    let r = crate::on_session(
+        &mcp,
+        &s,
+        "command_start",
+        json!({"command": format!("test -n {key}")}),
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let record = std::fs::read_to_string(env.runtime_dir.join("sessions.json")).unwrap();
+    assert!(record.contains("test -n [session key]"), "{record}");
+    assert!(!record.contains(&key), "{record}");
     let r = crate::on_session(
         &mcp,
         &s,

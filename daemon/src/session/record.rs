@@ -211,11 +211,21 @@ impl Entry {
     }
 }
 
-/// Rewrites the record atomically (temporary file, fsync, then rename).
-pub fn write(path: &Path, sessions: &[std::sync::Arc<Session>]) -> io::Result<()> {
+/// Rewrites the record atomically (temporary file, fsync, then rename), each command's
+/// preview passed through `redact`: keys are kept only as hashes, and an agent may paste one
+/// into a command.
+pub fn write(
+    path: &Path,
+    sessions: &[std::sync::Arc<Session>],
+    redact: impl Fn(&str) -> String,
+) -> io::Result<()> {
+    let mut sessions: Vec<Entry> = sessions.iter().map(|s| Entry::of(s)).collect();
+    for command in sessions.iter_mut().flat_map(|s| &mut s.commands) {
+        command.preview = redact(&command.preview);
+    }
     let doc = Document {
         version: VERSION,
-        sessions: sessions.iter().map(|s| Entry::of(s)).collect(),
+        sessions,
     };
     write_bytes(path, serde_json::to_string_pretty(&doc)?.as_bytes())
 }

@@ -792,7 +792,8 @@ impl Registry {
     /// Writes the record; the caller holds the writer lock.
     fn write_record(&self) {
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
-        if let Err(e) = record::write(&self.settings.record_file(), &sessions) {
+        let redact = |text: &str| self.redact_keys(text).into_owned();
+        if let Err(e) = record::write(&self.settings.record_file(), &sessions, redact) {
             tracing::warn!("cannot write the session record: {e}");
         }
     }

@@ -67,12 +67,44 @@ impl RuntimePaths {
     /// Like [`from_env`](Self::from_env) with an explicit override taking the place of the
     /// environment variable. Without one, the config file's `runtime-dir` comes next: a client
     /// must find the socket where a daemon configured there listens.
+    ///
+    /// Where the user's runtime base came since a daemon started in `/tmp/sshmcp-$UID` (a
+    /// login made `/run/user/UID` after a daemon started without one), a daemon running
+    /// there is the one found: one daemon per user, whenever its clients came.
     pub fn resolve(explicit: Option<PathBuf>) -> Self {
         let chosen = explicit
             .filter(|p| !p.as_os_str().is_empty())
             .or_else(|| ConfiguredDirs::read().runtime_dir);
         let uid = nix::unistd::getuid().as_raw();
-        Self::choose(chosen, crate::platform::user_runtime_base(uid), uid)
+        let given = chosen.is_some();
+        let preferred = Self::choose(chosen, crate::platform::user_runtime_base(uid), uid);
+        match given {
+            true => preferred,
+            false => preferred.or_running(Self::choose(None, None, uid)),
+        }
+    }
+
+    /// This directory, unless no daemon runs here and one runs in `fallback`, a private
+    /// directory of this user's.
+    fn or_running(self, fallback: Self) -> Self {
+        let found_apart = self != fallback
+            && !self.daemon_running()
+            && check_private_dir(&fallback.dir).is_ok()
+            && fallback.daemon_running();
+        match found_apart {
+            true => fallback,
+            false => self,
+        }
+    }
+
+    /// Whether a daemon holds this directory's pidfile lock (it does while it lives).
+    fn daemon_running(&self) -> bool {
+        std::fs::File::open(self.pidfile()).is_ok_and(|file| {
+            matches!(
+                file.try_lock_shared(),
+                Err(std::fs::TryLockError::WouldBlock)
+            )
+        })
     }
 
     /// The choice itself: explicit, else `sshmcp` in the user's runtime base, else
@@ -341,6 +373,33 @@ mod tests {
             RuntimePaths::choose(empty.clone(), empty, 7).dir,
             PathBuf::from("/tmp/sshmcp-7")
         );
+    }
+
+    /// A daemon that runs in the fallback directory is found there while none runs in the
+    /// preferred one; a fallback another user could have made is never taken.
+    #[test]
+    fn a_daemon_running_in_the_fallback_directory_is_found() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = |name: &str| {
+            let d = top.path().join(name);
+            ensure_private_dir(&d).unwrap();
+            RuntimePaths { dir: d }
+        };
+        let (preferred, fallback) = (dir("run"), dir("tmp"));
+        assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
+        let pidfile = std::fs::File::create(fallback.pidfile()).unwrap();
+        pidfile.lock().unwrap();
+        assert_eq!(preferred.clone().or_running(fallback.clone()), fallback);
+        // Not when it is not private.
+        std::fs::set_permissions(&fallback.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
+        std::fs::set_permissions(&fallback.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Nor when one runs in the preferred directory too.
+        let other = std::fs::File::create(preferred.pidfile()).unwrap();
+        other.lock().unwrap();
+        assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
+        drop((other, pidfile));
+        assert_eq!(preferred.clone().or_running(fallback), preferred);
     }
 
     #[test]

@@ -263,6 +263,15 @@ fn private_dir(dir: &Path) -> Finding {
                 dir.display(),
                 meta.mode() & 0o7777
             )),
+            // Only its owner (or root) can change or remove another user's directory.
+            Some(why) if meta.uid() != nix::unistd::geteuid().as_raw() => problem(
+                format!("{}: {why}", dir.display()),
+                format!(
+                    "have root remove {0} (it is made again), or choose another with \
+                     `runtime-dir` in the config file or SSHMCP_RUNTIME_DIR",
+                    dir.display()
+                ),
+            ),
             Some(why) => problem(
                 format!("{}: {why}", dir.display()),
                 format!(

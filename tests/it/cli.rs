@@ -673,6 +673,11 @@ async fn the_cli_refuses_a_runtime_directory_another_user_made() {
         String::from_utf8_lossy(&out.stderr).contains("owned by another user"),
         "{out:?}"
     );
+    // doctor's fix is one this user can carry out: not a chmod of another user's directory.
+    let out = run(&["doctor"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("have root remove"), "{said}");
+    assert!(!said.contains("chmod 700"), "{said}");
     mcp.close().await;
 }
 

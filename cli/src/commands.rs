@@ -363,7 +363,7 @@ async fn stop(
 /// The sessions the record in the runtime directory lists (none when it is missing or
 /// unreadable: the daemon that would adopt them would set it aside too).
 fn recorded_session_ids(paths: &RuntimePaths) -> Vec<String> {
-    std::fs::read(paths.dir.join(sshmcp_local::paths::RECORD_FILE))
+    std::fs::read(paths.record())
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
         .and_then(|record| {

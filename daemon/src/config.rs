@@ -275,7 +275,7 @@ impl Settings {
     /// (another login's `XDG_RUNTIME_DIR`) has other masters and a record of its own, and a
     /// reboot that ends the masters ends the record too.
     pub fn record_file(&self) -> PathBuf {
-        self.runtime.dir.join(sshmcp_local::paths::RECORD_FILE)
+        self.runtime.record()
     }
 }
 

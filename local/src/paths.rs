@@ -70,7 +70,8 @@ impl RuntimePaths {
     ///
     /// Where the user's runtime base came since a daemon started in `/tmp/sshmcp-$UID` (a
     /// login made `/run/user/UID` after a daemon started without one), a daemon running
-    /// there is the one found: one daemon per user, whenever its clients came.
+    /// there, or a record of sessions a daemon there left, is the one found: one daemon per
+    /// user, whenever its clients came. Clients resolve again each time they connect.
     pub fn resolve(explicit: Option<PathBuf>) -> Self {
         let chosen = explicit
             .filter(|p| !p.as_os_str().is_empty())
@@ -84,27 +85,27 @@ impl RuntimePaths {
         }
     }
 
-    /// This directory, unless no daemon runs here and one runs in `fallback`, a private
-    /// directory of this user's.
+    /// This directory, unless it is unused (no daemon listens, no sessions recorded) and
+    /// `fallback`, a private directory of this user's, is in use.
     fn or_running(self, fallback: Self) -> Self {
         let found_apart = self != fallback
-            && !self.daemon_running()
+            && !self.in_use()
             && check_private_dir(&fallback.dir).is_ok()
-            && fallback.daemon_running();
+            && fallback.in_use();
         match found_apart {
             true => fallback,
             false => self,
         }
     }
 
-    /// Whether a daemon holds this directory's pidfile lock (it does while it lives).
-    fn daemon_running(&self) -> bool {
-        std::fs::File::open(self.pidfile()).is_ok_and(|file| {
-            matches!(
-                file.try_lock_shared(),
-                Err(std::fs::TryLockError::WouldBlock)
-            )
-        })
+    /// Whether a daemon listens here, or one left sessions recorded here for the next to
+    /// take back (it was killed). Nothing is locked: a daemon starting meanwhile takes the
+    /// pidfile's lock undisturbed.
+    fn in_use(&self) -> bool {
+        let listening = std::os::unix::net::UnixStream::connect(self.socket()).is_ok();
+        listening
+            || std::fs::read_to_string(self.record())
+                .is_ok_and(|record| record.contains("\"session_id\""))
     }
 
     /// The choice itself: explicit, else `sshmcp` in the user's runtime base, else
@@ -146,6 +147,11 @@ impl RuntimePaths {
     }
 
     /// Held (flock) by the running daemon for its whole life; holds its pid.
+    /// The sessions a daemon keeps for the next one (its layout is the daemon's).
+    pub fn record(&self) -> PathBuf {
+        self.dir.join(RECORD_FILE)
+    }
+
     pub fn pidfile(&self) -> PathBuf {
         self.dir.join("sshmcpd.pid")
     }
@@ -206,7 +212,7 @@ pub const LOG_FILE: &str = "sshmcpd.log";
 
 /// The record of the sessions and what runs in them, in the runtime directory: what the next
 /// daemon adopts.
-pub const RECORD_FILE: &str = "sessions.json";
+const RECORD_FILE: &str = "sessions.json";
 
 /// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
 /// the platform state dir.
@@ -387,19 +393,26 @@ mod tests {
         };
         let (preferred, fallback) = (dir("run"), dir("tmp"));
         assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
-        let pidfile = std::fs::File::create(fallback.pidfile()).unwrap();
-        pidfile.lock().unwrap();
+        let listening = std::os::unix::net::UnixListener::bind(fallback.socket()).unwrap();
         assert_eq!(preferred.clone().or_running(fallback.clone()), fallback);
         // Not when it is not private.
         std::fs::set_permissions(&fallback.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
         std::fs::set_permissions(&fallback.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         // Nor when one runs in the preferred directory too.
-        let other = std::fs::File::create(preferred.pidfile()).unwrap();
-        other.lock().unwrap();
+        let other = std::os::unix::net::UnixListener::bind(preferred.socket()).unwrap();
         assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
-        drop((other, pidfile));
-        assert_eq!(preferred.clone().or_running(fallback), preferred);
+        drop((other, listening));
+        std::fs::remove_file(preferred.socket()).unwrap();
+        std::fs::remove_file(fallback.socket()).unwrap();
+        assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
+        // A killed daemon's record of sessions, for the next one to take back, counts too;
+        // an emptied one does not.
+        std::fs::write(fallback.record(), r#"{"version":1,"sessions":[]}"#).unwrap();
+        assert_eq!(preferred.clone().or_running(fallback.clone()), preferred);
+        let kept = r#"{"version":1,"sessions":[{"session_id":"s0123456789"}]}"#;
+        std::fs::write(fallback.record(), kept).unwrap();
+        assert_eq!(preferred.clone().or_running(fallback.clone()), fallback);
     }
 
     #[test]

@@ -15,7 +15,9 @@ use tarpc::client::RpcError;
 use tarpc::context::Context;
 
 pub struct DaemonLink {
-    paths: RuntimePaths,
+    /// The runtime directory the MCP client gave (`--runtime-dir`), if any: the directory
+    /// itself is resolved at each connection, where the user's daemon is then.
+    runtime_dir: Option<PathBuf>,
     program: PathBuf,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     /// The MCP client's name and version, told to every daemon connection for its audit
@@ -24,9 +26,9 @@ pub struct DaemonLink {
 }
 
 impl DaemonLink {
-    pub fn new(paths: RuntimePaths) -> Self {
+    pub fn new(runtime_dir: Option<PathBuf>) -> Self {
         Self {
-            paths,
+            runtime_dir,
             program: daemon_program(),
             connection: tokio::sync::Mutex::new(None),
             client: std::sync::OnceLock::new(),
@@ -53,13 +55,12 @@ impl DaemonLink {
             tracing::info!("the daemon closed the connection; connecting again");
         }
         *slot = None;
-        let conn = connect_or_start(&self.paths, &self.program)
-            .await
-            .map_err(|e| {
-                // An agent reads one line: a TOML error's where and what.
-                let said = sshmcp_proto::text::first_and_last_line(&e.to_string());
-                DaemonError::new(ErrorCode::DaemonUnavailable, said)
-            })?;
+        let paths = RuntimePaths::resolve(self.runtime_dir.clone());
+        let conn = connect_or_start(&paths, &self.program).await.map_err(|e| {
+            // An agent reads one line: a TOML error's where and what.
+            let said = sshmcp_proto::text::first_and_last_line(&e.to_string());
+            DaemonError::new(ErrorCode::DaemonUnavailable, said)
+        })?;
         // A daemon that cannot take the introduction (an older one) still serves the calls.
         // The introduction also tells the daemon this shim reads `policy_denied`, so it is
         // made even when the MCP client gave no name.

@@ -79,14 +79,14 @@ fn run() -> anyhow::Result<()> {
             .map_err(|why| anyhow::anyhow!("--local-root {}: {why}", root.display()))?;
     }
     let tools = toolset::select(flags.tools.as_deref()).map_err(anyhow::Error::msg)?;
-    let paths = sshmcp_local::paths::RuntimePaths::resolve(flags.runtime_dir);
     // One thread: the shim only translates, and every call waits on the daemon. A second
     // worker would add its stack and malloc arena to a process agents start by the dozen.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let shim = server::Shim::new(link::DaemonLink::new(paths), flags.local_root, &tools);
+        let link = link::DaemonLink::new(flags.runtime_dir);
+        let shim = server::Shim::new(link, flags.local_root, &tools);
         let service = match shim.serve(stdio::streams()).await {
             Ok(service) => service,
             // stdin closed before initialize: nothing to serve, not an error.

@@ -240,10 +240,9 @@ mod tests {
     use crate::toolset;
 
     fn shim(tools: Option<&str>) -> Shim {
-        let paths = sshmcp_local::paths::RuntimePaths::resolve(Some("/run/sshmcp-test".into()));
         let root = PathBuf::from("/home/someone-with-a-long-name/projects/agents/sshmcp-files");
         Shim::new(
-            DaemonLink::new(paths),
+            DaemonLink::new(Some("/run/sshmcp-test".into())),
             Some(root),
             &toolset::select(tools).unwrap(),
         )

@@ -459,7 +459,10 @@ pub fn resume(
             Err(e) => {
                 let exists = [ErrorCode::LocalPathExists, ErrorCode::RemotePathExists];
                 let published = match exists.contains(&e.code) && !asked.overwrite {
-                    true => published_already(&session, &settings, direction, &asked).await,
+                    true => {
+                        let daemon = (&*session, &*settings, &destinations);
+                        published_already(daemon, direction, &asked).await
+                    }
                     false => None,
                 };
                 match published {
@@ -516,8 +519,7 @@ fn rsync_marker(id: &str) -> String {
 /// died, when the record still named it as under way: its destination, which the transfer
 /// did not let it replace, holds the source byte for byte.
 async fn published_already(
-    session: &Session,
-    settings: &Settings,
+    (session, settings, destinations): (&Session, &Settings, &Arc<Destinations>),
     direction: TransferDirection,
     req: &TransferStartRequest,
 ) -> Option<(String, String)> {
@@ -525,11 +527,16 @@ async fn published_already(
     let root = crate::request::local_root(req.local_root.clone(), settings).ok()?;
     let server = format!("{}:{}", session.server_host, session.server_port);
     // The pair's partial file, which a publish cut off between its link and its removal
-    // leaves, goes too: no copy will resume from it.
+    // leaves, goes too: no copy will resume from it. The destination is claimed first: a
+    // transfer of the same pair started meanwhile owns that partial (then nothing is
+    // concluded here).
     match direction {
         TransferDirection::Download => {
             let (size, _) = remote::source_size(session, &remote_path).await.ok()?;
             let destination = local::destination(&root, &req.local_path, true).ok()?;
+            let _claim = destinations
+                .claim(Target::Local(destination.identity().ok()?))
+                .ok()?;
             let final_path = destination.final_path.display().to_string();
             let (copy, source) = tokio::join!(
                 local_sha256(destination.final_path.clone()),
@@ -549,6 +556,9 @@ async fn published_already(
             let source = local::source(&root, &req.local_path).ok()?;
             let destination = remote::destination(session, &remote_path, true)
                 .await
+                .ok()?;
+            let _claim = destinations
+                .claim(Target::Remote(destination.identity.clone()))
                 .ok()?;
             let (copy, from) = tokio::join!(
                 remote::sha256(session, &destination.path, source.size),

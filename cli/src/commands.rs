@@ -451,20 +451,37 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
         )
     })?;
     // An older sshmcp found first on PATH would put an older daemon in a newer one's place.
-    if let Err(sshmcp_local::client::ClientError::VersionMismatch { daemon, client }) =
-        connect_existing(paths).await
-        && daemon > client
-    {
+    let existing = connect_existing(paths).await;
+    let newer = match &existing {
+        Err(sshmcp_local::client::ClientError::VersionMismatch { daemon, client })
+            if daemon > client =>
+        {
+            Some(format!("protocol {daemon}, this one {client}"))
+        }
+        Ok(Some(c)) if older_than(env!("CARGO_PKG_VERSION"), &c.hello.daemon_version) => {
+            Some(format!(
+                "version {}, this one {}",
+                c.hello.daemon_version,
+                env!("CARGO_PKG_VERSION")
+            ))
+        }
+        _ => None,
+    };
+    if let Some(newer) = newer {
         bail!(
-            "the running daemon is newer than this sshmcp (protocol {daemon}, this one \
-             {client}): a restart with this one would put an older daemon in its place; \
-             nothing was signalled\nhint: run the sshmcp installed with the daemon, or, to go \
-             back to this version, `sshmcp daemon stop` (it closes every session) first"
+            "the running daemon is newer than this sshmcp ({newer}): a restart with this one \
+             would put an older daemon in its place; nothing was signalled\nhint: run the \
+             sshmcp installed with the daemon, or, to go back to this version, `sshmcp daemon \
+             stop` (it closes every session) first"
         );
     }
+    let cut = match &existing {
+        Ok(Some(c)) => running_commands(c).await,
+        _ => Vec::new(),
+    };
+    drop(existing);
     let holder = lock_holder(paths)?;
     let old = holder.as_ref().map(|h| h.pid);
-    let cut = running_commands(paths).await;
     if let Some(holder) = holder {
         anyhow::ensure!(
             holder.is_daemon(),
@@ -504,12 +521,18 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-/// The command handles running now, as `handle (first line)`: what a restart cuts off. None
-/// when the daemon cannot say (not running, or one too old or new to ask).
-async fn running_commands(paths: &RuntimePaths) -> Vec<String> {
-    let Ok(Some(c)) = connect_existing(paths).await else {
-        return Vec::new();
+/// Whether version `a` (`MAJOR.MINOR.PATCH`, a suffix after `-` ignored) comes before `b`.
+fn older_than(a: &str, b: &str) -> bool {
+    let numbers = |v: &str| -> Vec<u64> {
+        let release = v.split('-').next().unwrap_or(v);
+        release.split('.').map(|n| n.parse().unwrap_or(0)).collect()
     };
+    numbers(a) < numbers(b)
+}
+
+/// The command handles running now, as `handle (first line)`: what a restart cuts off. None
+/// when the daemon cannot say (one too old to ask).
+async fn running_commands(c: &Connection) -> Vec<String> {
     if !c.capabilities.iter().any(|m| m == "overview") {
         return Vec::new();
     }
@@ -648,6 +671,15 @@ async fn logs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_compare_by_their_numbers() {
+        assert!(older_than("0.1.0", "0.1.1"));
+        assert!(older_than("0.9.0", "0.10.0"));
+        assert!(older_than("0.1.0-rc1", "0.2.0"));
+        assert!(!older_than("0.1.1", "0.1.1"));
+        assert!(!older_than("1.0.0", "0.99.0"));
+    }
 
     #[test]
     fn an_id_is_named_whole_or_by_a_unique_prefix() {

@@ -236,8 +236,8 @@ impl Settings {
                 "max-output-bytes must be at most {MAX_OUTPUT_BYTES_CEILING}"
             ));
         }
-        // A read never ends inside a character: a cap below the longest one (4 bytes) would
-        // leave a file reader at the same offset for ever.
+        // A cap of 0 left a file reader at the same offset for ever; below the longest
+        // character (4 bytes) a character would come in pieces, as base64.
         if self.max_output_bytes < MIN_OUTPUT_BYTES {
             return Err(format!(
                 "max-output-bytes must be at least {MIN_OUTPUT_BYTES}"

@@ -143,7 +143,7 @@ async fn a_restart_gives_up_on_a_stopped_daemon_and_ends() {
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .output();
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), restart).await;
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(120), restart).await;
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     let ended = ended.expect("the restart never ended").unwrap();
     let said = String::from_utf8_lossy(&ended.stderr);

@@ -1612,10 +1612,12 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
     .await;
     assert_eq!(crate::code(&r), "forward_not_allowed", "{r}");
     assert!(!r.to_string().contains(&key), "{r}");
-    // As a forward's target: the person watching sees the forward, not the key.
+    // As a forward's target: refused (a forward is recorded as asked, for its close).
     let args = json!({"kind": "local", "target_host": key, "target_port": 9});
     let r = crate::on_session(&mcp, &s, "forward_start", args).await;
-    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(crate::code(&r), "invalid_arguments", "{r}");
+    assert!(!r.to_string().contains(&key), "{r}");
+    // A command under way shows the person its preview, not the key.
     let snapshot =
         String::from_utf8_lossy(&env.cli(&["watch", "--once", "--json"]).stdout).into_owned();
     assert!(snapshot.contains("[session key]"), "{snapshot}");
@@ -1640,6 +1642,9 @@ async fn a_session_key_pasted_into_a_field_is_written_nowhere() {
         summaries.contains(&"/tmp/no-[session key]"),
         "{summaries:?}"
     );
+    // The session record, as it stands while the daemon runs (a stop empties it).
+    let record = std::fs::read_to_string(env.runtime_dir.join("sessions.json")).unwrap();
+    assert!(!record.contains(&key), "{record}");
     mcp.close().await;
 }
 

@@ -564,6 +564,14 @@ impl Operation for tools::ForwardStart {
         session: Arc<Session>,
         registry: &Registry,
     ) -> Result<ForwardInfo, DaemonError> {
+        // A forward is recorded as asked (closing it needs its exact words), and no key may
+        // be kept but as its hash: a session key is no host to forward to anyway.
+        let target = req.target_host.as_deref().unwrap_or_default();
+        if registry.redact_keys(target) != target {
+            return Err(DaemonError::invalid_arguments(
+                "target_host is a session key, not a host name",
+            ));
+        }
         let settings = registry.settings.clone();
         tokio::spawn(async move { start(&session, &settings, req).await })
             .await

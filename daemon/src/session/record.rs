@@ -220,8 +220,27 @@ pub fn write(
     redact: impl Fn(&str) -> String,
 ) -> io::Result<()> {
     let mut sessions: Vec<Entry> = sessions.iter().map(|s| Entry::of(s)).collect();
-    for command in sessions.iter_mut().flat_map(|s| &mut s.commands) {
-        command.preview = redact(&command.preview);
+    for session in &mut sessions {
+        for command in &mut session.commands {
+            command.preview = redact(&command.preview);
+        }
+        // An ended transfer's report is only shown again, never acted on: its paths and
+        // message are kept as the agent may read them. (Those of a transfer under way must
+        // stay as they are, for the next daemon to resume it.)
+        for transfer in &mut session.ended_transfers {
+            let asked = [&mut transfer.local_path, &mut transfer.remote_path.path];
+            let Some(report) = transfer.ended.as_mut() else {
+                continue;
+            };
+            for text in asked
+                .into_iter()
+                .chain([&mut report.local_path, &mut report.remote_path])
+                .chain(report.final_path.as_mut())
+                .chain(report.error.as_mut().map(|e| &mut e.message))
+            {
+                *text = redact(text);
+            }
+        }
     }
     let doc = Document {
         version: VERSION,

@@ -1423,6 +1423,14 @@ async fn a_restart_hands_a_transfer_over() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    // Apart from the transfers under way: a daemon older than this list resumes none of it.
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let session = &kept["sessions"][0];
+    assert_eq!(session["transfers"], json!([]), "{kept}");
+    assert_eq!(
+        session["ended_transfers"][0]["ended"]["sha256"], sha,
+        "{kept}"
+    );
     env.crash_daemon();
     let args = json!({"operation_id": r["operation_id"]});
     let again = on_session(&mcp, &s, "transfer_status", args).await;

@@ -562,6 +562,22 @@ async fn a_black_holed_host_never_delays_another_connect() {
     mcp.close().await;
 }
 
+/// Adds Host `alias` (reaching the test sshd as `host`) whose key is locked with the
+/// passphrase `correct horse`: its connect needs a prompt.
+fn add_locked_host(env: &TestEnv, alias: &str, host: &str) {
+    let key = env
+        .sshd
+        .authorize_new_key(&format!("{alias}_key"), "correct horse");
+    env.sshd.add_host_block(&format!(
+        "Host {alias}\n  HostName {host}\n  Port {}\n  User {}\n  IdentityFile {}\n  \
+         IdentitiesOnly yes\n  UserKnownHostsFile {}\n  StrictHostKeyChecking yes\n  BatchMode no",
+        env.sshd.port,
+        env.sshd.user,
+        key.display(),
+        env.sshd.known_hosts.display()
+    ));
+}
+
 /// Prompts take turns daemon-wide: two connects that each need a passphrase run their
 /// askpass dialogs one after the other, never at once, and both succeed.
 #[tokio::test]
@@ -587,17 +603,7 @@ async fn passphrase_prompts_take_turns() {
     );
     // Two names of one sshd are two server identities (DNS is not resolved).
     for (alias, host) in [("locked1", "127.0.0.1"), ("locked2", "localhost")] {
-        let key = env
-            .sshd
-            .authorize_new_key(&format!("{alias}_key"), "correct horse");
-        env.sshd.add_host_block(&format!(
-            "Host {alias}\n  HostName {host}\n  Port {}\n  User {}\n  IdentityFile {}\n  \
-             IdentitiesOnly yes\n  UserKnownHostsFile {}\n  StrictHostKeyChecking yes\n  BatchMode no",
-            env.sshd.port,
-            env.sshd.user,
-            key.display(),
-            env.sshd.known_hosts.display()
-        ));
+        add_locked_host(&env, alias, host);
     }
     let mcp = env.mcp().await;
     let (_, first) = mcp.start_call("connect", json!({"alias": "locked1"})).await;
@@ -644,15 +650,7 @@ async fn a_daemon_whose_binary_was_replaced_still_prompts() {
             ("SSHMCP_DAEMON", &daemon_path),
         ],
     );
-    let key = env.sshd.authorize_new_key("locked_key", "correct horse");
-    env.sshd.add_host_block(&format!(
-        "Host locked\n  HostName 127.0.0.1\n  Port {}\n  User {}\n  IdentityFile {}\n  \
-         IdentitiesOnly yes\n  UserKnownHostsFile {}\n  StrictHostKeyChecking yes\n  BatchMode no",
-        env.sshd.port,
-        env.sshd.user,
-        key.display(),
-        env.sshd.known_hosts.display()
-    ));
+    add_locked_host(&env, "locked", "127.0.0.1");
     let mcp = env.mcp().await;
     assert_eq!(mcp.call("session_list", json!({})).await["ok"], true);
     // The upgrade: a new file takes the name.

@@ -136,7 +136,7 @@ pub async fn kill(
         handle.confirm_killed();
         // Recorded before the answer: a daemon that died right after it would otherwise
         // bring the handle back as its command ended, not `killed`.
-        super::Commands::of(session).until_recorded().await;
+        session.record.until_written().await;
     }
     if result == KillResult::Error && session.host.master_gone() {
         return Err(crate::remote::lost_error());
@@ -195,7 +195,7 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
     );
     if let (true, Ok(handle)) = (gone, super::Commands::of(session).find(id)) {
         handle.confirm_killed();
-        super::Commands::of(session).until_recorded().await;
+        session.record.until_written().await;
     }
     Ok(Stop::Signalled(result))
 }

@@ -135,13 +135,6 @@ impl Commands {
         locked(&self.history).retain(|h| h.id != id);
     }
 
-    /// Returns once the session record holds the history as it is now (see
-    /// [`RecordDue::until_written`]): an answer then names, or forgets, a handle as a crash
-    /// right after it would.
-    async fn until_recorded(&self) {
-        self.record.until_written().await;
-    }
-
     /// The handle `id` of this session: `command_not_found` otherwise.
     pub fn find(&self, id: &str) -> Result<Arc<Handle>, DaemonError> {
         locked(&self.history)
@@ -563,9 +556,8 @@ pub async fn start(
         // It never ran (a missing cwd, no channel in time, a lost master): the call failed,
         // and no handle stays, in the record either (a daemon that died before its next
         // write would bring it back `lost`, as if the command might have run).
-        let commands = Commands::of(session);
-        commands.remove(&handle.id);
-        commands.until_recorded().await;
+        Commands::of(session).remove(&handle.id);
+        session.record.until_written().await;
         // A run cut before it started ends `killed` with no error only when its session
         // closed meanwhile (nothing else stops a detached run).
         if ended.state == CommandState::Killed {
@@ -580,7 +572,7 @@ pub async fn start(
         }));
     }
     // The answer names a handle that a crash right after it would not lose track of.
-    Commands::of(session).until_recorded().await;
+    session.record.until_written().await;
     Ok(CommandStarted {
         handle_id: handle.id.clone(),
         id: handle.id.clone(),

@@ -244,7 +244,7 @@ impl Operation {
         })
     }
 
-    fn record_end(&self, outcome: Result<(String, String), (TransferState, DaemonError)>) {
+    fn record_end(&self, outcome: Outcome) {
         // What arrived, as it stands at the end: a retry of the same pair writes the same
         // partial file on.
         if outcome.is_err() {
@@ -409,13 +409,13 @@ pub fn resume(
     entry: TransferEntry,
     registry: &Registry,
 ) {
-    let tool = match entry.direction.as_str() {
-        "upload" => Tool::UploadStart,
-        _ => Tool::DownloadStart,
-    };
     let id = entry.operation_id.clone();
     let mut placeholder = Operation::recorded(session, entry);
     let (direction, req) = (placeholder.direction, placeholder.request.clone());
+    let tool = match direction {
+        TransferDirection::Upload => Tool::UploadStart,
+        TransferDirection::Download => Tool::DownloadStart,
+    };
     // Absolute, as every other report says it, also when the resume fails.
     if let Some(root) = &req.local_root {
         placeholder.local_path = Path::new(root).join(&req.local_path).display().to_string();

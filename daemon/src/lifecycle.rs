@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UnixListener;
-use tokio_util::sync::CancellationToken;
 
 use sshmcp_local::paths::PidfileText;
 
@@ -191,6 +190,10 @@ fn bind(settings: &Settings) -> io::Result<UnixListener> {
 /// How long the stop waits for the audit trail's last lines.
 const AUDIT_CLOSE_CAP: Duration = Duration::from_secs(2);
 
+/// How long the stop waits, after the teardown, for the answers of the calls that were in
+/// flight to be written: the teardown has ended them, so this is only the writing.
+const ANSWERS_CAP: Duration = Duration::from_secs(2);
+
 /// Why the daemon leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exit {
@@ -247,16 +250,16 @@ pub async fn run(
         }
     });
     let listener = bind(&settings)?;
-    let stop = CancellationToken::new();
+    let ending = server::Ending::default();
     let calls_trail = settings.audit.then(|| trail.clone());
-    let service = DaemonService::new(registry.clone(), stop.clone(), calls_trail);
+    let service = DaemonService::new(registry.clone(), ending.stop.clone(), calls_trail);
     tracing::info!(pid = std::process::id(), socket = %socket.display(), "daemon ready");
     report.ready();
     let clients = tokio::sync::watch::channel(0usize).0;
     let mut serving = Box::pin(server::serve(
         listener,
         service,
-        stop.clone(),
+        ending.clone(),
         clients.clone(),
     ));
     let (exit, cause) = tokio::select! {
@@ -270,7 +273,13 @@ pub async fn run(
         _ = idle(&registry, clients.subscribe(), idle_exit) => (Exit::Stop, "idle"),
     };
     pidfile.mark_stopping();
-    stop.cancel();
+    ending.stop.cancel();
+    // Handing over, a call in flight is cut now, as a crash would cut it (its client says it
+    // may or may not have run). Stopping, it runs on until the teardown closes its session,
+    // so its client learns the daemon stopped it.
+    if exit == Exit::HandOver {
+        ending.abort.cancel();
+    }
     // The listener goes with the accept loop, and the socket file with it: new clients start
     // (or wait for) the next daemon instead of queueing on this one.
     drop(serving);
@@ -290,6 +299,12 @@ pub async fn run(
             TEARDOWN_CAP.as_secs()
         );
     }
+    let mut connected = clients.subscribe();
+    let answered = tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0)).await;
+    if answered.is_err() {
+        tracing::warn!("calls still in flight after the teardown are cut");
+    }
+    ending.abort.cancel();
     registry.seal_record();
     registry.note_stop(stop_summary(exit, cause, sessions, in_time));
     let _ = tokio::task::spawn_blocking(move || trail.close(AUDIT_CLOSE_CAP)).await;

@@ -1,6 +1,8 @@
 //! Accepting clients on the Unix socket: refuse other users, serve each connection's requests
-//! concurrently, and abort a connection's in-flight work the moment that client goes away.
+//! concurrently, abort a connection's in-flight work the moment that client goes away, and on
+//! the daemon's way out answer the calls still in flight before letting go.
 
+use std::future::Future as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -9,15 +11,24 @@ use pin_project_lite::pin_project;
 use sshmcp_proto::service::{Codec, Daemon as _, framed};
 use tarpc::server::{BaseChannel, Channel};
 use tokio::net::UnixListener;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::service::DaemonService;
 
-/// Serves `listener` until `shutdown` fires, counting connected clients in `clients`.
+/// How the daemon lets its clients go: `stop` ends accepting and reading requests, while the
+/// calls in flight run on and are answered; `abort` drops those still running.
+#[derive(Clone, Default)]
+pub struct Ending {
+    pub stop: CancellationToken,
+    pub abort: CancellationToken,
+}
+
+/// Serves `listener` until `ending.stop` fires, counting connected clients in `clients`: a
+/// connection counts until its last answer is written (or it is aborted).
 pub async fn serve(
     listener: UnixListener,
     service: DaemonService,
-    shutdown: CancellationToken,
+    ending: Ending,
     clients: tokio::sync::watch::Sender<usize>,
 ) {
     let my_uid = nix::unistd::geteuid().as_raw();
@@ -30,7 +41,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = shutdown.cancelled() => return,
+            _ = ending.stop.cancelled() => return,
         };
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == my_uid => {}
@@ -44,7 +55,7 @@ pub async fn serve(
             }
         }
         let client = ClientCount::new(&clients);
-        let connection = serve_connection(stream, service.for_connection(), shutdown.clone());
+        let connection = serve_connection(stream, service.for_connection(), ending.clone());
         tokio::spawn(async move {
             connection.await;
             drop(client);
@@ -53,16 +64,15 @@ pub async fn serve(
 }
 
 /// Runs every request of one client in its own task; when the client disconnects (or the
-/// daemon stops), aborts what is still running so remote commands get killed.
-async fn serve_connection(
-    stream: tokio::net::UnixStream,
-    service: DaemonService,
-    shutdown: CancellationToken,
-) {
+/// daemon aborts), aborts what is still running so remote commands get killed. When the
+/// daemon stops, it reads no more requests but answers those in flight (the stop's teardown
+/// ends them: a command whose session closes is stopped and says so), then lets go.
+async fn serve_connection(stream: tokio::net::UnixStream, service: DaemonService, ending: Ending) {
     let closed = CancellationToken::new();
     let transport = NotifyOnClose {
         inner: tarpc::serde_transport::new(framed(stream), Codec::default()),
         closed: closed.clone(),
+        stop: ending.stop.clone().cancelled_owned(),
     };
     let mut requests =
         std::pin::pin!(BaseChannel::with_defaults(transport).execute(service.serve()));
@@ -75,7 +85,7 @@ async fn serve_connection(
             },
             Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
             _ = closed.cancelled() => break,
-            _ = shutdown.cancelled() => break,
+            _ = ending.abort.cancelled() => break,
         }
     }
     inflight.abort_all();
@@ -99,11 +109,15 @@ impl Drop for ClientCount {
 
 pin_project! {
     /// A transport that fires `closed` when its read side ends: tarpc's own request stream
-    /// only ends once every in-flight response is done, too late to cancel them.
+    /// only ends once every in-flight response is done, too late to cancel them. Once `stop`
+    /// fires, it reads as ended without firing `closed`: tarpc then writes the answers of the
+    /// calls in flight and ends the stream after the last.
     struct NotifyOnClose<T> {
         #[pin]
         inner: T,
         closed: CancellationToken,
+        #[pin]
+        stop: WaitForCancellationFutureOwned,
     }
 }
 
@@ -115,6 +129,9 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
+        if this.stop.poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
         let polled = this.inner.poll_next(cx);
         if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
             this.closed.cancel();

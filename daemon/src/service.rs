@@ -445,6 +445,15 @@ impl DaemonService {
                 }
                 _ => connection_lost(&session),
             },
+            // The stop's teardown closed the session under the call: say who did.
+            ErrorCode::SessionClosed if self.registry.is_closing() => DaemonError {
+                code: ErrorCode::ServerClosing,
+                message: format!(
+                    "the daemon is stopping, and closed the session: {}",
+                    e.message
+                ),
+                details: e.details,
+            },
             _ => {
                 e.message = self.registry.redact_keys(&e.message).into_owned();
                 e

@@ -425,6 +425,32 @@ async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
     mcp.close().await;
 }
 
+/// An `exec` under way when the daemon is asked to stop is stopped with its session, and its
+/// client is told so (`server_closing`) rather than left to guess whether it ran.
+#[tokio::test]
+async fn an_exec_in_flight_at_a_stop_is_told_the_daemon_stopped_it() {
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(78);
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}")});
+    let (_, pending) = mcp.start_call("exec", args).await;
+    until_running(&sleep).await;
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = answer(pending).await;
+    assert_eq!(code(&r), "server_closing", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("stopping"), "{message}");
+    assert!(
+        sshmcp_tests::process::until_matching(&[&sleep], 0).await,
+        "the command outlived the stop"
+    );
+    mcp.close().await;
+}
+
 /// Two crashes, each with every channel of a `MaxSessions 2` server busy with a long command:
 /// the channels come free with the dead daemons' commands, and `exec` runs at once.
 #[tokio::test]

@@ -373,6 +373,11 @@ impl Registry {
         }
     }
 
+    /// Whether the daemon is on its way out (stopping or handing over): it opens no session.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
     pub fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
             DaemonError::new(ErrorCode::SessionNotFound, "no session has this session_id")
@@ -383,7 +388,7 @@ impl Registry {
     /// the remote facts, then start watching the master.
     pub async fn connect(self: &Arc<Self>, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let timeout = check_connect_request(&req)?;
-        if self.closing.load(Ordering::SeqCst) {
+        if self.is_closing() {
             return Err(DaemonError::new(
                 ErrorCode::ServerClosing,
                 "the daemon is shutting down",

@@ -425,6 +425,46 @@ async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
     mcp.close().await;
 }
 
+/// A daemon killed during an `exec` with `spool_output` cannot remove its half-written spool
+/// files (up to the cap a stream); the next daemon removes them the next time it spools there.
+#[tokio::test]
+async fn a_killed_daemons_half_written_spool_files_go_with_the_next_spool() {
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(79);
+    let command = format!("echo begun; sleep {sleep}");
+    let args =
+        json!({"session_id": s.0, "session_key": s.1, "command": command, "spool_output": true});
+    let (_, pending) = mcp.start_call("exec", args).await;
+    until_running(&sleep).await;
+    let dir = env.local_root.join(".sshmcp/spool").join(&s.0);
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let half_written = files();
+    assert_eq!(half_written.len(), 2, "{half_written:?}");
+    env.crash_daemon();
+    drop(pending);
+    assert_eq!(files(), half_written, "nothing removed them yet");
+    let r = exec(&mcp, &s, "echo next", json!({"spool_output": true})).await;
+    let spooled = r["stdout"]["spool_path"]
+        .as_str()
+        .expect("spooled")
+        .to_string();
+    assert_eq!(std::fs::read_to_string(&spooled).unwrap(), "next\n");
+    let now = files();
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(
+        now.iter().all(|name| !half_written.contains(name)),
+        "{now:?} {half_written:?}"
+    );
+    mcp.close().await;
+}
+
 /// An `exec` under way when the daemon is asked to stop is stopped with its session, and its
 /// client is told so (`server_closing`) rather than left to guess whether it ran.
 #[tokio::test]

@@ -60,12 +60,24 @@ impl OutputFiles {
                 format!("cannot create the output files under the local root: {e}"),
             )
         })?;
+        let retained = |spool: Spool| {
+            spool.retained().map_err(|e| {
+                DaemonError::new(
+                    ErrorCode::InvalidLocalPath,
+                    format!("cannot name the output files under the local root: {e}"),
+                )
+            })
+        };
+        let out = retained(out)?;
+        let err = retained(err).inspect_err(|_| {
+            let _ = std::fs::remove_file(out.path());
+        })?;
         let files = Self {
             paths: [out.path().to_path_buf(), err.path().to_path_buf()],
             kept: AtomicBool::new(false),
             left: AtomicBool::new(false),
         };
-        Ok((files, (out.retained(), err.retained())))
+        Ok((files, (out, err)))
     }
 
     /// The files a record names, as the daemon that wrote them left them.

@@ -1,5 +1,5 @@
 //! Complete copies of a command's streams under the local root's private directory, for
-//! `spool_output`.
+//! `spool_output`, and the removal of those a killed daemon left half-written.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -9,6 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Distinguishes spool files created in the same millisecond.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// The name's ending while no answer names the file yet: the daemon that writes it removes it
+/// if the call fails, and a daemon killed meanwhile cannot, so the next one does (see
+/// [`remove_orphans`]).
+const UNCLAIMED: &str = ".part";
 
 /// One stream's spool file, bounded by the daemon's `max-spool-bytes` so a command that
 /// prints without end cannot fill the local disk. Dropped without [`Spool::finish`] (the call
@@ -73,21 +78,62 @@ impl Spool {
 
     /// The file stays whatever becomes of the run (its owner removes it), and a failed write
     /// only ends the copy.
-    pub fn retained(mut self) -> Self {
-        self.kept = true;
+    pub fn retained(mut self) -> io::Result<Self> {
+        self.claim()?;
         self.best_effort = true;
-        self
+        Ok(self)
     }
 
     /// Flushes; returns the absolute path and whether the cap was reached.
     pub fn finish(mut self) -> io::Result<Spooled> {
         self.out.flush()?;
-        self.kept = true;
+        if !self.kept {
+            self.claim()?;
+        }
         Ok(Spooled {
             path: self.path.to_string_lossy().into_owned(),
             truncated: self.truncated,
         })
     }
+
+    /// Gives the file its final name, which it keeps (the open file is written on).
+    fn claim(&mut self) -> io::Result<()> {
+        let claimed = self.path.with_extension("");
+        std::fs::rename(&self.path, &claimed)?;
+        self.path = claimed;
+        self.kept = true;
+        Ok(())
+    }
+}
+
+/// Removes the unclaimed spool files, under every session's directory of `spools`, of daemons
+/// that no longer run: a daemon killed during a call left them, up to the cap a stream.
+fn remove_orphans(spools: &Path) {
+    let Ok(sessions) = std::fs::read_dir(spools) else {
+        return;
+    };
+    for file in sessions
+        .flatten()
+        .filter_map(|session| std::fs::read_dir(session.path()).ok())
+        .flatten()
+        .flatten()
+    {
+        let name = file.file_name();
+        let writer = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(UNCLAIMED))
+            .and_then(writer_pid);
+        if writer.is_some_and(|pid| crate::local_process::ProcessId::of(pid).is_none()) {
+            let _ = std::fs::remove_file(file.path());
+        }
+    }
+}
+
+/// The pid of the daemon that named a spool file `<stamp>-<pid>-<seq>.<stream>`.
+fn writer_pid(name: &str) -> Option<u32> {
+    let mut fields = name.rsplit('-');
+    fields.next()?;
+    fields.next()?.parse().ok()
 }
 
 /// Creates the stdout and stderr spool files of one command under
@@ -97,13 +143,14 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
     sshmcp_local::paths::ensure_private_dir(&private)?;
     let spools = private.join("spool");
     own_dir(&spools)?;
+    remove_orphans(&spools);
     let dir = spools.join(session_id);
     own_dir(&dir)?;
     let stamp = sshmcp_proto::time::now_rfc3339().replace([':', '.'], "");
     let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     let base = format!("{stamp}-{}-{seq}", std::process::id());
     let open = |ext: &str| -> io::Result<Spool> {
-        let path = dir.join(format!("{base}.{ext}"));
+        let path = dir.join(format!("{base}.{ext}{UNCLAIMED}"));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -152,6 +199,28 @@ mod tests {
         assert!(!at.truncated && past.truncated);
         assert_eq!(std::fs::read(&at.path).unwrap(), b"0123456789");
         assert_eq!(std::fs::read(&past.path).unwrap(), b"0123456789");
+    }
+
+    #[test]
+    fn a_dead_daemons_unclaimed_files_go_at_the_next_spool_the_rest_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let (claimed, live) = create_pair(root.path(), "s3", 10).unwrap();
+        let claimed = claimed.finish().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let old = root.path().join(".sshmcp/spool/s4");
+        std::fs::create_dir_all(&old).unwrap();
+        let orphan = old.join(format!("2026-12-06T004709214Z-{dead}-7.stdout.part"));
+        let odd = old.join("notes-x.part");
+        std::fs::write(&orphan, "half").unwrap();
+        std::fs::write(&odd, "").unwrap();
+        let _next = create_pair(root.path(), "s5", 10).unwrap();
+        assert!(!orphan.exists(), "a dead daemon's unclaimed file went");
+        assert!(odd.exists(), "a name not of a spool's form stays");
+        assert!(live.path().exists(), "this daemon's unclaimed file stays");
+        assert!(Path::new(&claimed.path).exists(), "a claimed file stays");
+        assert!(!claimed.path.ends_with(UNCLAIMED));
     }
 
     #[test]

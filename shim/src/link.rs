@@ -23,6 +23,9 @@ pub struct DaemonLink {
     /// The MCP client's name and version, told to every daemon connection for its audit
     /// trail.
     client: std::sync::OnceLock<String>,
+    /// What the connected daemon was started with that this server's environment asks
+    /// otherwise (see [`settings_note`]).
+    settings_note: std::sync::Mutex<Option<String>>,
 }
 
 impl DaemonLink {
@@ -32,7 +35,17 @@ impl DaemonLink {
             program: daemon_program(),
             connection: tokio::sync::Mutex::new(None),
             client: std::sync::OnceLock::new(),
+            settings_note: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Says, when it is so, that the daemon serving this server reads another ssh config
+    /// than this server's environment names: a connect that failed may owe it that.
+    pub fn settings_note(&self) -> Option<String> {
+        self.settings_note
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Notes the MCP client's name and version, once: the first call that gives one counts.
@@ -73,6 +86,14 @@ impl DaemonLink {
         {
             tracing::warn!("cannot tell the daemon this client's name: {e}");
         }
+        let note = settings_note(&conn).await;
+        if let Some(note) = &note {
+            tracing::warn!("{note}");
+        }
+        *self
+            .settings_note
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = note;
         let conn = Arc::new(conn);
         *slot = Some(conn.clone());
         Ok(conn)
@@ -144,4 +165,28 @@ impl DaemonLink {
             }
         }
     }
+}
+
+/// A daemon takes its settings when it starts, from the client that started it; another MCP
+/// client's server whose environment names another ssh config is served with the daemon's
+/// (one daemon per user). Said, not hidden: the hosts that config names are unknown to it.
+async fn settings_note(conn: &Connection) -> Option<String> {
+    let asked = PathBuf::from(std::env::var_os("SSHMCP_SSH_CONFIG")?);
+    let status = conn.client.status(tarpc::context::current()).await.ok()?;
+    let running = status.ssh_config.map(PathBuf::from);
+    let canonical = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    if running.as_ref().map(canonical) == Some(canonical(&asked)) {
+        return None;
+    }
+    Some(format!(
+        "the running daemon (pid {}) reads {} as its ssh config, not {} that this MCP server's \
+         SSHMCP_SSH_CONFIG names: a daemon takes its settings when it starts, and another \
+         client started it; tell the user: `sshmcp daemon restart` run with that variable set \
+         (sessions are kept), or `ssh-config` in sshmcp's config file for every start",
+        status.pid,
+        running.map_or("the user's default".to_string(), |p| p
+            .display()
+            .to_string()),
+        asked.display(),
+    ))
 }

@@ -106,6 +106,44 @@ pub(crate) fn closed_port() -> u16 {
         .port()
 }
 
+/// A daemon takes its ssh config when it starts. An MCP server whose environment names
+/// another (its client was launched otherwise) is served with the daemon's, and a connect
+/// that fails says so; one whose environment matches is told nothing of it.
+#[tokio::test]
+async fn a_failed_connect_names_the_daemons_other_ssh_config() {
+    let env = TestEnv::new();
+    let first = env.mcp().await;
+    assert_eq!(first.call("session_list", json!({})).await["ok"], true);
+    let other = env.root.path().join("other_ssh_config");
+    std::fs::write(&other, "Host elsewhere\n  HostName 127.0.0.1\n").unwrap();
+    let mut vars = env.env_vars();
+    for (name, value) in &mut vars {
+        if name == "SSHMCP_SSH_CONFIG" {
+            *value = other.display().to_string();
+        }
+    }
+    let second = env.mcp_with_env(&vars).await;
+    let refused = json!({"host": "127.0.0.1", "user": env.sshd.user, "port": closed_port()});
+    let r = second.call("connect", refused.clone()).await;
+    assert_eq!(code(&r), "connection_start_failed", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&other.display().to_string()) && message.contains("SSHMCP_SSH_CONFIG"),
+        "{message}"
+    );
+    let r = first.call("connect", refused).await;
+    assert_eq!(code(&r), "connection_start_failed", "{r}");
+    assert!(
+        !r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SSHMCP_SSH_CONFIG"),
+        "{r}"
+    );
+    first.close().await;
+    second.close().await;
+}
+
 #[tokio::test]
 async fn session_limit_counts_every_session() {
     let env = TestEnv::with(&SshdOptions::default(), &[("SSHMCP_MAX_SESSIONS", "1")]);

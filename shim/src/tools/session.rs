@@ -7,12 +7,12 @@ use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sshmcp_proto::DaemonError;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::session::{
     ConnectRequest, ConnectTarget, Connected, Disconnected, SessionSummary,
 };
 use sshmcp_proto::tool::Tool;
+use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::{self, Answer};
@@ -123,7 +123,16 @@ impl Shim {
                         ),
                     })
                 };
-                progress::follow(call, Progress::asked(&meta, peer), step).await
+                progress::follow(call, Progress::asked(&meta, peer), step)
+                    .await
+                    .map_err(|mut e| {
+                        if e.code == ErrorCode::ConnectionStartFailed
+                            && let Some(note) = self.daemon.settings_note()
+                        {
+                            e.message = format!("{} ({note})", e.message);
+                        }
+                        e
+                    })
             }
             .await,
         )

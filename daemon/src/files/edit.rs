@@ -90,6 +90,7 @@ pub(super) fn script(path: &[u8], req: &EditFileRequest) -> String {
             ("_edit64", encode(&edit)),
             ("_max_file", MAX_EDIT_FILE_BYTES.to_string()),
             ("_old_len", req.old_text.len().to_string()),
+            ("_new_len", req.new_text.len().to_string()),
             ("_all", u8::from(req.replace_all).to_string()),
         ],
         EDIT,
@@ -166,6 +167,14 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
                  (64 MiB): nothing was changed (download, edit and upload it instead)"
             ),
         )),
+        (Some("outgrows"), Some(n), _) => Err(DaemonError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "the edit would make the file {n} bytes; edit_file writes files up to \
+                 {MAX_EDIT_FILE_BYTES} (64 MiB): nothing was changed (fewer replacements at a \
+                 time, or download, edit and upload it)"
+            ),
+        )),
         (Some("binary"), ..) => Err(DaemonError::new(
             ErrorCode::InvalidRemoteType,
             "the file holds NUL bytes: edit_file edits text files",
@@ -236,6 +245,42 @@ mod tests {
             new_text: new.into(),
             replace_all: all,
             expected_sha256: None,
+        }
+    }
+
+    /// An edit may make a file no larger than one it would edit: 1024 replacements of one
+    /// byte by 64 KiB make exactly 64 MiB, one byte more is refused before anything is
+    /// written (under every shell here with GNU `sed -z`; BusyBox's sed has no `-z`).
+    #[test]
+    fn the_edited_file_is_bounded_exactly_at_and_one_past_the_limit() {
+        let shells = crate::programs::Shells::new();
+        let wide = "b".repeat(sshmcp_proto::files::MAX_NEW_TEXT_BYTES);
+        let req = request("a", &wide, true);
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join("f");
+        let run = |shell: &[String], path: &str| {
+            let bytes = file.as_os_str().as_encoded_bytes();
+            crate::programs::run_under(shell, path, home.path(), &script(bytes, &req), b"")
+        };
+        let mut checked_at_the_limit = false;
+        for (shell, path) in shells.each() {
+            let past = [b"a".repeat(1024), b"\n".to_vec()].concat();
+            std::fs::write(&file, &past).unwrap();
+            let said = run(&shell, &path);
+            if said == "missing sed -z\n" {
+                continue;
+            }
+            let limit = MAX_EDIT_FILE_BYTES + 1;
+            assert_eq!(said, format!("ok outgrows {limit}\n"), "{shell:?}");
+            assert_eq!(std::fs::read(&file).unwrap(), past, "{shell:?}");
+            if !checked_at_the_limit {
+                std::fs::write(&file, b"a".repeat(1024)).unwrap();
+                let said = run(&shell, &path);
+                assert!(said.starts_with("ok edited 1024 "), "{shell:?}: {said}");
+                let size = std::fs::metadata(&file).unwrap().len();
+                assert_eq!(size, MAX_EDIT_FILE_BYTES, "{shell:?}");
+                checked_at_the_limit = true;
+            }
         }
     }
 

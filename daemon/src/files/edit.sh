@@ -1,4 +1,4 @@
-# shellcheck shell=sh disable=SC2154 # _p, _sshmcp_fail (prelude.sh), the functions (files.sh) and _expected, _count64, _edit64, _max_file, _old_len, _all (the daemon) come before
+# shellcheck shell=sh disable=SC2154 # _p, _sshmcp_fail (prelude.sh), the functions (files.sh) and _expected, _count64, _edit64, _max_file, _old_len, _new_len, _all (the daemon) come before
 _target_checks
 [ "$_x" = 1 ] || { echo notfound; exit 0; }
 [ -r "$_p" ] || { echo denied; exit 0; }
@@ -20,6 +20,8 @@ _r=$(command wc -c <"$_t") || exit 1
 _k=$(((_n - _r) / _old_len))
 [ "$_k" -gt 0 ] || { echo 'ok nomatch'; exit 0; }
 [ "$_k" -eq 1 ] || [ "$_all" = 1 ] || { printf 'ok ambiguous %s\n' "$_k"; exit 0; }
+_s=$((_n + _k * (_new_len - _old_len)))
+[ "$_s" -le "$_max_file" ] || { printf 'ok outgrows %s\n' "$_s"; exit 0; }
 printf %s "$_edit64" | command base64 -d >"$_c" || exit 1
 _e=$(command sed -z -f "$_c" -- "$_p" 2>&1 >"$_t") || _sshmcp_fail "${_e:-sed failed}"
 _h=$(command sha256sum <"$_t") || exit 1

@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 use sshmcp_tests::McpClient;
-use sshmcp_tests::process::unique_sleep;
+use sshmcp_tests::mcp::call_ok;
+use sshmcp_tests::process::{count_matching, unique_sleep, until_matching};
 use sshmcp_tests::users::{SudoRule, sudo_user};
 use sshmcp_tests::{SshdOptions, TestEnv};
 
@@ -337,4 +338,30 @@ async fn commands_one_after_the_other_open_only_the_channels_they_use() {
         );
         mcp.close().await;
     }
+}
+
+/// A kill whose group keeps only root's processes (the command ran `sudo` itself, whose
+/// shell dies of the TERM and leaves its `sleep`) cannot end them as the session's user: it
+/// says `failed_to_kill`, also with `force`, never `killed`.
+#[tokio::test]
+async fn a_kill_that_leaves_roots_processes_in_the_group_says_it_failed() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let sleep = unique_sleep(91);
+    let command = format!("sudo -n /bin/sh -c 'sleep {sleep}; true'");
+    let started = call_ok(&mcp, &s, "command_start", json!({"command": command})).await;
+    // The sleep's own command line: its arguments apart (the shells' lines hold it as one).
+    let own = format!("sleep\0{sleep}");
+    assert!(until_matching(&[&own], 1).await, "root's sleep started");
+    let args = json!({"handle_id": started["handle_id"], "wait_seconds": 1, "force": true});
+    let r = call_ok(&mcp, &s, "command_kill", args).await;
+    assert_eq!(r["result"], "failed_to_kill", "{r}");
+    assert_eq!(r["force_kill_used"], true, "{r}");
+    assert_eq!(count_matching(&[&own]), 1, "root's sleep still runs");
+    // As root, it ends.
+    let pattern = format!("slee[p] {sleep}");
+    let r = sudo(&mcp, &s, &format!("pkill -f '{pattern}'"), json!({})).await;
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(until_matching(&[&own], 0).await);
+    mcp.close().await;
 }

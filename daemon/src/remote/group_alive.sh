@@ -4,8 +4,13 @@ _gkill() {
   kill "$1" $_sshmcp_k "-$g" 2>/dev/null
 }
 alive() {
-  _gkill -0 || return 1
-  [ -r /proc/self/stat ] || return 0
+  if _gkill -0; then
+    [ -r /proc/self/stat ] || return 0
+  else
+    # No process this user may signal: none left, or only another user's (root's, when the
+    # command ran sudo itself). Only /proc tells them apart.
+    [ -r /proc/self/stat ] || return 1
+  fi
   if read -r s 2>/dev/null < "/proc/$g/stat"; then
     s=${s##*)}
     # shellcheck disable=SC2086 # the fields after the name, split on purpose

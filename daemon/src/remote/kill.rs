@@ -22,7 +22,8 @@ const KILL_RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// the group right after the signal, but posh needs `--` before it: `_gkill` puts
 /// [`GROUP_OPTION`]'s `$_sshmcp_k` there, which a program sets first. A group counts as gone when only zombies are left in it (where
 /// /proc exists): in containers whose init does not reap, a killed process lingers as a
-/// zombie and `kill -0` still finds it. A live leader answers at once; only a group whose
+/// zombie and `kill -0` still finds it. A group `kill -0` cannot signal may still hold
+/// another user's processes (a command that ran `sudo`): where /proc exists it decides. A live leader answers at once; only a group whose
 /// leader is gone or a zombie costs a scan of /proc, which on a busy host takes a good part
 /// of a second.
 pub const GROUP_ALIVE: &str = include_str!("group_alive.sh");

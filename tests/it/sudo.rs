@@ -112,6 +112,14 @@ async fn merged_streams_still_give_the_root_commands_answer() {
     )
     .await;
     assert_eq!(r["handed_off"], true, "{r}");
+    // The handle shows the command as given, not the sudo program that runs it.
+    let listed = call_ok(&mcp, &s, "command_list", json!({})).await;
+    let preview = format!("echo early; sleep {secs}");
+    assert_eq!(
+        listed["commands"][0]["preview"],
+        preview.as_str(),
+        "{listed}"
+    );
     let k = mcp
         .call(
             "command_kill",

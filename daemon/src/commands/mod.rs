@@ -309,13 +309,13 @@ impl Prepared {
         self,
         session: &Session,
         id: String,
-        command: &str,
+        preview: String,
         outcome: Outcome,
         as_root: bool,
     ) -> Result<Arc<Handle>, DaemonError> {
         let handle = Arc::new(Handle {
             id,
-            preview: preview(command),
+            preview,
             started_at: self.started_at,
             observer: self.observer,
             files: self.files,
@@ -543,7 +543,7 @@ pub async fn start(
     // Until it started, the run is this call's: a call dropped meanwhile (its client cancelled
     // or went away) stops it, so a command still waiting for a channel never runs.
     let (outcome, until_started) = remote::start(&session.host, program).split();
-    let handle = prepared.into_handle(session, new_id()?, &req.command, outcome, false)?;
+    let handle = prepared.into_handle(session, new_id()?, preview(&req.command), outcome, false)?;
     // Bounded: the run gets a channel and its login shell within `HANDLE_QUEUE_LIMIT`, or
     // ends without having sent anything.
     handle.wait_started().await;

@@ -82,11 +82,13 @@ impl UnderWay {
         };
         let mut calls = locked(&self.calls);
         forget_old(&mut calls);
+        let call_preview = call.preview.clone();
         calls.insert(number, call);
         Ok(Shown {
             under_way: self.clone(),
             number,
             id,
+            preview: call_preview,
             cancel,
         })
     }
@@ -239,6 +241,9 @@ pub struct Shown {
     under_way: Arc<UnderWay>,
     number: u64,
     id: String,
+    /// The command as the agent gave it, cut to its preview (a sudo_exec's program is its
+    /// wrapper, which no person or agent wants to read).
+    preview: String,
     cancel: Arc<Notify>,
 }
 
@@ -246,6 +251,11 @@ impl Shown {
     /// The id of the call, which its handle takes if it is handed off.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The call's command preview, which its handle keeps if it is handed off.
+    pub fn preview(&self) -> &str {
+        &self.preview
     }
 
     /// Resolves when the person stops the call before it has a process group to signal.

@@ -108,7 +108,7 @@ async fn run_shown(
     }
     program.queue_timeout = Some(crate::request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
-    let (command, as_root) = (program.script.clone(), program.kill_as_root);
+    let as_root = program.kill_as_root;
     let mut seen = prepared.observer().subscribe();
     let started = Instant::now();
     let mut running = remote::start(&session.host, program);
@@ -133,7 +133,7 @@ async fn run_shown(
         }
         _ = handoff_due => {
             let handle = prepared
-                .into_handle(session, shown.id().to_string(), &command, running.detach(), as_root)
+                .into_handle(session, shown.id().to_string(), shown.preview().to_string(), running.detach(), as_root)
                 .map_err(|e| RunError::Failed(e.message))?;
             shown.handed_off();
             handed_off(&handle, started, settings.max_output_bytes)

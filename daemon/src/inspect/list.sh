@@ -11,7 +11,9 @@ if ! command find . -maxdepth 0 -printf '' 2>/dev/null ||
     [ -e "$_f" ] || [ -L "$_f" ] || continue
     _s=$(command stat -c 'x%f/%s/%a/@%Y' -- "$_f" 2>/dev/null) || continue
     _l=
-    case $_s in xa*) _l=$(command readlink -- "$_f" 2>/dev/null) ;; esac
+    # The x keeps a target's own trailing newlines from the substitution; then it and
+    # readlink's newline go.
+    case $_s in xa*) _l=$(command readlink -- "$_f" 2>/dev/null && echo x) && _l=${_l%??} ;; esac
     printf '%s/%s/%s\0' "$_f" "$_s" "$_l"
   done
   exit 0

@@ -63,7 +63,7 @@ impl Shim {
             {
                 described = format!("{described} {root}");
             }
-            tool.description = Some(described.into());
+            tool.description = Some(within_client_limit(described).into());
         }
         Self {
             daemon: Arc::new(daemon),
@@ -106,8 +106,33 @@ impl Shim {
             }
         }
         text.push_str(ANSWERS);
-        text
+        // A long local root leaves less room: the limits' line goes first.
+        if text.len() + 1 + LIMITS.len() <= CLIENT_TEXT_LIMIT {
+            text.push('\n');
+            text.push_str(LIMITS);
+        }
+        within_client_limit(text)
     }
+}
+
+/// What clients keep of a tool's description and of the instructions (Claude Code cuts each
+/// at it).
+const CLIENT_TEXT_LIMIT: usize = 2048;
+
+/// `text` whole when it fits a client, else up to its last whole sentence that does: only a
+/// local root of hundreds of bytes makes a text this long, and a cut of the client's own
+/// would end mid-word.
+fn within_client_limit(mut text: String) -> String {
+    if text.len() <= CLIENT_TEXT_LIMIT {
+        return text;
+    }
+    let mut end = CLIENT_TEXT_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let sentence_end = text[..end].rfind(['.', ')', '\n']).map_or(end, |at| at + 1);
+    text.truncate(sentence_end);
+    text
 }
 
 /// The sentence that says where the local root is: downloads, uploads and kept output live
@@ -204,9 +229,12 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
     (read your handles' output, disconnect, connect; `error.started`: the command had \
     begun, check it before a rerun), `channels_busy` (nothing ran: \
     retry once other work ends), \
-    `policy_denied` (the user forbids it there: ask them; no workarounds).\n\
-    One session per server. Defaults: 32 sessions; 7 commands at once a session (transfers \
-    count, 4 at most); 64 KiB kept of each output stream an answer.";
+    `policy_denied` (the user forbids it there: ask them; no workarounds).";
+
+/// The daemon's default limits: what the instructions leave out first when a long local root
+/// leaves no room.
+const LIMITS: &str = "One session per server. Defaults: 32 sessions; 7 commands at once a \
+    session (transfers count, 4 at most); 64 KiB kept of each output stream an answer.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
@@ -271,6 +299,41 @@ mod tests {
         assert!(text.len() <= 2048, "{} bytes: {text}", text.len());
         let root = text.find("/home/someone-with-a-long-name").unwrap();
         assert!(root < 400, "the root at byte {root}");
+        assert!(
+            text.ends_with(LIMITS),
+            "a root of this length leaves room: {text}"
+        );
+    }
+
+    /// A local root of 141 bytes (the instructions' own limits' line gives way) and one of
+    /// 3,000: the instructions and every description still fit a client, and end on a whole
+    /// sentence.
+    #[test]
+    fn a_long_local_root_still_fits_a_client() {
+        for length in [141, 3000] {
+            let root = PathBuf::from(format!("/{}", "r".repeat(length - 1)));
+            let shim = Shim::new(
+                DaemonLink::new(None),
+                Some(root.clone()),
+                &toolset::select(None).unwrap(),
+            );
+            let text = shim.instructions();
+            assert!(text.len() <= 2048, "{length}: {} bytes", text.len());
+            assert!(
+                text.ends_with('.') || text.ends_with(')'),
+                "{length}: {text}"
+            );
+            if length == 141 {
+                let at = text.find(&root.display().to_string()).unwrap();
+                assert!(at < 400, "the root at byte {at}");
+                assert!(text.contains("`policy_denied`"), "{text}");
+                assert!(!text.contains("Defaults:"), "{text}");
+            }
+            for tool in shim.tool_router.list_all() {
+                let described = tool.description.as_deref().unwrap_or("");
+                assert!(described.len() <= 2048, "{length}: {}", tool.name);
+            }
+        }
     }
 
     /// Under every group, `read-only` and each tool alone, every tool the instructions name

@@ -499,3 +499,30 @@ async fn host_info_tells_the_hosts_facts_and_the_space_of_each_path() {
     setup(&mcp, &s, &format!("rm -r '{dir}' && echo done")).await;
     mcp.close().await;
 }
+
+/// A path of exactly 4,095 bytes reaches the host, one of 4,096 does not; a name longer than
+/// the host takes is refused without the path repeated (invalid arguments name no values).
+#[tokio::test]
+async fn the_path_limit_at_its_edge_and_a_name_too_long() {
+    let (_env, mcp, s) = connected().await;
+    let mut path = String::from("/tmp");
+    while path.len() + 201 < 4095 {
+        path.push('/');
+        path.push_str(&"d".repeat(200));
+    }
+    path.push('/');
+    path.push_str(&"e".repeat(4095 - path.len()));
+    assert_eq!(path.len(), 4095);
+    let r = on_session(&mcp, &s, "stat", json!({"path": path})).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let r = on_session(&mcp, &s, "stat", json!({"path": format!("{path}e")})).await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    let name = "n".repeat(256);
+    for tool in ["stat", "make_directory"] {
+        let r = on_session(&mcp, &s, tool, json!({"path": format!("/tmp/{name}")})).await;
+        assert_eq!(code(&r), "invalid_arguments", "{tool}: {r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(!message.contains(&name), "{tool}: {message}");
+    }
+    mcp.close().await;
+}

@@ -39,6 +39,11 @@ _target_checks() {
   _e=$(command stat -L -c %F -- "$_d" 2>&1) || _sshmcp_fail "$_e"
   [ "$_e" = directory ] || { echo notdir; exit 0; }
   [ -x "$_d" ] || { echo denied; exit 0; }
+  # From here, the target by its name alone: a temporary file's name beside it is longer,
+  # and its whole path could pass the host's limit where the target's does not.
+  CDPATH='' command cd -- "$_d" 2>/dev/null || { echo denied; exit 0; }
+  _p=./${_p##*/}
+  _d=.
   _take_turns
   if [ -L "$_p" ] || { [ -e "$_p" ] && [ ! -f "$_p" ]; }; then echo notfile; exit 0; fi
   _x=0

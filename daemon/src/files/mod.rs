@@ -168,6 +168,56 @@ mod tests {
             .collect()
     }
 
+    /// A file whose path is near the host's limit (4,095 bytes) is written and edited: the
+    /// temporary file beside it, whose name is longer, is made by its name alone.
+    #[test]
+    fn a_file_at_the_path_limit_is_written_and_edited_under_every_posix_shell() {
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let home = tempfile::tempdir().unwrap();
+            let mut dir = home.path().to_path_buf();
+            while dir.as_os_str().len() < 4093 - 200 {
+                dir.push("d".repeat(200));
+            }
+            let fill = 4093 - dir.as_os_str().len() - 1;
+            dir.push("e".repeat(fill));
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = dir.join("f");
+            let bytes = file.as_os_str().as_bytes();
+            assert_eq!(bytes.len(), 4095);
+            let req = WriteFileRequest {
+                auth: auth(),
+                path: remote(bytes),
+                content: b"long way\n".to_vec(),
+                mode: None,
+                create_dirs: false,
+                overwrite: false,
+                expected_sha256: None,
+            };
+            let run = |script: String, stdin: &[u8]| {
+                crate::programs::run_under(&shell, &path, home.path(), &script, stdin)
+            };
+            assert_eq!(
+                run(write::script(bytes, &req), b"long way\n"),
+                "ok written 0\n"
+            );
+            let req = EditFileRequest {
+                auth: auth(),
+                path: remote(bytes),
+                old_text: "long".into(),
+                new_text: "short".into(),
+                replace_all: false,
+                expected_sha256: None,
+            };
+            let edited = run(edit::script(bytes, &req), b"");
+            let expected = match path == shells.busybox_path() {
+                true => "missing sed -z\n".to_string(),
+                false => format!("ok edited 1 {}\n", hex(b"short way\n")),
+            };
+            assert_eq!(edited, expected, "{shell:?}");
+        }
+    }
+
     /// The file programs under every shell a host may have as `/bin/sh` (dash, bash, a
     /// strict POSIX shell, BusyBox with only its applets): a file written new, refused where
     /// one exists and on a stale hash, replaced keeping its mode, edited (where `sed -z` is

@@ -134,7 +134,7 @@ pub(crate) async fn run_program(
                 ),
                 "toolong" => (
                     ErrorCode::InvalidArguments,
-                    "the path is longer than the host allows",
+                    "a path given is longer than the host allows (a name: 255 bytes at most)",
                 ),
                 "notfound" => (ErrorCode::RemotePathNotFound, "no such path on the host"),
                 "denied" => (
@@ -148,7 +148,11 @@ pub(crate) async fn run_program(
                 ),
                 _ => (ErrorCode::InvalidRemoteType, "not a regular file"),
             };
-            Err(DaemonError::new(code, format!("{what}: {}", shown())))
+            // An argument's fault names no value (the contract); the host's names its path.
+            Err(match code {
+                ErrorCode::InvalidArguments => DaemonError::new(code, what),
+                _ => DaemonError::new(code, format!("{what}: {}", shown())),
+            })
         }
         "missing" => Err(DaemonError::new(
             ErrorCode::HostToolMissing,

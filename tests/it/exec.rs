@@ -2,7 +2,7 @@
 //! cancellation, concurrency beyond MaxSessions, spooling.
 
 use serde_json::json;
-use sshmcp_tests::process::unique_sleep;
+use sshmcp_tests::process::{unique_sleep, until_matching};
 use sshmcp_tests::{SshdOptions, TestEnv};
 
 use crate::{code, connected, connected_with, exec, exec_all, remote_out, remote_until};
@@ -643,5 +643,37 @@ async fn exec_true_answers_in_at_most_400_bytes() {
     assert_eq!(r["exit_code"], 0, "{r}");
     let text = serde_json::to_string(&r).unwrap();
     assert!(text.len() <= 400, "{} bytes: {text}", text.len());
+    mcp.close().await;
+}
+
+/// On a server allowing two sessions, the session keeps none for kills once a second command
+/// needs it; two commands then hold both, and their timeouts find no channel to kill them
+/// with (the answers say `timed_out` with no signal). Once the commands end by themselves,
+/// the session runs commands again at once: the kills, still waiting for a channel, held
+/// the very channels the ended commands' shells kept waiting, for two minutes.
+#[tokio::test]
+async fn commands_that_fill_a_two_session_server_past_their_timeout_wedge_nothing() {
+    let opts = SshdOptions::allowing_sessions(2);
+    let (env, mcp, s) = connected_with(&opts, &[("SSHMCP_LOG", "debug")]).await;
+    let secs = unique_sleep(7);
+    // The sleep's own command line, its arguments apart.
+    let own = format!("sleep\0{secs}");
+    let args = json!({"session_id": s.0, "session_key": s.1, "timeout": 4,
+                      "command": format!("sleep {secs}")});
+    let (_, first) = mcp.start_call("exec", args.clone()).await;
+    assert!(until_matching(&[&own], 1).await, "the first command runs");
+    let (_, second) = mcp.start_call("exec", args).await;
+    assert!(env.daemon_log_shows("none is kept for kills"));
+    assert!(
+        until_matching(&[&own], 2).await,
+        "the second command runs too"
+    );
+    for pending in [first, second] {
+        let r = sshmcp_tests::mcp::answer(pending).await;
+        assert_eq!(r["timed_out"], true, "{r}");
+    }
+    assert!(until_matching(&[&own], 0).await, "the commands ended");
+    let r = exec(&mcp, &s, "echo free", json!({"timeout": 4})).await;
+    assert_eq!(crate::text(&r["stdout"]), "free\n", "{r}");
     mcp.close().await;
 }

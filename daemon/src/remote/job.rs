@@ -923,6 +923,20 @@ impl State {
                 }
             }
         }
+        // The runner says the group is empty and its channel waits, after the answer went:
+        // the kill has nothing left to end, and may be waiting for the very channel this run
+        // holds (a server allowing one or two sessions, each a command's). It goes, and the
+        // channel with it.
+        if let Some(stop) = self.stopping.as_mut()
+            && stop.killing()
+            && answer.is_none()
+            && end.as_ref().is_some_and(|e| e.after == After::Idle)
+        {
+            if let Some(kill) = stop.kill.take() {
+                kill.abort();
+            }
+            self.killed(Killed::AlreadyGone, program);
+        }
         let killing = self.stopping.as_ref().is_some_and(Stopping::killing);
         // The kill's answer names the signal, and waiting for it means the group is gone.
         // An end marker came but the other stream neither ended nor closed (a startup

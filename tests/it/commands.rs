@@ -1101,3 +1101,27 @@ async fn a_start_cut_by_a_disconnect_says_the_session_closed() {
     assert_eq!(code(&r), "session_closed", "{r}");
     mcp.close().await;
 }
+
+/// A status waiting on a handle that another client's `command_kill` ends answers `killed`,
+/// as every status after the kill does: the command's end comes a moment before the kill's
+/// verdict, and the waiter waits for the verdict too.
+#[tokio::test]
+async fn a_waiting_status_sees_another_clients_kill_as_killed() {
+    let (env, mcp, s) = connected().await;
+    let other = env.mcp().await;
+    let secs = unique_sleep(30);
+    let handle = start(&mcp, &s, &format!("sleep {secs}")).await;
+    let id = handle["handle_id"].clone();
+    assert!(
+        sshmcp_tests::process::until_matching(&[&format!("sleep\0{secs}")], 1).await,
+        "the command runs"
+    );
+    let wait = json!({"session_id": s.0, "session_key": s.1, "handle_id": id, "wait_seconds": 30});
+    let (_, waiting) = other.start_call("command_status", wait).await;
+    let killed = on_session(&mcp, &s, "command_kill", json!({"handle_id": id})).await;
+    assert_eq!(killed["result"], "killed", "{killed}");
+    let seen = sshmcp_tests::mcp::answer(waiting).await;
+    assert_eq!(seen["status"], "killed", "{seen}");
+    other.close().await;
+    mcp.close().await;
+}

@@ -116,6 +116,7 @@ pub async fn kill(
 ) -> Result<CommandKilled, DaemonError> {
     let order = KillOrder::check(req.signal, req.force, req.wait_seconds)?;
     let handle = super::Commands::of(session).find(&req.handle_id)?;
+    let _under_way = handle.kill_begins();
     // The end first: a group found empty is recorded before the end is (and the end is
     // known, to the record, before anyone sees it).
     let ended = handle.ended().is_some() || handle.ending.get().is_some();

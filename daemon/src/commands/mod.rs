@@ -113,6 +113,7 @@ impl Commands {
                 ending: Default::default(),
                 as_root: entry.as_root,
                 kill_confirmed: AtomicBool::new(false),
+                kills: watch::channel(0).0,
             })
         });
         locked(&self.history).extend(handles);
@@ -264,6 +265,18 @@ pub struct Handle {
     pub as_root: bool,
     /// Set when `command_kill` found the command gone: from then on its status is `killed`.
     kill_confirmed: AtomicBool,
+    /// Kills of this command under way: a status that saw the command end waits for their
+    /// verdict, which makes it `killed` when they ended it.
+    kills: watch::Sender<usize>,
+}
+
+/// A kill of a handle's command under way, counted while it lives (see [`Handle::wait`]).
+pub struct KillUnderWay<'a>(&'a Handle);
+
+impl Drop for KillUnderWay<'_> {
+    fn drop(&mut self) {
+        self.0.kills.send_modify(|n| *n -= 1);
+    }
 }
 
 /// A handle in the making: its files and observer, attached to a program before it starts.
@@ -323,6 +336,7 @@ impl Prepared {
             ending: Default::default(),
             as_root,
             kill_confirmed: AtomicBool::new(false),
+            kills: watch::channel(0).0,
         });
         Commands::of(session).add(handle.clone());
         let (follower, record) = (handle.clone(), Commands::of(session).record.clone());
@@ -430,14 +444,26 @@ impl Handle {
         self.kill_confirmed.store(true, Ordering::SeqCst);
     }
 
+    /// Counts a kill of the command as under way until the guard goes.
+    pub fn kill_begins(&self) -> KillUnderWay<'_> {
+        self.kills.send_modify(|n| *n += 1);
+        KillUnderWay(self)
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.observer.pid()
     }
 
-    /// Waits until the command ended, or `wait` passed.
+    /// Waits until the command ended, and any kill under way said whether it ended it, or
+    /// `wait` passed: a status that answered as soon as a kill's signal ended the command
+    /// would say `completed` of a command killed.
     pub async fn wait(&self, wait: Duration) {
-        let mut end = self.end.subscribe();
-        let _ = tokio::time::timeout(wait, end.wait_for(Option::is_some)).await;
+        let (mut end, mut kills) = (self.end.subscribe(), self.kills.subscribe());
+        let ended_and_judged = async {
+            let _ = end.wait_for(Option::is_some).await;
+            let _ = kills.wait_for(|n| *n == 0).await;
+        };
+        let _ = tokio::time::timeout(wait, ended_and_judged).await;
     }
 
     /// Waits until the command started, or ended (it may end before it could start).
@@ -764,6 +790,7 @@ mod tests {
             ending: Default::default(),
             as_root: false,
             kill_confirmed: AtomicBool::new(false),
+            kills: watch::channel(0).0,
         })
     }
 

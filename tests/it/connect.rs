@@ -372,6 +372,31 @@ async fn a_silent_server_times_out_within_connect_timeout() {
     mcp.close().await;
 }
 
+/// A daemon killed while a connect authenticates leaves no ssh behind that nothing owns (the
+/// next daemon looks for leftover masters only as it starts): the foreground ssh dies with it.
+#[tokio::test]
+async fn a_daemon_killed_during_a_connect_leaves_no_ssh() {
+    let env = TestEnv::new();
+    let (silent, port) = silent_server();
+    let mcp = env.mcp().await;
+    let target =
+        json!({"host": "127.0.0.1", "user": env.sshd.user, "port": port, "connect_timeout": 60});
+    let (_, pending) = mcp.start_call("connect", target).await;
+    let masters_dir = env.runtime_dir.join("m").display().to_string();
+    assert!(
+        until_matching(&[&masters_dir], 1).await,
+        "ssh authenticates"
+    );
+    env.crash_daemon();
+    assert!(
+        until_matching(&[&masters_dir], 0).await,
+        "ssh outlived its daemon"
+    );
+    drop(pending);
+    drop(silent);
+    mcp.close().await;
+}
+
 /// Sessions still authenticating own their server, count toward the limit, show as
 /// `starting`, can be disconnected, and authenticate side by side (only prompts take turns).
 #[tokio::test]

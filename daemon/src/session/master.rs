@@ -191,9 +191,26 @@ pub async fn start(
         .stdout(log.try_clone().map_err(failed)?)
         .stderr(log)
         .kill_on_drop(true);
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    #[cfg(target_os = "linux")]
+    let daemon = nix::unistd::getpid();
+    // SAFETY: setsid, prctl and getppid are async-signal-safe and touch no memory of the
+    // parent.
     unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        cmd.pre_exec(move || {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            // A daemon killed while ssh authenticates must not leave a master nothing owns:
+            // the foreground ssh dies with it. The master it forks once authenticated (`-f`)
+            // does not inherit this, and outlives the daemon as sessions do.
+            #[cfg(target_os = "linux")]
+            {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(io::Error::from)?;
+                if nix::unistd::getppid() != daemon {
+                    return Err(io::Error::other("the daemon is gone"));
+                }
+            }
+            Ok(())
+        });
     }
     let mut child = cmd.spawn().map_err(failed)?;
     // Declared after the child, so dropped before it: the group still has its leader.

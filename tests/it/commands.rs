@@ -159,6 +159,15 @@ async fn cancelled_work_waiting_for_a_channel_never_runs() {
     let begin = json!({"session_id": s.0, "session_key": s.1,
                        "command": format!("touch {marker}")});
     let (begun, _never) = mcp.start_call("command_start", begin).await;
+    // The handle exists, waiting for a channel, when the cancel comes.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !on_session(&mcp, &s, "command_list", json!({})).await["commands"][0]["preview"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("touch"))
+    {
+        assert!(std::time::Instant::now() < give_up, "the handle never came");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     mcp.cancel(removal).await;
     mcp.cancel(begun).await;
     killed(&mcp, &s, &handles[0]).await;
@@ -167,6 +176,16 @@ async fn cancelled_work_waiting_for_a_channel_never_runs() {
     assert_eq!(r["type"], "file", "the removal ran: {r}");
     let listed = remote_out(&mcp, &s, &format!("ls {dir}")).await;
     assert_eq!(listed, "copy\nvictim\n", "the command ran");
+    // Nor does a handle stay for it.
+    let listed = on_session(&mcp, &s, "command_list", json!({})).await;
+    let previews: Vec<&str> = listed["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["preview"].as_str().unwrap())
+        .collect();
+    assert!(!previews.iter().any(|p| p.starts_with("touch")), "{listed}");
+    assert_eq!(previews.len(), handles.len(), "{listed}");
     for handle in &handles[1..] {
         killed(&mcp, &s, handle).await;
     }

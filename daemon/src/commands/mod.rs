@@ -134,6 +134,7 @@ impl Commands {
 
     fn remove(&self, id: &str) {
         locked(&self.history).retain(|h| h.id != id);
+        self.record.ask();
     }
 
     /// The handle `id` of this session: `command_not_found` otherwise.
@@ -548,6 +549,24 @@ impl Handle {
     }
 }
 
+/// The handle of a `command_start` still waiting for its command to start: dropped with the
+/// call (its client cancelled or went away), nothing ran, and no handle stays.
+struct Unstarted(Option<(Arc<Commands>, String)>);
+
+impl Unstarted {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unstarted {
+    fn drop(&mut self) {
+        if let Some((commands, id)) = self.0.take() {
+            commands.remove(&id);
+        }
+    }
+}
+
 /// `command_start`: starts the command as a handle and answers once it started (its working
 /// directory entered), or with the reason it could not start.
 pub async fn start(
@@ -570,9 +589,11 @@ pub async fn start(
     // or went away) stops it, so a command still waiting for a channel never runs.
     let (outcome, until_started) = remote::start(&session.host, program).split();
     let handle = prepared.into_handle(session, new_id()?, preview(&req.command), outcome, false)?;
+    let unstarted = Unstarted(Some((Commands::of(session), handle.id.clone())));
     // Bounded: the run gets a channel and its login shell within `HANDLE_QUEUE_LIMIT`, or
     // ends without having sent anything.
     handle.wait_started().await;
+    unstarted.disarm();
     if let Some(until_started) = until_started {
         until_started.disarm();
     }

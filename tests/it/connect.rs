@@ -641,6 +641,52 @@ fn add_locked_host(env: &TestEnv, alias: &str, host: &str) {
     ));
 }
 
+/// A connect given up after the master checked the server's key (here: disconnected while
+/// its passphrase prompt is shown) leaves no reported host key behind.
+#[tokio::test]
+async fn a_connect_given_up_after_the_key_check_leaves_no_host_key_file() {
+    let probe_dir = tempfile::tempdir().unwrap();
+    let shown = probe_dir.path().join("shown");
+    let askpass = probe_dir.path().join("askpass");
+    let script = format!("#!/bin/sh\n: > '{}'\nexec sleep 30\n", shown.display());
+    std::fs::write(&askpass, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&askpass, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let askpass_path = askpass.display().to_string();
+    let env = TestEnv::with(
+        &SshdOptions::default(),
+        &[("SSH_ASKPASS", &askpass_path), ("DISPLAY", ":99")],
+    );
+    add_locked_host(&env, "locked1", "127.0.0.1");
+    let mcp = env.mcp().await;
+    let (_, pending) = mcp.start_call("connect", json!({"alias": "locked1"})).await;
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !shown.exists() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the prompt never showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let masters = env.state_dir.join("masters");
+    let host_keys = || {
+        std::fs::read_dir(&masters)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".hostkey"))
+            .count()
+    };
+    assert_eq!(host_keys(), 1, "the master reported the key it checked");
+    let listed = mcp.call("session_list", json!({})).await;
+    let id = listed["sessions"][0]["session_id"].clone();
+    let r = mcp.call("disconnect", json!({"session_id": id})).await;
+    assert_eq!(r["state"], "closed", "{r}");
+    let r = sshmcp_tests::mcp::answer(pending).await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(host_keys(), 0, "the reported key stayed");
+    mcp.close().await;
+}
+
 /// Prompts take turns daemon-wide: two connects that each need a passphrase run their
 /// askpass dialogs one after the other, never at once, and both succeed.
 #[tokio::test]

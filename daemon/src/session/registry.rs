@@ -531,6 +531,9 @@ impl Registry {
         );
         self.remove_old_master_logs();
         let log = self.master_log(&session.id);
+        // Read once the master is up; a start failed or given up (a disconnect, a cancel)
+        // after the key check leaves none behind either.
+        let reported = RemovedWhenDone(master::host_key_file(&log));
         // Prompts take turns daemon-wide inside the askpass relay; the rest runs in parallel.
         let lock = self.settings.runtime.askpass_lock();
         let clock = std::time::Instant::now();
@@ -556,14 +559,13 @@ impl Registry {
         let _ = session.host.master.set(master);
         // The key the master verified: its policy entries learn it, and an entry that
         // governs the server by it may refuse the connect itself.
-        let reported = master::host_key_file(&log);
-        if let Some(key) = std::fs::read_to_string(&reported)
+        if let Some(key) = std::fs::read_to_string(&reported.0)
             .ok()
             .and_then(|text| host_key::fingerprint(&text))
         {
             let _ = session.host_key.set(key);
         }
-        let _ = std::fs::remove_file(&reported);
+        drop(reported);
         self.learn_host_keys(std::slice::from_ref(session));
         if let Err(refused) = self.check_policy(Tool::Connect, session) {
             master::stop(control_path, Some(master)).await;
@@ -811,6 +813,15 @@ impl Registry {
 struct Reservation {
     registry: Arc<Registry>,
     session: Arc<Session>,
+}
+
+/// A file removed when this goes, however the function that holds it ends.
+struct RemovedWhenDone(std::path::PathBuf);
+
+impl Drop for RemovedWhenDone {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 impl Drop for Reservation {

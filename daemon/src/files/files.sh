@@ -41,7 +41,8 @@ _target_checks() {
   [ -x "$_d" ] || { echo denied; exit 0; }
   # From here, the target by its name alone: a temporary file's name beside it is longer,
   # and its whole path could pass the host's limit where the target's does not.
-  CDPATH='' command cd -- "$_d" 2>/dev/null || { echo denied; exit 0; }
+  # -P: `..` after a symlink is its target's parent, as stat and every tool take it.
+  CDPATH='' command cd -P -- "$_d" 2>/dev/null || { echo denied; exit 0; }
   _p=./${_p##*/}
   _d=.
   _take_turns

@@ -218,6 +218,45 @@ mod tests {
         }
     }
 
+    /// `..` after a symlink in a path is its target's parent, for a write as for every other
+    /// tool (the program works in the target's directory, entered physically).
+    #[test]
+    fn a_dot_dot_after_a_symlink_is_the_targets_parent_under_every_posix_shell() {
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let home = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(home.path().join("x/y")).unwrap();
+            std::fs::create_dir(home.path().join("a")).unwrap();
+            std::os::unix::fs::symlink(home.path().join("x/y"), home.path().join("a/link"))
+                .unwrap();
+            let file = home.path().join("a/link/../f");
+            let bytes = file.as_os_str().as_bytes();
+            let req = WriteFileRequest {
+                auth: auth(),
+                path: remote(bytes),
+                content: b"here".to_vec(),
+                mode: None,
+                create_dirs: false,
+                overwrite: true,
+                expected_sha256: None,
+            };
+            let said = crate::programs::run_under(
+                &shell,
+                &path,
+                home.path(),
+                &write::script(bytes, &req),
+                b"here",
+            );
+            assert_eq!(said, "ok written 0\n", "{shell:?}");
+            assert_eq!(
+                std::fs::read(home.path().join("x/f")).unwrap(),
+                b"here",
+                "{shell:?}"
+            );
+            assert!(!home.path().join("a/f").exists(), "{shell:?}");
+        }
+    }
+
     /// The file programs under every shell a host may have as `/bin/sh` (dash, bash, a
     /// strict POSIX shell, BusyBox with only its applets): a file written new, refused where
     /// one exists and on a stale hash, replaced keeping its mode, edited (where `sed -z` is

@@ -130,7 +130,13 @@ fn within_client_limit(mut text: String) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let sentence_end = text[..end].rfind(['.', ')', '\n']).map_or(end, |at| at + 1);
+    // A sentence ends with a full stop before a space or a line's end: a `.` inside a path
+    // (the root's own) ends none.
+    let sentence_end = text[..end]
+        .rmatch_indices('.')
+        .map(|(at, _)| at)
+        .find(|&at| matches!(text.as_bytes().get(at + 1), None | Some(b' ' | b'\n')))
+        .map_or(0, |at| at + 1);
     text.truncate(sentence_end);
     text
 }
@@ -310,8 +316,11 @@ mod tests {
     /// sentence.
     #[test]
     fn a_long_local_root_still_fits_a_client() {
-        for length in [141, 3000] {
-            let root = PathBuf::from(format!("/{}", "r".repeat(length - 1)));
+        for length in [141, 2033, 3000] {
+            // Names with a `.` in them: a cut must not end inside the path.
+            let name = "project.d/";
+            let path = format!("/{}", name.repeat(length / name.len() + 1));
+            let root = PathBuf::from(&path[..length]);
             let shim = Shim::new(
                 DaemonLink::new(None),
                 Some(root.clone()),
@@ -319,9 +328,11 @@ mod tests {
             );
             let text = shim.instructions();
             assert!(text.len() <= 2048, "{length}: {} bytes", text.len());
+            assert!(text.ends_with('.'), "{length}: {text}");
+            let root_text = root.display().to_string();
             assert!(
-                text.ends_with('.') || text.ends_with(')'),
-                "{length}: {text}"
+                text.contains(&root_text) || !text.contains("project"),
+                "{length}: the text ends inside the root: {text}"
             );
             if length == 141 {
                 let at = text.find(&root.display().to_string()).unwrap();

@@ -438,9 +438,13 @@ async fn handles_belong_to_their_session_and_end_with_it() {
             false => assert_eq!(code(&r), "invalid_arguments", "{args}: {r}"),
         }
     }
+    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
+    assert!(spool.exists(), "the handles' files are there");
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert!(none_left(&watcher, &w, &format!("sleep {secs}")).await);
+    // Its handles' files went, and their directory with them.
+    assert!(!spool.exists(), "{}", spool.display());
     let s2 = connect(&mcp).await;
     let r = on_session(&mcp, &s2, "command_status", json!({"handle_id": id})).await;
     assert_eq!(code(&r), "command_not_found");

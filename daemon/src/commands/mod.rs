@@ -78,7 +78,8 @@ impl Commands {
     /// ends `lost`: its exit is unknown, and the output it printed until then is kept. Output
     /// files are taken only where a handle of `session_id` keeps them (they are read, and
     /// removed with the handle).
-    pub fn adopt(&self, session_id: &str, entries: Vec<CommandEntry>) {
+    pub fn adopt(&self, session: &Session, entries: Vec<CommandEntry>) {
+        let session_id = session.id.as_str();
         let now = SystemTime::now();
         let handles = entries.into_iter().filter(|entry| {
             let ours = entry.output.iter().all(|p| output::is_spool_file(p, session_id));
@@ -108,7 +109,11 @@ impl Commands {
                 preview: entry.preview,
                 started_at: from_unix_ms(entry.started_unix_ms),
                 observer: Arc::new(Observer::finished(entry.pid, entry.group_left, bytes)),
-                files: OutputFiles::adopt(entry.output, entry.output_kept),
+                files: OutputFiles::adopt(
+                    entry.output,
+                    entry.output_kept,
+                    session.host.closing.clone(),
+                ),
                 end: watch::channel(Some(ended)).0,
                 ending: Default::default(),
                 as_root: entry.as_root,
@@ -296,7 +301,12 @@ impl Prepared {
         session: &Session,
         settings: &Settings,
     ) -> Result<Self, DaemonError> {
-        let (files, spools) = OutputFiles::create(root, &session.id, settings.max_spool_bytes)?;
+        let (files, spools) = OutputFiles::create(
+            root,
+            &session.id,
+            settings.max_spool_bytes,
+            session.host.closing.clone(),
+        )?;
         program.spool = Some(spools);
         let observer = program
             .observer
@@ -549,6 +559,9 @@ impl Handle {
     }
 }
 
+/// How long a status of an ended command waits at most for the verdict of a kill under way.
+const KILL_VERDICT_WAIT: Duration = Duration::from_secs(2);
+
 /// The handle of a `command_start` still waiting for its command to start: dropped with the
 /// call (its client cancelled or went away), nothing ran, and no handle stays.
 struct Unstarted(Option<(Arc<Commands>, String)>);
@@ -640,7 +653,14 @@ pub async fn status(
     let offsets = [req.stdout_offset, req.stderr_offset];
     let sizes = read_sizes(offsets, req.max_bytes, settings)?;
     let handle = Commands::of(session).find(&req.handle_id)?;
-    if handle.ended().is_none() && !wait.is_zero() {
+    // A command that ended while a kill of it is under way waits for the kill's verdict
+    // (briefly, even without `wait_seconds`): its end comes a moment before, and it must not
+    // read `completed` when the kill ended it.
+    let wait = match handle.ended() {
+        Some(_) => wait.max(KILL_VERDICT_WAIT),
+        None => wait,
+    };
+    if !wait.is_zero() {
         handle.wait(wait).await;
     }
     handle.report(offsets, sizes)
@@ -758,7 +778,7 @@ impl Work for Commands {
     }
 
     fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {
-        Commands::adopt(self, &session.id, std::mem::take(&mut entry.commands));
+        Commands::adopt(self, session, std::mem::take(&mut entry.commands));
     }
 
     fn show(&self, view: &mut SessionView) {
@@ -806,7 +826,11 @@ mod tests {
             preview: String::new(),
             started_at: SystemTime::now(),
             observer: Arc::new(Observer::finished(None, None, [0, 0])),
-            files: OutputFiles::adopt(["/nonexistent/o".into(), "/nonexistent/e".into()], true),
+            files: OutputFiles::adopt(
+                ["/nonexistent/o".into(), "/nonexistent/e".into()],
+                true,
+                Default::default(),
+            ),
             end: watch::channel(end).0,
             ending: Default::default(),
             as_root: false,

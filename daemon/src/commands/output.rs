@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sshmcp_proto::command::StreamChunk;
 use sshmcp_proto::exec::encode_bytes;
 use sshmcp_proto::{DaemonError, ErrorCode};
+use tokio_util::sync::CancellationToken;
 
 use crate::remote::capture::{utf8_head_boundary, utf8_tail_boundary};
 use crate::remote::spool::{self, Spool};
@@ -21,6 +22,9 @@ pub struct OutputFiles {
     /// The daemon is handing its sessions over: the next one adopts the handle, and removes
     /// the files with it as this one would have.
     left: AtomicBool,
+    /// The session's end: files removed after it take their session's spool directory with
+    /// them when nothing else is left in it (no new file comes there any more).
+    session_closed: CancellationToken,
 }
 
 impl Drop for OutputFiles {
@@ -28,6 +32,12 @@ impl Drop for OutputFiles {
         if !self.kept() && !self.left.load(Ordering::SeqCst) {
             for path in &self.paths {
                 let _ = std::fs::remove_file(path);
+            }
+            if self.session_closed.is_cancelled()
+                && let Some(dir) = self.paths[0].parent()
+            {
+                // Refused while it holds anything (another handle's files, a kept spool).
+                let _ = std::fs::remove_dir(dir);
             }
         }
     }
@@ -48,11 +58,13 @@ pub fn is_spool_file(path: &Path, session_id: &str) -> bool {
 
 impl OutputFiles {
     /// Creates the files under `<root>/.sshmcp/spool/<session>/`, each holding at most `cap`
-    /// bytes, and the spools the run writes them through.
+    /// bytes, and the spools the run writes them through; `session_closed` is the session's
+    /// end.
     pub fn create(
         root: &Path,
         session_id: &str,
         cap: u64,
+        session_closed: CancellationToken,
     ) -> Result<(Self, (Spool, Spool)), DaemonError> {
         let (out, err) = spool::create_pair(root, session_id, cap).map_err(|e| {
             DaemonError::new(
@@ -76,16 +88,18 @@ impl OutputFiles {
             paths: [out.path().to_path_buf(), err.path().to_path_buf()],
             kept: AtomicBool::new(false),
             left: AtomicBool::new(false),
+            session_closed,
         };
         Ok((files, (out, err)))
     }
 
     /// The files a record names, as the daemon that wrote them left them.
-    pub fn adopt(paths: [PathBuf; 2], kept: bool) -> Self {
+    pub fn adopt(paths: [PathBuf; 2], kept: bool, session_closed: CancellationToken) -> Self {
         Self {
             paths,
             kept: AtomicBool::new(kept),
             left: AtomicBool::new(false),
+            session_closed,
         }
     }
 
@@ -203,7 +217,8 @@ mod tests {
 
     fn files_with(stdout: &[u8]) -> (tempfile::TempDir, OutputFiles) {
         let root = tempfile::tempdir().unwrap();
-        let (files, (mut out, _err)) = OutputFiles::create(root.path(), "s", 1 << 20).unwrap();
+        let (files, (mut out, _err)) =
+            OutputFiles::create(root.path(), "s", 1 << 20, Default::default()).unwrap();
         out.write(stdout).unwrap();
         (root, files)
     }

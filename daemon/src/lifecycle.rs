@@ -300,9 +300,15 @@ pub async fn run(
         );
     }
     let mut connected = clients.subscribe();
-    let answered = tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0)).await;
-    if answered.is_err() {
+    let answered = tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0))
+        .await
+        .is_ok();
+    if !answered {
         tracing::warn!("calls still in flight after the teardown are cut");
+        ending.abort.cancel();
+        // The cut calls are dropped (a connect's reservation undone) before the record is
+        // sealed.
+        let _ = tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0)).await;
     }
     ending.abort.cancel();
     registry.seal_record();

@@ -88,7 +88,9 @@ async fn serve_connection(stream: tokio::net::UnixStream, service: DaemonService
             _ = ending.abort.cancelled() => break,
         }
     }
-    inflight.abort_all();
+    // Until every aborted call is dropped (a connect's reservation undone with it), the
+    // connection counts: the stop seals its record only after.
+    inflight.shutdown().await;
 }
 
 /// One connected client, counted while it lives (the idle policy reads the count).

@@ -211,7 +211,7 @@ impl Daemon for DaemonService {
         }
         let connected = connected.map_err(|mut e| {
             e.message = self.registry.redact_keys(&e.message).into_owned();
-            e
+            self.closed_by_the_stop(e)
         });
         line.finish(CallEnd::of(connected.as_ref()));
         connected.map_err(|e| self.for_client(e))
@@ -445,15 +445,7 @@ impl DaemonService {
                 }
                 _ => connection_lost(&session),
             },
-            // The stop's teardown closed the session under the call: say who did.
-            ErrorCode::SessionClosed if self.registry.is_closing() => DaemonError {
-                code: ErrorCode::ServerClosing,
-                message: format!(
-                    "the daemon is stopping, and closed the session: {}",
-                    e.message
-                ),
-                details: e.details,
-            },
+            ErrorCode::SessionClosed => self.closed_by_the_stop(e),
             _ => {
                 e.message = self.registry.redact_keys(&e.message).into_owned();
                 e
@@ -468,6 +460,22 @@ impl DaemonService {
         );
         line.finish(CallEnd::of(outcome.as_ref()));
         outcome
+    }
+
+    /// `session_closed` of a call whose session the stop's teardown closed under it says who
+    /// did (`server_closing`); any other error is as it is.
+    fn closed_by_the_stop(&self, e: DaemonError) -> DaemonError {
+        match e.code {
+            ErrorCode::SessionClosed if self.registry.is_closing() => DaemonError {
+                code: ErrorCode::ServerClosing,
+                message: format!(
+                    "the daemon is stopping, and closed the session: {}",
+                    e.message
+                ),
+                details: e.details,
+            },
+            _ => e,
+        }
     }
 
     /// The session `req` names for a tool that needs no SSH (see

@@ -187,8 +187,10 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     );
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["ok"], true, "{r}");
-    let left = std::fs::read_dir(&spool).map_or(0, Iterator::count);
-    assert_eq!(left, 0, "the session's output files went with it");
+    assert!(
+        !spool.exists(),
+        "the session's output files went with it, and their directory"
+    );
     mcp.close().await;
 }
 
@@ -422,6 +424,40 @@ async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
     let r = exec(&mcp, &s, "echo after", json!({})).await;
     assert_eq!(crate::text(&r["stdout"]), "after\n", "{r}");
     assert_eq!(sessions(&mcp).await[0]["active_commands"], json!(null), "0");
+    mcp.close().await;
+}
+
+/// A connect still resolving its target (here a `Match exec` of a second) when the daemon is
+/// asked to stop opens no session that would outlive the daemon: it answers
+/// `server_closing`, and no master of the daemon is left.
+#[tokio::test]
+async fn a_connect_resolving_at_a_stop_opens_no_session() {
+    let env = TestEnv::new();
+    let sleep = unique_sleep(1);
+    env.sshd.add_host_block(&format!(
+        "Match host slowpoke exec \"sleep {sleep}\"\n\nHost slowpoke\n  HostName 127.0.0.1\n  \
+         Port {}\n  User {}",
+        env.sshd.port, env.sshd.user
+    ));
+    let mcp = env.mcp().await;
+    let (_, pending) = mcp
+        .start_call("connect", json!({"alias": "slowpoke"}))
+        .await;
+    until_running(&format!("sleep {sleep}")).await;
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = answer(pending).await;
+    assert_eq!(code(&r), "server_closing", "{r}");
+    let runtime = env.runtime_dir.display().to_string();
+    assert_eq!(
+        count_matching(&[&runtime]),
+        0,
+        "a master of the stopped daemon runs"
+    );
     mcp.close().await;
 }
 

@@ -389,10 +389,7 @@ impl Registry {
     pub async fn connect(self: &Arc<Self>, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let timeout = check_connect_request(&req)?;
         if self.is_closing() {
-            return Err(DaemonError::new(
-                ErrorCode::ServerClosing,
-                "the daemon is shutting down",
-            ));
+            return Err(shutting_down());
         }
         let ssh_config = self.settings.ssh_config.as_deref();
         let resolved = master::resolve(ssh_config, &req.target, timeout)
@@ -451,6 +448,12 @@ impl Registry {
         // the lock: redaction reads the sessions).
         let shown_target = self.redact_keys(&target.display()).into_owned();
         let mut sessions = self.sessions();
+        // Checked again under the lock: a stop closes the sessions it lists after it set
+        // `closing`, so a connect that passed the first check while the stop began either
+        // is listed or stops here.
+        if self.is_closing() {
+            return Err(shutting_down());
+        }
         if let Some(owner) = sessions
             .values()
             .find(|s| s.server_host == resolved.host && s.server_port == resolved.port)
@@ -813,6 +816,11 @@ impl Registry {
 struct Reservation {
     registry: Arc<Registry>,
     session: Arc<Session>,
+}
+
+/// The error of a connect that comes while the daemon stops.
+fn shutting_down() -> DaemonError {
+    DaemonError::new(ErrorCode::ServerClosing, "the daemon is shutting down")
 }
 
 /// A file removed when this goes, however the function that holds it ends.

@@ -4,11 +4,14 @@ _gkill() {
   kill "$1" $_sshmcp_k "-$g" 2>/dev/null
 }
 alive() {
-  if _gkill -0; then
+  # shellcheck disable=SC2086 # -- or nothing
+  if _e=$(LC_ALL=C kill -0 $_sshmcp_k "-$g" 2>&1); then
     [ -r /proc/self/stat ] || return 0
   else
-    # No process this user may signal: none left, or only another user's (root's, when the
-    # command ran sudo itself). Only /proc tells them apart.
+    # No process this user may signal: none left ("No such process", in the C locale's
+    # words), or only another user's (root's, when the command ran sudo itself), which
+    # only /proc tells.
+    case $_e in *'No such process'*) return 1 ;; esac
     [ -r /proc/self/stat ] || return 1
   fi
   if read -r s 2>/dev/null < "/proc/$g/stat"; then

@@ -287,6 +287,21 @@ mod tests {
         // The reference: GNU's tools, as this machine's /usr/bin and /bin hold them.
         let dash = ["dash".to_string()];
         let (_, gnu, _) = run(&dash, "/usr/bin:/bin", 0, 10);
+        // `..` after a symlink is its target's parent, as stat takes it: `sub`'s, not `d`'s.
+        let linked = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(linked.path().join("x/y")).unwrap();
+        std::fs::write(linked.path().join("x/in-x"), "").unwrap();
+        std::os::unix::fs::symlink(linked.path().join("x/y"), linked.path().join("l")).unwrap();
+        for (shell, path) in shells.each() {
+            let through = linked.path().join("l/..");
+            let through = through.as_os_str().as_encoded_bytes();
+            let out = crate::programs::run_under(&shell, &path, d, &script(1, 10), through);
+            let (said, listed) = out.split_once('\n').unwrap();
+            let said = said.strip_prefix("ok ").unwrap_or(said).to_string();
+            let (entries, _) = page(through, &said, listed.as_bytes(), 0, 10).unwrap();
+            let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+            assert_eq!(names, ["in-x", "y"], "{shell:?}");
+        }
         let kinds: Vec<(FileType, u64)> = gnu.iter().map(|e| (e.file_type, e.size)).collect();
         assert_eq!(kinds[2], (FileType::File, 4));
         assert_eq!(

@@ -1,7 +1,8 @@
 # shellcheck shell=sh disable=SC2154 # _p and _sshmcp_fail come from prelude.sh, _skip and _limit from the daemon
 _o=$(command stat -L -c %F -- "$_p" 2>&1) || _sshmcp_fail "$_o"
 [ "$_o" = directory ] || { echo notdir; exit 0; }
-{ CDPATH='' command cd -- "$_p" >/dev/null 2>&1 && [ -r . ]; } || { echo denied; exit 0; }
+# -P: `..` after a symlink is its target's parent, as stat takes it.
+{ CDPATH='' command cd -P -- "$_p" >/dev/null 2>&1 && [ -r . ]; } || { echo denied; exit 0; }
 if ! command find . -maxdepth 0 -printf '' 2>/dev/null ||
   [ "$(printf 'a\0' | command sort -z | command tail -z -n +1 | command head -z -n 1 |
     command wc -c)" -ne 2 ]; then

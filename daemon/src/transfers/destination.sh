@@ -6,7 +6,8 @@ _e=$(command stat -L -c %F -- "$_d" 2>&1) || _sshmcp_fail "$_e"
 [ "$_e" = directory ] || { echo notdir; exit 0; }
 if [ -L "$_p" ] || { [ -e "$_p" ] && [ ! -f "$_p" ]; }; then echo notfile; exit 0; fi
 if [ -e "$_p" ] && [ "$_overwrite" = 0 ]; then echo exists; exit 0; fi
-{ cd -- "$_d" 2>/dev/null && [ -w . ]; } || { echo denied; exit 0; }
+# -P: `..` after a symlink is its target's parent, where the checks above looked.
+{ cd -P -- "$_d" 2>/dev/null && [ -w . ]; } || { echo denied; exit 0; }
 _c=$(pwd -P; printf .)
 _c=${_c%?.}
 _i=$(command cat /etc/machine-id 2>/dev/null) || _i=

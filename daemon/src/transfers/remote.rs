@@ -353,6 +353,19 @@ mod tests {
                     "{checked}"
                 );
                 assert_eq!(source, "notfound\n", "{shell:?}");
+                // `..` after a symlink is its target's parent, as the checks take it.
+                std::fs::create_dir_all(home.path().join("x/y")).unwrap();
+                std::fs::create_dir_all(home.path().join("a")).unwrap();
+                std::os::unix::fs::symlink(home.path().join("x/y"), home.path().join("a/l"))
+                    .unwrap();
+                let through = home.path().join("a/l/../f");
+                let checked = run(destination_program(false), through.as_os_str().as_bytes());
+                assert!(
+                    checked.ends_with(&format!("\n{}", dir.join("x").display())),
+                    "{shell:?}: {checked}"
+                );
+                std::fs::remove_dir_all(home.path().join("a")).unwrap();
+                std::fs::remove_dir_all(home.path().join("x")).unwrap();
             }
             let partial = Partial::of("h:22", "/src".as_ref(), bytes);
             assert_eq!(run(prepare_program(5, 0o640), &partial.path), "ok ready\n");

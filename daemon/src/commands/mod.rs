@@ -455,6 +455,10 @@ impl Handle {
         self.kill_confirmed.store(true, Ordering::SeqCst);
     }
 
+    fn kills_under_way(&self) -> bool {
+        *self.kills.borrow() > 0
+    }
+
     /// Counts a kill of the command as under way until the guard goes.
     pub fn kill_begins(&self) -> KillUnderWay<'_> {
         self.kills.send_modify(|n| *n += 1);
@@ -653,12 +657,12 @@ pub async fn status(
     let offsets = [req.stdout_offset, req.stderr_offset];
     let sizes = read_sizes(offsets, req.max_bytes, settings)?;
     let handle = Commands::of(session).find(&req.handle_id)?;
-    // A command that ended while a kill of it is under way waits for the kill's verdict
-    // (briefly, even without `wait_seconds`): its end comes a moment before, and it must not
+    // While a kill of the command is under way, a status waits for its verdict (briefly,
+    // even without `wait_seconds`): the command's end comes a moment before it, and must not
     // read `completed` when the kill ended it.
-    let wait = match handle.ended() {
-        Some(_) => wait.max(KILL_VERDICT_WAIT),
-        None => wait,
+    let wait = match handle.kills_under_way() {
+        true => wait.max(KILL_VERDICT_WAIT),
+        false => wait,
     };
     if !wait.is_zero() {
         handle.wait(wait).await;

@@ -427,13 +427,13 @@ async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
     mcp.close().await;
 }
 
-/// A connect still resolving its target (here a `Match exec` of a second) when the daemon is
-/// asked to stop opens no session that would outlive the daemon: it answers
-/// `server_closing`, and no master of the daemon is left.
+/// A connect still resolving its target (here a `Match exec` of 5 s, longer than the stop
+/// waits for answers) when the daemon is asked to stop opens no session that would outlive
+/// the daemon: it answers `server_closing` at once, and no master of the daemon is left.
 #[tokio::test]
 async fn a_connect_resolving_at_a_stop_opens_no_session() {
     let env = TestEnv::new();
-    let sleep = unique_sleep(1);
+    let sleep = unique_sleep(5);
     env.sshd.add_host_block(&format!(
         "Match host slowpoke exec \"sleep {sleep}\"\n\nHost slowpoke\n  HostName 127.0.0.1\n  \
          Port {}\n  User {}",

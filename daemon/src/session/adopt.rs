@@ -129,11 +129,11 @@ impl Registry {
         for work in session.works() {
             work.adopt(&session, &mut entry, ready);
         }
-        if ready {
-            session.set_ready();
-        } else {
-            session.transition(SessionState::Starting, SessionState::Lost);
-        }
+        let now = match ready {
+            true => SessionState::Ready,
+            false => SessionState::Lost,
+        };
+        session.transition(SessionState::Starting, now);
         tracing::info!(session = %session.id, target = %session.target, state = state.as_str(), "session re-adopted");
         Some(Arc::new(session))
     }

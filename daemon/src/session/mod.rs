@@ -142,10 +142,6 @@ impl Session {
         self.remote_user.get().cloned().unwrap_or_default()
     }
 
-    fn set_ready(&self) {
-        self.lock().state = SessionState::Ready;
-    }
-
     /// Moves to `to` only from `from`; says whether it did.
     fn transition(&self, from: SessionState, to: SessionState) -> bool {
         let mut inner = self.lock();

@@ -16,6 +16,7 @@ use sshmcp_proto::session::{
 };
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::{DaemonError, ErrorCode};
+use tokio_util::sync::CancellationToken;
 
 use super::identity::{Resolved, Word, check_word};
 use super::master::{self, StartFailure};
@@ -41,7 +42,7 @@ pub struct Registry {
     /// taken under it, so the newest state is the one that lands.
     record_writer: Mutex<()>,
     /// Set once shutdown begins: no new sessions.
-    closing: AtomicBool,
+    closing: CancellationToken,
     /// Set once the record was written for the next daemon (a handover): what this daemon
     /// does after that must not change it.
     record_final: AtomicBool,
@@ -77,7 +78,7 @@ impl Registry {
             tools,
             sessions: Mutex::new(HashMap::new()),
             record_writer: Mutex::new(()),
-            closing: AtomicBool::new(false),
+            closing: CancellationToken::new(),
             record_final: AtomicBool::new(false),
             policy: std::sync::RwLock::new((Arc::new(settings.policy.clone()), None)),
             closed_keys: Default::default(),
@@ -375,13 +376,39 @@ impl Registry {
 
     /// Whether the daemon is on its way out (stopping or handing over): it opens no session.
     pub fn is_closing(&self) -> bool {
-        self.closing.load(Ordering::SeqCst)
+        self.closing.is_cancelled()
     }
 
     pub fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
             DaemonError::new(ErrorCode::SessionNotFound, "no session has this session_id")
         })
+    }
+
+    /// What a connect learns before it reserves its server: the target's identity (the
+    /// policy may refuse it already) and the ciphers to offer.
+    async fn before_reserving(
+        &self,
+        target: &ConnectTarget,
+        timeout: Duration,
+    ) -> Result<(Resolved, Option<String>), DaemonError> {
+        let ssh_config = self.settings.ssh_config.as_deref();
+        let resolved = master::resolve(ssh_config, target, timeout)
+            .await
+            .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
+        let subject = crate::policy::Subject {
+            target: &target.display(),
+            server_host: &resolved.host,
+            host_key: None,
+        };
+        self.policy()
+            .check(Tool::Connect, &subject, &self.learned_keys())?;
+        // Learning OpenSSH's own list may take a moment once.
+        let ciphers = match self.settings.keep_cipher_order {
+            true => None,
+            false => ciphers::preferred(resolved.ciphers.as_deref()).await,
+        };
+        Ok((resolved, ciphers))
     }
 
     /// Opens a session: resolve the identity, reserve it, authenticate (one at a time), learn
@@ -391,21 +418,11 @@ impl Registry {
         if self.is_closing() {
             return Err(shutting_down());
         }
-        let ssh_config = self.settings.ssh_config.as_deref();
-        let resolved = master::resolve(ssh_config, &req.target, timeout)
-            .await
-            .map_err(|m| DaemonError::new(ErrorCode::ConnectionStartFailed, m))?;
-        let subject = crate::policy::Subject {
-            target: &req.target.display(),
-            server_host: &resolved.host,
-            host_key: None,
-        };
-        self.policy()
-            .check(Tool::Connect, &subject, &self.learned_keys())?;
-        // Before the reservation: learning OpenSSH's own list may take a moment once.
-        let ciphers = match self.settings.keep_cipher_order {
-            true => None,
-            false => ciphers::preferred(resolved.ciphers.as_deref()).await,
+        // A stop that comes meanwhile ends these steps at once: the stop answers the calls in
+        // flight, and this one has no session yet for it to close.
+        let (resolved, ciphers) = tokio::select! {
+            steps = self.before_reserving(&req.target, timeout) => steps?,
+            () = self.closing.cancelled() => return Err(shutting_down()),
         };
         let (session, session_key) = self.reserve(&req.target, &resolved)?;
         // Undoes the reservation unless connect completes, also when the caller goes away
@@ -588,7 +605,12 @@ impl Registry {
         match facts {
             Ok(facts) => {
                 let _ = session.remote_user.set(facts.user.clone());
-                session.set_ready();
+                // Only from `starting`: a disconnect (or a stop) that came since the check
+                // above has the session, and it is not made ready under it.
+                if !session.transition(SessionState::Starting, SessionState::Ready) {
+                    master::stop(control_path, Some(master)).await;
+                    return Err(closed());
+                }
                 Ok((master.pid, facts))
             }
             Err(message) => {
@@ -752,7 +774,7 @@ impl Registry {
 
     /// Refuses new sessions and closes every existing one (daemon stop).
     pub async fn close_all(self: &Arc<Self>) {
-        self.closing.store(true, Ordering::SeqCst);
+        self.closing.cancel();
         let ids: Vec<String> = self.sessions().keys().cloned().collect();
         let closes = ids.iter().map(|id| self.disconnect(id));
         futures::future::join_all(closes).await;
@@ -764,7 +786,7 @@ impl Registry {
     /// the next daemon to resume), command handles keep their output files, and the record
     /// is written one last time.
     pub async fn hand_over(self: &Arc<Self>) {
-        self.closing.store(true, Ordering::SeqCst);
+        self.closing.cancel();
         let sessions: Vec<Arc<Session>> = self.sessions().values().cloned().collect();
         let stops = sessions
             .iter()

@@ -444,7 +444,11 @@ async fn handles_belong_to_their_session_and_end_with_it() {
     assert_eq!(r["ok"], true, "{r}");
     assert!(none_left(&watcher, &w, &format!("sleep {secs}")).await);
     // Its handles' files went, and their directory with them.
-    assert!(!spool.exists(), "{}", spool.display());
+    assert!(
+        sshmcp_tests::env::until_absent(&spool).await,
+        "{}",
+        spool.display()
+    );
     let s2 = connect(&mcp).await;
     let r = on_session(&mcp, &s2, "command_status", json!({"handle_id": id})).await;
     assert_eq!(code(&r), "command_not_found");
@@ -1146,5 +1150,28 @@ async fn a_waiting_status_sees_another_clients_kill_as_killed() {
     let seen = sshmcp_tests::mcp::answer(waiting).await;
     assert_eq!(seen["status"], "killed", "{seen}");
     other.close().await;
+    mcp.close().await;
+}
+
+/// A session whose only spooled runs left nothing (a start that failed, a spooled exec that
+/// failed) leaves no empty spool directory behind it either.
+#[tokio::test]
+async fn a_session_leaves_no_empty_spool_directory() {
+    let (env, mcp, s) = connected().await;
+    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
+    let nowhere = json!({"command": "true", "cwd": "/nonexistent-sshmcp"});
+    let r = on_session(&mcp, &s, "command_start", nowhere).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let spooled = json!({"cwd": "/nonexistent-sshmcp", "spool_output": true});
+    let r = exec(&mcp, &s, "true", spooled).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    assert!(spool.exists(), "the runs made it");
+    let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(r["state"], "closed", "{r}");
+    assert!(
+        sshmcp_tests::env::until_absent(&spool).await,
+        "{}",
+        spool.display()
+    );
     mcp.close().await;
 }

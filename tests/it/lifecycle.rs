@@ -188,7 +188,7 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;
     assert_eq!(r["ok"], true, "{r}");
     assert!(
-        !spool.exists(),
+        sshmcp_tests::env::until_absent(&spool).await,
         "the session's output files went with it, and their directory"
     );
     mcp.close().await;

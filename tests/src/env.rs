@@ -283,3 +283,16 @@ pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     files
 }
+
+/// Waits (up to 10 s) until `path` no longer exists: what the daemon removes when a session's
+/// last reference goes may go a moment after the call that closed it answered.
+pub async fn until_absent(path: &std::path::Path) -> bool {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while path.exists() {
+        if std::time::Instant::now() > give_up {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    true
+}

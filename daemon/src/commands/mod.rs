@@ -8,7 +8,7 @@ pub mod output;
 pub mod under_way;
 
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -45,6 +45,20 @@ pub struct Commands {
     pub under_way: Arc<under_way::UnderWay>,
     /// Asked when a handle starts or ends: the session record must say so.
     record: Arc<RecordDue>,
+    /// The spool directories the session's runs wrote to: those left empty go with the
+    /// session (a handle removed early, a failed spooled exec, leave nothing else to).
+    spool_dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
+}
+
+impl Drop for Commands {
+    fn drop(&mut self) {
+        // The handles first, and their files with them (unless kept or left for the next
+        // daemon); a directory still holding anything is refused.
+        locked(&self.history).clear();
+        for dir in locked(&self.spool_dirs).iter() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,7 +72,13 @@ impl Commands {
             followed: Default::default(),
             under_way: Default::default(),
             record,
+            spool_dirs: Default::default(),
         }
+    }
+
+    /// Notes that a run of the session writes to spool directory `dir`.
+    pub fn spooling_in(&self, dir: &Path) {
+        locked(&self.spool_dirs).insert(dir.to_path_buf());
     }
 
     /// Leaves every handle's output files when the handles go: the daemon is handing them to
@@ -307,6 +327,9 @@ impl Prepared {
             settings.max_spool_bytes,
             session.host.closing.clone(),
         )?;
+        if let Some(dir) = files.paths()[0].parent() {
+            Commands::of(session).spooling_in(dir);
+        }
         program.spool = Some(spools);
         let observer = program
             .observer

@@ -90,13 +90,16 @@ async fn run_shown(
     let Some(after) = handoff.after.filter(hands_off) else {
         if spool_output {
             let root = crate::request::local_root(given_root, settings).map_err(local_files)?;
-            program.spool = Some(
+            let spools =
                 spool::create_pair(&root, &session.id, settings.max_spool_bytes).map_err(|e| {
                     RunError::LocalFiles(format!(
                         "cannot create spool files under the local root: {e}"
                     ))
-                })?,
-            );
+                })?;
+            if let Some(dir) = spools.0.path().parent() {
+                crate::commands::Commands::of(session).spooling_in(dir);
+            }
+            program.spool = Some(spools);
         }
         return remote::run(&session.host, program).await.map(super::answer);
     };

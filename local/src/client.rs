@@ -290,6 +290,13 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
+    // An empty setting counts as unset, as for the clients (a client config may hold one);
+    // the daemon's flags would refuse it.
+    for (name, _) in std::env::vars_os().filter(|(name, value)| {
+        name.to_str().is_some_and(|n| n.starts_with("SSHMCP_")) && value.is_empty()
+    }) {
+        cmd.env_remove(name);
+    }
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));

@@ -24,11 +24,13 @@ use rmcp::ServiceExt;
 #[derive(Parser)]
 #[command(name = "sshmcp-mcp", version)]
 struct Flags {
-    /// Where this agent's downloads, uploads and spooled output live (absolute path).
-    #[arg(long, env = "SSHMCP_LOCAL_ROOT")]
+    /// Where this agent's downloads, uploads and spooled output live (absolute path); else
+    /// SSHMCP_LOCAL_ROOT (empty counts as unset).
+    #[arg(long)]
     local_root: Option<PathBuf>,
-    /// Daemon runtime directory (socket); defaults to the per-user one.
-    #[arg(long, env = "SSHMCP_RUNTIME_DIR")]
+    /// Daemon runtime directory (socket); else SSHMCP_RUNTIME_DIR (empty counts as unset);
+    /// defaults to the per-user one.
+    #[arg(long)]
     runtime_dir: Option<PathBuf>,
     /// Expose only these tools: a comma-separated list of tools and groups (sessions,
     /// commands, tasks, inspect, files, transfers, forwards, and read-only for what a
@@ -70,13 +72,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// A flag's value, else its environment variable's when that is set and not empty: a
+/// client config may well hold `"SSHMCP_RUNTIME_DIR": ""`, which the CLI takes as unset too.
+fn flag_or_env(flag: Option<PathBuf>, var: &str) -> Option<PathBuf> {
+    flag.or_else(|| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
 fn run() -> anyhow::Result<()> {
-    let flags = Flags::parse();
-    // A root the daemon would refuse on every call that needs it is refused now, where the
-    // person who configured the client sees it, not later by the agent.
+    let mut flags = Flags::parse();
+    flags.local_root = flag_or_env(flags.local_root, "SSHMCP_LOCAL_ROOT");
+    flags.runtime_dir = flag_or_env(flags.runtime_dir, "SSHMCP_RUNTIME_DIR");
+    // A root or a runtime directory the daemon would refuse on every call is refused now,
+    // where the person who configured the client sees it, not later by the agent.
     if let Some(root) = &flags.local_root {
         sshmcp_local::paths::check_local_root(root)
             .map_err(|why| anyhow::anyhow!("--local-root {}: {why}", root.display()))?;
+    }
+    if let Some(dir) = &flags.runtime_dir {
+        sshmcp_local::paths::RuntimePaths::resolve(Some(dir.clone()))
+            .check()
+            .map_err(|why| anyhow::anyhow!("--runtime-dir: {why}"))?;
     }
     let tools = toolset::select(flags.tools.as_deref()).map_err(anyhow::Error::msg)?;
     // One thread: the shim only translates, and every call waits on the daemon. A second

@@ -264,6 +264,24 @@ async fn the_tools_flag_exposes_only_the_chosen_tools() {
     );
 }
 
+/// An empty `SSHMCP_RUNTIME_DIR` or `SSHMCP_LOCAL_ROOT` counts as unset, as for the CLI (a
+/// client config may hold one); a relative runtime directory is refused at launch, where the
+/// person who set it sees it, not in every call.
+#[tokio::test]
+async fn empty_variables_count_as_unset_and_a_relative_runtime_dir_is_refused_at_launch() {
+    let env = TestEnv::new();
+    let mut vars = env.env_vars();
+    vars.push(("SSHMCP_LOCAL_ROOT".into(), String::new()));
+    let mcp = env.mcp_with_env(&vars).await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    mcp.close().await;
+    let out = env.mcp_refusing(&["--runtime-dir", "relative/run"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{said}");
+    assert!(said.contains("must be an absolute path"), "{said}");
+}
+
 #[tokio::test]
 async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
     let (env, mcp, s) = connected().await;

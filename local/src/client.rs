@@ -301,7 +301,13 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
     unsafe {
         cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
     }
-    let mut child = cmd.spawn().map_err(|e| start_err(e.to_string()))?;
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => start_err(format!(
+            "{e}: sshmcpd is looked for beside this program, then on PATH; install the two \
+             together, or set SSHMCP_DAEMON to its path"
+        )),
+        _ => start_err(e.to_string()),
+    })?;
     let stdout = child
         .stdout
         .take()

@@ -70,7 +70,9 @@ impl DaemonLink {
         *slot = None;
         let paths = RuntimePaths::resolve(self.runtime_dir.clone());
         let conn = connect_or_start(&paths, &self.program).await.map_err(|e| {
-            // An agent reads one line: a TOML error's where and what.
+            // The client's log keeps it whole, for the person; an agent reads one line: a
+            // TOML error's where and what.
+            tracing::warn!("no daemon: {e}");
             let said = sshmcp_proto::text::first_and_last_line(&e.to_string());
             DaemonError::new(ErrorCode::DaemonUnavailable, said)
         })?;

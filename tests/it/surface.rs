@@ -652,3 +652,25 @@ async fn docs_tools_md_covers_every_tool_parameter_answer_field_and_error_code()
 fn backquoted(text: &str) -> Vec<&str> {
     text.split('`').skip(1).step_by(2).collect()
 }
+
+/// A daemon binary that cannot be found is told so to the agent with where it was looked
+/// for and what to set, and written to the MCP server's stderr, the client's log, for the
+/// person.
+#[tokio::test]
+async fn a_missing_daemon_binary_says_where_it_was_looked_for() {
+    let env = TestEnv::new();
+    let mut vars = env.env_vars();
+    vars.push(("SSHMCP_DAEMON".into(), "/nonexistent/sshmcpd".into()));
+    let mcp = env.mcp_with_env(&vars).await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(code(&r), "daemon_unavailable", "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("SSHMCP_DAEMON"), "{message}");
+    mcp.close().await;
+    let logged: String = std::fs::read_dir(env.logs_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(logged.contains("no daemon: could not start"), "{logged}");
+}

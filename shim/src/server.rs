@@ -84,6 +84,11 @@ impl Shim {
             + Self::inspect_router()
     }
 
+    /// Whether this server exposes `tool` (see `--tools`).
+    pub fn exposes(&self, tool: sshmcp_proto::tool::Tool) -> bool {
+        self.tool_router.has_route(tool.name())
+    }
+
     pub fn local_root_arg(&self) -> Option<String> {
         self.local_root.as_ref().map(|p| p.display().to_string())
     }

@@ -232,6 +232,16 @@ async fn the_tools_flag_exposes_only_the_chosen_tools() {
     let s = crate::connect(&mcp).await;
     let r = exec(&mcp, &s, "echo exposed", json!({})).await;
     assert_eq!(r["exit_code"], 0, "{r}");
+    // A hand-off would leave a handle no exposed tool can read: refused, nothing run.
+    let r = exec(&mcp, &s, "echo handed", json!({"handoff_after": 1})).await;
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("command_status"),
+        "{r}"
+    );
     let args = json!({"session_id": s.0, "session_key": s.1, "path": "/tmp/x", "content": ""});
     let (_, rx) = mcp
         .start_request(

@@ -145,6 +145,15 @@ impl Shim {
             async {
                 let mut a: A = args::decode(raw)?;
                 let (auth, timeout, handoff_after) = a.parts();
+                // A handed-off command is read with command_status: without it (`--tools`),
+                // its result could never be read.
+                if handoff_after.is_some() && !self.exposes(sshmcp_proto::tool::Tool::CommandStatus)
+                {
+                    return Err(DaemonError::invalid_arguments(
+                        "handoff_after needs command_status, which this server does not expose \
+                         (--tools); leave it out, or use a timeout",
+                    ));
+                }
                 let ctx = deadline(timeout, handoff_after);
                 let key = progress.as_ref().map(|_| progress::new_key());
                 let poll = progress::of_run(

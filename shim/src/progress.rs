@@ -109,7 +109,9 @@ where
             _ = ticks.tick() => {
                 tick += 1;
                 let Some(step) = poll(tick).await else { continue };
-                let value = step.value.max(last + 0.001);
+                // In thousandths, so that raising it adds no float noise (42.001, not
+                // 42.001999999999995).
+                let value = (step.value.max(last + 0.001) * 1000.0).round() / 1000.0;
                 last = value;
                 let param = ProgressNotificationParam::new(progress.token.clone(), value)
                     .with_message(cut(step.message));

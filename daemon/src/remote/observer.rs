@@ -98,11 +98,23 @@ impl LineTail {
             append(&mut self.current, bytes);
             return;
         };
+        // The whole lines this chunk ends: the first finishes the one being printed. The
+        // last of them that holds anything is kept (blank lines at the end of the output
+        // say nothing).
         let before = &bytes[..end];
-        let line = match before.iter().rposition(|b| *b == b'\n') {
-            Some(start) => before[start + 1..].to_vec(),
+        let first_end = before.iter().position(|b| *b == b'\n');
+        let later = first_end.and_then(|at| {
+            before[at + 1..]
+                .rsplit(|b| *b == b'\n')
+                .find(|line| !line.is_empty())
+        });
+        let line = match later {
+            Some(line) => line.to_vec(),
             None => {
-                append(&mut self.current, before);
+                append(
+                    &mut self.current,
+                    &before[..first_end.unwrap_or(before.len())],
+                );
                 std::mem::take(&mut self.current)
             }
         };
@@ -272,6 +284,9 @@ mod tests {
         assert_eq!(last_after(&[b"a\nbb\ncc"]), "cc");
         assert_eq!(last_after(&[b"par", b"tial\n"]), "partial");
         assert_eq!(last_after(&[b"one\n", b"\n\n"]), "one");
+        assert_eq!(last_after(&[b"a\nb\n\n\n"]), "b");
+        assert_eq!(last_after(&[b"a\nb", b"\n\n"]), "b");
+        assert_eq!(last_after(&[b"x\n\n\ny\n"]), "y");
         assert_eq!(last_after(&[b""]), "");
     }
 

@@ -131,15 +131,17 @@ async fn a_failed_connect_names_the_daemons_other_ssh_config() {
         message.contains(&other.display().to_string()) && message.contains("SSHMCP_SSH_CONFIG"),
         "{message}"
     );
-    let r = first.call("connect", refused).await;
-    assert_eq!(code(&r), "connection_start_failed", "{r}");
-    assert!(
-        !r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("SSHMCP_SSH_CONFIG"),
-        "{r}"
-    );
+    let untold = |r: &serde_json::Value| {
+        assert_eq!(code(r), "connection_start_failed", "{r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(!message.contains("SSHMCP_SSH_CONFIG"), "{r}");
+    };
+    untold(&first.call("connect", refused.clone()).await);
+    // An empty one counts as unset: nothing to tell (the later value wins).
+    vars.push(("SSHMCP_SSH_CONFIG".into(), String::new()));
+    let third = env.mcp_with_env(&vars).await;
+    untold(&third.call("connect", refused).await);
+    third.close().await;
     first.close().await;
     second.close().await;
 }

@@ -217,18 +217,17 @@ async fn a_runtime_dir_too_long_for_unix_sockets_is_refused_clearly() {
         &sshmcp_tests::SshdOptions::default(),
         &[("SSHMCP_RUNTIME_DIR", &long)],
     );
-    let mcp = env.mcp().await;
-    let r = mcp.call("session_list", json!({})).await;
-    assert_eq!(r["error"]["code"], "daemon_unavailable");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("too long for Unix sockets"),
-        "{r}"
-    );
+    // Refused as the MCP server starts, where the client's log shows it to the person.
+    let out = env.mcp_refusing(&[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{said}");
+    assert!(said.contains("too long for Unix sockets"), "{said}");
+    // The CLI says it too.
+    let out = env.cli(&["sessions"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("too long for Unix sockets"), "{said}");
     assert!(!std::path::Path::new(&long).exists(), "nothing is created");
-    mcp.close().await;
 }
 
 /// A descriptor its starter leaked (no close-on-exec) is not kept by the long-lived daemon:

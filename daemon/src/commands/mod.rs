@@ -109,6 +109,9 @@ impl Commands {
             ours
         });
         let handles = handles.map(|entry| {
+            if let Some(dir) = entry.output[0].parent() {
+                self.spooling_in(dir);
+            }
             let bytes = entry
                 .output
                 .clone()
@@ -680,15 +683,14 @@ pub async fn status(
     let offsets = [req.stdout_offset, req.stderr_offset];
     let sizes = read_sizes(offsets, req.max_bytes, settings)?;
     let handle = Commands::of(session).find(&req.handle_id)?;
-    // While a kill of the command is under way, a status waits for its verdict (briefly,
-    // even without `wait_seconds`): the command's end comes a moment before it, and must not
-    // read `completed` when the kill ended it.
-    let wait = match handle.kills_under_way() {
-        true => wait.max(KILL_VERDICT_WAIT),
-        false => wait,
-    };
     if !wait.is_zero() {
         handle.wait(wait).await;
+    }
+    // A command that ended while a kill of it is under way waits for the kill's verdict
+    // (briefly, even without `wait_seconds`, and whenever the kill began): the end comes a
+    // moment before it, and must not read `completed` when the kill ended it.
+    if handle.ended().is_some() && handle.kills_under_way() {
+        handle.wait(KILL_VERDICT_WAIT).await;
     }
     handle.report(offsets, sizes)
 }

@@ -106,7 +106,7 @@ impl LineTail {
         let later = first_end.and_then(|at| {
             before[at + 1..]
                 .rsplit(|b| *b == b'\n')
-                .find(|line| !line.is_empty())
+                .find(|line| !blank(line))
         });
         let line = match later {
             Some(line) => line.to_vec(),
@@ -118,7 +118,7 @@ impl LineTail {
                 std::mem::take(&mut self.current)
             }
         };
-        if !line.is_empty() {
+        if !blank(&line) {
             self.complete = line;
             self.complete.truncate(LINE_BYTES + 1);
         }
@@ -132,6 +132,11 @@ impl LineTail {
             false => &self.current,
         }
     }
+}
+
+/// Whether a line says nothing: only spaces, tabs or a `\r` (CRLF output).
+fn blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
 }
 
 /// Keeps a line's first [`LINE_BYTES`], and one byte more to tell where the cut fell.
@@ -254,6 +259,9 @@ impl Observer {
             s.dropped[stream] |= dropped;
             if !bytes.is_empty() {
                 s.lines[stream].push(bytes);
+            }
+            // The stream that printed something last speaks; blank lines say nothing.
+            if !blank(bytes) {
                 s.latest = stream;
             }
         });
@@ -287,6 +295,7 @@ mod tests {
         assert_eq!(last_after(&[b"a\nb\n\n\n"]), "b");
         assert_eq!(last_after(&[b"a\nb", b"\n\n"]), "b");
         assert_eq!(last_after(&[b"x\n\n\ny\n"]), "y");
+        assert_eq!(last_after(&[b"crlf\r\n\r\n  \r\n"]), "crlf\r");
         assert_eq!(last_after(&[b""]), "");
     }
 
@@ -311,6 +320,9 @@ mod tests {
         let seen = o.seen();
         assert_eq!((seen.bytes, seen.total()), ([4, 9], 13));
         assert_eq!(seen.last_line(), "err line");
+        // Blank lines after it do not make the other stream speak.
+        o.push(STDOUT, b"\n", false);
+        assert_eq!(o.seen().last_line(), "err line");
     }
 
     #[test]

@@ -25,6 +25,25 @@ async fn until_running(needle: &str) {
     }
 }
 
+/// Starts an `exec` of `sleep <secs>` after `before` (with `extra` arguments) and waits until
+/// the sleep runs; the answer still to come, and the sleep's marker.
+async fn exec_sleeping(
+    mcp: &sshmcp_tests::McpClient,
+    s: &(String, String),
+    (before, secs): (&str, u32),
+    extra: Value,
+) -> (tokio::sync::oneshot::Receiver<Value>, String) {
+    let sleep = unique_sleep(secs);
+    let mut args = json!({"session_id": s.0, "session_key": s.1,
+                          "command": format!("{before}sleep {sleep}")});
+    if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
+        args.extend(extra.clone());
+    }
+    let (_, pending) = mcp.start_call("exec", args).await;
+    until_running(&sleep).await;
+    (pending, sleep)
+}
+
 async fn sessions(mcp: &sshmcp_tests::McpClient) -> Vec<Value> {
     let r = mcp.call("session_list", json!({})).await;
     assert_eq!(r["ok"], true, "{r}");
@@ -90,14 +109,7 @@ async fn a_master_that_died_while_the_daemon_was_down_is_lost() {
 #[tokio::test]
 async fn a_call_cut_by_a_crash_is_not_repeated_and_the_next_call_works() {
     let (env, mcp, s) = connected().await;
-    let sleep = unique_sleep(60);
-    let (_, pending) = mcp
-        .start_call(
-            "exec",
-            json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}")}),
-        )
-        .await;
-    until_running(&sleep).await;
+    let (pending, _) = exec_sleeping(&mcp, &s, ("", 60), json!({})).await;
     env.crash_daemon();
     let cut = answer(pending).await;
     assert_eq!(code(&cut), "daemon_unavailable");
@@ -411,10 +423,7 @@ async fn a_handle_running_at_a_crash_ends_with_the_daemon_and_stays_listed() {
 #[tokio::test]
 async fn an_exec_in_flight_at_a_crash_ends_with_the_daemon() {
     let (env, mcp, s) = connected().await;
-    let sleep = unique_sleep(77);
-    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}"), "timeout": 5});
-    let (_, pending) = mcp.start_call("exec", args).await;
-    until_running(&sleep).await;
+    let (pending, sleep) = exec_sleeping(&mcp, &s, ("", 77), json!({"timeout": 5})).await;
     env.crash_daemon();
     assert!(
         sshmcp_tests::process::until_matching(&[&sleep], 0).await,
@@ -466,12 +475,8 @@ async fn a_connect_resolving_at_a_stop_opens_no_session() {
 #[tokio::test]
 async fn a_killed_daemons_half_written_spool_files_go_with_the_next_spool() {
     let (env, mcp, s) = connected().await;
-    let sleep = unique_sleep(79);
-    let command = format!("echo begun; sleep {sleep}");
-    let args =
-        json!({"session_id": s.0, "session_key": s.1, "command": command, "spool_output": true});
-    let (_, pending) = mcp.start_call("exec", args).await;
-    until_running(&sleep).await;
+    let spooled = json!({"spool_output": true});
+    let (pending, _) = exec_sleeping(&mcp, &s, ("echo begun; ", 79), spooled).await;
     let dir = env.local_root.join(".sshmcp/spool").join(&s.0);
     let files = || {
         let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -506,10 +511,7 @@ async fn a_killed_daemons_half_written_spool_files_go_with_the_next_spool() {
 #[tokio::test]
 async fn an_exec_in_flight_at_a_stop_is_told_the_daemon_stopped_it() {
     let (env, mcp, s) = connected().await;
-    let sleep = unique_sleep(78);
-    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {sleep}")});
-    let (_, pending) = mcp.start_call("exec", args).await;
-    until_running(&sleep).await;
+    let (pending, sleep) = exec_sleeping(&mcp, &s, ("", 78), json!({})).await;
     let out = env.cli(&["daemon", "stop"]);
     assert!(
         out.status.success(),

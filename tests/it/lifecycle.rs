@@ -44,6 +44,20 @@ async fn exec_sleeping(
     (pending, sleep)
 }
 
+/// Stops the daemon with the CLI while `pending` is under way; that call's answer.
+async fn answer_after_a_stop(
+    env: &TestEnv,
+    pending: tokio::sync::oneshot::Receiver<Value>,
+) -> Value {
+    let out = env.cli(&["daemon", "stop"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answer(pending).await
+}
+
 async fn sessions(mcp: &sshmcp_tests::McpClient) -> Vec<Value> {
     let r = mcp.call("session_list", json!({})).await;
     assert_eq!(r["ok"], true, "{r}");
@@ -453,13 +467,7 @@ async fn a_connect_resolving_at_a_stop_opens_no_session() {
         .start_call("connect", json!({"alias": "slowpoke"}))
         .await;
     until_running(&format!("sleep {sleep}")).await;
-    let out = env.cli(&["daemon", "stop"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = answer(pending).await;
+    let r = answer_after_a_stop(&env, pending).await;
     assert_eq!(code(&r), "server_closing", "{r}");
     let runtime = env.runtime_dir.display().to_string();
     assert_eq!(
@@ -512,13 +520,7 @@ async fn a_killed_daemons_half_written_spool_files_go_with_the_next_spool() {
 async fn an_exec_in_flight_at_a_stop_is_told_the_daemon_stopped_it() {
     let (env, mcp, s) = connected().await;
     let (pending, sleep) = exec_sleeping(&mcp, &s, ("", 78), json!({})).await;
-    let out = env.cli(&["daemon", "stop"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = answer(pending).await;
+    let r = answer_after_a_stop(&env, pending).await;
     assert_eq!(code(&r), "server_closing", "{r}");
     let message = r["error"]["message"].as_str().unwrap();
     assert!(message.contains("stopping"), "{message}");

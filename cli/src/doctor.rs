@@ -119,10 +119,8 @@ fn checks(
         // A daemon would not start (the config line says why): what this environment asks
         // for, not the defaults it would not take.
         (None, Err(_)) => (
-            std::env::var_os("SSHMCP_LOCAL_ROOT")
-                .map(PathBuf::from)
-                .or_else(paths::default_local_root),
-            std::env::var_os("SSHMCP_SSH_CONFIG").map(PathBuf::from),
+            paths::path_from_env("SSHMCP_LOCAL_ROOT").or_else(paths::default_local_root),
+            paths::path_from_env("SSHMCP_SSH_CONFIG"),
         ),
     };
     vec![

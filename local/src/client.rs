@@ -186,8 +186,8 @@ pub async fn connect_or_start(
 /// Where the daemon binary is: `SSHMCP_DAEMON`, else `sshmcpd` beside the running
 /// executable, else `sshmcpd` on `PATH`.
 pub fn daemon_program() -> PathBuf {
-    if let Some(p) = std::env::var_os("SSHMCP_DAEMON").filter(|v| !v.is_empty()) {
-        return PathBuf::from(p);
+    if let Some(p) = crate::paths::path_from_env("SSHMCP_DAEMON") {
+        return p;
     }
     std::env::current_exe()
         .ok()

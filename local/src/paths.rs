@@ -61,7 +61,7 @@ impl RuntimePaths {
     /// a terminal has it and a GUI launcher or a bare-environment client often does not, and
     /// every client must find the one daemon.
     pub fn from_env() -> Self {
-        Self::resolve(std::env::var_os("SSHMCP_RUNTIME_DIR").map(PathBuf::from))
+        Self::resolve(path_from_env("SSHMCP_RUNTIME_DIR"))
     }
 
     /// Like [`from_env`](Self::from_env) with an explicit override taking the place of the
@@ -217,9 +217,7 @@ const RECORD_FILE: &str = "sessions.json";
 /// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
 /// the platform state dir.
 pub fn state_dir_from_env() -> Option<PathBuf> {
-    std::env::var_os("SSHMCP_STATE_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    path_from_env("SSHMCP_STATE_DIR")
         .or_else(|| ConfiguredDirs::read().state_dir)
         .or_else(|| project_dirs().and_then(|d| d.state_dir().map(Path::to_path_buf)))
 }
@@ -258,10 +256,15 @@ pub fn default_local_root() -> Option<PathBuf> {
 /// The config file clients and a daemon started from this environment read:
 /// `SSHMCP_CONFIG`, else [`default_config_file`] (which may not exist).
 pub fn config_file() -> Option<PathBuf> {
-    std::env::var_os("SSHMCP_CONFIG")
+    path_from_env("SSHMCP_CONFIG").or_else(default_config_file)
+}
+
+/// The path an environment variable names; an empty one counts as unset, in every client and
+/// the daemon alike (a client's config may well hold `"SSHMCP_RUNTIME_DIR": ""`).
+pub fn path_from_env(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(default_config_file)
 }
 
 pub fn default_config_file() -> Option<PathBuf> {

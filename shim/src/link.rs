@@ -173,8 +173,7 @@ impl DaemonLink {
 /// client's server whose environment names another ssh config is served with the daemon's
 /// (one daemon per user). Said, not hidden: the hosts that config names are unknown to it.
 async fn settings_note(conn: &Connection) -> Option<String> {
-    // Empty counts as unset, as everywhere (the daemon is started without it).
-    let asked = PathBuf::from(std::env::var_os("SSHMCP_SSH_CONFIG").filter(|v| !v.is_empty())?);
+    let asked = sshmcp_local::paths::path_from_env("SSHMCP_SSH_CONFIG")?;
     let status = conn.client.status(tarpc::context::current()).await.ok()?;
     let running = status.ssh_config.map(PathBuf::from);
     let canonical = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());

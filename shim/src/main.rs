@@ -72,20 +72,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// A flag's value, else its environment variable's when that is set and not empty: a
-/// client config may well hold `"SSHMCP_RUNTIME_DIR": ""`, which the CLI takes as unset too.
-fn flag_or_env(flag: Option<PathBuf>, var: &str) -> Option<PathBuf> {
-    flag.or_else(|| {
-        std::env::var_os(var)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
-}
-
 fn run() -> anyhow::Result<()> {
     let mut flags = Flags::parse();
-    flags.local_root = flag_or_env(flags.local_root, "SSHMCP_LOCAL_ROOT");
-    flags.runtime_dir = flag_or_env(flags.runtime_dir, "SSHMCP_RUNTIME_DIR");
+    // A flag, else its variable (empty counts as unset, as for the CLI).
+    let from_env = sshmcp_local::paths::path_from_env;
+    flags.local_root = flags.local_root.or_else(|| from_env("SSHMCP_LOCAL_ROOT"));
+    flags.runtime_dir = flags.runtime_dir.or_else(|| from_env("SSHMCP_RUNTIME_DIR"));
     // A root or a runtime directory the daemon would refuse on every call is refused now,
     // where the person who configured the client sees it, not later by the agent.
     if let Some(root) = &flags.local_root {

@@ -107,8 +107,18 @@ impl Spool {
 }
 
 /// Removes the unclaimed spool files, under every session's directory of `spools`, of daemons
-/// that no longer run: a daemon killed during a call left them, up to the cap a stream.
+/// that no longer run: a daemon killed during a call left them, up to the cap a stream. Once
+/// per directory in a daemon's life: only a daemon before this one can have left them.
 fn remove_orphans(spools: &Path) {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut swept = SWEPT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if swept.iter().any(|done| done == spools) {
+        return;
+    }
+    swept.push(spools.to_path_buf());
+    drop(swept);
     let Ok(sessions) = std::fs::read_dir(spools) else {
         return;
     };
@@ -202,22 +212,31 @@ mod tests {
     }
 
     #[test]
-    fn a_dead_daemons_unclaimed_files_go_at_the_next_spool_the_rest_stay() {
+    fn a_dead_daemons_unclaimed_files_go_at_the_first_spool_the_rest_stay() {
         let root = tempfile::tempdir().unwrap();
-        let (claimed, live) = create_pair(root.path(), "s3", 10).unwrap();
-        let claimed = claimed.finish().unwrap();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
         let old = root.path().join(".sshmcp/spool/s4");
-        std::fs::create_dir_all(&old).unwrap();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&old)
+            .unwrap();
         let orphan = old.join(format!("2026-12-06T004709214Z-{dead}-7.stdout.part"));
+        let mine = old.join(format!(
+            "2026-12-06T004709214Z-{}-7.stdout.part",
+            std::process::id()
+        ));
         let odd = old.join("notes-x.part");
-        std::fs::write(&orphan, "half").unwrap();
-        std::fs::write(&odd, "").unwrap();
-        let _next = create_pair(root.path(), "s5", 10).unwrap();
+        for file in [&orphan, &mine, &odd] {
+            std::fs::write(file, "half").unwrap();
+        }
+        let (claimed, live) = create_pair(root.path(), "s3", 10).unwrap();
+        let claimed = claimed.finish().unwrap();
         assert!(!orphan.exists(), "a dead daemon's unclaimed file went");
         assert!(odd.exists(), "a name not of a spool's form stays");
+        assert!(mine.exists(), "this daemon's unclaimed file stays");
         assert!(live.path().exists(), "this daemon's unclaimed file stays");
         assert!(Path::new(&claimed.path).exists(), "a claimed file stays");
         assert!(!claimed.path.ends_with(UNCLAIMED));

@@ -300,17 +300,18 @@ pub async fn run(
         );
     }
     let mut connected = clients.subscribe();
-    let answered = tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0))
-        .await
-        .is_ok();
-    if !answered {
+    let mut all_gone = async || {
+        tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0))
+            .await
+            .is_ok()
+    };
+    if !all_gone().await {
         tracing::warn!("calls still in flight after the teardown are cut");
-        ending.abort.cancel();
-        // The cut calls are dropped (a connect's reservation undone) before the record is
-        // sealed.
-        let _ = tokio::time::timeout(ANSWERS_CAP, connected.wait_for(|n| *n == 0)).await;
     }
+    // Whatever is left is cut, and dropped (a connect's reservation undone) before the record
+    // is sealed.
     ending.abort.cancel();
+    all_gone().await;
     registry.seal_record();
     registry.note_stop(stop_summary(exit, cause, sessions, in_time));
     let _ = tokio::task::spawn_blocking(move || trail.close(AUDIT_CLOSE_CAP)).await;

@@ -445,10 +445,9 @@ impl DaemonService {
                 }
                 _ => connection_lost(&session),
             },
-            ErrorCode::SessionClosed => self.closed_by_the_stop(e),
             _ => {
                 e.message = self.registry.redact_keys(&e.message).into_owned();
-                e
+                self.closed_by_the_stop(e)
             }
         });
         tracing::debug!(

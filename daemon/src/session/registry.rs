@@ -415,14 +415,12 @@ impl Registry {
     /// the remote facts, then start watching the master.
     pub async fn connect(self: &Arc<Self>, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let timeout = check_connect_request(&req)?;
-        if self.is_closing() {
-            return Err(shutting_down());
-        }
-        // A stop that comes meanwhile ends these steps at once: the stop answers the calls in
-        // flight, and this one has no session yet for it to close.
+        // A stop, begun or coming meanwhile, ends these steps at once: the stop answers the
+        // calls in flight, and this one has no session yet for it to close.
         let (resolved, ciphers) = tokio::select! {
-            steps = self.before_reserving(&req.target, timeout) => steps?,
+            biased;
             () = self.closing.cancelled() => return Err(shutting_down()),
+            steps = self.before_reserving(&req.target, timeout) => steps?,
         };
         let (session, session_key) = self.reserve(&req.target, &resolved)?;
         // Undoes the reservation unless connect completes, also when the caller goes away

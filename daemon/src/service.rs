@@ -437,13 +437,15 @@ impl DaemonService {
         session.touch();
         let outcome = outcome.map_err(|mut e| match e.code {
             // The session is lost; an error that says the command had started keeps saying
-            // so.
+            // so. One that says it never confirmed its start is about a stalled connection,
+            // which the master's keepalive judges, not this call.
             ErrorCode::ConnectionLost => match e.details.started {
                 Some(true) => {
                     session.mark_lost();
                     e
                 }
-                _ => connection_lost(&session),
+                Some(false) => e,
+                None => connection_lost(&session),
             },
             _ => {
                 e.message = self.registry.redact_keys(&e.message).into_owned();

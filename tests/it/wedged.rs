@@ -7,7 +7,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 use sshmcp_tests::SshdOptions;
-use sshmcp_tests::process::{gone, run, unique_sleep};
+use sshmcp_tests::process::{descendants, gone, run, unique_sleep};
 
 use crate::{code, connected, exec, remote_until};
 
@@ -65,6 +65,50 @@ async fn a_stopped_master_wedges_neither_exec_nor_disconnect() {
         "the remote command outlived its session"
     );
     watcher.close().await;
+    mcp.close().await;
+}
+
+/// A host that stops answering once it has a command (every process of its sshd stopped,
+/// as a frozen host or a network that dropped out): the command's timeout answers
+/// `connection_lost` with `started: false`, not a timed-out command that ran; the session
+/// stays `ready`; and once the host answers again, the command is stopped as it shows, before
+/// it does its work.
+#[tokio::test]
+async fn a_frozen_host_leaves_a_sent_command_unconfirmed() {
+    let (env, mcp, s) = connected().await;
+    // The channel this leaves waiting takes the next command at once.
+    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let frozen: Vec<u32> = env.sshd.pids().into_iter().flat_map(descendants).collect();
+    assert!(!frozen.is_empty(), "no process serves the session");
+    let signal_all = |signal| {
+        for pid in &frozen {
+            let _ = kill(Pid::from_raw(*pid as i32), signal);
+        }
+    };
+    signal_all(Signal::SIGSTOP);
+    let work = format!("{}-work", env.root.path().display());
+    let r = exec(
+        &mcp,
+        &s,
+        &format!("sleep 2; touch '{work}'"),
+        json!({"timeout": 1}),
+    )
+    .await;
+    signal_all(Signal::SIGCONT);
+    assert_eq!(code(&r), "connection_lost", "{r}");
+    assert_eq!(r["error"]["started"], false, "{r}");
+    let list = mcp.call("session_list", json!({})).await;
+    assert_eq!(
+        list["sessions"][0]["state"], "ready",
+        "a stall is not a loss: {list}"
+    );
+
+    let probe = format!("sleep 4; test -e '{work}' && echo worked || echo stopped");
+    let r = exec(&mcp, &s, &probe, json!({})).await;
+    assert_eq!(
+        r["stdout"], "stopped\n",
+        "the unconfirmed command ran on: {r}"
+    );
     mcp.close().await;
 }
 

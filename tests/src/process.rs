@@ -1,5 +1,6 @@
 //! Processes the tests run or look at: running a setup command that must succeed, finding
-//! processes by command line, waiting for one to exit, and reading its memory figures.
+//! processes by command line or parent, waiting for one to exit, and reading its memory
+//! figures.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -83,6 +84,31 @@ pub async fn until_matching(needles: &[&str], count: usize) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     true
+}
+
+/// Every live descendant of `pid` (children, their children, ...): the processes that serve
+/// one sshd's connections, which a test stops to play a host that froze.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // The fields after the command name: state, then the parent's PID.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let parent = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((child, parent))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut next = 0;
+    while next < found.len() {
+        let of = found[next];
+        found.extend(parents.iter().filter(|(_, p)| *p == of).map(|(c, _)| *c));
+        next += 1;
+    }
+    found.split_off(1)
 }
 
 /// A memory figure of `/proc/PID/status` in KiB, e.g. `VmRSS` or `VmHWM` (peak).

@@ -31,6 +31,9 @@ pub enum NoChannel {
     MasterSilent,
     /// A new channel's login shell did not say it was ready.
     LoginSilent,
+    /// The channel did not take the whole program (its connection stalled, or the host reads
+    /// it slowly): the program never ran, as it runs only once it came whole.
+    NotTaken,
 }
 
 /// Why a channel could not be had.

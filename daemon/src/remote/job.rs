@@ -280,6 +280,9 @@ struct Stopping {
     /// False when the payload was cut before its group (nothing can run), and for control
     /// programs (a kill is never killed): nothing to kill.
     must_kill: bool,
+    /// The payload was cut before its group, and the program answers a caller (not a kill's
+    /// own): nothing of it ran.
+    nothing_ran: bool,
     /// The group holds root processes: the kill runs through sudo.
     kill_as_root: bool,
     kill: Option<JoinHandle<Killed>>,
@@ -1052,6 +1055,7 @@ fn begin_stop(reason: StopReason, feed: &mut Feed, program: &Program) -> Stoppin
     Stopping {
         reason,
         must_kill,
+        nothing_ran: !feed.group_sent() && !program.control,
         kill_as_root: program.kill_as_root,
         kill: None,
         killed: None,
@@ -1079,17 +1083,33 @@ fn start_kill(stop: &mut Stopping, host: &Host, out: &Stream, err: &Stream) {
     }
 }
 
-/// The answer of a stopped run: timed out with what was captured, or cancelled.
+/// The answer of a stopped run: timed out with what was captured, or cancelled. A run timed
+/// out before the host reported its program's group is no timed-out command (`ok: true`
+/// always means a command started): nothing ran when the payload was cut, and otherwise the
+/// host has the program but never said it started (its connection stalled, or a fresh
+/// channel's login is that slow), so it may still start, and is then killed at once.
 fn stopped_result(
     stop: &Stopping,
     started: Instant,
     out: &mut Stream,
     err: &mut Stream,
 ) -> Result<RunResult, RunError> {
+    let unconfirmed = stop.must_kill && Markers::read(&out.scan, &err.scan).group.is_none();
     match stop.reason {
         StopReason::Cancelled => {
             drop_spools(out, err);
             Err(RunError::Cancelled)
+        }
+        StopReason::TimedOut if stop.nothing_ran => {
+            drop_spools(out, err);
+            Err(RunError::ChannelsBusy {
+                waited: started.elapsed().as_secs_f64(),
+                why: channel::NoChannel::NotTaken,
+            })
+        }
+        StopReason::TimedOut if unconfirmed => {
+            drop_spools(out, err);
+            Err(RunError::Unconfirmed)
         }
         StopReason::TimedOut => Ok(RunResult {
             exit_code: None,
@@ -1385,6 +1405,39 @@ mod tests {
         assert!(result.timed_out, "{:?}", result.exit_code);
         assert_eq!(text(&result.stdout), "started\n");
         assert!(result.duration < 10.0, "{}", result.duration);
+    }
+
+    /// A timeout before the host reported the program's group is no timed-out command: the
+    /// program went whole to a shell still busy with its login (as on a host that froze), so
+    /// it may yet start, and the answer says its start is unconfirmed.
+    #[tokio::test]
+    async fn a_timeout_before_the_start_leaves_it_unconfirmed() {
+        let mut program = Program::new(":", Duration::from_millis(300), 1024);
+        let stop = CancellationToken::new();
+        let (_, answer) = attempt(&mut program, true, "sleep 10; ", &stop).await;
+        let answer = answer.expect("an answer");
+        assert!(matches!(answer, Err(RunError::Unconfirmed)), "{answer:?}");
+    }
+
+    /// A timeout while the program was still being fed (the shell read none of it, and it
+    /// outgrew the pipe) cuts it: nothing ran, which the answer says.
+    #[tokio::test]
+    async fn a_timeout_before_the_program_went_whole_ran_nothing() {
+        let script = format!(": '{}'", "x".repeat(300_000));
+        let mut program = Program::new(script, Duration::from_millis(300), 1024);
+        let stop = CancellationToken::new();
+        let (_, answer) = attempt(&mut program, true, "sleep 10; ", &stop).await;
+        let answer = answer.expect("an answer");
+        assert!(
+            matches!(
+                answer,
+                Err(RunError::ChannelsBusy {
+                    why: channel::NoChannel::NotTaken,
+                    ..
+                })
+            ),
+            "{answer:?}"
+        );
     }
 
     /// A caller that stopped the run before it began gets `Cancelled`.

@@ -253,6 +253,15 @@ pub enum RunError {
          commands at all (/bin/false and nologin do not)"
     )]
     LoginShell(String),
+    /// The run timed out after the host had the whole program but before it reported the
+    /// program's start: the program may still start, and is then killed at once.
+    #[error(
+        "the host did not confirm within the timeout that the command started: its connection \
+         stalled (session_list shows whether the session is still ready), or a new channel's \
+         login shell was still starting. The command may still start, and is then stopped at \
+         once; check what it did before running it again"
+    )]
+    Unconfirmed,
     /// The program's gate never opened: its inner stage did not start. What the program said
     /// on stdout, and the start of its stderr, tell why.
     #[error("the command did not start")]
@@ -290,6 +299,11 @@ fn channels_busy_message(waited: f64, why: channel::NoChannel) -> String {
             "nothing ran: a new channel's login shell did not finish starting within \
              {waited:.0} s (a startup file of the remote user's shell may hang). A retry is \
              safe"
+        ),
+        channel::NoChannel::NotTaken => format!(
+            "nothing ran: the host did not take the whole command within {waited:.0} s (its \
+             connection stalled, or it reads slowly; session_list shows whether the session is \
+             still ready). A retry is safe"
         ),
         channel::NoChannel::Busy => format!(
             "nothing ran: every channel of the session stayed busy for {waited:.0} s (running \
@@ -372,6 +386,12 @@ impl From<RunError> for sshmcp_proto::DaemonError {
         match e {
             RunError::ConnectionLost => lost_error(),
             RunError::LostAfterStart(_) => lost_after_start(),
+            // Not the session's loss: its master still answers, and may recover.
+            RunError::Unconfirmed => DaemonError::new(ErrorCode::ConnectionLost, e.to_string())
+                .with_details(sshmcp_proto::error::ErrorDetails {
+                    started: Some(false),
+                    ..Default::default()
+                }),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
             RunError::StoppedByPerson => DaemonError::new(ErrorCode::PolicyDenied, e.to_string()),

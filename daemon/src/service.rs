@@ -436,16 +436,17 @@ impl DaemonService {
         let outcome = O::run(req, session.clone(), &self.registry).await;
         session.touch();
         let outcome = outcome.map_err(|mut e| match e.code {
+            // A host that never confirmed the call's start stalled: the master's keepalive
+            // judges whether the session is lost, not this call.
+            ErrorCode::ConnectionLost if crate::remote::unconfirmed(&e) => e,
             // The session is lost; an error that says the command had started keeps saying
-            // so. One that says it never confirmed its start is about a stalled connection,
-            // which the master's keepalive judges, not this call.
+            // so.
             ErrorCode::ConnectionLost => match e.details.started {
                 Some(true) => {
                     session.mark_lost();
                     e
                 }
-                Some(false) => e,
-                None => connection_lost(&session),
+                _ => connection_lost(&session),
             },
             _ => {
                 e.message = self.registry.redact_keys(&e.message).into_owned();

@@ -177,11 +177,9 @@ pub struct ErrorDetails {
     pub forward_id: Option<String>,
     /// `edit_ambiguous_match`: how many times `old_text` occurs.
     pub count: Option<u64>,
-    /// `connection_lost` of `exec` and `sudo_exec`: true when the command had started on the
-    /// host when the connection went, so it may have done part of its work (or still run);
-    /// false when the call timed out before the host confirmed the start over a connection
-    /// that stalled (the session stays as it is), so it may still start, and is then stopped
-    /// at once. Left out when it is not known to have started.
+    /// `connection_lost` of `exec` and `sudo_exec`: the command had started on the host when
+    /// the connection went, so it may have done part of its work (or still run). Left out
+    /// when it is not known to have started.
     pub started: Option<bool>,
     /// With `started`: what the command printed on each stream until the connection went,
     /// as an `exec` answer's streams.

@@ -237,8 +237,8 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
     (`ok: false`) carry an `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none, then connect), `session_not_ready` (retry shortly), `connection_lost` \
-    (read your handles' output, disconnect, connect; `error.started`: it began (false: \
-    may yet); check before a rerun), `channels_busy` (nothing ran: \
+    (read your handles' output, disconnect, connect; `error.started`: the command had \
+    begun, check it before a rerun), `channels_busy` (nothing ran: \
     retry once other work ends), \
     `policy_denied` (the user forbids it there: ask them; no workarounds).";
 

@@ -461,7 +461,7 @@ async fn a_remote_forward_answered_too_late_is_withdrawn() {
     signal(Signal::SIGCONT);
     assert_eq!(
         (code(&r), code(&r0)),
-        ("internal_error", "internal_error"),
+        ("forward_failed", "forward_failed"),
         "{r} {r0}"
     );
     let withdrawn = "opened after its request timed out was withdrawn: Ok(())";

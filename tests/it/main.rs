@@ -255,30 +255,14 @@ pub async fn logged_in_with(
 
 /// The sshd processes serving `env`'s connections (the listener's descendants named sshd).
 pub fn connection_sshds(env: &sshmcp_tests::TestEnv) -> Vec<i32> {
-    let parent_of = |pid: i32| -> Option<(i32, String)> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (head, rest) = stat.rsplit_once(')')?;
-        let comm = head.split_once('(')?.1.to_string();
-        Some((rest.split_whitespace().nth(1)?.parse().ok()?, comm))
+    let named_sshd = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("sshd"))
     };
-    let listeners: Vec<i32> = env.sshd.pids().iter().map(|p| *p as i32).collect();
-    let mut found: Vec<i32> = vec![];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            if let Some((parent, comm)) = parent_of(pid)
-                && comm.starts_with("sshd")
-                && (listeners.contains(&parent) || found.contains(&parent))
-                && !found.contains(&pid)
-            {
-                found.push(pid);
-                grew = true;
-            }
-        }
-    }
-    found
+    env.sshd
+        .pids()
+        .into_iter()
+        .flat_map(sshmcp_tests::process::descendants)
+        .filter(named_sshd)
+        .map(|pid| pid as i32)
+        .collect()
 }

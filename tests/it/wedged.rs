@@ -68,42 +68,116 @@ async fn a_stopped_master_wedges_neither_exec_nor_disconnect() {
     mcp.close().await;
 }
 
-/// A host that stops answering once it has a command (every process of its sshd stopped,
-/// as a frozen host or a network that dropped out): the command's timeout answers
-/// `connection_lost` with `started: false`, not a timed-out command that ran; the session
-/// stays `ready`; and once the host answers again, the command is stopped as it shows, before
-/// it does its work.
-#[tokio::test]
-async fn a_frozen_host_leaves_a_sent_command_unconfirmed() {
-    let (env, mcp, s) = connected().await;
-    // The channel this leaves waiting takes the next command at once.
-    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
-    let frozen: Vec<u32> = env.sshd.pids().into_iter().flat_map(descendants).collect();
-    assert!(!frozen.is_empty(), "no process serves the session");
-    let signal_all = |signal| {
-        for pid in &frozen {
+/// Every process serving a test sshd's connections, stopped (a host that froze) until this
+/// goes: dropped also when a test fails, so no process stays stopped.
+struct Frozen(Vec<u32>);
+
+impl Frozen {
+    fn host_of(env: &sshmcp_tests::TestEnv) -> Self {
+        let pids: Vec<u32> = env.sshd.pids().into_iter().flat_map(descendants).collect();
+        assert!(!pids.is_empty(), "no process serves the session");
+        let frozen = Self(pids);
+        frozen.signal(Signal::SIGSTOP);
+        frozen
+    }
+
+    fn signal(&self, signal: Signal) {
+        for pid in &self.0 {
             let _ = kill(Pid::from_raw(*pid as i32), signal);
         }
-    };
-    signal_all(Signal::SIGSTOP);
-    let work = format!("{}-work", env.root.path().display());
-    let r = exec(
-        &mcp,
-        &s,
-        &format!("sleep 2; touch '{work}'"),
-        json!({"timeout": 1}),
-    )
-    .await;
-    signal_all(Signal::SIGCONT);
-    assert_eq!(code(&r), "connection_lost", "{r}");
-    assert_eq!(r["error"]["started"], false, "{r}");
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGCONT);
+    }
+}
+
+/// The answer of a call whose host never confirmed its start: `connection_lost`, not known
+/// to have started, and the session not taken for lost.
+async fn unconfirmed(mcp: &sshmcp_tests::mcp::McpClient, r: &serde_json::Value) {
+    assert_eq!(code(r), "connection_lost", "{r}");
+    assert_eq!(r["error"]["started"], serde_json::Value::Null, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not confirm"),
+        "{r}"
+    );
     let list = mcp.call("session_list", json!({})).await;
     assert_eq!(
         list["sessions"][0]["state"], "ready",
         "a stall is not a loss: {list}"
     );
+}
 
-    let probe = format!("sleep 4; test -e '{work}' && echo worked || echo stopped");
+/// A host that stops answering once it has a command (every process of its sshd stopped,
+/// as a frozen host or a network that dropped out): the command's timeout answers
+/// `connection_lost` not known to have started, not a timed-out command; the session stays
+/// `ready`; and once the host answers again, the command is stopped as it shows, before it
+/// does its work.
+#[tokio::test]
+async fn a_frozen_host_leaves_a_sent_command_unconfirmed() {
+    let (env, mcp, s) = connected().await;
+    // The channel this leaves waiting takes the next command at once.
+    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let frozen = Frozen::host_of(&env);
+    let work = format!("{}-work", env.root.path().display());
+    let r = exec(
+        &mcp,
+        &s,
+        &format!("sleep 3; touch '{work}'"),
+        json!({"timeout": 1}),
+    )
+    .await;
+    // A command that needs a new channel gets none: the master's request goes unanswered,
+    // which the answer says (not that every channel is busy), and nothing ran.
+    let busy = exec(&mcp, &s, &format!("touch '{work}'"), json!({"timeout": 2})).await;
+    // So does a remote forward, which needs the host's word.
+    let args = json!({"session_id": s.0, "session_key": s.1, "kind": "remote",
+                      "target_host": "127.0.0.1", "target_port": 9});
+    let forward = mcp.call("forward_start", args).await;
+    drop(frozen);
+    unconfirmed(&mcp, &r).await;
+    assert_eq!(code(&busy), "channels_busy", "{busy}");
+    let message = busy["error"]["message"].as_str().unwrap();
+    assert!(message.contains("did not answer"), "{busy}");
+    assert_eq!(code(&forward), "forward_failed", "{forward}");
+
+    let probe = format!("sleep 5; test -e '{work}' && echo worked || echo stopped");
+    let r = exec(&mcp, &s, &probe, json!({})).await;
+    assert_eq!(
+        r["stdout"], "stopped\n",
+        "the unconfirmed command ran on: {r}"
+    );
+    mcp.close().await;
+}
+
+/// `command_start` on a host that froze once it had the command: the start is given up at
+/// its bound (25 s, before the master's keepalive and the client's deadline) as unconfirmed,
+/// no handle stays, and the command, once the host goes on, is stopped before its work.
+#[tokio::test]
+async fn a_frozen_host_bounds_a_command_start() {
+    let (env, mcp, s) = connected().await;
+    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let frozen = Frozen::host_of(&env);
+    let work = format!("{}-work", env.root.path().display());
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "command": format!("sleep 3; touch '{work}'")});
+    let r = mcp.call("command_start", args).await;
+    drop(frozen);
+    unconfirmed(&mcp, &r).await;
+    let list = mcp
+        .call(
+            "command_list",
+            json!({"session_id": s.0, "session_key": s.1}),
+        )
+        .await;
+    assert_eq!(list["commands"], json!([]), "no handle stays: {list}");
+
+    let probe = format!("sleep 5; test -e '{work}' && echo worked || echo stopped");
     let r = exec(&mcp, &s, &probe, json!({})).await;
     assert_eq!(
         r["stdout"], "stopped\n",

@@ -491,11 +491,18 @@ fn free_port(host: &str) -> Result<u16, DaemonError> {
         .map_err(|e| failed(format!("cannot find a free port on {host}: {e}")))
 }
 
-/// A master that cannot be asked: gone (the session is lost), or silent.
+/// A master that cannot be asked: gone (the session is lost), or silent (it waits on a host
+/// that froze, or a connection that stalled).
 fn mux_failure(session: &Session, e: MuxError) -> DaemonError {
-    match session.host.master_gone() {
-        true => crate::session::registry::connection_lost(session),
-        false => DaemonError::internal(format!(
+    match (session.host.master_gone(), e) {
+        (true, _) => crate::session::registry::connection_lost(session),
+        (false, MuxError::Silent) => DaemonError::new(
+            ErrorCode::ForwardFailed,
+            "the session's master did not answer the request in time (the host may have \
+             frozen, or its connection stalled; session_list shows whether the session is \
+             still ready); forward_list shows the forwards in place",
+        ),
+        (false, e) => DaemonError::internal(format!(
             "the session's master did not take the request: {e}"
         )),
     }

@@ -93,6 +93,10 @@ impl Retries<'_> {
     }
 }
 
+/// How long a request for a channel goes unanswered before a call cut by its deadline says
+/// the master did not answer, rather than that every channel stayed busy.
+const SILENT_AFTER: Duration = Duration::from_secs(1);
+
 /// Opens a session running `command`, retrying channel refusals (as `retries` says; `refused`
 /// is called on each, and says whether it let one of the session's channels go, which the
 /// next try then soon finds free) and silent masters until `deadline`. An attempt cut short
@@ -106,13 +110,15 @@ pub async fn open_with_retry(
 ) -> Result<MuxSession, OpenError> {
     let (first, most) = retries.first_and_most();
     let mut backoff = first;
-    let mut silent = false;
+    let (mut silent, mut refused_once) = (false, false);
     loop {
-        let attempt_deadline = deadline.min(Instant::now() + mux::EXCHANGE_TIMEOUT);
+        let asked_at = Instant::now();
+        let attempt_deadline = deadline.min(asked_at + mux::EXCHANGE_TIMEOUT);
         let attempt = mux::open_session(control_path, command);
         match tokio::time::timeout_at(attempt_deadline, attempt).await {
             Ok(Ok(session)) => return Ok(session),
             Ok(Err(e)) if e.is_channel_refusal() => {
+                refused_once = true;
                 let freed_one = refused();
                 if Instant::now() >= deadline {
                     return Err(OpenError::TimedOut(NoChannel::Busy));
@@ -128,10 +134,12 @@ pub async fn open_with_retry(
                 retries.pause(wait.min(deadline - Instant::now())).await;
             }
             Ok(Err(e)) => return Err(OpenError::Mux(e)),
-            // Cut by the call's own deadline: silent only if an attempt had run its whole
-            // exchange time before.
+            // Cut by the call's own deadline: silent if an attempt had run its whole exchange
+            // time before, or this one went a second unanswered and sshd never refused (a
+            // frozen host answers nothing, a full server refuses at once).
             Err(_) if Instant::now() >= deadline => {
-                return Err(OpenError::TimedOut(match silent {
+                let unanswered = !refused_once && asked_at.elapsed() >= SILENT_AFTER;
+                return Err(OpenError::TimedOut(match silent || unanswered {
                     true => NoChannel::MasterSilent,
                     false => NoChannel::Busy,
                 }));

@@ -48,6 +48,9 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// After a stop, how long the task waits for a silent login shell to report the group.
 const MARKER_WAIT: Duration = Duration::from_secs(60);
+/// Past its queue's bound, how long a program's group may take to be reported (a channel
+/// whose runner became ready just before the bound was sent the program then).
+const START_GRACE: Duration = Duration::from_secs(2);
 /// How long a master whose channel ended without a word may take to show as exited.
 const MASTER_EXIT_WAIT: Duration = Duration::from_millis(500);
 /// A time no timer reaches: the "never" of the loop's optional timers.
@@ -419,7 +422,9 @@ async fn run(
             Err(OpenError::TimedOut(why)) => return Some(no_channel_in_time(started, why)),
             Err(OpenError::SlotsClosed) => return Some(Err(RunError::ConnectionLost)),
             Err(OpenError::Mux(e)) => {
-                return Some(Err(if host.master_gone() {
+                // A master that died as it was asked ends its socket a moment before it shows
+                // as exited: `lost` waits that moment out.
+                return Some(Err(if lost(host).await {
                     RunError::ConnectionLost
                 } else {
                     RunError::Failed(format!("cannot use the session's master: {e}"))
@@ -521,8 +526,9 @@ async fn open(
     let opened_at = Instant::now();
     let held = super::Counted::new(&host.running);
     // Until the runner is ready only its own text went out: dropping this future (a stop)
-    // closes the channel with nothing of the program sent.
-    let ready = program.ready_first && runner_ready(&mut session, deadline).await?;
+    // closes the channel with nothing of the program sent. So a login slower than the call's
+    // time is `channels_busy` (nothing ran), never a program the host may still start.
+    let ready = runner_ready(&mut session, deadline).await?;
     Ok(Opened {
         permit: Some(permit),
         lease: None,
@@ -669,6 +675,9 @@ impl Run<'_> {
             };
             let killing = state.stopping.as_ref().is_some_and(Stopping::killing);
             let not_stopping = state.stopping.is_none();
+            let start_by = state
+                .start_by(program, started, (&out, &err))
+                .unwrap_or(far);
             tokio::select! {
                 _ = feed.step(), if !feed.done() => {}
                 n = out.read(), if !out.eof => {
@@ -684,7 +693,7 @@ impl Run<'_> {
                     }
                     Ok(ControlEvent::Closed) | Err(_) => state.closed = true,
                 },
-                _ = tokio::time::sleep_until(deadline), if not_stopping => {
+                _ = tokio::time::sleep_until(deadline.min(start_by)), if not_stopping => {
                     state.stopping = Some(begin_stop(StopReason::TimedOut, &mut feed, program));
                 },
                 _ = self.stop.cancelled(), if not_stopping => {
@@ -702,14 +711,9 @@ impl Run<'_> {
         }
         out.scan.log_noise("stdout");
         err.scan.log_noise("stderr");
-        // Whatever is still to say (the channel closed before a stop could answer).
-        let outcome = match (answer.is_some(), state.stopping.as_ref()) {
-            (false, _) => None,
-            (true, Some(stop)) => Some(stopped_result(stop, started, &mut out, &mut err)),
-            (true, None) => {
-                Some(complete(host, &mut out, &mut err, state.exit_status, started).await)
-            }
-        };
+        let outcome = state
+            .last_word(host, answer.is_some(), started, (&mut out, &mut err))
+            .await;
         // A stopped run's channel is not used again, even when its group is gone.
         if both_idle(&out, &err)
             && !state.closed
@@ -969,6 +973,39 @@ impl State {
         }
     }
 
+    /// When a program whose start is bounded (it may outlive its call, or it is long file
+    /// work) gives up on a host that has it but does not say it started: a host that froze,
+    /// or a connection that stalled while the master's keepalive still passes. None once it
+    /// started or is stopping, and for a program with no bound.
+    fn start_by(
+        &self,
+        program: &Program,
+        started: Instant,
+        (out, err): (&Stream, &Stream),
+    ) -> Option<Instant> {
+        let queue = program.queue_timeout?;
+        let unstarted = Markers::read(&out.scan, &err.scan).group.is_none();
+        (self.stopping.is_none() && unstarted).then(|| started + queue + START_GRACE)
+    }
+
+    /// Whatever is still to say as the attempt ends (the channel closed before a stop could
+    /// answer), unless the answer went already.
+    async fn last_word(
+        &self,
+        host: &Host,
+        answering: bool,
+        started: Instant,
+        (out, err): (&mut Stream, &mut Stream),
+    ) -> Option<Result<RunResult, RunError>> {
+        if !answering {
+            return None;
+        }
+        Some(match self.stopping.as_ref() {
+            Some(stop) => stopped_result(stop, started, out, err),
+            None => complete(host, out, err, self.exit_status, started).await,
+        })
+    }
+
     /// The stop's kill came back: the group is gone, unless the kill could not confirm it.
     fn killed(&mut self, killed: Killed, program: &Program) {
         if let Some(stop) = self.stopping.as_mut() {
@@ -1087,7 +1124,7 @@ fn start_kill(stop: &mut Stopping, host: &Host, out: &Stream, err: &Stream) {
 /// out before the host reported its program's group is no timed-out command (`ok: true`
 /// always means a command started): nothing ran when the payload was cut, and otherwise the
 /// host has the program but never said it started (its connection stalled, or a fresh
-/// channel's login is that slow), so it may still start, and is then killed at once.
+/// channel's login is that slow), so it may still start, and is then killed as soon as it shows.
 fn stopped_result(
     stop: &Stopping,
     started: Instant,
@@ -1417,6 +1454,24 @@ mod tests {
         let (_, answer) = attempt(&mut program, true, "sleep 10; ", &stop).await;
         let answer = answer.expect("an answer");
         assert!(matches!(answer, Err(RunError::Unconfirmed)), "{answer:?}");
+    }
+
+    /// A program whose start is bounded (a handle's, with no runtime limit) gives up on a
+    /// host that has it but does not report it started, at the bound and not at its timeout.
+    #[tokio::test]
+    async fn a_bounded_start_gives_up_on_a_host_that_never_starts_it() {
+        let mut program = Program::new(":", Duration::from_secs(600), 1024);
+        program.queue_timeout = Some(Duration::from_millis(100));
+        let stop = CancellationToken::new();
+        let asked = Instant::now();
+        let (_, answer) = attempt(&mut program, true, "sleep 20; ", &stop).await;
+        let answer = answer.expect("an answer");
+        assert!(matches!(answer, Err(RunError::Unconfirmed)), "{answer:?}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            asked.elapsed()
+        );
     }
 
     /// A timeout while the program was still being fed (the shell read none of it, and it

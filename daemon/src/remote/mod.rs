@@ -149,13 +149,10 @@ pub struct Program {
     /// From the call's start: queuing for a channel counts.
     pub timeout: Duration,
     /// The longest wait for a channel, when shorter than `timeout`: a command that may run
-    /// for days does not wait that long to start.
+    /// for days does not wait that long to start. It bounds the whole start (with a short
+    /// grace): a host that has the program but does not report it started within it is given
+    /// up on as at a timeout.
     pub queue_timeout: Option<Duration>,
-    /// A channel opened for this program is sent the program only once its login shell is
-    /// through and its runner says it is ready (as the kill channel is): a stop until then
-    /// sends nothing, so nothing of the program ever runs. For programs that may outlive
-    /// their call (handles), whose stop can come at any moment before they start.
-    pub ready_first: bool,
     /// Bytes kept of each stream (head and tail halves).
     pub max_output_bytes: u64,
     /// Complete copies of both streams, when asked for.
@@ -188,7 +185,6 @@ impl Program {
             cwd: None,
             timeout,
             queue_timeout: None,
-            ready_first: false,
             max_output_bytes,
             spool: None,
             command: false,
@@ -254,13 +250,8 @@ pub enum RunError {
     )]
     LoginShell(String),
     /// The run timed out after the host had the whole program but before it reported the
-    /// program's start: the program may still start, and is then killed at once.
-    #[error(
-        "the host did not confirm within the timeout that the command started: its connection \
-         stalled (session_list shows whether the session is still ready), or a new channel's \
-         login shell was still starting. The command may still start, and is then stopped at \
-         once; check what it did before running it again"
-    )]
+    /// program's start: the host may have started it, or may still.
+    #[error("{UNCONFIRMED}")]
     Unconfirmed,
     /// The program's gate never opened: its inner stage did not start. What the program said
     /// on stdout, and the start of its stderr, tell why.
@@ -386,12 +377,7 @@ impl From<RunError> for sshmcp_proto::DaemonError {
         match e {
             RunError::ConnectionLost => lost_error(),
             RunError::LostAfterStart(_) => lost_after_start(),
-            // Not the session's loss: its master still answers, and may recover.
-            RunError::Unconfirmed => DaemonError::new(ErrorCode::ConnectionLost, e.to_string())
-                .with_details(sshmcp_proto::error::ErrorDetails {
-                    started: Some(false),
-                    ..Default::default()
-                }),
+            RunError::Unconfirmed => DaemonError::new(ErrorCode::ConnectionLost, UNCONFIRMED),
             RunError::NoCwd => DaemonError::new(ErrorCode::RemotePathNotFound, e.to_string()),
             RunError::Cancelled => DaemonError::new(ErrorCode::SessionClosed, e.to_string()),
             RunError::StoppedByPerson => DaemonError::new(ErrorCode::PolicyDenied, e.to_string()),
@@ -404,6 +390,20 @@ impl From<RunError> for sshmcp_proto::DaemonError {
             }
         }
     }
+}
+
+/// Why a call whose host never confirmed its start failed: `connection_lost` without
+/// `started` (not known to have started), about a connection that stalled, while the master
+/// lives and its keepalive judges whether the session is lost.
+const UNCONFIRMED: &str = "the host did not confirm in time whether this call's work started: \
+    its connection stalled, or the host froze (session_list shows whether the session is still \
+    ready; a ready one needs no reconnect, and its other work goes on). The host may still do \
+    the work once it goes on: check what it did before running it again";
+
+/// Whether `e` is the failure of a call whose host never confirmed its start (the session is
+/// not lost for it).
+pub fn unconfirmed(e: &sshmcp_proto::DaemonError) -> bool {
+    e.code == sshmcp_proto::ErrorCode::ConnectionLost && e.message == UNCONFIRMED
 }
 
 /// The error of a call whose command had started when its session's connection went: it

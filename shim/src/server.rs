@@ -232,13 +232,13 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
 const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); one that is \
     not UTF-8 goes base64, with `*_encoding`: `base64`.\n\
-    Times: RFC 3339 UTC. Answers leave out fields at defaults (null, false, empty, 0, \
+    Answers leave out fields at defaults (null, false, empty, 0, \
     `utf-8`), never `exit_code`. Failures \
     (`ok: false`) carry an `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none, then connect), `session_not_ready` (retry shortly), `connection_lost` \
-    (read your handles' output, disconnect, connect; `error.started`: the command had \
-    begun, check it before a rerun), `channels_busy` (nothing ran: \
+    (if session_list says lost: read your handles' output, disconnect, connect; \
+    `error.started`: it had begun, check it before a rerun), `channels_busy` (nothing ran: \
     retry once other work ends), \
     `policy_denied` (the user forbids it there: ask them; no workarounds).";
 

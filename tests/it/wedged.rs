@@ -74,7 +74,21 @@ struct Frozen(Vec<u32>);
 
 impl Frozen {
     fn host_of(env: &sshmcp_tests::TestEnv) -> Self {
-        let pids: Vec<u32> = env.sshd.pids().into_iter().flat_map(descendants).collect();
+        Self::stopping(env.sshd.pids().into_iter().flat_map(descendants).collect())
+    }
+
+    /// Only the shells sshd started: sshd itself answers on (the master's keepalive passes),
+    /// as on a host whose programs hang.
+    fn shells_of(env: &sshmcp_tests::TestEnv) -> Self {
+        let sshds: Vec<u32> = crate::connection_sshds(env)
+            .iter()
+            .map(|p| *p as u32)
+            .collect();
+        let shells = env.sshd.pids().into_iter().flat_map(descendants);
+        Self::stopping(shells.filter(|pid| !sshds.contains(pid)).collect())
+    }
+
+    fn stopping(pids: Vec<u32>) -> Self {
         assert!(!pids.is_empty(), "no process serves the session");
         let frozen = Self(pids);
         frozen.signal(Signal::SIGSTOP);
@@ -113,6 +127,17 @@ async fn unconfirmed(mcp: &sshmcp_tests::mcp::McpClient, r: &serde_json::Value) 
     );
 }
 
+/// Once the host goes on, the unconfirmed command (`sleep 3; touch WORK`) is killed as it
+/// shows: its work is never done, a while after it would have been.
+async fn never_did_its_work(mcp: &sshmcp_tests::mcp::McpClient, s: &(String, String), work: &str) {
+    let probe = format!("sleep 5; test -e '{work}' && echo worked || echo stopped");
+    let r = exec(mcp, s, &probe, json!({})).await;
+    assert_eq!(
+        r["stdout"], "stopped\n",
+        "the unconfirmed command ran on: {r}"
+    );
+}
+
 /// A host that stops answering once it has a command (every process of its sshd stopped,
 /// as a frozen host or a network that dropped out): the command's timeout answers
 /// `connection_lost` not known to have started, not a timed-out command; the session stays
@@ -146,12 +171,23 @@ async fn a_frozen_host_leaves_a_sent_command_unconfirmed() {
     assert!(message.contains("did not answer"), "{busy}");
     assert_eq!(code(&forward), "forward_failed", "{forward}");
 
-    let probe = format!("sleep 5; test -e '{work}' && echo worked || echo stopped");
-    let r = exec(&mcp, &s, &probe, json!({})).await;
-    assert_eq!(
-        r["stdout"], "stopped\n",
-        "the unconfirmed command ran on: {r}"
-    );
+    never_did_its_work(&mcp, &s, &work).await;
+    mcp.close().await;
+}
+
+/// A remote forward on a host whose programs hang (sshd answers, its shells do not): the
+/// forward's check of its listener never confirms its start, which is no lost session.
+#[tokio::test]
+async fn a_hanging_host_fails_a_remote_forward_and_keeps_the_session() {
+    let (env, mcp, s) = connected().await;
+    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let hanging = Frozen::shells_of(&env);
+    let args = json!({"session_id": s.0, "session_key": s.1, "kind": "remote",
+                      "target_host": "127.0.0.1", "target_port": 9});
+    let r = mcp.call("forward_start", args).await;
+    drop(hanging);
+    unconfirmed(&mcp, &r).await;
+    assert_eq!(exec(&mcp, &s, "echo on", json!({})).await["stdout"], "on\n");
     mcp.close().await;
 }
 
@@ -177,12 +213,7 @@ async fn a_frozen_host_bounds_a_command_start() {
         .await;
     assert_eq!(list["commands"], json!([]), "no handle stays: {list}");
 
-    let probe = format!("sleep 5; test -e '{work}' && echo worked || echo stopped");
-    let r = exec(&mcp, &s, &probe, json!({})).await;
-    assert_eq!(
-        r["stdout"], "stopped\n",
-        "the unconfirmed command ran on: {r}"
-    );
+    never_did_its_work(&mcp, &s, &work).await;
     mcp.close().await;
 }
 

@@ -626,6 +626,7 @@ pub async fn start(
     program.command = true;
     program.cwd = req.cwd;
     program.queue_timeout = Some(request::HANDLE_QUEUE_LIMIT);
+    program.ready_first = true;
     let prepared = Prepared::attach(&mut program, &root, session, settings)?;
     // Until it started, the run is this call's: a call dropped meanwhile (its client cancelled
     // or went away) stops it, so a command still waiting for a channel never runs.

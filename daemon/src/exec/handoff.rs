@@ -110,6 +110,7 @@ async fn run_shown(
         prepared.keep_files();
     }
     program.queue_timeout = Some(crate::request::HANDLE_QUEUE_LIMIT);
+    program.ready_first = true;
     let as_root = program.kill_as_root;
     let mut seen = prepared.observer().subscribe();
     let started = Instant::now();

@@ -48,8 +48,8 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// After a stop, how long the task waits for a silent login shell to report the group.
 const MARKER_WAIT: Duration = Duration::from_secs(60);
-/// Past its queue's bound, how long a program's group may take to be reported (a channel
-/// whose runner became ready just before the bound was sent the program then).
+/// Past its queue's bound, or past the moment its text went whole when that is later, how
+/// long a program's group may take to be reported.
 const START_GRACE: Duration = Duration::from_secs(2);
 /// How long a master whose channel ended without a word may take to show as exited.
 const MASTER_EXIT_WAIT: Duration = Duration::from_millis(500);
@@ -526,9 +526,8 @@ async fn open(
     let opened_at = Instant::now();
     let held = super::Counted::new(&host.running);
     // Until the runner is ready only its own text went out: dropping this future (a stop)
-    // closes the channel with nothing of the program sent. So a login slower than the call's
-    // time is `channels_busy` (nothing ran), never a program the host may still start.
-    let ready = runner_ready(&mut session, deadline).await?;
+    // closes the channel with nothing of the program sent.
+    let ready = program.ready_first && runner_ready(&mut session, deadline).await?;
     Ok(Opened {
         permit: Some(permit),
         lease: None,
@@ -676,7 +675,7 @@ impl Run<'_> {
             let killing = state.stopping.as_ref().is_some_and(Stopping::killing);
             let not_stopping = state.stopping.is_none();
             let start_by = state
-                .start_by(program, started, (&out, &err))
+                .start_by(program, started, feed.group_sent(), (&out, &err))
                 .unwrap_or(far);
             tokio::select! {
                 _ = feed.step(), if !feed.done() => {}
@@ -827,6 +826,8 @@ struct State {
     spool_failure: Option<RunError>,
     /// The run's count as pending, when its answer went while its group may live on.
     still_pending: Option<super::Counted>,
+    /// When the program's text had gone whole.
+    sent_at: Option<Instant>,
 }
 
 /// What an attempt does after settling what it has learned.
@@ -975,17 +976,23 @@ impl State {
 
     /// When a program whose start is bounded (it may outlive its call, or it is long file
     /// work) gives up on a host that has it but does not say it started: a host that froze,
-    /// or a connection that stalled while the master's keepalive still passes. None once it
-    /// started or is stopping, and for a program with no bound.
+    /// or a connection that stalled while the master's keepalive still passes. The bound
+    /// counts from the call (with a grace), but leaves at least the grace after the text went
+    /// whole (a large one on a slow link takes its time). None while it is still being sent,
+    /// once it started or is stopping, and for a program with no bound.
     fn start_by(
-        &self,
+        &mut self,
         program: &Program,
         started: Instant,
+        sent: bool,
         (out, err): (&Stream, &Stream),
     ) -> Option<Instant> {
-        let queue = program.queue_timeout?;
+        if sent {
+            self.sent_at.get_or_insert_with(Instant::now);
+        }
+        let (queue, sent_at) = (program.queue_timeout?, self.sent_at?);
         let unstarted = Markers::read(&out.scan, &err.scan).group.is_none();
-        (self.stopping.is_none() && unstarted).then(|| started + queue + START_GRACE)
+        (self.stopping.is_none() && unstarted).then(|| (started + queue).max(sent_at) + START_GRACE)
     }
 
     /// Whatever is still to say as the attempt ends (the channel closed before a stop could
@@ -1472,6 +1479,19 @@ mod tests {
             "{:?}",
             asked.elapsed()
         );
+    }
+
+    /// A bounded start is counted once the program went whole: one the shell reads only
+    /// after the bound (a slow link, a large program) still runs.
+    #[tokio::test]
+    async fn a_bounded_start_waits_for_the_program_to_go_whole() {
+        let script = format!(": '{}'; echo ran", "x".repeat(300_000));
+        let mut program = Program::new(script, Duration::from_secs(600), 1024);
+        program.queue_timeout = Some(Duration::from_millis(100));
+        let stop = CancellationToken::new();
+        let (_, answer) = attempt(&mut program, true, "sleep 3; ", &stop).await;
+        let result = answer.expect("an answer").expect("a result");
+        assert_eq!(text(&result.stdout), "ran\n");
     }
 
     /// A timeout while the program was still being fed (the shell read none of it, and it

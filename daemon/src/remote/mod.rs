@@ -153,6 +153,13 @@ pub struct Program {
     /// grace): a host that has the program but does not report it started within it is given
     /// up on as at a timeout.
     pub queue_timeout: Option<Duration>,
+    /// A channel opened for this program is sent the program only once its login shell is
+    /// through and its runner says it is ready (as the kill channel is): a stop until then
+    /// sends nothing, so nothing of the program ever runs. For programs that may outlive
+    /// their call (handles), whose stop can come at any moment before they start. Others are
+    /// sent with the channel's setup: a round trip less on a new channel (the login itself
+    /// may then count against a short timeout on a slow link).
+    pub ready_first: bool,
     /// Bytes kept of each stream (head and tail halves).
     pub max_output_bytes: u64,
     /// Complete copies of both streams, when asked for.
@@ -185,6 +192,7 @@ impl Program {
             cwd: None,
             timeout,
             queue_timeout: None,
+            ready_first: false,
             max_output_bytes,
             spool: None,
             command: false,
@@ -396,14 +404,16 @@ impl From<RunError> for sshmcp_proto::DaemonError {
 /// `started` (not known to have started), about a connection that stalled, while the master
 /// lives and its keepalive judges whether the session is lost.
 const UNCONFIRMED: &str = "the host did not confirm in time whether this call's work started: \
-    its connection stalled, or the host froze (session_list shows whether the session is still \
-    ready; a ready one needs no reconnect, and its other work goes on). The host may still do \
-    the work once it goes on: check what it did before running it again";
+    its connection stalled, the host froze, or a new channel's login took that long \
+    (session_list shows whether the session is still ready; a ready one needs no reconnect, \
+    and its other work goes on). The host may still do the work once it goes on: check what \
+    it did before running it again";
 
 /// Whether `e` is the failure of a call whose host never confirmed its start (the session is
 /// not lost for it).
 pub fn unconfirmed(e: &sshmcp_proto::DaemonError) -> bool {
-    e.code == sshmcp_proto::ErrorCode::ConnectionLost && e.message == UNCONFIRMED
+    // A caller may say more around it (a forward's check of its listener does).
+    e.code == sshmcp_proto::ErrorCode::ConnectionLost && e.message.contains(UNCONFIRMED)
 }
 
 /// The error of a call whose command had started when its session's connection went: it

@@ -127,6 +127,18 @@ async fn unconfirmed(mcp: &sshmcp_tests::mcp::McpClient, r: &serde_json::Value) 
     );
 }
 
+/// A session whose channel waits for the next command (an exec left it there), so the next
+/// command is sent at once: what a host that then freezes has been given.
+async fn connected_with_a_waiting_channel() -> (
+    sshmcp_tests::TestEnv,
+    sshmcp_tests::mcp::McpClient,
+    (String, String),
+) {
+    let (env, mcp, s) = connected().await;
+    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    (env, mcp, s)
+}
+
 /// Once the host goes on, the unconfirmed command (`sleep 3; touch WORK`) is killed as it
 /// shows: its work is never done, a while after it would have been.
 async fn never_did_its_work(mcp: &sshmcp_tests::mcp::McpClient, s: &(String, String), work: &str) {
@@ -145,9 +157,7 @@ async fn never_did_its_work(mcp: &sshmcp_tests::mcp::McpClient, s: &(String, Str
 /// does its work.
 #[tokio::test]
 async fn a_frozen_host_leaves_a_sent_command_unconfirmed() {
-    let (env, mcp, s) = connected().await;
-    // The channel this leaves waiting takes the next command at once.
-    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let (env, mcp, s) = connected_with_a_waiting_channel().await;
     let frozen = Frozen::host_of(&env);
     let work = format!("{}-work", env.root.path().display());
     let r = exec(
@@ -179,8 +189,7 @@ async fn a_frozen_host_leaves_a_sent_command_unconfirmed() {
 /// forward's check of its listener never confirms its start, which is no lost session.
 #[tokio::test]
 async fn a_hanging_host_fails_a_remote_forward_and_keeps_the_session() {
-    let (env, mcp, s) = connected().await;
-    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let (env, mcp, s) = connected_with_a_waiting_channel().await;
     let hanging = Frozen::shells_of(&env);
     let args = json!({"session_id": s.0, "session_key": s.1, "kind": "remote",
                       "target_host": "127.0.0.1", "target_port": 9});
@@ -196,8 +205,7 @@ async fn a_hanging_host_fails_a_remote_forward_and_keeps_the_session() {
 /// no handle stays, and the command, once the host goes on, is stopped before its work.
 #[tokio::test]
 async fn a_frozen_host_bounds_a_command_start() {
-    let (env, mcp, s) = connected().await;
-    assert_eq!(exec(&mcp, &s, "true", json!({})).await["exit_code"], 0);
+    let (env, mcp, s) = connected_with_a_waiting_channel().await;
     let frozen = Frozen::host_of(&env);
     let work = format!("{}-work", env.root.path().display());
     let args = json!({"session_id": s.0, "session_key": s.1,

@@ -14,6 +14,7 @@ const TOOLS: &[&str] = &[
     "forwards",
     "inspect",
     "tasks",
+    "tools",
     "transfers",
 ];
 

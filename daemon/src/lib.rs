@@ -27,4 +27,5 @@ pub mod server;
 pub mod service;
 pub mod session;
 pub mod tasks;
+pub mod tools;
 pub mod transfers;

@@ -171,6 +171,43 @@ pub struct HostInfoRequest {
 }
 crate::session::authed!(HostInfoRequest);
 
+/// `host_info` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostInfoArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Paths whose file systems to measure (at most 16); default home and `/`.
+    pub paths: Option<Vec<String>>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::HostInfo {
+    type Args = HostInfoArgs;
+    const TITLE: &'static str = "Describe the host";
+    const DESCRIPTION: &'static str = "Describe the host (before heavy work): `os`, `kernel`, \
+        `arch`, `cpus`, `memory_total`, `memory_available` (bytes), `load` (1, 5, 15 min), \
+        `uptime` (s), `filesystems` (list, per path: `path`, `mount`, `total_bytes`, \
+        `free_bytes` for the user; a path it cannot reach: only `path`). Unknown facts are left \
+        out.";
+    const DESTRUCTIVE: bool = false;
+    const IDEMPOTENT: bool = true;
+    /// The daemon gives the host 30 s; this leaves room for the call itself.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(40);
+
+    fn request(args: HostInfoArgs) -> HostInfoRequest {
+        HostInfoRequest {
+            auth: SessionAuth {
+                session_id: args.session_id,
+                session_key: args.session_key,
+            },
+            paths: args.paths.unwrap_or_default(),
+        }
+    }
+}
+
 /// What a host tells of itself. A fact the host cannot tell is left out, never guessed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

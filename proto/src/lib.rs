@@ -6,6 +6,8 @@
 
 pub mod audit;
 pub mod command;
+#[cfg(feature = "schema")]
+pub mod described;
 pub mod error;
 pub mod exec;
 pub mod files;

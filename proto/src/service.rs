@@ -95,7 +95,10 @@ pub struct DaemonStatus {
 }
 
 /// Every method of the daemon, in wire order, a line each; a tool's line also gives its
-/// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach). The tarpc
+/// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach), and ends in
+/// `derived` when everything about it beyond this line is in two files: its
+/// [`Described`](crate::described::Described) declaration beside its wire types, and its
+/// operation, the daemon's `tools/<name>.rs`. The tarpc
 /// trait, the tool table, each tool's [`ToolMethod`] and the daemon's dispatch are all made
 /// from this list, so a tool is declared here once. `fn` methods the daemon answers by hand;
 /// each `tool` method's request carries its session (`session::Authed`) and is run as the
@@ -184,7 +187,7 @@ macro_rules! daemon_methods {
             /// Every session with its running commands, transfers under way and forwards.
             fn overview() -> Overview;
             tool host_info(req: HostInfoRequest) -> Result<HostInfo, DaemonError>
-                => HostInfo in Inspect, ChangesNothing;
+                => HostInfo in Inspect, ChangesNothing, derived;
             /// The person's read of a command handle's output (`sshmcp output`), needing no key.
             fn output(req: OutputRequest) -> Result<CommandReport, DaemonError>;
             /// The person's stop of a command, transfer or forward (`sshmcp kill`), needing no
@@ -199,7 +202,7 @@ macro_rules! daemon_trait {
     ($(
         $(#[$doc:meta])*
         $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
-            $(=> $tool:ident in $group:ident, $reach:ident)?;
+            $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
     )*) => {
         #[tarpc::service]
         pub trait Daemon {
@@ -213,6 +216,23 @@ macro_rules! daemon_trait {
         }
 
         $(tool_method!($form $name($($arg: $ty),*) $(-> $answer)? $(=> $tool)?);)*
+
+        /// Shows `visitor` every tool whose MCP side is derived from its
+        /// [`Described`](crate::described::Described) declaration (its line ends in `derived`).
+        #[cfg(feature = "schema")]
+        pub fn visit_described(visitor: &mut impl crate::described::Visitor) {
+            $($(described!(visitor, $tool $($derived)?);)?)*
+        }
+    };
+}
+
+#[cfg(feature = "schema")]
+macro_rules! described {
+    ($visitor:ident, $tool:ident derived) => {
+        $visitor.visit::<tools::$tool>()
+    };
+    ($visitor:ident, $tool:ident $($word:ident)?) => {
+        $(compile_error!(concat!("a tool line ends in `derived` or nothing, not ", stringify!($word)));)?
     };
 }
 
@@ -234,8 +254,9 @@ macro_rules! tool_method {
                 client: &DaemonClient,
                 ctx: tarpc::context::Context,
                 req: $request,
-            ) -> impl std::future::Future<Output = Result<$answer, tarpc::client::RpcError>> + '_
-            {
+            ) -> impl std::future::Future<Output = Result<$answer, tarpc::client::RpcError>>
+                   + Send
+                   + '_ {
                 client.$name(ctx, req)
             }
         }
@@ -263,7 +284,8 @@ pub trait ToolMethod {
         req: Self::Request,
     ) -> impl std::future::Future<
         Output = Result<Result<Self::Answer, DaemonError>, tarpc::client::RpcError>,
-    > + '_;
+    > + Send
+    + '_;
 }
 
 /// A method's answer type when it succeeds.
@@ -401,7 +423,7 @@ mod tests {
             ($(
                 $(#[$doc:meta])*
                 $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
-                    $(=> $tool:ident in $group:ident, $reach:ident)?;
+                    $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
             )*) => {
                 [$(concat!(
                     stringify!($name), "(", $(stringify!($ty), ",",)* ")" $(, " -> ", stringify!($answer))?

@@ -82,6 +82,7 @@ impl Shim {
             + Self::paths_router()
             + Self::forwards_router()
             + Self::inspect_router()
+            + crate::tools::derived::derived_router()
     }
 
     /// Whether this server exposes `tool` (see `--tools`).

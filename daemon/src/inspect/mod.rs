@@ -1,13 +1,13 @@
-//! The inspection tools' operations (`stat`, `list_directory`, `read_file_range`, `host_info`):
-//! each one fixed `/bin/sh` program on the building block, the path on its stdin (so no byte
-//! of it is ever shell text), answering with a status line (`remote::status`) and then its
-//! data, parsed here; and the path and field handling the file tools share.
+//! The inspection tools' operations (`stat`, `list_directory`, `read_file_range`; `host_info`
+//! is in `tools`): each one fixed `/bin/sh` program on the building block, the path on its
+//! stdin (so no byte of it is ever shell text), answering with a status line
+//! (`remote::status`) and then its data, parsed here; and the path and field handling the file
+//! tools share.
 //!
 //! The programs need POSIX tools and a few GNU options (`find -printf`, `sort -z`); a host
 //! without one (BusyBox, as on Alpine) gets `host_tool_missing` naming what is missing, never a
 //! wrong answer.
 
-pub mod host;
 pub mod list;
 pub mod read;
 pub mod stat;

@@ -1,5 +1,6 @@
-//! The inspection tools: `stat`, `list_directory`, `read_file_range` and `host_info`,
-//! structured answers about remote files and the host itself, read-only.
+//! The inspection tools the shim writes itself: `stat`, `list_directory` and
+//! `read_file_range`, structured answers about remote files, read-only (`host_info` is
+//! derived, see `derived`).
 
 use std::time::Duration;
 
@@ -10,8 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::inspect::{
-    FileRange, FileStat, HostInfo, HostInfoRequest, ListRequest, Listing, ReadRangeRequest,
-    RemotePath, StatRequest,
+    FileRange, FileStat, ListRequest, Listing, ReadRangeRequest, RemotePath, StatRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::tools;
@@ -86,16 +86,6 @@ pub(crate) fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePat
     }
 }
 
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HostInfoArgs {
-    pub session_id: String,
-    pub session_key: String,
-    /// Paths whose file systems to measure (at most 16); default home and `/`.
-    pub paths: Option<Vec<String>>,
-}
-
 #[tool_router(router = inspect_router, vis = "pub(crate)")]
 impl Shim {
     /// Describe one remote path: `type` (`file`, `directory`, `symlink`, `fifo`, `socket`,
@@ -119,31 +109,6 @@ impl Shim {
                 };
                 let ctx = context_with_timeout(DEADLINE);
                 self.daemon.run::<tools::Stat>(ctx, req).await
-            }
-            .await,
-        )
-    }
-
-    /// Describe the host (before heavy work): `os`, `kernel`, `arch`, `cpus`, `memory_total`,
-    /// `memory_available` (bytes), `load` (1, 5, 15 min), `uptime` (s), `filesystems` (list,
-    /// per path: `path`, `mount`, `total_bytes`, `free_bytes` for the user; a path it cannot
-    /// reach: only `path`). Unknown facts are left out.
-    #[tool(
-        input_schema = schema_for_input::<HostInfoArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<HostInfo>>(),
-        annotations(title = "Describe the host", read_only_hint = true,
-                    destructive_hint = false, idempotent_hint = true, open_world_hint = true)
-    )]
-    pub async fn host_info(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: HostInfoArgs = args::decode(raw)?;
-                let req = HostInfoRequest {
-                    auth: auth(a.session_id, a.session_key),
-                    paths: a.paths.unwrap_or_default(),
-                };
-                let ctx = context_with_timeout(DEADLINE);
-                self.daemon.run::<tools::HostInfo>(ctx, req).await
             }
             .await,
         )

@@ -1,7 +1,9 @@
-//! The MCP tools, one file per group. Each takes its raw arguments (see `args`), calls the
-//! daemon, and shapes the answer (see `answer`).
+//! The MCP tools: those made from their declarations in `sshmcp-proto` (`derived`), and the
+//! rest one file per group. Each takes its raw arguments (see `args`), calls the daemon, and
+//! shapes the answer (see `answer`).
 
 pub mod commands;
+pub mod derived;
 pub mod exec;
 pub mod files;
 pub mod forwards;

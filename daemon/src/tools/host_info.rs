@@ -9,7 +9,7 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileSystemSpace, HostInfo, HostInfoRequest, MAX_HOST_INFO_PATHS};
 use sshmcp_proto::service::tools;
 
-use super::MAX_PATH_BYTES;
+use crate::inspect::MAX_PATH_BYTES;
 use crate::operation::Operation;
 use crate::remote::status::{TIMEOUT, run_program};
 use crate::session::{Registry, Session};
@@ -22,7 +22,7 @@ use crate::session::{Registry, Session};
 /// then loses only its own entry). Its stderr goes nowhere: a source the host lacks only
 /// leaves its fact out. Tools run through `command`: a login environment's exported
 /// functions cannot stand in for them.
-const SCRIPT: &str = include_str!("host.sh");
+const SCRIPT: &str = include_str!("host_info.sh");
 
 pub async fn host_info(session: &Session, req: HostInfoRequest) -> Result<HostInfo, DaemonError> {
     let stdin = stdin_of(&req.paths)?;

@@ -1,0 +1,41 @@
+//! What an MCP client shows of a tool whose line in `daemon_methods!` ends in `derived`, and
+//! how its arguments become its request: declared beside the tool's wire types, so the shim
+//! makes its MCP tool with no code of its own. Only the shim builds it (feature `schema`).
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::service::ToolMethod;
+
+/// A tool's MCP side: its title, description, hints and arguments.
+pub trait Described:
+    ToolMethod<
+        Request: Send + 'static,
+        Answer: serde::Serialize + schemars::JsonSchema + Send + 'static,
+    > + 'static
+{
+    /// The arguments as an agent writes them; their doc comments describe each field in the
+    /// input schema.
+    type Args: DeserializeOwned + schemars::JsonSchema + Send;
+
+    /// A few words for a person's eyes.
+    const TITLE: &'static str;
+    /// What the agent reads first (at most 2,048 bytes, what Claude Code keeps): what the tool
+    /// does, what its answer holds, and the errors it recovers from.
+    const DESCRIPTION: &'static str;
+    /// It may destroy what was there (a `read_only` tool never does).
+    const DESTRUCTIVE: bool;
+    /// Calling it again with the same arguments does nothing more.
+    const IDEMPOTENT: bool;
+    /// How long the shim waits for the daemon's answer.
+    const DEADLINE: Duration;
+
+    /// The request the daemon takes for `args`.
+    fn request(args: Self::Args) -> Self::Request;
+}
+
+/// Shown every derived tool by [`visit_described`](crate::service::visit_described).
+pub trait Visitor {
+    fn visit<T: Described>(&mut self);
+}

@@ -1,0 +1,63 @@
+//! The MCP tools the shim writes no code for: each one made from its `Described` declaration
+//! in `sshmcp-proto` (a tool whose line in `daemon_methods!` ends in `derived`). Its arguments
+//! become its request, the daemon runs it, and its answer is shaped as every tool's is.
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{Tool, ToolAnnotations};
+use sshmcp_proto::described::{Described, Visitor};
+use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::tool::Reach;
+
+use crate::answer::{self, Answer};
+use crate::args;
+use crate::server::Shim;
+
+/// Every derived tool's route.
+pub(crate) fn derived_router() -> ToolRouter<Shim> {
+    let mut routes = Routes(ToolRouter::new());
+    sshmcp_proto::service::visit_described(&mut routes);
+    routes.0
+}
+
+struct Routes(ToolRouter<Shim>);
+
+impl Visitor for Routes {
+    fn visit<T: Described>(&mut self) {
+        self.0.add_route(ToolRoute::new_dyn(
+            tool::<T>(),
+            |call: ToolCallContext<Shim>| {
+                Box::pin(async move {
+                    let raw = call.arguments.unwrap_or_default();
+                    let outcome = match args::decode::<T::Args>(raw) {
+                        Ok(args) => {
+                            let ctx = context_with_timeout(T::DEADLINE);
+                            call.service.daemon.run::<T>(ctx, T::request(args)).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    Ok(answer::respond(outcome).into())
+                })
+            },
+        ));
+    }
+}
+
+/// The tool as `tools/list` shows it, before the server slims it as it does every tool.
+fn tool<T: Described>() -> Tool {
+    let mut tool = Tool::new(
+        T::TOOL.name(),
+        T::DESCRIPTION,
+        schema_for_input::<T::Args>().expect("object schema"),
+    );
+    tool.output_schema = Some(schema_for_output::<Answer<T::Answer>>());
+    tool.annotations = Some(ToolAnnotations::from_raw(
+        Some(T::TITLE.into()),
+        Some(T::TOOL.reach() == Reach::ChangesNothing),
+        Some(T::DESTRUCTIVE),
+        Some(T::IDEMPOTENT),
+        Some(true),
+    ));
+    tool
+}

@@ -1,5 +1,5 @@
-//! The inspection tools' operations (`stat`, `list_directory`, `read_file_range`; `host_info`
-//! is in `tools`): each one fixed `/bin/sh` program on the building block, the path on its
+//! The operations of the inspection tools about remote files (`stat`, `list_directory`,
+//! `read_file_range`): each one fixed `/bin/sh` program on the building block, the path on its
 //! stdin (so no byte of it is ever shell text), answering with a status line
 //! (`remote::status`) and then its data, parsed here; and the path and field handling the file
 //! tools share.

@@ -1,6 +1,5 @@
-//! The inspection tools the shim writes itself: `stat`, `list_directory` and
-//! `read_file_range`, structured answers about remote files, read-only (`host_info` is
-//! derived, see `derived`).
+//! The inspection tools about remote files: `stat`, `list_directory` and `read_file_range`,
+//! structured answers, read-only.
 
 use std::time::Duration;
 

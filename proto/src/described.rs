@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+use crate::exec::Encoding;
+use crate::inspect::RemotePath;
 use crate::service::ToolMethod;
+use crate::session::SessionAuth;
 
 /// A tool's MCP side: its title, description, hints and arguments.
 pub trait Described:
@@ -38,4 +41,20 @@ pub trait Described:
 /// Shown every derived tool by [`visit_described`](crate::service::visit_described).
 pub trait Visitor {
     fn visit<T: Described>(&mut self);
+}
+
+/// The session an agent names with its two arguments.
+pub fn auth(session_id: String, session_key: String) -> SessionAuth {
+    SessionAuth {
+        session_id,
+        session_key,
+    }
+}
+
+/// A remote path an agent gives as `path` and, for one that is not UTF-8, `path_encoding`.
+pub fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePath {
+    RemotePath {
+        path,
+        encoding: encoding.unwrap_or(Encoding::Utf8),
+    }
 }

@@ -29,6 +29,48 @@ pub struct StatRequest {
 }
 crate::session::authed!(StatRequest);
 
+/// `stat` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// Describe a symlink's target instead.
+    pub follow_symlinks: Option<bool>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::Stat {
+    type Args = StatArgs;
+    const TITLE: &'static str = "Describe a remote path";
+    const DESCRIPTION: &'static str = "Describe one remote path: `type` (`file`, `directory`, \
+        `symlink`, `fifo`, `socket`, `char_device`, `block_device`, `other`), `size`, `mode` \
+        (octal), `uid`, `gid`, `owner`, `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC), a \
+        symlink's `link_target`. Errors: `remote_path_not_found`, `remote_permission_denied` \
+        (sudo_exec).";
+    const DESTRUCTIVE: bool = false;
+    const IDEMPOTENT: bool = true;
+    const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
+
+    fn request(args: StatArgs) -> StatRequest {
+        StatRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            follow_symlinks: args.follow_symlinks.unwrap_or(false),
+        }
+    }
+}
+
+/// How long a client waits for an inspection tool: the daemon gives the host 30 s, and this
+/// leaves room for the call itself.
+pub const INSPECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(40);
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListRequest {
     pub auth: SessionAuth,
@@ -48,6 +90,49 @@ pub struct ReadRangeRequest {
     pub length: u64,
 }
 crate::session::authed!(ReadRangeRequest);
+
+/// `read_file_range` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// Byte offset; default 0.
+    pub offset: Option<u64>,
+    /// Bytes wanted; clamped to the 64 KiB output cap.
+    #[schemars(range(min = 1))]
+    pub length: u64,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::ReadFileRange {
+    type Args = ReadArgs;
+    const TITLE: &'static str = "Read part of a remote file";
+    const DESCRIPTION: &'static str = "Read a byte range of a remote regular file (symlinks \
+        followed). Answer: `data` (text, or base64 with `encoding: base64` if not UTF-8; a range \
+        never ends inside a character: it stops before it), `bytes_read`, `file_size`, `eof` at \
+        the end. Read on at `offset` + `bytes_read` until `eof`. Whole files over 64 KiB: \
+        download_start; search: exec `grep`. Errors: `invalid_remote_type` (not a regular \
+        file), `remote_permission_denied` (sudo_exec).";
+    const DESTRUCTIVE: bool = false;
+    const IDEMPOTENT: bool = true;
+    const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
+
+    fn request(args: ReadArgs) -> ReadRangeRequest {
+        ReadRangeRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            offset: args.offset.unwrap_or(0),
+            length: args.length,
+        }
+    }
+}
 
 /// What kind of file a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,15 +279,11 @@ impl crate::described::Described for crate::service::tools::HostInfo {
         out.";
     const DESTRUCTIVE: bool = false;
     const IDEMPOTENT: bool = true;
-    /// The daemon gives the host 30 s; this leaves room for the call itself.
-    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(40);
+    const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
     fn request(args: HostInfoArgs) -> HostInfoRequest {
         HostInfoRequest {
-            auth: SessionAuth {
-                session_id: args.session_id,
-                session_key: args.session_key,
-            },
+            auth: crate::described::auth(args.session_id, args.session_key),
             paths: args.paths.unwrap_or_default(),
         }
     }

@@ -126,11 +126,11 @@ macro_rules! daemon_methods {
             tool sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>
                 => SudoExec in Commands, Root;
             tool stat(req: StatRequest) -> Result<FileStat, DaemonError>
-                => Stat in Inspect, ChangesNothing;
+                => Stat in Inspect, ChangesNothing, derived;
             tool list_directory(req: ListRequest) -> Result<Listing, DaemonError>
                 => ListDirectory in Inspect, ChangesNothing;
             tool read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>
-                => ReadFileRange in Inspect, ChangesNothing;
+                => ReadFileRange in Inspect, ChangesNothing, derived;
             tool command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>
                 => CommandStart in Commands, Changes;
             tool command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>

@@ -1,16 +1,13 @@
-//! The operations of the inspection tools about remote files (`stat`, `list_directory`,
-//! `read_file_range`): each one fixed `/bin/sh` program on the building block, the path on its
-//! stdin (so no byte of it is ever shell text), answering with a status line
-//! (`remote::status`) and then its data, parsed here; and the path and field handling the file
-//! tools share.
+//! `list_directory`'s operation, and the path and field handling the tools about remote files
+//! share (`stat`, `read_file_range` and the file tools): each of those runs one fixed
+//! `/bin/sh` program on the building block, the path on its stdin (so no byte of it is ever
+//! shell text), answering with a status line (`remote::status`) and then its data.
 //!
 //! The programs need POSIX tools and a few GNU options (`find -printf`, `sort -z`); a host
 //! without one (BusyBox, as on Alpine) gets `host_tool_missing` naming what is missing, never a
 //! wrong answer.
 
 pub mod list;
-pub mod read;
-pub mod stat;
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -84,13 +81,13 @@ pub(crate) fn file_type(mode: u32) -> FileType {
 }
 
 /// Permission bits (with setuid, setgid, sticky) as four octal digits.
-fn mode_string(mode: u32) -> String {
+pub(crate) fn mode_string(mode: u32) -> String {
     format!("{:04o}", mode & 0o7777)
 }
 
 /// Seconds since the epoch (a fraction allowed) as RFC 3339 UTC; times before 1970 read as
 /// the epoch.
-fn time(secs: &str) -> Result<String, DaemonError> {
+pub(crate) fn time(secs: &str) -> Result<String, DaemonError> {
     let secs: f64 = secs
         .parse()
         .map_err(|_| DaemonError::internal(format!("bad time from the host: {secs:?}")))?;
@@ -106,7 +103,7 @@ fn time(secs: &str) -> Result<String, DaemonError> {
     Ok(sshmcp_proto::time::rfc3339(at))
 }
 
-fn number<T: std::str::FromStr>(field: &str, text: &str) -> Result<T, DaemonError> {
+pub(crate) fn number<T: std::str::FromStr>(field: &str, text: &str) -> Result<T, DaemonError> {
     text.parse()
         .map_err(|_| DaemonError::internal(format!("bad {field} from the host: {text:?}")))
 }

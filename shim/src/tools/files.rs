@@ -18,10 +18,10 @@ use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
 
-use super::inspect::remote_path;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
+use sshmcp_proto::described::remote_path;
 
 /// The daemon gives the host 60 s; this leaves room for the call itself.
 const DEADLINE: Duration = Duration::from_secs(70);

@@ -17,11 +17,11 @@ use sshmcp_proto::service::{ToolMethod, tools};
 use sshmcp_proto::session::SessionAuth;
 use tokio_util::sync::CancellationToken;
 
-use super::inspect::remote_path;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
 use crate::tools::exec::unless_cancelled;
+use sshmcp_proto::described::remote_path;
 
 /// The daemon gives the host 300 s (a recursive copy); this leaves room for the call itself.
 const DEADLINE: Duration = Duration::from_secs(310);

@@ -20,10 +20,10 @@ use sshmcp_proto::transfer::{
 use tokio_util::sync::CancellationToken;
 
 use super::exec::unless_cancelled;
-use super::inspect::remote_path;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
+use sshmcp_proto::described::remote_path;
 
 /// The start checks the source on the host (30 s at most there); the other calls are local.
 const DEADLINE: Duration = Duration::from_secs(45);

@@ -6,7 +6,7 @@ use sshmcp_proto::DaemonError;
 use sshmcp_proto::inspect::{FileStat, FileType, StatRequest};
 use sshmcp_proto::service::tools;
 
-use super::{file_type, mode_string, number, path_bytes, remote_text, time};
+use crate::inspect::{file_type, mode_string, number, path_bytes, remote_text, time};
 use crate::operation::Operation;
 use crate::remote::status::{prelude, run};
 use crate::session::{Registry, Session};

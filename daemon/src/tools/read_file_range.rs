@@ -7,7 +7,7 @@ use sshmcp_proto::inspect::{FileRange, ReadRangeRequest};
 use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::{number, path_bytes, remote_text};
+use crate::inspect::{number, path_bytes, remote_text};
 use crate::operation::Operation;
 use crate::remote::capture::utf8_head_boundary;
 use crate::remote::status::{prelude, run};
@@ -18,7 +18,7 @@ use crate::session::{Registry, Session};
 /// or changing). `tail -c +N` seeks on a regular file, so a far offset costs nothing; one past
 /// the end of a file whose size is known reads nothing (a seek past what the file system
 /// allows would fail). A size of 0 is unknown under /proc and /sys: those are read.
-const READ: &str = include_str!("read.sh");
+const READ: &str = include_str!("read_file_range.sh");
 
 /// The program for `read_length` bytes from byte `start` (counted from 1, as `tail -c +N`).
 fn script(start: u64, read_length: u64) -> String {

@@ -27,15 +27,54 @@ pub trait Described:
     /// What the agent reads first (at most 2,048 bytes, what Claude Code keeps): what the tool
     /// does, what its answer holds, and the errors it recovers from.
     const DESCRIPTION: &'static str;
-    /// It may destroy what was there (a `read_only` tool never does).
-    const DESTRUCTIVE: bool;
-    /// Calling it again with the same arguments does nothing more.
-    const IDEMPOTENT: bool;
+    /// What the client is told of its effects.
+    const HINTS: Hints;
+    /// Answer fields described as this tool fills them, where the answer type's own words
+    /// are another tool's (a type two tools answer with).
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[];
     /// How long the shim waits for the daemon's answer.
     const DEADLINE: Duration;
 
     /// The request the daemon takes for `args`.
     fn request(args: Self::Args) -> Self::Request;
+}
+
+/// MCP's hints of a tool's effects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// It may destroy what was there.
+    pub destructive: bool,
+    /// Calling it again with the same arguments does nothing more.
+    pub idempotent: bool,
+    /// It reaches beyond the daemon's own state (the host, the network).
+    pub open_world: bool,
+}
+
+impl Hints {
+    /// A tool that only reads the host.
+    pub const READS_HOST: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+}
+
+/// The arguments of a tool that takes only its session.
+// No Debug: it holds the session key.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionArgs {
+    pub session_id: String,
+    pub session_key: String,
+}
+
+impl From<SessionArgs> for SessionAuth {
+    fn from(args: SessionArgs) -> SessionAuth {
+        auth(args.session_id, args.session_key)
+    }
 }
 
 /// Shown every derived tool by [`visit_described`](crate::service::visit_described).

@@ -42,6 +42,67 @@ pub struct ForwardStartRequest {
 }
 crate::session::authed!(ForwardStartRequest);
 
+/// `forward_start` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardStartArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// `local` (`ssh -L`: listen here, connect from the host; target `127.0.0.1:5432` is the host's
+    /// PostgreSQL, here at `127.0.0.1:<listen_port>`), `remote` (`ssh -R`: the reverse) or
+    /// `dynamic` (`ssh -D`: a SOCKS5 proxy here).
+    pub kind: ForwardKind,
+    /// Here, or on the host for `remote`; 0 (default): a free one.
+    pub listen_port: Option<u16>,
+    /// `127.0.0.1` (default), `::1`, `localhost`; others only if the user allowed them.
+    pub listen_host: Option<String>,
+    /// Required for `local` and `remote`; resolved on the host for `local`, here for `remote`.
+    pub target_host: Option<String>,
+    /// Required for `local` and `remote`.
+    #[schemars(range(min = 1, max = 65535))]
+    pub target_port: Option<u16>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::ForwardStart {
+    type Args = ForwardStartArgs;
+    const TITLE: &'static str = "Open a port forward";
+    const DESCRIPTION: &'static str = "Open a port forward on the session's SSH connection. \
+        \"Here\" is the machine running sshmcp: `local` and `dynamic` serve only clients \
+        running here. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
+        The target is tried only when a client connects. Lasts until forward_stop or \
+        disconnect; local users can use it too. Errors (nothing listens): `forward_failed` \
+        (`error.message` says why: port taken: pass `listen_port: 0`; under 1024: pick higher; \
+        this session has it: `error.forward_id`; sshd forbids it: tell the user), \
+        `forward_not_allowed` (`listen_host` not loopback, or the host's sshd listens on every \
+        address: tell the user).";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
+    const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
+
+    fn request(args: ForwardStartArgs) -> ForwardStartRequest {
+        ForwardStartRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            kind: args.kind,
+            listen_port: args.listen_port.unwrap_or(0),
+            listen_host: args.listen_host,
+            target_host: args.target_host,
+            target_port: args.target_port,
+        }
+    }
+}
+
+/// How long a client waits for a forward tool: the daemon bounds every exchange with the
+/// master (a remote forward's included, which waits on the server) at 5 s; this leaves room
+/// for the call itself.
+pub const FORWARD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One forward of a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -71,9 +132,68 @@ pub struct ForwardList {
     pub forwards: Vec<ForwardInfo>,
 }
 
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::ForwardList {
+    type Args = crate::described::SessionArgs;
+    const TITLE: &'static str = "List port forwards";
+    const DESCRIPTION: &'static str = "List this session's open forwards, to find a lost \
+        `forward_id` or check before forward_start: `forwards`, each with `forward_id`, `kind`, \
+        `listen_host`, `listen_port`, `target_host`, `target_port`.";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
+
+    fn request(args: crate::described::SessionArgs) -> SessionAuth {
+        args.into()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForwardStopRequest {
     pub auth: SessionAuth,
     pub forward_id: String,
 }
 crate::session::authed!(ForwardStopRequest);
+
+/// `forward_stop` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardStopArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// From forward_start or forward_list.
+    pub forward_id: String,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::ForwardStop {
+    type Args = ForwardStopArgs;
+    const TITLE: &'static str = "Close a port forward";
+    const DESCRIPTION: &'static str = "Close a port forward; its port is free once this answers \
+        (`forward_id`, `listen_port`). `forward_not_found`: see forward_list; `forward_failed`: \
+        the port stays until disconnect, which ends all the session's work.";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("forward_id", "The forward that was closed."),
+        ("listen_port", "The port it held, free again now."),
+    ];
+    const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
+
+    fn request(args: ForwardStopArgs) -> ForwardStopRequest {
+        ForwardStopRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            forward_id: args.forward_id,
+        }
+    }
+}

@@ -54,8 +54,7 @@ impl crate::described::Described for crate::service::tools::Stat {
         (octal), `uid`, `gid`, `owner`, `group`, `mtime`, `atime`, `ctime` (RFC 3339 UTC), a \
         symlink's `link_target`. Errors: `remote_path_not_found`, `remote_permission_denied` \
         (sudo_exec).";
-    const DESTRUCTIVE: bool = false;
-    const IDEMPOTENT: bool = true;
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
     fn request(args: StatArgs) -> StatRequest {
@@ -120,8 +119,7 @@ impl crate::described::Described for crate::service::tools::ReadFileRange {
         the end. Read on at `offset` + `bytes_read` until `eof`. Whole files over 64 KiB: \
         download_start; search: exec `grep`. Errors: `invalid_remote_type` (not a regular \
         file), `remote_permission_denied` (sudo_exec).";
-    const DESTRUCTIVE: bool = false;
-    const IDEMPOTENT: bool = true;
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
     fn request(args: ReadArgs) -> ReadRangeRequest {
@@ -277,8 +275,7 @@ impl crate::described::Described for crate::service::tools::HostInfo {
         `uptime` (s), `filesystems` (list, per path: `path`, `mount`, `total_bytes`, \
         `free_bytes` for the user; a path it cannot reach: only `path`). Unknown facts are left \
         out.";
-    const DESTRUCTIVE: bool = false;
-    const IDEMPOTENT: bool = true;
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
     fn request(args: HostInfoArgs) -> HostInfoRequest {

@@ -171,11 +171,11 @@ macro_rules! daemon_methods {
             tool move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
                 => MovePath in Files, Changes;
             tool forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>
-                => ForwardStart in Forwards, Changes;
+                => ForwardStart in Forwards, Changes, derived;
             tool forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>
-                => ForwardList in Forwards, ChangesNothing;
+                => ForwardList in Forwards, ChangesNothing, derived;
             tool forward_stop(req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError>
-                => ForwardStop in Forwards, ChangesNothing;
+                => ForwardStop in Forwards, ChangesNothing, derived;
             /// Names the MCP client this connection serves (its name and version from
             /// `initialize`), for the audit trail.
             fn introduce(client: String);

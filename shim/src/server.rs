@@ -80,7 +80,6 @@ impl Shim {
             + Self::transfers_router()
             + Self::files_router()
             + Self::paths_router()
-            + Self::forwards_router()
             + Self::inspect_router()
             + crate::tools::derived::derived_router()
     }

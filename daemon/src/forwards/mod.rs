@@ -9,18 +9,16 @@ use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::forward::{
     ForwardInfo, ForwardKind, ForwardList, ForwardStartRequest, ForwardStopRequest,
 };
-use sshmcp_proto::service::tools;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::config::Settings;
 use crate::mux::{self, Forwarding, MuxError, wire};
-use crate::operation::Operation;
 use crate::remote::status::run_program;
+use crate::session::Session;
 use crate::session::record::Entry;
 use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
 use crate::session::work::Work;
-use crate::session::{Registry, Session};
 use sshmcp_proto::overview::SessionView;
 use sshmcp_proto::session::SessionSummary;
 
@@ -545,62 +543,6 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
 // A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::forward::ForwardInfo {}
 impl crate::audit::Answer for sshmcp_proto::forward::ForwardList {}
-
-impl Operation for tools::ForwardStart {
-    fn summary(req: &ForwardStartRequest) -> String {
-        let listen = format!(
-            "{}:{}",
-            req.listen_host.as_deref().unwrap_or("127.0.0.1"),
-            req.listen_port
-        );
-        match req.kind {
-            ForwardKind::Dynamic => format!("dynamic {listen}"),
-            kind => format!(
-                "{} {listen} → {}:{}",
-                kind.as_str(),
-                req.target_host.as_deref().unwrap_or("?"),
-                req.target_port.unwrap_or(0)
-            ),
-        }
-    }
-
-    /// In a task of its own: a caller that goes away mid-call must not leave the master
-    /// listening for a forward no list shows (it is listed, and stoppable).
-    async fn run(
-        req: ForwardStartRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<ForwardInfo, DaemonError> {
-        // A forward is recorded as asked (closing it needs its exact words), and no key may
-        // be kept but as its hash: a session key is no host to forward to anyway.
-        let target = req.target_host.as_deref().unwrap_or_default();
-        if registry.redact_keys(target) != target {
-            return Err(DaemonError::invalid_arguments(
-                "target_host is a session key, not a host name",
-            ));
-        }
-        let settings = registry.settings.clone();
-        tokio::spawn(async move { start(&session, &settings, req).await })
-            .await
-            .unwrap_or_else(|e| Err(DaemonError::internal(format!("forward_start failed: {e}"))))
-    }
-}
-
-impl Operation for tools::ForwardStop {
-    fn summary(req: &ForwardStopRequest) -> String {
-        req.forward_id.clone()
-    }
-
-    async fn run(
-        req: ForwardStopRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<ForwardInfo, DaemonError> {
-        stop(&session, req).await
-    }
-}
-
-crate::operation::listing!(ForwardList, Forwards);
 
 impl Forwards {
     /// This session's forwards.

@@ -8,7 +8,6 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{Tool, ToolAnnotations};
 use sshmcp_proto::described::{Described, Visitor};
 use sshmcp_proto::service::context_with_timeout;
-use sshmcp_proto::tool::Reach;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -51,13 +50,15 @@ fn tool<T: Described>() -> Tool {
         T::DESCRIPTION,
         schema_for_input::<T::Args>().expect("object schema"),
     );
-    tool.output_schema = Some(schema_for_output::<Answer<T::Answer>>());
+    let output = schema_for_output::<Answer<T::Answer>>();
+    tool.output_schema = Some(answer::schema_describing(output, T::ANSWER_FIELDS));
+    let hints = T::HINTS;
     tool.annotations = Some(ToolAnnotations::from_raw(
         Some(T::TITLE.into()),
-        Some(T::TOOL.reach() == Reach::ChangesNothing),
-        Some(T::DESTRUCTIVE),
-        Some(T::IDEMPOTENT),
-        Some(true),
+        Some(hints.read_only),
+        Some(hints.destructive),
+        Some(hints.idempotent),
+        Some(hints.open_world),
     ));
     tool
 }

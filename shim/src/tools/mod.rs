@@ -6,7 +6,6 @@ pub mod commands;
 pub mod derived;
 pub mod exec;
 pub mod files;
-pub mod forwards;
 pub mod inspect;
 pub mod paths;
 pub mod session;

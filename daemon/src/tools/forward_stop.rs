@@ -1,0 +1,26 @@
+//! `forward_stop`: a forward of the session closed on its master, its port free once this
+//! answers (`forwards`).
+
+use std::sync::Arc;
+
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::forward::{ForwardInfo, ForwardStopRequest};
+use sshmcp_proto::service::tools;
+
+use crate::forwards::stop;
+use crate::operation::Operation;
+use crate::session::{Registry, Session};
+
+impl Operation for tools::ForwardStop {
+    fn summary(req: &ForwardStopRequest) -> String {
+        req.forward_id.clone()
+    }
+
+    async fn run(
+        req: ForwardStopRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<ForwardInfo, DaemonError> {
+        stop(&session, req).await
+    }
+}

@@ -12,6 +12,11 @@ use crate::service::ToolMethod;
 use crate::session::SessionAuth;
 
 /// A tool's MCP side: its title, description, hints and arguments.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}`'s line in daemon_methods! ends in `derived`, but it has no `Described` impl",
+    note = "declare its MCP side beside its wire types (ARCHITECTURE.md, \"Adding a tool\"), or \
+            drop `derived` and write its MCP tool in the shim"
+)]
 pub trait Described:
     ToolMethod<
         Request: Send + 'static,
@@ -35,8 +40,12 @@ pub trait Described:
     /// How long the shim waits for the daemon's answer.
     const DEADLINE: Duration;
 
-    /// The request the daemon takes for `args`.
-    fn request(args: Self::Args) -> Self::Request;
+    /// Answer fields this tool never fills usefully, left out of its answers and its output
+    /// schema (a type two tools answer with).
+    const NOT_IN_ANSWER: &'static [&'static str] = &[];
+
+    /// The request the daemon takes for `args`, or why they make none.
+    fn request(args: Self::Args) -> Result<Self::Request, crate::DaemonError>;
 }
 
 /// MCP's hints of a tool's effects.

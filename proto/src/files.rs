@@ -88,6 +88,80 @@ pub struct MakeDirectoryRequest {
 }
 crate::session::authed!(MakeDirectoryRequest);
 
+/// `make_directory` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MakeDirectoryArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// Also make missing parents; default true.
+    pub parents: Option<bool>,
+    /// Octal, e.g. `0755`, for the last directory made; default: 0777 less umask.
+    #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
+    pub mode: Option<String>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::MakeDirectory {
+    type Args = MakeDirectoryArgs;
+    const TITLE: &'static str = "Make a remote directory";
+    const DESCRIPTION: &'static str = "Make a remote directory; one \
+        already there is no error (`changed` is true only if made). Errors: \
+        `remote_path_exists` (not a directory), `remote_path_not_found` (a parent is \
+        missing), `remote_permission_denied` (sudo_exec).";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("path", "The directory as given."),
+        ("type", "What is there: `directory`."),
+    ];
+    const DEADLINE: std::time::Duration = PATHS_DEADLINE;
+
+    fn request(args: MakeDirectoryArgs) -> Result<MakeDirectoryRequest, crate::DaemonError> {
+        let mode = match args.mode {
+            Some(m) => Some(u32::from_str_radix(&m, 8).map_err(|_| {
+                crate::DaemonError::invalid_arguments("`mode` must be octal digits, e.g. 0755")
+            })?),
+            None => None,
+        };
+        Ok(MakeDirectoryRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            parents: args.parents.unwrap_or(true),
+            mode,
+        })
+    }
+}
+
+/// How long a client waits for a path tool: the daemon gives the host 300 s (a recursive
+/// copy), and this leaves room for the call itself.
+#[cfg(feature = "schema")]
+pub const PATHS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(310);
+
+/// The hints of the path tools that may destroy what was there.
+#[cfg(feature = "schema")]
+const DESTROYS: crate::described::Hints = crate::described::Hints {
+    read_only: false,
+    destructive: true,
+    idempotent: false,
+    open_world: true,
+};
+
+/// `changed` is always true for a removal, a copy or a move (each either happens or fails):
+/// only make_directory's answer carries it.
+#[cfg(feature = "schema")]
+const NOT_FOR_CHANGES: &[&str] = &["changed"];
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemovePathRequest {
     pub auth: SessionAuth,
@@ -96,6 +170,48 @@ pub struct RemovePathRequest {
     pub recursive: bool,
 }
 crate::session::authed!(RemovePathRequest);
+
+/// `remove_path` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemovePathArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path; not `/`, `.` or `..`.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// Remove a directory with its contents.
+    pub recursive: Option<bool>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::RemovePath {
+    type Args = RemovePathArgs;
+    const TITLE: &'static str = "Remove a remote path";
+    const DESCRIPTION: &'static str = "Remove a remote file, symlink \
+        (itself) or directory; no wildcards (exec `rm`). Answer: `type` removed. Errors: \
+        `remote_path_not_found` (already gone), `directory_not_empty` (`recursive: true` if \
+        its contents may go), `remote_permission_denied` (sudo_exec); `internal_error` after \
+        300 s (part may be gone; finish with `rm -rf` via command_start).";
+    const HINTS: crate::described::Hints = DESTROYS;
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("path", "The removed path as given."),
+        ("type", "What was removed."),
+    ];
+    const NOT_IN_ANSWER: &'static [&'static str] = NOT_FOR_CHANGES;
+    const DEADLINE: std::time::Duration = PATHS_DEADLINE;
+
+    fn request(args: RemovePathArgs) -> Result<RemovePathRequest, crate::DaemonError> {
+        Ok(RemovePathRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            recursive: args.recursive.unwrap_or(false),
+        })
+    }
+}
 
 /// `copy_path` and `move_path`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +223,86 @@ pub struct CopyMoveRequest {
     pub overwrite: bool,
 }
 crate::session::authed!(CopyMoveRequest);
+
+/// `copy_path` and `move_path` as an agent calls them.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CopyMoveArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// File, symlink (as the link) or directory.
+    pub source: String,
+    /// `source`'s encoding.
+    pub source_encoding: Option<Encoding>,
+    /// The new path itself, not a directory to put it in.
+    pub destination: String,
+    /// `destination`'s encoding.
+    pub destination_encoding: Option<Encoding>,
+    /// Replace an existing file there (never a directory).
+    pub overwrite: Option<bool>,
+}
+
+#[cfg(feature = "schema")]
+impl From<CopyMoveArgs> for CopyMoveRequest {
+    fn from(args: CopyMoveArgs) -> CopyMoveRequest {
+        CopyMoveRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            source: crate::described::remote_path(args.source, args.source_encoding),
+            destination: crate::described::remote_path(args.destination, args.destination_encoding),
+            overwrite: args.overwrite.unwrap_or(false),
+        }
+    }
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::CopyPath {
+    type Args = CopyMoveArgs;
+    const TITLE: &'static str = "Copy a remote path";
+    const DESCRIPTION: &'static str = "Copy a remote file, symlink or \
+        directory tree on the same host, atomically (as `cp -a`). Answer: `type` copied. \
+        Errors: `remote_path_not_found` (source, or destination's directory), \
+        `remote_path_exists` (see `overwrite`; a directory there: pick a new name), \
+        `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave \
+        `.sshmcp-copy.*` beside the destination: remove_path it; big trees: command_start).";
+    const HINTS: crate::described::Hints = DESTROYS;
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("path", "The copy's path (`destination`) as given."),
+        ("type", "What was copied."),
+    ];
+    const NOT_IN_ANSWER: &'static [&'static str] = NOT_FOR_CHANGES;
+    const DEADLINE: std::time::Duration = PATHS_DEADLINE;
+
+    fn request(args: CopyMoveArgs) -> Result<CopyMoveRequest, crate::DaemonError> {
+        Ok(args.into())
+    }
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::MovePath {
+    type Args = CopyMoveArgs;
+    const TITLE: &'static str = "Move a remote path";
+    const DESCRIPTION: &'static str = "Move or rename a remote file, \
+        symlink or directory on the host: one atomic rename on a file system; across file \
+        systems `mv` copies, then removes the source (not atomic). Answer: `type` moved. \
+        Errors: `remote_path_not_found` (source, or destination's directory), \
+        `remote_path_exists` (see `overwrite`; a directory there: pick a new name), \
+        `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (across file \
+        systems the destination may be partial or the source partly removed: stat both \
+        before removing either; big trees: `mv` via command_start).";
+    const HINTS: crate::described::Hints = DESTROYS;
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("path", "The new path (`destination`) as given."),
+        ("type", "What was moved."),
+    ];
+    const NOT_IN_ANSWER: &'static [&'static str] = NOT_FOR_CHANGES;
+    const DEADLINE: std::time::Duration = PATHS_DEADLINE;
+
+    fn request(args: CopyMoveArgs) -> Result<CopyMoveRequest, crate::DaemonError> {
+        Ok(args.into())
+    }
+}
 
 /// What a housekeeping tool did to a path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -86,21 +86,22 @@ impl crate::described::Described for crate::service::tools::ForwardStart {
     };
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
-    fn request(args: ForwardStartArgs) -> ForwardStartRequest {
-        ForwardStartRequest {
+    fn request(args: ForwardStartArgs) -> Result<ForwardStartRequest, crate::DaemonError> {
+        Ok(ForwardStartRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             kind: args.kind,
             listen_port: args.listen_port.unwrap_or(0),
             listen_host: args.listen_host,
             target_host: args.target_host,
             target_port: args.target_port,
-        }
+        })
     }
 }
 
 /// How long a client waits for a forward tool: the daemon bounds every exchange with the
 /// master (a remote forward's included, which waits on the server) at 5 s; this leaves room
 /// for the call itself.
+#[cfg(feature = "schema")]
 pub const FORWARD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One forward of a session.
@@ -147,8 +148,8 @@ impl crate::described::Described for crate::service::tools::ForwardList {
     };
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
-    fn request(args: crate::described::SessionArgs) -> SessionAuth {
-        args.into()
+    fn request(args: crate::described::SessionArgs) -> Result<SessionAuth, crate::DaemonError> {
+        Ok(args.into())
     }
 }
 
@@ -190,10 +191,10 @@ impl crate::described::Described for crate::service::tools::ForwardStop {
     ];
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
-    fn request(args: ForwardStopArgs) -> ForwardStopRequest {
-        ForwardStopRequest {
+    fn request(args: ForwardStopArgs) -> Result<ForwardStopRequest, crate::DaemonError> {
+        Ok(ForwardStopRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             forward_id: args.forward_id,
-        }
+        })
     }
 }

@@ -57,17 +57,18 @@ impl crate::described::Described for crate::service::tools::Stat {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
-    fn request(args: StatArgs) -> StatRequest {
-        StatRequest {
+    fn request(args: StatArgs) -> Result<StatRequest, crate::DaemonError> {
+        Ok(StatRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
             follow_symlinks: args.follow_symlinks.unwrap_or(false),
-        }
+        })
     }
 }
 
 /// How long a client waits for an inspection tool: the daemon gives the host 30 s, and this
 /// leaves room for the call itself.
+#[cfg(feature = "schema")]
 pub const INSPECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(40);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,13 +123,13 @@ impl crate::described::Described for crate::service::tools::ReadFileRange {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
-    fn request(args: ReadArgs) -> ReadRangeRequest {
-        ReadRangeRequest {
+    fn request(args: ReadArgs) -> Result<ReadRangeRequest, crate::DaemonError> {
+        Ok(ReadRangeRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
             offset: args.offset.unwrap_or(0),
             length: args.length,
-        }
+        })
     }
 }
 
@@ -278,11 +279,11 @@ impl crate::described::Described for crate::service::tools::HostInfo {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
-    fn request(args: HostInfoArgs) -> HostInfoRequest {
-        HostInfoRequest {
+    fn request(args: HostInfoArgs) -> Result<HostInfoRequest, crate::DaemonError> {
+        Ok(HostInfoRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             paths: args.paths.unwrap_or_default(),
-        }
+        })
     }
 }
 

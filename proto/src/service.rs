@@ -96,9 +96,9 @@ pub struct DaemonStatus {
 
 /// Every method of the daemon, in wire order, a line each; a tool's line also gives its
 /// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach), and ends in
-/// `derived` when everything about it beyond this line is in two files: its
-/// [`Described`](crate::described::Described) declaration beside its wire types, and its
-/// operation, the daemon's `tools/<name>.rs`. The tarpc
+/// `derived` when its MCP side is its `Described` declaration beside its wire types
+/// (`described.rs`) and its operation is the daemon's `tools/<name>.rs`: everything about it
+/// is then in those files, this line and its program (ARCHITECTURE.md, "Adding a tool"). The tarpc
 /// trait, the tool table, each tool's [`ToolMethod`] and the daemon's dispatch are all made
 /// from this list, so a tool is declared here once. `fn` methods the daemon answers by hand;
 /// each `tool` method's request carries its session (`session::Authed`) and is run as the
@@ -163,13 +163,13 @@ macro_rules! daemon_methods {
             tool edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>
                 => EditFile in Files, Changes;
             tool make_directory(req: MakeDirectoryRequest) -> Result<PathChanged, DaemonError>
-                => MakeDirectory in Files, Changes;
+                => MakeDirectory in Files, Changes, derived;
             tool remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>
-                => RemovePath in Files, Changes;
+                => RemovePath in Files, Changes, derived;
             tool copy_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
-                => CopyPath in Files, Changes;
+                => CopyPath in Files, Changes, derived;
             tool move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
-                => MovePath in Files, Changes;
+                => MovePath in Files, Changes, derived;
             tool forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>
                 => ForwardStart in Forwards, Changes, derived;
             tool forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>
@@ -217,6 +217,8 @@ macro_rules! daemon_trait {
 
         $(tool_method!($form $name($($arg: $ty),*) $(-> $answer)? $(=> $tool)?);)*
 
+        $($(derived_marker!($form $($derived)?);)?)*
+
         /// Shows `visitor` every tool whose MCP side is derived from its
         /// [`Described`](crate::described::Described) declaration (its line ends in `derived`).
         #[cfg(feature = "schema")]
@@ -226,14 +228,29 @@ macro_rules! daemon_trait {
     };
 }
 
+/// Refuses any word but `derived` at the end of a tool's line, and `derived` on an `fn` line
+/// (the daemon answers those by hand), whatever the features.
+macro_rules! derived_marker {
+    (tool $(derived)?) => {};
+    (fn) => {};
+    (fn derived) => {
+        compile_error!("an `fn` line is answered by hand in the daemon: it cannot be `derived`");
+    };
+    ($form:ident $word:ident) => {
+        compile_error!(concat!(
+            "a tool's line in daemon_methods! ends in `derived` or nothing, not `",
+            stringify!($word),
+            "`"
+        ));
+    };
+}
+
 #[cfg(feature = "schema")]
 macro_rules! described {
     ($visitor:ident, $tool:ident derived) => {
         $visitor.visit::<tools::$tool>()
     };
-    ($visitor:ident, $tool:ident $($word:ident)?) => {
-        $(compile_error!(concat!("a tool line ends in `derived` or nothing, not ", stringify!($word)));)?
-    };
+    ($visitor:ident, $tool:ident $($word:ident)?) => {};
 }
 
 macro_rules! tool_marker {

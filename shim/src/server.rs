@@ -73,15 +73,18 @@ impl Shim {
     }
 
     fn every_tool() -> ToolRouter<Self> {
+        Self::written_tools() + crate::tools::derived::derived_router()
+    }
+
+    /// The tools whose MCP side is written here in the shim (`tools/`), not derived.
+    fn written_tools() -> ToolRouter<Self> {
         Self::session_router()
             + Self::exec_router()
             + Self::commands_router()
             + Self::tasks_router()
             + Self::transfers_router()
             + Self::files_router()
-            + Self::paths_router()
             + Self::inspect_router()
-            + crate::tools::derived::derived_router()
     }
 
     /// Whether this server exposes `tool` (see `--tools`).
@@ -300,6 +303,18 @@ mod tests {
             .map(String::from)
             .collect();
         assert_eq!(served, grouped);
+    }
+
+    /// A derived tool also written here would be served as one of the two, silently; and a
+    /// derived tool cannot resolve a `local_path` against this shim's root.
+    #[test]
+    fn derived_tools_are_written_nowhere_else_and_take_no_local_path() {
+        let written = Shim::written_tools();
+        for (name, route) in crate::tools::derived::derived_router().map {
+            assert!(!written.has_route(&name), "{name} is derived and written");
+            let properties = route.attr.input_schema.get("properties").unwrap();
+            assert!(properties.get("local_path").is_none(), "{name}");
+        }
     }
 
     /// Clients cut the instructions at 2,048 bytes: all of them fit, and the local root comes

@@ -2,16 +2,12 @@
 //! one program whose paths are written into it as base64 (any bytes, never shell text), with
 //! GNU coreutils doing the work; what the path is comes back as its `stat` mode.
 
-use std::sync::Arc;
-
 use sshmcp_proto::files::{CopyMoveRequest, MakeDirectoryRequest, PathChanged, RemovePathRequest};
-use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
-use crate::operation::Operation;
 use crate::remote::status;
-use crate::session::{Registry, Session};
+use crate::session::Session;
 
 /// How long a housekeeping program may take (a recursive copy or removal of a large tree).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -215,56 +211,23 @@ pub async fn copy_or_move(
 // A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::files::PathChanged {}
 
-impl Operation for tools::MakeDirectory {
-    fn summary(req: &MakeDirectoryRequest) -> String {
-        crate::audit::path(&req.path)
-    }
-
-    async fn run(
-        req: MakeDirectoryRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<PathChanged, DaemonError> {
-        make_directory(&session, req).await
-    }
-}
-
-impl Operation for tools::RemovePath {
-    fn summary(req: &RemovePathRequest) -> String {
-        format!(
-            "{}{}",
-            crate::audit::path(&req.path),
-            if req.recursive { " (recursive)" } else { "" }
-        )
-    }
-
-    async fn run(
-        req: RemovePathRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<PathChanged, DaemonError> {
-        remove_path(&session, req).await
-    }
-}
-
-/// `copy_path` and `move_path`: one operation, `moving` or not.
-macro_rules! copy_or_move_tools {
-    ($($tool:ident: $moving:literal),*) => {$(
-        impl Operation for tools::$tool {
-            fn summary(req: &CopyMoveRequest) -> String {
+/// The operation of `copy_path` or `move_path` (`$moving`): one program, the same summary.
+macro_rules! copy_or_move_tool {
+    ($tool:ident, $moving:literal) => {
+        impl crate::operation::Operation for sshmcp_proto::service::tools::$tool {
+            fn summary(req: &sshmcp_proto::files::CopyMoveRequest) -> String {
                 let path = crate::audit::path;
                 format!("{} → {}", path(&req.source), path(&req.destination))
             }
 
             async fn run(
-                req: CopyMoveRequest,
-                session: Arc<Session>,
-                _: &Registry,
-            ) -> Result<PathChanged, DaemonError> {
-                copy_or_move(&session, req, $moving).await
+                req: sshmcp_proto::files::CopyMoveRequest,
+                session: std::sync::Arc<crate::session::Session>,
+                _: &crate::session::Registry,
+            ) -> Result<sshmcp_proto::files::PathChanged, sshmcp_proto::DaemonError> {
+                crate::files::paths::copy_or_move(&session, req, $moving).await
             }
         }
-    )*};
+    };
 }
-
-copy_or_move_tools!(CopyPath: false, MovePath: true);
+pub(crate) use copy_or_move_tool;

@@ -12,6 +12,10 @@ macro_rules! tool_modules {
             $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
     )*) => {
         $(tool_module!($name $($($derived)?)?);)*
+
+        /// The derived tools' names, a word each, each the name of a file here.
+        #[cfg(test)]
+        const DERIVED: &str = concat!($(derived_name!($name $($($derived)?)?)),*);
     };
 }
 
@@ -22,4 +26,34 @@ macro_rules! tool_module {
     ($name:ident) => {};
 }
 
+#[cfg(test)]
+macro_rules! derived_name {
+    ($name:ident derived) => {
+        concat!(stringify!($name), " ")
+    };
+    ($name:ident) => {
+        ""
+    };
+}
+
 sshmcp_proto::daemon_methods!(tool_modules);
+
+#[cfg(test)]
+mod tests {
+    /// A file here whose tool's line lacks `derived` would never be compiled, its operation
+    /// and its tests silently gone: every file here is a derived tool's.
+    #[test]
+    fn every_file_here_is_a_derived_tools() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter_map(|name| name.strip_suffix(".rs").map(String::from))
+            .filter(|name| name != "mod")
+            .collect();
+        files.sort_unstable();
+        let mut derived: Vec<&str> = super::DERIVED.split_whitespace().collect();
+        derived.sort_unstable();
+        assert_eq!(files, derived);
+    }
+}

@@ -1,17 +1,19 @@
 //! The MCP tools the shim writes no code for: each one made from its `Described` declaration
 //! in `sshmcp-proto` (a tool whose line in `daemon_methods!` ends in `derived`). Its arguments
-//! become its request, the daemon runs it, and its answer is shaped as every tool's is.
+//! become its request, the daemon runs it until it answers or the client cancels the call,
+//! and its answer is shaped as every tool's is.
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
 use sshmcp_proto::described::{Described, Visitor};
 use sshmcp_proto::service::context_with_timeout;
 
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
+use crate::tools::exec::unless_cancelled;
 
 /// Every derived tool's route.
 pub(crate) fn derived_router() -> ToolRouter<Shim> {
@@ -24,23 +26,26 @@ struct Routes(ToolRouter<Shim>);
 
 impl Visitor for Routes {
     fn visit<T: Described>(&mut self) {
-        self.0.add_route(ToolRoute::new_dyn(
-            tool::<T>(),
-            |call: ToolCallContext<Shim>| {
-                Box::pin(async move {
-                    let raw = call.arguments.unwrap_or_default();
-                    let outcome = match args::decode::<T::Args>(raw) {
-                        Ok(args) => {
-                            let ctx = context_with_timeout(T::DEADLINE);
-                            call.service.daemon.run::<T>(ctx, T::request(args)).await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    Ok(answer::respond(outcome).into())
-                })
-            },
-        ));
+        let route = ToolRoute::new_dyn(tool::<T>(), |call: ToolCallContext<Shim>| {
+            Box::pin(async move { Ok(answer_of::<T>(call).await.into()) })
+        });
+        self.0.add_route(route);
     }
+}
+
+/// One call of `T`: its arguments decoded into its request, run by the daemon until it
+/// answers or the client cancels the call, answered as every tool is.
+async fn answer_of<T: Described>(call: ToolCallContext<'_, Shim>) -> CallToolResult {
+    let cancel = call.request_context.ct.clone();
+    let raw = call.arguments.unwrap_or_default();
+    let outcome = match args::decode::<T::Args>(raw).and_then(T::request) {
+        Ok(req) => {
+            let ctx = context_with_timeout(T::DEADLINE);
+            unless_cancelled(call.service.daemon.run::<T>(ctx, req), cancel).await
+        }
+        Err(e) => Err(e),
+    };
+    answer::respond_without(outcome, T::NOT_IN_ANSWER)
 }
 
 /// The tool as `tools/list` shows it, before the server slims it as it does every tool.
@@ -51,7 +56,8 @@ fn tool<T: Described>() -> Tool {
         schema_for_input::<T::Args>().expect("object schema"),
     );
     let output = schema_for_output::<Answer<T::Answer>>();
-    tool.output_schema = Some(answer::schema_describing(output, T::ANSWER_FIELDS));
+    let described = answer::schema_describing(output, T::ANSWER_FIELDS);
+    tool.output_schema = Some(answer::schema_without(described, None, T::NOT_IN_ANSWER));
     let hints = T::HINTS;
     tool.annotations = Some(ToolAnnotations::from_raw(
         Some(T::TITLE.into()),

@@ -10,6 +10,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::DaemonError;
+use sshmcp_proto::described::remote_path;
 use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::files::{
     EditFileRequest, FileEdited, FileWritten, MAX_WRITE_BYTES, WriteFileRequest,
@@ -21,7 +22,6 @@ use sshmcp_proto::session::SessionAuth;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
-use sshmcp_proto::described::remote_path;
 
 /// The daemon gives the host 60 s; this leaves room for the call itself.
 const DEADLINE: Duration = Duration::from_secs(70);

@@ -7,7 +7,6 @@ pub mod derived;
 pub mod exec;
 pub mod files;
 pub mod inspect;
-pub mod paths;
 pub mod session;
 pub mod tasks;
 pub mod transfers;

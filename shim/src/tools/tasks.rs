@@ -9,9 +9,9 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sshmcp_proto::DaemonError;
+use sshmcp_proto::described::auth;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::tools;
-use sshmcp_proto::session::SessionAuth;
 use sshmcp_proto::task::{
     TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskStatusRequest,
 };
@@ -72,13 +72,6 @@ pub struct TaskKillArgs {
     /// Seconds to wait for the exit; default 1.
     #[schemars(range(min = 0.0, max = 60.0))]
     pub wait_seconds: Option<f64>,
-}
-
-fn auth(session_id: String, session_key: String) -> SessionAuth {
-    SessionAuth {
-        session_id,
-        session_key,
-    }
 }
 
 #[tool_router(router = tasks_router, vis = "pub(crate)")]

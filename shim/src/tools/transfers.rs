@@ -9,6 +9,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use sshmcp_proto::described::remote_path;
 use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::{ToolMethod, tools};
@@ -23,7 +24,6 @@ use super::exec::unless_cancelled;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
-use sshmcp_proto::described::remote_path;
 
 /// The start checks the source on the host (30 s at most there); the other calls are local.
 const DEADLINE: Duration = Duration::from_secs(45);

@@ -69,6 +69,14 @@ impl Hints {
         idempotent: true,
         open_world: true,
     };
+
+    /// A tool that may destroy what was there on the host (a file replaced, a path removed).
+    pub const MAY_DESTROY: Hints = Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
 }
 
 /// The arguments of a tool that takes only its session.
@@ -105,4 +113,16 @@ pub fn remote_path(path: String, encoding: Option<Encoding>) -> RemotePath {
         path,
         encoding: encoding.unwrap_or(Encoding::Utf8),
     }
+}
+
+/// A file mode an agent gives as octal digits (`example` shows one), or `invalid_arguments`.
+pub fn octal_mode(mode: Option<String>, example: &str) -> Result<Option<u32>, crate::DaemonError> {
+    mode.map(|m| {
+        u32::from_str_radix(&m, 8).map_err(|_| {
+            crate::DaemonError::invalid_arguments(format!(
+                "`mode` must be octal digits, e.g. {example}"
+            ))
+        })
+    })
+    .transpose()
 }

@@ -25,6 +25,83 @@ pub struct WriteFileRequest {
 }
 crate::session::authed!(WriteFileRequest);
 
+/// `write_file` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// The whole file; at most 1 MiB decoded.
+    pub content: String,
+    /// `base64`: `content` is base64 (binary).
+    pub encoding: Option<Encoding>,
+    /// Octal, e.g. `0644`, set exactly; default: 0666 less umask if new, else kept.
+    #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
+    pub mode: Option<String>,
+    /// Make missing parent directories.
+    pub create_dirs: Option<bool>,
+    /// Replace an existing file.
+    pub overwrite: Option<bool>,
+    /// Write only if the file's SHA-256 is still this (else `file_changed`); implies `overwrite`.
+    /// From an earlier `sha256` or `sha256sum`.
+    pub expected_sha256: Option<String>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::WriteFile {
+    type Args = WriteArgs;
+    const TITLE: &'static str = "Write a remote file";
+    const DESCRIPTION: &'static str = "Write a whole remote file \
+        atomically; `content` is data, never shell. Answer: `bytes_written`, `sha256`, \
+        `created` if new. An existing file keeps its mode and owner. Part of a file: \
+        edit_file. Errors: `remote_path_exists` (set `overwrite`), `file_changed` \
+        (`error.sha256` is current: read again, redo, retry with it), \
+        `remote_path_not_found` (set `create_dirs`), `invalid_remote_type` (a symlink: write \
+        its `link_target`), `remote_permission_denied` (sudo_exec), `invalid_arguments` \
+        (over 1 MiB: upload_start).";
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+    /// The daemon gives the host 60 s; this leaves room for the call itself.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(70);
+
+    fn request(args: WriteArgs) -> Result<WriteFileRequest, crate::DaemonError> {
+        use base64::Engine as _;
+        let content = match args.encoding.unwrap_or(Encoding::Utf8) {
+            Encoding::Utf8 => args.content.into_bytes(),
+            Encoding::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(&args.content)
+                .map_err(|_| {
+                    crate::DaemonError::invalid_arguments(
+                        "`content` is not valid base64 (encoding is base64)",
+                    )
+                })?,
+        };
+        // Checked here too: content far over the bound would not even reach the daemon (its
+        // frame limit), and would fail as a transport error.
+        if content.len() > MAX_WRITE_BYTES {
+            return Err(crate::DaemonError::invalid_arguments(format!(
+                "`content` holds {} bytes; at most {MAX_WRITE_BYTES} (1 MiB) are written at once \
+                 (upload_start copies larger files)",
+                content.len()
+            )));
+        }
+        Ok(WriteFileRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            content,
+            mode: crate::described::octal_mode(args.mode, "0644")?,
+            create_dirs: args.create_dirs.unwrap_or(false),
+            overwrite: args.overwrite.unwrap_or(false),
+            expected_sha256: args.expected_sha256,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileWritten {
@@ -62,6 +139,58 @@ pub struct EditFileRequest {
     pub expected_sha256: Option<String>,
 }
 crate::session::authed!(EditFileRequest);
+
+/// `edit_file` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// Exact text, whitespace included; at most 4 KiB. Add lines to make it unique.
+    pub old_text: String,
+    /// The replacement (empty deletes); at most 64 KiB.
+    pub new_text: String,
+    /// Replace every occurrence.
+    pub replace_all: Option<bool>,
+    /// Edit only if the file's SHA-256 is still this (else `file_changed`). From an earlier
+    /// `sha256` or `sha256sum`.
+    pub expected_sha256: Option<String>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::EditFile {
+    type Args = EditArgs;
+    const TITLE: &'static str = "Edit a remote file";
+    const DESCRIPTION: &'static str = "Replace exact text in a remote \
+        text file, atomically: `old_text` must occur once unless `replace_all`. Answer: \
+        `replacements`, `sha256`. Keeps mode and owner. Whole or new file: write_file. \
+        Errors: `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match` \
+        (`error.count` hits: add context or `replace_all`), `file_changed` (read again, \
+        redo), `invalid_remote_type` (a symlink: edit its `link_target`; not text: \
+        write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
+        64 MiB: download_start, edit, upload_start), `invalid_arguments` (empty `old_text`, \
+        or over its limit: split the edit).";
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+    /// The host may take two minutes on a 64 MiB file.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(130);
+
+    fn request(args: EditArgs) -> Result<EditFileRequest, crate::DaemonError> {
+        Ok(EditFileRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            old_text: args.old_text,
+            new_text: args.new_text,
+            replace_all: args.replace_all.unwrap_or(false),
+            expected_sha256: args.expected_sha256,
+        })
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -128,17 +257,11 @@ impl crate::described::Described for crate::service::tools::MakeDirectory {
     const DEADLINE: std::time::Duration = PATHS_DEADLINE;
 
     fn request(args: MakeDirectoryArgs) -> Result<MakeDirectoryRequest, crate::DaemonError> {
-        let mode = match args.mode {
-            Some(m) => Some(u32::from_str_radix(&m, 8).map_err(|_| {
-                crate::DaemonError::invalid_arguments("`mode` must be octal digits, e.g. 0755")
-            })?),
-            None => None,
-        };
         Ok(MakeDirectoryRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
             parents: args.parents.unwrap_or(true),
-            mode,
+            mode: crate::described::octal_mode(args.mode, "0755")?,
         })
     }
 }
@@ -147,15 +270,6 @@ impl crate::described::Described for crate::service::tools::MakeDirectory {
 /// copy), and this leaves room for the call itself.
 #[cfg(feature = "schema")]
 pub const PATHS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(310);
-
-/// The hints of the path tools that may destroy what was there.
-#[cfg(feature = "schema")]
-const DESTROYS: crate::described::Hints = crate::described::Hints {
-    read_only: false,
-    destructive: true,
-    idempotent: false,
-    open_world: true,
-};
 
 /// `changed` is always true for a removal, a copy or a move (each either happens or fails):
 /// only make_directory's answer carries it.
@@ -196,7 +310,7 @@ impl crate::described::Described for crate::service::tools::RemovePath {
         `remote_path_not_found` (already gone), `directory_not_empty` (`recursive: true` if \
         its contents may go), `remote_permission_denied` (sudo_exec); `internal_error` after \
         300 s (part may be gone; finish with `rm -rf` via command_start).";
-    const HINTS: crate::described::Hints = DESTROYS;
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The removed path as given."),
         ("type", "What was removed."),
@@ -266,7 +380,7 @@ impl crate::described::Described for crate::service::tools::CopyPath {
         `remote_path_exists` (see `overwrite`; a directory there: pick a new name), \
         `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave \
         `.sshmcp-copy.*` beside the destination: remove_path it; big trees: command_start).";
-    const HINTS: crate::described::Hints = DESTROYS;
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The copy's path (`destination`) as given."),
         ("type", "What was copied."),
@@ -291,7 +405,7 @@ impl crate::described::Described for crate::service::tools::MovePath {
         `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (across file \
         systems the destination may be partial or the source partly removed: stat both \
         before removing either; big trees: `mv` via command_start).";
-    const HINTS: crate::described::Hints = DESTROYS;
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The new path (`destination`) as given."),
         ("type", "What was moved."),

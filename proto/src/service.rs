@@ -159,9 +159,9 @@ macro_rules! daemon_methods {
             tool upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
                 => UploadStart in Transfers, Changes;
             tool write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>
-                => WriteFile in Files, Changes;
+                => WriteFile in Files, Changes, derived;
             tool edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>
-                => EditFile in Files, Changes;
+                => EditFile in Files, Changes, derived;
             tool make_directory(req: MakeDirectoryRequest) -> Result<PathChanged, DaemonError>
                 => MakeDirectory in Files, Changes, derived;
             tool remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>

@@ -83,7 +83,6 @@ impl Shim {
             + Self::commands_router()
             + Self::tasks_router()
             + Self::transfers_router()
-            + Self::files_router()
             + Self::inspect_router()
     }
 

@@ -8,19 +8,15 @@
 //! content. The daemon holds the texts only, whatever the file's size; the host holds the
 //! file (at most 64 MiB).
 
-use std::sync::Arc;
-
 use sshmcp_proto::error::ErrorDetails;
 use sshmcp_proto::files::{
     EditFileRequest, FileEdited, MAX_EDIT_FILE_BYTES, MAX_NEW_TEXT_BYTES, MAX_OLD_TEXT_BYTES,
 };
-use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
-use crate::operation::Operation;
 use crate::remote::status;
-use crate::session::{Registry, Session};
+use crate::session::Session;
 
 /// How long an edit may take on the host (64 MiB through sed twice, hashed twice).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -187,26 +183,6 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
 
 // A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::files::FileEdited {}
-
-impl Operation for tools::EditFile {
-    fn summary(req: &EditFileRequest) -> String {
-        format!(
-            "{} {} → {} bytes{}",
-            crate::audit::path(&req.path),
-            req.old_text.len(),
-            req.new_text.len(),
-            if req.replace_all { " (all)" } else { "" }
-        )
-    }
-
-    async fn run(
-        req: EditFileRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<FileEdited, DaemonError> {
-        edit(&session, req).await
-    }
-}
 
 #[cfg(test)]
 mod tests {

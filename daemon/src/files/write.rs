@@ -8,17 +8,13 @@
 //! writer that slips between that last look and the rename (a few system calls) is the
 //! window that remains.
 
-use std::sync::Arc;
-
 use sha2::{Digest, Sha256};
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
-use sshmcp_proto::service::tools;
 
 use crate::inspect;
-use crate::operation::Operation;
 use crate::remote::status;
-use crate::session::{Registry, Session};
+use crate::session::Session;
 
 /// How long a write may take on the host (1 MiB over a slow link, a slow disk's flush).
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -91,24 +87,6 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
 
 // A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::files::FileWritten {}
-
-impl Operation for tools::WriteFile {
-    fn summary(req: &WriteFileRequest) -> String {
-        format!(
-            "{} {} bytes",
-            crate::audit::path(&req.path),
-            req.content.len()
-        )
-    }
-
-    async fn run(
-        req: WriteFileRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<FileWritten, DaemonError> {
-        write(&session, req).await
-    }
-}
 
 #[cfg(test)]
 mod tests {

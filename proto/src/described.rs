@@ -37,8 +37,14 @@ pub trait Described:
     /// Answer fields described as this tool fills them, where the answer type's own words
     /// are another tool's (a type two tools answer with).
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[];
-    /// How long the shim waits for the daemon's answer.
+    /// How long the shim waits for the daemon's answer: beyond any wait asked of the daemon,
+    /// see [`deadline`](Self::deadline).
     const DEADLINE: Duration;
+
+    /// How long the shim waits for the daemon's answer to `args`.
+    fn deadline(_args: &Self::Args) -> Duration {
+        Self::DEADLINE
+    }
 
     /// Answer fields this tool never fills usefully, left out of its answers and its output
     /// schema (a type two tools answer with).
@@ -125,4 +131,16 @@ pub fn octal_mode(mode: Option<String>, example: &str) -> Result<Option<u32>, cr
         })
     })
     .transpose()
+}
+
+/// The wait an agent asks of a status call as the daemon will take it: it refuses a value
+/// outside 0..=300, so this bound only keeps a bad value from making a bad deadline.
+pub fn waited(wait_seconds: Option<f64>) -> Duration {
+    let wait = wait_seconds.unwrap_or(0.0);
+    let wait = if wait.is_finite() {
+        wait.clamp(0.0, crate::command::MAX_WAIT_SECS)
+    } else {
+        0.0
+    };
+    Duration::from_secs_f64(wait)
 }

@@ -19,6 +19,7 @@ pub mod overview;
 pub mod policy;
 pub mod service;
 pub mod session;
+pub mod signal;
 pub mod task;
 pub mod text;
 pub mod time;

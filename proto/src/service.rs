@@ -142,11 +142,11 @@ macro_rules! daemon_methods {
             /// What a run followed by `key` has done so far; None when no such run is going.
             fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
             tool task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>
-                => TaskLaunch in Tasks, Changes;
+                => TaskLaunch in Tasks, Changes, derived;
             tool task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>
-                => TaskStatus in Tasks, ChangesNothing;
+                => TaskStatus in Tasks, ChangesNothing, derived;
             tool task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>
-                => TaskKill in Tasks, Changes;
+                => TaskKill in Tasks, Changes, derived;
             tool download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
                 => DownloadStart in Transfers, ChangesNothing;
             tool transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>

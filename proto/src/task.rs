@@ -15,6 +15,50 @@ pub struct TaskLaunchRequest {
 }
 crate::session::authed!(TaskLaunchRequest);
 
+/// `task_launch` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskLaunchArgs {
+    /// Any session to the host (from connect).
+    pub session_id: String,
+    pub session_key: String,
+    /// Shell text for /bin/sh, at most 1 MiB.
+    pub command: String,
+    /// Remote working directory; default: home.
+    pub cwd: Option<String>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::TaskLaunch {
+    type Args = TaskLaunchArgs;
+    const TITLE: &'static str = "Launch a detached task";
+    const DESCRIPTION: &'static str = "Launch a detached /bin/sh process \
+        that survives disconnects and daemon restarts: login user, stdin /dev/null, no time \
+        limit (to end with the session: command_start). Answer: `pid` (keep it; lost: `ls \
+        ~/.sshmcp/tasks` via exec, files named by PID), `stdout_log`, `stderr_log` (absolute \
+        remote paths, unbounded, never removed: remove_path them once read). Errors: \
+        `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL), \
+        `host_tool_missing` (no setsid: tell the user), `internal_error` (no writable \
+        ~/.sshmcp/tasks: tell the user; if it names a PID, task_status it first).";
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+    const DEADLINE: std::time::Duration = TASK_MARGIN;
+
+    fn request(args: TaskLaunchArgs) -> Result<TaskLaunchRequest, crate::DaemonError> {
+        Ok(TaskLaunchRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            command: args.command,
+            cwd: args.cwd,
+        })
+    }
+}
+
+/// How long a client waits for a task program on the host, beyond a wait or a kill's own
+/// waiting.
+#[cfg(feature = "schema")]
+pub const TASK_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskLaunched {
@@ -40,6 +84,53 @@ pub struct TaskStatusRequest {
     pub wait_seconds: Option<f64>,
 }
 crate::session::authed!(TaskStatusRequest);
+
+/// `task_status` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStatusArgs {
+    /// Any session to the host, as the task's user.
+    pub session_id: String,
+    pub session_key: String,
+    /// From task_launch.
+    pub pid: i64,
+    /// Bytes of each log's end (cap 64 KiB); default 4096.
+    #[schemars(range(min = 1))]
+    pub tail_bytes: Option<u64>,
+    /// Seconds to long-poll for the end (e.g. 30); default 0.
+    #[schemars(range(min = 0.0, max = 300.0))]
+    pub wait_seconds: Option<f64>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::TaskStatus {
+    type Args = TaskStatusArgs;
+    const TITLE: &'static str = "Check a detached task";
+    const DESCRIPTION: &'static str = "Check a task_launch task by `pid` \
+        (a command handle: command_status). `state`: `running`, `exited` (ended, or PID \
+        reused), `not_found` (no task of this user had it). `exit_code`: null until recorded \
+        (128+n after a trappable signal n; stays null after KILL; no `signal` field); \
+        `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (`data`, \
+        `encoding: base64` if not UTF-8, `size` of the whole log); more: read_file_range on \
+        the log path.";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
+    const DEADLINE: std::time::Duration = TASK_MARGIN;
+
+    fn deadline(args: &TaskStatusArgs) -> std::time::Duration {
+        crate::described::waited(args.wait_seconds) + TASK_MARGIN
+    }
+
+    fn request(args: TaskStatusArgs) -> Result<TaskStatusRequest, crate::DaemonError> {
+        Ok(TaskStatusRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            pid: args.pid,
+            tail_bytes: args.tail_bytes,
+            wait_seconds: args.wait_seconds,
+        })
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -97,6 +188,64 @@ pub struct TaskKillRequest {
     pub wait_seconds: Option<f64>,
 }
 crate::session::authed!(TaskKillRequest);
+
+/// `task_kill` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskKillArgs {
+    /// Any session to the host, as the task's user.
+    pub session_id: String,
+    pub session_key: String,
+    /// From task_launch.
+    pub pid: i64,
+    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
+    pub signal: Option<crate::signal::Signal>,
+    /// SIGKILL if still running after `wait_seconds`.
+    pub force: Option<bool>,
+    /// Seconds to wait for the exit; default 1.
+    #[schemars(range(min = 0.0, max = 60.0))]
+    pub wait_seconds: Option<f64>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::TaskKill {
+    type Args = TaskKillArgs;
+    const TITLE: &'static str = "Kill a detached task";
+    const DESCRIPTION: &'static str = "Signal a task_launch task's \
+        process group by `pid` if the PID is still that task (a command handle: \
+        command_kill). `result`: `killed`, `already_exited`, `not_running` (PID no longer \
+        that task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, \
+        tell the user), `invalid_pid` (1 or below), `error` (see task_status); \
+        `force_kill_used`: SIGKILL sent.";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+        open_world: true,
+    };
+    const DEADLINE: std::time::Duration = TASK_MARGIN;
+
+    fn deadline(args: &TaskKillArgs) -> std::time::Duration {
+        let wait = args.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
+        std::time::Duration::from_secs_f64(wait) + TASK_MARGIN
+    }
+
+    fn request(args: TaskKillArgs) -> Result<TaskKillRequest, crate::DaemonError> {
+        Ok(TaskKillRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            pid: args.pid,
+            signal: args
+                .signal
+                .map(|signal| signal.number())
+                .transpose()
+                .map_err(crate::DaemonError::invalid_arguments)?,
+            force: args.force,
+            wait_seconds: args.wait_seconds,
+        })
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

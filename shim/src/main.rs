@@ -7,7 +7,6 @@ mod lean;
 mod link;
 mod progress;
 mod server;
-mod signal;
 mod slim;
 mod stdio;
 mod tools;

@@ -81,7 +81,6 @@ impl Shim {
         Self::session_router()
             + Self::exec_router()
             + Self::commands_router()
-            + Self::tasks_router()
             + Self::transfers_router()
             + Self::inspect_router()
     }

@@ -6,11 +6,9 @@
 //! now belongs to another process does not match it, so that process is never taken for the
 //! task and never signalled.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sshmcp_proto::command::{DEFAULT_TAIL_BYTES, KillResult};
-use sshmcp_proto::service::tools;
 use sshmcp_proto::task::{
     LogTail, TaskKillRequest, TaskKilled, TaskLaunchRequest, TaskLaunched, TaskReport, TaskState,
     TaskStatusRequest,
@@ -20,12 +18,11 @@ use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::commands::kill::{KillOrder, signal_group};
 use crate::inspect::remote_text;
-use crate::operation::Operation;
 use crate::remote::capture::utf8_tail_boundary;
 use crate::remote::status::{self, whole};
 use crate::remote::{self, Program};
 use crate::request;
-use crate::session::{Registry, Session};
+use crate::session::Session;
 
 /// How long a launch or a status may take on the host.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -297,48 +294,6 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
 impl crate::audit::Answer for sshmcp_proto::task::TaskLaunched {}
 impl crate::audit::Answer for sshmcp_proto::task::TaskReport {}
 impl crate::audit::Answer for sshmcp_proto::task::TaskKilled {}
-
-impl Operation for tools::TaskLaunch {
-    fn summary(req: &TaskLaunchRequest) -> String {
-        crate::audit::command(&req.command)
-    }
-
-    async fn run(
-        req: TaskLaunchRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<TaskLaunched, DaemonError> {
-        launch(&session, registry.settings.max_output_bytes, req).await
-    }
-}
-
-impl Operation for tools::TaskStatus {
-    fn summary(req: &TaskStatusRequest) -> String {
-        format!("pid {}", req.pid)
-    }
-
-    async fn run(
-        req: TaskStatusRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<TaskReport, DaemonError> {
-        status(&session, registry.settings.max_output_bytes, req).await
-    }
-}
-
-impl Operation for tools::TaskKill {
-    fn summary(req: &TaskKillRequest) -> String {
-        format!("pid {} signal {}", req.pid, req.signal.unwrap_or(15))
-    }
-
-    async fn run(
-        req: TaskKillRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<TaskKilled, DaemonError> {
-        kill(&session, req).await
-    }
-}
 
 #[cfg(test)]
 mod tests {

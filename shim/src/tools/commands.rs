@@ -23,7 +23,7 @@ use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress};
 use crate::server::Shim;
-use crate::signal::Signal;
+use sshmcp_proto::signal::Signal;
 
 /// Room beyond a call's own waiting for the daemon to answer.
 const MARGIN: Duration = Duration::from_secs(30);

@@ -38,9 +38,11 @@ impl Visitor for Routes {
 async fn answer_of<T: Described>(call: ToolCallContext<'_, Shim>) -> CallToolResult {
     let cancel = call.request_context.ct.clone();
     let raw = call.arguments.unwrap_or_default();
-    let outcome = match args::decode::<T::Args>(raw).and_then(T::request) {
-        Ok(req) => {
-            let ctx = context_with_timeout(T::DEADLINE);
+    let outcome = match args::decode::<T::Args>(raw)
+        .and_then(|args| Ok((T::deadline(&args), T::request(args)?)))
+    {
+        Ok((deadline, req)) => {
+            let ctx = context_with_timeout(deadline);
             unless_cancelled(call.service.daemon.run::<T>(ctx, req), cancel).await
         }
         Err(e) => Err(e),

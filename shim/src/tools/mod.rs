@@ -7,7 +7,6 @@ pub mod derived;
 pub mod exec;
 pub mod inspect;
 pub mod session;
-pub mod tasks;
 pub mod transfers;
 
 use std::time::Duration;
@@ -16,12 +15,6 @@ use std::time::Duration;
 /// `margin` for its own work: the wait as the daemon will take it (it refuses a value outside
 /// 0..=300, so clamping here only keeps a bad value from making a bad deadline).
 pub(crate) fn waiting(wait_seconds: Option<f64>, margin: Duration) -> tarpc::context::Context {
-    let most = sshmcp_proto::command::MAX_WAIT_SECS;
-    let wait = wait_seconds.unwrap_or(0.0);
-    let wait = if wait.is_finite() {
-        wait.clamp(0.0, most)
-    } else {
-        0.0
-    };
-    sshmcp_proto::service::context_with_timeout(Duration::from_secs_f64(wait) + margin)
+    let wait = sshmcp_proto::described::waited(wait_seconds);
+    sshmcp_proto::service::context_with_timeout(wait + margin)
 }

@@ -2,9 +2,6 @@
 //! means the same on Linux, BSD and macOS hosts). Answers name signals; an agent may pass a
 //! name back.
 
-use std::borrow::Cow;
-
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
 /// The names a kill tool takes, with their numbers (the same on every POSIX system).
@@ -28,17 +25,18 @@ pub enum Signal {
 }
 
 /// Published inline as one line: the field that takes it describes both forms.
-impl JsonSchema for Signal {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Signal {
     fn inline_schema() -> bool {
         true
     }
 
-    fn schema_name() -> Cow<'static, str> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
         "Signal".into()
     }
 
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({"type": ["integer", "string"]})
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": ["integer", "string"]})
     }
 }
 

@@ -163,6 +163,69 @@ pub struct CommandKillRequest {
 }
 crate::session::authed!(CommandKillRequest);
 
+/// `command_kill` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandKillArgs {
+    /// The session that started the command.
+    pub session_id: String,
+    pub session_key: String,
+    /// From command_start or a hand-off; not a PID.
+    pub handle_id: String,
+    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
+    pub signal: Option<crate::signal::Signal>,
+    /// SIGKILL if still running after `wait_seconds`.
+    pub force: Option<bool>,
+    /// Seconds to wait for the exit; default 1.
+    #[schemars(range(min = 0.0, max = 60.0))]
+    pub wait_seconds: Option<f64>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::CommandKill {
+    type Args = CommandKillArgs;
+    const TITLE: &'static str = "Kill a long command";
+    const DESCRIPTION: &'static str = "Signal a command handle's process \
+        group (as root for a sudo_exec one) if it still runs; a task PID: task_kill. \
+        `result`: `killed` (ended), `already_exited` (ended as the signal came), \
+        `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with \
+        `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
+        `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
+        (unknown: see command_status). Errors: `command_not_found` (see command_list).";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+        open_world: true,
+    };
+    const DEADLINE: std::time::Duration = COMMAND_MARGIN;
+
+    fn deadline(args: &CommandKillArgs) -> std::time::Duration {
+        let wait = args.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
+        std::time::Duration::from_secs_f64(wait) + COMMAND_MARGIN
+    }
+
+    fn request(args: CommandKillArgs) -> Result<CommandKillRequest, crate::DaemonError> {
+        Ok(CommandKillRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            handle_id: args.handle_id,
+            signal: args
+                .signal
+                .map(|signal| signal.number())
+                .transpose()
+                .map_err(crate::DaemonError::invalid_arguments)?,
+            force: args.force,
+            wait_seconds: args.wait_seconds,
+        })
+    }
+}
+
+/// How long a client waits for the daemon beyond a command call's own waiting.
+#[cfg(feature = "schema")]
+pub const COMMAND_MARGIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a kill came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -240,6 +303,34 @@ pub struct CommandSummary {
 pub struct CommandList {
     /// This session's handles, newest first: every running one and the last 100 ended.
     pub commands: Vec<CommandSummary>,
+}
+
+/// `command_list` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandListArgs {
+    /// The session whose commands to list.
+    pub session_id: String,
+    pub session_key: String,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::CommandList {
+    type Args = CommandListArgs;
+    const TITLE: &'static str = "List long commands";
+    const DESCRIPTION: &'static str = "List this session's command \
+        handles, newest first, incl. the last 100 ended, to find a lost `handle_id`: \
+        `commands`, each with `handle_id`, `preview` (the command's first line), `status` \
+        (as command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed (a \
+        lost task PID: see task_launch).";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
+    const DEADLINE: std::time::Duration = COMMAND_MARGIN;
+
+    fn request(args: CommandListArgs) -> Result<SessionAuth, crate::DaemonError> {
+        Ok(crate::described::auth(args.session_id, args.session_key))
+    }
 }
 
 /// Following a run while it goes: `key` is the progress key a caller gave `exec` or

@@ -76,6 +76,14 @@ impl Hints {
         open_world: true,
     };
 
+    /// A tool that only reads the daemon's own state (a session's lists).
+    pub const READS_DAEMON: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+
     /// A tool that may destroy what was there on the host (a file replaced, a path removed).
     pub const MAY_DESTROY: Hints = Hints {
         read_only: false,

@@ -140,12 +140,7 @@ impl crate::described::Described for crate::service::tools::ForwardList {
     const DESCRIPTION: &'static str = "List this session's open forwards, to find a lost \
         `forward_id` or check before forward_start: `forwards`, each with `forward_id`, `kind`, \
         `listen_host`, `listen_port`, `target_host`, `target_port`.";
-    const HINTS: crate::described::Hints = crate::described::Hints {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-    };
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
     fn request(args: crate::described::SessionArgs) -> Result<SessionAuth, crate::DaemonError> {

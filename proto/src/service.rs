@@ -136,9 +136,9 @@ macro_rules! daemon_methods {
             tool command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>
                 => CommandStatus in Commands, ChangesNothing;
             tool command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>
-                => CommandKill in Commands, Changes;
+                => CommandKill in Commands, Changes, derived;
             tool command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>
-                => CommandList in Commands, ChangesNothing;
+                => CommandList in Commands, ChangesNothing, derived;
             /// What a run followed by `key` has done so far; None when no such run is going.
             fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
             tool task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>

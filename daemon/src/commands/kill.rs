@@ -3,18 +3,15 @@
 //! forced, and one of six results. One small remote program does all of it, so the check and
 //! the signal are a few milliseconds apart on the host itself.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{CommandKillRequest, CommandKilled, KillResult, MAX_KILL_WAIT_SECS};
-use sshmcp_proto::service::tools;
 use sshmcp_proto::time::now_rfc3339;
 
-use crate::operation::Operation;
 use crate::remote::kill::{GROUP_ALIVE, GROUP_OPTION, KILL_BUDGET, control_program};
 use crate::remote::{self, Host};
-use crate::session::{Registry, Session};
+use crate::session::Session;
 
 /// The kill of group `$g`: a live check, `$_signal` to the group, `$_wait` seconds for it
 /// to go, then (with `$_force`) SIGKILL and `$_after` seconds more.
@@ -224,20 +221,6 @@ impl Stop {
 
 // A call answered so adds nothing to its trail line but how it ended.
 impl crate::audit::Answer for sshmcp_proto::command::CommandKilled {}
-
-impl Operation for tools::CommandKill {
-    fn summary(req: &CommandKillRequest) -> String {
-        format!("{} signal {}", req.handle_id, req.signal.unwrap_or(15))
-    }
-
-    async fn run(
-        req: CommandKillRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<CommandKilled, DaemonError> {
-        kill(&session, req).await
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -792,8 +792,6 @@ impl Operation for tools::CommandStatus {
     }
 }
 
-crate::operation::listing!(CommandList, Commands);
-
 impl Commands {
     /// This session's command handles.
     pub fn of(session: &Session) -> Arc<Commands> {

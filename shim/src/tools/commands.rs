@@ -8,10 +8,8 @@ use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use sshmcp_proto::DaemonError;
 use sshmcp_proto::command::{
-    CommandKillRequest, CommandKilled, CommandList, CommandReport, CommandStartRequest,
-    CommandStarted, CommandStatusRequest,
+    CommandReport, CommandStartRequest, CommandStarted, CommandStatusRequest,
 };
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::tools;
@@ -23,10 +21,9 @@ use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress};
 use crate::server::Shim;
-use sshmcp_proto::signal::Signal;
 
 /// Room beyond a call's own waiting for the daemon to answer.
-const MARGIN: Duration = Duration::from_secs(30);
+const MARGIN: Duration = sshmcp_proto::command::COMMAND_MARGIN;
 
 // No Debug: it holds the session key.
 #[derive(Deserialize, JsonSchema)]
@@ -62,33 +59,6 @@ pub struct CommandStatusArgs {
     /// Per stream (cap 64 KiB); default the cap, 4096 for a tail.
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
-}
-
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommandKillArgs {
-    /// The session that started the command.
-    pub session_id: String,
-    pub session_key: String,
-    /// From command_start or a hand-off; not a PID.
-    pub handle_id: String,
-    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
-    pub signal: Option<Signal>,
-    /// SIGKILL if still running after `wait_seconds`.
-    pub force: Option<bool>,
-    /// Seconds to wait for the exit; default 1.
-    #[schemars(range(min = 0.0, max = 60.0))]
-    pub wait_seconds: Option<f64>,
-}
-
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommandListArgs {
-    /// The session whose commands to list.
-    pub session_id: String,
-    pub session_key: String,
 }
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
@@ -181,69 +151,6 @@ impl Shim {
             }
             .await,
             whole_streams_as_text,
-        )
-    }
-
-    /// Signal a command handle's process group (as root for a sudo_exec one) if it still runs; a
-    /// task PID: task_kill. `result`: `killed` (ended), `already_exited` (ended as the signal
-    /// came), `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with
-    /// `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user),
-    /// `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error`
-    /// (unknown: see command_status). Errors: `command_not_found` (see command_list).
-    #[tool(
-        input_schema = schema_for_input::<CommandKillArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<CommandKilled>>(),
-        annotations(title = "Kill a long command", read_only_hint = false,
-                    destructive_hint = true, idempotent_hint = true, open_world_hint = true)
-    )]
-    pub async fn command_kill(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: CommandKillArgs = args::decode(raw)?;
-                let wait = a.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
-                let ctx = context_with_timeout(Duration::from_secs_f64(wait) + MARGIN);
-                let req = CommandKillRequest {
-                    auth: SessionAuth {
-                        session_id: a.session_id,
-                        session_key: a.session_key,
-                    },
-                    handle_id: a.handle_id,
-                    signal: a
-                        .signal
-                        .map(|signal| signal.number())
-                        .transpose()
-                        .map_err(DaemonError::invalid_arguments)?,
-                    force: a.force,
-                    wait_seconds: a.wait_seconds,
-                };
-                self.daemon.run::<tools::CommandKill>(ctx, req).await
-            }
-            .await,
-        )
-    }
-
-    /// List this session's command handles, newest first, incl. the last 100 ended, to find a lost
-    /// `handle_id`: `commands`, each with `handle_id`, `preview` (the command's first line),
-    /// `status` (as command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed (a
-    /// lost task PID: see task_launch).
-    #[tool(
-        input_schema = schema_for_input::<CommandListArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<CommandList>>(),
-        annotations(title = "List long commands", read_only_hint = true,
-                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
-    )]
-    pub async fn command_list(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: CommandListArgs = args::decode(raw)?;
-                let auth = SessionAuth {
-                    session_id: a.session_id,
-                    session_key: a.session_key,
-                };
-                let ctx = context_with_timeout(MARGIN);
-                self.daemon.run::<tools::CommandList>(ctx, auth).await
-            }
-            .await,
         )
     }
 }

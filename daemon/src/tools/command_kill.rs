@@ -1,0 +1,26 @@
+//! `command_kill`: a command handle's process group signalled if it still runs
+//! (`commands::kill`).
+
+use std::sync::Arc;
+
+use sshmcp_proto::DaemonError;
+use sshmcp_proto::command::{CommandKillRequest, CommandKilled};
+use sshmcp_proto::service::tools;
+
+use crate::commands::kill::kill;
+use crate::operation::Operation;
+use crate::session::{Registry, Session};
+
+impl Operation for tools::CommandKill {
+    fn summary(req: &CommandKillRequest) -> String {
+        format!("{} signal {}", req.handle_id, req.signal.unwrap_or(15))
+    }
+
+    async fn run(
+        req: CommandKillRequest,
+        session: Arc<Session>,
+        _: &Registry,
+    ) -> Result<CommandKilled, DaemonError> {
+        kill(&session, req).await
+    }
+}

@@ -194,28 +194,18 @@ impl crate::described::Described for crate::service::tools::CommandKill {
         `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
         (unknown: see command_status). Errors: `command_not_found` (see command_list).";
-    const HINTS: crate::described::Hints = crate::described::Hints {
-        read_only: false,
-        destructive: true,
-        idempotent: true,
-        open_world: true,
-    };
+    const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 
     fn deadline(args: &CommandKillArgs) -> std::time::Duration {
-        let wait = args.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
-        std::time::Duration::from_secs_f64(wait) + COMMAND_MARGIN
+        crate::described::kill_waited(args.wait_seconds) + COMMAND_MARGIN
     }
 
     fn request(args: CommandKillArgs) -> Result<CommandKillRequest, crate::DaemonError> {
         Ok(CommandKillRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             handle_id: args.handle_id,
-            signal: args
-                .signal
-                .map(|signal| signal.number())
-                .transpose()
-                .map_err(crate::DaemonError::invalid_arguments)?,
+            signal: crate::signal::Signal::number_of(args.signal)?,
             force: args.force,
             wait_seconds: args.wait_seconds,
         })

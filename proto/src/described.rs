@@ -84,6 +84,24 @@ impl Hints {
         open_world: false,
     };
 
+    /// A tool that changes the host, to a state it reaches once (a directory made, a forward
+    /// closed): again with the same arguments, it does nothing more.
+    pub const SETS_HOST: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+
+    /// A tool that stops something on the host (a kill): it ends work, and again with the
+    /// same arguments it does nothing more.
+    pub const STOPS: Hints = Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+        open_world: true,
+    };
+
     /// A tool that may destroy what was there on the host (a file replaced, a path removed).
     pub const MAY_DESTROY: Hints = Hints {
         read_only: false,
@@ -151,4 +169,10 @@ pub fn waited(wait_seconds: Option<f64>) -> Duration {
         0.0
     };
     Duration::from_secs_f64(wait)
+}
+
+/// How long a kill waits for the exit, as the daemon takes an agent's `wait_seconds`
+/// (default 1 s, at most 60).
+pub fn kill_waited(wait_seconds: Option<f64>) -> Duration {
+    Duration::from_secs_f64(wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0))
 }

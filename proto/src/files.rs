@@ -244,12 +244,7 @@ impl crate::described::Described for crate::service::tools::MakeDirectory {
         already there is no error (`changed` is true only if made). Errors: \
         `remote_path_exists` (not a directory), `remote_path_not_found` (a parent is \
         missing), `remote_permission_denied` (sudo_exec).";
-    const HINTS: crate::described::Hints = crate::described::Hints {
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: true,
-    };
+    const HINTS: crate::described::Hints = crate::described::Hints::SETS_HOST;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The directory as given."),
         ("type", "What is there: `directory`."),

@@ -174,12 +174,7 @@ impl crate::described::Described for crate::service::tools::ForwardStop {
     const DESCRIPTION: &'static str = "Close a port forward; its port is free once this answers \
         (`forward_id`, `listen_port`). `forward_not_found`: see forward_list; `forward_failed`: \
         the port stays until disconnect, which ends all the session's work.";
-    const HINTS: crate::described::Hints = crate::described::Hints {
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: true,
-    };
+    const HINTS: crate::described::Hints = crate::described::Hints::SETS_HOST;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("forward_id", "The forward that was closed."),
         ("listen_port", "The port it held, free again now."),

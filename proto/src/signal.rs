@@ -41,6 +41,14 @@ impl schemars::JsonSchema for Signal {
 }
 
 impl Signal {
+    /// The number of an agent's optional signal, or `invalid_arguments`.
+    pub fn number_of(signal: Option<Signal>) -> Result<Option<i32>, crate::DaemonError> {
+        signal
+            .map(|signal| signal.number())
+            .transpose()
+            .map_err(crate::DaemonError::invalid_arguments)
+    }
+
     /// The signal's number; a name no kill tool takes is an `invalid_arguments` message.
     pub fn number(&self) -> Result<i32, String> {
         match self {

@@ -219,28 +219,18 @@ impl crate::described::Described for crate::service::tools::TaskKill {
         that task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, \
         tell the user), `invalid_pid` (1 or below), `error` (see task_status); \
         `force_kill_used`: SIGKILL sent.";
-    const HINTS: crate::described::Hints = crate::described::Hints {
-        read_only: false,
-        destructive: true,
-        idempotent: true,
-        open_world: true,
-    };
+    const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = TASK_MARGIN;
 
     fn deadline(args: &TaskKillArgs) -> std::time::Duration {
-        let wait = args.wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0);
-        std::time::Duration::from_secs_f64(wait) + TASK_MARGIN
+        crate::described::kill_waited(args.wait_seconds) + TASK_MARGIN
     }
 
     fn request(args: TaskKillArgs) -> Result<TaskKillRequest, crate::DaemonError> {
         Ok(TaskKillRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             pid: args.pid,
-            signal: args
-                .signal
-                .map(|signal| signal.number())
-                .transpose()
-                .map_err(crate::DaemonError::invalid_arguments)?,
+            signal: crate::signal::Signal::number_of(args.signal)?,
             force: args.force,
             wait_seconds: args.wait_seconds,
         })

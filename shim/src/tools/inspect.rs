@@ -12,6 +12,9 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::inspect::{INSPECT_DEADLINE, ListRequest, Listing};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::tools;
+use tokio_util::sync::CancellationToken;
+
+use super::exec::unless_cancelled;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -51,7 +54,11 @@ impl Shim {
         annotations(title = "List a remote directory", read_only_hint = true,
                     destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
-    pub async fn list_directory(&self, raw: JsonObject) -> CallToolResult {
+    pub async fn list_directory(
+        &self,
+        raw: JsonObject,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
         answer::respond_trimmed(
             async {
                 let a: ListArgs = args::decode(raw)?;
@@ -62,7 +69,8 @@ impl Shim {
                     limit: a.limit,
                 };
                 let ctx = context_with_timeout(INSPECT_DEADLINE);
-                self.daemon.run::<tools::ListDirectory>(ctx, req).await
+                let call = self.daemon.run::<tools::ListDirectory>(ctx, req);
+                unless_cancelled(call, cancel).await
             }
             .await,
             without_derivable_paths,

@@ -46,12 +46,25 @@ pub trait Described:
         Self::DEADLINE
     }
 
+    /// What its `error` holds when the call fails: the call's error, or, for a tool that
+    /// reports a copy, a copy's (which a report whose copy failed also carries).
+    const FAILURE: Failure = Failure::Call;
+
     /// Answer fields this tool never fills usefully, left out of its answers and its output
     /// schema (a type two tools answer with).
     const NOT_IN_ANSWER: &'static [&'static str] = &[];
 
     /// The request the daemon takes for `args`, or why they make none.
     fn request(args: Self::Args) -> Result<Self::Request, crate::DaemonError>;
+}
+
+/// What a tool's answer's `error` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Why the call did not happen.
+    Call,
+    /// Why the call did not happen, or why its copy failed ([`TransferError`](crate::transfer::TransferError)).
+    Copy,
 }
 
 /// MCP's hints of a tool's effects.

@@ -150,12 +150,12 @@ macro_rules! daemon_methods {
             tool download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
                 => DownloadStart in Transfers, ChangesNothing;
             tool transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>
-                => TransferStatus in Transfers, ChangesNothing;
+                => TransferStatus in Transfers, ChangesNothing, derived;
             // Stopping a copy, a forward or a session changes nothing on the host.
             tool transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>
-                => TransferCancel in Transfers, ChangesNothing;
+                => TransferCancel in Transfers, ChangesNothing, derived;
             tool transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>
-                => TransferList in Transfers, ChangesNothing;
+                => TransferList in Transfers, ChangesNothing, derived;
             tool upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
                 => UploadStart in Transfers, Changes;
             tool write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>

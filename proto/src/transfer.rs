@@ -28,6 +28,54 @@ pub struct TransferRequest {
 }
 crate::session::authed!(TransferRequest);
 
+/// `transfer_cancel` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// From download_start or upload_start.
+    pub operation_id: String,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::TransferCancel {
+    type Args = TransferArgs;
+    const TITLE: &'static str = "Cancel a transfer";
+    const DESCRIPTION: &'static str = "Stop a transfer; its partial stays \
+        (a download's under the local root's `.sshmcp/partial`, an upload's as \
+        `.sshmcp-*.part` beside `remote_path`), so starting it again resumes. Answers its \
+        report (`state` `cancelled`, or how it had ended). `transfer_not_found`: see \
+        transfer_list.";
+    const HINTS: crate::described::Hints = crate::described::Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[(
+        "error",
+        "With `ok: false`: why the call did not happen. With `ok: true` and `state` `failed`: \
+         why the copy failed. Act on its `code`.",
+    )];
+    const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
+
+    fn request(args: TransferArgs) -> Result<TransferRequest, crate::DaemonError> {
+        Ok(TransferRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            operation_id: args.operation_id,
+        })
+    }
+}
+
+/// How long a client waits for a transfer tool: a start checks the source on the host (30 s
+/// at most there); the other calls are local.
+#[cfg(feature = "schema")]
+pub const TRANSFER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(45);
+
 /// `transfer_status`: the transfer, and how long to wait for it to end before answering.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransferStatusRequest {
@@ -37,6 +85,54 @@ pub struct TransferStatusRequest {
     pub wait_seconds: Option<f64>,
 }
 crate::session::authed!(TransferStatusRequest);
+
+/// `transfer_status` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferStatusArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// From download_start or upload_start.
+    pub operation_id: String,
+    /// Seconds to wait for the end (e.g. 30, below your client's call limit); default 0.
+    #[schemars(range(min = 0.0, max = 300.0))]
+    pub wait_seconds: Option<f64>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::TransferStatus {
+    type Args = TransferStatusArgs;
+    const TITLE: &'static str = "Check a transfer";
+    const DESCRIPTION: &'static str = "Report a transfer: `state` \
+        (`queued`, `running`, `verifying`, `completed`, `failed`, `cancelled`), \
+        `bytes_transferred` of `total_bytes`, `eta` (s), then `final_path` (absolute; local \
+        for a download). A `failed` one's `error.code`: `transfer_failed` (start it again to \
+        resume), `verification_failed` (the source changed: copy a snapshot), \
+        `local_path_exists` or `remote_path_exists` (pass `overwrite`); others: start again \
+        once fixed. `transfer_not_found`: see transfer_list.";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
+    const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[(
+        "error",
+        "With `ok: false`: why the call did not happen. With `ok: true` and `state` `failed`: \
+         why the copy failed. Act on its `code`.",
+    )];
+    const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
+
+    fn deadline(args: &TransferStatusArgs) -> std::time::Duration {
+        crate::described::waited(args.wait_seconds) + TRANSFER_DEADLINE
+    }
+
+    fn request(args: TransferStatusArgs) -> Result<TransferStatusRequest, crate::DaemonError> {
+        Ok(TransferStatusRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            operation_id: args.operation_id,
+            wait_seconds: args.wait_seconds,
+        })
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -148,4 +244,20 @@ pub struct TransferReport {
 pub struct TransferList {
     /// This session's transfers, newest first.
     pub transfers: Vec<TransferReport>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::TransferList {
+    type Args = crate::described::SessionArgs;
+    const TITLE: &'static str = "List transfers";
+    const DESCRIPTION: &'static str = "List this session's transfers, \
+        newest first, the last 100, to find a lost `operation_id`: `transfers`, each with \
+        `operation_id`, `direction`, `remote_path`, `local_path` and the rest of \
+        transfer_status's report.";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
+    const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
+
+    fn request(args: crate::described::SessionArgs) -> Result<SessionAuth, crate::DaemonError> {
+        Ok(args.into())
+    }
 }

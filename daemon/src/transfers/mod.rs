@@ -21,15 +21,14 @@ use sshmcp_proto::service::tools;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
-    TransferDirection, TransferError, TransferList, TransferReport, TransferRequest,
-    TransferStartRequest, TransferState, TransferStatusRequest,
+    TransferDirection, TransferError, TransferList, TransferReport, TransferStartRequest,
+    TransferState,
 };
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::inspect;
-use crate::operation::Runs;
 use crate::remote::Counted;
 use crate::remote::kill_channel::{self, KillChannel};
 use crate::session::record::Entry;
@@ -1225,43 +1224,6 @@ macro_rules! transfer_start_tools {
 }
 
 transfer_start_tools!(DownloadStart: Download, UploadStart: Upload);
-
-impl crate::operation::Operation for tools::TransferStatus {
-    const RUNS: Runs = Runs::InDaemon;
-
-    fn summary(req: &TransferStatusRequest) -> String {
-        req.operation_id.clone()
-    }
-
-    async fn run(
-        req: TransferStatusRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<TransferReport, DaemonError> {
-        let wait = crate::commands::check_wait(req.wait_seconds)?;
-        Transfers::of(&session)
-            .status(&req.operation_id, wait)
-            .await
-    }
-}
-
-impl crate::operation::Operation for tools::TransferCancel {
-    const RUNS: Runs = Runs::InDaemonWritten;
-
-    fn summary(req: &TransferRequest) -> String {
-        req.operation_id.clone()
-    }
-
-    async fn run(
-        req: TransferRequest,
-        session: Arc<Session>,
-        _: &Registry,
-    ) -> Result<TransferReport, DaemonError> {
-        Transfers::of(&session).cancel(&req.operation_id).await
-    }
-}
-
-crate::operation::listing!(TransferList, Transfers);
 
 /// What a transfer's start says in the trail (and a start taken back by a new daemon).
 fn start_summary(req: &TransferStartRequest) -> String {

@@ -7,8 +7,9 @@ use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
-use sshmcp_proto::described::{Described, Visitor};
+use sshmcp_proto::described::{Described, Failure, Visitor};
 use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::transfer::TransferError;
 
 use crate::answer::{self, Answer};
 use crate::args;
@@ -57,7 +58,10 @@ fn tool<T: Described>() -> Tool {
         T::DESCRIPTION,
         schema_for_input::<T::Args>().expect("object schema"),
     );
-    let output = schema_for_output::<Answer<T::Answer>>();
+    let output = match T::FAILURE {
+        Failure::Call => schema_for_output::<Answer<T::Answer>>(),
+        Failure::Copy => schema_for_output::<Answer<T::Answer, TransferError>>(),
+    };
     let described = answer::schema_describing(output, T::ANSWER_FIELDS);
     tool.output_schema = Some(answer::schema_without(described, None, T::NOT_IN_ANSWER));
     let hints = T::HINTS;

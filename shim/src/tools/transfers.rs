@@ -1,5 +1,6 @@
-//! The transfer tools: start a download or an upload as a job, follow it, cancel it, list
-//! them. File bytes never travel in MCP messages.
+//! The transfer starts, `download_start` and `upload_start`: a copy as a job, its local end
+//! under this shim's local root (following, cancelling and listing them are derived). File
+//! bytes never travel in MCP messages.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +15,8 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::{ToolMethod, tools};
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::transfer::{
-    TransferError, TransferList, TransferReport, TransferRequest, TransferStartRequest,
-    TransferStatusRequest,
-};
-use tokio_util::sync::CancellationToken;
+use sshmcp_proto::transfer::{TransferError, TransferReport, TransferStartRequest};
 
-use super::exec::unless_cancelled;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
@@ -71,47 +67,6 @@ pub struct UploadArgs {
     pub remote_path_encoding: Option<Encoding>,
     /// Replace an existing file.
     pub overwrite: Option<bool>,
-}
-
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TransferArgs {
-    pub session_id: String,
-    pub session_key: String,
-    /// From download_start or upload_start.
-    pub operation_id: String,
-}
-
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TransferStatusArgs {
-    pub session_id: String,
-    pub session_key: String,
-    /// From download_start or upload_start.
-    pub operation_id: String,
-    /// Seconds to wait for the end (e.g. 30, below your client's call limit); default 0.
-    #[schemars(range(min = 0.0, max = 300.0))]
-    pub wait_seconds: Option<f64>,
-}
-
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TransferListArgs {
-    pub session_id: String,
-    pub session_key: String,
-}
-
-fn transfer_request(a: TransferArgs) -> TransferRequest {
-    TransferRequest {
-        auth: SessionAuth {
-            session_id: a.session_id,
-            session_key: a.session_key,
-        },
-        operation_id: a.operation_id,
-    }
 }
 
 /// download_start's and upload_start's arguments: the same fields, described for each tool.
@@ -195,87 +150,5 @@ impl Shim {
     )]
     pub async fn upload_start(&self, raw: JsonObject) -> CallToolResult {
         self.start::<tools::UploadStart, UploadArgs>(raw).await
-    }
-
-    /// Report a transfer: `state` (`queued`, `running`, `verifying`, `completed`, `failed`,
-    /// `cancelled`), `bytes_transferred` of `total_bytes`, `eta` (s), then `final_path` (absolute;
-    /// local for a download). A `failed` one's `error.code`: `transfer_failed` (start it again to
-    /// resume), `verification_failed` (the source changed: copy a snapshot), `local_path_exists` or
-    /// `remote_path_exists` (pass `overwrite`); others: start again once fixed.
-    /// `transfer_not_found`: see transfer_list.
-    #[tool(
-        input_schema = schema_for_input::<TransferStatusArgs>().expect("object schema"),
-        output_schema = report_schema(),
-        annotations(title = "Check a transfer", read_only_hint = true,
-                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
-    )]
-    pub async fn transfer_status(
-        &self,
-        raw: JsonObject,
-        cancel: CancellationToken,
-    ) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: TransferStatusArgs = args::decode(raw)?;
-                let ctx = super::waiting(a.wait_seconds, DEADLINE);
-                let req = TransferStatusRequest {
-                    auth: SessionAuth {
-                        session_id: a.session_id,
-                        session_key: a.session_key,
-                    },
-                    operation_id: a.operation_id,
-                    wait_seconds: a.wait_seconds,
-                };
-                // A client that gives up on a wait stops it: the daemon's call goes with it.
-                let call = self.daemon.run::<tools::TransferStatus>(ctx, req);
-                unless_cancelled(call, cancel).await
-            }
-            .await,
-        )
-    }
-
-    /// Stop a transfer; its partial stays (a download's under the local root's `.sshmcp/partial`,
-    /// an upload's as `.sshmcp-*.part` beside `remote_path`), so starting it again resumes. Answers
-    /// its report (`state` `cancelled`, or how it had ended). `transfer_not_found`: see
-    /// transfer_list.
-    #[tool(
-        input_schema = schema_for_input::<TransferArgs>().expect("object schema"),
-        output_schema = report_schema(),
-        annotations(title = "Cancel a transfer", read_only_hint = false,
-                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
-    )]
-    pub async fn transfer_cancel(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let req = transfer_request(args::decode(raw)?);
-                let ctx = context_with_timeout(DEADLINE);
-                self.daemon.run::<tools::TransferCancel>(ctx, req).await
-            }
-            .await,
-        )
-    }
-
-    /// List this session's transfers, newest first, the last 100, to find a lost `operation_id`:
-    /// `transfers`, each with `operation_id`, `direction`, `remote_path`, `local_path` and the rest
-    /// of transfer_status's report.
-    #[tool(
-        input_schema = schema_for_input::<TransferListArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<TransferList>>(),
-        annotations(title = "List transfers", read_only_hint = true,
-                    destructive_hint = false, idempotent_hint = true, open_world_hint = false)
-    )]
-    pub async fn transfer_list(&self, raw: JsonObject) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: TransferListArgs = args::decode(raw)?;
-                let auth = SessionAuth {
-                    session_id: a.session_id,
-                    session_key: a.session_key,
-                };
-                let ctx = context_with_timeout(DEADLINE);
-                self.daemon.run::<tools::TransferList>(ctx, auth).await
-            }
-            .await,
-        )
     }
 }

@@ -51,6 +51,19 @@ pub trait Operation: ToolMethod<Request: Authed + Send + 'static, Answer: Answer
     ) -> impl Future<Output = Result<Self::Answer, DaemonError>> + Send;
 }
 
+/// Runs `work` to its end in a task of its own, whatever becomes of the call: one dropped
+/// mid-way (its client cancelled or went away) must not cut short the bookkeeping of what the
+/// host or the master was already told (a kill's record, a forward's listing). `tool` names
+/// it in the error of a task that panicked.
+pub async fn to_the_end<T: Send + 'static>(
+    tool: &str,
+    work: impl Future<Output = Result<T, DaemonError>> + Send + 'static,
+) -> Result<T, DaemonError> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|e| Err(DaemonError::internal(format!("{tool} failed: {e}"))))
+}
+
 /// The operation of a tool that lists one kind of a session's own state (`$tool`, answered by
 /// `$state::of(session).list()`): command_list, transfer_list, forward_list.
 macro_rules! listing {

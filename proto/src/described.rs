@@ -115,6 +115,11 @@ impl Hints {
         open_world: true,
     };
 
+    /// A tool that starts something on the host (a task, a forward): each call starts
+    /// another, and what it starts may change or expose what was there, so it is marked as
+    /// one that may destroy.
+    pub const STARTS: Hints = Hints::MAY_DESTROY;
+
     /// A tool that may destroy what was there on the host (a file replaced, a path removed).
     pub const MAY_DESTROY: Hints = Hints {
         read_only: false,

@@ -78,12 +78,7 @@ impl crate::described::Described for crate::service::tools::ForwardStart {
         this session has it: `error.forward_id`; sshd forbids it: tell the user), \
         `forward_not_allowed` (`listen_host` not loopback, or the host's sshd listens on every \
         address: tell the user).";
-    const HINTS: crate::described::Hints = crate::described::Hints {
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        open_world: true,
-    };
+    const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
     fn request(args: ForwardStartArgs) -> Result<ForwardStartRequest, crate::DaemonError> {

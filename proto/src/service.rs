@@ -97,8 +97,8 @@ pub struct DaemonStatus {
 /// Every method of the daemon, in wire order, a line each; a tool's line also gives its
 /// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach), and ends in
 /// `derived` when its MCP side is its `Described` declaration beside its wire types
-/// (`described.rs`) and its operation is the daemon's `tools/<name>.rs`: everything about it
-/// is then in those files, this line and its program (ARCHITECTURE.md, "Adding a tool"). The tarpc
+/// (`described.rs`) and its operation is the daemon's `tools/<name>.rs` (ARCHITECTURE.md,
+/// "Adding a tool"). The tarpc
 /// trait, the tool table, each tool's [`ToolMethod`] and the daemon's dispatch are all made
 /// from this list, so a tool is declared here once. `fn` methods the daemon answers by hand;
 /// each `tool` method's request carries its session (`session::Authed`) and is run as the

@@ -42,7 +42,7 @@ impl crate::described::Described for crate::service::tools::TaskLaunch {
         `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL), \
         `host_tool_missing` (no setsid: tell the user), `internal_error` (no writable \
         ~/.sshmcp/tasks: tell the user; if it names a PID, task_status it first).";
-    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+    const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = TASK_MARGIN;
 
     fn request(args: TaskLaunchArgs) -> Result<TaskLaunchRequest, crate::DaemonError> {

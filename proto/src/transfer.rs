@@ -56,11 +56,7 @@ impl crate::described::Described for crate::service::tools::TransferCancel {
         open_world: false,
     };
     const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
-    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[(
-        "error",
-        "With `ok: false`: why the call did not happen. With `ok: true` and `state` `failed`: \
-         why the copy failed. Act on its `code`.",
-    )];
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = REPORT_FIELDS;
     const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
 
     fn request(args: TransferArgs) -> Result<TransferRequest, crate::DaemonError> {
@@ -70,6 +66,14 @@ impl crate::described::Described for crate::service::tools::TransferCancel {
         })
     }
 }
+
+/// A transfer report's `error`, as the tools that answer with one describe it.
+#[cfg(feature = "schema")]
+pub const REPORT_FIELDS: &[(&str, &str)] = &[(
+    "error",
+    "With `ok: false`: why the call did not happen. With `ok: true` and `state` `failed`: why \
+     the copy failed. Act on its `code`.",
+)];
 
 /// How long a client waits for a transfer tool: a start checks the source on the host (30 s
 /// at most there); the other calls are local.
@@ -114,11 +118,7 @@ impl crate::described::Described for crate::service::tools::TransferStatus {
         once fixed. `transfer_not_found`: see transfer_list.";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
-    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[(
-        "error",
-        "With `ok: false`: why the call did not happen. With `ok: true` and `state` `failed`: \
-         why the copy failed. Act on its `code`.",
-    )];
+    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = REPORT_FIELDS;
     const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
 
     fn deadline(args: &TransferStatusArgs) -> std::time::Duration {

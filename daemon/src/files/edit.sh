@@ -12,8 +12,9 @@ _i=$(_ident)
 if [ -n "$_expected" ]; then _same; fi
 _n=$(command wc -c <"$_p") || exit 1
 _temporary edit
-_c=$(command mktemp "$_d/.sshmcp-sed.XXXXXXXXXX" 2>&1) || _sshmcp_fail "$_c"
-trap 'command rm -f -- "$_t" "$_c"' EXIT
+_c=
+trap 'command rm -f -- "$_t" ${_c:+"$_c"}' EXIT
+_c=$(command mktemp "$_d/.sshmcp-sed.XXXXXXXXXX" 2>&1) || { _e=$_c; _c=; _sshmcp_fail "$_e"; }
 printf %s "$_count64" | command base64 -d >"$_c" || exit 1
 _e=$(command sed -z -f "$_c" -- "$_p" 2>&1 >"$_t") || _sshmcp_fail "${_e:-sed failed}"
 _r=$(command wc -c <"$_t") || exit 1

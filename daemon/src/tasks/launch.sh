@@ -4,6 +4,10 @@ mkdir -p "$d" 2>/dev/null; chmod 700 "$HOME/.sshmcp" "$d" 2>/dev/null
 { [ -d "$d" ] && [ -w "$d" ]; } || { echo nodir; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo nosetsid; exit 0; }
 t=$d/launch.$word
+# A launch stopped (its call cancelled) leaves neither the command's text nor its PID file.
+trap 'rm -f "$t.pid" "$t"; exit 129' HUP
+trap 'rm -f "$t.pid" "$t"; exit 130' INT
+trap 'rm -f "$t.pid" "$t"; exit 143' TERM
 command cat > "$t" || { echo nowrite; exit 0; }
 # shellcheck disable=SC2016 # the wrapper's own program, expanded when it runs
 wrapper='

@@ -8,7 +8,7 @@ use sshmcp_proto::forward::{ForwardInfo, ForwardKind, ForwardStartRequest};
 use sshmcp_proto::service::tools;
 
 use crate::forwards::start;
-use crate::operation::Operation;
+use crate::operation::{Operation, to_the_end};
 use crate::session::{Registry, Session};
 
 impl Operation for tools::ForwardStart {
@@ -45,8 +45,9 @@ impl Operation for tools::ForwardStart {
             ));
         }
         let settings = registry.settings.clone();
-        tokio::spawn(async move { start(&session, &settings, req).await })
-            .await
-            .unwrap_or_else(|e| Err(DaemonError::internal(format!("forward_start failed: {e}"))))
+        to_the_end("forward_start", async move {
+            start(&session, &settings, req).await
+        })
+        .await
     }
 }

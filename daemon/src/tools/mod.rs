@@ -1,6 +1,7 @@
 //! The operations of the tools declared in one place (their line in `daemon_methods!` ends in
 //! `derived`): each is the file named after its tool, `<name>.rs`, with its remote program
-//! beside it as `<name>.sh`. Their `mod` lines are made from the service's list, so adding such
+//! beside it as `<name>.sh` when the program is its own (a family's shared programs stay in
+//! the family's module). Their `mod` lines are made from the service's list, so adding such
 //! a tool touches nothing here. `cargo fmt` does not reach files declared by a macro: run
 //! `rustfmt --edition 2024 daemon/src/tools/*.rs` beside it.
 

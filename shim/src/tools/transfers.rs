@@ -3,7 +3,6 @@
 //! bytes never travel in MCP messages.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::model::{CallToolResult, JsonObject};
@@ -15,25 +14,20 @@ use sshmcp_proto::exec::Encoding;
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::{ToolMethod, tools};
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::transfer::{TransferError, TransferReport, TransferStartRequest};
+use sshmcp_proto::transfer::{
+    REPORT_FIELDS, TRANSFER_DEADLINE, TransferError, TransferReport, TransferStartRequest,
+};
 
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
-
-/// The start checks the source on the host (30 s at most there); the other calls are local.
-const DEADLINE: Duration = Duration::from_secs(45);
 
 /// The answer schema of a tool that reports one transfer: its `error` also says why a copy
 /// failed, which the shared field's description does not.
 fn report_schema() -> Arc<JsonObject> {
     answer::schema_describing(
         schema_for_output::<Answer<TransferReport, TransferError>>(),
-        &[(
-            "error",
-            "With `ok: false`: why the call did not happen. With `ok: true` and `state` \
-             `failed`: why the copy failed. Act on its `code`.",
-        )],
+        REPORT_FIELDS,
     )
 }
 
@@ -106,7 +100,7 @@ impl Shim {
             async {
                 let req = args::decode::<A>(raw)?.request(self.local_root_arg());
                 self.daemon
-                    .run::<M>(context_with_timeout(DEADLINE), req)
+                    .run::<M>(context_with_timeout(TRANSFER_DEADLINE), req)
                     .await
             }
             .await,

@@ -193,6 +193,37 @@ async fn cancelled_work_waiting_for_a_channel_never_runs() {
     mcp.close().await;
 }
 
+/// A kill whose call the client cancels once the signal landed still marks the handle
+/// `killed`: the kill goes on on the host, and so does the daemon's record of it. The command
+/// takes its time to die (its TERM trap leaves a mark, then lingers), so the cancel comes
+/// while the kill waits for the end.
+#[tokio::test]
+async fn a_kill_cancelled_after_its_signal_still_marks_the_handle_killed() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "killcancel").await;
+    let mark = format!("{dir}/term");
+    let secs = unique_sleep(300);
+    let handle = start(
+        &mcp,
+        &s,
+        &format!("trap 'touch {mark}; sleep 3; exit 0' TERM; sleep {secs} & wait"),
+    )
+    .await;
+    let args = json!({"session_id": s.0, "session_key": s.1,
+                      "handle_id": handle["handle_id"], "wait_seconds": 20});
+    let (kill_call, answer) = mcp.start_call("command_kill", args).await;
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while remote_out(&mcp, &s, &format!("test -e {mark} && echo yes || echo no")).await != "yes\n" {
+        assert!(std::time::Instant::now() < give_up, "the TERM never came");
+    }
+    mcp.cancel(kill_call).await;
+    drop(answer);
+    let ended = until_ended(&mcp, &s, &handle["handle_id"]).await;
+    assert_eq!(ended["status"], "killed", "{ended}");
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
 /// On a server allowing two sessions, a command handle running: keeping a session aside for
 /// kills would leave no command beside it, so none is kept, and commands still run.
 #[tokio::test]

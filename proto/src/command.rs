@@ -33,6 +33,56 @@ pub struct CommandStartRequest {
 }
 crate::session::authed!(CommandStartRequest);
 
+/// `command_start` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandStartArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Shell text for /bin/sh, at most 1 MiB.
+    pub command: String,
+    /// Remote working directory; default: home.
+    pub cwd: Option<String>,
+    /// Seconds until the process group is killed (`timed_out`); default none.
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub timeout: Option<f64>,
+}
+
+/// Cancelled before it answers, the start is dropped: a command still waiting for a channel
+/// never runs, and one just started (its handle never given) is stopped.
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::CommandStart {
+    type Args = CommandStartArgs;
+    const TITLE: &'static str = "Start a long command";
+    const DESCRIPTION: &'static str = "Start a /bin/sh command in the \
+        background as the login user (no TTY, empty stdin) and answer at once: `handle_id`, \
+        `pid` (process group, once known), `status` (`running` or how it ended). Then \
+        command_status (`wait_seconds`); command_kill stops it. Output is kept whole (up to \
+        1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect. \
+        Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive \
+        the session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), \
+        `invalid_command` (too long, NUL), `invalid_local_path` (local root unusable: tell \
+        the user), `channels_busy` (none free in 25 s; nothing ran: free one, retry).";
+    const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
+    /// Its wait for a channel (25 s) and its start on the host.
+    const DEADLINE: std::time::Duration = COMMAND_MARGIN.saturating_mul(2);
+
+    fn request(
+        args: CommandStartArgs,
+        here: &crate::described::Here,
+    ) -> Result<CommandStartRequest, crate::DaemonError> {
+        Ok(CommandStartRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            command: args.command,
+            cwd: args.cwd,
+            timeout: args.timeout,
+            local_root: here.local_root.clone(),
+        })
+    }
+}
+
 /// Where a command handle stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -201,7 +251,10 @@ impl crate::described::Described for crate::service::tools::CommandKill {
         crate::described::kill_waited(args.wait_seconds) + COMMAND_MARGIN
     }
 
-    fn request(args: CommandKillArgs) -> Result<CommandKillRequest, crate::DaemonError> {
+    fn request(
+        args: CommandKillArgs,
+        _: &crate::described::Here,
+    ) -> Result<CommandKillRequest, crate::DaemonError> {
         Ok(CommandKillRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             handle_id: args.handle_id,
@@ -318,7 +371,10 @@ impl crate::described::Described for crate::service::tools::CommandList {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 
-    fn request(args: CommandListArgs) -> Result<SessionAuth, crate::DaemonError> {
+    fn request(
+        args: CommandListArgs,
+        _: &crate::described::Here,
+    ) -> Result<SessionAuth, crate::DaemonError> {
         Ok(crate::described::auth(args.session_id, args.session_key))
     }
 }

@@ -54,8 +54,16 @@ pub trait Described:
     /// schema (a type two tools answer with).
     const NOT_IN_ANSWER: &'static [&'static str] = &[];
 
-    /// The request the daemon takes for `args`, or why they make none.
-    fn request(args: Self::Args) -> Result<Self::Request, crate::DaemonError>;
+    /// The request the daemon takes for `args` sent from `here`, or why they make none.
+    fn request(args: Self::Args, here: &Here) -> Result<Self::Request, crate::DaemonError>;
+}
+
+/// Where a call comes from: what the shim that sends it adds to every request that needs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Here {
+    /// The local root the person configured for this agent (`--local-root`), if any; else
+    /// the daemon's.
+    pub local_root: Option<String>,
 }
 
 /// What a tool's answer's `error` holds.

@@ -69,7 +69,10 @@ impl crate::described::Described for crate::service::tools::WriteFile {
     /// The daemon gives the host 60 s; this leaves room for the call itself.
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(70);
 
-    fn request(args: WriteArgs) -> Result<WriteFileRequest, crate::DaemonError> {
+    fn request(
+        args: WriteArgs,
+        _: &crate::described::Here,
+    ) -> Result<WriteFileRequest, crate::DaemonError> {
         use base64::Engine as _;
         let content = match args.encoding.unwrap_or(Encoding::Utf8) {
             Encoding::Utf8 => args.content.into_bytes(),
@@ -180,7 +183,10 @@ impl crate::described::Described for crate::service::tools::EditFile {
     /// The host may take two minutes on a 64 MiB file.
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(130);
 
-    fn request(args: EditArgs) -> Result<EditFileRequest, crate::DaemonError> {
+    fn request(
+        args: EditArgs,
+        _: &crate::described::Here,
+    ) -> Result<EditFileRequest, crate::DaemonError> {
         Ok(EditFileRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
@@ -251,7 +257,10 @@ impl crate::described::Described for crate::service::tools::MakeDirectory {
     ];
     const DEADLINE: std::time::Duration = PATHS_DEADLINE;
 
-    fn request(args: MakeDirectoryArgs) -> Result<MakeDirectoryRequest, crate::DaemonError> {
+    fn request(
+        args: MakeDirectoryArgs,
+        _: &crate::described::Here,
+    ) -> Result<MakeDirectoryRequest, crate::DaemonError> {
         Ok(MakeDirectoryRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
@@ -313,7 +322,10 @@ impl crate::described::Described for crate::service::tools::RemovePath {
     const NOT_IN_ANSWER: &'static [&'static str] = NOT_FOR_CHANGES;
     const DEADLINE: std::time::Duration = PATHS_DEADLINE;
 
-    fn request(args: RemovePathArgs) -> Result<RemovePathRequest, crate::DaemonError> {
+    fn request(
+        args: RemovePathArgs,
+        _: &crate::described::Here,
+    ) -> Result<RemovePathRequest, crate::DaemonError> {
         Ok(RemovePathRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
@@ -383,7 +395,10 @@ impl crate::described::Described for crate::service::tools::CopyPath {
     const NOT_IN_ANSWER: &'static [&'static str] = NOT_FOR_CHANGES;
     const DEADLINE: std::time::Duration = PATHS_DEADLINE;
 
-    fn request(args: CopyMoveArgs) -> Result<CopyMoveRequest, crate::DaemonError> {
+    fn request(
+        args: CopyMoveArgs,
+        _: &crate::described::Here,
+    ) -> Result<CopyMoveRequest, crate::DaemonError> {
         Ok(args.into())
     }
 }
@@ -408,7 +423,10 @@ impl crate::described::Described for crate::service::tools::MovePath {
     const NOT_IN_ANSWER: &'static [&'static str] = NOT_FOR_CHANGES;
     const DEADLINE: std::time::Duration = PATHS_DEADLINE;
 
-    fn request(args: CopyMoveArgs) -> Result<CopyMoveRequest, crate::DaemonError> {
+    fn request(
+        args: CopyMoveArgs,
+        _: &crate::described::Here,
+    ) -> Result<CopyMoveRequest, crate::DaemonError> {
         Ok(args.into())
     }
 }

@@ -81,7 +81,10 @@ impl crate::described::Described for crate::service::tools::ForwardStart {
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
-    fn request(args: ForwardStartArgs) -> Result<ForwardStartRequest, crate::DaemonError> {
+    fn request(
+        args: ForwardStartArgs,
+        _: &crate::described::Here,
+    ) -> Result<ForwardStartRequest, crate::DaemonError> {
         Ok(ForwardStartRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             kind: args.kind,
@@ -138,7 +141,10 @@ impl crate::described::Described for crate::service::tools::ForwardList {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
-    fn request(args: crate::described::SessionArgs) -> Result<SessionAuth, crate::DaemonError> {
+    fn request(
+        args: crate::described::SessionArgs,
+        _: &crate::described::Here,
+    ) -> Result<SessionAuth, crate::DaemonError> {
         Ok(args.into())
     }
 }
@@ -176,7 +182,10 @@ impl crate::described::Described for crate::service::tools::ForwardStop {
     ];
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 
-    fn request(args: ForwardStopArgs) -> Result<ForwardStopRequest, crate::DaemonError> {
+    fn request(
+        args: ForwardStopArgs,
+        _: &crate::described::Here,
+    ) -> Result<ForwardStopRequest, crate::DaemonError> {
         Ok(ForwardStopRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             forward_id: args.forward_id,

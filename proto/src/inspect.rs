@@ -57,7 +57,10 @@ impl crate::described::Described for crate::service::tools::Stat {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
-    fn request(args: StatArgs) -> Result<StatRequest, crate::DaemonError> {
+    fn request(
+        args: StatArgs,
+        _: &crate::described::Here,
+    ) -> Result<StatRequest, crate::DaemonError> {
         Ok(StatRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
@@ -123,7 +126,10 @@ impl crate::described::Described for crate::service::tools::ReadFileRange {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
-    fn request(args: ReadArgs) -> Result<ReadRangeRequest, crate::DaemonError> {
+    fn request(
+        args: ReadArgs,
+        _: &crate::described::Here,
+    ) -> Result<ReadRangeRequest, crate::DaemonError> {
         Ok(ReadRangeRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             path: crate::described::remote_path(args.path, args.path_encoding),
@@ -279,7 +285,10 @@ impl crate::described::Described for crate::service::tools::HostInfo {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 
-    fn request(args: HostInfoArgs) -> Result<HostInfoRequest, crate::DaemonError> {
+    fn request(
+        args: HostInfoArgs,
+        _: &crate::described::Here,
+    ) -> Result<HostInfoRequest, crate::DaemonError> {
         Ok(HostInfoRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             paths: args.paths.unwrap_or_default(),

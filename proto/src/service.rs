@@ -132,7 +132,7 @@ macro_rules! daemon_methods {
             tool read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>
                 => ReadFileRange in Inspect, ChangesNothing, derived;
             tool command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>
-                => CommandStart in Commands, Changes;
+                => CommandStart in Commands, Changes, derived;
             tool command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>
                 => CommandStatus in Commands, ChangesNothing;
             tool command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>

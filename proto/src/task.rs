@@ -45,7 +45,10 @@ impl crate::described::Described for crate::service::tools::TaskLaunch {
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = TASK_MARGIN;
 
-    fn request(args: TaskLaunchArgs) -> Result<TaskLaunchRequest, crate::DaemonError> {
+    fn request(
+        args: TaskLaunchArgs,
+        _: &crate::described::Here,
+    ) -> Result<TaskLaunchRequest, crate::DaemonError> {
         Ok(TaskLaunchRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             command: args.command,
@@ -122,7 +125,10 @@ impl crate::described::Described for crate::service::tools::TaskStatus {
         crate::described::waited(args.wait_seconds) + TASK_MARGIN
     }
 
-    fn request(args: TaskStatusArgs) -> Result<TaskStatusRequest, crate::DaemonError> {
+    fn request(
+        args: TaskStatusArgs,
+        _: &crate::described::Here,
+    ) -> Result<TaskStatusRequest, crate::DaemonError> {
         Ok(TaskStatusRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             pid: args.pid,
@@ -226,7 +232,10 @@ impl crate::described::Described for crate::service::tools::TaskKill {
         crate::described::kill_waited(args.wait_seconds) + TASK_MARGIN
     }
 
-    fn request(args: TaskKillArgs) -> Result<TaskKillRequest, crate::DaemonError> {
+    fn request(
+        args: TaskKillArgs,
+        _: &crate::described::Here,
+    ) -> Result<TaskKillRequest, crate::DaemonError> {
         Ok(TaskKillRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             pid: args.pid,

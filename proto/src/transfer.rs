@@ -59,7 +59,10 @@ impl crate::described::Described for crate::service::tools::TransferCancel {
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = REPORT_FIELDS;
     const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
 
-    fn request(args: TransferArgs) -> Result<TransferRequest, crate::DaemonError> {
+    fn request(
+        args: TransferArgs,
+        _: &crate::described::Here,
+    ) -> Result<TransferRequest, crate::DaemonError> {
         Ok(TransferRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             operation_id: args.operation_id,
@@ -125,7 +128,10 @@ impl crate::described::Described for crate::service::tools::TransferStatus {
         crate::described::waited(args.wait_seconds) + TRANSFER_DEADLINE
     }
 
-    fn request(args: TransferStatusArgs) -> Result<TransferStatusRequest, crate::DaemonError> {
+    fn request(
+        args: TransferStatusArgs,
+        _: &crate::described::Here,
+    ) -> Result<TransferStatusRequest, crate::DaemonError> {
         Ok(TransferStatusRequest {
             auth: crate::described::auth(args.session_id, args.session_key),
             operation_id: args.operation_id,
@@ -257,7 +263,10 @@ impl crate::described::Described for crate::service::tools::TransferList {
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
 
-    fn request(args: crate::described::SessionArgs) -> Result<SessionAuth, crate::DaemonError> {
+    fn request(
+        args: crate::described::SessionArgs,
+        _: &crate::described::Here,
+    ) -> Result<SessionAuth, crate::DaemonError> {
         Ok(args.into())
     }
 }

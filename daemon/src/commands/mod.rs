@@ -762,20 +762,6 @@ impl crate::audit::Answer for sshmcp_proto::command::CommandStarted {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandReport {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandList {}
 
-impl Operation for tools::CommandStart {
-    fn summary(req: &CommandStartRequest) -> String {
-        crate::audit::command(&req.command)
-    }
-
-    async fn run(
-        req: CommandStartRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<CommandStarted, DaemonError> {
-        start(&session, &registry.settings, req).await
-    }
-}
-
 impl Operation for tools::CommandStatus {
     const RUNS: Runs = Runs::InDaemon;
 

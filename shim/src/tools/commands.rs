@@ -1,5 +1,6 @@
-//! The command handle tools: start a command that outlives one call, follow its output,
-//! kill it, list the session's history.
+//! `command_status`: a command handle's state and output, with progress notifications while
+//! it waits and a whole ended stream as its text (starting, killing and listing handles are
+//! derived).
 
 use std::time::Duration;
 
@@ -8,10 +9,7 @@ use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use sshmcp_proto::command::{
-    CommandReport, CommandStartRequest, CommandStarted, CommandStatusRequest,
-};
-use sshmcp_proto::service::context_with_timeout;
+use sshmcp_proto::command::{CommandReport, CommandStatusRequest};
 use sshmcp_proto::service::tools;
 use sshmcp_proto::session::SessionAuth;
 use tokio_util::sync::CancellationToken;
@@ -24,21 +22,6 @@ use crate::server::Shim;
 
 /// Room beyond a call's own waiting for the daemon to answer.
 const MARGIN: Duration = sshmcp_proto::command::COMMAND_MARGIN;
-
-// No Debug: it holds the session key.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommandStartArgs {
-    pub session_id: String,
-    pub session_key: String,
-    /// Shell text for /bin/sh, at most 1 MiB.
-    pub command: String,
-    /// Remote working directory; default: home.
-    pub cwd: Option<String>,
-    /// Seconds until the process group is killed (`timed_out`); default none.
-    #[schemars(range(min = 0.1, max = 86400.0))]
-    pub timeout: Option<f64>,
-}
 
 // No Debug: it holds the session key.
 #[derive(Deserialize, JsonSchema)]
@@ -63,49 +46,6 @@ pub struct CommandStatusArgs {
 
 #[tool_router(router = commands_router, vis = "pub(crate)")]
 impl Shim {
-    /// Start a /bin/sh command in the background as the login user (no TTY, empty stdin) and answer
-    /// at once: `handle_id`, `pid` (process group, once known), `status` (`running` or how it
-    /// ended). Then command_status (`wait_seconds`); command_kill stops it. Output is kept whole
-    /// (up to 1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect.
-    /// Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive the
-    /// session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), `invalid_command`
-    /// (too long, NUL), `invalid_local_path` (local root unusable: tell the user), `channels_busy`
-    /// (none free in 25 s; nothing ran: free one, retry).
-    #[tool(
-        input_schema = schema_for_input::<CommandStartArgs>().expect("object schema"),
-        output_schema = schema_for_output::<Answer<CommandStarted>>(),
-        annotations(title = "Start a long command", read_only_hint = false,
-                    destructive_hint = true, idempotent_hint = false, open_world_hint = true)
-    )]
-    pub async fn command_start(
-        &self,
-        raw: JsonObject,
-        cancel: CancellationToken,
-    ) -> CallToolResult {
-        answer::respond(
-            async {
-                let a: CommandStartArgs = args::decode(raw)?;
-                let req = CommandStartRequest {
-                    auth: SessionAuth {
-                        session_id: a.session_id,
-                        session_key: a.session_key,
-                    },
-                    command: a.command,
-                    cwd: a.cwd,
-                    timeout: a.timeout,
-                    local_root: self.local_root_arg(),
-                };
-                let ctx = context_with_timeout(MARGIN * 2);
-                // Cancelled before it answers, the start is dropped: a command still waiting
-                // for a channel never runs, and one just started (its handle never given)
-                // is stopped.
-                let call = self.daemon.run::<tools::CommandStart>(ctx, req);
-                unless_cancelled(call, cancel).await
-            }
-            .await,
-        )
-    }
-
     /// Read a command handle's state and output, also after it ended or `connection_lost`.
     /// `status`: `running`, `completed` (`exit_code`), `timed_out`, `killed`, `lost` (connection or
     /// daemon died: it may still run; `kill -- -<pid>` via exec ends its group); `signal` names

@@ -7,7 +7,7 @@ use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
-use sshmcp_proto::described::{Described, Failure, Visitor};
+use sshmcp_proto::described::{Described, Failure, Here, Visitor};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::transfer::TransferError;
 
@@ -39,8 +39,11 @@ impl Visitor for Routes {
 async fn answer_of<T: Described>(call: ToolCallContext<'_, Shim>) -> CallToolResult {
     let cancel = call.request_context.ct.clone();
     let raw = call.arguments.unwrap_or_default();
+    let here = Here {
+        local_root: call.service.local_root_arg(),
+    };
     let outcome = match args::decode::<T::Args>(raw)
-        .and_then(|args| Ok((T::deadline(&args), T::request(args)?)))
+        .and_then(|args| Ok((T::deadline(&args), T::request(args, &here)?)))
     {
         Ok((deadline, req)) => {
             let ctx = context_with_timeout(deadline);

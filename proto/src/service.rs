@@ -148,7 +148,7 @@ macro_rules! daemon_methods {
             tool task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>
                 => TaskKill in Tasks, Changes, derived;
             tool download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
-                => DownloadStart in Transfers, ChangesNothing;
+                => DownloadStart in Transfers, ChangesNothing, derived;
             tool transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>
                 => TransferStatus in Transfers, ChangesNothing, derived;
             // Stopping a copy, a forward or a session changes nothing on the host.
@@ -157,7 +157,7 @@ macro_rules! daemon_methods {
             tool transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>
                 => TransferList in Transfers, ChangesNothing, derived;
             tool upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
-                => UploadStart in Transfers, Changes;
+                => UploadStart in Transfers, Changes, derived;
             tool write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>
                 => WriteFile in Files, Changes, derived;
             tool edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
-use sshmcp_proto::service::tools;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::tool::Tool;
 use sshmcp_proto::transfer::{
@@ -1202,31 +1201,37 @@ async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     }
 }
 
-/// `download_start` and `upload_start`: one operation, in its `direction`.
-macro_rules! transfer_start_tools {
-    ($($tool:ident: $direction:ident),*) => {$(
-        impl crate::operation::Operation for tools::$tool {
-            fn summary(req: &TransferStartRequest) -> String {
-                start_summary(req)
+/// The operation of `download_start` or `upload_start` (`$direction`): one start, run to its
+/// end whatever becomes of the call (a start cut short could keep its destination claimed
+/// with no transfer to show for it; one that ran is listed, and `transfer_cancel` stops it).
+macro_rules! transfer_start_tool {
+    ($tool:ident, $direction:ident) => {
+        impl crate::operation::Operation for sshmcp_proto::service::tools::$tool {
+            fn summary(req: &sshmcp_proto::transfer::TransferStartRequest) -> String {
+                crate::transfers::start_summary(req)
             }
 
             async fn run(
-                req: TransferStartRequest,
-                session: Arc<Session>,
-                registry: &Registry,
-            ) -> Result<TransferReport, DaemonError> {
-                let destinations = registry.shared::<Destinations>();
-                let direction = TransferDirection::$direction;
-                start(&session, &registry.settings, &destinations, direction, req).await
+                req: sshmcp_proto::transfer::TransferStartRequest,
+                session: std::sync::Arc<crate::session::Session>,
+                registry: &crate::session::Registry,
+            ) -> Result<sshmcp_proto::transfer::TransferReport, sshmcp_proto::DaemonError> {
+                let destinations = registry.shared::<crate::transfers::Destinations>();
+                let settings = registry.settings.clone();
+                let direction = sshmcp_proto::transfer::TransferDirection::$direction;
+                crate::operation::to_the_end(stringify!($tool), async move {
+                    crate::transfers::start(&session, &settings, &destinations, direction, req)
+                        .await
+                })
+                .await
             }
         }
-    )*};
+    };
 }
-
-transfer_start_tools!(DownloadStart: Download, UploadStart: Upload);
+pub(crate) use transfer_start_tool;
 
 /// What a transfer's start says in the trail (and a start taken back by a new daemon).
-fn start_summary(req: &TransferStartRequest) -> String {
+pub(crate) fn start_summary(req: &TransferStartRequest) -> String {
     format!(
         "remote {} local {}",
         crate::audit::path(&req.remote_path),

@@ -7,7 +7,6 @@ pub mod derived;
 pub mod exec;
 pub mod inspect;
 pub mod session;
-pub mod transfers;
 
 use std::time::Duration;
 

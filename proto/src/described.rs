@@ -59,7 +59,7 @@ pub trait Described:
 }
 
 /// Where a call comes from: what the shim that sends it adds to every request that needs it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Here {
     /// The local root the person configured for this agent (`--local-root`), if any; else
     /// the daemon's.

@@ -21,6 +21,38 @@ pub struct TransferStartRequest {
 }
 crate::session::authed!(TransferStartRequest);
 
+/// The MCP side of `download_start` or `upload_start`: the same fields (described for each
+/// tool), the same request, a copy's report.
+#[cfg(feature = "schema")]
+macro_rules! start_described {
+    ($tool:ident, $args:ident, $title:literal, $description:expr) => {
+        impl crate::described::Described for crate::service::tools::$tool {
+            type Args = $args;
+            const TITLE: &'static str = $title;
+            const DESCRIPTION: &'static str = $description;
+            const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+            const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
+            const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = REPORT_FIELDS;
+            const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
+
+            fn request(
+                args: $args,
+                here: &crate::described::Here,
+            ) -> Result<TransferStartRequest, crate::DaemonError> {
+                let remote =
+                    crate::described::remote_path(args.remote_path, args.remote_path_encoding);
+                Ok(TransferStartRequest {
+                    auth: crate::described::auth(args.session_id, args.session_key),
+                    remote_path: remote,
+                    local_path: args.local_path,
+                    overwrite: args.overwrite.unwrap_or(false),
+                    local_root: here.local_root.clone(),
+                })
+            }
+        }
+    };
+}
+
 /// `download_start` as an agent calls it.
 // No Debug: it holds the session key.
 #[cfg(feature = "schema")]
@@ -40,35 +72,19 @@ pub struct DownloadArgs {
 }
 
 #[cfg(feature = "schema")]
-impl crate::described::Described for crate::service::tools::DownloadStart {
-    type Args = DownloadArgs;
-    const TITLE: &'static str = "Download a file";
-    const DESCRIPTION: &'static str = "Download one remote regular file \
+start_described!(
+    DownloadStart,
+    DownloadArgs,
+    "Download a file",
+    "Download one remote regular file \
         (symlinks followed) into the local root as a job: answers `operation_id` for \
         transfer_status. The file appears whole at `local_path` once verified; starting it \
         again resumes a failed or cancelled copy. Errors: `local_path_exists` (pass \
         `overwrite`), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a \
         regular file: tar it via exec), `remote_permission_denied` (sudo_exec a copy you own \
         into a private directory), `transfer_conflict` (another one writes there: wait or \
-        cancel it), `transfer_limit_reached` (wait for one to end).";
-    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
-    const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
-    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = REPORT_FIELDS;
-    const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
-
-    fn request(
-        args: DownloadArgs,
-        here: &crate::described::Here,
-    ) -> Result<TransferStartRequest, crate::DaemonError> {
-        Ok(TransferStartRequest {
-            auth: crate::described::auth(args.session_id, args.session_key),
-            remote_path: crate::described::remote_path(args.remote_path, args.remote_path_encoding),
-            local_path: args.local_path,
-            overwrite: args.overwrite.unwrap_or(false),
-            local_root: here.local_root.clone(),
-        })
-    }
-}
+        cancel it), `transfer_limit_reached` (wait for one to end)."
+);
 
 /// `upload_start` as an agent calls it.
 // No Debug: it holds the session key.
@@ -89,10 +105,11 @@ pub struct UploadArgs {
 }
 
 #[cfg(feature = "schema")]
-impl crate::described::Described for crate::service::tools::UploadStart {
-    type Args = UploadArgs;
-    const TITLE: &'static str = "Upload a file";
-    const DESCRIPTION: &'static str = "Upload one regular file from the \
+start_described!(
+    UploadStart,
+    UploadArgs,
+    "Upload a file",
+    "Upload one regular file from the \
         local root (put it there first; content you hold under 1 MiB: write_file) to the \
         host as a job: answers `operation_id` for transfer_status. The file appears whole at \
         `remote_path` once verified, with the local file's mode less umask; starting it \
@@ -101,25 +118,8 @@ impl crate::described::Described for crate::service::tools::UploadStart {
         (fix `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` \
         (fix `remote_path`), `remote_permission_denied` (upload somewhere writable, move it \
         with sudo_exec), `transfer_conflict` (another one writes there: wait or cancel it), \
-        `transfer_limit_reached` (wait for one to end).";
-    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
-    const FAILURE: crate::described::Failure = crate::described::Failure::Copy;
-    const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = REPORT_FIELDS;
-    const DEADLINE: std::time::Duration = TRANSFER_DEADLINE;
-
-    fn request(
-        args: UploadArgs,
-        here: &crate::described::Here,
-    ) -> Result<TransferStartRequest, crate::DaemonError> {
-        Ok(TransferStartRequest {
-            auth: crate::described::auth(args.session_id, args.session_key),
-            remote_path: crate::described::remote_path(args.remote_path, args.remote_path_encoding),
-            local_path: args.local_path,
-            overwrite: args.overwrite.unwrap_or(false),
-            local_root: here.local_root.clone(),
-        })
-    }
-}
+        `transfer_limit_reached` (wait for one to end)."
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransferRequest {

@@ -206,7 +206,7 @@ async fn a_kill_cancelled_after_its_signal_still_marks_the_handle_killed() {
     let handle = start(
         &mcp,
         &s,
-        &format!("trap 'touch {mark}; sleep 3; exit 0' TERM; sleep {secs} & wait"),
+        &format!("trap 'touch {mark}; sleep 8; exit 0' TERM; sleep {secs} & wait"),
     )
     .await;
     let args = json!({"session_id": s.0, "session_key": s.1,

@@ -1201,9 +1201,9 @@ async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
     }
 }
 
-/// The operation of `download_start` or `upload_start` (`$direction`): one start, run to its
-/// end whatever becomes of the call (a start cut short could keep its destination claimed
-/// with no transfer to show for it; one that ran is listed, and `transfer_cancel` stops it).
+/// The operation of `download_start` or `upload_start` (`$direction`): one start. A start cut
+/// short (its call dropped) leaves nothing to clean: its destination's claim goes with it, and
+/// the copy is spawned after the last wait, so a start either made a listed transfer or none.
 macro_rules! transfer_start_tool {
     ($tool:ident, $direction:ident) => {
         impl crate::operation::Operation for sshmcp_proto::service::tools::$tool {
@@ -1217,13 +1217,9 @@ macro_rules! transfer_start_tool {
                 registry: &crate::session::Registry,
             ) -> Result<sshmcp_proto::transfer::TransferReport, sshmcp_proto::DaemonError> {
                 let destinations = registry.shared::<crate::transfers::Destinations>();
-                let settings = registry.settings.clone();
+                let settings = &registry.settings;
                 let direction = sshmcp_proto::transfer::TransferDirection::$direction;
-                crate::operation::to_the_end(stringify!($tool), async move {
-                    crate::transfers::start(&session, &settings, &destinations, direction, req)
-                        .await
-                })
-                .await
+                crate::transfers::start(&session, settings, &destinations, direction, req).await
             }
         }
     };

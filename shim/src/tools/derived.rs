@@ -77,3 +77,30 @@ fn tool<T: Described>() -> Tool {
     ));
     tool
 }
+
+#[cfg(test)]
+mod tests {
+    use sshmcp_proto::described::{Described, Here};
+    use sshmcp_proto::service::tools;
+    use sshmcp_proto::transfer::DownloadArgs;
+
+    /// The shim's local root reaches the daemon in the request of a tool that takes a local
+    /// path (the daemon's own root would otherwise stand in for it, unseen).
+    #[test]
+    fn a_request_carries_the_shims_local_root() {
+        let args = DownloadArgs {
+            session_id: "s".into(),
+            session_key: "k".into(),
+            remote_path: "/etc/hosts".into(),
+            remote_path_encoding: None,
+            local_path: "hosts".into(),
+            overwrite: None,
+        };
+        let here = Here {
+            local_root: Some("/srv/agent-root".into()),
+        };
+        let req = <tools::DownloadStart as Described>::request(args, &here).unwrap();
+        assert_eq!(req.local_root.as_deref(), Some("/srv/agent-root"));
+        assert_eq!(req.local_path, "hosts");
+    }
+}

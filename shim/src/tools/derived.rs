@@ -14,7 +14,7 @@ use sshmcp_proto::transfer::TransferError;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::server::Shim;
-use crate::tools::exec::unless_cancelled;
+use crate::tools::unless_cancelled;
 
 /// Every derived tool's route.
 pub(crate) fn derived_router() -> ToolRouter<Shim> {

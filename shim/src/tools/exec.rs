@@ -5,15 +5,16 @@ use rmcp::model::{CallToolResult, JsonObject, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::{ExecRequest, ExecResult, Handoff, SudoExecRequest};
 use sshmcp_proto::limits::DEFAULT_TIMEOUT_SECS;
 use sshmcp_proto::service::tools;
 use sshmcp_proto::service::{EXEC_DEADLINE_MARGIN, context_with_timeout};
 use sshmcp_proto::session::SessionAuth;
-use sshmcp_proto::{DaemonError, ErrorCode};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+use super::unless_cancelled;
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress};
@@ -171,19 +172,6 @@ impl Shim {
             .await,
             A::SPOOLS,
         )
-    }
-}
-
-/// Runs a daemon call until it answers or the MCP client cancels. Dropping the call on
-/// cancellation makes tarpc cancel it in the daemon, whose run then kills the remote process
-/// group.
-pub(crate) async fn unless_cancelled<T>(
-    call: impl std::future::Future<Output = Result<T, DaemonError>>,
-    cancel: CancellationToken,
-) -> Result<T, DaemonError> {
-    tokio::select! {
-        r = call => r,
-        _ = cancel.cancelled() => Err(DaemonError::new(ErrorCode::InternalError, "cancelled")),
     }
 }
 

@@ -14,7 +14,7 @@ use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::service::tools;
 use tokio_util::sync::CancellationToken;
 
-use super::exec::unless_cancelled;
+use super::unless_cancelled;
 
 use crate::answer::{self, Answer};
 use crate::args;

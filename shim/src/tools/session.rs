@@ -19,7 +19,7 @@ use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress, Step};
 use crate::server::Shim;
-use crate::tools::exec::unless_cancelled;
+use crate::tools::unless_cancelled;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

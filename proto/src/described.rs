@@ -54,6 +54,26 @@ pub trait Described:
     /// schema (a type two tools answer with).
     const NOT_IN_ANSWER: &'static [&'static str] = &[];
 
+    /// Fields of types inside the answer (their `$defs` name, then the fields) that this
+    /// tool never fills usefully: left out of its output schema; its [`shape`](Self::shape)
+    /// takes them out of its answers.
+    const NOT_IN_PARTS: &'static [(&'static str, &'static [&'static str])] = &[];
+
+    /// Fields of types inside the answer that [`shape`](Self::shape) leaves out of some
+    /// answers: optional in its output schema.
+    const SOMETIMES_IN_PARTS: &'static [(&'static str, &'static [&'static str])] = &[];
+
+    /// The answer as the agent gets it, for a tool whose answer holds fields that mean
+    /// nothing in some runs: they go before the answer is made lean (the shim's `lean`).
+    fn shape(_answer: &mut serde_json::Map<String, serde_json::Value>) {}
+
+    /// The run whose progress the shim reports while the call waits, when the client asked
+    /// for progress: its session and the key the daemon files it under (a progress key the
+    /// request carries from [`Here::progress_key`], or a handle's id).
+    fn progress(_req: &Self::Request) -> Option<(SessionAuth, String)> {
+        None
+    }
+
     /// The request the daemon takes for `args` sent from `here`, or why they make none.
     fn request(args: Self::Args, here: &Here) -> Result<Self::Request, crate::DaemonError>;
 }
@@ -64,6 +84,18 @@ pub struct Here {
     /// The local root the person configured for this agent (`--local-root`), if any; else
     /// the daemon's.
     pub local_root: Option<String>,
+    /// A fresh key to file the call's run under, when the client asked to be told its
+    /// progress (see [`Described::progress`]).
+    pub progress_key: Option<String>,
+    /// The tools the shim exposes (`--tools`): a request may need another tool to be read.
+    pub exposed: std::sync::Arc<[crate::tool::Tool]>,
+}
+
+impl Here {
+    /// Whether the agent can call `tool` on this shim.
+    pub fn exposes(&self, tool: crate::tool::Tool) -> bool {
+        self.exposed.contains(&tool)
+    }
 }
 
 /// What a tool's answer's `error` holds.

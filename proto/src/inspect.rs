@@ -85,6 +85,68 @@ pub struct ListRequest {
 }
 crate::session::authed!(ListRequest);
 
+/// `list_directory` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Remote path.
+    pub path: String,
+    /// `path`'s encoding.
+    pub path_encoding: Option<Encoding>,
+    /// Entries to skip; default 0.
+    pub offset: Option<u64>,
+    /// Page size; default 200.
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<u32>,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::ListDirectory {
+    type Args = ListArgs;
+    const TITLE: &'static str = "List a remote directory";
+    const DESCRIPTION: &'static str = "List a remote directory by name, a page at a time; not \
+        recursive (or by pattern: exec `find`). Answer: `entries` (`name`, `type`, `size`, \
+        `mode`, `mtime`, `link_target`, as stat; dotfiles too, no `.`/`..`), `total`, \
+        `truncated` if more follow (then ask at `offset` + entries returned). Errors: \
+        `invalid_remote_type` (not a directory), `remote_permission_denied` (sudo_exec), \
+        `host_tool_missing` (use exec).";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
+    const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
+    const SOMETIMES_IN_PARTS: &'static [(&'static str, &'static [&'static str])] =
+        &[("DirEntry", &["path"])];
+
+    /// An entry whose name and directory are UTF-8 needs no `path`: the agent joins the
+    /// directory it listed and the name. Only a path that must travel as base64 stays.
+    fn shape(listing: &mut serde_json::Map<String, serde_json::Value>) {
+        let Some(entries) = listing.get_mut("entries").and_then(|e| e.as_array_mut()) else {
+            return;
+        };
+        for entry in entries.iter_mut().filter_map(|e| e.as_object_mut()) {
+            let utf8 = |field: &str| entry.get(field).and_then(|e| e.as_str()) == Some("utf-8");
+            if utf8("name_encoding") && utf8("path_encoding") {
+                entry.remove("path");
+                entry.remove("path_encoding");
+            }
+        }
+    }
+
+    fn request(
+        args: ListArgs,
+        _: &crate::described::Here,
+    ) -> Result<ListRequest, crate::DaemonError> {
+        Ok(ListRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            path: crate::described::remote_path(args.path, args.path_encoding),
+            offset: args.offset.unwrap_or(0),
+            limit: args.limit,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadRangeRequest {
     pub auth: SessionAuth,

@@ -128,7 +128,7 @@ macro_rules! daemon_methods {
             tool stat(req: StatRequest) -> Result<FileStat, DaemonError>
                 => Stat in Inspect, ChangesNothing, derived;
             tool list_directory(req: ListRequest) -> Result<Listing, DaemonError>
-                => ListDirectory in Inspect, ChangesNothing;
+                => ListDirectory in Inspect, ChangesNothing, derived;
             tool read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>
                 => ReadFileRange in Inspect, ChangesNothing, derived;
             tool command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>

@@ -126,17 +126,6 @@ pub fn schema_describing(
     Arc::new(schema)
 }
 
-/// The answer for a tool body's outcome, without the answer fields `fields` (see
-/// [`schema_without`]).
-pub fn respond_without<T: Serialize>(
-    outcome: Result<T, DaemonError>,
-    fields: &[&str],
-) -> CallToolResult {
-    respond_trimmed(outcome, |answer| {
-        answer.retain(|name, _| !fields.contains(&name.as_str()))
-    })
-}
-
 /// The answer for a tool body's outcome, its fields trimmed by `trim` first, then made lean
 /// (see `lean`): the result is encoded once, so output is not copied again for the envelope.
 pub fn respond_trimmed<T: Serialize>(

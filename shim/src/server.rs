@@ -21,6 +21,8 @@ pub struct Shim {
     /// The local root the person configured for this agent, if any; else the daemon's.
     pub local_root: Option<PathBuf>,
     tool_router: ToolRouter<Self>,
+    /// The tools `tool_router` routes, as a request may need to know (see `Here`).
+    exposed: Arc<[Tool]>,
 }
 
 impl Shim {
@@ -65,10 +67,14 @@ impl Shim {
             }
             tool.description = Some(within_client_limit(described).into());
         }
+        let exposed = Tool::all()
+            .filter(|tool| tool_router.has_route(tool.name()))
+            .collect();
         Self {
             daemon: Arc::new(daemon),
             local_root,
             tool_router,
+            exposed,
         }
     }
 
@@ -78,15 +84,17 @@ impl Shim {
 
     /// The tools whose MCP side is written here in the shim (`tools/`), not derived.
     fn written_tools() -> ToolRouter<Self> {
-        Self::session_router()
-            + Self::exec_router()
-            + Self::commands_router()
-            + Self::inspect_router()
+        Self::session_router() + Self::exec_router() + Self::commands_router()
     }
 
     /// Whether this server exposes `tool` (see `--tools`).
-    pub fn exposes(&self, tool: sshmcp_proto::tool::Tool) -> bool {
-        self.tool_router.has_route(tool.name())
+    pub fn exposes(&self, tool: Tool) -> bool {
+        self.exposed.contains(&tool)
+    }
+
+    /// The tools this server exposes (see `--tools`).
+    pub fn exposed(&self) -> Arc<[Tool]> {
+        self.exposed.clone()
     }
 
     pub fn local_root_arg(&self) -> Option<String> {

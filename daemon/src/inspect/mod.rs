@@ -1,13 +1,11 @@
-//! `list_directory`'s operation, and the path and field handling the tools about remote files
-//! share (`stat`, `read_file_range` and the file tools): each of those runs one fixed
+//! The path and field handling the tools about remote files share (`stat`, `list_directory`,
+//! `read_file_range` and the file tools): each of those runs one fixed
 //! `/bin/sh` program on the building block, the path on its stdin (so no byte of it is ever
 //! shell text), answering with a status line (`remote::status`) and then its data.
 //!
 //! The programs need POSIX tools and a few GNU options (`find -printf`, `sort -z`); a host
 //! without one (BusyBox, as on Alpine) gets `host_tool_missing` naming what is missing, never a
 //! wrong answer.
-
-pub mod list;
 
 use std::time::{Duration, UNIX_EPOCH};
 

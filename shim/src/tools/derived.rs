@@ -1,7 +1,8 @@
 //! The MCP tools the shim writes no code for: each one made from its `Described` declaration
 //! in `sshmcp-proto` (a tool whose line in `daemon_methods!` ends in `derived`). Its arguments
-//! become its request, the daemon runs it until it answers or the client cancels the call,
-//! and its answer is shaped as every tool's is.
+//! become its request, the daemon runs it until it answers or the client cancels the call
+//! (telling the client its progress meanwhile, when the tool follows a run and the client
+//! asked), and its answer is shaped as its declaration says, then as every tool's is.
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
@@ -13,6 +14,7 @@ use sshmcp_proto::transfer::TransferError;
 
 use crate::answer::{self, Answer};
 use crate::args;
+use crate::progress::{self, Progress};
 use crate::server::Shim;
 use crate::tools::unless_cancelled;
 
@@ -35,23 +37,38 @@ impl Visitor for Routes {
 }
 
 /// One call of `T`: its arguments decoded into its request, run by the daemon until it
-/// answers or the client cancels the call, answered as every tool is.
+/// answers or the client cancels the call, its progress told when asked, answered as `T`
+/// shapes it.
 async fn answer_of<T: Described>(call: ToolCallContext<'_, Shim>) -> CallToolResult {
-    let cancel = call.request_context.ct.clone();
-    let raw = call.arguments.unwrap_or_default();
+    let context = call.request_context;
+    let shim = call.service;
+    let asked = Progress::asked(&context.meta, context.peer);
     let here = Here {
-        local_root: call.service.local_root_arg(),
+        local_root: shim.local_root_arg(),
+        progress_key: asked.as_ref().map(|_| progress::new_key()),
+        exposed: shim.exposed(),
     };
-    let outcome = match args::decode::<T::Args>(raw)
+    let outcome = match args::decode::<T::Args>(call.arguments.unwrap_or_default())
         .and_then(|args| Ok((T::deadline(&args), T::request(args, &here)?)))
     {
         Ok((deadline, req)) => {
-            let ctx = context_with_timeout(deadline);
-            unless_cancelled(call.service.daemon.run::<T>(ctx, req), cancel).await
+            let followed = T::progress(&req);
+            let run = shim.daemon.run::<T>(context_with_timeout(deadline), req);
+            let run = unless_cancelled(run, context.ct);
+            match followed {
+                Some((auth, key)) => {
+                    let poll = progress::of_run(shim.daemon.clone(), auth, key);
+                    progress::follow(run, asked, poll).await
+                }
+                None => run.await,
+            }
         }
         Err(e) => Err(e),
     };
-    answer::respond_without(outcome, T::NOT_IN_ANSWER)
+    answer::respond_trimmed(outcome, |answer| {
+        answer.retain(|name, _| !T::NOT_IN_ANSWER.contains(&name.as_str()));
+        T::shape(answer);
+    })
 }
 
 /// The tool as `tools/list` shows it, before the server slims it as it does every tool.
@@ -65,8 +82,15 @@ fn tool<T: Described>() -> Tool {
         Failure::Call => schema_for_output::<Answer<T::Answer>>(),
         Failure::Copy => schema_for_output::<Answer<T::Answer, TransferError>>(),
     };
-    let described = answer::schema_describing(output, T::ANSWER_FIELDS);
-    tool.output_schema = Some(answer::schema_without(described, None, T::NOT_IN_ANSWER));
+    let mut schema = answer::schema_describing(output, T::ANSWER_FIELDS);
+    schema = answer::schema_without(schema, None, T::NOT_IN_ANSWER);
+    for (part, fields) in T::NOT_IN_PARTS {
+        schema = answer::schema_without(schema, Some(part), fields);
+    }
+    for (part, fields) in T::SOMETIMES_IN_PARTS {
+        schema = answer::schema_optional(schema, part, fields);
+    }
+    tool.output_schema = Some(schema);
     let hints = T::HINTS;
     tool.annotations = Some(ToolAnnotations::from_raw(
         Some(T::TITLE.into()),
@@ -98,6 +122,8 @@ mod tests {
         };
         let here = Here {
             local_root: Some("/srv/agent-root".into()),
+            progress_key: None,
+            exposed: std::sync::Arc::new([]),
         };
         let req = <tools::DownloadStart as Described>::request(args, &here).unwrap();
         assert_eq!(req.local_root.as_deref(), Some("/srv/agent-root"));

@@ -5,7 +5,6 @@
 pub mod commands;
 pub mod derived;
 pub mod exec;
-pub mod inspect;
 pub mod session;
 
 use std::time::Duration;

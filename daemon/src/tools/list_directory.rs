@@ -11,7 +11,7 @@ use sshmcp_proto::inspect::{
 use sshmcp_proto::service::tools;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
-use super::{mode_string, number, path_bytes, remote_text};
+use crate::inspect::{file_type, mode_string, number, path_bytes, remote_text, time};
 use crate::operation::Operation;
 use crate::remote::status::{prelude, run};
 use crate::session::{Registry, Session};
@@ -32,7 +32,7 @@ const MAX_PAGE_BYTES: u64 = 8 * 1024 * 1024;
 /// raw mode in hex (`x81a4`) for the type and `@` and seconds since the epoch for the mtime:
 /// the shell's glob gives the names (dotfiles too; `.`, `..` and an unmatched pattern
 /// skipped), `stat -c` the rest, one entry at a time.
-const LIST: &str = include_str!("list.sh");
+const LIST: &str = include_str!("list_directory.sh");
 
 /// The program for the page after `skip` entries, at most `limit` long.
 fn script(skip: u64, limit: u32) -> String {
@@ -117,7 +117,7 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
     };
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let file_type = match kind {
-        [b'x', hex @ ..] => super::file_type(
+        [b'x', hex @ ..] => file_type(
             u32::from_str_radix(&text(hex), 16)
                 .map_err(|_| DaemonError::internal(format!("bad mode: {:?}", text(hex))))?,
         ),
@@ -156,7 +156,7 @@ fn entry(dir: &[u8], record: &[u8]) -> Result<DirEntry, DaemonError> {
         size: number("size", &text(size))?,
         mode: mode_string(mode),
         mtime: match mtime {
-            [b'@', secs @ ..] => super::time(&text(secs))?,
+            [b'@', secs @ ..] => time(&text(secs))?,
             _ => utc_time(&text(mtime))?,
         },
         link_target,

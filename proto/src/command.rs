@@ -157,6 +157,93 @@ pub struct CommandStatusRequest {
 }
 crate::session::authed!(CommandStatusRequest);
 
+/// `command_status` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandStatusArgs {
+    /// The session that started the command.
+    pub session_id: String,
+    pub session_key: String,
+    /// From command_start or a hand-off.
+    pub handle_id: String,
+    /// Seconds to long-poll for the end (e.g. 30); default 0.
+    #[schemars(range(min = 0.0, max = 300.0))]
+    pub wait_seconds: Option<f64>,
+    /// Offset to read from (the last `next_offset`); absent: the tail.
+    pub stdout_offset: Option<u64>,
+    /// As `stdout_offset`.
+    pub stderr_offset: Option<u64>,
+    /// Per stream (cap 64 KiB); default the cap, 4096 for a tail.
+    #[schemars(range(min = 1))]
+    pub max_bytes: Option<u64>,
+}
+
+/// A call that waits for the end tells the client the output so far, each second.
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::CommandStatus {
+    type Args = CommandStatusArgs;
+    const TITLE: &'static str = "Check a long command";
+    const DESCRIPTION: &'static str = "Read a command handle's state and output, also after \
+        it ended or `connection_lost`. `status`: `running`, `completed` (`exit_code`), \
+        `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; \
+        `kill -- -<pid>` via exec ends its group); `signal` names what ended it. `stdout`, \
+        `stderr`: a plain string is the whole stream, nothing more to read; else an object \
+        with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that \
+        stream's offset: more to read while it is below `total_bytes` or the command runs), \
+        `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see \
+        command_list; a task PID: task_status), `invalid_arguments` (offset past \
+        `total_bytes`).";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
+    const DEADLINE: std::time::Duration = COMMAND_MARGIN;
+
+    fn deadline(args: &CommandStatusArgs) -> std::time::Duration {
+        crate::described::waited(args.wait_seconds) + COMMAND_MARGIN
+    }
+
+    fn progress(req: &CommandStatusRequest) -> Option<(SessionAuth, String)> {
+        let waits = req.wait_seconds.is_some_and(|wait| wait > 0.0);
+        waits.then(|| (req.auth.clone(), req.handle_id.clone()))
+    }
+
+    /// Once a handle has ended, a chunk that holds its whole stream as UTF-8 text, not cut
+    /// at the spool cap, needs no offsets: they go, and the lean answer gives the stream as
+    /// its text. Any other chunk keeps them (its object is what the output schema
+    /// describes).
+    fn shape(report: &mut serde_json::Map<String, serde_json::Value>) {
+        if report.get("status").and_then(|s| s.as_str()) == Some("running") {
+            return;
+        }
+        for stream in ["stdout", "stderr"] {
+            if let Some(chunk) = report.get_mut(stream).and_then(|c| c.as_object_mut()) {
+                let whole = chunk.get("offset").and_then(|o| o.as_u64()) == Some(0)
+                    && chunk.get("next_offset") == chunk.get("total_bytes")
+                    && chunk.get("encoding").and_then(|e| e.as_str()) == Some("utf-8")
+                    && chunk.get("truncated").and_then(|t| t.as_bool()) != Some(true);
+                if whole {
+                    chunk.remove("offset");
+                    chunk.remove("next_offset");
+                }
+            }
+        }
+    }
+
+    fn request(
+        args: CommandStatusArgs,
+        _: &crate::described::Here,
+    ) -> Result<CommandStatusRequest, crate::DaemonError> {
+        Ok(CommandStatusRequest {
+            auth: crate::described::auth(args.session_id, args.session_key),
+            handle_id: args.handle_id,
+            wait_seconds: args.wait_seconds,
+            stdout_offset: args.stdout_offset,
+            stderr_offset: args.stderr_offset,
+            max_bytes: args.max_bytes,
+        })
+    }
+}
+
 /// A piece of one stream's complete output, addressed by byte offsets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -134,7 +134,7 @@ macro_rules! daemon_methods {
             tool command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>
                 => CommandStart in Commands, Changes, derived;
             tool command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>
-                => CommandStatus in Commands, ChangesNothing;
+                => CommandStatus in Commands, ChangesNothing, derived;
             tool command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>
                 => CommandKill in Commands, Changes, derived;
             tool command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>

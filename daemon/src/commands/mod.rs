@@ -19,20 +19,18 @@ use sshmcp_proto::command::{
     PREVIEW_BYTES, RunProgress,
 };
 use sshmcp_proto::exec::ExecResult;
-use sshmcp_proto::service::tools;
 use sshmcp_proto::time::rfc3339;
 use sshmcp_proto::{DaemonError, ErrorCode};
 use tokio::sync::watch;
 
 use crate::config::Settings;
-use crate::operation::{Operation, Runs};
 use crate::remote::observer::{Observer, STDERR, STDOUT};
 use crate::remote::{self, Outcome, Program, RunError, RunResult};
 use crate::request;
+use crate::session::Session;
 use crate::session::record::Entry;
 use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
 use crate::session::work::Work;
-use crate::session::{Registry, Session};
 use output::OutputFiles;
 use sshmcp_proto::overview::SessionView;
 
@@ -761,22 +759,6 @@ fn check_max_bytes(max: Option<u64>, cap: u64) -> Result<Option<u64>, DaemonErro
 impl crate::audit::Answer for sshmcp_proto::command::CommandStarted {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandReport {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandList {}
-
-impl Operation for tools::CommandStatus {
-    const RUNS: Runs = Runs::InDaemon;
-
-    fn summary(req: &CommandStatusRequest) -> String {
-        req.handle_id.clone()
-    }
-
-    async fn run(
-        req: CommandStatusRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<CommandReport, DaemonError> {
-        status(&session, &registry.settings, req).await
-    }
-}
 
 impl Commands {
     /// This session's command handles.

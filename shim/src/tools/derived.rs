@@ -104,6 +104,7 @@ fn tool<T: Described>() -> Tool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
     use sshmcp_proto::described::{Described, Here};
     use sshmcp_proto::service::tools;
     use sshmcp_proto::transfer::DownloadArgs;
@@ -128,5 +129,35 @@ mod tests {
         let req = <tools::DownloadStart as Described>::request(args, &here).unwrap();
         assert_eq!(req.local_root.as_deref(), Some("/srv/agent-root"));
         assert_eq!(req.local_path, "hosts");
+    }
+
+    /// A command_status report as the agent gets it: shaped, then made lean.
+    fn status_answer(report: serde_json::Value) -> serde_json::Value {
+        let mut report = report.as_object().unwrap().clone();
+        <tools::CommandStatus as Described>::shape(&mut report);
+        crate::lean::answer(&mut report);
+        serde_json::Value::Object(report)
+    }
+
+    fn chunk(data: &str, encoding: &str, truncated: bool) -> serde_json::Value {
+        json!({"data": data, "encoding": encoding, "offset": 0, "next_offset": 3,
+               "total_bytes": 3, "truncated": truncated})
+    }
+
+    #[test]
+    fn only_an_ended_whole_utf8_stream_becomes_text() {
+        let ended = |stdout| json!({"status": "completed", "exit_code": 0, "stdout": stdout});
+        assert_eq!(
+            status_answer(ended(chunk("abc", "utf-8", false)))["stdout"],
+            "abc"
+        );
+        // Binary, or cut at the spool cap: an object with its offsets, as published.
+        for stdout in [chunk("/w==", "base64", false), chunk("abc", "utf-8", true)] {
+            let answer = status_answer(ended(stdout));
+            assert_eq!(answer["stdout"]["next_offset"], 3, "{answer}");
+        }
+        let running = json!({"status": "running", "exit_code": null,
+                             "stdout": chunk("abc", "utf-8", false)});
+        assert_eq!(status_answer(running)["stdout"]["next_offset"], 3);
     }
 }

@@ -43,6 +43,213 @@ pub struct SudoExecRequest {
 }
 crate::session::authed!(SudoExecRequest);
 
+/// `exec` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Shell text for /bin/sh, at most 1 MiB; a syntax error anywhere runs nothing.
+    pub command: String,
+    /// Remote working directory; default: home.
+    pub cwd: Option<String>,
+    /// Seconds until the process group is killed (also after a hand-off); default 60, none
+    /// with `handoff_after`.
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub timeout: Option<f64>,
+    /// Also save whole streams as local files (`spool_path`); delete them with your own shell.
+    pub spool_output: Option<bool>,
+    /// Seconds (e.g. 30, under your client's call limit) until a running command is handed
+    /// off; none if `timeout` <= it.
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub handoff_after: Option<f64>,
+}
+
+/// A call asked for its progress tells the client the output so far, each second.
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::Exec {
+    type Args = ExecArgs;
+    const TITLE: &'static str = "Run a shell command";
+    const DESCRIPTION: &'static str = "Run one /bin/sh command as the login user and wait (no \
+        TTY, empty stdin; root: sudo_exec). `exit_code` is null if a signal ended the shell \
+        (`signal` names it; `timed_out: true` after `timeout`). `stdout`, `stderr`: the text; \
+        if cut, not UTF-8 or spooled, an object: `data` (head and tail if cut), `encoding`, \
+        `total_bytes`, `truncated` (over the 64 KiB cap), `omitted` (`start`, `end` of bytes \
+        left out), `spool_path`. Timeout or cancel kills the whole process group, background \
+        jobs too (to keep one: task_launch). Maybe slow? Pass `handoff_after`: still running \
+        then, it answers `handed_off: true`, `handle_id`, output so far, each stream's \
+        `next_offset`: go on with command_status. Errors: `remote_path_not_found` (no such \
+        `cwd`), `invalid_command` (too long or NUL: upload_start a script, run it), \
+        `invalid_local_path` (local root unusable: tell the user).";
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+    const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;
+
+    fn deadline(args: &ExecArgs) -> std::time::Duration {
+        deadline(args.timeout, args.handoff_after)
+    }
+
+    fn progress(req: &ExecRequest) -> Option<(SessionAuth, String)> {
+        followed(&req.auth, &req.handoff)
+    }
+
+    fn shape(answer: &mut serde_json::Map<String, serde_json::Value>) {
+        shape(answer, true);
+    }
+
+    fn request(
+        args: ExecArgs,
+        here: &crate::described::Here,
+    ) -> Result<ExecRequest, crate::DaemonError> {
+        Ok(ExecRequest {
+            handoff: handoff(args.handoff_after, here)?,
+            auth: crate::described::auth(args.session_id, args.session_key),
+            command: args.command,
+            cwd: args.cwd,
+            timeout: args.timeout,
+            spool_output: args.spool_output.unwrap_or(false),
+            local_root: here.local_root.clone(),
+        })
+    }
+}
+
+/// `sudo_exec` as an agent calls it.
+// No Debug: it holds the session key.
+#[cfg(feature = "schema")]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SudoExecArgs {
+    pub session_id: String,
+    pub session_key: String,
+    /// Shell text for root's bash, at most 1 MiB.
+    pub command: String,
+    /// As in exec; entered before sudo.
+    pub cwd: Option<String>,
+    /// As in exec.
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub timeout: Option<f64>,
+    /// As in exec.
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub handoff_after: Option<f64>,
+}
+
+/// As exec's, without `spool_output`.
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::SudoExec {
+    type Args = SudoExecArgs;
+    const TITLE: &'static str = "Run a command as root";
+    const DESCRIPTION: &'static str = "Run one command as root in bash via `sudo -n` (no login \
+        shell: sudoers sets `PATH`, `HOME`), only where the host's sudoers needs no password \
+        (none is ever sent). Answer, `timeout`, hand-off and kills as exec (command_kill kills \
+        as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required` \
+        (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` \
+        (sudoers denies it; `sudo -n -l` via exec lists what it may), `sudo_unavailable` (no \
+        sudo), `policy_denied` (root is forbidden here: ask the user); others as exec.";
+    const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
+    const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;
+    const NOT_IN_PARTS: &'static [(&'static str, &'static [&'static str])] =
+        &[("StreamOutput", SPOOL_FIELDS)];
+
+    fn deadline(args: &SudoExecArgs) -> std::time::Duration {
+        deadline(args.timeout, args.handoff_after)
+    }
+
+    fn progress(req: &SudoExecRequest) -> Option<(SessionAuth, String)> {
+        followed(&req.auth, &req.handoff)
+    }
+
+    fn shape(answer: &mut serde_json::Map<String, serde_json::Value>) {
+        shape(answer, false);
+    }
+
+    fn request(
+        args: SudoExecArgs,
+        here: &crate::described::Here,
+    ) -> Result<SudoExecRequest, crate::DaemonError> {
+        Ok(SudoExecRequest {
+            handoff: handoff(args.handoff_after, here)?,
+            auth: crate::described::auth(args.session_id, args.session_key),
+            command: args.command,
+            cwd: args.cwd,
+            timeout: args.timeout,
+            local_root: here.local_root.clone(),
+        })
+    }
+}
+
+/// How long a client waits for `exec` beyond the command's own timeout: queuing for a channel
+/// and terminating the remote process group both happen inside the daemon after the timeout.
+#[cfg(feature = "schema")]
+pub const EXEC_DEADLINE_MARGIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// An exec-like call's deadline: the command's own timeout (or its hand-off, when sooner)
+/// plus room for queuing and the kill.
+#[cfg(feature = "schema")]
+fn deadline(timeout: Option<f64>, handoff_after: Option<f64>) -> std::time::Duration {
+    let secs = match (timeout, handoff_after) {
+        (Some(t), Some(h)) => t.min(h),
+        (None, Some(h)) => h,
+        (t, None) => t.unwrap_or(crate::limits::DEFAULT_TIMEOUT_SECS),
+    };
+    let command = std::time::Duration::try_from_secs_f64(secs).unwrap_or_default();
+    command + EXEC_DEADLINE_MARGIN
+}
+
+/// An exec-like call's hand-off as asked, filed under the shim's progress key when the
+/// client follows it.
+#[cfg(feature = "schema")]
+fn handoff(
+    after: Option<f64>,
+    here: &crate::described::Here,
+) -> Result<Handoff, crate::DaemonError> {
+    // A handed-off command is read with command_status: without it (`--tools`), its result
+    // could never be read.
+    if after.is_some() && !here.exposes(crate::tool::Tool::CommandStatus) {
+        return Err(crate::DaemonError::invalid_arguments(
+            "handoff_after needs command_status, which this server does not expose \
+             (--tools); leave it out, or use a timeout",
+        ));
+    }
+    Ok(Handoff {
+        after,
+        progress_key: here.progress_key.clone(),
+    })
+}
+
+/// The run an exec-like call follows: the one its request files under its progress key.
+#[cfg(feature = "schema")]
+fn followed(auth: &SessionAuth, handoff: &Handoff) -> Option<(SessionAuth, String)> {
+    let key = handoff.progress_key.clone()?;
+    Some((auth.clone(), key))
+}
+
+/// A stream's fields about `spool_output`, which sudo_exec does not take.
+#[cfg(feature = "schema")]
+const SPOOL_FIELDS: &[&str] = &["spool_path", "spool_truncated"];
+
+/// An exec-like answer: the fields of a hand-off only when there was one, the spool's only
+/// when the tool `spools`.
+#[cfg(feature = "schema")]
+fn shape(answer: &mut serde_json::Map<String, serde_json::Value>, spools: bool) {
+    let handed_off = answer.get("handed_off").is_some_and(|h| !h.is_null());
+    if !handed_off {
+        for key in ["handed_off", "handle_id", "pid"] {
+            answer.remove(key);
+        }
+    }
+    for stream in ["stdout", "stderr"] {
+        if let Some(stream) = answer.get_mut(stream).and_then(|s| s.as_object_mut()) {
+            if !handed_off {
+                stream.remove("next_offset");
+            }
+            if !spools {
+                stream.retain(|name, _| !SPOOL_FIELDS.contains(&name.as_str()));
+            }
+        }
+    }
+}
+
 /// How a string carries bytes: `utf-8` (the string is the text itself) or `base64` (the bytes
 /// are not valid UTF-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -120,11 +120,11 @@ macro_rules! daemon_methods {
                 => Disconnect in Sessions, ChangesNothing;
             fn session_list() -> Vec<SessionSummary> => SessionList in Sessions, ChangesNothing;
             tool exec(req: ExecRequest) -> Result<ExecResult, DaemonError>
-                => Exec in Commands, Changes;
+                => Exec in Commands, Changes, derived;
             /// The daemon's [`capabilities`]. Methods are only ever appended below this line.
             fn capabilities() -> Vec<String>;
             tool sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>
-                => SudoExec in Commands, Root;
+                => SudoExec in Commands, Root, derived;
             tool stat(req: StatRequest) -> Result<FileStat, DaemonError>
                 => Stat in Inspect, ChangesNothing, derived;
             tool list_directory(req: ListRequest) -> Result<Listing, DaemonError>
@@ -336,10 +336,6 @@ pub fn context_with_timeout(d: Duration) -> tarpc::context::Context {
     ctx.deadline = Instant::now() + d.min(Duration::from_secs(7 * 86_400));
     ctx
 }
-
-/// How long a client waits for `exec` beyond the command's own timeout: queuing for a channel
-/// and terminating the remote process group both happen inside the daemon after the timeout.
-pub const EXEC_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -84,12 +84,7 @@ impl Shim {
 
     /// The tools whose MCP side is written here in the shim (`tools/`), not derived.
     fn written_tools() -> ToolRouter<Self> {
-        Self::session_router() + Self::exec_router()
-    }
-
-    /// Whether this server exposes `tool` (see `--tools`).
-    pub fn exposes(&self, tool: Tool) -> bool {
-        self.exposed.contains(&tool)
+        Self::session_router()
     }
 
     /// The tools this server exposes (see `--tools`).

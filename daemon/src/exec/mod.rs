@@ -1,21 +1,17 @@
-//! The `exec` tool's operation: the caller's text as a program on the session's host, under
-//! the request's limits, with complete copies of its streams when asked for, handed off to a
-//! command handle when it runs long (see `handoff`).
+//! The `exec` tool's operation (and `sudo_exec`'s ground, see `tools/sudo_exec.rs`): the
+//! caller's text as a program on the session's host, under the request's limits, with
+//! complete copies of its streams when asked for, handed off to a command handle when it runs
+//! long (see `handoff`).
 
 pub mod handoff;
-pub mod sudo;
-
-use std::sync::Arc;
 
 use sshmcp_proto::DaemonError;
 use sshmcp_proto::exec::{ByteRange, ExecRequest, ExecResult, StreamOutput, encode_bytes};
-use sshmcp_proto::service::tools;
 
 use crate::audit::{Answer, Exit};
 use crate::config::Settings;
-use crate::operation::Operation;
 use crate::remote::{Output, Program, RunError, RunResult};
-use crate::session::{Registry, Session};
+use crate::session::Session;
 
 /// Checks the request before any session is looked at.
 pub fn check(req: &ExecRequest) -> Result<std::time::Duration, DaemonError> {
@@ -111,23 +107,5 @@ impl Answer for ExecResult {
             signal: self.signal.clone(),
             timed_out: self.timed_out,
         }
-    }
-}
-
-impl Operation for tools::Exec {
-    fn summary(req: &ExecRequest) -> String {
-        crate::audit::command(&req.command)
-    }
-
-    fn check(req: &ExecRequest) -> Result<(), DaemonError> {
-        check(req).map(drop)
-    }
-
-    async fn run(
-        req: ExecRequest,
-        session: Arc<Session>,
-        registry: &Registry,
-    ) -> Result<ExecResult, DaemonError> {
-        exec(&session, &registry.settings, req).await
     }
 }

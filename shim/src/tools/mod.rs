@@ -3,7 +3,6 @@
 //! shapes the answer (see `answer`).
 
 pub mod derived;
-pub mod exec;
 pub mod session;
 
 use sshmcp_proto::{DaemonError, ErrorCode};

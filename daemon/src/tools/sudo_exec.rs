@@ -29,7 +29,7 @@ const RUN: &str = "command -v sudo >/dev/null 2>&1 || { printf '%s unavailable\\
 /// all, root's bash would read nothing and exit), or that refuses for another reason; no
 /// rule for it among others (`-l` says nothing), not in sudoers at all (`-v`: "may not run
 /// sudo"), a password wanted, or something else.
-const WHY: &str = include_str!("sudo_why.sh");
+const WHY: &str = include_str!("sudo_exec_why.sh");
 
 /// Runs the command as root and answers with its streams and exit status.
 pub async fn sudo_exec(
@@ -62,11 +62,11 @@ pub async fn sudo_exec(
     );
     program.gate = Some(gate);
     program.kill_as_root = true;
-    let caller = super::handoff::Caller {
+    let caller = crate::exec::handoff::Caller {
         tool: "sudo_exec",
         command: &req.command,
     };
-    let run = super::handoff::run(
+    let run = crate::exec::handoff::run(
         session,
         settings,
         caller,
@@ -80,7 +80,7 @@ pub async fn sudo_exec(
         Err(RunError::NotStarted { said, stderr }) => {
             Err(refused(session, &nonce, &said, &stderr).await)
         }
-        Err(e) => Err(super::failure(e)),
+        Err(e) => Err(crate::exec::failure(e)),
     }
 }
 

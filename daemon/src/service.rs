@@ -132,7 +132,7 @@ macro_rules! serve_operations {
     ($(
         $(#[$doc:meta])*
         $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
-            $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
+            $(=> $tool:ident in $group:ident, $reach:ident)?;
     )*) => {
         $(serve_operation!($form $name $($tool)?);)*
     };

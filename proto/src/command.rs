@@ -202,9 +202,12 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
         crate::described::waited(args.wait_seconds) + COMMAND_MARGIN
     }
 
-    fn progress(req: &CommandStatusRequest) -> Option<(SessionAuth, String)> {
+    fn progress(req: &CommandStatusRequest) -> Option<crate::described::Followed> {
         let waits = req.wait_seconds.is_some_and(|wait| wait > 0.0);
-        waits.then(|| (req.auth.clone(), req.handle_id.clone()))
+        waits.then(|| crate::described::Followed::Run {
+            auth: req.auth.clone(),
+            key: req.handle_id.clone(),
+        })
     }
 
     /// Once a handle has ended, a chunk that holds its whole stream as UTF-8 text, not cut

@@ -1,6 +1,6 @@
-//! What an MCP client shows of a tool whose line in `daemon_methods!` ends in `derived`, and
-//! how its arguments become its request: declared beside the tool's wire types, so the shim
-//! makes its MCP tool with no code of its own. Only the shim builds it (feature `schema`).
+//! What an MCP client shows of each tool of `daemon_methods!`, and how its arguments become
+//! its request: declared beside the tool's wire types, so the shim makes its MCP tool with no
+//! code of its own. Only the shim builds it (feature `schema`).
 
 use std::time::Duration;
 
@@ -13,9 +13,8 @@ use crate::session::SessionAuth;
 
 /// A tool's MCP side: its title, description, hints and arguments.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}`'s line in daemon_methods! ends in `derived`, but it has no `Described` impl",
-    note = "declare its MCP side beside its wire types (ARCHITECTURE.md, \"Adding a tool\"), or \
-            drop `derived` and write its MCP tool in the shim"
+    message = "`{Self}` is a tool in daemon_methods!, but it has no `Described` impl",
+    note = "declare its MCP side beside its wire types (ARCHITECTURE.md, \"Adding a tool\")"
 )]
 pub trait Described:
     ToolMethod<
@@ -67,10 +66,8 @@ pub trait Described:
     /// nothing in some runs: they go before the answer is made lean (the shim's `lean`).
     fn shape(_answer: &mut serde_json::Map<String, serde_json::Value>) {}
 
-    /// The run whose progress the shim reports while the call waits, when the client asked
-    /// for progress: its session and the key the daemon files it under (a progress key the
-    /// request carries from [`Here::progress_key`], or a handle's id).
-    fn progress(_req: &Self::Request) -> Option<(SessionAuth, String)> {
+    /// What the shim tells a client that asked for progress while the call waits.
+    fn progress(_req: &Self::Request) -> Option<Followed> {
         None
     }
 
@@ -96,6 +93,16 @@ impl Here {
     pub fn exposes(&self, tool: crate::tool::Tool) -> bool {
         self.exposed.contains(&tool)
     }
+}
+
+/// What a call's progress notifications follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// A run the daemon files under `key` (a progress key the request carries from
+    /// [`Here::progress_key`], or a handle's id): its output so far, each second.
+    Run { auth: SessionAuth, key: String },
+    /// Only the seconds the call has waited, each second, after these words.
+    Clock(&'static str),
 }
 
 /// What a tool's answer's `error` holds.
@@ -155,6 +162,14 @@ impl Hints {
         open_world: true,
     };
 
+    /// A tool that opens something new with each call (a session), destroying nothing.
+    pub const OPENS: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: true,
+    };
+
     /// A tool that starts something on the host (a task, a forward): each call starts
     /// another, and what it starts may change or expose what was there, so it is marked as
     /// one that may destroy.
@@ -184,7 +199,7 @@ impl From<SessionArgs> for SessionAuth {
     }
 }
 
-/// Shown every derived tool by [`visit_described`](crate::service::visit_described).
+/// Shown every tool by [`visit_described`](crate::service::visit_described).
 pub trait Visitor {
     fn visit<T: Described>(&mut self);
 }

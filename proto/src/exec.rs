@@ -90,7 +90,7 @@ impl crate::described::Described for crate::service::tools::Exec {
         deadline(args.timeout, args.handoff_after)
     }
 
-    fn progress(req: &ExecRequest) -> Option<(SessionAuth, String)> {
+    fn progress(req: &ExecRequest) -> Option<crate::described::Followed> {
         followed(&req.auth, &req.handoff)
     }
 
@@ -155,7 +155,7 @@ impl crate::described::Described for crate::service::tools::SudoExec {
         deadline(args.timeout, args.handoff_after)
     }
 
-    fn progress(req: &SudoExecRequest) -> Option<(SessionAuth, String)> {
+    fn progress(req: &SudoExecRequest) -> Option<crate::described::Followed> {
         followed(&req.auth, &req.handoff)
     }
 
@@ -219,9 +219,11 @@ fn handoff(
 
 /// The run an exec-like call follows: the one its request files under its progress key.
 #[cfg(feature = "schema")]
-fn followed(auth: &SessionAuth, handoff: &Handoff) -> Option<(SessionAuth, String)> {
-    let key = handoff.progress_key.clone()?;
-    Some((auth.clone(), key))
+fn followed(auth: &SessionAuth, handoff: &Handoff) -> Option<crate::described::Followed> {
+    Some(crate::described::Followed::Run {
+        auth: auth.clone(),
+        key: handoff.progress_key.clone()?,
+    })
 }
 
 /// A stream's fields about `spool_output`, which sudo_exec does not take.

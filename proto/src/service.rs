@@ -95,15 +95,14 @@ pub struct DaemonStatus {
 }
 
 /// Every method of the daemon, in wire order, a line each; a tool's line also gives its
-/// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach), and ends in
-/// `derived` when its MCP side is its `Described` declaration beside its wire types
-/// (`described.rs`) and its operation is the daemon's `tools/<name>.rs` (ARCHITECTURE.md,
-/// "Adding a tool"). The tarpc
-/// trait, the tool table, each tool's [`ToolMethod`] and the daemon's dispatch are all made
-/// from this list, so a tool is declared here once. `fn` methods the daemon answers by hand;
-/// each `tool` method's request carries its session (`session::Authed`) and is run as the
-/// daemon's operation for that tool. Methods are only ever appended: their place is their
-/// index on the wire.
+/// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach). A tool's MCP
+/// side is its `Described` declaration beside its wire types (`described.rs`), and a `tool`
+/// line's operation is the daemon's `tools/<name>.rs` (ARCHITECTURE.md, "Adding a tool"). The tarpc trait, the tool table, each tool's [`ToolMethod`], the shim's
+/// MCP tools and the daemon's dispatch are all made from this list, so a tool is declared
+/// here once. Each `tool` method's request carries its session (`session::Authed`) and is run
+/// as the daemon's operation for that tool; `fn` methods the daemon answers by hand (the
+/// session tools among them: a connect has no session yet). Methods are only ever appended:
+/// their place is their index on the wire.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! daemon_methods {
@@ -118,64 +117,65 @@ macro_rules! daemon_methods {
                 => Connect in Sessions, ChangesNothing;
             fn disconnect(session_id: String) -> Result<Disconnected, DaemonError>
                 => Disconnect in Sessions, ChangesNothing;
-            fn session_list() -> Vec<SessionSummary> => SessionList in Sessions, ChangesNothing;
+            fn session_list() -> Vec<SessionSummary>
+                => SessionList in Sessions, ChangesNothing;
             tool exec(req: ExecRequest) -> Result<ExecResult, DaemonError>
-                => Exec in Commands, Changes, derived;
+                => Exec in Commands, Changes;
             /// The daemon's [`capabilities`]. Methods are only ever appended below this line.
             fn capabilities() -> Vec<String>;
             tool sudo_exec(req: SudoExecRequest) -> Result<ExecResult, DaemonError>
-                => SudoExec in Commands, Root, derived;
+                => SudoExec in Commands, Root;
             tool stat(req: StatRequest) -> Result<FileStat, DaemonError>
-                => Stat in Inspect, ChangesNothing, derived;
+                => Stat in Inspect, ChangesNothing;
             tool list_directory(req: ListRequest) -> Result<Listing, DaemonError>
-                => ListDirectory in Inspect, ChangesNothing, derived;
+                => ListDirectory in Inspect, ChangesNothing;
             tool read_file_range(req: ReadRangeRequest) -> Result<FileRange, DaemonError>
-                => ReadFileRange in Inspect, ChangesNothing, derived;
+                => ReadFileRange in Inspect, ChangesNothing;
             tool command_start(req: CommandStartRequest) -> Result<CommandStarted, DaemonError>
-                => CommandStart in Commands, Changes, derived;
+                => CommandStart in Commands, Changes;
             tool command_status(req: CommandStatusRequest) -> Result<CommandReport, DaemonError>
-                => CommandStatus in Commands, ChangesNothing, derived;
+                => CommandStatus in Commands, ChangesNothing;
             tool command_kill(req: CommandKillRequest) -> Result<CommandKilled, DaemonError>
-                => CommandKill in Commands, Changes, derived;
+                => CommandKill in Commands, Changes;
             tool command_list(auth: SessionAuth) -> Result<CommandList, DaemonError>
-                => CommandList in Commands, ChangesNothing, derived;
+                => CommandList in Commands, ChangesNothing;
             /// What a run followed by `key` has done so far; None when no such run is going.
             fn progress(req: ProgressRequest) -> Result<Option<RunProgress>, DaemonError>;
             tool task_launch(req: TaskLaunchRequest) -> Result<TaskLaunched, DaemonError>
-                => TaskLaunch in Tasks, Changes, derived;
+                => TaskLaunch in Tasks, Changes;
             tool task_status(req: TaskStatusRequest) -> Result<TaskReport, DaemonError>
-                => TaskStatus in Tasks, ChangesNothing, derived;
+                => TaskStatus in Tasks, ChangesNothing;
             tool task_kill(req: TaskKillRequest) -> Result<TaskKilled, DaemonError>
-                => TaskKill in Tasks, Changes, derived;
+                => TaskKill in Tasks, Changes;
             tool download_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
-                => DownloadStart in Transfers, ChangesNothing, derived;
+                => DownloadStart in Transfers, ChangesNothing;
             tool transfer_status(req: TransferStatusRequest) -> Result<TransferReport, DaemonError>
-                => TransferStatus in Transfers, ChangesNothing, derived;
+                => TransferStatus in Transfers, ChangesNothing;
             // Stopping a copy, a forward or a session changes nothing on the host.
             tool transfer_cancel(req: TransferRequest) -> Result<TransferReport, DaemonError>
-                => TransferCancel in Transfers, ChangesNothing, derived;
+                => TransferCancel in Transfers, ChangesNothing;
             tool transfer_list(auth: SessionAuth) -> Result<TransferList, DaemonError>
-                => TransferList in Transfers, ChangesNothing, derived;
+                => TransferList in Transfers, ChangesNothing;
             tool upload_start(req: TransferStartRequest) -> Result<TransferReport, DaemonError>
-                => UploadStart in Transfers, Changes, derived;
+                => UploadStart in Transfers, Changes;
             tool write_file(req: WriteFileRequest) -> Result<FileWritten, DaemonError>
-                => WriteFile in Files, Changes, derived;
+                => WriteFile in Files, Changes;
             tool edit_file(req: EditFileRequest) -> Result<FileEdited, DaemonError>
-                => EditFile in Files, Changes, derived;
+                => EditFile in Files, Changes;
             tool make_directory(req: MakeDirectoryRequest) -> Result<PathChanged, DaemonError>
-                => MakeDirectory in Files, Changes, derived;
+                => MakeDirectory in Files, Changes;
             tool remove_path(req: RemovePathRequest) -> Result<PathChanged, DaemonError>
-                => RemovePath in Files, Changes, derived;
+                => RemovePath in Files, Changes;
             tool copy_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
-                => CopyPath in Files, Changes, derived;
+                => CopyPath in Files, Changes;
             tool move_path(req: CopyMoveRequest) -> Result<PathChanged, DaemonError>
-                => MovePath in Files, Changes, derived;
+                => MovePath in Files, Changes;
             tool forward_start(req: ForwardStartRequest) -> Result<ForwardInfo, DaemonError>
-                => ForwardStart in Forwards, Changes, derived;
+                => ForwardStart in Forwards, Changes;
             tool forward_list(auth: SessionAuth) -> Result<ForwardList, DaemonError>
-                => ForwardList in Forwards, ChangesNothing, derived;
+                => ForwardList in Forwards, ChangesNothing;
             tool forward_stop(req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError>
-                => ForwardStop in Forwards, ChangesNothing, derived;
+                => ForwardStop in Forwards, ChangesNothing;
             /// Names the MCP client this connection serves (its name and version from
             /// `initialize`), for the audit trail.
             fn introduce(client: String);
@@ -187,7 +187,7 @@ macro_rules! daemon_methods {
             /// Every session with its running commands, transfers under way and forwards.
             fn overview() -> Overview;
             tool host_info(req: HostInfoRequest) -> Result<HostInfo, DaemonError>
-                => HostInfo in Inspect, ChangesNothing, derived;
+                => HostInfo in Inspect, ChangesNothing;
             /// The person's read of a command handle's output (`sshmcp output`), needing no key.
             fn output(req: OutputRequest) -> Result<CommandReport, DaemonError>;
             /// The person's stop of a command, transfer or forward (`sshmcp kill`), needing no
@@ -202,64 +202,41 @@ macro_rules! daemon_trait {
     ($(
         $(#[$doc:meta])*
         $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
-            $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
+            $(=> $tool:ident in $group:ident, $reach:ident)?;
     )*) => {
         #[tarpc::service]
         pub trait Daemon {
             $($(#[$doc])* async fn $name($($arg: $ty),*) $(-> $answer)?;)*
         }
 
-        /// A marker type for each tool the daemon runs as an operation, named after its
-        /// [`Tool`](crate::tool::Tool) variant.
+        /// A marker type for each tool, named after its [`Tool`](crate::tool::Tool) variant.
         pub mod tools {
             $(tool_marker!($form $($tool)?);)*
         }
 
         $(tool_method!($form $name($($arg: $ty),*) $(-> $answer)? $(=> $tool)?);)*
 
-        $($(derived_marker!($form $($derived)?);)?)*
-
-        /// Shows `visitor` every tool whose MCP side is derived from its
-        /// [`Described`](crate::described::Described) declaration (its line ends in `derived`).
+        /// Shows `visitor` every tool, whose MCP side is derived from its
+        /// [`Described`](crate::described::Described) declaration.
         #[cfg(feature = "schema")]
         pub fn visit_described(visitor: &mut impl crate::described::Visitor) {
-            $($(described!(visitor, $tool $($derived)?);)?)*
+            $($(visitor.visit::<tools::$tool>();)?)*
         }
     };
-}
-
-/// Refuses any word but `derived` at the end of a tool's line, and `derived` on an `fn` line
-/// (the daemon answers those by hand), whatever the features.
-macro_rules! derived_marker {
-    (tool $(derived)?) => {};
-    (fn) => {};
-    (fn derived) => {
-        compile_error!("an `fn` line is answered by hand in the daemon: it cannot be `derived`");
-    };
-    ($form:ident $word:ident) => {
-        compile_error!(concat!(
-            "a tool's line in daemon_methods! ends in `derived` or nothing, not `",
-            stringify!($word),
-            "`"
-        ));
-    };
-}
-
-#[cfg(feature = "schema")]
-macro_rules! described {
-    ($visitor:ident, $tool:ident derived) => {
-        $visitor.visit::<tools::$tool>()
-    };
-    ($visitor:ident, $tool:ident $($word:ident)?) => {};
 }
 
 macro_rules! tool_marker {
     (tool $tool:ident) => {
         pub struct $tool;
     };
-    (fn $($tool:ident)?) => {};
+    (fn $tool:ident) => {
+        pub struct $tool;
+    };
+    (fn) => {};
 }
 
+/// A tool's [`ToolMethod`], for a line that takes one request and answers a `Result`
+/// (`session_list`'s, which takes none, is written beside its types).
 macro_rules! tool_method {
     (tool $name:ident($arg:ident: $request:ty) -> $answer:ty => $tool:ident) => {
         impl ToolMethod for tools::$tool {
@@ -285,10 +262,13 @@ macro_rules! tool_method {
             stringify!($($line)*)
         ));
     };
+    (fn $name:ident($arg:ident: $request:ty) -> $answer:ty => $tool:ident) => {
+        tool_method!(tool $name($arg: $request) -> $answer => $tool);
+    };
     (fn $($rest:tt)*) => {};
 }
 
-/// What a tool run as an operation takes and answers on the wire, and its call.
+/// What a tool takes and answers on the wire, and its call.
 pub trait ToolMethod {
     const TOOL: crate::tool::Tool;
     type Request;
@@ -436,7 +416,7 @@ mod tests {
             ($(
                 $(#[$doc:meta])*
                 $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
-                    $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
+                    $(=> $tool:ident in $group:ident, $reach:ident)?;
             )*) => {
                 [$(concat!(
                     stringify!($name), "(", $(stringify!($ty), ",",)* ")" $(, " -> ", stringify!($answer))?

@@ -41,6 +41,164 @@ pub struct ConnectRequest {
     pub connect_timeout: Option<f64>,
 }
 
+/// `connect` as an agent calls it.
+#[cfg(feature = "schema")]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectArgs {
+    /// A Host of ~/.ssh/config (may set user, port); not with `host`, `user`, `port`.
+    pub alias: Option<String>,
+    /// Name or address.
+    pub host: Option<String>,
+    /// Login name; required with `host`.
+    pub user: Option<String>,
+    /// With `host`; default 22.
+    #[schemars(range(min = 1))]
+    pub port: Option<u16>,
+    /// Seconds to connect and log in; default 60 (lower it if your client gives up at 60 s).
+    #[schemars(range(min = 1.0, max = 3600.0))]
+    pub connect_timeout: Option<f64>,
+}
+
+/// Cancelled, the call is dropped: the daemon's connect then gives up its reservation and
+/// stops the master it was starting. The one step a connect takes that lasts is the master's
+/// start, so a client that asked for progress is told the seconds it has waited.
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::Connect {
+    type Args = ConnectArgs;
+    const TITLE: &'static str = "Connect to an SSH host";
+    const DESCRIPTION: &'static str = "Open an SSH session to a Host of the user's OpenSSH \
+        config (`alias`; ask the user which) or to `host` + `user`. Answers once ready: \
+        `session_id`, `session_key` (shown only here) and `remote` (`uname`, `user`, `home`). \
+        May wait for a passphrase or key-touch prompt. Errors: `already_connected` \
+        (`error.session_id` has the server: use it if you hold its key; disconnect it if it \
+        is `lost` or left by a cut-off connect of yours; else ask the user), \
+        `session_limit_reached` (disconnect one you no longer need), \
+        `connection_start_failed` (unknown host key, login refused, unreachable: tell the \
+        user; after a timeout, a longer `connect_timeout` if your client waits).";
+    const HINTS: crate::described::Hints = crate::described::Hints::OPENS;
+    /// Beyond twice the connect timeout: authentication may wait behind other connects,
+    /// then for a dialog.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn deadline(args: &ConnectArgs) -> std::time::Duration {
+        let secs = args.connect_timeout.unwrap_or(60.0);
+        let secs = if secs.is_finite() {
+            secs.clamp(1.0, 3600.0)
+        } else {
+            60.0
+        };
+        std::time::Duration::from_secs_f64(secs) * 2 + Self::DEADLINE
+    }
+
+    fn progress(_: &ConnectRequest) -> Option<crate::described::Followed> {
+        Some(crate::described::Followed::Clock(
+            "starting the SSH connection (authentication, host key check)",
+        ))
+    }
+
+    /// The target, naming only fields in any complaint.
+    fn request(
+        args: ConnectArgs,
+        _: &crate::described::Here,
+    ) -> Result<ConnectRequest, crate::DaemonError> {
+        let invalid = |m: &str| Err(crate::DaemonError::invalid_arguments(m));
+        let target = match (args.alias, args.host, args.user) {
+            (Some(alias), None, None) if args.port.is_none() => ConnectTarget::Alias { alias },
+            (None, Some(host), Some(user)) => ConnectTarget::Direct {
+                host,
+                user,
+                port: args.port,
+            },
+            (None, Some(_), None) => return invalid("missing required fields: user"),
+            (None, None, Some(_)) => return invalid("missing required fields: host"),
+            (None, None, None) => return invalid("give either alias, or host and user"),
+            _ => return invalid("alias cannot be combined with host, user or port"),
+        };
+        Ok(ConnectRequest {
+            target,
+            connect_timeout: args.connect_timeout,
+        })
+    }
+}
+
+/// `disconnect` as an agent calls it.
+#[cfg(feature = "schema")]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DisconnectArgs {
+    /// From `connect` or `session_list`.
+    pub session_id: String,
+}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::Disconnect {
+    type Args = DisconnectArgs;
+    const TITLE: &'static str = "Disconnect a session";
+    const DESCRIPTION: &'static str = "Close a session in any state: kill its commands and \
+        drop their output (read it first), cancel its transfers (partials kept), close its \
+        forwards; tasks survive. Answers `state` `closed`. Needs no key: close only yours or \
+        `lost` ones. `session_not_found`: already closed.";
+    const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn request(
+        args: DisconnectArgs,
+        _: &crate::described::Here,
+    ) -> Result<String, crate::DaemonError> {
+        Ok(args.session_id)
+    }
+}
+
+/// `session_list` as an agent calls it: with nothing.
+#[cfg(feature = "schema")]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionListArgs {}
+
+#[cfg(feature = "schema")]
+impl crate::described::Described for crate::service::tools::SessionList {
+    type Args = SessionListArgs;
+    const TITLE: &'static str = "List sessions";
+    const DESCRIPTION: &'static str = "List all the daemon's sessions, other agents' too, \
+        never keys: before connect (one session per server; without its key you cannot use \
+        another's). `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: \
+        disconnect it if yours, `closing`), `target` (as given to connect), `server_host`, \
+        `server_port` (what it resolved to), `remote_user`, `created_at`, `last_used_at`, \
+        `active_commands`, `active_transfers`, `active_forwards`.";
+    const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+    fn request(_: SessionListArgs, _: &crate::described::Here) -> Result<(), crate::DaemonError> {
+        Ok(())
+    }
+}
+
+/// `session_list`'s answer as a tool gives it (the method answers the list itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SessionList {
+    /// Every session of the daemon, oldest first.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// Written here, as the macro makes one only for a method that takes a request and answers a
+/// `Result`: `session_list` takes none and cannot fail.
+impl crate::service::ToolMethod for crate::service::tools::SessionList {
+    const TOOL: crate::tool::Tool = crate::tool::Tool::SessionList;
+    type Request = ();
+    type Answer = SessionList;
+
+    async fn send(
+        client: &crate::service::DaemonClient,
+        ctx: tarpc::context::Context,
+        (): (),
+    ) -> Result<Result<SessionList, crate::DaemonError>, tarpc::client::RpcError> {
+        let sessions = client.session_list(ctx).await?;
+        Ok(Ok(SessionList { sessions }))
+    }
+}
+
 /// The lifecycle of a session: `starting` (authenticating), `ready`, `lost` (its SSH
 /// connection is gone), `closing`; `closed` only appears in `disconnect`'s answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

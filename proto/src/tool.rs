@@ -53,7 +53,7 @@ macro_rules! tool_table {
     ($(
         $(#[$doc:meta])*
         $form:ident $name:ident($($arg:ident: $ty:ty),*) $(-> $answer:ty)?
-            $(=> $tool:ident in $group:ident, $reach:ident $(, $derived:ident)?)?;
+            $(=> $tool:ident in $group:ident, $reach:ident)?;
     )*) => {
         /// A tool an agent calls.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -150,11 +150,6 @@ pub fn respond_trimmed<T: Serialize>(
     }
 }
 
-/// The answer for a tool body's outcome.
-pub fn respond<T: Serialize>(outcome: Result<T, DaemonError>) -> CallToolResult {
-    respond_trimmed(outcome, |_| {})
-}
-
 /// A failed answer (`isError: true`), with the facts its code carries.
 fn failure(e: DaemonError) -> CallToolResult {
     let details = *e.details;

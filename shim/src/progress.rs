@@ -84,6 +84,16 @@ pub fn of_run(
     }
 }
 
+/// The seconds a call has waited, after `words`.
+pub fn clock(words: &'static str) -> impl FnMut(u32) -> std::future::Ready<Option<Step>> {
+    move |seconds| {
+        std::future::ready(Some(Step {
+            value: f64::from(seconds),
+            message: format!("{words}: {seconds} s"),
+        }))
+    }
+}
+
 /// Runs `call`; meanwhile, when `progress` is given, sends what `poll` reports each second.
 /// Progress values only ever increase (MCP requires it): a value that did not grow since the
 /// last notification is raised by a thousandth.

@@ -32,7 +32,7 @@ impl Shim {
         local_root: Option<PathBuf>,
         tools: &BTreeSet<&'static str>,
     ) -> Self {
-        let mut tool_router = Self::every_tool();
+        let mut tool_router = crate::tools::router();
         let hidden: Vec<String> = tool_router
             .map
             .keys()
@@ -76,15 +76,6 @@ impl Shim {
             tool_router,
             exposed,
         }
-    }
-
-    fn every_tool() -> ToolRouter<Self> {
-        Self::written_tools() + crate::tools::derived::derived_router()
-    }
-
-    /// The tools whose MCP side is written here in the shim (`tools/`), not derived.
-    fn written_tools() -> ToolRouter<Self> {
-        Self::session_router()
     }
 
     /// The tools this server exposes (see `--tools`).
@@ -292,7 +283,7 @@ mod tests {
 
     #[test]
     fn the_groups_hold_every_tool_the_routers_serve() {
-        let served: BTreeSet<String> = Shim::every_tool()
+        let served: BTreeSet<String> = crate::tools::router()
             .map
             .keys()
             .map(|k| k.to_string())
@@ -303,15 +294,6 @@ mod tests {
             .map(String::from)
             .collect();
         assert_eq!(served, grouped);
-    }
-
-    /// A derived tool also written here would be served as one of the two, silently.
-    #[test]
-    fn derived_tools_are_written_nowhere_else() {
-        let written = Shim::written_tools();
-        for name in crate::tools::derived::derived_router().map.keys() {
-            assert!(!written.has_route(name), "{name} is derived and written");
-        }
     }
 
     /// Clients cut the instructions at 2,048 bytes: all of them fit, and the local root comes

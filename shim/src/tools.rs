@@ -1,5 +1,5 @@
-//! The MCP tools the shim writes no code for: each one made from its `Described` declaration
-//! in `sshmcp-proto` (a tool whose line in `daemon_methods!` ends in `derived`). Its arguments
+//! The MCP tools, none written here: each one made from its `Described` declaration in
+//! `sshmcp-proto` (one for each tool of `daemon_methods!`). Its arguments
 //! become its request, the daemon runs it until it answers or the client cancels the call
 //! (telling the client its progress meanwhile, when the tool follows a run and the client
 //! asked), and its answer is shaped as its declaration says, then as every tool's is.
@@ -8,18 +8,19 @@ use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
-use sshmcp_proto::described::{Described, Failure, Here, Visitor};
+use sshmcp_proto::described::{Described, Failure, Followed, Here, Visitor};
 use sshmcp_proto::service::context_with_timeout;
 use sshmcp_proto::transfer::TransferError;
+use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::answer::{self, Answer};
 use crate::args;
 use crate::progress::{self, Progress};
 use crate::server::Shim;
-use crate::tools::unless_cancelled;
+use tokio_util::sync::CancellationToken;
 
-/// Every derived tool's route.
-pub(crate) fn derived_router() -> ToolRouter<Shim> {
+/// Every tool's route.
+pub(crate) fn router() -> ToolRouter<Shim> {
     let mut routes = Routes(ToolRouter::new());
     sshmcp_proto::service::visit_described(&mut routes);
     routes.0
@@ -56,19 +57,44 @@ async fn answer_of<T: Described>(call: ToolCallContext<'_, Shim>) -> CallToolRes
             let run = shim.daemon.run::<T>(context_with_timeout(deadline), req);
             let run = unless_cancelled(run, context.ct);
             match followed {
-                Some((auth, key)) => {
+                Some(Followed::Run { auth, key }) => {
                     let poll = progress::of_run(shim.daemon.clone(), auth, key);
                     progress::follow(run, asked, poll).await
+                }
+                Some(Followed::Clock(words)) => {
+                    progress::follow(run, asked, progress::clock(words)).await
                 }
                 None => run.await,
             }
         }
         Err(e) => Err(e),
     };
+    let outcome = outcome.map_err(|mut e| {
+        // The daemon may read another ssh config than this server's environment names.
+        if e.code == ErrorCode::ConnectionStartFailed
+            && let Some(note) = shim.daemon.settings_note()
+        {
+            e.message = format!("{} ({note})", e.message);
+        }
+        e
+    });
     answer::respond_trimmed(outcome, |answer| {
         answer.retain(|name, _| !T::NOT_IN_ANSWER.contains(&name.as_str()));
         T::shape(answer);
     })
+}
+
+/// Runs a daemon call until it answers or the MCP client cancels. Dropping the call on
+/// cancellation makes tarpc cancel it in the daemon, whose run then kills the remote process
+/// group (an operation that must finish runs `to_the_end` there).
+async fn unless_cancelled<T>(
+    call: impl std::future::Future<Output = Result<T, DaemonError>>,
+    cancel: CancellationToken,
+) -> Result<T, DaemonError> {
+    tokio::select! {
+        r = call => r,
+        _ = cancel.cancelled() => Err(DaemonError::new(ErrorCode::InternalError, "cancelled")),
+    }
 }
 
 /// The tool as `tools/list` shows it, before the server slims it as it does every tool.
@@ -129,6 +155,54 @@ mod tests {
         let req = <tools::DownloadStart as Described>::request(args, &here).unwrap();
         assert_eq!(req.local_root.as_deref(), Some("/srv/agent-root"));
         assert_eq!(req.local_path, "hosts");
+    }
+
+    /// A connect names an alias, or a host and a user; any other mix is refused naming
+    /// fields only.
+    #[test]
+    fn a_connect_takes_an_alias_or_a_host_and_a_user() {
+        use sshmcp_proto::session::{ConnectArgs, ConnectTarget};
+        let here = Here {
+            local_root: None,
+            progress_key: None,
+            exposed: std::sync::Arc::new([]),
+        };
+        let connect = |args: serde_json::Value| {
+            let args: ConnectArgs = serde_json::from_value(args).unwrap();
+            <tools::Connect as Described>::request(args, &here)
+        };
+        let alias = connect(json!({"alias": "web", "connect_timeout": 5})).unwrap();
+        assert_eq!(alias.target.display(), "web");
+        assert_eq!(alias.connect_timeout, Some(5.0));
+        let direct = connect(json!({"host": "h", "user": "u", "port": 2222})).unwrap();
+        assert!(matches!(
+            direct.target,
+            ConnectTarget::Direct {
+                port: Some(2222),
+                ..
+            }
+        ));
+        for (args, message) in [
+            (json!({"host": "h"}), "missing required fields: user"),
+            (json!({"user": "u"}), "missing required fields: host"),
+            (json!({}), "give either alias, or host and user"),
+            (
+                json!({"alias": "web", "port": 22}),
+                "alias cannot be combined with host, user or port",
+            ),
+            (
+                json!({"alias": "web", "host": "h", "user": "u"}),
+                "alias cannot be combined with host, user or port",
+            ),
+        ] {
+            let refused = connect(args.clone()).unwrap_err();
+            assert_eq!(
+                refused.code,
+                sshmcp_proto::ErrorCode::InvalidArguments,
+                "{args}"
+            );
+            assert_eq!(refused.message, message, "{args}");
+        }
     }
 
     /// A command_status report as the agent gets it: shaped, then made lean.

@@ -24,7 +24,7 @@ use tarpc::context::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{CallEnd, Trail};
-use crate::operation::{Operation, Runs};
+use crate::operation::{Operation, Runs, to_the_end};
 use crate::person::{self, Kind};
 use crate::session::registry::connection_lost;
 use crate::session::{Registry, Session};
@@ -217,18 +217,10 @@ impl Daemon for DaemonService {
         connected.map_err(|e| self.for_client(e))
     }
 
+    /// To its end: a close, once begun, goes on whatever becomes of the call (see
+    /// `Registry::disconnect`), so its trail line says how it ended, not `cancelled`.
     async fn disconnect(self, _: Context, session_id: String) -> Result<Disconnected, DaemonError> {
-        let session = self.registry.find(&session_id)?;
-        let line = self.audited(
-            Call::new(Tool::Disconnect, String::new()),
-            Place::from(&*session),
-        );
-        let disconnected = match self.allowed(Tool::Disconnect, &session) {
-            Ok(()) => self.registry.disconnect(&session_id).await,
-            Err(refused) => Err(refused),
-        };
-        line.finish(CallEnd::of(disconnected.as_ref()));
-        disconnected.map_err(|e| self.for_client(e))
+        to_the_end("disconnect", async move { self.close(session_id).await }).await
     }
 
     async fn session_list(self, _: Context) -> Vec<SessionSummary> {
@@ -396,6 +388,21 @@ impl DaemonService {
             introduced: Default::default(),
             ..self.clone()
         }
+    }
+
+    /// Closes a session by its id (`disconnect`), and writes the call to the trail.
+    async fn close(&self, session_id: String) -> Result<Disconnected, DaemonError> {
+        let session = self.registry.find(&session_id)?;
+        let line = self.audited(
+            Call::new(Tool::Disconnect, String::new()),
+            Place::from(&*session),
+        );
+        let disconnected = match self.allowed(Tool::Disconnect, &session) {
+            Ok(()) => self.registry.disconnect(&session_id).await,
+            Err(refused) => Err(refused),
+        };
+        line.finish(CallEnd::of(disconnected.as_ref()));
+        disconnected.map_err(|e| self.for_client(e))
     }
 
     /// A tool's operation (see [`Operation`]): the request checked, then run where the

@@ -1674,3 +1674,50 @@ async fn a_restart_into_settings_a_start_refuses_keeps_the_running_daemon() {
     );
     mcp.close().await;
 }
+
+/// A disconnect its client cancels once the session is closing goes on to its end: the
+/// session closes, its command is gone, and its trail line says `ok`, not `cancelled`.
+#[tokio::test]
+async fn a_disconnect_cancelled_while_it_closes_still_closes_and_says_so() {
+    let (env, mcp, s) = crate::connected().await;
+    // A command that ignores TERM keeps the close waiting for it to drain.
+    let secs = sshmcp_tests::process::unique_sleep(300);
+    let command = format!("trap '' TERM; sleep {secs}");
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": command});
+    let started = mcp.call("command_start", args).await;
+    assert_eq!(started["ok"], true, "{started}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sshmcp_tests::process::count_matching(&["sleep", &secs]) == 0 {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (call, answer) = mcp
+        .start_call("disconnect", json!({"session_id": s.0}))
+        .await;
+    let state = || async {
+        let list = mcp.call("session_list", json!({})).await;
+        list["sessions"][0]["state"].clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state().await != "closing" {
+        assert!(Instant::now() < deadline, "the session never began closing");
+    }
+    mcp.cancel(call).await;
+    drop(answer);
+    let lines = history_until(&env, &["--session", &s.0], |lines| {
+        lines.iter().any(|l| l["tool"] == "disconnect")
+    });
+    let line = lines.iter().find(|l| l["tool"] == "disconnect").unwrap();
+    assert_eq!(line["outcome"], "ok", "{line}");
+    let gone = mcp.call("session_list", json!({})).await;
+    assert_eq!(gone["sessions"], json!([]), "{gone}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sshmcp_tests::process::count_matching(&["sleep", &secs]) != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the command outlived its session"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    mcp.close().await;
+}

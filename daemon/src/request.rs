@@ -58,6 +58,8 @@ pub const NO_LIMIT: Duration = Duration::from_secs(365 * 86_400);
 /// its runtime may be unlimited, its start is not. Below the clients' deadline margin
 /// (`EXEC_DEADLINE_MARGIN`), so a hand-off that waits for the start still answers in time.
 pub const HANDLE_QUEUE_LIMIT: Duration = Duration::from_secs(25);
+const _: () =
+    assert!(HANDLE_QUEUE_LIMIT.as_millis() < sshmcp_proto::exec::EXEC_DEADLINE_MARGIN.as_millis());
 
 /// The runtime limit of a command that may become a handle: none when absent and `handle`
 /// says it will be one, else as [`check_timeout`].

@@ -64,6 +64,8 @@ pub trait Described:
 
     /// The answer as the agent gets it, for a tool whose answer holds fields that mean
     /// nothing in some runs: they go before the answer is made lean (the shim's `lean`).
+    /// [`NOT_IN_ANSWER`](Self::NOT_IN_ANSWER)'s fields are already gone; those of
+    /// [`NOT_IN_PARTS`](Self::NOT_IN_PARTS) are this function's to take out.
     fn shape(_answer: &mut serde_json::Map<String, serde_json::Value>) {}
 
     /// What the shim tells a client that asked for progress while the call waits.

@@ -87,7 +87,7 @@ impl crate::described::Described for crate::service::tools::Exec {
     const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;
 
     fn deadline(args: &ExecArgs) -> std::time::Duration {
-        deadline(args.timeout, args.handoff_after)
+        command_deadline(args.timeout, args.handoff_after)
     }
 
     fn progress(req: &ExecRequest) -> Option<crate::described::Followed> {
@@ -95,7 +95,7 @@ impl crate::described::Described for crate::service::tools::Exec {
     }
 
     fn shape(answer: &mut serde_json::Map<String, serde_json::Value>) {
-        shape(answer, true);
+        shape_exec_answer(answer, true);
     }
 
     fn request(
@@ -152,7 +152,7 @@ impl crate::described::Described for crate::service::tools::SudoExec {
         &[("StreamOutput", SPOOL_FIELDS)];
 
     fn deadline(args: &SudoExecArgs) -> std::time::Duration {
-        deadline(args.timeout, args.handoff_after)
+        command_deadline(args.timeout, args.handoff_after)
     }
 
     fn progress(req: &SudoExecRequest) -> Option<crate::described::Followed> {
@@ -160,7 +160,7 @@ impl crate::described::Described for crate::service::tools::SudoExec {
     }
 
     fn shape(answer: &mut serde_json::Map<String, serde_json::Value>) {
-        shape(answer, false);
+        shape_exec_answer(answer, false);
     }
 
     fn request(
@@ -180,13 +180,12 @@ impl crate::described::Described for crate::service::tools::SudoExec {
 
 /// How long a client waits for `exec` beyond the command's own timeout: queuing for a channel
 /// and terminating the remote process group both happen inside the daemon after the timeout.
-#[cfg(feature = "schema")]
 pub const EXEC_DEADLINE_MARGIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// An exec-like call's deadline: the command's own timeout (or its hand-off, when sooner)
 /// plus room for queuing and the kill.
 #[cfg(feature = "schema")]
-fn deadline(timeout: Option<f64>, handoff_after: Option<f64>) -> std::time::Duration {
+fn command_deadline(timeout: Option<f64>, handoff_after: Option<f64>) -> std::time::Duration {
     let secs = match (timeout, handoff_after) {
         (Some(t), Some(h)) => t.min(h),
         (None, Some(h)) => h,
@@ -233,7 +232,7 @@ const SPOOL_FIELDS: &[&str] = &["spool_path", "spool_truncated"];
 /// An exec-like answer: the fields of a hand-off only when there was one, the spool's only
 /// when the tool `spools`.
 #[cfg(feature = "schema")]
-fn shape(answer: &mut serde_json::Map<String, serde_json::Value>, spools: bool) {
+fn shape_exec_answer(answer: &mut serde_json::Map<String, serde_json::Value>, spools: bool) {
     let handed_off = answer.get("handed_off").is_some_and(|h| !h.is_null());
     if !handed_off {
         for key in ["handed_off", "handle_id", "pid"] {

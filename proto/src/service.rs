@@ -97,9 +97,9 @@ pub struct DaemonStatus {
 /// Every method of the daemon, in wire order, a line each; a tool's line also gives its
 /// [`Tool`](crate::tool::Tool) variant, group and [`Reach`](crate::tool::Reach). A tool's MCP
 /// side is its `Described` declaration beside its wire types (`described.rs`), and a `tool`
-/// line's operation is the daemon's `tools/<name>.rs` (ARCHITECTURE.md, "Adding a tool"). The tarpc trait, the tool table, each tool's [`ToolMethod`], the shim's
-/// MCP tools and the daemon's dispatch are all made from this list, so a tool is declared
-/// here once. Each `tool` method's request carries its session (`session::Authed`) and is run
+/// line's operation is the daemon's `tools/<name>.rs` (ARCHITECTURE.md, "Adding a tool").
+/// The tarpc trait, the tool table, each tool's [`ToolMethod`], the shim's MCP tools and the
+/// daemon's dispatch are all made from this list, so a tool is declared here once. Each `tool` method's request carries its session (`session::Authed`) and is run
 /// as the daemon's operation for that tool; `fn` methods the daemon answers by hand (the
 /// session tools among them: a connect has no session yet). Methods are only ever appended:
 /// their place is their index on the wire.

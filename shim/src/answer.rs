@@ -89,7 +89,7 @@ pub fn schema_without(
 }
 
 /// `schema` with the fields `fields` of the definition `def` optional: a tool that leaves
-/// them out of some answers (see `respond_trimmed`).
+/// them out of some answers (its `Described::shape`).
 pub fn schema_optional(schema: Arc<JsonObject>, def: &str, fields: &[&str]) -> Arc<JsonObject> {
     let mut schema = (*schema).clone();
     let required = schema

@@ -1,5 +1,5 @@
-//! The MCP server: the tool routers of `tools/`, the instructions that teach an agent the
-//! workflow, and the local root this shim sends with its calls.
+//! The MCP server: the tools of `tools` that `--tools` keeps, the instructions that teach an
+//! agent the workflow, and the local root this shim sends with its calls.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -130,10 +130,131 @@ fn tool<T: Described>() -> Tool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::json;
-    use sshmcp_proto::described::{Described, Here};
+    use sshmcp_proto::described::{Described, Followed, Here};
     use sshmcp_proto::service::tools;
+    use sshmcp_proto::tool::Tool;
     use sshmcp_proto::transfer::DownloadArgs;
+
+    /// Where a call comes from: a shim exposing every tool, with `progress_key` when the
+    /// client asked for progress.
+    fn here(progress_key: Option<&str>) -> Here {
+        Here {
+            local_root: None,
+            progress_key: progress_key.map(String::from),
+            exposed: Tool::all().collect(),
+        }
+    }
+
+    /// `T`'s request for the arguments `args`, sent from `here`.
+    fn request<T: Described>(args: serde_json::Value, here: &Here) -> T::Request {
+        let args: T::Args = serde_json::from_value(args).unwrap();
+        T::request(args, here).unwrap_or_else(|e| panic!("{}", e.message))
+    }
+
+    /// `T`'s deadline for the arguments `args`.
+    fn deadline<T: Described>(args: serde_json::Value) -> Duration {
+        T::deadline(&serde_json::from_value(args).unwrap())
+    }
+
+    fn session() -> serde_json::Value {
+        json!({"session_id": "s", "session_key": "k"})
+    }
+
+    fn with(mut base: serde_json::Value, more: serde_json::Value) -> serde_json::Value {
+        base.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+        base
+    }
+
+    /// An exec follows the run filed under the progress key only when the client asked (a
+    /// key was made); a command_status follows its handle only when it waits; a connect
+    /// counts its seconds.
+    #[test]
+    fn a_call_follows_its_run_only_when_there_is_one_to_follow() {
+        let exec = with(session(), json!({"command": "true"}));
+        let req = request::<tools::Exec>(exec.clone(), &here(None));
+        assert_eq!(<tools::Exec as Described>::progress(&req), None);
+        let req = request::<tools::SudoExec>(exec.clone(), &here(Some("p1")));
+        match <tools::SudoExec as Described>::progress(&req) {
+            Some(Followed::Run { auth, key }) => {
+                assert_eq!((auth.session_id.as_str(), key.as_str()), ("s", "p1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (wait, follows) in [(None, false), (Some(0.0), false), (Some(0.5), true)] {
+            let args = with(session(), json!({"handle_id": "h1", "wait_seconds": wait}));
+            let req = request::<tools::CommandStatus>(args, &here(Some("p2")));
+            let followed = <tools::CommandStatus as Described>::progress(&req);
+            match followed {
+                Some(Followed::Run { key, .. }) if follows => assert_eq!(key, "h1"),
+                None if !follows => {}
+                other => panic!("wait {wait:?}: {other:?}"),
+            }
+        }
+        let req = request::<tools::Connect>(json!({"alias": "web"}), &here(None));
+        let clock = <tools::Connect as Described>::progress(&req);
+        assert!(matches!(clock, Some(Followed::Clock(_))), "{clock:?}");
+    }
+
+    /// An exec waits for its command's timeout (or its hand-off, when sooner) and 30 s more; a
+    /// connect for twice its timeout, within 1..=3600 s, and 60 s more.
+    #[test]
+    fn deadlines_follow_the_waits_asked() {
+        let secs = Duration::from_secs;
+        let exec =
+            |more| deadline::<tools::Exec>(with(session(), with(json!({"command": "x"}), more)));
+        assert_eq!(exec(json!({})), secs(90));
+        assert_eq!(exec(json!({"timeout": 10, "handoff_after": 5})), secs(35));
+        assert_eq!(exec(json!({"timeout": 5, "handoff_after": 10})), secs(35));
+        assert_eq!(exec(json!({"handoff_after": 20})), secs(50));
+        let connect = |args| deadline::<tools::Connect>(args);
+        assert_eq!(connect(json!({"alias": "web"})), secs(180));
+        assert_eq!(
+            connect(json!({"alias": "web", "connect_timeout": 5})),
+            secs(70)
+        );
+        assert_eq!(
+            connect(json!({"alias": "web", "connect_timeout": 0.5})),
+            secs(62)
+        );
+        let longest = json!({"alias": "web", "connect_timeout": 100000});
+        assert_eq!(connect(longest), secs(3600 * 2 + 60));
+    }
+
+    /// An exec's answer holds the hand-off's fields only after one, and sudo_exec's never
+    /// holds the spool's, whatever values the daemon sent.
+    #[test]
+    fn exec_answers_keep_only_the_fields_of_their_run() {
+        let stream = json!({"data": "a", "next_offset": 5, "spool_path": "/x",
+                            "spool_truncated": true});
+        let answer = |handed_off: serde_json::Value| {
+            json!({"exit_code": null, "stdout": stream, "stderr": stream,
+                   "handed_off": handed_off, "handle_id": "h", "pid": 7})
+            .as_object()
+            .unwrap()
+            .clone()
+        };
+        let mut ran = answer(serde_json::Value::Null);
+        <tools::Exec as Described>::shape(&mut ran);
+        for gone in ["handed_off", "handle_id", "pid"] {
+            assert!(!ran.contains_key(gone), "{gone}: {ran:?}");
+        }
+        assert_eq!(
+            ran["stdout"],
+            json!({"data": "a", "spool_path": "/x", "spool_truncated": true})
+        );
+        let mut handed = answer(json!(true));
+        <tools::SudoExec as Described>::shape(&mut handed);
+        assert_eq!(
+            (&handed["handle_id"], &handed["pid"]),
+            (&json!("h"), &json!(7))
+        );
+        assert_eq!(handed["stderr"], json!({"data": "a", "next_offset": 5}));
+    }
 
     /// The shim's local root reaches the daemon in the request of a tool that takes a local
     /// path (the daemon's own root would otherwise stand in for it, unseen).

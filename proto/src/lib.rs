@@ -1,7 +1,7 @@
 //! The one API boundary of sshmcp: the tarpc service, its wire types and error codes, the
 //! protocol version, the table of tools, the formats the daemon writes for the CLI (the audit
 //! trail), and, behind the `schema` feature only the shim enables, what MCP clients are shown
-//! of each tool declared in one place (`described`). Finding or starting the daemon, paths and processes are
+//! of each tool (`described`). Finding or starting the daemon, paths and processes are
 //! `sshmcp-local`'s. Nothing here knows about OpenSSH; the daemon converts its internals at
 //! this edge.
 

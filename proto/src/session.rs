@@ -163,7 +163,7 @@ impl crate::described::Described for crate::service::tools::SessionList {
     const DESCRIPTION: &'static str = "List all the daemon's sessions, other agents' too, \
         never keys: before connect (one session per server; without its key you cannot use \
         another's). `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: \
-        disconnect it if yours, `closing`), `target` (as given to connect), `server_host`, \
+        disconnect it, `closing`), `target` (as given to connect), `server_host`, \
         `server_port` (what it resolved to), `remote_user`, `created_at`, `last_used_at`, \
         `active_commands`, `active_transfers`, `active_forwards`.";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;

@@ -36,6 +36,21 @@ pub struct SessionView {
     pub policy: Vec<String>,
 }
 
+impl SessionView {
+    /// The session governed by `policy`, with nothing yet of what runs on it (each tool adds
+    /// its own).
+    pub fn of(session: SessionSummary, policy: Vec<String>) -> Self {
+        Self {
+            session,
+            commands: Vec::new(),
+            execs: Vec::new(),
+            transfers: Vec::new(),
+            forwards: Vec::new(),
+            policy,
+        }
+    }
+}
+
 /// One `exec` or `sudo_exec` call under way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecView {

@@ -29,7 +29,7 @@ use crate::remote::{self, Outcome, Program, RunError, RunResult};
 use crate::request;
 use crate::session::Session;
 use crate::session::record::Entry;
-use crate::session::record::{CommandEntry, RecordDue, from_unix_ms, unix_ms};
+use crate::session::record::{RecordDue, from_unix_ms, unix_ms};
 use crate::session::work::Work;
 use output::OutputFiles;
 use sshmcp_proto::overview::SessionView;
@@ -760,6 +760,30 @@ impl crate::audit::Answer for sshmcp_proto::command::CommandStarted {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandReport {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandList {}
 
+/// One command handle as the session record keeps it (newest first, its part `commands`): enough to answer for it after the daemon that ran it is
+/// gone (its output stays in its files).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommandEntry {
+    pub handle_id: String,
+    pub preview: String,
+    pub started_unix_ms: u64,
+    pub pid: Option<u32>,
+    pub as_root: bool,
+    /// The stdout and stderr files.
+    pub output: [PathBuf; 2],
+    /// The files outlive the handle (`spool_output` named them in an answer).
+    pub output_kept: bool,
+    /// Whether processes of its group outlived it, when its end said (see
+    /// `remote::observer::Seen::group_left`): a group seen empty is never signalled again.
+    #[serde(default)]
+    pub group_left: Option<bool>,
+    /// `running`, or the state it ended in.
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub ended_unix_ms: Option<u64>,
+}
+
 impl Commands {
     /// This session's command handles.
     pub fn of(session: &Session) -> Arc<Commands> {
@@ -768,12 +792,16 @@ impl Commands {
 }
 
 impl Work for Commands {
-    fn record(&self, entry: &mut Entry) {
-        entry.commands = self.recorded();
+    fn record(&self, entry: &mut Entry, redact: &dyn Fn(&str) -> String) {
+        let mut commands = self.recorded();
+        for command in &mut commands {
+            command.preview = redact(&command.preview);
+        }
+        entry.put("commands", &commands);
     }
 
     fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {
-        Commands::adopt(self, session, std::mem::take(&mut entry.commands));
+        Commands::adopt(self, session, entry.take("commands"));
     }
 
     fn show(&self, view: &mut SessionView) {

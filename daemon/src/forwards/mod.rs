@@ -17,7 +17,7 @@ use crate::mux::{self, Forwarding, MuxError, wire};
 use crate::remote::status::run_program;
 use crate::session::Session;
 use crate::session::record::Entry;
-use crate::session::record::{ForwardEntry, from_unix_ms, unix_ms};
+use crate::session::record::{from_unix_ms, unix_ms};
 use crate::session::work::Work;
 use sshmcp_proto::overview::SessionView;
 use sshmcp_proto::session::SessionSummary;
@@ -551,6 +551,23 @@ impl Forwards {
     }
 }
 
+/// A port forward as the session record keeps it (oldest first, its part `forwards`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForwardEntry {
+    pub forward_id: String,
+    /// `local`, `remote` or `dynamic`.
+    pub kind: String,
+    pub listen_host: String,
+    /// The port in force.
+    pub listen_port: u16,
+    /// The port as the master was asked (0 for a remote port the server chose): what closes it.
+    pub opened_port: u16,
+    /// `socks` and 0 for a dynamic forward (as `ssh -D` names it to the master).
+    pub target_host: String,
+    pub target_port: u16,
+    pub created_unix_ms: u64,
+}
+
 impl Work for Forwards {
     fn master_lost(&self) {
         self.clear();
@@ -560,14 +577,14 @@ impl Work for Forwards {
         summary.active_forwards = self.count();
     }
 
-    fn record(&self, entry: &mut Entry) {
-        entry.forwards = self.recorded();
+    fn record(&self, entry: &mut Entry, _: &dyn Fn(&str) -> String) {
+        entry.put("forwards", &self.recorded());
     }
 
     /// Only a live master still holds its forwards.
     fn adopt(&self, _: &Session, entry: &mut Entry, ready: bool) {
         if ready {
-            Forwards::adopt(self, std::mem::take(&mut entry.forwards));
+            Forwards::adopt(self, entry.take("forwards"));
         }
     }
 

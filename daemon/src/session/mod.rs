@@ -11,7 +11,6 @@ pub mod record;
 pub mod registry;
 pub mod work;
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -42,7 +41,6 @@ pub struct Session {
     /// Where its programs run: the master's socket, channel slots, the closing signal
     /// (`disconnect` fires it: runs end, a pending connect gives up) and the runs in flight.
     pub host: Host,
-    active_transfers: AtomicU32,
     /// Asked to write the record when what it holds of this session changed.
     pub record: std::sync::Arc<record::RecordDue>,
     /// What the tools keep for it (command handles, transfers, forwards), each found by its
@@ -109,7 +107,6 @@ impl Session {
             remote_user: Default::default(),
             host_key: Default::default(),
             host,
-            active_transfers: AtomicU32::new(0),
             record,
             work,
             inner: Mutex::new(Inner {
@@ -170,18 +167,6 @@ impl Session {
         std::mem::replace(&mut inner.state, SessionState::Closing)
     }
 
-    /// Counts a transfer as active until the returned guard goes, if fewer than `max` are:
-    /// the check and the count are one step, so transfers started together cannot pass it
-    /// all at once.
-    pub fn transfer_started(self: &std::sync::Arc<Self>, max: u32) -> Option<ActiveTransfer> {
-        self.active_transfers
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| ActiveTransfer(self.clone()))
-    }
-
     pub fn touch(&self) {
         self.touched_at(SystemTime::now());
     }
@@ -240,7 +225,7 @@ impl Session {
             created_at: rfc3339(self.created_at),
             last_used_at: rfc3339(inner.last_used),
             active_commands: *self.host.active.borrow(),
-            active_transfers: self.active_transfers.load(Ordering::Relaxed),
+            active_transfers: 0,
             active_forwards: 0,
         };
         drop(inner);
@@ -263,15 +248,5 @@ impl Session {
     /// Every tool's state in this session.
     pub fn works(&self) -> &[std::sync::Arc<dyn work::Work>] {
         &self.work
-    }
-}
-
-/// The answer of every operational tool once the master is gone.
-/// A transfer counted in its session's `active_transfers` while it lives.
-pub struct ActiveTransfer(std::sync::Arc<Session>);
-
-impl Drop for ActiveTransfer {
-    fn drop(&mut self) {
-        self.0.active_transfers.fetch_sub(1, Ordering::Relaxed);
     }
 }

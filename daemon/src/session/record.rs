@@ -92,83 +92,11 @@ pub struct Entry {
     /// goes, not on every call): a restarted daemon's listing keeps it.
     #[serde(default)]
     pub last_used_unix_ms: Option<u64>,
-    /// The session's command handles, newest first.
-    #[serde(default)]
-    pub commands: Vec<CommandEntry>,
-    /// Its transfers still under way, oldest first: the next daemon resumes them.
-    #[serde(default)]
-    pub transfers: Vec<TransferEntry>,
-    /// Its transfers that ended lately, oldest first, each with its last report: the next
-    /// daemon answers for them. Apart from `transfers`, so that a daemon older than them
-    /// (which reads none) resumes none of them.
-    #[serde(default)]
-    pub ended_transfers: Vec<TransferEntry>,
-    /// Its port forwards, oldest first: the master holds them, the next daemon lists them.
-    #[serde(default)]
-    pub forwards: Vec<ForwardEntry>,
-}
-
-/// A port forward as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForwardEntry {
-    pub forward_id: String,
-    /// `local`, `remote` or `dynamic`.
-    pub kind: String,
-    pub listen_host: String,
-    /// The port in force.
-    pub listen_port: u16,
-    /// The port as the master was asked (0 for a remote port the server chose): what closes it.
-    pub opened_port: u16,
-    /// `socks` and 0 for a dynamic forward (as `ssh -D` names it to the master).
-    pub target_host: String,
-    pub target_port: u16,
-    pub created_unix_ms: u64,
-}
-
-/// A transfer as recorded: its request, less the caller's key, and once it ended its last
-/// report (so that a caller polling across a restart learns how it ended).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TransferEntry {
-    pub operation_id: String,
-    /// `download` or `upload`.
-    pub direction: String,
-    pub remote_path: sshmcp_proto::inspect::RemotePath,
-    pub local_path: String,
-    pub overwrite: bool,
-    pub local_root: Option<String>,
-    pub started_unix_ms: u64,
-    /// The source's size as last learned, which a report of the copy taken back gives until
-    /// the copy learns it again (0 in a record written before it was kept).
-    #[serde(default)]
-    pub total_bytes: u64,
-    /// Its last report once it ended; none while under way (in a record written before ended
-    /// transfers were kept, every transfer is under way).
-    #[serde(default)]
-    pub ended: Option<sshmcp_proto::transfer::TransferReport>,
-}
-
-/// One command handle as recorded: enough to answer for it after the daemon that ran it is
-/// gone (its output stays in its files).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommandEntry {
-    pub handle_id: String,
-    pub preview: String,
-    pub started_unix_ms: u64,
-    pub pid: Option<u32>,
-    pub as_root: bool,
-    /// The stdout and stderr files.
-    pub output: [PathBuf; 2],
-    /// The files outlive the handle (`spool_output` named them in an answer).
-    pub output_kept: bool,
-    /// Whether processes of its group outlived it, when its end said (see
-    /// `remote::observer::Seen::group_left`): a group seen empty is never signalled again.
-    #[serde(default)]
-    pub group_left: Option<bool>,
-    /// `running`, or the state it ended in.
-    pub status: String,
-    pub exit_code: Option<i32>,
-    pub signal: Option<String>,
-    pub ended_unix_ms: Option<u64>,
+    /// What the tools keep of the session, each under its own names (`commands`,
+    /// `transfers`, `ended_transfers`, `forwards`), written and read by the tools themselves
+    /// (`Work::record`, `Work::adopt`): the record does not interpret them.
+    #[serde(flatten)]
+    pub parts: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Milliseconds since the epoch, as the record keeps times.
@@ -181,7 +109,9 @@ pub fn from_unix_ms(ms: u64) -> SystemTime {
 }
 
 impl Entry {
-    pub fn of(session: &Session) -> Self {
+    /// The session as recorded, each tool's part written by the tool, `redact` taking keys out
+    /// of what is only shown again.
+    pub fn of(session: &Session, redact: &dyn Fn(&str) -> String) -> Self {
         let master = session.master();
         let mut entry = Self {
             session_id: session.id.clone(),
@@ -197,13 +127,38 @@ impl Entry {
             created_at: sshmcp_proto::time::rfc3339(session.created_at),
             created_unix_ms: unix_ms(session.created_at),
             last_used_unix_ms: Some(unix_ms(session.last_used())),
-            commands: Vec::new(),
-            transfers: Vec::new(),
-            ended_transfers: Vec::new(),
-            forwards: Vec::new(),
+            parts: serde_json::Map::new(),
         };
-        session.works().iter().for_each(|w| w.record(&mut entry));
+        session
+            .works()
+            .iter()
+            .for_each(|w| w.record(&mut entry, redact));
         entry
+    }
+
+    /// Keeps `value` as the part `name` (see [`Entry::parts`]).
+    pub fn put<T: Serialize>(&mut self, name: &str, value: &T) {
+        match serde_json::to_value(value) {
+            Ok(value) => {
+                self.parts.insert(name.into(), value);
+            }
+            Err(e) => tracing::error!("cannot record the session's {name}: {e}"),
+        }
+    }
+
+    /// Takes the part `name` back: empty when the record has none, or one this daemon cannot
+    /// read (said in its log; the session and the other parts are still taken back).
+    pub fn take<T: serde::de::DeserializeOwned + Default>(&mut self, name: &str) -> T {
+        let Some(value) = self.parts.remove(name) else {
+            return T::default();
+        };
+        serde_json::from_value(value).unwrap_or_else(|e| {
+            tracing::warn!(
+                "the record's {name} of session {} cannot be read, and are not taken back: {e}",
+                self.session_id
+            );
+            T::default()
+        })
     }
 
     pub fn created_at(&self) -> SystemTime {
@@ -211,37 +166,15 @@ impl Entry {
     }
 }
 
-/// Rewrites the record atomically (temporary file, fsync, then rename), each command's
-/// preview passed through `redact`: keys are kept only as hashes, and an agent may paste one
-/// into a command.
+/// Rewrites the record atomically (temporary file, fsync, then rename), what is only shown
+/// again passed through `redact` by the tool that keeps it: keys are kept only as hashes, and
+/// an agent may paste one into a command.
 pub fn write(
     path: &Path,
     sessions: &[std::sync::Arc<Session>],
     redact: impl Fn(&str) -> String,
 ) -> io::Result<()> {
-    let mut sessions: Vec<Entry> = sessions.iter().map(|s| Entry::of(s)).collect();
-    for session in &mut sessions {
-        for command in &mut session.commands {
-            command.preview = redact(&command.preview);
-        }
-        // An ended transfer's report is only shown again, never acted on: its paths and
-        // message are kept as the agent may read them. (Those of a transfer under way must
-        // stay as they are, for the next daemon to resume it.)
-        for transfer in &mut session.ended_transfers {
-            let asked = [&mut transfer.local_path, &mut transfer.remote_path.path];
-            let Some(report) = transfer.ended.as_mut() else {
-                continue;
-            };
-            for text in asked
-                .into_iter()
-                .chain([&mut report.local_path, &mut report.remote_path])
-                .chain(report.final_path.as_mut())
-                .chain(report.error.as_mut().map(|e| &mut e.message))
-            {
-                *text = redact(text);
-            }
-        }
-    }
+    let sessions: Vec<Entry> = sessions.iter().map(|s| Entry::of(s, &redact)).collect();
     let doc = Document {
         version: VERSION,
         sessions,
@@ -362,46 +295,53 @@ mod tests {
             created_at: "2026-01-01T00:00:00.000Z".into(),
             created_unix_ms: 1_767_225_600_000,
             last_used_unix_ms: Some(1_767_225_660_000),
-            commands: vec![CommandEntry {
-                handle_id: "cmd-0123456789abcdef".into(),
-                preview: "make".into(),
-                started_unix_ms: 1_767_225_600_001,
-                pid: Some(77),
-                as_root: false,
-                output: ["/r/.sshmcp/spool/s/o".into(), "/r/.sshmcp/spool/s/e".into()],
-                output_kept: false,
-                group_left: None,
-                status: "running".into(),
-                exit_code: None,
-                signal: None,
-                ended_unix_ms: None,
-            }],
-            transfers: vec![TransferEntry {
-                operation_id: "tr-0123456789abcdef".into(),
-                direction: "upload".into(),
-                remote_path: sshmcp_proto::inspect::RemotePath {
-                    path: "/tmp/x".into(),
-                    encoding: sshmcp_proto::exec::Encoding::Utf8,
-                },
-                local_path: "x".into(),
-                overwrite: true,
-                local_root: None,
-                started_unix_ms: 1_767_225_600_002,
-                total_bytes: 4096,
-                ended: None,
-            }],
-            ended_transfers: Vec::new(),
-            forwards: vec![ForwardEntry {
-                forward_id: "fw-0123456789abcdef".into(),
-                kind: "remote".into(),
-                listen_host: "127.0.0.1".into(),
-                listen_port: 40000,
-                opened_port: 0,
-                target_host: "localhost".into(),
-                target_port: 8080,
-                created_unix_ms: 1_767_225_600_003,
-            }],
+            // Each tool's part as the tool writes it (commands, transfers, forwards).
+            parts: serde_json::json!({
+                "commands": [{
+                    "handle_id": "cmd-0123456789abcdef", "preview": "make",
+                    "started_unix_ms": 1_767_225_600_001_u64, "pid": 77, "as_root": false,
+                    "output": ["/r/.sshmcp/spool/s/o", "/r/.sshmcp/spool/s/e"],
+                    "output_kept": false, "group_left": null, "status": "running",
+                    "exit_code": null, "signal": null, "ended_unix_ms": null
+                }],
+                "transfers": [{
+                    "operation_id": "tr-0123456789abcdef", "direction": "upload",
+                    "remote_path": {"path": "/tmp/x", "encoding": "utf-8"}, "local_path": "x",
+                    "overwrite": true, "local_root": null,
+                    "started_unix_ms": 1_767_225_600_002_u64, "total_bytes": 4096, "ended": null
+                }],
+                "ended_transfers": [],
+                "forwards": [{
+                    "forward_id": "fw-0123456789abcdef", "kind": "remote",
+                    "listen_host": "127.0.0.1", "listen_port": 40000, "opened_port": 0,
+                    "target_host": "localhost", "target_port": 8080,
+                    "created_unix_ms": 1_767_225_600_003_u64
+                }]
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
         }
+    }
+
+    /// A tool's part this daemon cannot read is left out alone: the session and the other
+    /// parts are still taken back, and a part the record lacks is empty.
+    #[test]
+    fn an_unreadable_part_is_dropped_alone() {
+        let mut entry = entry("s1");
+        entry
+            .parts
+            .insert("forwards".into(), serde_json::json!({"not": "a list"}));
+        let forwards: Vec<serde_json::Value> = entry.take("forwards");
+        assert!(forwards.is_empty());
+        let commands: Vec<serde_json::Value> = entry.take("commands");
+        assert_eq!(commands[0]["handle_id"], "cmd-0123456789abcdef");
+        let missing: Vec<serde_json::Value> = entry.take("no_such_part");
+        assert!(missing.is_empty());
+        assert!(
+            !entry.parts.contains_key("commands"),
+            "a part is taken once"
+        );
     }
 
     fn write_doc(path: &Path, sessions: Vec<Entry>) {

@@ -211,14 +211,7 @@ impl Registry {
         self.oldest_first()
             .iter()
             .map(|s| {
-                let mut view = SessionView {
-                    session: s.summary(),
-                    commands: Vec::new(),
-                    execs: Vec::new(),
-                    transfers: Vec::new(),
-                    forwards: Vec::new(),
-                    policy: self.governing(s),
-                };
+                let mut view = SessionView::of(s.summary(), self.governing(s));
                 s.works().iter().for_each(|w| w.show(&mut view));
                 self.redact_view(view)
             })
@@ -254,13 +247,7 @@ impl Registry {
         // session is shown without what runs on it rather than with a key.
         redacted.unwrap_or_else(|e| {
             tracing::error!("cannot redact a session's view: {e}");
-            SessionView {
-                commands: Vec::new(),
-                execs: Vec::new(),
-                transfers: Vec::new(),
-                forwards: Vec::new(),
-                ..view
-            }
+            SessionView::of(view.session, view.policy)
         })
     }
 

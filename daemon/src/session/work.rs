@@ -21,8 +21,9 @@ pub trait Work: Any + Send + Sync {
     /// What `session_list` counts of it.
     fn count(&self, _summary: &mut SessionSummary) {}
 
-    /// What the session's record keeps of it.
-    fn record(&self, _entry: &mut Entry) {}
+    /// What the session's record keeps of it, as its own part of `entry` (`Entry::put`):
+    /// `redact` takes session keys an agent pasted out of text that is only shown again.
+    fn record(&self, _entry: &mut Entry, _redact: &dyn Fn(&str) -> String) {}
 
     /// Takes back what a record kept, as a starting daemon re-adopts the session (`ready`:
     /// its master still runs), before the session is listed.

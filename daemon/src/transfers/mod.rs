@@ -12,7 +12,7 @@ mod rsync;
 use std::collections::{HashSet, VecDeque};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -31,11 +31,12 @@ use crate::inspect;
 use crate::remote::Counted;
 use crate::remote::kill_channel::{self, KillChannel};
 use crate::session::record::Entry;
-use crate::session::record::{TransferEntry, from_unix_ms, unix_ms};
+use crate::session::record::{from_unix_ms, unix_ms};
 use crate::session::work::Work;
 use crate::session::{Registry, Session};
 use futures::future::BoxFuture;
 use sshmcp_proto::overview::SessionView;
+use sshmcp_proto::session::SessionSummary;
 
 /// Transfers a session keeps for `transfer_list` (running ones are never dropped).
 const HISTORY_LEN: usize = 100;
@@ -98,10 +99,23 @@ impl Drop for Claim {
     }
 }
 
-/// One session's transfers, newest first, and those a record named, to start again once the
-/// re-adopted session is listed.
+/// One session's transfers, newest first; those a record named, to start again once the
+/// re-adopted session is listed; and how many copy now (`session_list`'s `active_transfers`).
 #[derive(Default)]
-pub struct Transfers(Mutex<VecDeque<Arc<Operation>>>, Mutex<Vec<TransferEntry>>);
+pub struct Transfers(
+    Mutex<VecDeque<Arc<Operation>>>,
+    Mutex<Vec<TransferEntry>>,
+    AtomicU32,
+);
+
+/// A transfer counted among its session's active ones while it lives.
+struct Active(Arc<Transfers>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.2.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Where an operation stands.
 struct Progress {
@@ -671,8 +685,8 @@ async fn begin(
     mut req: TransferStartRequest,
     resumed: Option<Resumed>,
 ) -> Result<TransferReport, DaemonError> {
-    let counted = session
-        .transfer_started(settings.max_transfers)
+    let counted = Transfers::of(session)
+        .started(settings.max_transfers)
         .ok_or_else(|| {
             DaemonError::new(
                 ErrorCode::TransferLimitReached,
@@ -1237,19 +1251,79 @@ pub(crate) fn start_summary(req: &TransferStartRequest) -> String {
 
 impl Transfers {
     /// This session's transfers.
+    /// Counts a transfer as active until the returned guard goes, if fewer than `max` are:
+    /// the check and the count are one step, so transfers started together cannot pass it
+    /// all at once.
+    fn started(self: &Arc<Self>, max: u32) -> Option<Active> {
+        self.2
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Active(self.clone()))
+    }
+
     pub fn of(session: &Session) -> Arc<Transfers> {
         session.work::<Transfers>()
     }
 }
 
+/// A transfer as the session record keeps it (oldest first, its parts `transfers` under way
+/// and `ended_transfers`): its request, less the caller's key, and once it ended its last
+/// report (so that a caller polling across a restart learns how it ended).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TransferEntry {
+    pub operation_id: String,
+    /// `download` or `upload`.
+    pub direction: String,
+    pub remote_path: sshmcp_proto::inspect::RemotePath,
+    pub local_path: String,
+    pub overwrite: bool,
+    pub local_root: Option<String>,
+    pub started_unix_ms: u64,
+    /// The source's size as last learned, which a report of the copy taken back gives until
+    /// the copy learns it again (0 in a record written before it was kept).
+    #[serde(default)]
+    pub total_bytes: u64,
+    /// Its last report once it ended; none while under way (in a record written before ended
+    /// transfers were kept, every transfer is under way).
+    #[serde(default)]
+    pub ended: Option<sshmcp_proto::transfer::TransferReport>,
+}
+
 impl Work for Transfers {
-    fn record(&self, entry: &mut Entry) {
-        (entry.transfers, entry.ended_transfers) = self.recorded();
+    fn count(&self, summary: &mut SessionSummary) {
+        summary.active_transfers = self.2.load(Ordering::Relaxed);
+    }
+
+    /// An ended transfer's report is only shown again, never acted on: its paths and message
+    /// are kept as the agent may read them, redacted. Those of a transfer under way stay as
+    /// they are, for the next daemon to resume it. Apart from the ones under way, so that a
+    /// daemon older than `ended_transfers` (which reads none) resumes none of them.
+    fn record(&self, entry: &mut Entry, redact: &dyn Fn(&str) -> String) {
+        let (under_way, mut ended) = self.recorded();
+        for transfer in &mut ended {
+            let asked = [&mut transfer.local_path, &mut transfer.remote_path.path];
+            let Some(report) = transfer.ended.as_mut() else {
+                continue;
+            };
+            for text in asked
+                .into_iter()
+                .chain([&mut report.local_path, &mut report.remote_path])
+                .chain(report.final_path.as_mut())
+                .chain(report.error.as_mut().map(|e| &mut e.message))
+            {
+                *text = redact(text);
+            }
+        }
+        entry.put("transfers", &under_way);
+        entry.put("ended_transfers", &ended);
     }
 
     fn adopt(&self, _: &Session, entry: &mut Entry, _: bool) {
-        let ended = std::mem::take(&mut entry.ended_transfers);
-        let (mut taken, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut entry.transfers)
+        let ended: Vec<TransferEntry> = entry.take("ended_transfers");
+        let (mut taken, refused): (Vec<_>, Vec<_>) = entry
+            .take::<Vec<TransferEntry>>("transfers")
             .into_iter()
             .chain(ended)
             .partition(|t| is_operation_id(&t.operation_id));

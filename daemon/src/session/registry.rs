@@ -43,6 +43,8 @@ pub struct Registry {
     record_writer: Mutex<()>,
     /// Set once shutdown begins: no new sessions.
     closing: CancellationToken,
+    /// Told each time a closed session leaves the list.
+    closed: tokio::sync::Notify,
     /// Set once the record was written for the next daemon (a handover): what this daemon
     /// does after that must not change it.
     record_final: AtomicBool,
@@ -79,6 +81,7 @@ impl Registry {
             sessions: Mutex::new(HashMap::new()),
             record_writer: Mutex::new(()),
             closing: CancellationToken::new(),
+            closed: tokio::sync::Notify::new(),
             record_final: AtomicBool::new(false),
             policy: std::sync::RwLock::new((Arc::new(settings.policy.clone()), None)),
             closed_keys: Default::default(),
@@ -745,6 +748,7 @@ impl Registry {
         master::stop(&session.host.control_path, session.master()).await;
         session.host.close_slots();
         self.sessions().remove(&session.id);
+        self.closed.notify_waiters();
         // A session that was up said what its master had to say already: its log goes.
         let log = self.master_log(&session.id);
         let _ = std::fs::remove_file(log.with_extension("prompt"));
@@ -763,6 +767,17 @@ impl Registry {
         let ids: Vec<String> = self.sessions().keys().cloned().collect();
         let closes = ids.iter().map(|id| self.disconnect(id));
         futures::future::join_all(closes).await;
+        // A session a disconnect was already closing answered `session_closing` at once:
+        // the stop waits for that close too, so that what it says it closed is closed.
+        loop {
+            let closed = self.closed.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.sessions().is_empty() {
+                return;
+            }
+            closed.await;
+        }
     }
 
     /// Refuses new sessions and leaves every master up for the next daemon (daemon restart):

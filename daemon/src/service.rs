@@ -597,3 +597,27 @@ fn client_name(given: &str) -> String {
     }
     name
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's name as the trail shows it: control characters are spaces, and a long
+    /// name is cut at a character within the limit.
+    #[test]
+    fn a_client_name_is_one_printable_line_within_its_limit() {
+        assert_eq!(
+            client_name("claude-code 2.1\n\u{1b}[31m"),
+            "claude-code 2.1  [31m"
+        );
+        let long = "é".repeat(CLIENT_NAME_BYTES);
+        let cut = client_name(&long);
+        assert_eq!(cut.len(), CLIENT_NAME_BYTES);
+        assert_eq!(
+            client_name(&"x".repeat(CLIENT_NAME_BYTES + 1)).len(),
+            CLIENT_NAME_BYTES
+        );
+        let odd = format!("a{}", "é".repeat(CLIENT_NAME_BYTES));
+        assert_eq!(client_name(&odd).len(), CLIENT_NAME_BYTES - 1);
+    }
+}

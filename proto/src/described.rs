@@ -251,3 +251,44 @@ pub fn waited(wait_seconds: Option<f64>) -> Duration {
 pub fn kill_waited(wait_seconds: Option<f64>) -> Duration {
     Duration::from_secs_f64(wait_seconds.unwrap_or(1.0).clamp(0.0, 60.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mode is octal digits, or refused with an example; none stays none.
+    #[test]
+    fn a_mode_is_octal_digits() {
+        assert_eq!(
+            octal_mode(Some("0755".into()), "0644").unwrap(),
+            Some(0o755)
+        );
+        assert_eq!(octal_mode(None, "0644").unwrap(), None);
+        for bad in ["rwx", "0789", "", "-1"] {
+            let refused = octal_mode(Some(bad.into()), "0644").unwrap_err();
+            assert_eq!(refused.code, crate::ErrorCode::InvalidArguments, "{bad}");
+            assert!(
+                refused.message.ends_with("e.g. 0644"),
+                "{bad}: {}",
+                refused.message
+            );
+        }
+    }
+
+    /// A status call's wait is what the daemon will take: 0 by default, at most 300 s, and a
+    /// value that is no number waits not at all; a kill waits 1 s by default, at most 60.
+    #[test]
+    fn waits_are_bounded_as_the_daemon_bounds_them() {
+        let secs = Duration::from_secs_f64;
+        assert_eq!(waited(None), secs(0.0));
+        assert_eq!(waited(Some(2.5)), secs(2.5));
+        assert_eq!(waited(Some(300.0)), secs(300.0));
+        assert_eq!(waited(Some(301.0)), secs(300.0));
+        assert_eq!(waited(Some(-1.0)), secs(0.0));
+        assert_eq!(waited(Some(f64::INFINITY)), secs(0.0));
+        assert_eq!(kill_waited(None), secs(1.0));
+        assert_eq!(kill_waited(Some(60.0)), secs(60.0));
+        assert_eq!(kill_waited(Some(61.0)), secs(60.0));
+        assert_eq!(kill_waited(Some(-3.0)), secs(0.0));
+    }
+}

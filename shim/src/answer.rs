@@ -178,3 +178,53 @@ fn failure(e: DaemonError) -> CallToolResult {
     };
     CallToolResult::structured_error(serde_json::to_value(answer).unwrap_or_default())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema() -> Arc<JsonObject> {
+        let schema = json!({
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+            "required": ["a", "b"],
+            "$defs": {"Part": {
+                "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                "required": ["x", "y"]
+            }}
+        });
+        Arc::new(schema.as_object().unwrap().clone())
+    }
+
+    /// A field left out goes from the properties and from what is required, of the answer
+    /// itself or of a definition inside it; one made optional only from what is required.
+    #[test]
+    fn fields_leave_a_schema_or_become_optional_where_named() {
+        let top = schema_without(schema(), None, &["b"]);
+        assert_eq!(top["properties"], json!({"a": {"type": "string"}}));
+        assert_eq!(top["required"], json!(["a"]));
+        let inner = schema_without(schema(), Some("Part"), &["y"]);
+        assert_eq!(inner["$defs"]["Part"]["required"], json!(["x"]));
+        assert!(inner["$defs"]["Part"]["properties"].get("y").is_none());
+        assert_eq!(inner["required"], json!(["a", "b"]));
+        let optional = schema_optional(schema(), "Part", &["x"]);
+        assert_eq!(optional["$defs"]["Part"]["required"], json!(["y"]));
+        assert!(optional["$defs"]["Part"]["properties"].get("x").is_some());
+        // A definition the schema lacks changes nothing.
+        assert_eq!(schema_optional(schema(), "Gone", &["x"]), schema());
+    }
+
+    /// A tool's own words for a field replace the shared type's; a field it does not hold is
+    /// not added.
+    #[test]
+    fn a_tool_describes_the_fields_it_fills() {
+        let described = schema_describing(schema(), &[("a", "what a is here"), ("c", "none")]);
+        assert_eq!(
+            described["properties"]["a"]["description"],
+            "what a is here"
+        );
+        assert!(described["properties"].get("c").is_none());
+        assert!(described["properties"]["b"].get("description").is_none());
+    }
+}

@@ -137,6 +137,18 @@ async fn commands_handles_tasks_and_host_facts_work_on_a_busybox_host() {
     )
     .await;
     assert_eq!(forward["ok"], true, "{forward}");
+    let forwards = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(forwards["forwards"][0]["forward_id"], forward["forward_id"]);
+    let id = json!({"forward_id": forward["forward_id"]});
+    let stopped = on_session(&mcp, &s, "forward_stop", id).await;
+    assert_eq!(stopped["ok"], true, "{stopped}");
+    let handles = on_session(&mcp, &s, "command_list", json!({})).await;
+    let listed = handles["commands"].as_array().unwrap();
+    assert!(listed.iter().any(|c| c["handle_id"] == handle), "{handles}");
+    let transfers = on_session(&mcp, &s, "transfer_list", json!({})).await;
+    assert_eq!(transfers["ok"], true, "{transfers}");
+    let closed = mcp.call("disconnect", json!({"session_id": s.0})).await;
+    assert_eq!(closed["state"], "closed", "{closed}");
     mcp.close().await;
 }
 

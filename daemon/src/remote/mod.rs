@@ -438,3 +438,47 @@ pub fn lost_error() -> sshmcp_proto::DaemonError {
         "the session's ssh connection is gone; disconnect it, then connect again",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use sshmcp_proto::{DaemonError, ErrorCode};
+
+    use super::*;
+
+    /// Each way a run fails reaches the agent as the code it acts on; a command known to
+    /// have started says so, and a start the host never confirmed is told apart by its words.
+    #[test]
+    fn each_run_error_is_the_code_an_agent_acts_on() {
+        let busy = RunError::ChannelsBusy {
+            waited: 25.0,
+            why: channel::NoChannel::Busy,
+        };
+        for (e, code) in [
+            (RunError::ConnectionLost, ErrorCode::ConnectionLost),
+            (RunError::Unconfirmed, ErrorCode::ConnectionLost),
+            (RunError::NoCwd, ErrorCode::RemotePathNotFound),
+            (RunError::Cancelled, ErrorCode::SessionClosed),
+            (busy, ErrorCode::ChannelsBusy),
+            (
+                RunError::Failed("no result".into()),
+                ErrorCode::InternalError,
+            ),
+        ] {
+            assert_eq!(DaemonError::from(e).code, code);
+        }
+        assert!(unconfirmed(&DaemonError::from(RunError::Unconfirmed)));
+        assert!(!unconfirmed(&DaemonError::from(RunError::ConnectionLost)));
+        assert_eq!(lost_after_start().details.started, Some(true));
+        assert_eq!(lost_error().details.started, None);
+        for why in [
+            channel::NoChannel::Busy,
+            channel::NoChannel::MasterSilent,
+            channel::NoChannel::LoginSilent,
+            channel::NoChannel::NotTaken,
+        ] {
+            let message = channels_busy_message(25.4, why);
+            assert!(message.starts_with("nothing ran"), "{message}");
+            assert!(message.contains("25 s"), "{message}");
+        }
+    }
+}

@@ -760,8 +760,9 @@ impl crate::audit::Answer for sshmcp_proto::command::CommandStarted {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandReport {}
 impl crate::audit::Answer for sshmcp_proto::command::CommandList {}
 
-/// One command handle as the session record keeps it (newest first, its part `commands`): enough to answer for it after the daemon that ran it is
-/// gone (its output stays in its files).
+/// One command handle as the session record keeps it (newest first, its part `commands`):
+/// enough to answer for it after the daemon that ran it is gone (its output stays in its
+/// files).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommandEntry {
     pub handle_id: String,
@@ -791,17 +792,20 @@ impl Commands {
     }
 }
 
+/// The session record's part of the command handles.
+const PART: &str = "commands";
+
 impl Work for Commands {
     fn record(&self, entry: &mut Entry, redact: &dyn Fn(&str) -> String) {
         let mut commands = self.recorded();
         for command in &mut commands {
             command.preview = redact(&command.preview);
         }
-        entry.put("commands", &commands);
+        entry.put(PART, &commands);
     }
 
     fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {
-        Commands::adopt(self, session, entry.take("commands"));
+        Commands::adopt(self, session, entry.take(PART));
     }
 
     fn show(&self, view: &mut SessionView) {
@@ -834,6 +838,20 @@ fn ended_lately(c: &sshmcp_proto::command::CommandSummary) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A handle as every daemon so far wrote it in the session record reads back, and is
+    /// written again, field for field: records cross daemon versions.
+    #[test]
+    fn a_recorded_handle_keeps_its_layout() {
+        let written = serde_json::json!({
+            "handle_id": "cmd-0123456789abcdef", "preview": "make", "started_unix_ms": 1,
+            "pid": 77, "as_root": false, "output": ["/r/o", "/r/e"], "output_kept": false,
+            "group_left": null, "status": "running", "exit_code": null, "signal": null,
+            "ended_unix_ms": null
+        });
+        let entry: CommandEntry = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&entry).unwrap(), written);
+    }
 
     /// A handle as the history holds it, ended (completed) or running; its files are none.
     fn handle(id: usize, ended: bool) -> Arc<Handle> {

@@ -568,6 +568,9 @@ pub struct ForwardEntry {
     pub created_unix_ms: u64,
 }
 
+/// The session record's part of the forwards.
+const PART: &str = "forwards";
+
 impl Work for Forwards {
     fn master_lost(&self) {
         self.clear();
@@ -578,13 +581,13 @@ impl Work for Forwards {
     }
 
     fn record(&self, entry: &mut Entry, _: &dyn Fn(&str) -> String) {
-        entry.put("forwards", &self.recorded());
+        entry.put(PART, &self.recorded());
     }
 
     /// Only a live master still holds its forwards.
     fn adopt(&self, _: &Session, entry: &mut Entry, ready: bool) {
         if ready {
-            Forwards::adopt(self, entry.take("forwards"));
+            Forwards::adopt(self, entry.take(PART));
         }
     }
 
@@ -597,6 +600,19 @@ impl Work for Forwards {
 mod tests {
     use super::*;
     use sshmcp_proto::session::SessionAuth;
+
+    /// A forward as every daemon so far wrote it in the session record reads back, and is
+    /// written again, field for field: records cross daemon versions.
+    #[test]
+    fn a_recorded_forward_keeps_its_layout() {
+        let written = serde_json::json!({
+            "forward_id": "fw-0123456789abcdef", "kind": "remote", "listen_host": "127.0.0.1",
+            "listen_port": 40000, "opened_port": 0, "target_host": "localhost",
+            "target_port": 8080, "created_unix_ms": 3
+        });
+        let entry: ForwardEntry = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&entry).unwrap(), written);
+    }
 
     #[test]
     fn kernel_addresses_read_as_people_write_them() {

@@ -65,7 +65,8 @@ struct Document {
     sessions: Vec<Entry>,
 }
 
-/// One session as recorded. Only this module reads or writes the file's layout.
+/// One session as recorded. Only this module reads or writes the file's layout; each tool
+/// writes and reads its own part of it (`parts`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub session_id: String,
@@ -146,19 +147,33 @@ impl Entry {
         }
     }
 
-    /// Takes the part `name` back: empty when the record has none, or one this daemon cannot
-    /// read (said in its log; the session and the other parts are still taken back).
-    pub fn take<T: serde::de::DeserializeOwned + Default>(&mut self, name: &str) -> T {
-        let Some(value) = self.parts.remove(name) else {
-            return T::default();
+    /// Takes the part `name` back, a list: empty when the record has none. An element this
+    /// daemon cannot read is left out alone, said in its log by its place (never by what it
+    /// holds, which only the record may keep); the session and the rest are taken back.
+    pub fn take<T: serde::de::DeserializeOwned>(&mut self, name: &str) -> Vec<T> {
+        let items = match self.parts.remove(name) {
+            None => return Vec::new(),
+            Some(serde_json::Value::Array(items)) => items,
+            Some(_) => {
+                tracing::error!(
+                    "the record's {name} of session {} is no list: none is taken back",
+                    self.session_id
+                );
+                return Vec::new();
+            }
         };
-        serde_json::from_value(value).unwrap_or_else(|e| {
-            tracing::warn!(
-                "the record's {name} of session {} cannot be read, and are not taken back: {e}",
-                self.session_id
-            );
-            T::default()
-        })
+        let mut taken = Vec::with_capacity(items.len());
+        for (at, item) in items.into_iter().enumerate() {
+            match serde_json::from_value(item) {
+                Ok(item) => taken.push(item),
+                Err(_) => tracing::error!(
+                    "the record's {name} #{at} of session {} is not one this daemon reads: it \
+                     is not taken back",
+                    self.session_id
+                ),
+            }
+        }
+        taken
     }
 
     pub fn created_at(&self) -> SystemTime {
@@ -324,24 +339,31 @@ mod tests {
         }
     }
 
-    /// A tool's part this daemon cannot read is left out alone: the session and the other
-    /// parts are still taken back, and a part the record lacks is empty.
+    /// An element of a tool's part this daemon cannot read is left out alone: the rest of
+    /// the part and the other parts are still taken back; a part that is no list, or that
+    /// the record lacks, is empty.
     #[test]
-    fn an_unreadable_part_is_dropped_alone() {
+    fn an_unreadable_element_is_dropped_alone() {
+        #[derive(serde::Deserialize)]
+        struct Handle {
+            handle_id: String,
+        }
         let mut entry = entry("s1");
+        let commands = entry.parts["commands"].as_array_mut().unwrap();
+        commands.insert(0, serde_json::json!({"handle_id": 7}));
         entry
             .parts
             .insert("forwards".into(), serde_json::json!({"not": "a list"}));
-        let forwards: Vec<serde_json::Value> = entry.take("forwards");
-        assert!(forwards.is_empty());
-        let commands: Vec<serde_json::Value> = entry.take("commands");
-        assert_eq!(commands[0]["handle_id"], "cmd-0123456789abcdef");
-        let missing: Vec<serde_json::Value> = entry.take("no_such_part");
-        assert!(missing.is_empty());
+        let taken: Vec<Handle> = entry.take("commands");
+        let ids: Vec<&str> = taken.iter().map(|h| h.handle_id.as_str()).collect();
+        assert_eq!(ids, ["cmd-0123456789abcdef"]);
+        assert!(entry.take::<Handle>("forwards").is_empty());
+        assert!(entry.take::<Handle>("no_such_part").is_empty());
         assert!(
             !entry.parts.contains_key("commands"),
             "a part is taken once"
         );
+        assert_eq!(entry.take::<serde_json::Value>("transfers").len(), 1);
     }
 
     fn write_doc(path: &Path, sessions: Vec<Entry>) {

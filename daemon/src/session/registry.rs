@@ -747,8 +747,7 @@ impl Registry {
         // Also for a session still starting: its master may have come up meanwhile.
         master::stop(&session.host.control_path, session.master()).await;
         session.host.close_slots();
-        self.sessions().remove(&session.id);
-        self.closed.notify_waiters();
+        self.forget(&session.id);
         // A session that was up said what its master had to say already: its log goes.
         let log = self.master_log(&session.id);
         let _ = std::fs::remove_file(log.with_extension("prompt"));
@@ -762,6 +761,12 @@ impl Registry {
     }
 
     /// Refuses new sessions and closes every existing one (daemon stop).
+    /// Takes a closed session off the list, and tells `close_all`.
+    fn forget(&self, id: &str) {
+        self.sessions().remove(id);
+        self.closed.notify_waiters();
+    }
+
     pub async fn close_all(self: &Arc<Self>) {
         self.closing.cancel();
         let ids: Vec<String> = self.sessions().keys().cloned().collect();
@@ -862,7 +867,7 @@ impl Drop for Reservation {
         }
         session.host.closing.cancel();
         session.host.standby.close();
-        self.registry.sessions().remove(&session.id);
+        self.registry.forget(&session.id);
         let (control_path, master) = (session.host.control_path.clone(), session.master());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { master::stop(&control_path, master).await });

@@ -1250,7 +1250,6 @@ pub(crate) fn start_summary(req: &TransferStartRequest) -> String {
 }
 
 impl Transfers {
-    /// This session's transfers.
     /// Counts a transfer as active until the returned guard goes, if fewer than `max` are:
     /// the check and the count are one step, so transfers started together cannot pass it
     /// all at once.
@@ -1263,6 +1262,7 @@ impl Transfers {
             .map(|_| Active(self.clone()))
     }
 
+    /// This session's transfers.
     pub fn of(session: &Session) -> Arc<Transfers> {
         session.work::<Transfers>()
     }
@@ -1291,6 +1291,10 @@ pub struct TransferEntry {
     pub ended: Option<sshmcp_proto::transfer::TransferReport>,
 }
 
+/// The session record's parts of the transfers: those under way, and those that ended lately.
+const UNDER_WAY_PART: &str = "transfers";
+const ENDED_PART: &str = "ended_transfers";
+
 impl Work for Transfers {
     fn count(&self, summary: &mut SessionSummary) {
         summary.active_transfers = self.2.load(Ordering::Relaxed);
@@ -1316,14 +1320,14 @@ impl Work for Transfers {
                 *text = redact(text);
             }
         }
-        entry.put("transfers", &under_way);
-        entry.put("ended_transfers", &ended);
+        entry.put(UNDER_WAY_PART, &under_way);
+        entry.put(ENDED_PART, &ended);
     }
 
     fn adopt(&self, _: &Session, entry: &mut Entry, _: bool) {
-        let ended: Vec<TransferEntry> = entry.take("ended_transfers");
+        let ended: Vec<TransferEntry> = entry.take(ENDED_PART);
         let (mut taken, refused): (Vec<_>, Vec<_>) = entry
-            .take::<Vec<TransferEntry>>("transfers")
+            .take::<TransferEntry>(UNDER_WAY_PART)
             .into_iter()
             .chain(ended)
             .partition(|t| is_operation_id(&t.operation_id));
@@ -1362,6 +1366,26 @@ impl Work for Transfers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A transfer as every daemon so far wrote it in the session record reads back, and is
+    /// written again, field for field (one written before `total_bytes` and `ended` were kept
+    /// reads as under way, size unknown): records cross daemon versions.
+    #[test]
+    fn a_recorded_transfer_keeps_its_layout() {
+        let written = serde_json::json!({
+            "operation_id": "tr-0123456789abcdef", "direction": "upload",
+            "remote_path": {"path": "/tmp/x", "encoding": "utf-8"}, "local_path": "x",
+            "overwrite": true, "local_root": null, "started_unix_ms": 2, "total_bytes": 4096,
+            "ended": null
+        });
+        let entry: TransferEntry = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&entry).unwrap(), written);
+        let mut older = written.as_object().unwrap().clone();
+        older.remove("total_bytes");
+        older.remove("ended");
+        let entry: TransferEntry = serde_json::from_value(older.into()).unwrap();
+        assert_eq!((entry.total_bytes, entry.ended.is_none()), (0, true));
+    }
 
     /// A pair's tag names the server, the source and the destination: each part counts, and
     /// where one part ends is part of it (`ab`+`c` is not `a`+`bc`).

@@ -257,3 +257,22 @@ fn at_least_one(text: &str) -> Result<usize, String> {
         _ => Err("must be a whole number, at least 1".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A count is a whole number from 1; anything else is refused in words.
+    #[test]
+    fn a_count_is_at_least_one() {
+        assert_eq!(at_least_one("1"), Ok(1));
+        assert_eq!(at_least_one("250"), Ok(250));
+        for bad in ["0", "-1", "1.5", "", "ten"] {
+            assert_eq!(
+                at_least_one(bad),
+                Err("must be a whole number, at least 1".into()),
+                "{bad}"
+            );
+        }
+    }
+}

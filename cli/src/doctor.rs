@@ -407,3 +407,114 @@ fn daemon(answered: Result<Option<Connection>, ClientError>) -> Finding {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// The finding's text and, for a problem, its fix.
+    fn said(finding: Finding) -> (String, Option<String>) {
+        match finding {
+            Finding::Ok(text) => (text, None),
+            Finding::Problem { what, fix } => (what, Some(fix)),
+        }
+    }
+
+    /// A config a daemon would take is fine, naming its file; a refused directory is that
+    /// directory's line's to fix; any other refusal is the config file's.
+    #[test]
+    fn the_config_check_sends_each_refusal_to_its_fix() {
+        let would = |file: Option<&str>| WouldStart {
+            local_root: None,
+            ssh_config: None,
+            config_file: file.map(PathBuf::from),
+        };
+        let (text, fix) = said(config_finding(Ok(would(Some("/c.toml")))));
+        assert_eq!(
+            (text.as_str(), fix),
+            ("/c.toml: a daemon started now reads it without error", None)
+        );
+        assert!(said(config_finding(Ok(would(None)))).0.starts_with("none"));
+        let (_, fix) = said(config_finding(Err(
+            "the runtime directory /r is mode 755".into()
+        )));
+        assert_eq!(
+            fix.unwrap(),
+            "correct that directory as its own line above says"
+        );
+        let (what, fix) = said(config_finding(Err("c.toml: line 1: bad key".into())));
+        assert_eq!(what, "c.toml: line 1: bad key");
+        assert!(fix.unwrap().starts_with("correct the config file"));
+    }
+
+    /// A policy whose last reload failed is a problem (the one before stays); else its
+    /// entries are counted, and a daemon not asked reads it when it starts.
+    #[test]
+    fn the_policy_check_says_whether_the_last_reload_took() {
+        let report = |error: Option<&str>| sshmcp_proto::policy::PolicyReport {
+            source: Some("/c.toml".into()),
+            entries: Vec::new(),
+            reload_error: error.map(String::from),
+        };
+        assert_eq!(
+            said(policy_finding(Some(&report(None)))).0,
+            "0 entries (/c.toml)"
+        );
+        let (what, fix) = said(policy_finding(Some(&report(Some("line 3")))));
+        assert!(what.ends_with("line 3"), "{what}");
+        assert_eq!(
+            fix.unwrap(),
+            "fix the config file, then sshmcp daemon reload"
+        );
+        assert!(said(policy_finding(None)).1.is_none());
+    }
+
+    /// A daemon older than this CLI is restarted; a newer one means the clients and the CLI
+    /// are the old ones; none running is fine, and one behind a refused directory is not
+    /// asked.
+    #[test]
+    fn a_version_mismatch_is_fixed_on_the_older_side() {
+        let mismatch = |daemon, client| daemon_finding(daemon, client);
+        assert_eq!(mismatch(7, 8), "sshmcp daemon restart (sessions are kept)");
+        assert!(mismatch(9, 8).starts_with("restart the MCP clients"));
+        assert!(said(daemon(Ok(None))).0.starts_with("not running"));
+        let refused = ClientError::RuntimeDir {
+            dir: "/r".into(),
+            reason: std::io::Error::other("mode 755"),
+        };
+        assert!(said(daemon(Err(refused))).0.starts_with("not asked"));
+    }
+
+    fn daemon_finding(daemon_version: u32, client: u32) -> String {
+        let e = ClientError::VersionMismatch {
+            daemon: daemon_version,
+            client,
+        };
+        said(daemon(Err(e))).1.expect("a problem")
+    }
+
+    /// Only a directory of this user's that no one else may enter is private; a file where a
+    /// directory belongs, a symlink, and a mode open to others are each named.
+    #[test]
+    fn a_private_directory_is_this_users_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = |p: &Path| std::fs::symlink_metadata(p).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(private(&meta(dir.path()), true), None);
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
+        assert_eq!(
+            private(&meta(dir.path()), true).unwrap(),
+            "mode 750 lets other users in"
+        );
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(private(&meta(&file), true).unwrap(), "not a directory");
+        assert_eq!(private(&meta(&file), false), None);
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(private(&meta(&link), false).unwrap(), "a symlink");
+    }
+}

@@ -266,3 +266,30 @@ pub async fn kill(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk's bytes are its text, or its base64 decoded; base64 that is not is an error.
+    #[test]
+    fn a_chunk_gives_back_its_bytes_either_way() {
+        let chunk = |data: &str, encoding| StreamChunk {
+            data: data.into(),
+            encoding,
+            offset: 0,
+            next_offset: 2,
+            total_bytes: 2,
+            truncated: false,
+        };
+        assert_eq!(
+            bytes(&chunk("hé", Encoding::Utf8)).unwrap(),
+            "hé".as_bytes()
+        );
+        assert_eq!(
+            bytes(&chunk("/wA=", Encoding::Base64)).unwrap(),
+            [0xff, 0x00]
+        );
+        assert!(bytes(&chunk("not base64!", Encoding::Base64)).is_err());
+    }
+}

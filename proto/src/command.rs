@@ -510,3 +510,20 @@ pub struct Stopped {
     /// transfer's state, or `closed` for a forward.
     pub outcome: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A completed command is told with its exit code; any other end by its state alone.
+    #[test]
+    fn how_a_command_ended_reads_as_people_say_it() {
+        assert_eq!(
+            CommandState::Completed.how_it_ended(Some(3)),
+            "completed, exit 3"
+        );
+        assert_eq!(CommandState::Killed.how_it_ended(Some(0)), "killed");
+        assert_eq!(CommandState::TimedOut.how_it_ended(None), "timed_out");
+        assert_eq!(CommandState::Completed.how_it_ended(None), "completed");
+    }
+}

@@ -109,3 +109,76 @@ impl Answer for ExecResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sshmcp_proto::ErrorCode;
+    use sshmcp_proto::exec::Encoding;
+
+    use super::*;
+    use crate::remote::spool::Spooled;
+
+    fn output(bytes: &[u8], total_bytes: u64, omitted: Option<std::ops::Range<u64>>) -> Output {
+        Output {
+            bytes: bytes.to_vec(),
+            total_bytes,
+            omitted,
+            spooled: None,
+        }
+    }
+
+    /// A stream is its text when UTF-8, else base64; what was kept, what was left out and
+    /// where the whole copy lies are said as the run kept them; a hand-off's fields are none.
+    #[test]
+    fn a_run_answers_with_each_stream_as_kept() {
+        let mut stderr = output(b"\xff\x00", 2, None);
+        stderr.spooled = Some(Spooled {
+            path: "/root/.sshmcp/spool/e".into(),
+            truncated: true,
+        });
+        let result = RunResult {
+            exit_code: Some(3),
+            signal: None,
+            duration: 0.5,
+            timed_out: false,
+            stdout: output("héad tail".as_bytes(), 100, Some(5..95)),
+            stderr,
+        };
+        let answer = answer(result);
+        assert_eq!((answer.exit_code, answer.handed_off), (Some(3), None));
+        let out = &answer.stdout;
+        assert_eq!(
+            (out.data.as_str(), out.encoding),
+            ("héad tail", Encoding::Utf8)
+        );
+        assert_eq!(
+            (out.captured_bytes, out.total_bytes, out.truncated),
+            (10, 100, true)
+        );
+        assert_eq!(out.omitted.map(|r| (r.start, r.end)), Some((5, 95)));
+        assert_eq!(out.spool_path, None);
+        let err = &answer.stderr;
+        assert_eq!(
+            (err.data.as_str(), err.encoding),
+            ("/wA=", Encoding::Base64)
+        );
+        assert!(!err.truncated && err.omitted.is_none());
+        assert_eq!(err.spool_path.as_deref(), Some("/root/.sshmcp/spool/e"));
+        assert!(err.spool_truncated);
+    }
+
+    /// A command its master's death cut answers with what it printed until then beside the
+    /// fact that it had started; any other failure is its code alone.
+    #[test]
+    fn a_run_cut_after_its_start_keeps_what_it_printed() {
+        let printed = Box::new((output(b"so far\n", 7, None), output(b"", 0, None)));
+        let lost = failure(RunError::LostAfterStart(printed));
+        assert_eq!(lost.code, ErrorCode::ConnectionLost);
+        assert_eq!(lost.details.started, Some(true));
+        assert_eq!(lost.details.stdout.as_ref().unwrap().data, "so far\n");
+        assert_eq!(lost.details.stderr.as_ref().unwrap().total_bytes, 0);
+        let gone = failure(RunError::NoCwd);
+        assert_eq!(gone.code, ErrorCode::RemotePathNotFound);
+        assert!(gone.details.stdout.is_none());
+    }
+}

@@ -186,7 +186,7 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
     type Args = CommandStatusArgs;
     const TITLE: &'static str = "Check a long command";
     const DESCRIPTION: &'static str = "Read a command handle's state and output, also after \
-        it ended or `connection_lost`. `status`: `running`, `completed` (`exit_code`), \
+        it ended or its session was lost. `status`: `running`, `completed` (`exit_code`), \
         `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; \
         `kill -- -<pid>` via exec ends its group); `signal` names what ended it. `stdout`, \
         `stderr`: a plain string is the whole stream, nothing more to read; else an object \

@@ -251,8 +251,9 @@ fn shape_exec_answer(answer: &mut serde_json::Map<String, serde_json::Value>, sp
     }
 }
 
-/// How a string carries bytes: `utf-8` (the string is the text itself) or `base64` (the bytes
-/// are not valid UTF-8).
+// How a string carries bytes: `utf-8` (the string is the text itself) or `base64` (the bytes
+// are not valid UTF-8). Not a doc comment: schemars would give it as the description of each
+// `*_encoding` input field, which the instructions describe once for all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Encoding {

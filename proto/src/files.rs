@@ -35,7 +35,6 @@ pub struct WriteArgs {
     pub session_key: String,
     /// Remote path.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// The whole file; at most 1 MiB decoded.
     pub content: String,
@@ -153,7 +152,6 @@ pub struct EditArgs {
     pub session_key: String,
     /// Remote path.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// Exact text, whitespace included; at most 4 KiB. Add lines to make it unique.
     pub old_text: String,
@@ -173,7 +171,7 @@ impl crate::described::Described for crate::service::tools::EditFile {
     const DESCRIPTION: &'static str = "Replace exact text in a remote \
         text file, atomically: `old_text` must occur once unless `replace_all`. Answer: \
         `replacements`, `sha256`. Keeps mode and owner. Whole or new file: write_file. \
-        Errors: `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match` \
+        Errors: `remote_path_not_found`, `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match` \
         (`error.count` hits: add context or `replace_all`), `file_changed` (read again, \
         redo), `invalid_remote_type` (a symlink: edit its `link_target`; not text: \
         write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
@@ -233,7 +231,6 @@ pub struct MakeDirectoryArgs {
     pub session_key: String,
     /// Remote path.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// Also make missing parents; default true.
     pub parents: Option<bool>,
@@ -299,7 +296,6 @@ pub struct RemovePathArgs {
     pub session_key: String,
     /// Remote path; not `/`, `.` or `..`.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// Remove a directory with its contents.
     pub recursive: Option<bool>,
@@ -355,11 +351,9 @@ pub struct CopyMoveArgs {
     pub session_key: String,
     /// File, symlink (as the link) or directory.
     pub source: String,
-    /// `source`'s encoding.
     pub source_encoding: Option<Encoding>,
     /// The new path itself, not a directory to put it in.
     pub destination: String,
-    /// `destination`'s encoding.
     pub destination_encoding: Option<Encoding>,
     /// Replace an existing file there (never a directory).
     pub overwrite: Option<bool>,

@@ -39,7 +39,6 @@ pub struct StatArgs {
     pub session_key: String,
     /// Remote path.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// Describe a symlink's target instead.
     pub follow_symlinks: Option<bool>,
@@ -95,7 +94,6 @@ pub struct ListArgs {
     pub session_key: String,
     /// Remote path.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// Entries to skip; default 0.
     pub offset: Option<u64>,
@@ -112,7 +110,7 @@ impl crate::described::Described for crate::service::tools::ListDirectory {
         recursive (or by pattern: exec `find`). Answer: `entries` (`name`, `type`, `size`, \
         `mode`, `mtime`, `link_target`, as stat; dotfiles too, no `.`/`..`), `total`, \
         `truncated` if more follow (then ask at `offset` + entries returned). Errors: \
-        `invalid_remote_type` (not a directory), `remote_permission_denied` (sudo_exec), \
+        `remote_path_not_found`, `invalid_remote_type` (not a directory), `remote_permission_denied` (sudo_exec), \
         `host_tool_missing` (use exec).";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
@@ -166,7 +164,6 @@ pub struct ReadArgs {
     pub session_key: String,
     /// Remote path.
     pub path: String,
-    /// `path`'s encoding.
     pub path_encoding: Option<Encoding>,
     /// Byte offset; default 0.
     pub offset: Option<u64>,
@@ -183,8 +180,8 @@ impl crate::described::Described for crate::service::tools::ReadFileRange {
         followed). Answer: `data` (text, or base64 with `encoding: base64` if not UTF-8; a range \
         never ends inside a character: it stops before it), `bytes_read`, `file_size`, `eof` at \
         the end. Read on at `offset` + `bytes_read` until `eof`. Whole files over 64 KiB: \
-        download_start; search: exec `grep`. Errors: `invalid_remote_type` (not a regular \
-        file), `remote_permission_denied` (sudo_exec).";
+        download_start; search: exec `grep`. Errors: `remote_path_not_found`, \
+        `invalid_remote_type` (not a regular file), `remote_permission_denied` (sudo_exec).";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = INSPECT_DEADLINE;
 

@@ -70,7 +70,8 @@ impl crate::described::Described for crate::service::tools::Connect {
     const DESCRIPTION: &'static str = "Open an SSH session to a Host of the user's OpenSSH \
         config (`alias`; ask the user which) or to `host` + `user`. Answers once ready: \
         `session_id`, `session_key` (shown only here) and `remote` (`uname`, `user`, `home`). \
-        May wait for a passphrase or key-touch prompt. Errors: `already_connected` \
+        A passphrase or key-touch prompt goes to the user's screen (their askpass), never \
+        to you; it waits for them. Errors: `already_connected` \
         (`error.session_id` has the server: use it if you hold its key; disconnect it if it \
         is `lost` or left by a cut-off connect of yours; else ask the user), \
         `session_limit_reached` (disconnect one you no longer need), \

@@ -63,7 +63,6 @@ pub struct DownloadArgs {
     pub session_key: String,
     /// Remote path.
     pub remote_path: String,
-    /// `remote_path`'s encoding.
     pub remote_path_encoding: Option<Encoding>,
     /// A file, not a directory; missing directories are made. No `..`, symlinks, `.sshmcp`.
     pub local_path: String,
@@ -79,11 +78,12 @@ start_described!(
     "Download one remote regular file \
         (symlinks followed) into the local root as a job: answers `operation_id` for \
         transfer_status. The file appears whole at `local_path` once verified; starting it \
-        again resumes a failed or cancelled copy. Errors: `local_path_exists` (pass \
-        `overwrite`), `invalid_local_path` (fix `local_path`), `invalid_remote_type` (not a \
-        regular file: tar it via exec), `remote_permission_denied` (sudo_exec a copy you own \
-        into a private directory), `transfer_conflict` (another one writes there: wait or \
-        cancel it), `transfer_limit_reached` (wait for one to end)."
+        again resumes a failed or cancelled copy. Errors: `remote_path_not_found`, \
+        `local_path_exists` (pass `overwrite`), `invalid_local_path` (fix `local_path`), \
+        `invalid_remote_type` (not a regular file: tar it via exec), \
+        `remote_permission_denied` (sudo_exec a copy you own into a private directory), \
+        `transfer_conflict` (another one writes there: wait or cancel it), \
+        `transfer_limit_reached` (wait for one to end)."
 );
 
 /// `upload_start` as an agent calls it.
@@ -98,7 +98,6 @@ pub struct UploadArgs {
     pub local_path: String,
     /// Remote file path, not a directory.
     pub remote_path: String,
-    /// `remote_path`'s encoding.
     pub remote_path_encoding: Option<Encoding>,
     /// Replace an existing file.
     pub overwrite: Option<bool>,

@@ -215,11 +215,11 @@ pub const LOG_FILE: &str = "sshmcpd.log";
 const RECORD_FILE: &str = "sessions.json";
 
 /// The daemon's state directory: `SSHMCP_STATE_DIR`, else the config file's `state-dir`, else
-/// the platform state dir.
+/// `$XDG_STATE_HOME/sshmcp` (`~/.local/state/sshmcp`).
 pub fn state_dir_from_env() -> Option<PathBuf> {
     path_from_env("SSHMCP_STATE_DIR")
         .or_else(|| ConfiguredDirs::read().state_dir)
-        .or_else(|| project_dirs().and_then(|d| d.state_dir().map(Path::to_path_buf)))
+        .or_else(|| xdg_dir("XDG_STATE_HOME", ".local/state"))
 }
 
 /// The directories the config file sets, as every client reads them (the daemon reads the
@@ -249,7 +249,7 @@ impl ConfiguredDirs {
 /// The daemon's default local root when nobody configured one: a dedicated folder under the
 /// user's data directory, never `/` nor the bare home directory.
 pub fn default_local_root() -> Option<PathBuf> {
-    project_dirs().map(|d| d.data_dir().join("root"))
+    xdg_dir("XDG_DATA_HOME", ".local/share").map(|d| d.join("root"))
 }
 
 /// `$XDG_CONFIG_HOME/sshmcp/config.toml`.
@@ -268,11 +268,24 @@ pub fn path_from_env(name: &str) -> Option<PathBuf> {
 }
 
 pub fn default_config_file() -> Option<PathBuf> {
-    project_dirs().map(|d| d.config_dir().join("config.toml"))
+    xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("config.toml"))
 }
 
-fn project_dirs() -> Option<directories::ProjectDirs> {
-    directories::ProjectDirs::from("", "", "sshmcp")
+/// sshmcp's directory of the XDG base directory layout, on macOS too: there the platform's
+/// own folders would leave the daemon without a state directory (Apple has none) and put the
+/// config file where the documentation does not say, so a person's policy would go unread.
+fn xdg_dir(variable: &str, under_home: &str) -> Option<PathBuf> {
+    let home = directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf());
+    xdg_dir_of(path_from_env(variable), home, under_home)
+}
+
+/// [`xdg_dir`] from the variable's value and the home directory: a relative value is
+/// ignored, as the XDG specification asks.
+fn xdg_dir_of(value: Option<PathBuf>, home: Option<PathBuf>, under_home: &str) -> Option<PathBuf> {
+    value
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| home.map(|home| home.join(under_home)))
+        .map(|dir| dir.join("sshmcp"))
 }
 
 /// Creates `dir` with mode 0700 (and its parents), then checks that it is a real directory
@@ -334,6 +347,32 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn each_default_directory_is_the_xdg_one_on_every_platform() {
+        let home = Some(PathBuf::from("/home/u"));
+        let dir = |value: Option<&str>| {
+            xdg_dir_of(value.map(PathBuf::from), home.clone(), ".local/state")
+        };
+        assert_eq!(
+            dir(None),
+            Some(PathBuf::from("/home/u/.local/state/sshmcp"))
+        );
+        assert_eq!(
+            dir(Some("/xdg/state")),
+            Some(PathBuf::from("/xdg/state/sshmcp"))
+        );
+        assert_eq!(
+            dir(Some("relative")),
+            Some(PathBuf::from("/home/u/.local/state/sshmcp"))
+        );
+        assert_eq!(xdg_dir_of(None, None, ".config"), None);
+        // With a home directory, as every user has, each default exists (on macOS the
+        // platform's folders once left the state directory out).
+        assert!(state_dir_from_env().is_some());
+        assert!(default_config_file().is_some_and(|f| f.ends_with("sshmcp/config.toml")));
+        assert!(default_local_root().is_some_and(|r| r.ends_with("sshmcp/root")));
+    }
 
     #[test]
     fn a_local_root_is_absolute_and_neither_root_nor_home_however_spelled() {

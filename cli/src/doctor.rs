@@ -128,14 +128,7 @@ fn checks(
             "ssh",
             tool_version("ssh", "-V", "apt-get install openssh-client"),
         ),
-        (
-            "rsync",
-            tool_version(
-                "rsync",
-                "--version",
-                "apt-get install rsync (transfers need rsync here and on each host)",
-            ),
-        ),
+        ("rsync", rsync()),
         (
             "runtime dir",
             match paths.check() {
@@ -226,6 +219,21 @@ pub fn check_config() -> Result<WouldStart, String> {
 }
 
 /// The first line a tool prints about its version (on either stream: `ssh -V` uses stderr).
+/// The rsync a daemon started from this environment runs for transfers.
+fn rsync() -> Finding {
+    use sshmcp_local::rsync;
+    match rsync::find() {
+        Ok(found) => Finding::Ok(format!("{} ({})", found.version, found.path.display())),
+        Err(none) => problem(
+            none.what(),
+            format!(
+                "{} (transfers need it here and on each host)",
+                rsync::INSTALL
+            ),
+        ),
+    }
+}
+
 fn tool_version(tool: &str, flag: &str, install: &str) -> Finding {
     match Command::new(tool).arg(flag).output() {
         Ok(out) if out.status.success() => {

@@ -351,28 +351,21 @@ async fn doctor_finds_a_loose_runtime_dir_and_a_missing_rsync() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    // A PATH with ssh and bash but no rsync.
-    let bin = env.root.path().join("bin-without-rsync");
-    std::fs::create_dir_all(&bin).unwrap();
-    for tool in ["ssh", "bash"] {
-        let real = String::from_utf8(
-            std::process::Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(real.trim(), bin.join(tool)).unwrap();
-    }
+    // A PATH with ssh, bash and only the rsync macOS ships (openrsync, or 2.6.9), which lacks
+    // the options transfers use.
+    let bin = env.root.path().join("bin-old-rsync");
+    sshmcp_tests::local_tools::link_tools(&bin, &["ssh", "bash"]);
+    sshmcp_tests::local_tools::write_macos_rsync(&bin);
     let out = env.cli_with(&["doctor"], &[("PATH", bin.as_os_str())]);
     let said = stdout(&out);
     assert_eq!(out.status.code(), Some(4), "{said}");
+    let old = format!("only {}/rsync (2.6)", bin.display());
     assert!(
-        said.contains("FAIL  rsync       not found on PATH"),
+        said.contains("FAIL  rsync       no rsync 3.1 or later on this machine")
+            && said.contains(&old),
         "{said}"
     );
-    assert!(said.contains("fix: apt-get install rsync"), "{said}");
+    assert!(said.contains("macOS: brew install rsync"), "{said}");
     assert!(said.contains("mode 755 lets other users in"), "{said}");
     assert!(
         said.contains(&format!("fix: chmod 700 {}", env.runtime_dir.display())),

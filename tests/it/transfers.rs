@@ -113,6 +113,42 @@ async fn a_64_mib_download_arrives_verified_and_whole() {
     mcp.close().await;
 }
 
+/// A Mac whose launcher's PATH finds only the rsync macOS ships (openrsync, or 2.6.9): a
+/// transfer says at once what to install, lists nothing, and once rsync 3.1 or later is
+/// there, runs without a daemon restart.
+#[tokio::test]
+async fn with_only_the_rsync_macos_ships_a_transfer_says_what_to_install() {
+    let bin = tempfile::tempdir().unwrap();
+    sshmcp_tests::local_tools::link_tools(bin.path(), &["ssh"]);
+    sshmcp_tests::local_tools::write_macos_rsync(bin.path());
+    let path = bin.path().to_str().unwrap();
+    let (env, mcp, s) = crate::connected_with(&Default::default(), &[("PATH", path)]).await;
+    let remote = format!("/tmp/sshmcp-macos-rsync-{}", unique_sleep(1));
+    remote_out(&mcp, &s, &format!("printf 'from the host' > {remote}")).await;
+    let args = json!({"remote_path": remote, "local_path": "macos/file"});
+    let r = on_session(&mcp, &s, "download_start", args.clone()).await;
+    assert_eq!(code(&r), "transfer_failed", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    let old = format!("only {}/rsync (2.6)", bin.path().display());
+    assert!(
+        said.contains("no rsync 3.1 or later") && said.contains(&old),
+        "{r}"
+    );
+    assert!(said.contains("macOS: brew install rsync"), "{r}");
+    let listed = on_session(&mcp, &s, "transfer_list", json!({})).await;
+    assert_eq!(listed["transfers"], json!([]), "{listed}");
+
+    std::fs::remove_file(bin.path().join("rsync")).unwrap();
+    sshmcp_tests::local_tools::link_tools(bin.path(), &["rsync"]);
+    let r = on_session(&mcp, &s, "download_start", args).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    let copied = std::fs::read(env.local_root.join("macos/file")).unwrap();
+    assert_eq!(copied, b"from the host");
+    remote_out(&mcp, &s, &format!("rm -f {remote}")).await;
+}
+
 #[tokio::test]
 async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are_refused() {
     let (env, mcp, s) = connected().await;

@@ -9,6 +9,7 @@ pub mod churn;
 pub mod disk;
 pub mod echo;
 pub mod env;
+pub mod local_tools;
 pub mod mcp;
 pub mod netns;
 pub mod process;

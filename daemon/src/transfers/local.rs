@@ -85,10 +85,14 @@ pub struct Source {
 }
 
 impl Source {
-    /// A path that opens this very file, in this process.
-    pub fn proc_path(&self) -> PathBuf {
-        use std::os::fd::AsRawFd;
-        PathBuf::from(crate::platform::OWN_FDS_DIR).join(self.file.as_raw_fd().to_string())
+    /// This very file, to be read again from its start: a copy of its descriptor, rewound.
+    /// Not opened again by its descriptor's name: on macOS `/dev/fd/N` gives the same open
+    /// file, whose offset rsync's reading left at the end.
+    pub fn from_start(&self) -> std::io::Result<std::fs::File> {
+        use std::io::Seek;
+        let mut file = self.file.try_clone()?;
+        file.rewind()?;
+        Ok(file)
     }
 }
 

@@ -551,7 +551,7 @@ async fn published_already(
                 .ok()?;
             let final_path = destination.final_path.display().to_string();
             let (copy, source) = tokio::join!(
-                local_sha256(destination.final_path.clone()),
+                local_sha256(std::fs::File::open(&destination.final_path)),
                 remote::sha256(session, &remote_path, size)
             );
             let copy = copy
@@ -574,7 +574,7 @@ async fn published_already(
                 .ok()?;
             let (copy, from) = tokio::join!(
                 remote::sha256(session, &destination.path, source.size),
-                local_sha256(source.proc_path())
+                local_sha256(source.from_start())
             );
             let copy = copy.ok().filter(|copy| from.ok().as_ref() == Some(copy))?;
             let partial = remote::Partial::of(&server, &source.path, &destination.path);
@@ -698,6 +698,10 @@ async fn begin(
             )
         })?;
     let remote_path = inspect::path_bytes(&req.remote_path)?;
+    // Said at once, not by the copy: on macOS the rsync a launcher's PATH finds is too old.
+    rsync::program()
+        .await
+        .map_err(|why| DaemonError::new(ErrorCode::TransferFailed, why))?;
     let root = crate::request::local_root(req.local_root.clone(), settings)?;
     // A resume must find the same files whatever the next daemon's default root is.
     req.local_root = Some(root.to_string_lossy().into_owned());
@@ -1007,7 +1011,7 @@ async fn verify(
                         "remote_path stopped being a regular file during the copy",
                     ));
                 }
-                local_sha256(partial.clone()).await
+                local_sha256(std::fs::File::open(partial)).await
             }
             Plan::Upload { partial, .. } => remote::sha256(session, &partial.path, op.total).await,
         }
@@ -1017,7 +1021,7 @@ async fn verify(
     let source_hash = async {
         match plan {
             Plan::Download { source, .. } => remote::sha256(session, source, op.total).await,
-            Plan::Upload { source, .. } => local_sha256(source.proc_path()).await,
+            Plan::Upload { source, .. } => local_sha256(source.from_start()).await,
         }
     };
     let (source_hash, copy_hash) = tokio::select! {
@@ -1198,9 +1202,9 @@ fn is_file(path: &Path) -> bool {
 }
 
 /// A local file's SHA-256, read off the async threads.
-async fn local_sha256(path: PathBuf) -> Result<String, DaemonError> {
+async fn local_sha256(opened: std::io::Result<std::fs::File>) -> Result<String, DaemonError> {
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-        let mut file = std::fs::File::open(path)?;
+        let mut file = opened?;
         let hash = local::sha256_of(&mut file, None, &|| false)?;
         Ok(hash.expect("never stopped"))
     })

@@ -124,7 +124,8 @@ pub fn fetchable(remote: &[u8]) -> bool {
 }
 
 /// rsync's arguments for `ends`. `--copy-links`: a remote symlink to a file is copied as the
-/// file, as `stat` and the hash see it, and the source descriptor's `/proc` link is followed.
+/// file, as `stat` and the hash see it, and the source descriptor's name (`/proc/self/fd/3`,
+/// macOS `/dev/fd/3`) is followed.
 /// `--append-verify`: a partial is taken as the source's first bytes and only the rest is sent
 /// (rsync's block search over a large unmatched rest costs seconds per GiB), then rsync
 /// checks the whole file and sends it again when it differs. A partial as long as the source
@@ -161,11 +162,28 @@ fn args(shell: String, marker: &str, ends: &Ends) -> Vec<OsString> {
             args.push(partial.as_os_str().to_owned());
         }
         Ends::Upload { partial, .. } => {
-            args.push(format!("/proc/self/fd/{SOURCE_FD}").into());
+            let fds = crate::platform::OWN_FDS_DIR;
+            args.push(format!("{fds}/{SOURCE_FD}").into());
             args.push(OsString::from_vec(remote_words(partial)));
         }
     }
     args
+}
+
+/// The rsync this machine's transfers run ([`sshmcp_local::rsync`]), or why there is none.
+/// Found once; a machine without one is looked at again at each transfer, so installing it
+/// needs no daemon restart.
+pub async fn program() -> Result<std::path::PathBuf, String> {
+    static FOUND: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    if let Some(path) = FOUND.get() {
+        return Ok(path.clone());
+    }
+    let found = tokio::task::spawn_blocking(sshmcp_local::rsync::find)
+        .await
+        .map_err(|e| format!("looking for rsync failed: {e}"))?
+        .map_err(|none| none.to_string())?;
+    tracing::info!("transfers run {} ({})", found.path.display(), found.version);
+    Ok(FOUND.get_or_init(|| found.path).clone())
 }
 
 /// Copies one end into the other's partial file, counting bytes into `bytes` from rsync's
@@ -184,7 +202,10 @@ pub async fn copy(
     let shell = ssh_words(control, server)
         .and_then(|ssh| remote_shell(&relay, ssh))
         .map_err(Failure::Start)?;
-    let mut command = tokio::process::Command::new("rsync");
+    let program = program()
+        .await
+        .map_err(|why| Failure::Start(std::io::Error::other(why)))?;
+    let mut command = tokio::process::Command::new(program);
     command
         .args(args(shell, marker, &ends))
         .env(super::relay::MARKER_VAR, marker)
@@ -443,7 +464,8 @@ mod tests {
                 partial: b"/d/.sshmcp-1.part",
             },
         );
-        assert_eq!(upload[upload.len() - 2], OsString::from("/proc/self/fd/3"));
+        let source = format!("{}/3", crate::platform::OWN_FDS_DIR);
+        assert_eq!(upload[upload.len() - 2], OsString::from(source));
         assert_eq!(
             upload[upload.len() - 1],
             OsString::from("sshmcp:/d/.sshmcp-1.part")

@@ -1,0 +1,164 @@
+//! Which rsync this machine's transfers run: the first rsync 3.1 or later on `PATH`, else in
+//! the folders package managers install into, which the bare `PATH` of a GUI launcher leaves
+//! out. Transfers need 3.1 (`--info=progress2`; `--append-verify` and `-s` came with 3.0),
+//! and macOS ships openrsync or rsync 2.6.9 as `/usr/bin/rsync`.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The oldest rsync whose options transfers use.
+const OLDEST: (u32, u32) = (3, 1);
+
+/// Where Homebrew (Apple silicon, then Intel) and MacPorts put rsync, looked at after `PATH`.
+const PACKAGE_DIRS: [&str; 3] = ["/opt/homebrew/bin", "/usr/local/bin", "/opt/local/bin"];
+
+/// What to do when no rsync fits.
+pub const INSTALL: &str = "install rsync 3.1 or later (Debian, Ubuntu: apt-get install rsync; \
+                       macOS: brew install rsync)";
+
+/// An rsync transfers can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rsync {
+    pub path: PathBuf,
+    /// The first line of its `--version`.
+    pub version: String,
+}
+
+/// Why no rsync fits: each one found, too old or stating no version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoRsync {
+    unfit: Vec<String>,
+}
+
+impl NoRsync {
+    /// What was found, without what to do ([`INSTALL`]).
+    pub fn what(&self) -> String {
+        match self.unfit.is_empty() {
+            true => "no rsync on this machine".into(),
+            false => format!(
+                "no rsync 3.1 or later on this machine, only {}",
+                self.unfit.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for NoRsync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {INSTALL}", self.what())
+    }
+}
+
+/// The rsync transfers run, or why there is none.
+pub fn find() -> Result<Rsync, NoRsync> {
+    let mut unfit = Vec::new();
+    for path in candidates(std::env::var_os("PATH").as_deref()) {
+        let Ok(out) = Command::new(&path).arg("--version").output() else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        match version_of(&text) {
+            Some(version) if version >= OLDEST => {
+                let version = text.lines().next().unwrap_or("").trim().to_string();
+                return Ok(Rsync { path, version });
+            }
+            Some((major, minor)) => unfit.push(format!("{} ({major}.{minor})", path.display())),
+            None => unfit.push(format!("{} (states no version)", path.display())),
+        }
+    }
+    Err(NoRsync { unfit })
+}
+
+/// Each `rsync` to try, in order and once each: in `PATH`'s directories, then in
+/// [`PACKAGE_DIRS`]. Relative directories are skipped: what they name depends on where the
+/// daemon happens to run.
+fn candidates(path_var: Option<&OsStr>) -> Vec<PathBuf> {
+    let listed = path_var.map(std::env::split_paths).into_iter().flatten();
+    let mut all: Vec<PathBuf> = Vec::new();
+    for dir in listed.chain(PACKAGE_DIRS.iter().map(PathBuf::from)) {
+        let program = dir.join("rsync");
+        if dir.is_absolute() && !all.contains(&program) && is_executable(&program) {
+            all.push(program);
+        }
+    }
+    all
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The major and minor version `rsync --version` states: `rsync  version 3.2.7  protocol
+/// version 31`, or openrsync's `rsync version 2.6.9 compatible`.
+fn version_of(text: &str) -> Option<(u32, u32)> {
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        words.find(|word| *word == "rsync")?;
+        if words.next()? != "version" {
+            return None;
+        }
+        let mut numbers = words.next()?.split('.').map(|n| n.parse::<u32>().ok());
+        Some((numbers.next()??, numbers.next()??))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_read_from_each_rsync_a_machine_may_have() {
+        let gnu = "rsync  version 3.2.7  protocol version 31\nCopyright (C) 1996-2022\n";
+        assert_eq!(version_of(gnu), Some((3, 2)));
+        assert_eq!(
+            version_of("rsync  version v3.1.0  protocol version 31"),
+            None
+        );
+        assert_eq!(
+            version_of("rsync  version 3.1.0  protocol version 31"),
+            Some((3, 1))
+        );
+        let samba = "rsync  version 2.6.9  protocol version 29\n";
+        assert_eq!(version_of(samba), Some((2, 6)));
+        let openrsync = "openrsync: protocol version 29\nrsync version 2.6.9 compatible\n";
+        assert_eq!(version_of(openrsync), Some((2, 6)));
+        assert_eq!(version_of("rsync: unknown option\n"), None);
+        assert_eq!(version_of(""), None);
+        assert!(Some((3, 0)) < Some(OLDEST) && Some((3, 1)) >= Some(OLDEST));
+        assert!(Some((10, 0)) > Some(OLDEST));
+    }
+
+    #[test]
+    fn candidates_follow_path_then_package_folders_once_each_absolute_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a"), dir.path().join("b"));
+        for bin in [&first, &second] {
+            std::fs::create_dir(bin).unwrap();
+            let rsync = bin.join("rsync");
+            std::fs::write(&rsync, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&rsync, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        // Not executable: skipped.
+        std::fs::create_dir(dir.path().join("c")).unwrap();
+        std::fs::write(dir.path().join("c/rsync"), "").unwrap();
+        let path = std::env::join_paths([
+            second.clone(),
+            PathBuf::from("relative"),
+            dir.path().join("c"),
+            first.clone(),
+            second.clone(),
+        ])
+        .unwrap();
+        let found = candidates(Some(&path));
+        assert_eq!(found[..2], [second.join("rsync"), first.join("rsync")]);
+        let rest: Vec<_> = PACKAGE_DIRS
+            .iter()
+            .map(|d| Path::new(d).join("rsync"))
+            .filter(|p| is_executable(p))
+            .collect();
+        assert_eq!(found[2..], rest[..]);
+    }
+}

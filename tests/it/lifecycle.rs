@@ -431,6 +431,51 @@ async fn a_handle_running_at_a_crash_ends_with_the_daemon_and_stays_listed() {
     mcp.close().await;
 }
 
+/// A handle lost at a crash, whose process group's number another group of the session's
+/// user has taken since: `command_kill` looks and sends nothing, answering `error`, and the
+/// other group runs on. (The record is made to name the other group: the kernel hands a
+/// number out again only once every process of the old group is gone and reaped.)
+#[tokio::test]
+async fn a_lost_handles_group_number_taken_by_another_is_never_signalled() {
+    use std::os::unix::process::CommandExt;
+    let (env, mcp, s) = connected().await;
+    let sleep = unique_sleep(120);
+    let args = json!({"command": format!("sleep {sleep}")});
+    let started = on_session(&mcp, &s, "command_start", args).await;
+    let id = started["handle_id"].clone();
+    let other = unique_sleep(120);
+    let mut stranger = std::process::Command::new("setsid");
+    stranger.args(["sleep", &other]);
+    if nix::unistd::getuid().is_root() {
+        let user = nix::unistd::User::from_name(&env.sshd.user)
+            .unwrap()
+            .unwrap();
+        stranger.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+    }
+    let mut stranger = stranger.spawn().unwrap();
+    env.crash_daemon();
+    let record = env.runtime_dir.join("sessions.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let handles = doc["sessions"][0]["commands"].as_array_mut().unwrap();
+    let handle = handles.iter_mut().find(|h| h["handle_id"] == id).unwrap();
+    handle["pid"] = json!(stranger.id());
+    std::fs::write(&record, doc.to_string()).unwrap();
+    let args = json!({"handle_id": id, "force": true});
+    let k = on_session(&mcp, &s, "command_kill", args).await;
+    assert_eq!(
+        (&k["ok"], &k["result"]),
+        (&json!(true), &json!("error")),
+        "{k}"
+    );
+    assert!(
+        stranger.try_wait().unwrap().is_none(),
+        "the other group was signalled"
+    );
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+    mcp.close().await;
+}
+
 /// An `exec` under way when its daemon is killed cannot be answered any more: it ends with
 /// the daemon instead of running on unseen past its timeout, and the next daemon's session
 /// counts no command.

@@ -55,16 +55,19 @@ impl KillOrder {
         })
     }
 
-    /// The remote program for group `pgid`; it prints one word (and `force` when the SIGKILL
+    /// The remote program for group `pgid`, or with `look_only` one that only tells whether
+    /// the group is empty (`not_running`) and signals nothing (`unconfirmed`); it prints one
+    /// word (and `force` when the SIGKILL
     /// fallback was attempted). Waits are measured by a `sleep`, not by turns of the group
     /// check, which on a busy host takes a good part of a second.
-    pub fn script(&self, pgid: u32) -> String {
+    pub fn script(&self, pgid: u32, look_only: bool) -> String {
         format!(
             "g={pgid}\n_signal={}\n_wait={}\n_force={}\n_after={AFTER_SIGKILL_SECS}\n\
-             {GROUP_OPTION}\n{GROUP_ALIVE}{KILL}",
+             _look={}\n{GROUP_OPTION}\n{GROUP_ALIVE}{KILL}",
             self.signal,
             self.wait,
             u8::from(self.force),
+            u8::from(look_only),
         )
     }
 
@@ -85,6 +88,7 @@ pub fn parse(said: &str) -> (KillResult, bool) {
         "killed force" => (KillResult::Killed, true),
         "failed_to_kill" => (KillResult::FailedToKill, false),
         "failed_to_kill force" => (KillResult::FailedToKill, true),
+        // `unconfirmed`, or no word: whose processes the group holds is not known.
         _ => (KillResult::Error, false),
     }
 }
@@ -119,11 +123,20 @@ pub async fn kill(
     let ended = handle.ended().is_some() || handle.ending.get().is_some();
     let seen = handle.observer.seen();
     let pid = seen.pid;
+    // Lost: the run failed, or the daemon before died, so nobody saw how the group ended.
+    // Its channel's relay ended it, and its number may be another group's by now (as root
+    // for a sudo_exec handle): an empty group is told, a peopled one is never signalled.
+    let lost = handle
+        .ended()
+        .is_some_and(|end| end.state == sshmcp_proto::command::CommandState::Lost);
     let (result, force_kill_used) = match pid {
         // The program ended and took its whole group with it: the group's number may belong
         // to another group by now, so nothing is sent.
         _ if ended && seen.group_left == Some(false) => (KillResult::NotRunning, false),
-        Some(pgid) => signal_group(&session.host, order.script(pgid), order, handle.as_root).await,
+        Some(pgid) => {
+            let script = order.script(pgid, lost);
+            signal_group(&session.host, script, order, handle.as_root).await
+        }
         // The shell never reported a valid group: nothing can be addressed.
         None => (KillResult::InvalidPid, false),
     };
@@ -182,7 +195,13 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
     };
     let order = KillOrder::check(None, Some(true), None)?;
     under_way.stopped(id, false);
-    let (result, _) = signal_group(&session.host, order.script(pgid), order, target.as_root).await;
+    let (result, _) = signal_group(
+        &session.host,
+        order.script(pgid, false),
+        order,
+        target.as_root,
+    )
+    .await;
     if result == KillResult::Error && session.host.master_gone() {
         return Err(crate::remote::lost_error());
     }
@@ -268,11 +287,11 @@ mod tests {
 
     fn results_on_real_groups(shell: &[String], path: &str) {
         let home = tempfile::tempdir().unwrap();
-        let run = |pgid: u32, order: KillOrder| {
-            let out =
-                crate::programs::run_under(shell, path, home.path(), &order.script(pgid), b"");
-            parse(&out)
+        let said = |pgid: u32, order: KillOrder, look_only: bool| {
+            let script = order.script(pgid, look_only);
+            crate::programs::run_under(shell, path, home.path(), &script, b"")
         };
+        let run = |pgid: u32, order: KillOrder| parse(&said(pgid, order, false));
         let order = |force| KillOrder::check(None, Some(force), Some(0.3)).unwrap();
         for (body, force, expected) in [
             (
@@ -310,6 +329,21 @@ mod tests {
             run(crate::programs::NO_SUCH_GROUP, order(false)),
             (KillResult::NotRunning, false)
         );
+        // Only looked at: an empty group is told, a peopled one is left alone.
+        let none = said(crate::programs::NO_SUCH_GROUP, order(true), true);
+        assert_eq!(parse(&none), (KillResult::NotRunning, false));
+        let mut child = crate::remote::kill::tests::ready_group("sleep 30 & echo ready; wait");
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
+        let looked = said(child.id(), order(true), true);
+        assert_eq!(looked.trim(), "unconfirmed", "{shell:?}");
+        assert_eq!(parse(&looked), (KillResult::Error, false));
+        assert_eq!(
+            nix::sys::signal::killpg(group, None),
+            Ok(()),
+            "{shell:?}: signalled"
+        );
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        child.wait().unwrap();
     }
 
     /// `already_exited` needs the group to go between the check and the signal, a race on a
@@ -322,7 +356,7 @@ mod tests {
                     while ! command kill -0 -$g 2>/dev/null; do sleep 0.01; done\n\
                     kill() { case $1 in -0) ;; *) command kill -KILL $g; wait $g;; esac; \
                     command kill \"$@\"; }";
-        let script = order.script(0).replacen("g=0", race, 1);
+        let script = order.script(0, false).replacen("g=0", race, 1);
         let out = std::process::Command::new("/bin/sh")
             .arg("-c")
             .arg(script)

@@ -1,4 +1,4 @@
-# shellcheck shell=sh disable=SC2154 # g, _signal, _wait, _force, _after come from the daemon, alive and _gkill from group_alive.sh
+# shellcheck shell=sh disable=SC2154 # g, _signal, _wait, _force, _after, _look come from the daemon, alive and _gkill from group_alive.sh
 waitgone() {
   sleep "$1" &
   t=$!
@@ -10,6 +10,8 @@ waitgone() {
   return 0
 }
 alive || { echo not_running; exit 0; }
+# A group nobody saw end may hold another's processes under the same number: looked at only.
+[ "$_look" = 1 ] && { echo unconfirmed; exit 0; }
 if ! _gkill "-$_signal"; then
   if alive; then echo failed_to_kill; else echo already_exited; fi
   exit 0

@@ -272,7 +272,7 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
             let script = format!(
                 "{}is_task || {{ echo not_running; exit 0; }}\n{}",
                 about(pid),
-                order.script(pid)
+                order.script(pid, false)
             );
             signal_group(&session.host, script, order, false).await
         }

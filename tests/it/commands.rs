@@ -809,6 +809,21 @@ async fn a_kill_holds_across_a_crash_right_after_its_answer() {
     mcp.close().await;
 }
 
+/// A hand-off's answer holds across a crash right after it: the handle it names is in the
+/// record, and comes back `lost` (its channel's relay ended the command with the daemon),
+/// never `command_not_found`.
+#[tokio::test]
+async fn a_handoff_holds_across_a_crash_right_after_its_answer() {
+    let (env, mcp, s) = connected().await;
+    let command = format!("echo early; sleep {}", unique_sleep(60));
+    let r = exec(&mcp, &s, &command, json!({"handoff_after": 1})).await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    env.crash_daemon();
+    let r = status(&mcp, &s, &r["handle_id"], json!({})).await;
+    assert_eq!(r["status"], "lost", "{r}");
+    mcp.close().await;
+}
+
 /// Removes the hang file however the test ends: a file left behind would hang every later
 /// login of that user.
 struct HangFile;

@@ -309,6 +309,23 @@ async fn a_remote_forward_a_server_opens_on_every_address_is_closed_and_refused(
     mcp.close().await;
 }
 
+/// A forward's answer holds across a crash right after it: the forward it names is in the
+/// record, so the next daemon lists it and can close it.
+#[tokio::test]
+async fn a_forward_holds_across_a_crash_right_after_its_answer() {
+    let (env, mcp, s) = connected().await;
+    let echo = echo_server().await;
+    let f = start_to(&mcp, &s, "local", echo).await;
+    env.crash_daemon();
+    let list = on_session(&mcp, &s, "forward_list", json!({})).await;
+    assert_eq!(list["forwards"][0]["forward_id"], f["forward_id"], "{list}");
+    let stopped = stop(&mcp, &s, &f).await;
+    assert_eq!(stopped["ok"], true, "{stopped}");
+    let port = f["listen_port"].as_u64().unwrap() as u16;
+    assert!(!listening(port), "closed by the new daemon");
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn forwards_survive_a_daemon_restart_with_their_session() {
     let (env, mcp, s) = connected().await;

@@ -139,6 +139,8 @@ async fn run_shown(
                 .into_handle(session, shown.id().to_string(), shown.preview().to_string(), running.detach(), as_root)
                 .map_err(|e| RunError::Failed(e.message))?;
             shown.handed_off();
+            // As command_start's: the handle the answer names survives a crash right after.
+            session.record.until_written().await;
             handed_off(&handle, started, settings.max_output_bytes)
         }
     }

@@ -296,7 +296,9 @@ pub async fn start(
         created_at: SystemTime::now(),
     });
     forwards.locked().push(forward.clone());
-    session.record.ask();
+    // The forward the answer names is in the record before it: a daemon that died right
+    // after would otherwise leave the master's listener open with no forward to stop it by.
+    session.record.until_written().await;
     tracing::info!(session = %session.id, forward = %forward.id, kind = req.kind.as_str(), listen_port, "forward opened");
     Ok(forward.info())
 }

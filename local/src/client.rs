@@ -173,14 +173,67 @@ pub async fn connect_or_start(
     if let Some(conn) = connect_existing(paths).await? {
         return Ok(conn);
     }
-    spawn_daemon(program, paths).await?;
-    match connect_existing(paths).await? {
-        Some(conn) => Ok(conn),
-        None => Err(ClientError::Start {
-            program: program.to_path_buf(),
-            reason: "it reported ready but its socket does not answer".into(),
-        }),
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    loop {
+        let started = spawn_daemon(program, paths).await?;
+        if let Some(conn) = connect_existing(paths).await? {
+            return Ok(conn);
+        }
+        let holder = match started {
+            Started::Ready => {
+                return Err(ClientError::Start {
+                    program: program.to_path_buf(),
+                    reason: "it reported ready but its socket does not answer".into(),
+                });
+            }
+            Started::Running(holder) => holder,
+        };
+        // Another daemon holds the pidfile and does not serve yet: it is starting (waiting
+        // for the one before it to stop, taking back sessions) for a client whose call was
+        // cut meanwhile. Its socket is waited for, and a daemon started again should the
+        // pidfile come free instead.
+        if let Some(conn) = socket_within(paths, RUNNING_RECHECK).await? {
+            return Ok(conn);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ClientError::Start {
+                program: program.to_path_buf(),
+                reason: format!(
+                    "another process ({holder}) holds its pidfile {}, and no daemon answered \
+                     on its socket within {}s",
+                    paths.pidfile().display(),
+                    START_TIMEOUT.as_secs()
+                ),
+            });
+        }
     }
+}
+
+/// How long a client waits for the socket of a daemon that holds the pidfile before it tries
+/// to start one again.
+const RUNNING_RECHECK: Duration = Duration::from_secs(1);
+
+/// The daemon of `paths` once its socket answers within `wait`, looked at every 50 ms: the
+/// daemon that holds the pidfile has no way to tell this client when it serves.
+async fn socket_within(
+    paths: &RuntimePaths,
+    wait: Duration,
+) -> Result<Option<Connection>, ClientError> {
+    let until = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some(conn) = connect_existing(paths).await? {
+            return Ok(Some(conn));
+        }
+    }
+    Ok(None)
+}
+
+/// What a started daemon reported.
+enum Started {
+    Ready,
+    /// Another process holds the pidfile: "pid N", as the report named it.
+    Running(String),
 }
 
 /// Where the daemon binary is: `SSHMCP_DAEMON`, else `sshmcpd` beside the running
@@ -277,7 +330,7 @@ impl StartLock {
 /// Starts the daemon detached (own session, null stdin/stderr, cwd `/`) and waits for the
 /// one line it writes on its stdout pipe: `ready PID`, `running PID` (another daemon holds
 /// the pidfile) or `error REASON`.
-async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), ClientError> {
+async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<Started, ClientError> {
     let start_err = |reason: String| ClientError::Start {
         program: program.to_path_buf(),
         reason,
@@ -327,8 +380,10 @@ async fn spawn_daemon(program: &Path, paths: &RuntimePaths) -> Result<(), Client
         Ok(Err(e)) => Err(start_err(e.to_string())),
         Ok(Ok(_)) => {
             let line = line.trim_end();
-            if line.starts_with("ready ") || line.starts_with("running ") {
-                Ok(())
+            if line.starts_with("ready ") {
+                Ok(Started::Ready)
+            } else if let Some(pid) = line.strip_prefix("running ") {
+                Ok(Started::Running(format!("pid {pid}")))
             } else if let Some(reason) = line.strip_prefix("error ") {
                 Err(start_err(sshmcp_proto::text::from_one_line(reason)))
             } else {

@@ -27,6 +27,39 @@ async fn concurrent_first_use_starts_exactly_one_daemon() {
     }
 }
 
+/// A process that holds the pidfile without serving (a daemon still starting for a client
+/// whose call was cut) makes a client wait for it, and start a daemon once the pidfile is
+/// free, rather than fail its call.
+#[tokio::test]
+async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
+    use std::io::BufRead;
+    use std::os::unix::fs::DirBuilderExt;
+    let env = TestEnv::new();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(&env.runtime_dir)
+        .unwrap();
+    let pidfile = env.runtime_dir.join("sshmcpd.pid");
+    std::fs::write(&pidfile, "999999\n").unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .arg(&pidfile)
+        .args(["sh", "-c", "echo held; sleep 1.5"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut held = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut held)
+        .unwrap();
+    assert_eq!(held, "held\n");
+    let mcp = env.mcp().await;
+    let r = mcp.call("session_list", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(holder.wait().unwrap().success());
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn a_runtime_dir_open_to_others_is_refused() {
     let env = TestEnv::new();

@@ -141,12 +141,18 @@ fn close_inherited_descriptors() {
 }
 
 /// Each running command holds a control socket and three pipes: raise the soft descriptor limit
-/// to the hard one so a busy daemon does not run out at the common default of 1024.
+/// to the hard one so a busy daemon does not run out at the common default of 1024 (macOS:
+/// 256). macOS's hard limit is unlimited, which its kernel refuses as a soft limit: there the
+/// soft limit becomes `OPEN_MAX` (10,240), which it always takes.
 fn raise_fd_limit() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    const OPEN_MAX: u64 = 10_240;
     match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok((soft, hard)) if soft < hard => {
-            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            let raised = setrlimit(Resource::RLIMIT_NOFILE, hard, hard).or_else(|_| {
+                setrlimit(Resource::RLIMIT_NOFILE, hard.min(OPEN_MAX).max(soft), hard)
+            });
+            if let Err(e) = raised {
                 tracing::warn!("cannot raise the open file limit from {soft}: {e}");
             }
         }

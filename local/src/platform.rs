@@ -90,8 +90,10 @@ pub fn executable(pid: u32) -> Option<PathBuf> {
 /// Where this user's runtime directories belong, whatever the environment says: a client
 /// started by a GUI launcher with only `PATH` and `HOME` must find the daemon a terminal's
 /// client finds. Linux: `/run/user/UID` (systemd's, the usual `XDG_RUNTIME_DIR`) when it is
-/// this user's and private; macOS: the user's own temporary directory (`confstr`, the usual
-/// `TMPDIR`). `None` elsewhere, or when there is none.
+/// this user's and private; macOS: the user's own cache directory (`confstr`, `TMPDIR`'s
+/// sibling `…/C/`), not the temporary one, whose files the system removes once nobody has
+/// read them for 3 days (a quiet daemon's socket and pidfile among them, and then a second
+/// daemon would start beside the first). `None` elsewhere, or when there is none.
 pub fn user_runtime_base(uid: u32) -> Option<PathBuf> {
     #[cfg(target_os = "linux")]
     {
@@ -109,7 +111,7 @@ pub fn user_runtime_base(uid: u32) -> Option<PathBuf> {
         // SAFETY: the buffer is as large as the size given.
         let len = unsafe {
             libc::confstr(
-                libc::_CS_DARWIN_USER_TEMP_DIR,
+                libc::_CS_DARWIN_USER_CACHE_DIR,
                 buf.as_mut_ptr().cast(),
                 buf.len(),
             )

@@ -145,7 +145,7 @@ impl crate::described::Described for crate::service::tools::SudoExec {
         as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required` \
         (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` \
         (sudoers denies it; `sudo -n -l` via exec lists what it may), `sudo_unavailable` (no \
-        sudo), `policy_denied` (root is forbidden here: ask the user); others as exec.";
+        sudo), `host_tool_missing` (no /bin/bash: tell the user), `policy_denied` (root is forbidden here: ask the user); others as exec.";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;
     const NOT_IN_PARTS: &'static [(&'static str, &'static [&'static str])] =

@@ -122,6 +122,12 @@ fn classify(why: &str, sudo_said: &str) -> DaemonError {
         tracing::info!("sudo refused: {sudo_said}");
     }
     match why {
+        "no_bash" => DaemonError::new(
+            ErrorCode::HostToolMissing,
+            "this host has no /bin/bash, the one program sudo_exec runs as root (sudo -n -k \
+             /bin/bash --noprofile --norc -s): install bash there (Alpine: apk add bash; \
+             FreeBSD: pkg install bash, then link it at /bin/bash), or ask the user",
+        ),
         "password_required" => DaemonError::new(
             ErrorCode::SudoPasswordRequired,
             "sudo wants a password for this user and none is ever sent; ask the host's \
@@ -233,6 +239,15 @@ mod tests {
             ),
         ];
         let shells = crate::programs::Shells::new();
+        // A host without /bin/bash (Alpine, FreeBSD), whatever sudo would say.
+        let no_bash = WHY.replace("[ -x /bin/bash ]", "[ -x /nonexistent/bash ]");
+        for (shell, path) in shells.each() {
+            let out = crate::programs::run_under(&shell, &path, std::path::Path::new("/"), &no_bash, b"");
+            assert_eq!(out, "no_bash\n", "{shell:?}");
+        }
+        let missing = classify("no_bash", "");
+        assert_eq!(missing.code, ErrorCode::HostToolMissing);
+        assert!(missing.message.contains("/bin/bash"), "{}", missing.message);
         for (list, run, validate, word) in cases {
             let fake = tempfile::tempdir().unwrap();
             let sudo = fake.path().join("sudo");

@@ -1,4 +1,6 @@
 # shellcheck shell=sh
+# No /bin/bash (Alpine, FreeBSD): sudo has nothing to start, whatever the rules say.
+[ -x /bin/bash ] || { echo no_bash; exit 0; }
 _l=$(LC_ALL=C sudo -n -l /bin/bash --noprofile --norc -s 2>&1); _r=$?
 if [ $_r -eq 0 ]; then
   _m=$(LC_ALL=C sudo -n -k /bin/bash --noprofile --norc -s </dev/null 2>&1)

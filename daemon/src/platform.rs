@@ -139,6 +139,25 @@ pub fn enlarge_pipe(pipe: BorrowedFd, bytes: i32) {
     let _ = (pipe, bytes);
 }
 
+/// This binary's file, for what a master runs long after this daemon may be gone (a rekey's
+/// host key check): `/proc/PID/exe` would by then name whatever process took the PID, and
+/// OpenSSH ends the connection when that check fails. [`own_binary`] when the file was
+/// replaced or removed since this daemon started, which then is the binary's only name.
+pub fn lasting_binary() -> std::io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        let path = std::fs::read_link("/proc/self/exe")?;
+        match path.to_string_lossy().ends_with(" (deleted)") {
+            true => own_binary(),
+            false => Ok(path),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        std::env::current_exe()
+    }
+}
+
 /// This very binary, even when an upgrade replaced its file since the daemon started (Linux
 /// keeps it reachable as `/proc/PID/exe`); elsewhere its path as started.
 pub fn own_binary() -> std::io::Result<PathBuf> {

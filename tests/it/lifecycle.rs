@@ -476,6 +476,35 @@ async fn a_lost_handles_group_number_taken_by_another_is_never_signalled() {
     mcp.close().await;
 }
 
+/// What a master runs at each rekey to check the host's key is still this daemon's binary
+/// once the daemon is gone: a path of the binary's file, not `/proc/PID/exe` of a dead
+/// daemon, which by then names whatever process took its PID (and OpenSSH ends the
+/// connection when that check fails).
+#[tokio::test]
+async fn a_masters_host_key_check_outlives_its_daemon() {
+    use std::os::unix::fs::MetadataExt;
+    let (env, mcp, _s) = connected().await;
+    let master = sessions(&mcp).await[0]["master_pid"].as_u64().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{master}/cmdline")).unwrap();
+    let option = String::from_utf8_lossy(&cmdline)
+        .split('\0')
+        .find_map(|arg| arg.strip_prefix("KnownHostsCommand=").map(String::from))
+        .expect("the master checks host keys through the daemon");
+    let program = option.split('"').nth(1).expect("a quoted program");
+    env.crash_daemon();
+    assert!(!program.starts_with("/proc/"), "{option}");
+    let (ours, runs) = (
+        std::fs::metadata(sshmcp_tests::bins::path("sshmcpd")).unwrap(),
+        std::fs::metadata(program).unwrap(),
+    );
+    assert_eq!(
+        (ours.dev(), ours.ino()),
+        (runs.dev(), runs.ino()),
+        "{option}"
+    );
+    mcp.close().await;
+}
+
 /// An `exec` under way when its daemon is killed cannot be answered any more: it ends with
 /// the daemon instead of running on unseen past its timeout, and the next daemon's session
 /// counts no command.

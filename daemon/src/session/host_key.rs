@@ -54,12 +54,14 @@ fn append(path: &Path, line: &str) -> std::io::Result<()> {
 }
 
 /// The `-o` option that makes a master run the reporter, or `None` when this binary's path
-/// cannot be carried (see [`command_word`]). On Linux the path is `/proc/PID/exe`, which
-/// names this very binary while the daemon lives, even after an upgrade replaced its file:
-/// a reporter that cannot be run would fail every connect.
+/// cannot be carried (see [`command_word`]). The master runs it again at each rekey, also
+/// after this daemon is gone, so the path is the binary's file
+/// ([`crate::platform::lasting_binary`]), else, where that cannot be carried, the one that
+/// names it while the daemon lives.
 pub fn master_option() -> Option<OsString> {
-    let exe = crate::platform::own_binary().ok()?;
-    let command = command_word(exe.to_str()?)?;
+    let word = |path: std::io::Result<std::path::PathBuf>| command_word(path.ok()?.to_str()?);
+    let command =
+        word(crate::platform::lasting_binary()).or_else(|| word(crate::platform::own_binary()))?;
     Some(format!("KnownHostsCommand={command} {REPORT_ARG} %I %t %f %K").into())
 }
 

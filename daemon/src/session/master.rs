@@ -186,6 +186,9 @@ pub async fn start(
     cmd.envs(askpass::env(&marker, askpass_lock));
     let (var, file) = super::host_key::report_env(&host_key_file);
     cmd.env(var, file);
+    if let Some(agent) = super::agent::for_master().await {
+        cmd.env(super::agent::VAR, agent);
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(failed)?)

@@ -1,6 +1,7 @@
 //! Sessions: one OpenSSH master each, their lifecycle and the registry that owns them.
 
 pub mod adopt;
+pub mod agent;
 pub mod askpass;
 pub mod ciphers;
 pub mod host_key;

@@ -187,8 +187,8 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
     const TITLE: &'static str = "Check a long command";
     const DESCRIPTION: &'static str = "Read a command handle's state and output, also after \
         it ended or its session was lost. `status`: `running`, `completed` (`exit_code`), \
-        `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; once \
-        exec `ps` shows its group is yours, `kill -- -<pid>` ends it); `signal` names what ended it. `stdout`, \
+        `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; if exec \
+        `ps -o pgid,args` shows your command in group `pid`, `kill -- -<pid>`); `signal` names what ended it. `stdout`, \
         `stderr`: a plain string is the whole stream, nothing more to read; else an object \
         with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that \
         stream's offset: more to read while it is below `total_bytes` or the command runs), \
@@ -333,8 +333,8 @@ impl crate::described::Described for crate::service::tools::CommandKill {
         `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with \
         `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
-        (unknown: see command_status; a `lost` handle's group is never signalled, as it may be \
-        another's now). Errors: `command_not_found` (see command_list).";
+        (maybe nothing sent, as for a `lost` handle's group, which may be another's now: see \
+        command_status). Errors: `command_not_found` (see command_list).";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 

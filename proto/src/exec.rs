@@ -144,7 +144,8 @@ impl crate::described::Described for crate::service::tools::SudoExec {
         (none is ever sent). Answer, `timeout`, hand-off and kills as exec (command_kill kills \
         as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required` \
         (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` \
-        (sudoers denies it; `sudo -n -l` via exec lists what it may), `sudo_unavailable` (no \
+        (no root bash; if exec `sudo -n -l` lists your command, exec `sudo -n` it), \
+        `sudo_unavailable` (no \
         sudo), `host_tool_missing` (no /bin/bash: tell the user), `policy_denied` (root is forbidden here: ask the user); others as exec.";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;

@@ -171,10 +171,10 @@ impl crate::described::Described for crate::service::tools::EditFile {
     const DESCRIPTION: &'static str = "Replace exact text in a remote \
         text file, atomically: `old_text` must occur once unless `replace_all`. Answer: \
         `replacements`, `sha256`. Keeps mode and owner. Whole or new file: write_file. \
-        Errors: `remote_path_not_found`, `edit_no_match` (read the file, copy exactly), `edit_ambiguous_match` \
-        (`error.count` hits: add context or `replace_all`), `file_changed` (read again, \
-        redo), `invalid_remote_type` (a symlink: edit its `link_target`; not text: \
-        write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
+        Errors: `remote_path_not_found`, `edit_no_match` (read the file, copy exactly), \
+        `edit_ambiguous_match` (`error.count` hits: add context or `replace_all`), \
+        `file_changed` (read again, redo), `invalid_remote_type` (a symlink: edit its \
+        `link_target`, relative to its directory; not text: write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
         64 MiB: download_start, edit, upload_start), `invalid_arguments` (empty `old_text`, \
         or over its limit: split the edit).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;

@@ -108,7 +108,8 @@ impl crate::described::Described for crate::service::tools::ListDirectory {
     const TITLE: &'static str = "List a remote directory";
     const DESCRIPTION: &'static str = "List a remote directory by name, a page at a time; not \
         recursive (or by pattern: exec `find`). Answer: `entries` (`name`, `type`, `size`, \
-        `mode`, `mtime`, `link_target`, as stat; dotfiles too, no `.`/`..`), `total`, \
+        `mode`, `mtime`, `link_target`, as stat; dotfiles too, no `.`/`..`; a name not UTF-8 \
+        is base64 (`name_encoding`), with a `path` to pass on), `total`, \
         `truncated` if more follow (then ask at `offset` + entries returned). Errors: \
         `remote_path_not_found`, `invalid_remote_type` (not a directory), `remote_permission_denied` (sudo_exec), \
         `host_tool_missing` (use exec).";

@@ -55,7 +55,8 @@ pub struct ConnectArgs {
     /// With `host`; default 22.
     #[schemars(range(min = 1))]
     pub port: Option<u16>,
-    /// Seconds to connect and log in; default 60 (lower it if your client gives up at 60 s).
+    /// Seconds to connect and log in, prompts included; default 60; keep it under your
+    /// client's call limit.
     #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
@@ -76,7 +77,7 @@ impl crate::described::Described for crate::service::tools::Connect {
         is `lost` or left by a cut-off connect of yours; else ask the user), \
         `session_limit_reached` (disconnect one you no longer need), \
         `connection_start_failed` (unknown host key, login refused, unreachable: tell the \
-        user; after a timeout, a longer `connect_timeout` if your client waits).";
+        user; timed out: a longer `connect_timeout`, under your client's limit).";
     const HINTS: crate::described::Hints = crate::described::Hints::OPENS;
     /// Beyond twice the connect timeout: authentication may wait behind other connects,
     /// then for a dialog.

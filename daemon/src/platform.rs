@@ -141,15 +141,21 @@ pub fn enlarge_pipe(pipe: BorrowedFd, bytes: i32) {
 
 /// This binary's file, for what a master runs long after this daemon may be gone (a rekey's
 /// host key check): `/proc/PID/exe` would by then name whatever process took the PID, and
-/// OpenSSH ends the connection when that check fails. [`own_binary`] when the file was
-/// replaced or removed since this daemon started, which then is the binary's only name.
+/// OpenSSH ends the connection when that check fails. When an upgrade replaced the file
+/// since this daemon started, the path names the new binary, which reports as well; only
+/// when no file is there any more, [`own_binary`], then the binary's only name.
 pub fn lasting_binary() -> std::io::Result<PathBuf> {
     #[cfg(target_os = "linux")]
     {
-        let path = std::fs::read_link("/proc/self/exe")?;
-        match path.to_string_lossy().ends_with(" (deleted)") {
-            true => own_binary(),
-            false => Ok(path),
+        use std::os::unix::ffi::OsStrExt;
+        let link = std::fs::read_link("/proc/self/exe")?;
+        let bytes = link.as_os_str().as_bytes();
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(
+            bytes.strip_suffix(b" (deleted)").unwrap_or(bytes),
+        ));
+        match path.is_file() {
+            true => Ok(path),
+            false => own_binary(),
         }
     }
     #[cfg(not(target_os = "linux"))]

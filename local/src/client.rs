@@ -148,7 +148,8 @@ fn check_peer(paths: &RuntimePaths, stream: &tokio::net::UnixStream) -> Result<(
 ///
 /// Several clients may call this at once: they queue on a start lock, each re-tries the socket
 /// once it holds the lock, and only the first starts a daemon. The daemon reports its own
-/// readiness on a pipe, so nobody polls. A daemon speaking another protocol is reported, never
+/// readiness on a pipe, so nobody polls, but for the socket of a daemon that holds the
+/// pidfile without serving yet (see [`socket_within`]). A daemon speaking another protocol is reported, never
 /// replaced: it may hold live sessions.
 pub async fn connect_or_start(
     paths: &RuntimePaths,
@@ -162,36 +163,35 @@ pub async fn connect_or_start(
         .check()
         .map_err(|reason| runtime_dir_error(io::Error::other(reason)))?;
     paths.ensure().map_err(runtime_dir_error)?;
-    // A daemon that went away between our connect and its hello (it was stopping, or
-    // exiting idle) is no daemon: the next one is started, or waited for, below.
-    match connect_existing(paths).await {
-        Ok(Some(conn)) => return Ok(conn),
-        Ok(None) | Err(ClientError::Unreachable { .. }) => {}
-        Err(e) => return Err(e),
-    }
-    let _guard = StartLock::acquire(paths).await.map_err(runtime_dir_error)?;
-    if let Some(conn) = connect_existing(paths).await? {
+    if let Some(conn) = existing(paths).await? {
         return Ok(conn);
     }
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
     loop {
-        let started = spawn_daemon(program, paths).await?;
-        if let Some(conn) = connect_existing(paths).await? {
-            return Ok(conn);
-        }
-        let holder = match started {
-            Started::Ready => {
-                return Err(ClientError::Start {
-                    program: program.to_path_buf(),
-                    reason: "it reported ready but its socket does not answer".into(),
-                });
+        let holder = {
+            let _guard = StartLock::acquire(paths).await.map_err(runtime_dir_error)?;
+            if let Some(conn) = existing(paths).await? {
+                return Ok(conn);
             }
-            Started::Running(holder) => holder,
+            let started = spawn_daemon(program, paths).await?;
+            if let Some(conn) = existing(paths).await? {
+                return Ok(conn);
+            }
+            match started {
+                Started::Ready => {
+                    return Err(ClientError::Start {
+                        program: program.to_path_buf(),
+                        reason: "it reported ready but its socket does not answer".into(),
+                    });
+                }
+                Started::Running(holder) => holder,
+            }
         };
         // Another daemon holds the pidfile and does not serve yet: it is starting (waiting
         // for the one before it to stop, taking back sessions) for a client whose call was
-        // cut meanwhile. Its socket is waited for, and a daemon started again should the
-        // pidfile come free instead.
+        // cut meanwhile. Its socket is waited for, without the start lock (clients queued on
+        // it wait side by side, not one after another), and a daemon started again should
+        // the pidfile come free instead.
         if let Some(conn) = socket_within(paths, RUNNING_RECHECK).await? {
             return Ok(conn);
         }
@@ -209,6 +209,16 @@ pub async fn connect_or_start(
     }
 }
 
+/// The daemon of `paths` when one answers. One that went away between our connect and its
+/// hello (it was stopping, or exiting idle) is none: the next one is started, or waited for.
+async fn existing(paths: &RuntimePaths) -> Result<Option<Connection>, ClientError> {
+    match connect_existing(paths).await {
+        Ok(conn) => Ok(conn),
+        Err(ClientError::Unreachable { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// How long a client waits for the socket of a daemon that holds the pidfile before it tries
 /// to start one again.
 const RUNNING_RECHECK: Duration = Duration::from_secs(1);
@@ -222,7 +232,7 @@ async fn socket_within(
     let until = tokio::time::Instant::now() + wait;
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if let Some(conn) = connect_existing(paths).await? {
+        if let Some(conn) = existing(paths).await? {
             return Ok(Some(conn));
         }
     }

@@ -91,7 +91,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The major and minor version `rsync --version` states: `rsync  version 3.2.7  protocol
-/// version 31`, or openrsync's `rsync version 2.6.9 compatible`.
+/// version 31` (`v3.2.4` from git), or openrsync's `rsync version 2.6.9 compatible`.
 fn version_of(text: &str) -> Option<(u32, u32)> {
     text.lines().find_map(|line| {
         let mut words = line.split_whitespace();
@@ -99,7 +99,10 @@ fn version_of(text: &str) -> Option<(u32, u32)> {
         if words.next()? != "version" {
             return None;
         }
-        let mut numbers = words.next()?.split('.').map(|n| n.parse::<u32>().ok());
+        // Builds from git say `v3.2.4`.
+        let number = words.next()?;
+        let number = number.strip_prefix('v').unwrap_or(number);
+        let mut numbers = number.split('.').map(|n| n.parse::<u32>().ok());
         Some((numbers.next()??, numbers.next()??))
     })
 }
@@ -112,10 +115,9 @@ mod tests {
     fn versions_read_from_each_rsync_a_machine_may_have() {
         let gnu = "rsync  version 3.2.7  protocol version 31\nCopyright (C) 1996-2022\n";
         assert_eq!(version_of(gnu), Some((3, 2)));
-        assert_eq!(
-            version_of("rsync  version v3.1.0  protocol version 31"),
-            None
-        );
+        let from_git = "rsync  version v3.2.4  protocol version 31";
+        assert_eq!(version_of(from_git), Some((3, 2)));
+        assert_eq!(version_of("rsync  version 3.x  protocol version 31"), None);
         assert_eq!(
             version_of("rsync  version 3.1.0  protocol version 31"),
             Some((3, 1))

@@ -29,9 +29,12 @@ async fn concurrent_first_use_starts_exactly_one_daemon() {
 
 /// A process that holds the pidfile without serving (a daemon still starting for a client
 /// whose call was cut) makes a client wait for it, and start a daemon once the pidfile is
-/// free, rather than fail its call.
+/// free, rather than fail its call. The holder lets go only once a daemon the client started
+/// has opened the pidfile and found it held (inotify: Linux).
+#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
     use std::io::BufRead;
     use std::os::unix::fs::DirBuilderExt;
     let env = TestEnv::new();
@@ -44,7 +47,8 @@ async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
     std::fs::write(&pidfile, "999999\n").unwrap();
     let mut holder = std::process::Command::new("flock")
         .arg(&pidfile)
-        .args(["sh", "-c", "echo held; sleep 1.5"])
+        .args(["sh", "-c", "echo held; read _; true"])
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -53,10 +57,17 @@ async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
         .read_line(&mut held)
         .unwrap();
     assert_eq!(held, "held\n");
+    let opened = Inotify::init(InitFlags::empty()).unwrap();
+    opened.add_watch(&pidfile, AddWatchFlags::IN_OPEN).unwrap();
     let mcp = env.mcp().await;
-    let r = mcp.call("session_list", json!({})).await;
-    assert_eq!(r["ok"], true, "{r}");
+    let (_, pending) = mcp.start_call("session_list", json!({})).await;
+    let seen = tokio::task::spawn_blocking(move || opened.read_events().map(|e| e.len()));
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), seen).await;
+    assert!(matches!(seen, Ok(Ok(Ok(n))) if n > 0), "no daemon opened the pidfile");
+    drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
+    let r = sshmcp_tests::mcp::answer(pending).await;
+    assert_eq!(r["ok"], true, "{r}");
     mcp.close().await;
 }
 

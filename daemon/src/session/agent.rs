@@ -16,11 +16,12 @@ pub const VAR: &str = "SSH_AUTH_SOCK";
 /// The agent socket a master should be given, or `None` when the daemon's own environment
 /// names one that answers (the master inherits it) or no agent is found.
 pub async fn for_master() -> Option<PathBuf> {
-    let inherited = std::env::var_os(VAR).map(PathBuf::from);
-    if inherited.as_deref().is_some_and(answers) {
+    if let Some(inherited) = std::env::var_os(VAR)
+        && answers(Path::new(&inherited)).await
+    {
         return None;
     }
-    let found = first_answering(desktop_agents().await)?;
+    let found = first_answering(desktop_agents().await).await?;
     tracing::info!(
         "the master logs in with the agent at {} (this daemon's environment names none that \
          answers)",
@@ -29,13 +30,23 @@ pub async fn for_master() -> Option<PathBuf> {
     Some(found)
 }
 
-/// Whether an agent listens at `path`.
-fn answers(path: &Path) -> bool {
-    std::os::unix::net::UnixStream::connect(path).is_ok()
+/// How long an agent may take to accept a connection before it counts as not answering.
+const AGENT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether an agent listens at `path` (and accepts within [`AGENT_WAIT`]: a wedged one must
+/// not hold up a connect).
+async fn answers(path: &Path) -> bool {
+    let connect = tokio::net::UnixStream::connect(path);
+    matches!(tokio::time::timeout(AGENT_WAIT, connect).await, Ok(Ok(_)))
 }
 
-fn first_answering(candidates: Vec<PathBuf>) -> Option<PathBuf> {
-    candidates.into_iter().find(|path| answers(path))
+async fn first_answering(candidates: Vec<PathBuf>) -> Option<PathBuf> {
+    for path in candidates {
+        if answers(&path).await {
+            return Some(path);
+        }
+    }
+    None
 }
 
 /// Where the user's desktop session keeps its agent.
@@ -74,8 +85,8 @@ fn run_user_agents(uid: u32) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_first_agent_that_answers_is_taken() {
+    #[tokio::test]
+    async fn the_first_agent_that_answers_is_taken() {
         let dir = tempfile::tempdir().unwrap();
         let live = dir.path().join("live");
         let _listening = std::os::unix::net::UnixListener::bind(&live).unwrap();
@@ -83,11 +94,11 @@ mod tests {
         let dead = dir.path().join("dead");
         drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
         let missing = dir.path().join("missing");
-        assert!(answers(&live) && !answers(&dead) && !answers(&missing));
-        let found = first_answering(vec![missing.clone(), dead.clone(), live.clone()]);
+        assert!(answers(&live).await && !answers(&dead).await && !answers(&missing).await);
+        let found = first_answering(vec![missing.clone(), dead.clone(), live.clone()]).await;
         assert_eq!(found, Some(live));
-        assert_eq!(first_answering(vec![missing, dead]), None);
-        assert_eq!(first_answering(Vec::new()), None);
+        assert_eq!(first_answering(vec![missing, dead]).await, None);
+        assert_eq!(first_answering(Vec::new()).await, None);
     }
 
     #[test]

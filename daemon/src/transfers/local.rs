@@ -85,14 +85,32 @@ pub struct Source {
 }
 
 impl Source {
-    /// This very file, to be read again from its start: a copy of its descriptor, rewound.
-    /// Not opened again by its descriptor's name: on macOS `/dev/fd/N` gives the same open
-    /// file, whose offset rsync's reading left at the end.
-    pub fn from_start(&self) -> std::io::Result<std::fs::File> {
-        use std::io::Seek;
-        let mut file = self.file.try_clone()?;
-        file.rewind()?;
-        Ok(file)
+    /// This very file, to be read again ([`FromStart`]): a copy of its descriptor.
+    pub fn again(&self) -> std::io::Result<std::fs::File> {
+        self.file.try_clone()
+    }
+}
+
+/// A file read from its first byte by position (`pread`), whatever the offset its open file
+/// shares: on macOS rsync reads an upload's source as `/dev/fd/N`, which is the daemon's own
+/// open file, offset included, not a new one as Linux's `/proc/self/fd/N` opens.
+pub struct FromStart {
+    file: std::fs::File,
+    at: u64,
+}
+
+impl FromStart {
+    pub fn new(file: std::fs::File) -> Self {
+        Self { file, at: 0 }
+    }
+}
+
+impl std::io::Read for FromStart {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
     }
 }
 
@@ -411,6 +429,25 @@ pub fn partial_path(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An upload's source is hashed whole wherever the offset its open file shares stands
+    /// (on macOS, where rsync read it to the end).
+    #[test]
+    fn a_source_is_hashed_from_its_first_byte_whatever_its_offset() {
+        use std::io::{Read, Write};
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"the source's bytes").unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(
+            file.read_to_end(&mut rest).unwrap(),
+            0,
+            "the offset stands at the end"
+        );
+        let again = file.try_clone().unwrap();
+        let hash = sha256_of(&mut FromStart::new(again), None, &|| false).unwrap();
+        let fresh = sha256_of(&mut &b"the source's bytes"[..], None, &|| false).unwrap();
+        assert_eq!(hash, fresh);
+    }
 
     #[test]
     fn words_that_leave_the_root_are_refused() {

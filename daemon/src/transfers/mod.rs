@@ -574,7 +574,7 @@ async fn published_already(
                 .ok()?;
             let (copy, from) = tokio::join!(
                 remote::sha256(session, &destination.path, source.size),
-                local_sha256(source.from_start())
+                local_sha256(source.again())
             );
             let copy = copy.ok().filter(|copy| from.ok().as_ref() == Some(copy))?;
             let partial = remote::Partial::of(&server, &source.path, &destination.path);
@@ -1021,7 +1021,7 @@ async fn verify(
     let source_hash = async {
         match plan {
             Plan::Download { source, .. } => remote::sha256(session, source, op.total).await,
-            Plan::Upload { source, .. } => local_sha256(source.from_start()).await,
+            Plan::Upload { source, .. } => local_sha256(source.again()).await,
         }
     };
     let (source_hash, copy_hash) = tokio::select! {
@@ -1204,7 +1204,7 @@ fn is_file(path: &Path) -> bool {
 /// A local file's SHA-256, read off the async threads.
 async fn local_sha256(opened: std::io::Result<std::fs::File>) -> Result<String, DaemonError> {
     let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-        let mut file = opened?;
+        let mut file = local::FromStart::new(opened?);
         let hash = local::sha256_of(&mut file, None, &|| false)?;
         Ok(hash.expect("never stopped"))
     })

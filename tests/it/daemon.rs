@@ -63,10 +63,7 @@ async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
     let (_, pending) = mcp.start_call("session_list", json!({})).await;
     let seen = tokio::task::spawn_blocking(move || opened.read_events().map(|e| e.len()));
     let seen = tokio::time::timeout(std::time::Duration::from_secs(30), seen).await;
-    assert!(
-        matches!(seen, Ok(Ok(Ok(n))) if n > 0),
-        "no daemon opened the pidfile"
-    );
+    assert!(matches!(seen, Ok(Ok(Ok(n))) if n > 0), "no daemon opened the pidfile");
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
     let r = sshmcp_tests::mcp::answer(pending).await;

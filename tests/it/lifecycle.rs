@@ -505,34 +505,6 @@ async fn a_masters_host_key_check_outlives_its_daemon() {
     mcp.close().await;
 }
 
-/// The output files of an `exec` that may yet be handed off, its daemon killed before any
-/// answer named them, are removed by the next daemon when it makes files there, as those of
-/// a plain spooled `exec` are; nothing of the run is left under the local root.
-#[tokio::test]
-async fn output_files_no_answer_named_are_removed_after_a_crash() {
-    let (env, mcp, s) = connected().await;
-    let spools = env.local_root.join(".sshmcp/spool").join(&s.0);
-    let files = || -> Vec<String> {
-        std::fs::read_dir(&spools).map_or(Vec::new(), |d| {
-            d.flatten()
-                .map(|f| f.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-    };
-    let handoff = json!({"handoff_after": 60, "spool_output": true});
-    let (pending, _) = exec_sleeping(&mcp, &s, ("echo out; ", 120), handoff).await;
-    assert_eq!(files().len(), 2, "{:?}", files());
-    env.crash_daemon();
-    assert_eq!(code(&answer(pending).await), "daemon_unavailable");
-    // The next daemon's first files there.
-    let started = on_session(&mcp, &s, "command_start", json!({"command": "echo next"})).await;
-    assert_eq!(started["ok"], true, "{started}");
-    let left = files();
-    assert_eq!(left.len(), 2, "only the new handle's files: {left:?}");
-    assert!(left.iter().all(|f| !f.ends_with(".part")), "{left:?}");
-    mcp.close().await;
-}
-
 /// An `exec` under way when its daemon is killed cannot be answered any more: it ends with
 /// the daemon instead of running on unseen past its timeout, and the next daemon's session
 /// counts no command.

@@ -347,16 +347,9 @@ impl Prepared {
         &self.observer
     }
 
-    /// The files the output goes to stay after the run and its handle (`spool_output`): an
-    /// answer names them now. Their paths, stdout's and stderr's.
-    pub fn keep_files(&mut self) -> Result<[String; 2], DaemonError> {
-        self.files.claim()?;
+    /// The files the output goes to stay after the run and its handle (`spool_output`).
+    pub fn keep_files(&mut self) {
         self.files.keep();
-        Ok(self
-            .files
-            .paths()
-            .clone()
-            .map(|p| p.to_string_lossy().into_owned()))
     }
 
     /// The handle of the run whose result comes on `outcome`, in `session`'s history.
@@ -368,14 +361,12 @@ impl Prepared {
         outcome: Outcome,
         as_root: bool,
     ) -> Result<Arc<Handle>, DaemonError> {
-        let mut files = self.files;
-        files.claim()?;
         let handle = Arc::new(Handle {
             id,
             preview,
             started_at: self.started_at,
             observer: self.observer,
-            files,
+            files: self.files,
             end: watch::channel(None).0,
             ending: Default::default(),
             as_root,

@@ -72,7 +72,18 @@ impl OutputFiles {
                 format!("cannot create the output files under the local root: {e}"),
             )
         })?;
-        let (out, err) = (out.retained(), err.retained());
+        let retained = |spool: Spool| {
+            spool.retained().map_err(|e| {
+                DaemonError::new(
+                    ErrorCode::InvalidLocalPath,
+                    format!("cannot name the output files under the local root: {e}"),
+                )
+            })
+        };
+        let out = retained(out)?;
+        let err = retained(err).inspect_err(|_| {
+            let _ = std::fs::remove_file(out.path());
+        })?;
         let files = Self {
             paths: [out.path().to_path_buf(), err.path().to_path_buf()],
             kept: AtomicBool::new(false),
@@ -80,22 +91,6 @@ impl OutputFiles {
             session_closed,
         };
         Ok((files, (out, err)))
-    }
-
-    /// Gives the files their final names, once an answer or the record names them: until
-    /// then they are unclaimed, and the next daemon removes them should this one be killed
-    /// meanwhile (an `exec` that may yet be handed off, whose answer never came).
-    pub fn claim(&mut self) -> Result<(), DaemonError> {
-        let unclaimed = |path: &PathBuf| path.extension().is_some_and(|e| e == spool::UNCLAIMED);
-        for path in self.paths.iter_mut().filter(|path| unclaimed(path)) {
-            *path = spool::claimed(path).map_err(|e| {
-                DaemonError::new(
-                    ErrorCode::InvalidLocalPath,
-                    format!("cannot name the output files under the local root: {e}"),
-                )
-            })?;
-        }
-        Ok(())
     }
 
     /// The files a record names, as the daemon that wrote them left them.

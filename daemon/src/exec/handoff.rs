@@ -104,10 +104,11 @@ async fn run_shown(
         return remote::run(&session.host, program).await.map(super::answer);
     };
     let root = crate::request::local_root(given_root, settings).map_err(local_files)?;
-    // Its files stay unclaimed until an answer or the record names them: a daemon killed
-    // meanwhile leaves them for the next one to remove.
     let mut prepared =
         Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
+    if spool_output {
+        prepared.keep_files();
+    }
     program.queue_timeout = Some(crate::request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
     let as_root = program.kill_as_root;
@@ -126,28 +127,14 @@ async fn run_shown(
         biased;
         result = running.result() => {
             let mut result = result?;
-            // The handle's files are no spool the caller asked for, or they are, under their
-            // final names.
-            let named = match spool_output {
-                true => Some(prepared.keep_files().map_err(local_files)?),
-                false => None,
-            };
-            for (stream, at) in [&mut result.stdout, &mut result.stderr].into_iter().zip(0..) {
-                match &named {
-                    Some(paths) => {
-                        if let Some(spooled) = stream.spooled.as_mut() {
-                            spooled.path = paths[at].clone();
-                        }
-                    }
-                    None => stream.spooled = None,
-                }
+            // The handle's files are no spool the caller asked for.
+            if !spool_output {
+                result.stdout.spooled = None;
+                result.stderr.spooled = None;
             }
             Ok(super::answer(result))
         }
         _ = handoff_due => {
-            if spool_output {
-                prepared.keep_files().map_err(local_files)?;
-            }
             let handle = prepared
                 .into_handle(session, shown.id().to_string(), shown.preview().to_string(), running.detach(), as_root)
                 .map_err(|e| RunError::Failed(e.message))?;

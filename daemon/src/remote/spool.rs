@@ -13,7 +13,7 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// The name's ending while no answer names the file yet: the daemon that writes it removes it
 /// if the call fails, and a daemon killed meanwhile cannot, so the next one does (see
 /// [`remove_orphans`]).
-pub const UNCLAIMED: &str = "part";
+const UNCLAIMED: &str = ".part";
 
 /// One stream's spool file, bounded by the daemon's `max-spool-bytes` so a command that
 /// prints without end cannot fill the local disk. Dropped without [`Spool::finish`] (the call
@@ -76,13 +76,12 @@ impl Spool {
         &self.path
     }
 
-    /// The file stays whatever becomes of the run: its owner removes it, or names it
-    /// ([`claimed`]) once an answer or the record does, which until then a daemon killed
-    /// meanwhile leaves for the next one to remove. A failed write only ends the copy.
-    pub fn retained(mut self) -> Self {
-        self.kept = true;
+    /// The file stays whatever becomes of the run (its owner removes it), and a failed write
+    /// only ends the copy.
+    pub fn retained(mut self) -> io::Result<Self> {
+        self.claim()?;
         self.best_effort = true;
-        self
+        Ok(self)
     }
 
     /// Flushes; returns the absolute path and whether the cap was reached.
@@ -99,18 +98,12 @@ impl Spool {
 
     /// Gives the file its final name, which it keeps (the open file is written on).
     fn claim(&mut self) -> io::Result<()> {
-        self.path = claimed(&self.path)?;
+        let claimed = self.path.with_extension("");
+        std::fs::rename(&self.path, &claimed)?;
+        self.path = claimed;
         self.kept = true;
         Ok(())
     }
-}
-
-/// Gives the unclaimed spool file at `path` its final name, which no sweep removes, and
-/// returns it (an open file is written on under it).
-pub fn claimed(path: &Path) -> io::Result<PathBuf> {
-    let claimed = path.with_extension("");
-    std::fs::rename(path, &claimed)?;
-    Ok(claimed)
 }
 
 /// Removes the unclaimed spool files, under every session's directory of `spools`, of daemons
@@ -138,7 +131,7 @@ fn remove_orphans(spools: &Path) {
         let name = file.file_name();
         let writer = name
             .to_str()
-            .and_then(|n| n.strip_suffix(UNCLAIMED)?.strip_suffix('.'))
+            .and_then(|n| n.strip_suffix(UNCLAIMED))
             .and_then(writer_pid);
         if writer.is_some_and(|pid| crate::local_process::ProcessId::of(pid).is_none()) {
             let _ = std::fs::remove_file(file.path());
@@ -167,7 +160,7 @@ pub fn create_pair(root: &Path, session_id: &str, cap: u64) -> io::Result<(Spool
     let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     let base = format!("{stamp}-{}-{seq}", std::process::id());
     let open = |ext: &str| -> io::Result<Spool> {
-        let path = dir.join(format!("{base}.{ext}.{UNCLAIMED}"));
+        let path = dir.join(format!("{base}.{ext}{UNCLAIMED}"));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -163,18 +163,23 @@ pub async fn connect_or_start(
         .check()
         .map_err(|reason| runtime_dir_error(io::Error::other(reason)))?;
     paths.ensure().map_err(runtime_dir_error)?;
-    if let Some(conn) = existing(paths).await? {
-        return Ok(conn);
+    // A daemon that went away between our connect and its hello (it was stopping, or
+    // exiting idle) is no daemon: the next one is started, or waited for, below. Past this
+    // first look, a daemon that does not answer is an error (a wedged one is not replaced).
+    match connect_existing(paths).await {
+        Ok(Some(conn)) => return Ok(conn),
+        Ok(None) | Err(ClientError::Unreachable { .. }) => {}
+        Err(e) => return Err(e),
     }
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
     loop {
         let holder = {
             let _guard = StartLock::acquire(paths).await.map_err(runtime_dir_error)?;
-            if let Some(conn) = existing(paths).await? {
+            if let Some(conn) = connect_existing(paths).await? {
                 return Ok(conn);
             }
             let started = spawn_daemon(program, paths).await?;
-            if let Some(conn) = existing(paths).await? {
+            if let Some(conn) = connect_existing(paths).await? {
                 return Ok(conn);
             }
             match started {
@@ -209,16 +214,6 @@ pub async fn connect_or_start(
     }
 }
 
-/// The daemon of `paths` when one answers. One that went away between our connect and its
-/// hello (it was stopping, or exiting idle) is none: the next one is started, or waited for.
-async fn existing(paths: &RuntimePaths) -> Result<Option<Connection>, ClientError> {
-    match connect_existing(paths).await {
-        Ok(conn) => Ok(conn),
-        Err(ClientError::Unreachable { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// How long a client waits for the socket of a daemon that holds the pidfile before it tries
 /// to start one again.
 const RUNNING_RECHECK: Duration = Duration::from_secs(1);
@@ -232,7 +227,7 @@ async fn socket_within(
     let until = tokio::time::Instant::now() + wait;
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if let Some(conn) = existing(paths).await? {
+        if let Some(conn) = connect_existing(paths).await? {
             return Ok(Some(conn));
         }
     }

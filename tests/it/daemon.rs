@@ -30,7 +30,7 @@ async fn concurrent_first_use_starts_exactly_one_daemon() {
 /// A process that holds the pidfile without serving (a daemon still starting for a client
 /// whose call was cut) makes a client wait for it, and start a daemon once the pidfile is
 /// free, rather than fail its call. The holder lets go only once a daemon the client started
-/// has opened the pidfile and found it held (inotify: Linux).
+/// has closed the pidfile again, having found it held (inotify: Linux).
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
@@ -57,13 +57,22 @@ async fn a_client_waits_out_a_pidfile_held_by_a_daemon_not_serving_yet() {
         .read_line(&mut held)
         .unwrap();
     assert_eq!(held, "held\n");
-    let opened = Inotify::init(InitFlags::empty()).unwrap();
-    opened.add_watch(&pidfile, AddWatchFlags::IN_OPEN).unwrap();
+    let closed = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    let gave_up = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_CLOSE_NOWRITE;
+    closed.add_watch(&pidfile, gave_up).unwrap();
     let mcp = env.mcp().await;
     let (_, pending) = mcp.start_call("session_list", json!({})).await;
-    let seen = tokio::task::spawn_blocking(move || opened.read_events().map(|e| e.len()));
-    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), seen).await;
-    assert!(matches!(seen, Ok(Ok(Ok(n))) if n > 0), "no daemon opened the pidfile");
+    // Up to 30 waits of a second each for the event: never a hang when none comes.
+    let seen = tokio::task::spawn_blocking(move || {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        (0..30).any(|_| {
+            let mut fds = [PollFd::new(closed.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, PollTimeout::from(1000u16)).unwrap() > 0
+                && closed.read_events().is_ok_and(|events| !events.is_empty())
+        })
+    });
+    assert!(seen.await.unwrap(), "no daemon found the pidfile held");
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
     let r = sshmcp_tests::mcp::answer(pending).await;

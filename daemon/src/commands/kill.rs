@@ -120,15 +120,14 @@ pub async fn kill(
     let _under_way = handle.kill_begins();
     // The end first: a group found empty is recorded before the end is (and the end is
     // known, to the record, before anyone sees it).
-    let ended = handle.ended().is_some() || handle.ending.get().is_some();
+    let end = handle.ended().or_else(|| handle.ending.get().cloned());
+    let ended = end.is_some();
     let seen = handle.observer.seen();
     let pid = seen.pid;
     // Lost: the run failed, or the daemon before died, so nobody saw how the group ended.
     // Its channel's relay ended it, and its number may be another group's by now (as root
     // for a sudo_exec handle): an empty group is told, a peopled one is never signalled.
-    let lost = handle
-        .ended()
-        .is_some_and(|end| end.state == sshmcp_proto::command::CommandState::Lost);
+    let lost = end.is_some_and(|end| end.state == sshmcp_proto::command::CommandState::Lost);
     let (result, force_kill_used) = match pid {
         // The program ended and took its whole group with it: the group's number may belong
         // to another group by now, so nothing is sent.

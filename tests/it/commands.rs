@@ -824,6 +824,53 @@ async fn a_handoff_holds_across_a_crash_right_after_its_answer() {
     mcp.close().await;
 }
 
+/// An `exec` whose daemon is killed before its hand-off leaves no output files: until an
+/// answer or a handle names them the record does, and the next daemon removes them, also
+/// those `spool_output` would have kept (no answer ever named them).
+#[tokio::test]
+async fn a_crash_before_the_handoff_leaves_no_output_files() {
+    let (env, mcp, s) = connected().await;
+    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
+    let files = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&spool)
+            .map(|dir| dir.flatten().map(|f| f.path()).collect())
+            .unwrap_or_default()
+    };
+    for spool_output in [false, true] {
+        let caller = env.mcp().await;
+        let secs = unique_sleep(300);
+        let args = json!({"session_id": s.0, "session_key": s.1, "handoff_after": 120,
+                          "command": format!("echo early; sleep {secs}"),
+                          "spool_output": spool_output});
+        let (_id, _answer) = caller.start_call("exec", args).await;
+        let probe = format!("pgrep -f 'sleep {secs}' >/dev/null && echo yes || echo no");
+        assert!(
+            crate::remote_until(&mcp, &s, &probe, "yes\n").await,
+            "the command never started"
+        );
+        assert_eq!(files().len(), 2, "its output files: {:?}", files());
+        env.crash_daemon();
+        // The next daemon takes the session back before it answers a call.
+        let r = on_session(&mcp, &s, "command_list", json!({})).await;
+        assert_eq!(r["commands"], json!([]), "{r}");
+        assert_eq!(
+            files(),
+            Vec::<std::path::PathBuf>::new(),
+            "spool_output {spool_output}"
+        );
+        caller.kill().await;
+    }
+    // Files an answer named stay across a crash right after it.
+    let spooled = json!({"handoff_after": 60, "spool_output": true});
+    let r = exec(&mcp, &s, "echo done", spooled).await;
+    let named = r["stdout"]["spool_path"].as_str().expect("a spool path");
+    env.crash_daemon();
+    let r = on_session(&mcp, &s, "command_list", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(std::fs::read_to_string(named).unwrap(), "done\n");
+    mcp.close().await;
+}
+
 /// Removes the hang file however the test ends: a file left behind would hang every later
 /// login of that user.
 struct HangFile;

@@ -46,6 +46,10 @@ pub struct Commands {
     /// The spool directories the session's runs wrote to: those left empty go with the
     /// session (a handle removed early, a failed spooled exec, leave nothing else to).
     spool_dirs: Mutex<std::collections::BTreeSet<PathBuf>>,
+    /// Output files of runs that neither a handle nor an answer names yet (an `exec` before
+    /// its hand-off): the record keeps them, so that the next daemon removes those of a
+    /// daemon killed meanwhile, which nobody else could.
+    unnamed_output: Mutex<Vec<[PathBuf; 2]>>,
 }
 
 impl Drop for Commands {
@@ -71,6 +75,43 @@ impl Commands {
             under_way: Default::default(),
             record,
             spool_dirs: Default::default(),
+            unnamed_output: Default::default(),
+        }
+    }
+
+    /// Keeps `files` in the record as named by no handle or answer until the guard is
+    /// [`named`](UnnamedOutput::named) or dropped. The caller waits for the record
+    /// (`until_written`) before the run may write much to them.
+    pub fn unnamed(self: &Arc<Self>, files: &[PathBuf; 2]) -> UnnamedOutput {
+        locked(&self.unnamed_output).push(files.clone());
+        UnnamedOutput {
+            commands: self.clone(),
+            files: files.clone(),
+        }
+    }
+
+    /// Removes the output files a record names as unnamed: the daemon that wrote them died
+    /// before an answer or a handle named them, so nobody can read or remove them but this
+    /// daemon. Only files of this session's spool directory are touched, and none a handle
+    /// took back.
+    fn remove_unnamed(&self, session_id: &str, unnamed: Vec<[PathBuf; 2]>) {
+        let history = locked(&self.history);
+        let named = |path: &PathBuf| history.iter().any(|h| h.files.paths().contains(path));
+        for path in unnamed.iter().flatten() {
+            if output::is_spool_file(path, session_id) && !named(path) {
+                match std::fs::remove_file(path) {
+                    Ok(()) => {
+                        tracing::info!(session = %session_id, path = %path.display(), "removed the output file of a run whose daemon died before naming it")
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::warn!(session = %session_id, path = %path.display(), "cannot remove the output file of a run whose daemon died before naming it: {e}")
+                    }
+                }
+                if let Some(dir) = path.parent() {
+                    self.spooling_in(dir);
+                }
+            }
         }
     }
 
@@ -345,6 +386,11 @@ impl Prepared {
 
     pub fn observer(&self) -> &Arc<Observer> {
         &self.observer
+    }
+
+    /// The stdout and stderr files.
+    pub fn output_paths(&self) -> &[PathBuf; 2] {
+        self.files.paths()
     }
 
     /// The files the output goes to stay after the run and its handle (`spool_output`).
@@ -795,6 +841,33 @@ impl Commands {
 /// The session record's part of the command handles.
 const PART: &str = "commands";
 
+/// The session record's part of the output files no handle or answer names yet.
+const UNNAMED_PART: &str = "unnamed_output";
+
+/// Output files the record keeps as named by no handle or answer yet (see
+/// [`Commands::unnamed`]); dropped, the record no longer does (the files go with their run).
+pub struct UnnamedOutput {
+    commands: Arc<Commands>,
+    files: [PathBuf; 2],
+}
+
+impl UnnamedOutput {
+    /// A handle or an answer names the files now: returns once the record no longer keeps
+    /// them as unnamed, so that a daemon killed after the answer leaves them be.
+    pub async fn named(self) {
+        let record = self.commands.record.clone();
+        drop(self);
+        record.until_written().await;
+    }
+}
+
+impl Drop for UnnamedOutput {
+    fn drop(&mut self) {
+        locked(&self.commands.unnamed_output).retain(|files| *files != self.files);
+        self.commands.record.ask();
+    }
+}
+
 impl Work for Commands {
     fn record(&self, entry: &mut Entry, redact: &dyn Fn(&str) -> String) {
         let mut commands = self.recorded();
@@ -802,10 +875,16 @@ impl Work for Commands {
             command.preview = redact(&command.preview);
         }
         entry.put(PART, &commands);
+        let unnamed = locked(&self.unnamed_output);
+        if !unnamed.is_empty() {
+            entry.put(UNNAMED_PART, &*unnamed);
+        }
     }
 
     fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {
+        let unnamed = entry.take(UNNAMED_PART);
         Commands::adopt(self, session, entry.take(PART));
+        self.remove_unnamed(&session.id, unnamed);
     }
 
     fn show(&self, view: &mut SessionView) {

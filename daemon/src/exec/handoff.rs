@@ -109,6 +109,10 @@ async fn run_shown(
     if spool_output {
         prepared.keep_files();
     }
+    // Until an answer or a handle names the files, the record does: a daemon killed before
+    // the hand-off (minutes, maybe) leaves the next one what to remove.
+    let unnamed = crate::commands::Commands::of(session).unnamed(prepared.output_paths());
+    session.record.until_written().await;
     program.queue_timeout = Some(crate::request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
     let as_root = program.kill_as_root;
@@ -126,6 +130,9 @@ async fn run_shown(
     tokio::select! {
         biased;
         result = running.result() => {
+            // The answer names the files (`spool_output`, also in an error's) or they go
+            // with `prepared`.
+            unnamed.named().await;
             let mut result = result?;
             // The handle's files are no spool the caller asked for.
             if !spool_output {
@@ -140,7 +147,7 @@ async fn run_shown(
                 .map_err(|e| RunError::Failed(e.message))?;
             shown.handed_off();
             // As command_start's: the handle the answer names survives a crash right after.
-            session.record.until_written().await;
+            unnamed.named().await;
             handed_off(&handle, started, settings.max_output_bytes)
         }
     }

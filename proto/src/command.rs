@@ -64,7 +64,7 @@ impl crate::described::Described for crate::service::tools::CommandStart {
         Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive \
         the session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), \
         `invalid_command` (too long, NUL), `invalid_local_path` (local root unusable: tell \
-        the user), `channels_busy` (none free in 25 s; nothing ran: free one, retry).";
+        the user), `channels_busy` (none free in 25 s).";
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     /// Its wait for a channel (25 s) and its start on the host.
     const DEADLINE: std::time::Duration = COMMAND_MARGIN.saturating_mul(2);
@@ -314,7 +314,7 @@ pub struct CommandKillArgs {
     pub session_key: String,
     /// From command_start or a hand-off; not a PID.
     pub handle_id: String,
-    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
+    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL (`SIG` prefix ok), or 1..64.
     pub signal: Option<crate::signal::Signal>,
     /// SIGKILL if still running after `wait_seconds`.
     pub force: Option<bool>,
@@ -333,8 +333,7 @@ impl crate::described::Described for crate::service::tools::CommandKill {
         `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with \
         `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
-        (maybe nothing sent, as for a `lost` handle's group, which may be another's now: see \
-        command_status). Errors: `command_not_found` (see command_list).";
+        (state unknown; a `lost` handle's group, maybe another's now, is never signalled). Errors: `command_not_found` (see command_list).";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 
@@ -455,7 +454,7 @@ impl crate::described::Described for crate::service::tools::CommandList {
     type Args = CommandListArgs;
     const TITLE: &'static str = "List long commands";
     const DESCRIPTION: &'static str = "List this session's command \
-        handles, newest first, incl. the last 100 ended, to find a lost `handle_id`: \
+        handles (exec calls once handed off), newest first, incl. the last 100 ended, to find a lost `handle_id`: \
         `commands`, each with `handle_id`, `preview` (the command's first line), `status` \
         (as command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed (a \
         lost task PID: see task_launch).";

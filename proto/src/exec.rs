@@ -141,12 +141,11 @@ impl crate::described::Described for crate::service::tools::SudoExec {
     const TITLE: &'static str = "Run a command as root";
     const DESCRIPTION: &'static str = "Run one command as root in bash via `sudo -n` (no login \
         shell: sudoers sets `PATH`, `HOME`), only where the host's sudoers needs no password \
-        (none is ever sent). Answer, `timeout`, hand-off and kills as exec (command_kill kills \
-        as root); no `spool_output`. No root needed: exec. Errors: `sudo_password_required` \
+        (none is ever sent). Answer, `timeout`, hand-off and kills as exec; no `spool_output`. No root needed: exec. Errors: `sudo_password_required` \
         (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` \
         (no root bash; if exec `sudo -n -l` lists your command, exec `sudo -n` it), \
         `sudo_unavailable` (no \
-        sudo), `host_tool_missing` (no /bin/bash: tell the user), `policy_denied` (root is forbidden here: ask the user); others as exec.";
+        sudo), `host_tool_missing` (no /bin/bash: tell the user); others as exec.";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;
     const NOT_IN_PARTS: &'static [(&'static str, &'static [&'static str])] =

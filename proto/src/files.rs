@@ -153,7 +153,7 @@ pub struct EditArgs {
     /// Remote path.
     pub path: String,
     pub path_encoding: Option<Encoding>,
-    /// Exact text, whitespace included; at most 4 KiB. Add lines to make it unique.
+    /// Exact text, whitespace included; at most 4 KiB.
     pub old_text: String,
     /// The replacement (empty deletes); at most 64 KiB.
     pub new_text: String,
@@ -244,7 +244,7 @@ impl crate::described::Described for crate::service::tools::MakeDirectory {
     type Args = MakeDirectoryArgs;
     const TITLE: &'static str = "Make a remote directory";
     const DESCRIPTION: &'static str = "Make a remote directory; one \
-        already there is no error (`changed` is true only if made). Errors: \
+        already there is left as is, `mode` too (`changed` false). Errors: \
         `remote_path_exists` (not a directory), `remote_path_not_found` (a parent is \
         missing), `remote_permission_denied` (sudo_exec).";
     const HINTS: crate::described::Hints = crate::described::Hints::SETS_HOST;
@@ -377,10 +377,10 @@ impl crate::described::Described for crate::service::tools::CopyPath {
     const TITLE: &'static str = "Copy a remote path";
     const DESCRIPTION: &'static str = "Copy a remote file, symlink or \
         directory tree on the same host, atomically (as `cp -a`). Answer: `type` copied. \
-        Errors: `remote_path_not_found` (source, or destination's directory), \
-        `remote_path_exists` (see `overwrite`; a directory there: pick a new name), \
-        `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave \
-        `.sshmcp-copy.*` beside the destination: remove_path it; big trees: command_start).";
+        Errors: `remote_path_not_found` (source, or destination's directory: \
+        make_directory), `remote_path_exists` (see `overwrite`; a directory there: pick a new \
+        name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave \
+        `.sshmcp-copy.*` beside the destination: remove_path it; big trees: `cp -a` via command_start).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The copy's path (`destination`) as given."),

@@ -76,8 +76,8 @@ impl crate::described::Described for crate::service::tools::ForwardStart {
         disconnect; local users can use it too. Errors (nothing listens): `forward_failed` \
         (`error.message` says why: port taken: pass `listen_port: 0`; under 1024: pick higher; \
         this session has it: `error.forward_id`; sshd forbids it: tell the user), \
-        `forward_not_allowed` (`listen_host` not loopback, or the host's sshd listens on every \
-        address: tell the user).";
+        `forward_not_allowed` (`listen_host` not loopback, or a `remote` one the host's sshd would open on \
+        every address (GatewayPorts): tell the user).";
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;
 

@@ -55,8 +55,8 @@ pub struct ConnectArgs {
     /// With `host`; default 22.
     #[schemars(range(min = 1))]
     pub port: Option<u16>,
-    /// Seconds to connect and log in, prompts included; default 60; keep it under your
-    /// client's call limit.
+    /// Seconds to connect and log in, prompts included; default 60, which many clients cut
+    /// off: pass e.g. 45.
     #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
@@ -70,7 +70,7 @@ impl crate::described::Described for crate::service::tools::Connect {
     const TITLE: &'static str = "Connect to an SSH host";
     const DESCRIPTION: &'static str = "Open an SSH session to a Host of the user's OpenSSH \
         config (`alias`; ask the user which) or to `host` + `user`. Answers once ready: \
-        `session_id`, `session_key` (shown only here) and `remote` (`uname`, `user`, `home`). \
+        `session_id`, `session_key` and `remote` (`uname`, `user`, `home`). \
         A passphrase or key-touch prompt goes to the user's screen (their askpass), never \
         to you; it waits for them. Errors: `already_connected` \
         (`error.session_id` has the server: use it if you hold its key; disconnect it if it \
@@ -163,9 +163,8 @@ impl crate::described::Described for crate::service::tools::SessionList {
     type Args = SessionListArgs;
     const TITLE: &'static str = "List sessions";
     const DESCRIPTION: &'static str = "List all the daemon's sessions, other agents' too, \
-        never keys: before connect (one session per server; without its key you cannot use \
-        another's). `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost`: \
-        disconnect it, `closing`), `target` (as given to connect), `server_host`, \
+        never keys: before connect (without its key you cannot use another's). `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost` \
+        (master gone), `closing`), `target` (as given to connect), `server_host`, \
         `server_port` (what it resolved to), `remote_user`, `created_at`, `last_used_at`, \
         `active_commands`, `active_transfers`, `active_forwards`.";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;

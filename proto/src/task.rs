@@ -38,7 +38,7 @@ impl crate::described::Described for crate::service::tools::TaskLaunch {
         that survives disconnects and daemon restarts: login user, stdin /dev/null, no time \
         limit (to end with the session: command_start). Answer: `pid` (keep it; lost: `ls \
         ~/.sshmcp/tasks` via exec, files named by PID), `stdout_log`, `stderr_log` (absolute \
-        remote paths, unbounded, never removed: remove_path them once read). Errors: \
+        remote paths, unbounded, never removed: remove_path them after it exits). Errors: \
         `remote_path_not_found` (no such `cwd`), `invalid_command` (too long, NUL), \
         `host_tool_missing` (no setsid: tell the user), `internal_error` (no writable \
         ~/.sshmcp/tasks: tell the user; if it names a PID, task_status it first).";
@@ -206,7 +206,7 @@ pub struct TaskKillArgs {
     pub session_key: String,
     /// From task_launch.
     pub pid: i64,
-    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL, or 1..64.
+    /// TERM (default), HUP, INT, QUIT, ABRT, ALRM, KILL (`SIG` prefix ok), or 1..64.
     pub signal: Option<crate::signal::Signal>,
     /// SIGKILL if still running after `wait_seconds`.
     pub force: Option<bool>,

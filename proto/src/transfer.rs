@@ -214,7 +214,7 @@ impl crate::described::Described for crate::service::tools::TransferStatus {
     const DESCRIPTION: &'static str = "Report a transfer: `state` \
         (`queued`, `running`, `verifying`, `completed`, `failed`, `cancelled`), \
         `bytes_transferred` of `total_bytes`, `eta` (s), then `final_path` (absolute; local \
-        for a download). A `failed` one's `error.code`: `transfer_failed` (start it again to \
+        for a download). A `failed` one (still `ok: true`) has `error.code`: `transfer_failed` (start it again to \
         resume), `verification_failed` (the source changed: copy a snapshot), \
         `local_path_exists` or `remote_path_exists` (pass `overwrite`); others: start again \
         once fixed. `transfer_not_found`: see transfer_list.";

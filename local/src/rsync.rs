@@ -4,11 +4,17 @@
 //! and macOS ships openrsync or rsync 2.6.9 as `/usr/bin/rsync`.
 
 use std::ffi::OsStr;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The oldest rsync whose options transfers use.
 const OLDEST: (u32, u32) = (3, 1);
+
+/// How long an rsync may take to state its version: one that hangs (a broken wrapper, a
+/// stale network mount) is passed over, not waited for by every transfer.
+const VERSION_LIMIT: Duration = Duration::from_secs(5);
 
 /// Where Homebrew (Apple silicon, then Intel) and MacPorts put rsync, looked at after `PATH`.
 const PACKAGE_DIRS: [&str; 3] = ["/opt/homebrew/bin", "/usr/local/bin", "/opt/local/bin"];
@@ -54,10 +60,8 @@ impl std::fmt::Display for NoRsync {
 pub fn find() -> Result<Rsync, NoRsync> {
     let mut unfit = Vec::new();
     for path in candidates(std::env::var_os("PATH").as_deref()) {
-        let Ok(out) = Command::new(&path).arg("--version").output() else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&out.stdout);
+        // One that cannot run, or hangs, states no version either.
+        let text = version_text(&path, VERSION_LIMIT).unwrap_or_default();
         match version_of(&text) {
             Some(version) if version >= OLDEST => {
                 let version = text.lines().next().unwrap_or("").trim().to_string();
@@ -68,6 +72,32 @@ pub fn find() -> Result<Rsync, NoRsync> {
         }
     }
     Err(NoRsync { unfit })
+}
+
+/// What `program --version` prints, or `None` when it cannot run or prints nothing to its
+/// end within `limit` (it is killed then).
+fn version_text(program: &Path, limit: Duration) -> Option<String> {
+    let mut child = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let (sender, said) = std::sync::mpsc::channel();
+    // A reader of its own, so that the wait is bounded: one held by a child of the program's
+    // that outlives it ends with that child.
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        let _ = sender.send(text);
+    });
+    let text = said.recv_timeout(limit).ok();
+    // Unreaped, its pid is still its own: the kill cannot reach another process.
+    let _ = child.kill();
+    let _ = child.wait();
+    text.map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Each `rsync` to try, in order and once each: in `PATH`'s directories, then in
@@ -130,6 +160,25 @@ mod tests {
         assert_eq!(version_of(""), None);
         assert!(Some((3, 0)) < Some(OLDEST) && Some((3, 1)) >= Some(OLDEST));
         assert!(Some((10, 0)) > Some(OLDEST));
+    }
+
+    #[test]
+    fn an_rsync_that_hangs_is_passed_over_within_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (hangs, answers) = (dir.path().join("hangs"), dir.path().join("answers"));
+        for (program, body) in [
+            (&hangs, "exec sleep 300"),
+            (&answers, "echo 'rsync  version 3.2.7  protocol version 31'"),
+        ] {
+            std::fs::write(program, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(program, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        let limit = Duration::from_millis(300);
+        assert_eq!(version_text(&hangs, limit), None);
+        let text = version_text(&answers, limit).expect("its version");
+        assert_eq!(version_of(&text), Some((3, 2)));
+        assert_eq!(version_text(&dir.path().join("missing"), limit), None);
     }
 
     #[test]

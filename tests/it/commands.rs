@@ -1247,7 +1247,7 @@ async fn a_waiting_status_sees_another_clients_kill_as_killed() {
 }
 
 /// A session whose only spooled runs left nothing (a start that failed, a spooled exec that
-/// failed) leaves no empty spool directory behind it either.
+/// failed, also one that would have been handed off) leaves no empty spool directory behind it either.
 #[tokio::test]
 async fn a_session_leaves_no_empty_spool_directory() {
     let (env, mcp, s) = connected().await;
@@ -1257,6 +1257,10 @@ async fn a_session_leaves_no_empty_spool_directory() {
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     let spooled = json!({"cwd": "/nonexistent-sshmcp", "spool_output": true});
     let r = exec(&mcp, &s, "true", spooled).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    // Its files made for a hand-off are kept only once an answer or a handle names them.
+    let handed = json!({"cwd": "/nonexistent-sshmcp", "spool_output": true, "handoff_after": 5});
+    let r = exec(&mcp, &s, "true", handed).await;
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     assert!(spool.exists(), "the runs made it");
     let r = mcp.call("disconnect", json!({"session_id": s.0})).await;

@@ -79,26 +79,35 @@ impl Commands {
         }
     }
 
-    /// Keeps `files` in the record as named by no handle or answer until the guard is
-    /// [`named`](UnnamedOutput::named) or dropped. The caller waits for the record
-    /// (`until_written`) before the run may write much to them.
-    pub fn unnamed(self: &Arc<Self>, files: &[PathBuf; 2]) -> UnnamedOutput {
+    /// Keeps `files` in the record as named by no handle or answer, until the guard is
+    /// [`named`](UnnamedOutput::named) or dropped; returns once the record holds them (or
+    /// could not be written in time), before the run writes to them.
+    pub async fn unnamed(self: &Arc<Self>, files: &[PathBuf; 2]) -> UnnamedOutput {
         locked(&self.unnamed_output).push(files.clone());
-        UnnamedOutput {
+        let unnamed = UnnamedOutput {
             commands: self.clone(),
             files: files.clone(),
-        }
+        };
+        self.record.until_written().await;
+        unnamed
     }
 
     /// Removes the output files a record names as unnamed: the daemon that wrote them died
     /// before an answer or a handle named them, so nobody can read or remove them but this
-    /// daemon. Only files of this session's spool directory are touched, and none a handle
-    /// took back.
+    /// daemon. Only a stream's file of this session's spool directory is touched, and none a
+    /// handle took back (the handles are adopted first).
     fn remove_unnamed(&self, session_id: &str, unnamed: Vec<[PathBuf; 2]>) {
-        let history = locked(&self.history);
-        let named = |path: &PathBuf| history.iter().any(|h| h.files.paths().contains(path));
+        let handles: Vec<PathBuf> = locked(&self.history)
+            .iter()
+            .flat_map(|h| h.files.paths().clone())
+            .collect();
+        let a_stream = |path: &PathBuf| {
+            path.extension()
+                .is_some_and(|ext| ext == "stdout" || ext == "stderr")
+        };
         for path in unnamed.iter().flatten() {
-            if output::is_spool_file(path, session_id) && !named(path) {
+            if output::is_spool_file(path, session_id) && a_stream(path) && !handles.contains(path)
+            {
                 match std::fs::remove_file(path) {
                     Ok(()) => {
                         tracing::info!(session = %session_id, path = %path.display(), "removed the output file of a run whose daemon died before naming it")
@@ -845,7 +854,8 @@ const PART: &str = "commands";
 const UNNAMED_PART: &str = "unnamed_output";
 
 /// Output files the record keeps as named by no handle or answer yet (see
-/// [`Commands::unnamed`]); dropped, the record no longer does (the files go with their run).
+/// [`Commands::unnamed`]); dropped, the record no longer does (the run removes its files, as
+/// none named are kept).
 pub struct UnnamedOutput {
     commands: Arc<Commands>,
     files: [PathBuf; 2],
@@ -853,7 +863,8 @@ pub struct UnnamedOutput {
 
 impl UnnamedOutput {
     /// A handle or an answer names the files now: returns once the record no longer keeps
-    /// them as unnamed, so that a daemon killed after the answer leaves them be.
+    /// them as unnamed, so that a daemon killed after the answer leaves them be (unless the
+    /// record could not be written: a full disk, a daemon handing over).
     pub async fn named(self) {
         let record = self.commands.record.clone();
         drop(self);
@@ -883,6 +894,7 @@ impl Work for Commands {
 
     fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {
         let unnamed = entry.take(UNNAMED_PART);
+        // The handles first: files a handle names are never removed as unnamed.
         Commands::adopt(self, session, entry.take(PART));
         self.remove_unnamed(&session.id, unnamed);
     }
@@ -934,6 +946,15 @@ mod tests {
 
     /// A handle as the history holds it, ended (completed) or running; its files are none.
     fn handle(id: usize, ended: bool) -> Arc<Handle> {
+        handle_with(
+            id,
+            ended,
+            ["/nonexistent/o".into(), "/nonexistent/e".into()],
+        )
+    }
+
+    /// A handle as [`handle`], whose output is in `files`.
+    fn handle_with(id: usize, ended: bool, files: [PathBuf; 2]) -> Arc<Handle> {
         let end = ended.then(|| Ended {
             state: CommandState::Completed,
             exit_code: Some(0),
@@ -946,17 +967,38 @@ mod tests {
             preview: String::new(),
             started_at: SystemTime::now(),
             observer: Arc::new(Observer::finished(None, None, [0, 0])),
-            files: OutputFiles::adopt(
-                ["/nonexistent/o".into(), "/nonexistent/e".into()],
-                true,
-                Default::default(),
-            ),
+            files: OutputFiles::adopt(files, true, Default::default()),
             end: watch::channel(end).0,
             ending: Default::default(),
             as_root: false,
             kill_confirmed: AtomicBool::new(false),
             kills: watch::channel(0).0,
         })
+    }
+
+    /// A record's unnamed output files go, but only a stream's file of the session's spool
+    /// directory that no handle took back.
+    #[test]
+    fn only_unnamed_stream_files_of_the_sessions_spool_go() {
+        let root = tempfile::tempdir().unwrap();
+        let spool = root.path().join(".sshmcp/spool/s1");
+        std::fs::create_dir_all(&spool).unwrap();
+        let pair = |base: &str| {
+            [
+                spool.join(format!("{base}.stdout")),
+                spool.join(format!("{base}.stderr")),
+            ]
+        };
+        let (handles, stray) = (pair("a"), pair("b"));
+        let others = [root.path().join("outside.stdout"), spool.join("c.txt")];
+        for path in handles.iter().chain(&stray).chain(&others) {
+            std::fs::write(path, "x").unwrap();
+        }
+        let commands = Commands::new(Default::default());
+        commands.add(handle_with(0, true, handles.clone()));
+        commands.remove_unnamed("s1", vec![handles.clone(), stray.clone(), others.clone()]);
+        assert!(handles.iter().chain(&others).all(|p| p.exists()));
+        assert!(stray.iter().all(|p| !p.exists()));
     }
 
     /// The history holds every running handle and, beside them, the last HISTORY_LEN that

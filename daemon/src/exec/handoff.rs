@@ -106,13 +106,12 @@ async fn run_shown(
     let root = crate::request::local_root(given_root, settings).map_err(local_files)?;
     let mut prepared =
         Prepared::attach(&mut program, &root, session, settings).map_err(local_files)?;
-    if spool_output {
-        prepared.keep_files();
-    }
     // Until an answer or a handle names the files, the record does: a daemon killed before
-    // the hand-off (minutes, maybe) leaves the next one what to remove.
-    let unnamed = crate::commands::Commands::of(session).unnamed(prepared.output_paths());
-    session.record.until_written().await;
+    // the hand-off (minutes, maybe) leaves the next one what to remove. Every other end
+    // removes them with `prepared`: they are kept (`spool_output`) only once named.
+    let unnamed = crate::commands::Commands::of(session)
+        .unnamed(prepared.output_paths())
+        .await;
     program.queue_timeout = Some(crate::request::HANDLE_QUEUE_LIMIT);
     program.ready_first = true;
     let as_root = program.kill_as_root;
@@ -129,19 +128,33 @@ async fn run_shown(
     };
     tokio::select! {
         biased;
-        result = running.result() => {
-            // The answer names the files (`spool_output`, also in an error's) or they go
-            // with `prepared`.
-            unnamed.named().await;
-            let mut result = result?;
-            // The handle's files are no spool the caller asked for.
-            if !spool_output {
-                result.stdout.spooled = None;
-                result.stderr.spooled = None;
+        mut result = running.result() => {
+            // What it printed, with the files that hold it: in the answer, or in the error
+            // of a command its master's death cut.
+            let printed = match &mut result {
+                Ok(run) => Some((&mut run.stdout, &mut run.stderr)),
+                Err(RunError::LostAfterStart(printed)) => Some((&mut printed.0, &mut printed.1)),
+                Err(_) => None,
+            };
+            match printed {
+                Some(_) if spool_output => {
+                    prepared.keep_files();
+                    unnamed.named().await;
+                }
+                // The handle's files are no spool the caller asked for: they go with
+                // `prepared`.
+                Some((stdout, stderr)) => {
+                    stdout.spooled = None;
+                    stderr.spooled = None;
+                }
+                None => {}
             }
-            Ok(super::answer(result))
+            Ok(super::answer(result?))
         }
         _ = handoff_due => {
+            if spool_output {
+                prepared.keep_files();
+            }
             let handle = prepared
                 .into_handle(session, shown.id().to_string(), shown.preview().to_string(), running.detach(), as_root)
                 .map_err(|e| RunError::Failed(e.message))?;

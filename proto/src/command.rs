@@ -61,7 +61,7 @@ impl crate::described::Described for crate::service::tools::CommandStart {
         `pid` (process group, once known), `status` (`running` or how it ended). Then \
         command_status (`wait_seconds`); command_kill stops it. Output is kept whole (up to \
         1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect. \
-        Usually quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive \
+        Likely quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive \
         the session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), \
         `invalid_command` (too long, NUL), `invalid_local_path` (local root unusable: tell \
         the user), `channels_busy` (none free in 25 s).";
@@ -171,7 +171,7 @@ pub struct CommandStatusArgs {
     /// Seconds to long-poll for the end (e.g. 30); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
-    /// Offset to read from (the last `next_offset`); absent: the tail.
+    /// Offset to read from (the last `next_offset`, or 0); absent: the tail.
     pub stdout_offset: Option<u64>,
     /// As `stdout_offset`.
     pub stderr_offset: Option<u64>,
@@ -333,7 +333,8 @@ impl crate::described::Described for crate::service::tools::CommandKill {
         `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with \
         `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
-        (state unknown; a `lost` handle's group, maybe another's now, is never signalled). Errors: `command_not_found` (see command_list).";
+        (state unknown: see command_status; a `lost` handle's group, maybe another's now, is \
+        never signalled). Errors: `command_not_found` (see command_list).";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 
@@ -454,7 +455,7 @@ impl crate::described::Described for crate::service::tools::CommandList {
     type Args = CommandListArgs;
     const TITLE: &'static str = "List long commands";
     const DESCRIPTION: &'static str = "List this session's command \
-        handles (exec calls once handed off), newest first, incl. the last 100 ended, to find a lost `handle_id`: \
+        handles (command_start's, and execs handed off), newest first, incl. the last 100 ended, to find a lost `handle_id`: \
         `commands`, each with `handle_id`, `preview` (the command's first line), `status` \
         (as command_status), `exit_code`, `started_at`, `ended_at`. Tasks are not listed (a \
         lost task PID: see task_launch).";

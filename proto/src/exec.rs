@@ -59,7 +59,7 @@ pub struct ExecArgs {
     /// with `handoff_after`.
     #[schemars(range(min = 0.1, max = 86400.0))]
     pub timeout: Option<f64>,
-    /// Also save whole streams as local files (`spool_path`); delete them with your own shell.
+    /// Also save whole streams as files in the local root (`spool_path`); no tool deletes them.
     pub spool_output: Option<bool>,
     /// Seconds (e.g. 30, under your client's call limit) until a running command is handed
     /// off; none if `timeout` <= it.
@@ -76,7 +76,7 @@ impl crate::described::Described for crate::service::tools::Exec {
         TTY, empty stdin; root: sudo_exec). `exit_code` is null if a signal ended the shell \
         (`signal` names it; `timed_out: true` after `timeout`). `stdout`, `stderr`: the text; \
         if cut, not UTF-8 or spooled, an object: `data` (head and tail if cut), `encoding`, \
-        `total_bytes`, `truncated` (over the 64 KiB cap), `omitted` (`start`, `end` of bytes \
+        `total_bytes`, `truncated` (over the 64 KiB cap; all of it: `spool_output`, if a rerun is safe), `omitted` (`start`, `end` of bytes \
         left out), `spool_path`. Timeout or cancel kills the whole process group, background \
         jobs too (to keep one: task_launch). Maybe slow? Pass `handoff_after`: still running \
         then, it answers `handed_off: true`, `handle_id`, output so far, each stream's \

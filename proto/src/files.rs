@@ -33,7 +33,7 @@ crate::session::authed!(WriteFileRequest);
 pub struct WriteArgs {
     pub session_id: String,
     pub session_key: String,
-    /// Remote path.
+    // Said once in the instructions ("Remote paths are ...").
     pub path: String,
     pub path_encoding: Option<Encoding>,
     /// The whole file; at most 1 MiB decoded.
@@ -58,11 +58,11 @@ impl crate::described::Described for crate::service::tools::WriteFile {
     const TITLE: &'static str = "Write a remote file";
     const DESCRIPTION: &'static str = "Write a whole remote file \
         atomically; `content` is data, never shell. Answer: `bytes_written`, `sha256`, \
-        `created` if new. An existing file keeps its mode and owner. Part of a file: \
+        `created` if new. Keeps the owner. Part of a file: \
         edit_file. Errors: `remote_path_exists` (set `overwrite`), `file_changed` \
         (`error.sha256` is current: read again, redo, retry with it), \
         `remote_path_not_found` (set `create_dirs`), `invalid_remote_type` (a symlink: write \
-        its `link_target`), `remote_permission_denied` (sudo_exec), `invalid_arguments` \
+        its `link_target`, relative to its directory), `remote_permission_denied` (sudo_exec), `invalid_arguments` \
         (over 1 MiB: upload_start).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     /// The daemon gives the host 60 s; this leaves room for the call itself.
@@ -150,7 +150,7 @@ crate::session::authed!(EditFileRequest);
 pub struct EditArgs {
     pub session_id: String,
     pub session_key: String,
-    /// Remote path.
+    // Said once in the instructions ("Remote paths are ...").
     pub path: String,
     pub path_encoding: Option<Encoding>,
     /// Exact text, whitespace included; at most 4 KiB.
@@ -173,8 +173,8 @@ impl crate::described::Described for crate::service::tools::EditFile {
         `replacements`, `sha256`. Keeps mode and owner. Whole or new file: write_file. \
         Errors: `remote_path_not_found`, `edit_no_match` (read the file, copy exactly), \
         `edit_ambiguous_match` (`error.count` hits: add context or `replace_all`), \
-        `file_changed` (read again, redo), `invalid_remote_type` (a symlink: edit its \
-        `link_target`, relative to its directory; not text: write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
+        `file_changed` (`error.sha256` is current: read again, redo), `invalid_remote_type` (a symlink: edit its \
+        `link_target`, relative to its directory; not UTF-8: write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
         64 MiB: download_start, edit, upload_start), `invalid_arguments` (empty `old_text`, \
         or over its limit: split the edit).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
@@ -229,7 +229,7 @@ crate::session::authed!(MakeDirectoryRequest);
 pub struct MakeDirectoryArgs {
     pub session_id: String,
     pub session_key: String,
-    /// Remote path.
+    // Said once in the instructions ("Remote paths are ...").
     pub path: String,
     pub path_encoding: Option<Encoding>,
     /// Also make missing parents; default true.

@@ -37,7 +37,7 @@ crate::session::authed!(StatRequest);
 pub struct StatArgs {
     pub session_id: String,
     pub session_key: String,
-    /// Remote path.
+    // Said once in the instructions ("Remote paths are ...").
     pub path: String,
     pub path_encoding: Option<Encoding>,
     /// Describe a symlink's target instead.
@@ -92,7 +92,7 @@ crate::session::authed!(ListRequest);
 pub struct ListArgs {
     pub session_id: String,
     pub session_key: String,
-    /// Remote path.
+    // Said once in the instructions ("Remote paths are ...").
     pub path: String,
     pub path_encoding: Option<Encoding>,
     /// Entries to skip; default 0.
@@ -109,7 +109,7 @@ impl crate::described::Described for crate::service::tools::ListDirectory {
     const DESCRIPTION: &'static str = "List a remote directory, sorted by name, a page at a time; not \
         recursive (or by pattern: exec `find`). Answer: `entries` (`name`, `type`, `size`, \
         `mode`, `mtime`, `link_target`, as stat; dotfiles too, no `.`/`..`; a name not UTF-8 \
-        is base64 (`name_encoding`), with a `path` to pass on), `total`, \
+        is base64 (`name_encoding`), with a base64 `path` to pass on), `total`, \
         `truncated` if more follow (then ask at `offset` + entries returned). Errors: \
         `remote_path_not_found`, `invalid_remote_type` (not a directory), `remote_permission_denied` (sudo_exec), \
         `host_tool_missing` (use exec).";
@@ -163,7 +163,7 @@ crate::session::authed!(ReadRangeRequest);
 pub struct ReadArgs {
     pub session_id: String,
     pub session_key: String,
-    /// Remote path.
+    // Said once in the instructions ("Remote paths are ...").
     pub path: String,
     pub path_encoding: Option<Encoding>,
     /// Byte offset; default 0.

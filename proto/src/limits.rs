@@ -11,8 +11,10 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 /// Longest accepted `connect_timeout`, in seconds.
 pub const MAX_CONNECT_TIMEOUT_SECS: f64 = 3_600.0;
 /// The connect timeout when the caller gives none: long enough for a passphrase dialog or a
-/// hardware-key touch, short enough that a dead host does not hold the authentication slot.
-pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 60.0;
+/// hardware-key touch, short enough that a dead host does not hold the authentication slot,
+/// and under the minute after which many MCP clients give up on a call (a connect cut off
+/// there leaves a session whose key the agent never saw).
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 45.0;
 
 /// Default daemon settings (section 6); each can be changed by flag, environment or file.
 pub const DEFAULT_MAX_SESSIONS: u32 = 32;

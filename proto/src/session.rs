@@ -55,8 +55,8 @@ pub struct ConnectArgs {
     /// With `host`; default 22.
     #[schemars(range(min = 1))]
     pub port: Option<u16>,
-    /// Seconds to connect and log in, prompts included; default 60, which many clients cut
-    /// off: pass e.g. 45.
+    /// Seconds to connect and log in, prompts included; default 45 (under many clients'
+    /// call limit).
     #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
@@ -69,7 +69,7 @@ impl crate::described::Described for crate::service::tools::Connect {
     type Args = ConnectArgs;
     const TITLE: &'static str = "Connect to an SSH host";
     const DESCRIPTION: &'static str = "Open an SSH session to a Host of the user's OpenSSH \
-        config (`alias`; ask the user which) or to `host` + `user`. Answers once ready: \
+        config (`alias`; ask the user if unsure) or to `host` + `user`. Answers once ready: \
         `session_id`, `session_key` and `remote` (`uname`, `user`, `home`). \
         A passphrase or key-touch prompt goes to the user's screen (their askpass), never \
         to you; it waits for them. Errors: `already_connected` \
@@ -84,11 +84,13 @@ impl crate::described::Described for crate::service::tools::Connect {
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
     fn deadline(args: &ConnectArgs) -> std::time::Duration {
-        let secs = args.connect_timeout.unwrap_or(60.0);
+        let secs = args
+            .connect_timeout
+            .unwrap_or(crate::limits::DEFAULT_CONNECT_TIMEOUT_SECS);
         let secs = if secs.is_finite() {
-            secs.clamp(1.0, 3600.0)
+            secs.clamp(1.0, crate::limits::MAX_CONNECT_TIMEOUT_SECS)
         } else {
-            60.0
+            crate::limits::DEFAULT_CONNECT_TIMEOUT_SECS
         };
         std::time::Duration::from_secs_f64(secs) * 2 + Self::DEADLINE
     }

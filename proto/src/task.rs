@@ -113,7 +113,7 @@ impl crate::described::Described for crate::service::tools::TaskStatus {
     const TITLE: &'static str = "Check a detached task";
     const DESCRIPTION: &'static str = "Check a task_launch task by `pid` \
         (a command handle: command_status). `state`: `running`, `exited` (ended, or PID \
-        reused), `not_found` (no task of this user had it). `exit_code`: null until recorded \
+        reused), `not_found` (no task of this user had it). `exit_code`: null: unknown, not success \
         (128+n after a trappable signal n; stays null after KILL; no `signal` field); \
         `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (`data`, \
         `encoding: base64` if not UTF-8, `size` of the whole log); more: read_file_range on \
@@ -223,7 +223,7 @@ impl crate::described::Described for crate::service::tools::TaskKill {
         process group by `pid` if the PID is still that task (a command handle: \
         command_kill). `result`: `killed`, `already_exited`, `not_running` (PID no longer \
         that task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, \
-        tell the user), `invalid_pid` (1 or below), `error` (see task_status); \
+        tell the user), `invalid_pid` (1 or below), `error` (state unknown: task_status, then retry); \
         `force_kill_used`: SIGKILL sent.";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = TASK_MARGIN;

@@ -409,6 +409,7 @@ fn undescribed(node: &serde_json::Value, path: &str, out: &mut Vec<String>) {
         for (name, prop) in props {
             let said = SAID_ONCE.contains(&name.as_str())
                 || name.ends_with(ENCODING_SAID_ONCE)
+                || PATHS_SAID_ONCE.contains(&name.as_str())
                 || prop["description"]
                     .as_str()
                     .is_some_and(|d| !d.trim().is_empty());
@@ -448,6 +449,10 @@ fn undescribed(node: &serde_json::Value, path: &str, out: &mut Vec<String>) {
 /// 1.4 KB of what the model reads and say nothing new. A tool whose session field means more
 /// (any session to the host, the session that started the command) still says so.
 const SAID_ONCE: &[&str] = &["session_id", "session_key"];
+
+/// The remote path a tool works on, which the instructions say once ("Remote paths are
+/// absolute or relative to home"): "Remote path." on seven fields told a reader nothing more.
+const PATHS_SAID_ONCE: &[&str] = &["path", "remote_path"];
 
 /// How a remote path that is not UTF-8 is given (`path_encoding`, `source_encoding`, ...),
 /// which the instructions say once (`*_encoding`: `base64`): "`path`'s encoding." on each of
@@ -492,7 +497,8 @@ async fn every_field_is_described_and_every_quoted_name_exists() {
     let instructions = mcp.initialize_result["instructions"].as_str().unwrap();
     assert!(
         SAID_ONCE.iter().all(|field| instructions.contains(field))
-            && instructions.contains(&format!("`*{ENCODING_SAID_ONCE}`")),
+            && instructions.contains(&format!("`*{ENCODING_SAID_ONCE}`"))
+            && instructions.contains("Remote paths are absolute"),
         "{instructions}"
     );
     let mut missing = Vec::new();

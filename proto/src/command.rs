@@ -189,7 +189,7 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
         it ended or its session was lost. `status`: `running`, `completed` (`exit_code`), \
         `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; if exec \
         `ps -o pgid,args` shows your command in group `pid`, `kill -- -<pid>`); `signal` names what ended it. `stdout`, \
-        `stderr`: a plain string is the whole stream, nothing more to read; else an object \
+        `stderr`: a plain string: the whole stream of an ended command; else an object \
         with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that \
         stream's offset: more to read while it is below `total_bytes` or the command runs), \
         `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see \
@@ -333,8 +333,8 @@ impl crate::described::Described for crate::service::tools::CommandKill {
         `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with \
         `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
-        (state unknown: see command_status; a `lost` handle's group, maybe another's now, is \
-        never signalled). Errors: `command_not_found` (see command_list).";
+        (state unknown, e.g. a `lost` handle's, whose group is never signalled: see \
+        command_status). Errors: `command_not_found` (see command_list).";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 
@@ -445,7 +445,6 @@ pub struct CommandList {
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandListArgs {
-    /// The session whose commands to list.
     pub session_id: String,
     pub session_key: String,
 }

@@ -141,7 +141,7 @@ impl crate::described::Described for crate::service::tools::SudoExec {
     const TITLE: &'static str = "Run a command as root";
     const DESCRIPTION: &'static str = "Run one command as root in bash via `sudo -n` (no login \
         shell: sudoers sets `PATH`, `HOME`), only where the host's sudoers needs no password \
-        (none is ever sent). Answer, `timeout`, hand-off and kills as exec; no `spool_output`. No root needed: exec. Errors: `sudo_password_required` \
+        (none is ever sent). Answer, `timeout`, hand-off and kills as exec; no `spool_output` (big output: redirect to a file). No root needed: exec. Errors: `sudo_password_required` \
         (ask the user for a NOPASSWD rule; never pipe a password in), `sudo_not_allowed` \
         (no root bash; if exec `sudo -n -l` lists your command, exec `sudo -n` it), \
         `sudo_unavailable` (no \

@@ -62,7 +62,7 @@ impl crate::described::Described for crate::service::tools::WriteFile {
         edit_file. Errors: `remote_path_exists` (set `overwrite`), `file_changed` \
         (`error.sha256` is current: read again, redo, retry with it), \
         `remote_path_not_found` (set `create_dirs`), `invalid_remote_type` (a symlink: write \
-        its `link_target`, relative to its directory), `remote_permission_denied` (sudo_exec), `invalid_arguments` \
+        its `link_target`, relative to its directory), `remote_permission_denied` (sudo_exec `cp` from a copy you wrote), `invalid_arguments` \
         (over 1 MiB: upload_start).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     /// The daemon gives the host 60 s; this leaves room for the call itself.
@@ -174,7 +174,7 @@ impl crate::described::Described for crate::service::tools::EditFile {
         Errors: `remote_path_not_found`, `edit_no_match` (read the file, copy exactly), \
         `edit_ambiguous_match` (`error.count` hits: add context or `replace_all`), \
         `file_changed` (`error.sha256` is current: read again, redo), `invalid_remote_type` (a symlink: edit its \
-        `link_target`, relative to its directory; not UTF-8: write_file it whole), `remote_permission_denied` (sudo_exec), `file_too_large` (over \
+        `link_target`, relative to its directory; not UTF-8: write_file it whole), `remote_permission_denied` (sudo_exec `cp` from a copy you wrote), `file_too_large` (over \
         64 MiB: download_start, edit, upload_start), `invalid_arguments` (empty `old_text`, \
         or over its limit: split the edit).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
@@ -306,10 +306,11 @@ impl crate::described::Described for crate::service::tools::RemovePath {
     type Args = RemovePathArgs;
     const TITLE: &'static str = "Remove a remote path";
     const DESCRIPTION: &'static str = "Remove a remote file, symlink \
-        (itself) or directory; no wildcards (exec `rm`). Answer: `type` removed. Errors: \
+        (itself) or directory; no wildcards (exec `rm`; a tree that may take minutes: `rm -rf` \
+        via command_start). Answer: `type` removed. Errors: \
         `remote_path_not_found` (already gone), `directory_not_empty` (`recursive: true` if \
         its contents may go), `remote_permission_denied` (sudo_exec); `internal_error` after \
-        300 s (part may be gone; finish with `rm -rf` via command_start).";
+        300 s (part may be gone: finish with `rm -rf`).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The removed path as given."),
@@ -376,11 +377,12 @@ impl crate::described::Described for crate::service::tools::CopyPath {
     type Args = CopyMoveArgs;
     const TITLE: &'static str = "Copy a remote path";
     const DESCRIPTION: &'static str = "Copy a remote file, symlink or \
-        directory tree on the same host, atomically (as `cp -a`). Answer: `type` copied. \
+        directory tree on the same host, atomically (as `cp -a`; a tree that may take minutes: \
+        `cp -a` via command_start). Answer: `type` copied. \
         Errors: `remote_path_not_found` (source, or destination's directory: \
         make_directory), `remote_path_exists` (see `overwrite`; a directory there: pick a new \
         name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (may leave \
-        `.sshmcp-copy.*` beside the destination: remove_path it; big trees: `cp -a` via command_start).";
+        `.sshmcp-copy.*` beside the destination: remove_path it).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The copy's path (`destination`) as given."),
@@ -403,12 +405,13 @@ impl crate::described::Described for crate::service::tools::MovePath {
     const TITLE: &'static str = "Move a remote path";
     const DESCRIPTION: &'static str = "Move or rename a remote file, \
         symlink or directory on the host: one atomic rename on a file system; across file \
-        systems `mv` copies, then removes the source (not atomic). Answer: `type` moved. \
+        systems `mv` copies, then removes the source (not atomic; a tree that may take minutes: \
+        `mv` via command_start). Answer: `type` moved. \
         Errors: `remote_path_not_found` (source, or destination's directory), \
         `remote_path_exists` (see `overwrite`; a directory there: pick a new name), \
         `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (across file \
         systems the destination may be partial or the source partly removed: stat both \
-        before removing either; big trees: `mv` via command_start).";
+        before removing either).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const ANSWER_FIELDS: &'static [(&'static str, &'static str)] = &[
         ("path", "The new path (`destination`) as given."),

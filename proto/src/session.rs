@@ -76,7 +76,7 @@ impl crate::described::Described for crate::service::tools::Connect {
         (`error.session_id` has the server: use it if you hold its key; disconnect it if it \
         is `lost` or left by a cut-off connect of yours; else ask the user), \
         `session_limit_reached` (disconnect one you no longer need), \
-        `connection_start_failed` (unknown host key, login refused, unreachable: tell the \
+        `connection_start_failed` (`error.message`: unknown host key, login refused, unreachable: tell the \
         user; timed out: a longer `connect_timeout`, under your client's limit).";
     const HINTS: crate::described::Hints = crate::described::Hints::OPENS;
     /// Beyond twice the connect timeout: authentication may wait behind other connects,

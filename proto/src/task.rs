@@ -21,7 +21,6 @@ crate::session::authed!(TaskLaunchRequest);
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskLaunchArgs {
-    /// Any session to the host (from connect).
     pub session_id: String,
     pub session_key: String,
     /// Shell text for /bin/sh, at most 1 MiB.
@@ -113,8 +112,8 @@ impl crate::described::Described for crate::service::tools::TaskStatus {
     const TITLE: &'static str = "Check a detached task";
     const DESCRIPTION: &'static str = "Check a task_launch task by `pid` \
         (a command handle: command_status). `state`: `running`, `exited` (ended, or PID \
-        reused), `not_found` (no task of this user had it). `exit_code`: null: unknown, not success \
-        (128+n after a trappable signal n; stays null after KILL; no `signal` field); \
+        reused), `not_found` (no task of this user had it). `exit_code` (null: unknown, \
+        never success; 128+n after a trappable signal n; null after KILL; no `signal` field); \
         `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (`data`, \
         `encoding: base64` if not UTF-8, `size` of the whole log); more: read_file_range on \
         the log path.";

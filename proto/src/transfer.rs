@@ -145,7 +145,7 @@ impl crate::described::Described for crate::service::tools::TransferCancel {
     const TITLE: &'static str = "Cancel a transfer";
     const DESCRIPTION: &'static str = "Stop a transfer; its partial stays \
         (a download's under the local root's `.sshmcp/partial`, an upload's as \
-        `.sshmcp-*.part` beside `remote_path`), so starting it again resumes (not resuming: remove_path an upload's). Answers its \
+        `.sshmcp-*.part` beside `remote_path`), so starting it again resumes (not resuming: remove_path an upload's, delete a download's locally). Answers its \
         report (`state` `cancelled`, or how it had ended). `transfer_not_found`: see \
         transfer_list.";
     const HINTS: crate::described::Hints = crate::described::Hints {

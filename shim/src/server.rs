@@ -176,7 +176,7 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
     (
         "1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers \
          `session_id` and `session_key` (shown only once): pass both to the session's tools. \
-         2) `disconnect` when done; `session_list` lists sessions.",
+         2) `disconnect` when done.",
         &[Tool::Connect, Tool::Disconnect, Tool::SessionList],
     ),
     (
@@ -238,8 +238,9 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
 
 /// The daemon's default limits: what the instructions leave out first when a long local root
 /// leaves no room.
-const LIMITS: &str = "One session per server. Defaults: 32 sessions; 7 commands at once a \
-    session (transfers count, 4 at most); 64 KiB kept of each output stream an answer.";
+const LIMITS: &str = "One session per server (host and port, any user). Defaults: 32 \
+    sessions; 7 channels a session (commands and transfers; 4 transfers at most); an answer \
+    carries at most 64 KiB of each stream.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {

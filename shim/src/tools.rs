@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(exec(json!({"timeout": 5, "handoff_after": 10})), secs(35));
         assert_eq!(exec(json!({"handoff_after": 20})), secs(50));
         let connect = |args| deadline::<tools::Connect>(args);
-        assert_eq!(connect(json!({"alias": "web"})), secs(180));
+        assert_eq!(connect(json!({"alias": "web"})), secs(150));
         assert_eq!(
             connect(json!({"alias": "web", "connect_timeout": 5})),
             secs(70)

@@ -59,7 +59,7 @@ impl crate::described::Described for crate::service::tools::CommandStart {
     const DESCRIPTION: &'static str = "Start a /bin/sh command in the \
         background as the login user (no TTY, empty stdin) and answer at once: `handle_id`, \
         `pid` (process group, once known), `status` (`running` or how it ended). Then \
-        command_status (`wait_seconds`); command_kill stops it. Output is kept whole (up to \
+        command_status (`wait_seconds`). Output is kept whole in the local root (up to \
         1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect. \
         Likely quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive \
         the session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), \
@@ -189,7 +189,7 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
         it ended or its session was lost. `status`: `running`, `completed` (`exit_code`), \
         `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; if exec \
         `ps -o pgid,args` shows your command in group `pid`, `kill -- -<pid>`); `signal` names what ended it. `stdout`, \
-        `stderr`: a plain string: the whole stream of an ended command; else an object \
+        `stderr`: a plain string: an ended command's whole stream (within `max_bytes`); else an object \
         with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that \
         stream's offset: more to read while it is below `total_bytes` or the command runs), \
         `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see \
@@ -329,9 +329,9 @@ impl crate::described::Described for crate::service::tools::CommandKill {
     const TITLE: &'static str = "Kill a long command";
     const DESCRIPTION: &'static str = "Signal a command handle's process \
         group (as root for a sudo_exec one) if it still runs; a task PID: task_kill. \
-        `result`: `killed` (ended), `already_exited` (ended as the signal came), \
-        `not_running` (had ended: nothing sent), `failed_to_kill` (still runs: retry with \
-        `force: true`; if `force_kill_used` (SIGKILL sent) is already true, tell the user), \
+        `result`: `killed`, `already_exited` (ended as the signal came), \
+        `not_running` (had ended: nothing sent), `failed_to_kill` (still runs after `wait_seconds`: raise it, or \
+        `force: true`; if `force_kill_used` (SIGKILL sent), tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
         (state unknown, e.g. a `lost` handle's, whose group is never signalled: see \
         command_status). Errors: `command_not_found` (see command_list).";

@@ -308,7 +308,7 @@ impl crate::described::Described for crate::service::tools::RemovePath {
     const DESCRIPTION: &'static str = "Remove a remote file, symlink \
         (itself) or directory; no wildcards (exec `rm`; a tree that may take minutes: `rm -rf` \
         via command_start). Answer: `type` removed. Errors: \
-        `remote_path_not_found` (already gone), `directory_not_empty` (`recursive: true` if \
+        `remote_path_not_found` (already gone, or a wrong path), `directory_not_empty` (`recursive: true` if \
         its contents may go), `remote_permission_denied` (sudo_exec); `internal_error` after \
         300 s (part may be gone: finish with `rm -rf`).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;

@@ -55,8 +55,7 @@ pub struct ConnectArgs {
     /// With `host`; default 22.
     #[schemars(range(min = 1))]
     pub port: Option<u16>,
-    /// Seconds to connect and log in, prompts included; default 45 (under many clients'
-    /// call limit).
+    /// Seconds to connect and log in, prompts included; default 45.
     #[schemars(range(min = 1.0, max = 3600.0))]
     pub connect_timeout: Option<f64>,
 }
@@ -74,7 +73,7 @@ impl crate::described::Described for crate::service::tools::Connect {
         A passphrase or key-touch prompt goes to the user's screen (their askpass), never \
         to you; it waits for them. Errors: `already_connected` \
         (`error.session_id` has the server: use it if you hold its key; disconnect it if it \
-        is `lost` or left by a cut-off connect of yours; else ask the user), \
+        is `lost` or left by a cut-off connect of yours (its `created_at` in session_list); else ask the user), \
         `session_limit_reached` (disconnect one you no longer need), \
         `connection_start_failed` (`error.message`: unknown host key, login refused, unreachable: tell the \
         user; timed out: a longer `connect_timeout`, under your client's limit).";
@@ -168,7 +167,7 @@ impl crate::described::Described for crate::service::tools::SessionList {
         never keys: before connect (without its key you cannot use another's). `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost` \
         (master gone), `closing`), `target` (as given to connect), `server_host`, \
         `server_port` (what it resolved to), `remote_user`, `created_at`, `last_used_at`, \
-        `active_commands`, `active_transfers`, `active_forwards`.";
+        `active_*` counts.";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 

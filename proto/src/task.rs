@@ -113,7 +113,7 @@ impl crate::described::Described for crate::service::tools::TaskStatus {
     const DESCRIPTION: &'static str = "Check a task_launch task by `pid` \
         (a command handle: command_status). `state`: `running`, `exited` (ended, or PID \
         reused), `not_found` (no task of this user had it). `exit_code` (null: unknown, \
-        never success; 128+n after a trappable signal n; null after KILL; no `signal` field); \
+        never success; 128+n after a trappable signal n; no `signal` field); \
         `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (`data`, \
         `encoding: base64` if not UTF-8, `size` of the whole log); more: read_file_range on \
         the log path.";
@@ -221,7 +221,7 @@ impl crate::described::Described for crate::service::tools::TaskKill {
     const DESCRIPTION: &'static str = "Signal a task_launch task's \
         process group by `pid` if the PID is still that task (a command handle: \
         command_kill). `result`: `killed`, `already_exited`, `not_running` (PID no longer \
-        that task: nothing sent), `failed_to_kill` (retry with `force: true`; after that, \
+        that task: nothing sent), `failed_to_kill` (still runs after `wait_seconds`: raise it, or `force: true`; then \
         tell the user), `invalid_pid` (1 or below), `error` (state unknown: task_status, then retry); \
         `force_kill_used`: SIGKILL sent.";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;

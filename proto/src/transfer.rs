@@ -111,11 +111,11 @@ start_described!(
     "Upload one regular file from the \
         local root (put it there first; content you hold under 1 MiB: write_file) to the \
         host as a job: answers `operation_id` for transfer_status. The file appears whole at \
-        `remote_path` once verified, with the local file's mode less umask; starting it \
+        `remote_path` once verified, with the local file's mode less umask (also replacing; owner: you); starting it \
         again resumes a failed or cancelled copy. Errors: `remote_path_exists` (pass \
         `overwrite`), `remote_path_not_found` (make_directory first), `invalid_local_path` \
         (fix `local_path`), `invalid_remote_type` (a directory there), `invalid_arguments` \
-        (fix `remote_path`), `remote_permission_denied` (upload somewhere writable, move it \
+        (`remote_path` names no file), `remote_permission_denied` (upload somewhere writable, move it \
         with sudo_exec), `transfer_conflict` (another one writes there: wait or cancel it), \
         `transfer_limit_reached` (wait for one to end)."
 );
@@ -202,7 +202,7 @@ pub struct TransferStatusArgs {
     pub session_key: String,
     /// From download_start or upload_start.
     pub operation_id: String,
-    /// Seconds to wait for the end (e.g. 30, below your client's call limit); default 0.
+    /// Seconds to wait for the end (e.g. 30); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
 }

@@ -180,8 +180,8 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
         &[Tool::Connect, Tool::Disconnect, Tool::SessionList],
     ),
     (
-        "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`; \
-         `timeout` default 60 s); `ok: true` means it ran: read `exit_code` (or \
+        "`exec` runs one /bin/sh command (a fresh shell each call: use `cwd`, not `cd`); \
+         `ok: true` means it ran: read `exit_code` (or \
          `timed_out`).",
         &[Tool::Exec],
     ),
@@ -227,7 +227,7 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
 const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); one that is \
     not UTF-8 goes base64, with `*_encoding`: `base64`.\n\
     Answers leave out fields at defaults (null, false, empty, 0, \
-    `utf-8`), never `exit_code`. Failures \
+    `utf-8`), never `ok` or `exit_code`. Failures \
     (`ok: false`) carry an `error.code` to act on: \
     `session_not_found` (connect again), `invalid_session_key` (lost the key? `disconnect` needs \
     none, then connect), `session_not_ready` (retry shortly), `connection_lost` \

@@ -63,8 +63,8 @@ impl crate::described::Described for crate::service::tools::CommandStart {
         1 GiB a stream) until the handle leaves the history (last 100 ended) or disconnect. \
         Likely quick: exec with `handoff_after`; as root: sudo_exec with it; must outlive \
         the session: task_launch. Errors: `remote_path_not_found` (no such `cwd`), \
-        `invalid_command` (too long, NUL), `invalid_local_path` (local root unusable: tell \
-        the user), `channels_busy` (none free in 25 s).";
+        `invalid_command` (too long, NUL: as exec), `invalid_local_path` (local root \
+        unusable: tell the user).";
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     /// Its wait for a channel (25 s) and its start on the host.
     const DEADLINE: std::time::Duration = COMMAND_MARGIN.saturating_mul(2);
@@ -171,7 +171,7 @@ pub struct CommandStatusArgs {
     /// Seconds to long-poll for the end (e.g. 30); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
-    /// Offset to read from (the last `next_offset`, or 0); absent: the tail.
+    /// Offset to read from (the last `next_offset`, or 0); absent: the last `max_bytes`.
     pub stdout_offset: Option<u64>,
     /// As `stdout_offset`.
     pub stderr_offset: Option<u64>,
@@ -187,9 +187,7 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
     const TITLE: &'static str = "Check a long command";
     const DESCRIPTION: &'static str = "Read a command handle's state and output, also after \
         it ended or its session was lost. `status`: `running`, `completed` (`exit_code`), \
-        `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; if exec \
-        `ps -o pgid,args` shows your command in group `pid`, `kill -- -<pid>`); `signal` names what ended it. `stdout`, \
-        `stderr`: a plain string: an ended command's whole stream (within `max_bytes`); else an object \
+        `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; if exec `ps -Ao pgid,args` shows your command in group `pid`, `kill -- -<pid>`, or via sudo_exec for a sudo_exec one's); `signal` names what ended it. `stdout`, `stderr`: a string if the command ended and its whole stream fits `max_bytes`; else an object \
         with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that \
         stream's offset: more to read while it is below `total_bytes` or the command runs), \
         `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see \
@@ -330,11 +328,9 @@ impl crate::described::Described for crate::service::tools::CommandKill {
     const DESCRIPTION: &'static str = "Signal a command handle's process \
         group (as root for a sudo_exec one) if it still runs; a task PID: task_kill. \
         `result`: `killed`, `already_exited` (ended as the signal came), \
-        `not_running` (had ended: nothing sent), `failed_to_kill` (still runs after `wait_seconds`: raise it, or \
-        `force: true`; if `force_kill_used` (SIGKILL sent), tell the user), \
+        `not_running` (had ended: nothing sent), `failed_to_kill` (still runs after `wait_seconds`: raise it, or `force: true`; then tell the user), \
         `invalid_pid` (no PID known yet: nothing sent; command_status, then retry), `error` \
-        (state unknown, e.g. a `lost` handle's, whose group is never signalled: see \
-        command_status). Errors: `command_not_found` (see command_list).";
+        (state unknown, e.g. a `lost` handle's, whose group is never signalled: see command_status); `force_kill_used`: SIGKILL sent. Errors: `command_not_found` (see command_list).";
     const HINTS: crate::described::Hints = crate::described::Hints::STOPS;
     const DEADLINE: std::time::Duration = COMMAND_MARGIN;
 

@@ -243,8 +243,7 @@ pub struct MakeDirectoryArgs {
 impl crate::described::Described for crate::service::tools::MakeDirectory {
     type Args = MakeDirectoryArgs;
     const TITLE: &'static str = "Make a remote directory";
-    const DESCRIPTION: &'static str = "Make a remote directory; one \
-        already there is left as is, `mode` too (`changed` false). Errors: \
+    const DESCRIPTION: &'static str = "Make a remote directory: `changed: true` if made; one already there is left as is, `mode` too. Errors: \
         `remote_path_exists` (not a directory), `remote_path_not_found` (a parent is \
         missing), `remote_permission_denied` (sudo_exec).";
     const HINTS: crate::described::Hints = crate::described::Hints::SETS_HOST;

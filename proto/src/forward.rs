@@ -70,10 +70,8 @@ impl crate::described::Described for crate::service::tools::ForwardStart {
     type Args = ForwardStartArgs;
     const TITLE: &'static str = "Open a port forward";
     const DESCRIPTION: &'static str = "Open a port forward on the session's SSH connection. \
-        \"Here\" is the machine running sshmcp: `local` and `dynamic` serve only clients \
-        running here. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
-        The target is tried only when a client connects. Lasts until forward_stop or \
-        disconnect; local users can use it too. Errors (nothing listens): `forward_failed` \
+        \"Here\" is the machine running sshmcp: `local` and `dynamic` listen here, for any local user. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
+        The target is tried only when a client connects. Lasts until forward_stop or disconnect. Errors (nothing listens): `forward_failed` \
         (`error.message` says why: port taken: pass `listen_port: 0`; under 1024: pick higher; \
         this session has it: `error.forward_id`; sshd forbids it: tell the user), \
         `forward_not_allowed` (`listen_host` not loopback, or a `remote` one the host's sshd would open on \

@@ -106,8 +106,7 @@ pub struct ListArgs {
 impl crate::described::Described for crate::service::tools::ListDirectory {
     type Args = ListArgs;
     const TITLE: &'static str = "List a remote directory";
-    const DESCRIPTION: &'static str = "List a remote directory (through a symlink too), sorted by name, a page at a time; not \
-        recursive (or by pattern: exec `find`). Answer: `entries` (`name`, `type`, `size`, \
+    const DESCRIPTION: &'static str = "List a remote directory (through a symlink too), sorted by name, a page at a time; not recursive, no patterns (exec `find`). Answer: `entries` (`name`, `type`, `size`, \
         `mode`, `mtime`, `link_target`, as stat; dotfiles too, no `.`/`..`; a name not UTF-8 \
         is base64 (`name_encoding`), with a base64 `path` to pass on), `total`, \
         `truncated` if more follow (then ask at `offset` + entries returned). Errors: \

@@ -67,8 +67,7 @@ pub struct ConnectArgs {
 impl crate::described::Described for crate::service::tools::Connect {
     type Args = ConnectArgs;
     const TITLE: &'static str = "Connect to an SSH host";
-    const DESCRIPTION: &'static str = "Open an SSH session to a Host of the user's OpenSSH \
-        config (`alias`; ask the user if unsure) or to `host` + `user`. Answers once ready: \
+    const DESCRIPTION: &'static str = "Open an SSH session (`alias`, or `host` + `user`; ask the user if unsure). Answers once ready: \
         `session_id`, `session_key` and `remote` (`uname`, `user`, `home`). \
         A passphrase or key-touch prompt goes to the user's screen (their askpass), never \
         to you; it waits for them. Errors: `already_connected` \
@@ -163,11 +162,10 @@ pub struct SessionListArgs {}
 impl crate::described::Described for crate::service::tools::SessionList {
     type Args = SessionListArgs;
     const TITLE: &'static str = "List sessions";
-    const DESCRIPTION: &'static str = "List all the daemon's sessions, other agents' too, \
-        never keys: before connect (without its key you cannot use another's). `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost` \
+    const DESCRIPTION: &'static str = "List all the daemon's sessions, other agents' too (keys never shown): use before connect. `sessions`, each with `session_id`, `state` (`starting`, `ready`, `lost` \
         (master gone), `closing`), `target` (as given to connect), `server_host`, \
         `server_port` (what it resolved to), `remote_user`, `created_at`, `last_used_at`, \
-        `active_*` counts.";
+        `active_*` counts (commands, transfers, forwards).";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_DAEMON;
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 /// The oldest rsync whose options transfers use.
 const OLDEST: (u32, u32) = (3, 1);
 
-/// How long an rsync may take to state its version: one that hangs (a broken wrapper, a
-/// stale network mount) is passed over, not waited for by every transfer.
+/// How long an rsync may take to state its version: one that hangs (a broken wrapper) is
+/// passed over, not waited for by every transfer.
 const VERSION_LIMIT: Duration = Duration::from_secs(5);
 
 /// Where Homebrew (Apple silicon, then Intel) and MacPorts put rsync, looked at after `PATH`.
@@ -74,30 +74,47 @@ pub fn find() -> Result<Rsync, NoRsync> {
     Err(NoRsync { unfit })
 }
 
-/// What `program --version` prints, or `None` when it cannot run or prints nothing to its
-/// end within `limit` (it is killed then).
+/// What `program --version` prints by its end, or within `limit` (then little or nothing),
+/// or `None` when it cannot run. It runs in a process group of its own, killed whole once it
+/// answered or the limit passed: a wrapper's child that holds the pipe (or hangs) goes with
+/// it.
 fn version_text(program: &Path, limit: Duration) -> Option<String> {
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new(program)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .ok()?;
-    let mut stdout = child.stdout.take()?;
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).ok()?);
+    // Unreaped, the leader's pid (the group's id) is still its own: the kill cannot reach
+    // another process group.
+    let end = |child: &mut std::process::Child| {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+    };
+    let Some(mut stdout) = child.stdout.take() else {
+        end(&mut child);
+        return None;
+    };
     let (sender, said) = std::sync::mpsc::channel();
-    // A reader of its own, so that the wait is bounded: one held by a child of the program's
-    // that outlives it ends with that child.
-    std::thread::spawn(move || {
+    // A reader of its own bounds the wait; it ends once the group is gone and the pipe with it.
+    let reader = std::thread::Builder::new().spawn(move || {
         let mut text = Vec::new();
         let _ = stdout.read_to_end(&mut text);
         let _ = sender.send(text);
     });
+    if reader.is_err() {
+        end(&mut child);
+        return None;
+    }
     let text = said.recv_timeout(limit).ok();
-    // Unreaped, its pid is still its own: the kill cannot reach another process.
-    let _ = child.kill();
-    let _ = child.wait();
-    text.map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    end(&mut child);
+    // What it printed before the end, also when a child of its kept the pipe open.
+    let text = text.or_else(|| said.recv_timeout(Duration::from_millis(500)).ok())?;
+    Some(String::from_utf8_lossy(&text).into_owned())
 }
 
 /// Each `rsync` to try, in order and once each: in `PATH`'s directories, then in
@@ -165,20 +182,31 @@ mod tests {
     #[test]
     fn an_rsync_that_hangs_is_passed_over_within_the_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let (hangs, answers) = (dir.path().join("hangs"), dir.path().join("answers"));
-        for (program, body) in [
-            (&hangs, "exec sleep 300"),
-            (&answers, "echo 'rsync  version 3.2.7  protocol version 31'"),
-        ] {
-            std::fs::write(program, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(program, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-                .unwrap();
-        }
-        let limit = Duration::from_millis(300);
-        assert_eq!(version_text(&hangs, limit), None);
-        let text = version_text(&answers, limit).expect("its version");
+        let version = "echo 'rsync  version 3.2.7  protocol version 31'";
+        let script = |name: &str, body: &str| {
+            let program = dir.path().join(name);
+            std::fs::write(&program, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(
+                &program,
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            )
+            .unwrap();
+            program
+        };
+        let hangs = script("hangs", "exec sleep 300");
+        let answers = script("answers", version);
+        // A child of its keeps the pipe open after the version: it goes with the group.
+        let holds = script("holds", &format!("sleep 300 & {version}"));
+        let said = version_text(&hangs, Duration::from_millis(300));
+        assert_eq!(said.as_deref().and_then(version_of), None);
+        let text = version_text(&answers, Duration::from_secs(10)).expect("its version");
         assert_eq!(version_of(&text), Some((3, 2)));
-        assert_eq!(version_text(&dir.path().join("missing"), limit), None);
+        let text = version_text(&holds, Duration::from_secs(1)).expect("its version");
+        assert_eq!(version_of(&text), Some((3, 2)));
+        assert_eq!(
+            version_text(&dir.path().join("missing"), Duration::from_secs(1)),
+            None
+        );
     }
 
     #[test]

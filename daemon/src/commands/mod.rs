@@ -881,15 +881,17 @@ impl Drop for UnnamedOutput {
 
 impl Work for Commands {
     fn record(&self, entry: &mut Entry, redact: &dyn Fn(&str) -> String) {
+        // The unnamed files before the handles: a hand-off adds its handle, then drops its
+        // files from these, so a record written meanwhile names them at least once.
+        let unnamed = locked(&self.unnamed_output).clone();
+        if !unnamed.is_empty() {
+            entry.put(UNNAMED_PART, &unnamed);
+        }
         let mut commands = self.recorded();
         for command in &mut commands {
             command.preview = redact(&command.preview);
         }
         entry.put(PART, &commands);
-        let unnamed = locked(&self.unnamed_output);
-        if !unnamed.is_empty() {
-            entry.put(UNNAMED_PART, &*unnamed);
-        }
     }
 
     fn adopt(&self, session: &Session, entry: &mut Entry, _: bool) {

@@ -137,9 +137,11 @@ async fn run_shown(
                 Err(_) => None,
             };
             match printed {
+                // Kept only once the record no longer names them: a call dropped while it
+                // waits for the record answers nothing, and its files go.
                 Some(_) if spool_output => {
-                    prepared.keep_files();
                     unnamed.named().await;
+                    prepared.keep_files();
                 }
                 // The handle's files are no spool the caller asked for: they go with
                 // `prepared`.

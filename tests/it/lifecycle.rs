@@ -476,6 +476,27 @@ async fn a_lost_handles_group_number_taken_by_another_is_never_signalled() {
     mcp.close().await;
 }
 
+/// A session whose daemon died closing it (the record says `closing`) is not taken back, and
+/// its handles' output files go with it, as its disconnect would have removed them.
+#[tokio::test]
+async fn a_session_whose_daemon_died_closing_it_leaves_no_output_files() {
+    let (env, mcp, s) = connected().await;
+    let args = json!({"command": format!("echo out; sleep {}", unique_sleep(120))});
+    let started = on_session(&mcp, &s, "command_start", args).await;
+    assert_eq!(started["ok"], true, "{started}");
+    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
+    assert!(spool.exists(), "the handle's files are there");
+    env.crash_daemon();
+    let record = env.runtime_dir.join("sessions.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    doc["sessions"][0]["state"] = json!("closing");
+    std::fs::write(&record, doc.to_string()).unwrap();
+    // The next daemon reads the record before it answers.
+    assert_eq!(sessions(&mcp).await, Vec::<Value>::new());
+    assert!(!spool.exists(), "{} stayed", spool.display());
+    mcp.close().await;
+}
+
 /// What a master runs at each rekey to check the host's key is still this daemon's binary
 /// once the daemon is gone: a path of the binary's file, not `/proc/PID/exe` of a dead
 /// daemon, which by then names whatever process took its PID (and OpenSSH ends the

@@ -65,7 +65,8 @@ impl Registry {
 
     /// One recorded session back, or `None` for an entry that cannot be trusted or a session
     /// the last daemon never finished opening or closing (its master, if any, is stopped:
-    /// no caller holds a key to it).
+    /// no caller holds a key to it, or its disconnect had begun; its command output goes as
+    /// that disconnect would have removed it).
     async fn adopt(&self, mut entry: Entry) -> Option<Arc<Session>> {
         let id = entry.session_id.clone();
         let (Some(key_hash), true) = (KeyHash::from_hex(&entry.key_sha256), is_session_id(&id))
@@ -88,12 +89,12 @@ impl Registry {
             (None, _) => None,
         };
         let state = match (entry.state.as_str(), live_master) {
-            ("ready", Some(_)) => SessionState::Ready,
-            ("ready" | "lost", _) => SessionState::Lost,
+            ("ready", Some(_)) => Some(SessionState::Ready),
+            ("ready" | "lost", _) => Some(SessionState::Lost),
             (other, _) => {
                 tracing::info!(session = %id, state = other, "recorded session was mid-way; stopping its master");
                 master::stop(&control_path, live_master).await;
-                return None;
+                None
             }
         };
         let created_at = entry.created_at();
@@ -125,16 +126,22 @@ impl Registry {
                 .remote_user
                 .set(std::mem::take(&mut entry.remote_user));
         }
-        let ready = state == SessionState::Ready;
+        let ready = state == Some(SessionState::Ready);
         for work in session.works() {
             work.adopt(&session, &mut entry, ready);
+        }
+        if state.is_none() {
+            // Taken back only to go: the session ends here, and what its tools keep with it
+            // (its handles' output files, those no answer named) goes as a disconnect's.
+            session.host.closing.cancel();
+            return None;
         }
         let now = match ready {
             true => SessionState::Ready,
             false => SessionState::Lost,
         };
         session.transition(SessionState::Starting, now);
-        tracing::info!(session = %session.id, target = %session.target, state = state.as_str(), "session re-adopted");
+        tracing::info!(session = %session.id, target = %session.target, state = now.as_str(), "session re-adopted");
         Some(Arc::new(session))
     }
 }

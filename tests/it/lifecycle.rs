@@ -477,15 +477,37 @@ async fn a_lost_handles_group_number_taken_by_another_is_never_signalled() {
 }
 
 /// A session whose daemon died closing it (the record says `closing`) is not taken back, and
-/// its handles' output files go with it, as its disconnect would have removed them.
+/// its handles' output files go with it, as its disconnect would have removed them; the files
+/// `spool_output` kept stay.
 #[tokio::test]
 async fn a_session_whose_daemon_died_closing_it_leaves_no_output_files() {
     let (env, mcp, s) = connected().await;
+    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
+    let files = || -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = std::fs::read_dir(&spool)
+            .map(|dir| dir.flatten().map(|f| f.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    };
     let args = json!({"command": format!("echo out; sleep {}", unique_sleep(120))});
     let started = on_session(&mcp, &s, "command_start", args).await;
     assert_eq!(started["ok"], true, "{started}");
-    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
-    assert!(spool.exists(), "the handle's files are there");
+    let args = json!({"command": format!("echo kept; sleep {}", unique_sleep(120)),
+                      "handoff_after": 1, "spool_output": true});
+    let handed = on_session(&mcp, &s, "exec", args).await;
+    assert_eq!(handed["handed_off"], true, "{handed}");
+    let mut kept: Vec<std::path::PathBuf> = ["stdout", "stderr"]
+        .iter()
+        .map(|stream| {
+            handed[stream]["spool_path"]
+                .as_str()
+                .expect("a kept file")
+                .into()
+        })
+        .collect();
+    kept.sort();
+    assert_eq!(files().len(), 4, "both handles' files: {:?}", files());
     env.crash_daemon();
     let record = env.runtime_dir.join("sessions.json");
     let mut doc: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
@@ -493,7 +515,7 @@ async fn a_session_whose_daemon_died_closing_it_leaves_no_output_files() {
     std::fs::write(&record, doc.to_string()).unwrap();
     // The next daemon reads the record before it answers.
     assert_eq!(sessions(&mcp).await, Vec::<Value>::new());
-    assert!(!spool.exists(), "{} stayed", spool.display());
+    assert_eq!(files(), kept);
     mcp.close().await;
 }
 

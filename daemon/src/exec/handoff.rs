@@ -136,15 +136,19 @@ async fn run_shown(
                 Err(RunError::LostAfterStart(printed)) => Some((&mut printed.0, &mut printed.1)),
                 Err(_) => None,
             };
-            match printed {
-                // Kept only once the record no longer names them: a call dropped while it
-                // waits for the record answers nothing, and its files go.
-                Some(_) if spool_output => {
+            // The answer names the files (`spool_output`) once the record no longer names them
+            // as unnamed: a call dropped while it waits answers nothing, and its files go. A
+            // session closing meanwhile writes no more records (and its disconnect drops its
+            // runs' output): its files go too.
+            let named = spool_output
+                && printed.is_some()
+                && {
                     unnamed.named().await;
-                    prepared.keep_files();
-                }
-                // The handle's files are no spool the caller asked for: they go with
-                // `prepared`.
+                    !session.host.closing.is_cancelled()
+                };
+            match printed {
+                Some(_) if named => prepared.keep_files(),
+                // No spool the caller asked for, or kept: they go with `prepared`.
                 Some((stdout, stderr)) => {
                     stdout.spooled = None;
                     stderr.spooled = None;

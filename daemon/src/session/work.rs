@@ -26,7 +26,9 @@ pub trait Work: Any + Send + Sync {
     fn record(&self, _entry: &mut Entry, _redact: &dyn Fn(&str) -> String) {}
 
     /// Takes back what a record kept, as a starting daemon re-adopts the session (`ready`:
-    /// its master still runs), before the session is listed.
+    /// its master still runs), before the session is listed; also for a session recorded
+    /// mid-way, which is then dropped (its `closing` cancelled). So it only takes state back:
+    /// it spawns nothing and touches no master and no record (that is `resume`'s).
     fn adopt(&self, _session: &Session, _entry: &mut Entry, _ready: bool) {}
 
     /// Goes on with what it took back, once the session is listed.

@@ -94,6 +94,10 @@ pub fn check_cwd(cwd: Option<&str>) -> Result<(), DaemonError> {
         Some(c) if c.contains('\0') => Err(DaemonError::invalid_arguments(
             "cwd must not contain a NUL byte",
         )),
+        Some(c) if c.starts_with('~') => Err(DaemonError::invalid_arguments(format!(
+            "`cwd` {}",
+            crate::inspect::NO_TILDE
+        ))),
         _ => Ok(()),
     }
 }
@@ -171,5 +175,7 @@ mod tests {
         assert!(check_cwd(Some("")).is_err());
         assert!(check_cwd(Some("a\nb")).is_ok());
         assert!(check_cwd(Some("a\0b")).is_err());
+        assert!(check_cwd(Some("~/proj")).is_err());
+        assert!(check_cwd(Some("./~")).is_ok());
     }
 }

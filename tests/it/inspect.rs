@@ -105,6 +105,34 @@ async fn stat_describes_each_kind_of_file_and_names_what_went_wrong() {
     );
     let r = on_session(&mcp, &s, "stat", json!({"path": ""})).await;
     assert_eq!(code(&r), "invalid_arguments");
+    // `~` is not expanded: refused, rather than taken as a file named `~` in home.
+    for (tool, args) in [
+        ("stat", json!({"path": "~/.profile"})),
+        (
+            "write_file",
+            json!({"path": "~/x", "content": "x", "create_dirs": true}),
+        ),
+        ("make_directory", json!({"path": "~"})),
+        ("exec", json!({"command": "true", "cwd": "~/"})),
+    ] {
+        let r = on_session(&mcp, &s, tool, args).await;
+        assert_eq!(code(&r), "invalid_arguments", "{tool}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not expanded"),
+            "{r}"
+        );
+    }
+    let made = exec(
+        &mcp,
+        &s,
+        "test -e \"$HOME/~\" && echo made || echo none",
+        json!({}),
+    )
+    .await;
+    assert_eq!(made["stdout"], "none\n", "{made}");
     exec(
         &mcp,
         &s,
@@ -338,7 +366,7 @@ async fn read_file_range_returns_exact_ranges_and_no_more_than_the_cap() {
 }
 
 /// Relative paths are taken from the login directory, as they are: a file named `-` is that
-/// file (not stdin), and `~` is no shorthand. A file whose
+/// file (not stdin), and `~` is no shorthand (refused). A file whose
 /// size `stat` does not know (/proc) still ends only at its real end; an offset past the end
 /// gives nothing, however large.
 #[tokio::test]
@@ -379,7 +407,7 @@ async fn relative_paths_pseudo_files_and_huge_offsets() {
         "joined by the agent: {r}"
     );
     let r = on_session(&mcp, &s, "stat", json!({"path": "~/sshmcp-rel"})).await;
-    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    assert_eq!(code(&r), "invalid_arguments", "{r}");
     let r = on_session(
         &mcp,
         &s,

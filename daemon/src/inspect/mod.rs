@@ -29,6 +29,9 @@ pub fn path_bytes(path: &RemotePath) -> Result<Vec<u8>, DaemonError> {
     if bytes.contains(&0) {
         return Err(invalid("path", "contains a NUL byte"));
     }
+    if bytes.starts_with(b"~") {
+        return Err(invalid("path", NO_TILDE));
+    }
     // A longer path fails every system call with ENAMETOOLONG, but `mkdir -p` walks it a
     // directory at a time and would make most of it before failing.
     if bytes.len() > MAX_PATH_BYTES {
@@ -39,6 +42,12 @@ pub fn path_bytes(path: &RemotePath) -> Result<Vec<u8>, DaemonError> {
     }
     Ok(bytes)
 }
+
+/// Why a path that begins with `~` is refused: no shell sees it, so it would name a file
+/// called `~` in the login directory, which an agent then believes missing, or makes (and
+/// later cleans up with `rm -rf ~`).
+pub const NO_TILDE: &str = "starts with `~`, which is not expanded: give it relative to home \
+     (`proj/x`) or absolute; a name that begins with `~`: `./~name`";
 
 /// Linux's `PATH_MAX` less its terminating NUL.
 pub(crate) const MAX_PATH_BYTES: usize = 4095;
@@ -118,6 +127,8 @@ mod tests {
         };
         assert_eq!(path_bytes(&p("/a b", Encoding::Utf8)).unwrap(), b"/a b");
         assert_eq!(path_bytes(&p("/w==", Encoding::Base64)).unwrap(), [0xff]);
+        assert_eq!(path_bytes(&p("./~", Encoding::Utf8)).unwrap(), b"./~");
+        assert_eq!(path_bytes(&p("a/~", Encoding::Utf8)).unwrap(), b"a/~");
         let longest = "d/".repeat(2047) + "d";
         assert_eq!(
             path_bytes(&p(&longest, Encoding::Utf8)).unwrap().len(),
@@ -128,6 +139,10 @@ mod tests {
             p("", Encoding::Utf8),
             p("a\0b", Encoding::Utf8),
             p("!", Encoding::Base64),
+            p("~", Encoding::Utf8),
+            p("~/proj", Encoding::Utf8),
+            p("~other/x", Encoding::Utf8),
+            p("fg==", Encoding::Base64),
         ] {
             assert_eq!(
                 path_bytes(&bad).unwrap_err().code,

@@ -754,6 +754,12 @@ async fn housekeeping_tools_take_every_name_literally() {
     )
     .await;
     assert_eq!(code(&r), "remote_path_exists", "{r}");
+    // It says why overwrite did not help, and what to give instead.
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("is a directory") && said.contains("new path itself"),
+        "{r}"
+    );
     let r = on_session(
         &mcp,
         &s,

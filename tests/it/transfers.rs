@@ -1082,6 +1082,10 @@ async fn upload_sources_outside_the_root_and_bad_destinations_are_refused() {
         )
         .await;
         assert_eq!(code(&r), expected, "{remote}: {r}");
+        if expected == "remote_path_not_found" {
+            let said = r["error"]["message"].as_str().unwrap();
+            assert!(said.contains("make_directory"), "what to do: {r}");
+        }
     }
     // The source is the file that was checked, even when a symlink takes its name at once.
     random_file(&root.join("swap.bin"), 1 << 20);

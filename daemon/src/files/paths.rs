@@ -186,7 +186,8 @@ pub async fn copy_or_move(
 ) -> Result<PathChanged, DaemonError> {
     let source = super::file_path(&req.source)?;
     let destination = super::file_path(&req.destination)?;
-    let script = copy_move_program(&source, &destination, req.overwrite, move_it);
+    let overwrite = req.overwrite;
+    let script = copy_move_program(&source, &destination, overwrite, move_it);
     // Errors name both paths: a missing directory may be the destination's.
     let shown = [source.as_slice(), b" -> ", destination.as_slice()].concat();
     let done = run(session, script, &shown, OnFailure::NothingChanged, true).await;
@@ -199,10 +200,16 @@ pub async fn copy_or_move(
         }
     })
     .map_err(|e| match e.code {
+        // With `overwrite` only a directory stops it: say so, or the agent passes it again.
+        ErrorCode::RemotePathExists if overwrite => DaemonError::new(
+            ErrorCode::RemotePathExists,
+            "the destination is a directory, which is never replaced: give the new path \
+             itself (inside it, for a copy or move into it)",
+        ),
         ErrorCode::RemotePathExists => DaemonError::new(
             ErrorCode::RemotePathExists,
             "the destination exists; pass overwrite: true to replace a file (a directory is \
-             never replaced)",
+             never replaced: give the new path itself, inside it)",
         ),
         _ => e,
     })

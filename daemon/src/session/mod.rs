@@ -186,7 +186,8 @@ impl Session {
         if !self.key_hash.matches(key) {
             return Err(DaemonError::new(
                 ErrorCode::InvalidSessionKey,
-                "session_key does not belong to this session",
+                "session_key does not belong to this session: pass the key its connect \
+                 answered with (lost it? disconnect needs none, then connect again)",
             ));
         }
         match self.state() {

@@ -371,7 +371,11 @@ impl Registry {
 
     pub fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
-            DaemonError::new(ErrorCode::SessionNotFound, "no session has this session_id")
+            DaemonError::new(
+                ErrorCode::SessionNotFound,
+                "no session has this session_id: it was closed, or never made (session_list \
+                 lists them; connect makes a new one)",
+            )
         })
     }
 

@@ -127,7 +127,19 @@ pub async fn destination(
         )
     })?;
     let script = destination_program(overwrite);
-    let (identity, directory) = status::run(&session.host, script, remote, 64 * 1024).await?;
+    let (identity, directory) = status::run(&session.host, script, remote, 64 * 1024)
+        .await
+        .map_err(|e| match e.code {
+            // Only the directory is looked up: the file itself need not be there.
+            ErrorCode::RemotePathNotFound => DaemonError::new(
+                ErrorCode::RemotePathNotFound,
+                format!(
+                    "{} (its directory is missing: make_directory it first)",
+                    e.message
+                ),
+            ),
+            _ => e,
+        })?;
     let mut path = directory;
     if path != b"/" {
         path.push(b'/');

@@ -14,13 +14,18 @@ const FAILURE: &str = "error";
 /// may still be cut or binary.
 const ALWAYS: &[&str] = &["ok", "exit_code", "data"];
 
-/// Counts and a rate whose default is 0: idle sessions and fresh copies are the common case.
+/// Counts, offsets and a rate whose default is 0: idle sessions, fresh or queued copies,
+/// reads from the start and empty files are the common case (the instructions say 0 is
+/// left out).
 const ZERO_DEFAULTS: &[&str] = &[
     "active_commands",
     "active_forwards",
     "active_transfers",
-    "reused_bytes",
+    "bytes_transferred",
+    "offset",
     "rate",
+    "reused_bytes",
+    "size",
 ];
 
 /// Text fields left out when empty: streams (a complete one is its text) and a login user
@@ -294,14 +299,14 @@ mod tests {
     }
 
     #[test]
-    fn counts_and_whole_numbers_stay_as_they_are() {
+    fn zero_goes_only_where_it_is_a_default() {
         let stat = json!({"size": 0, "uid": 0, "mode": "0644", "total": 3, "eof": true,
                           "entries": [], "link_target": null, "name_encoding": "base64",
                           "nested": {"commands": [], "n": 0, "active_commands": 0,
-                                     "rate": 0.0, "reused_bytes": 7}});
+                                     "rate": 0.0, "reused_bytes": 7, "offset": 0}});
         assert_eq!(
             lean(stat),
-            json!({"size": 0, "uid": 0, "mode": "0644", "total": 3, "eof": true,
+            json!({"uid": 0, "mode": "0644", "total": 3, "eof": true,
                    "entries": [], "name_encoding": "base64",
                    "nested": {"n": 0, "reused_bytes": 7}})
         );

@@ -114,9 +114,9 @@ impl crate::described::Described for crate::service::tools::TaskStatus {
         (a command handle: command_status). `state`: `running`, `exited` (ended, or PID \
         reused), `not_found` (no task of this user had it). `exit_code` (null: unknown, \
         never success; 128+n after a trappable signal n; no `signal` field); \
-        `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (`data`, \
-        `encoding: base64` if not UTF-8, `size` of the whole log); more: read_file_range on \
-        the log path.";
+        `stdout_log`, `stderr_log`: its log paths; `stdout`, `stderr`: their tails (a whole log: \
+        a string; else `data`, `encoding: base64` if not UTF-8, `size` of the whole log); \
+        more: read_file_range.";
     const HINTS: crate::described::Hints = crate::described::Hints::READS_HOST;
     const DEADLINE: std::time::Duration = TASK_MARGIN;
 

@@ -61,8 +61,11 @@ fn keeps(name: &str, value: &Value) -> bool {
 fn trim_value(value: &mut Value) {
     match value {
         Value::Object(object) => {
+            // Read before the counts are trimmed: a count of 0 (an empty stream, or a size the
+            // host could not tell) is a fact here, not a default.
+            let whole = counts_whole(object);
             trim_object(object);
-            if let Some(text) = complete_text(object) {
+            if let Some(text) = complete_text(object).filter(|_| whole) {
                 *value = Value::String(text);
             }
         }
@@ -98,21 +101,28 @@ fn is_default(name: &str, value: &Value) -> bool {
     }
 }
 
-/// The text of a trimmed stream object that holds all of its stream as UTF-8: only `data`
-/// is left beside counts that show nothing was left out.
-fn complete_text(object: &Map<String, Value>) -> Option<String> {
-    let data = object.get("data")?.as_str()?;
-    let counts_whole = |name: &str| {
+/// Whether `object` is a stream (`data` and a byte count) whose counts show nothing was left
+/// out of its `data`.
+fn counts_whole(object: &Map<String, Value>) -> bool {
+    let Some(data) = object.get("data").and_then(Value::as_str) else {
+        return false;
+    };
+    let whole = |name: &&str| {
         object
-            .get(name)
+            .get(*name)
             .is_none_or(|count| count.as_u64() == Some(data.len() as u64))
     };
+    COUNTS.iter().any(|count| object.contains_key(*count)) && COUNTS.iter().all(whole)
+}
+
+/// The text of a trimmed stream object whose counts showed it whole: only `data` (UTF-8) is
+/// left beside the counts.
+fn complete_text(object: &Map<String, Value>) -> Option<String> {
+    let data = object.get("data")?.as_str()?;
     let only_counts = object
         .keys()
         .all(|name| name == "data" || COUNTS.contains(&name.as_str()));
-    let is_stream = COUNTS.iter().any(|count| object.contains_key(*count));
-    (is_stream && only_counts && COUNTS.iter().all(|count| counts_whole(count)))
-        .then(|| data.to_string())
+    only_counts.then(|| data.to_string())
 }
 
 /// Makes an output schema say what a lean answer holds: each field that can be at its
@@ -296,6 +306,15 @@ mod tests {
         let chunk = json!({"stdout": {"data": "a", "encoding": "utf-8", "offset": 0,
                                        "next_offset": 1, "total_bytes": 1}});
         assert_eq!(lean(chunk)["stdout"]["next_offset"], 1);
+    }
+
+    /// An empty log's tail is an empty stream, left out; a tail whose log size is 0 (the
+    /// host could not tell it) but that holds bytes stays an object, never the whole log.
+    #[test]
+    fn a_count_of_zero_is_read_before_it_goes() {
+        let tails = json!({"stdout": {"data": "", "encoding": "utf-8", "size": 0},
+                           "stderr": {"data": "late", "encoding": "utf-8", "size": 0}});
+        assert_eq!(lean(tails), json!({"stderr": {"data": "late"}}));
     }
 
     #[test]

@@ -757,7 +757,7 @@ async fn housekeeping_tools_take_every_name_literally() {
     // It says why overwrite did not help, and what to give instead.
     let said = r["error"]["message"].as_str().unwrap();
     assert!(
-        said.contains("is a directory") && said.contains("new path itself"),
+        said.contains("directory is never replaced") && said.contains("new path itself"),
         "{r}"
     );
     let r = on_session(

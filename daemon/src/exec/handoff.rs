@@ -125,6 +125,11 @@ async fn run_shown(
     let handoff_due = async {
         tokio::time::sleep(std::time::Duration::from_secs_f64(after)).await;
         let _ = seen.wait_for(|s| s.started).await;
+        // A closing session takes no new handle (its record is no longer written): its run,
+        // being killed, answers instead.
+        if session.host.closing.is_cancelled() {
+            std::future::pending::<()>().await;
+        }
     };
     tokio::select! {
         biased;

@@ -203,8 +203,8 @@ pub async fn copy_or_move(
         // With `overwrite` only a directory stops it: say so, or the agent passes it again.
         ErrorCode::RemotePathExists if overwrite => DaemonError::new(
             ErrorCode::RemotePathExists,
-            "the destination is a directory, which is never replaced: give the new path \
-             itself (inside it, for a copy or move into it)",
+            "a directory is never replaced, nor does one replace a file: give the new path \
+             itself (inside the directory, for a copy or move into it)",
         ),
         ErrorCode::RemotePathExists => DaemonError::new(
             ErrorCode::RemotePathExists,

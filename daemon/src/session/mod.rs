@@ -187,7 +187,8 @@ impl Session {
             return Err(DaemonError::new(
                 ErrorCode::InvalidSessionKey,
                 "session_key does not belong to this session: pass the key its connect \
-                 answered with (lost it? disconnect needs none, then connect again)",
+                 answered with (yours, key lost: disconnect needs none, then connect again; \
+                 another's: ask the user)",
             ));
         }
         match self.state() {

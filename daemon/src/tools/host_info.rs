@@ -57,6 +57,9 @@ fn stdin_of(paths: &[String]) -> Result<Vec<u8>, DaemonError> {
         if path.is_empty() || path.contains('\0') {
             return invalid("holds an empty path or one with a NUL byte".into());
         }
+        if path.starts_with('~') {
+            return invalid(crate::inspect::NO_TILDE.into());
+        }
         if path.len() > MAX_PATH_BYTES {
             return invalid(format!(
                 "holds a path longer than {MAX_PATH_BYTES} bytes, the most a host's system calls take"
@@ -343,6 +346,8 @@ mod tests {
         assert_eq!(stdin_of(&["a\n'".into()]).unwrap(), b"\\0141\\0012\\0047\n");
         assert!(stdin_of(&[String::new()]).is_err());
         assert!(stdin_of(&["a\0b".into()]).is_err());
+        assert!(stdin_of(&["~/data".into()]).is_err());
+        assert!(stdin_of(&["./~".into()]).is_ok());
         assert!(stdin_of(&["a".repeat(MAX_PATH_BYTES)]).is_ok());
         assert!(stdin_of(&["a".repeat(MAX_PATH_BYTES + 1)]).is_err());
     }

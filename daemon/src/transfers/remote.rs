@@ -134,7 +134,7 @@ pub async fn destination(
             ErrorCode::RemotePathNotFound => DaemonError::new(
                 ErrorCode::RemotePathNotFound,
                 format!(
-                    "{} (its directory is missing: make_directory it first)",
+                    "{} (check its directory: make_directory it if missing)",
                     e.message
                 ),
             ),

@@ -830,12 +830,7 @@ async fn a_handoff_holds_across_a_crash_right_after_its_answer() {
 #[tokio::test]
 async fn a_crash_before_the_handoff_leaves_no_output_files() {
     let (env, mcp, s) = connected().await;
-    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
-    let files = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(&spool)
-            .map(|dir| dir.flatten().map(|f| f.path()).collect())
-            .unwrap_or_default()
-    };
+    let files = || env.spool_files(&s.0);
     for spool_output in [false, true] {
         let caller = env.mcp().await;
         let secs = unique_sleep(300);

@@ -482,14 +482,7 @@ async fn a_lost_handles_group_number_taken_by_another_is_never_signalled() {
 #[tokio::test]
 async fn a_session_whose_daemon_died_closing_it_leaves_no_output_files() {
     let (env, mcp, s) = connected().await;
-    let spool = env.local_root.join(".sshmcp/spool").join(&s.0);
-    let files = || -> Vec<std::path::PathBuf> {
-        let mut files: Vec<_> = std::fs::read_dir(&spool)
-            .map(|dir| dir.flatten().map(|f| f.path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        files
-    };
+    let files = || env.spool_files(&s.0);
     let args = json!({"command": format!("echo out; sleep {}", unique_sleep(120))});
     let started = on_session(&mcp, &s, "command_start", args).await;
     assert_eq!(started["ok"], true, "{started}");

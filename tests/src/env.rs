@@ -171,6 +171,17 @@ impl TestEnv {
             .ok()
     }
 
+    /// The files of a session's spool directory under the local root (its handles' output
+    /// and kept spools), sorted; none when the directory is gone.
+    pub fn spool_files(&self, session_id: &str) -> Vec<PathBuf> {
+        let dir = self.local_root.join(".sshmcp/spool").join(session_id);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|dir| dir.flatten().map(|f| f.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    }
+
     /// Kills the daemon with SIGKILL, as a crash would, and waits until it is gone.
     pub fn crash_daemon(&self) -> u32 {
         let pid = self.daemon_pid().expect("a running daemon");

@@ -105,25 +105,38 @@ async fn stat_describes_each_kind_of_file_and_names_what_went_wrong() {
     );
     let r = on_session(&mcp, &s, "stat", json!({"path": ""})).await;
     assert_eq!(code(&r), "invalid_arguments");
-    // `~` is not expanded: refused, rather than taken as a file named `~` in home.
-    for (tool, args) in [
-        ("stat", json!({"path": "~/.profile"})),
+    // `~` is not expanded: refused, rather than taken as a file named `~` in home, and the
+    // error names the argument that held it.
+    for (tool, field, args) in [
+        ("stat", "path", json!({"path": "~/.profile"})),
         (
             "write_file",
+            "path",
             json!({"path": "~/x", "content": "x", "create_dirs": true}),
         ),
-        ("make_directory", json!({"path": "~"})),
-        ("exec", json!({"command": "true", "cwd": "~/"})),
+        ("make_directory", "path", json!({"path": "~"})),
+        ("exec", "cwd", json!({"command": "true", "cwd": "~/"})),
+        (
+            "copy_path",
+            "source",
+            json!({"source": "~/.profile", "destination": format!("{d}/p")}),
+        ),
+        (
+            "move_path",
+            "destination",
+            json!({"source": format!("{d}/f"), "destination": "~/f"}),
+        ),
+        (
+            "download_start",
+            "remote_path",
+            json!({"remote_path": "~/.profile", "local_path": "tilde"}),
+        ),
     ] {
         let r = on_session(&mcp, &s, tool, args).await;
         assert_eq!(code(&r), "invalid_arguments", "{tool}: {r}");
-        assert!(
-            r["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("not expanded"),
-            "{r}"
-        );
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains("not expanded"), "{r}");
+        assert!(message.starts_with(&format!("`{field}` ")), "{tool}: {r}");
     }
     let made = exec(
         &mcp,

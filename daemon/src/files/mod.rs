@@ -17,12 +17,15 @@ fn invalid(message: impl Into<String>) -> DaemonError {
     DaemonError::new(ErrorCode::InvalidArguments, message)
 }
 
-/// The path's bytes, which must end with a file name.
-fn file_path(path: &sshmcp_proto::inspect::RemotePath) -> Result<Vec<u8>, DaemonError> {
-    let path = inspect::path_bytes(path)?;
+/// The path's bytes, which must end with a file name; `field` names the argument it came in.
+fn file_path(
+    path: &sshmcp_proto::inspect::RemotePath,
+    field: &str,
+) -> Result<Vec<u8>, DaemonError> {
+    let path = inspect::path_bytes(path, field)?;
     match inspect::file_name(&path) {
         Some(_) => Ok(path),
-        None => Err(invalid("`path` must end with a file name")),
+        None => Err(invalid(format!("`{field}` must end with a file name"))),
     }
 }
 

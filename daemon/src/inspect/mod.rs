@@ -15,28 +15,34 @@ use sshmcp_proto::inspect::{FileType, RemotePath};
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 /// The path's bytes: text, or base64 for a name that is not UTF-8. Empty paths and NUL bytes
-/// name nothing.
-pub fn path_bytes(path: &RemotePath) -> Result<Vec<u8>, DaemonError> {
+/// name nothing. `field` is the argument the path came in (`path`, `source`, ...), which an
+/// error names.
+pub fn path_bytes(path: &RemotePath, field: &str) -> Result<Vec<u8>, DaemonError> {
     let bytes = match path.encoding {
         Encoding::Utf8 => path.path.clone().into_bytes(),
         Encoding::Base64 => base64::engine::general_purpose::STANDARD
             .decode(&path.path)
-            .map_err(|_| invalid("path", "is not valid base64 (path_encoding is base64)"))?,
+            .map_err(|_| {
+                invalid(
+                    field,
+                    &format!("is not valid base64 ({field}_encoding is base64)"),
+                )
+            })?,
     };
     if bytes.is_empty() {
-        return Err(invalid("path", "is empty"));
+        return Err(invalid(field, "is empty"));
     }
     if bytes.contains(&0) {
-        return Err(invalid("path", "contains a NUL byte"));
+        return Err(invalid(field, "contains a NUL byte"));
     }
     if bytes.starts_with(b"~") {
-        return Err(invalid("path", NO_TILDE));
+        return Err(invalid(field, NO_TILDE));
     }
     // A longer path fails every system call with ENAMETOOLONG, but `mkdir -p` walks it a
     // directory at a time and would make most of it before failing.
     if bytes.len() > MAX_PATH_BYTES {
         return Err(invalid(
-            "path",
+            field,
             "is longer than 4095 bytes, the most a host's system calls take",
         ));
     }
@@ -125,15 +131,13 @@ mod tests {
             path: path.into(),
             encoding,
         };
-        assert_eq!(path_bytes(&p("/a b", Encoding::Utf8)).unwrap(), b"/a b");
-        assert_eq!(path_bytes(&p("/w==", Encoding::Base64)).unwrap(), [0xff]);
-        assert_eq!(path_bytes(&p("./~", Encoding::Utf8)).unwrap(), b"./~");
-        assert_eq!(path_bytes(&p("a/~", Encoding::Utf8)).unwrap(), b"a/~");
+        let ok = |path| path_bytes(&path, "path").unwrap();
+        assert_eq!(ok(p("/a b", Encoding::Utf8)), b"/a b");
+        assert_eq!(ok(p("/w==", Encoding::Base64)), [0xff]);
+        assert_eq!(ok(p("./~", Encoding::Utf8)), b"./~");
+        assert_eq!(ok(p("a/~", Encoding::Utf8)), b"a/~");
         let longest = "d/".repeat(2047) + "d";
-        assert_eq!(
-            path_bytes(&p(&longest, Encoding::Utf8)).unwrap().len(),
-            4095
-        );
+        assert_eq!(ok(p(&longest, Encoding::Utf8)).len(), 4095);
         for bad in [
             p(&(longest + "d"), Encoding::Utf8),
             p("", Encoding::Utf8),
@@ -144,9 +148,13 @@ mod tests {
             p("~other/x", Encoding::Utf8),
             p("fg==", Encoding::Base64),
         ] {
-            assert_eq!(
-                path_bytes(&bad).unwrap_err().code,
-                ErrorCode::InvalidArguments
+            // The error names the argument the path came in.
+            let refused = path_bytes(&bad, "source").unwrap_err();
+            assert_eq!(refused.code, ErrorCode::InvalidArguments);
+            assert!(
+                refused.message.starts_with("`source` "),
+                "{}",
+                refused.message
             );
         }
     }

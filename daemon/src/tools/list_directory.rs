@@ -41,7 +41,7 @@ fn script(skip: u64, limit: u32) -> String {
 }
 
 pub async fn list(session: &Session, req: ListRequest) -> Result<Listing, DaemonError> {
-    let path = path_bytes(&req.path)?;
+    let path = path_bytes(&req.path, "path")?;
     let limit = req.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if !(1..=MAX_LIST_LIMIT).contains(&limit) {
         return Err(DaemonError::new(

@@ -31,7 +31,7 @@ pub async fn read(
     max_output_bytes: u64,
     req: ReadRangeRequest,
 ) -> Result<FileRange, DaemonError> {
-    let path = path_bytes(&req.path)?;
+    let path = path_bytes(&req.path, "path")?;
     if req.length == 0 {
         return Err(DaemonError::new(
             ErrorCode::InvalidArguments,

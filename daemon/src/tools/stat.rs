@@ -21,7 +21,7 @@ fn script(follow: bool) -> String {
 }
 
 pub async fn stat(session: &Session, req: StatRequest) -> Result<FileStat, DaemonError> {
-    let path = path_bytes(&req.path)?;
+    let path = path_bytes(&req.path, "path")?;
     let (_, out) = run(&session.host, script(req.follow_symlinks), &path, 64 * 1024).await?;
     parse(&out)
 }

@@ -165,7 +165,8 @@ impl Operation {
             id: resumed.id,
             direction,
             local_path: request.local_path.clone(),
-            remote_path: inspect::path_bytes(&request.remote_path).unwrap_or_default(),
+            remote_path: inspect::path_bytes(&request.remote_path, "remote_path")
+                .unwrap_or_default(),
             request,
             total,
             bytes: AtomicU64::new(0),
@@ -535,7 +536,7 @@ async fn published_already(
     direction: TransferDirection,
     req: &TransferStartRequest,
 ) -> Option<(String, String)> {
-    let remote_path = inspect::path_bytes(&req.remote_path).ok()?;
+    let remote_path = inspect::path_bytes(&req.remote_path, "remote_path").ok()?;
     let root = crate::request::local_root(req.local_root.clone(), settings).ok()?;
     let server = format!("{}:{}", session.server_host, session.server_port);
     // The pair's partial file, which a publish cut off between its link and its removal
@@ -697,7 +698,7 @@ async fn begin(
                 ),
             )
         })?;
-    let remote_path = inspect::path_bytes(&req.remote_path)?;
+    let remote_path = inspect::path_bytes(&req.remote_path, "remote_path")?;
     // Said at once, not by the copy: on macOS the rsync a launcher's PATH finds is too old.
     rsync::program()
         .await

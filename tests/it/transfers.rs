@@ -765,7 +765,7 @@ async fn an_upload_under_way(
 }
 
 /// Cancels the transfer `r` started: the answer comes once the copy stopped, and says so.
-async fn cancel_and_wait(mcp: &McpClient, s: &Session, r: &Value) {
+async fn cancel_and_wait(mcp: &McpClient, s: &Session, r: &Value) -> Value {
     let cancelled = on_session(
         mcp,
         s,
@@ -774,6 +774,7 @@ async fn cancel_and_wait(mcp: &McpClient, s: &Session, r: &Value) {
     )
     .await;
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    cancelled
 }
 
 /// Waits until a transfer's first bytes went (rsync's progress; no event reaches the test).
@@ -807,7 +808,7 @@ async fn a_cancelled_upload_resumes_from_what_arrived() {
     let user = sshmcp_tests::users::user_with_shell("sshmcp-upcancel", "/bin/bash");
     let (env, mcp, s) = crate::logged_in_as(&user, &[]).await;
     let (dir, r) = an_upload_under_way(&env, &mcp, &s, "resumed.bin", true).await;
-    cancel_and_wait(&mcp, &s, &r).await;
+    let cancelled = cancel_and_wait(&mcp, &s, &r).await;
     // The remote rsync is gone too (it could write into the partial under a retry).
     let marked = "grep -l SSHMCP_RSYNC= /proc/[0-9]*/environ 2>/dev/null; true";
     assert_eq!(
@@ -825,6 +826,8 @@ async fn a_cancelled_upload_resumes_from_what_arrived() {
         .trim()
         .parse()
         .unwrap();
+    // The report counts what arrived, not rsync's last progress line, which lags behind.
+    assert_eq!(cancelled["bytes_transferred"], arrived, "{cancelled}");
     let done = upload(
         &mcp,
         &s,

@@ -973,6 +973,7 @@ async fn run_rsync(
             if let Err(e) = remote::stop_rsync(session, &marker).await {
                 tracing::warn!("transfer {}: {}", op.id, e.message);
             }
+            count_remote_partial(session, op, plan).await;
             return Err(cancelled());
         }
         Err(rsync::Failure::Refused) => DaemonError::new(
@@ -982,6 +983,7 @@ async fn run_rsync(
              once one ends",
         ),
         Err(rsync::Failure::Exited(code, said)) => {
+            count_remote_partial(session, op, plan).await;
             exit_error(session, code, &said, &partial_shown(plan)).await
         }
         Err(rsync::Failure::Start(e)) => {
@@ -989,6 +991,20 @@ async fn run_rsync(
         }
     };
     Err(failed(failure))
+}
+
+/// A stopped upload counts what its partial holds, which a retry of the same pair resumes
+/// from, as a download counts its local partial; a host that cannot tell leaves the count
+/// rsync's progress gave.
+async fn count_remote_partial(session: &Session, op: &Operation, plan: &Plan) {
+    if let Plan::Upload { partial, .. } = plan {
+        match remote::partial_size(session, partial).await {
+            Ok(size) => {
+                op.bytes.fetch_max(size.min(op.total), Ordering::Relaxed);
+            }
+            Err(e) => tracing::debug!("transfer {}: {}", op.id, e.message),
+        }
+    }
 }
 
 /// The copy's SHA-256, once it equals the source's (hashed after the copy); a copy that

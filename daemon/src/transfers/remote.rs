@@ -68,6 +68,9 @@ const PREPARE_PARTIAL: &str = include_str!("prepare_partial.sh");
 /// Removes a partial.
 const DISCARD: &str = include_str!("discard.sh");
 
+/// The partial's size in bytes.
+const PARTIAL_SIZE: &str = include_str!("partial_size.sh");
+
 /// A file's SHA-256: `openssl dgst` where there is one, else `sha256sum`. Only stdout counts
 /// (a build of openssl may warn on stderr and still hash), and only a digest that looks like
 /// one: else `sha256sum`, whose errors are the answer.
@@ -106,6 +109,11 @@ fn prepare_program(size: u64, mode: u32) -> String {
 /// The program that removes a partial, its path on its stdin.
 fn discard_program() -> String {
     format!("{}{DISCARD}", status::prelude("rm"))
+}
+
+/// The program that tells a partial's size, its path on its stdin.
+fn partial_size_program() -> String {
+    format!("{}{PARTIAL_SIZE}", status::prelude("wc"))
 }
 
 /// The program that hashes a file, the path on its stdin.
@@ -291,6 +299,15 @@ pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonE
         .map(drop)
 }
 
+/// What a stopped upload's partial holds: rsync's last progress line, which its report
+/// counts while it runs, can be far behind what reached the host.
+pub async fn partial_size(session: &Session, partial: &Partial) -> Result<u64, DaemonError> {
+    let (size, _) = status::run(&session.host, partial_size_program(), &partial.path, 4096).await?;
+    size.trim()
+        .parse()
+        .map_err(|_| DaemonError::internal(format!("the host's wc gave no size: {size:?}")))
+}
+
 /// A remote file of `size` bytes' SHA-256: `openssl dgst` where there is one (four times
 /// faster than coreutils there), else `sha256sum`. The path travels on stdin, and the file is
 /// hashed from stdin too: both tools mark the digest of an odd file name with a backslash.
@@ -385,6 +402,7 @@ mod tests {
             let mode = std::fs::metadata(made).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o640 & !0o022, "{shell:?}");
             std::fs::write(made, b"hello").unwrap();
+            assert_eq!(run(partial_size_program(), &partial.path), "ok 5\n");
             let hashed = run(sha256_program(), &partial.path);
             assert_eq!(
                 hashed,

@@ -851,6 +851,43 @@ async fn a_hanging_match_exec_fails_the_connect_within_its_timeout() {
     mcp.close().await;
 }
 
+/// `connect_timeout` bounds the whole connect, not each of its steps: a `Match exec` of 2 s,
+/// which both the resolving `ssh -G` and the master run, leaves the master less than it
+/// needs of 3.5 s, though each step alone would fit.
+#[tokio::test]
+async fn connect_timeout_bounds_the_whole_connect() {
+    let env = TestEnv::new();
+    let secs = sshmcp_tests::process::unique_sleep(2);
+    env.sshd.add_host_block(&format!(
+        "Match originalhost slowmatch exec \"sleep {secs}\"\n  HostName 127.0.0.1\n  Port {}\n  \
+         User {}",
+        env.sshd.port, env.sshd.user
+    ));
+    let mcp = env.mcp().await;
+    let began = std::time::Instant::now();
+    let r = mcp
+        .call(
+            "connect",
+            json!({"alias": "slowmatch", "connect_timeout": 3.5}),
+        )
+        .await;
+    let took = began.elapsed();
+    assert_eq!(code(&r), "connection_start_failed", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{r}"
+    );
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}: {r}");
+    assert!(
+        until_matching(&["sleep", &secs], 0).await,
+        "the match's command lives on"
+    );
+    mcp.close().await;
+}
+
 /// The test configuration says `BatchMode yes`, which Debian's OpenSSH takes to mean
 /// keepalives every 300 s: the master still gets the daemon's, every 15 s.
 #[tokio::test]

@@ -409,6 +409,9 @@ impl Registry {
     /// the remote facts, then start watching the master.
     pub async fn connect(self: &Arc<Self>, req: ConnectRequest) -> Result<Connected, DaemonError> {
         let timeout = check_connect_request(&req)?;
+        // `connect_timeout` bounds the whole call, as its field promises: each step gets what
+        // the ones before left.
+        let deadline = std::time::Instant::now() + timeout;
         // A stop, begun or coming meanwhile, ends these steps at once: the stop answers the
         // calls in flight, and this one has no session yet for it to close.
         let (resolved, ciphers) = tokio::select! {
@@ -424,7 +427,7 @@ impl Registry {
             session: session.clone(),
         };
         let (master_pid, remote) = self
-            .authenticate(&session, &req.target, &resolved, ciphers.as_deref(), timeout)
+            .authenticate(&session, &req.target, &resolved, ciphers.as_deref(), deadline)
             .await
             .inspect_err(|e| {
                 tracing::info!(session = %session.id, code = %e.code, "connect failed: {}", e.message);
@@ -517,8 +520,9 @@ impl Registry {
         target: &ConnectTarget,
         resolved: &Resolved,
         ciphers: Option<&str>,
-        timeout: Duration,
+        deadline: std::time::Instant,
     ) -> Result<(u32, RemoteFacts), DaemonError> {
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
         let closed = || {
             DaemonError::new(
                 ErrorCode::SessionClosed,
@@ -538,7 +542,7 @@ impl Registry {
             target,
             !resolved.has_keepalive,
             ciphers,
-            timeout,
+            left(),
             report_host_key,
         );
         self.remove_old_master_logs();
@@ -549,7 +553,7 @@ impl Registry {
         // Prompts take turns daemon-wide inside the askpass relay; the rest runs in parallel.
         let lock = self.settings.runtime.askpass_lock();
         let clock = std::time::Instant::now();
-        let started = master::start(args, &log, &lock, timeout, &session.host.closing).await;
+        let started = master::start(args, &log, &lock, left(), &session.host.closing).await;
         let master_ms = clock.elapsed().as_secs_f64() * 1000.0;
         match started {
             Ok(()) => {}
@@ -587,7 +591,7 @@ impl Registry {
         // authentication setup (raw `ssh -S` shows the same); the facts pay it.
         // Its channel comes back idle and waits for the first command.
         let clock = std::time::Instant::now();
-        let facts = self.remote_facts(session).await;
+        let facts = self.remote_facts(session, left()).await;
         let facts_ms = clock.elapsed().as_secs_f64() * 1000.0;
         tracing::debug!(session = %session.id, master_ms, facts_ms, "connect steps");
         if session.host.closing.is_cancelled() || session.state() != SessionState::Starting {
@@ -639,8 +643,12 @@ impl Registry {
     }
 
     /// Runs one small program on the new master: uname, home, user, OS name.
-    async fn remote_facts(&self, session: &Session) -> Result<RemoteFacts, String> {
-        let program = Program::new(FACTS, Duration::from_secs(30), 16 * 1024);
+    /// The facts of [`FACTS`], within `left` of the connect's time, but 5 s at the least:
+    /// a session the user may just have typed a passphrase for is not given up for its facts
+    /// (30 s at most).
+    async fn remote_facts(&self, session: &Session, left: Duration) -> Result<RemoteFacts, String> {
+        let within = left.clamp(Duration::from_secs(5), Duration::from_secs(30));
+        let program = Program::new(FACTS, within, 16 * 1024);
         let result = remote::run(&session.host, program)
             .await
             .map_err(|e| format!("the master could not run a command: {e}"))?;

@@ -175,7 +175,7 @@ pub struct CommandStatusArgs {
     pub stdout_offset: Option<u64>,
     /// As `stdout_offset`.
     pub stderr_offset: Option<u64>,
-    /// Per stream (cap 64 KiB); default the cap, 4096 for a tail.
+    /// Per stream (cap 64 KiB, the default; 4096 without an offset).
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
 }

@@ -403,12 +403,12 @@ impl crate::described::Described for crate::service::tools::MovePath {
     type Args = CopyMoveArgs;
     const TITLE: &'static str = "Move a remote path";
     const DESCRIPTION: &'static str = "Move or rename a remote file, \
-        symlink or directory on the host: one atomic rename on a file system; across file \
+        symlink or directory: one atomic rename on a file system; across file \
         systems `mv` copies, then removes the source (not atomic; a tree that may take minutes: \
         `mv` via command_start). Answer: `type` moved. \
-        Errors: `remote_path_not_found` (source, or destination's directory), \
-        `remote_path_exists` (see `overwrite`; a directory there: pick a new name), \
-        `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (across file \
+        Errors: `remote_path_not_found` (source, or destination's directory: \
+        make_directory), `remote_path_exists` (see `overwrite`; a directory there: pick a new \
+        name), `remote_permission_denied` (sudo_exec); `internal_error` after 300 s (across file \
         systems the destination may be partial or the source partly removed: stat both \
         before removing either).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;

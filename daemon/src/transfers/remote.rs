@@ -302,7 +302,10 @@ pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonE
 /// What a stopped upload's partial holds: rsync's last progress line, which its report
 /// counts while it runs, can be far behind what reached the host.
 pub async fn partial_size(session: &Session, partial: &Partial) -> Result<u64, DaemonError> {
-    let (size, _) = status::run(&session.host, partial_size_program(), &partial.path, 4096).await?;
+    // Bounded shortly: a host that stopped answering must not hold the copy's end.
+    let within = Duration::from_secs(5);
+    let script = partial_size_program();
+    let (size, _) = status::run_within(&session.host, script, &partial.path, 4096, within).await?;
     size.trim()
         .parse()
         .map_err(|_| DaemonError::internal(format!("the host's wc gave no size: {size:?}")))

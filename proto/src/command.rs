@@ -171,11 +171,11 @@ pub struct CommandStatusArgs {
     /// Seconds to long-poll for the end (e.g. 30); default 0.
     #[schemars(range(min = 0.0, max = 300.0))]
     pub wait_seconds: Option<f64>,
-    /// Offset to read from (the last `next_offset`, or 0); absent: the last `max_bytes`.
+    /// Offset to read from (the last `next_offset`, or 0); absent: the tail.
     pub stdout_offset: Option<u64>,
     /// As `stdout_offset`.
     pub stderr_offset: Option<u64>,
-    /// Per stream (cap 64 KiB, the default; 4096 without an offset).
+    /// Per stream: default 4096 for a tail, else 64 KiB (the cap).
     #[schemars(range(min = 1))]
     pub max_bytes: Option<u64>,
 }
@@ -187,7 +187,7 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
     const TITLE: &'static str = "Check a long command";
     const DESCRIPTION: &'static str = "Read a command handle's state and output, also after \
         it ended or its session was lost. `status`: `running`, `completed` (`exit_code`), \
-        `timed_out`, `killed`, `lost` (connection or daemon died: it may still run; if exec `ps -Ao pgid,args` shows your command in group `pid`, `kill -- -<pid>`, or via sudo_exec for a sudo_exec one's); `signal` names what ended it. `stdout`, `stderr`: a string if the command ended and its whole stream fits `max_bytes`; else an object \
+        `timed_out`, `killed`, `lost` (connection or daemon died; it may still run: exec `ps -Ao pgid,args` finds it, group `pid`; exec `kill -- -<pid>` stops it, sudo_exec for a sudo_exec handle); `signal` names what ended it. `stdout`, `stderr`: a string if the command ended and its whole stream fits `max_bytes`; else an object \
         with `data` (`encoding: base64` if not UTF-8), `next_offset` (pass back as that \
         stream's offset: more to read while it is below `total_bytes` or the command runs), \
         `total_bytes`, `truncated` (1 GiB spool cap hit). Errors: `command_not_found` (see \

@@ -50,13 +50,13 @@ crate::session::authed!(ForwardStartRequest);
 pub struct ForwardStartArgs {
     pub session_id: String,
     pub session_key: String,
-    /// `local` (`ssh -L`: listen here, connect from the host; target `127.0.0.1:5432` is the host's
-    /// PostgreSQL, here at `127.0.0.1:<listen_port>`), `remote` (`ssh -R`: the reverse) or
-    /// `dynamic` (`ssh -D`: a SOCKS5 proxy here).
+    /// `local` (`ssh -L`: listen here, connect from the host: target `127.0.0.1:5432` is
+    /// then here at `127.0.0.1:<listen_port>`), `remote` (`ssh -R`: the reverse) or `dynamic`
+    /// (`ssh -D`: a SOCKS5 proxy here).
     pub kind: ForwardKind,
     /// Here, or on the host for `remote`; 0 (default): a free one.
     pub listen_port: Option<u16>,
-    /// `127.0.0.1` (default), `::1`, `localhost`; others only if the user allowed them.
+    /// As `listen_port`: `127.0.0.1` (default), `::1`, `localhost`; others only if allowed.
     pub listen_host: Option<String>,
     /// Required for `local` and `remote`; resolved on the host for `local`, here for `remote`.
     pub target_host: Option<String>,
@@ -69,12 +69,13 @@ pub struct ForwardStartArgs {
 impl crate::described::Described for crate::service::tools::ForwardStart {
     type Args = ForwardStartArgs;
     const TITLE: &'static str = "Open a port forward";
-    const DESCRIPTION: &'static str = "Open a port forward on the session's SSH connection. \
-        \"Here\" is the machine running sshmcp: `local` and `dynamic` listen here, for any local user. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
+    const DESCRIPTION: &'static str = "Open a port forward over the session, for programs here (one request: exec \
+        `curl` on the host). \
+        \"Here\": the machine running sshmcp: `local` and `dynamic` listen here, for any local user. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
         The target is tried only when a client connects. Lasts until forward_stop or disconnect. Errors (nothing listens): `forward_failed` \
         (`error.message` says why: port taken: pass `listen_port: 0`; under 1024: pick higher; \
         this session has it: `error.forward_id`; sshd forbids it: tell the user), \
-        `forward_not_allowed` (`listen_host` not loopback, or a `remote` one the host's sshd would open on \
+        `forward_not_allowed` (`listen_host` not loopback, or a `remote` one sshd would open on \
         every address (GatewayPorts): tell the user).";
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;

@@ -76,7 +76,7 @@ start_described!(
     DownloadArgs,
     "Download a file",
     "Download one remote file \
-        (symlinks followed) into the local root as a job (to read it: read_file_range); \
+        (symlinks followed) into the local root as a job (to just read a remote file: read_file_range); \
         answers `operation_id` for transfer_status. The file appears whole at `local_path` once verified; starting it \
         again resumes a failed or cancelled copy. Errors: `remote_path_not_found`, \
         `local_path_exists` (pass `overwrite`), `invalid_local_path` (fix `local_path`), \

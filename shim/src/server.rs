@@ -47,6 +47,7 @@ impl Shim {
             let tool = &mut route.attr;
             let mut input = (*tool.input_schema).clone();
             crate::slim::input(&mut input);
+            name_root_at_local_path(&mut input, &root);
             tool.input_schema = Arc::new(input);
             if let Some(annotations) = tool.annotations.as_mut() {
                 crate::slim::annotations(annotations);
@@ -57,14 +58,7 @@ impl Shim {
                 crate::lean::schema(&mut schema);
                 tool.output_schema = Some(Arc::new(schema));
             }
-            let mut described = crate::slim::unwrapped(tool.description.as_deref().unwrap_or(""));
-            if tool
-                .input_schema
-                .get("properties")
-                .is_some_and(|p| p.get("local_path").is_some())
-            {
-                described = format!("{described} {root}");
-            }
+            let described = crate::slim::unwrapped(tool.description.as_deref().unwrap_or(""));
             tool.description = Some(within_client_limit(described).into());
         }
         let exposed = Tool::all()
@@ -151,12 +145,26 @@ fn root_sentence(local_root: Option<&std::path::Path>) -> String {
 }
 
 /// What a tool that takes a `local_path` says of the local root, for clients that drop the
+/// instructions: where the field is described, so the description does not repeat the
 /// instructions.
 fn tool_root_sentence(local_root: Option<&std::path::Path>) -> String {
-    format!(
-        "`local_path` is relative to the local root, {}.",
-        root_named(local_root)
-    )
+    format!("Relative to the local root, {}.", root_named(local_root))
+}
+
+/// Begins the description of a tool's `local_path`, if it takes one, with `root`.
+fn name_root_at_local_path(input: &mut rmcp::model::JsonObject, root: &str) {
+    let field = input
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("local_path"))
+        .and_then(serde_json::Value::as_object_mut);
+    if let Some(field) = field {
+        let said = field
+            .get("description")
+            .and_then(|d| d.as_str())
+            .unwrap_or("");
+        let described = format!("{root} {said}").trim_end().to_string();
+        field.insert("description".into(), described.into());
+    }
 }
 
 /// The local root in force: as given, else the daemon's default.

@@ -117,6 +117,20 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         .expect("the instructions name the local root");
     assert!(at < 400, "the local root at byte {at}: {instructions}");
     assert!(instructions.len() <= 2048, "{} bytes", instructions.len());
+    // A client that drops the instructions still learns it where `local_path` is described.
+    let mut taking_local_paths = 0;
+    for tool in &tools {
+        if let Some(field) = tool["inputSchema"]["properties"].get("local_path") {
+            let said = field["description"].as_str().unwrap_or("");
+            assert!(
+                said.starts_with(&format!("Relative to the local root, {root}.")),
+                "{}: {said}",
+                tool["name"]
+            );
+            taking_local_paths += 1;
+        }
+    }
+    assert_eq!(taking_local_paths, 2, "download_start and upload_start");
     for tool in &tools {
         let described = tool["description"].as_str().unwrap();
         assert!(

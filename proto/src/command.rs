@@ -212,12 +212,14 @@ impl crate::described::Described for crate::service::tools::CommandStatus {
     /// at the spool cap, needs no offsets: they go, and the lean answer gives the stream as
     /// its text. Any other chunk keeps them (its object is what the output schema
     /// describes), but a running command's stream that has had no byte yet is left out, as
-    /// an empty stream is: a poll while it works costs only its state.
+    /// an empty stream is (unless the spool already stopped keeping it): a poll while it works
+    /// costs only its state.
     fn shape(report: &mut serde_json::Map<String, serde_json::Value>) {
         if report.get("status").and_then(|s| s.as_str()) == Some("running") {
             report.retain(|name, chunk| {
                 !(matches!(name.as_str(), "stdout" | "stderr")
-                    && chunk.get("total_bytes").and_then(|t| t.as_u64()) == Some(0))
+                    && chunk.get("total_bytes").and_then(|t| t.as_u64()) == Some(0)
+                    && chunk.get("truncated").and_then(|t| t.as_bool()) != Some(true))
             });
             return;
         }

@@ -37,7 +37,8 @@ impl ConnectTarget {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnectRequest {
     pub target: ConnectTarget,
-    /// Seconds allowed for authentication; the daemon's default when absent.
+    /// Seconds allowed for the whole connect, prompts included; the daemon's default when
+    /// absent.
     pub connect_timeout: Option<f64>,
 }
 

@@ -354,5 +354,13 @@ mod tests {
         let running = json!({"status": "running", "exit_code": null,
                              "stdout": chunk("abc", "utf-8", false)});
         assert_eq!(status_answer(running)["stdout"]["next_offset"], 3);
+        // A running stream with no byte yet is left out, unless its spool stopped keeping it.
+        for (truncated, kept) in [(false, false), (true, true)] {
+            let nothing = json!({"data": "", "encoding": "utf-8", "offset": 0,
+                                 "next_offset": 0, "total_bytes": 0, "truncated": truncated});
+            let running = json!({"status": "running", "exit_code": null, "stdout": nothing});
+            let answer = status_answer(running);
+            assert_eq!(answer.get("stdout").is_some(), kept, "{answer}");
+        }
     }
 }

@@ -642,16 +642,21 @@ impl Registry {
         }
     }
 
-    /// Runs one small program on the new master: uname, home, user, OS name.
-    /// The facts of [`FACTS`], within `left` of the connect's time, but 5 s at the least:
-    /// a session the user may just have typed a passphrase for is not given up for its facts
-    /// (30 s at most).
+    /// Runs one small program on the new master: uname, home, user, OS name, within `left`
+    /// of the connect's time but [`FACTS_FLOOR`] at the least (30 s at most).
     async fn remote_facts(&self, session: &Session, left: Duration) -> Result<RemoteFacts, String> {
-        let within = left.clamp(Duration::from_secs(5), Duration::from_secs(30));
+        let within = left.clamp(FACTS_FLOOR, Duration::from_secs(30));
         let program = Program::new(FACTS, within, 16 * 1024);
-        let result = remote::run(&session.host, program)
-            .await
-            .map_err(|e| format!("the master could not run a command: {e}"))?;
+        let result = remote::run(&session.host, program).await.map_err(|e| {
+            match matches!(e, remote::RunError::Unconfirmed) {
+                true => format!(
+                    "logged in, but the host's login shell did not start a command within {} s \
+                     (a slow shell startup file?)",
+                    within.as_secs()
+                ),
+                false => format!("the master could not run a command: {e}"),
+            }
+        })?;
         let text = String::from_utf8_lossy(&result.stdout.bytes);
         let mut lines = text.lines();
         let mut next = || lines.next().unwrap_or("").to_string();
@@ -913,7 +918,12 @@ fn save_learned_keys(
     record::write_bytes(path, serde_json::to_string_pretty(learned)?.as_bytes())
 }
 
-/// The connect request's own checks; returns the authentication timeout.
+/// The least time the host's facts get once logged in, whatever `connect_timeout` has left:
+/// a session the user may just have typed a passphrase for is not given up over a login
+/// shell that starts slowly (its startup files, a directory service answering `id`).
+const FACTS_FLOOR: Duration = Duration::from_secs(15);
+
+/// The connect request's own checks; returns the connect's timeout.
 fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> {
     let invalid = DaemonError::invalid_arguments;
     match &req.target {

@@ -970,10 +970,13 @@ async fn run_rsync(
         Err(rsync::Failure::Cancelled) => {
             // Ended only once nothing writes the partial any more: a retry resumes from it.
             // A closing session cannot run this, and its master ends the remote rsync anyway.
-            if let Err(e) = remote::stop_rsync(session, &marker).await {
-                tracing::warn!("transfer {}: {}", op.id, e.message);
+            match remote::stop_rsync(session, &marker).await {
+                // Nothing writes the partial any more: what it holds is what arrived. Asked
+                // within what is left of the cancel's wait, which answers once this ends.
+                Ok(true) => count_remote_partial(session, op, plan, STOP_WAIT / 2).await,
+                Ok(false) => {}
+                Err(e) => tracing::warn!("transfer {}: {}", op.id, e.message),
             }
-            count_remote_partial(session, op, plan).await;
             return Err(cancelled());
         }
         Err(rsync::Failure::Refused) => DaemonError::new(
@@ -983,7 +986,7 @@ async fn run_rsync(
              once one ends",
         ),
         Err(rsync::Failure::Exited(code, said)) => {
-            count_remote_partial(session, op, plan).await;
+            count_remote_partial(session, op, plan, Duration::from_secs(5)).await;
             exit_error(session, code, &said, &partial_shown(plan)).await
         }
         Err(rsync::Failure::Start(e)) => {
@@ -993,15 +996,13 @@ async fn run_rsync(
     Err(failed(failure))
 }
 
-/// A stopped upload counts what its partial holds, which a retry of the same pair resumes
-/// from, as a download counts its local partial; a host that cannot tell leaves the count
-/// rsync's progress gave.
-async fn count_remote_partial(session: &Session, op: &Operation, plan: &Plan) {
+/// An upload whose rsync stopped counts what its partial holds, which a retry of the same
+/// pair resumes from, as a download counts its local partial; a host that cannot tell in
+/// time leaves the count rsync's progress gave.
+async fn count_remote_partial(session: &Session, op: &Operation, plan: &Plan, within: Duration) {
     if let Plan::Upload { partial, .. } = plan {
-        match remote::partial_size(session, partial).await {
-            Ok(size) => {
-                op.bytes.fetch_max(size.min(op.total), Ordering::Relaxed);
-            }
+        match remote::partial_size(session, partial, within).await {
+            Ok(size) => op.bytes.store(size.min(op.total), Ordering::Relaxed),
             Err(e) => tracing::debug!("transfer {}: {}", op.id, e.message),
         }
     }

@@ -1,4 +1,4 @@
 # shellcheck shell=sh disable=SC2154 # _p and _sshmcp_fail come from prelude.sh
-_n=$(command wc -c <"$_p") || _sshmcp_fail "cannot read the partial file"
-# BSD's wc pads the count with spaces.
-printf 'ok %s\n' "${_n##* }"
+# The file's own size (no -L), read from its inode: BusyBox's wc would read it all.
+_o=$(command stat -c %s -- "$_p" 2>&1) || _sshmcp_fail "$_o"
+printf 'ok %s\n' "$_o"

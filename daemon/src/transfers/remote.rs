@@ -113,7 +113,7 @@ fn discard_program() -> String {
 
 /// The program that tells a partial's size, its path on its stdin.
 fn partial_size_program() -> String {
-    format!("{}{PARTIAL_SIZE}", status::prelude("wc"))
+    format!("{}{PARTIAL_SIZE}", status::prelude("stat"))
 }
 
 /// The program that hashes a file, the path on its stdin.
@@ -299,16 +299,19 @@ pub async fn discard(session: &Session, partial: &Partial) -> Result<(), DaemonE
         .map(drop)
 }
 
-/// What a stopped upload's partial holds: rsync's last progress line, which its report
-/// counts while it runs, can be far behind what reached the host.
-pub async fn partial_size(session: &Session, partial: &Partial) -> Result<u64, DaemonError> {
-    // Bounded shortly: a host that stopped answering must not hold the copy's end.
-    let within = Duration::from_secs(5);
+/// What a stopped upload's partial holds, asked within `within`: rsync's progress, which its
+/// report counts while it runs, can be far behind what reached the host, or ahead of it by
+/// what was still on its way.
+pub async fn partial_size(
+    session: &Session,
+    partial: &Partial,
+    within: Duration,
+) -> Result<u64, DaemonError> {
     let script = partial_size_program();
     let (size, _) = status::run_within(&session.host, script, &partial.path, 4096, within).await?;
     size.trim()
         .parse()
-        .map_err(|_| DaemonError::internal(format!("the host's wc gave no size: {size:?}")))
+        .map_err(|_| DaemonError::internal(format!("the host's stat gave no size: {size:?}")))
 }
 
 /// A remote file of `size` bytes' SHA-256: `openssl dgst` where there is one (four times

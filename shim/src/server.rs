@@ -98,6 +98,14 @@ impl Shim {
                 text.push('\n');
             }
         }
+        let also: Vec<&str> = ALSO
+            .iter()
+            .filter(|(tool, _)| self.tool_router.has_route(tool.name()))
+            .map(|(_, named)| *named)
+            .collect();
+        if !also.is_empty() {
+            text.push_str(&format!("Also: {}.\n", also.join(", ")));
+        }
         text.push_str(ANSWERS);
         // A long local root leaves less room: the limits' line goes first.
         if text.len() + 1 + LIMITS.len() <= CLIENT_TEXT_LIMIT {
@@ -138,7 +146,7 @@ fn within_client_limit(mut text: String) -> String {
 /// there, and every `local_path` is relative to it.
 fn root_sentence(local_root: Option<&std::path::Path>) -> String {
     format!(
-        "Local root (this machine's folder for downloads, uploads and kept output; each \
+        "Local root (this machine's folder for downloads, uploads and kept output; \
          `local_path` is relative to it): {}.",
         root_named(local_root)
     )
@@ -194,8 +202,8 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
         &[Tool::Exec],
     ),
     (
-        "Slow work (clients often give up after a minute): `exec` with \
-         `handoff_after`, or `command_start`, then `command_status` (`command_kill` stops it).",
+        "Work past a minute (clients give up): `exec` with `handoff_after`, or \
+         `command_start`, then `command_status` (`command_kill` stops it).",
         &[
             Tool::Exec,
             Tool::CommandStart,
@@ -225,10 +233,17 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
         ],
     ),
     (
-        "`download_start` / `upload_start` copy files between host and local root in the \
-         background (`transfer_status`).",
+        "`download_start` / `upload_start` copy files between host and local root as jobs \
+         (`transfer_status`).",
         &[Tool::DownloadStart, Tool::UploadStart, Tool::TransferStatus],
     ),
+];
+
+/// The tools the paragraphs leave unnamed, each with what it is for: named in one line.
+const ALSO: &[(Tool, &str)] = &[
+    (Tool::SudoExec, "`sudo_exec` (root)"),
+    (Tool::ForwardStart, "`forward_start` (ports)"),
+    (Tool::HostInfo, "`host_info` (OS, disks)"),
 ];
 
 /// What every agent needs to know of answers, failures and limits, whatever tools it has.
@@ -247,8 +262,8 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
 /// The daemon's default limits: what the instructions leave out first when a long local root
 /// leaves no room.
 const LIMITS: &str = "One session per server (host and port, any user). Defaults: 32 \
-    sessions; 7 channels a session (commands and transfers; 4 transfers at most); an answer \
-    carries at most 64 KiB of each stream.";
+    sessions; 7 channels each (commands, transfers: 4 at most); answers carry up to 64 KiB a \
+    stream.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
@@ -381,8 +396,9 @@ mod tests {
     fn tools_with_a_local_path_name_the_local_root() {
         let shim = shim(None);
         let upload = shim.tool_router.get("upload_start").unwrap();
-        let described = upload.description.as_deref().unwrap();
-        assert!(described.ends_with("sshmcp-files."), "{described}");
+        let local_path = &upload.input_schema["properties"]["local_path"]["description"];
+        let described = local_path.as_str().unwrap();
+        assert!(described.contains("sshmcp-files."), "{described}");
         let exec = shim.tool_router.get("exec").unwrap();
         assert!(!exec.description.as_deref().unwrap().contains("Local root"));
     }

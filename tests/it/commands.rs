@@ -97,6 +97,39 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
     mcp.close().await;
 }
 
+/// A command that waited for a channel says when it started, not when it was asked for: the
+/// eighth command starts once one of seven ends, and its `started_at` comes after that end.
+#[tokio::test]
+async fn a_command_that_waited_for_a_channel_says_when_it_started() {
+    let (_env, mcp, s) = connected().await;
+    let secs = unique_sleep(300);
+    let mut handles = Vec::new();
+    for _ in 0..7 {
+        handles.push(start(&mcp, &s, &format!("sleep {secs}")).await);
+    }
+    let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {secs}")});
+    let waiting = mcp.start_call("command_start", args).await.1;
+    let freed = handles.pop().unwrap();
+    killed(&mcp, &s, &freed).await;
+    let ended = until_ended(&mcp, &s, &freed["handle_id"]).await;
+    let eighth = sshmcp_tests::mcp::answer(waiting).await;
+    assert_eq!(eighth["status"], "running", "{eighth}");
+    let (started, freed_at) = (
+        eighth["started_at"].as_str().unwrap(),
+        ended["ended_at"].as_str().unwrap(),
+    );
+    assert!(
+        started >= freed_at,
+        "started {started}, a channel freed {freed_at}"
+    );
+    handles.push(eighth);
+    for handle in &handles {
+        killed(&mcp, &s, handle).await;
+    }
+    assert!(none_left(&mcp, &s, &format!("sleep {secs}")).await);
+    mcp.close().await;
+}
+
 /// Commands hold at most seven of the session's eight channels, however long they run: with
 /// seven handles running and a command waiting for a channel, stat, a listing and a task's
 /// status still answer at once; a copy (long work too) and the waiting command give up

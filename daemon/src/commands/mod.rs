@@ -178,7 +178,7 @@ impl Commands {
             Arc::new(Handle {
                 id: entry.handle_id,
                 preview: entry.preview,
-                started_at: from_unix_ms(entry.started_unix_ms),
+                asked_at: from_unix_ms(entry.started_unix_ms),
                 observer: Arc::new(Observer::finished(entry.pid, entry.group_left, bytes)),
                 files: OutputFiles::adopt(
                     entry.output,
@@ -331,7 +331,9 @@ impl From<&ExecResult> for Exit {
 pub struct Handle {
     pub id: String,
     preview: String,
-    started_at: SystemTime,
+    /// When it was asked for, which stands for its start until the run reports one (see
+    /// [`Handle::started_at`]).
+    asked_at: SystemTime,
     pub observer: Arc<Observer>,
     files: OutputFiles,
     end: watch::Sender<Option<Ended>>,
@@ -419,7 +421,7 @@ impl Prepared {
         let handle = Arc::new(Handle {
             id,
             preview,
-            started_at: self.started_at,
+            asked_at: self.started_at,
             observer: self.observer,
             files: self.files,
             end: watch::channel(None).0,
@@ -499,7 +501,7 @@ impl Handle {
         CommandEntry {
             handle_id: self.id.clone(),
             preview: self.preview.clone(),
-            started_unix_ms: unix_ms(self.started_at),
+            started_unix_ms: unix_ms(self.started_at()),
             pid: self.pid(),
             as_root: self.as_root,
             output: self.files.paths().clone(),
@@ -561,6 +563,13 @@ impl Handle {
     }
 
     /// Waits until the command started, or ended (it may end before it could start).
+    /// When the command started: once the run reported it, that moment (a command that waited
+    /// for a channel started after it was asked for); before, or for a handle taken back,
+    /// when it was asked for or recorded.
+    fn started_at(&self) -> SystemTime {
+        self.observer.started_at().unwrap_or(self.asked_at)
+    }
+
     async fn wait_started(&self) {
         let mut seen = self.observer.subscribe();
         let mut end = self.end.subscribe();
@@ -577,7 +586,7 @@ impl Handle {
             preview: self.preview.clone(),
             status: self.status(),
             exit_code: ended.as_ref().and_then(|e| e.exit_code),
-            started_at: rfc3339(self.started_at),
+            started_at: rfc3339(self.started_at()),
             ended_at: ended.map(|e| rfc3339(e.at)),
         }
     }
@@ -605,7 +614,7 @@ impl Handle {
             status: self.status(),
             exit_code: ended.as_ref().and_then(|e| e.exit_code),
             signal: ended.as_ref().and_then(|e| e.signal.clone()),
-            started_at: rfc3339(self.started_at),
+            started_at: rfc3339(self.started_at()),
             ended_at: ended.map(|e| rfc3339(e.at)),
             stdout: chunk(STDOUT)?,
             stderr: chunk(STDERR)?,
@@ -721,7 +730,7 @@ pub async fn start(
         id: handle.id.clone(),
         pid: handle.pid(),
         status: handle.status(),
-        started_at: rfc3339(handle.started_at),
+        started_at: rfc3339(handle.started_at()),
     })
 }
 
@@ -967,7 +976,7 @@ mod tests {
         Arc::new(Handle {
             id: format!("cmd-{id}"),
             preview: String::new(),
-            started_at: SystemTime::now(),
+            asked_at: SystemTime::now(),
             observer: Arc::new(Observer::finished(None, None, [0, 0])),
             files: OutputFiles::adopt(files, true, Default::default()),
             end: watch::channel(end).0,

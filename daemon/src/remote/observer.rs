@@ -72,6 +72,9 @@ pub struct Seen {
     /// The program itself started: its working directory was entered (and, under sudo, root's
     /// shell began). Before that a failure is the call's, not the command's.
     pub started: bool,
+    /// When this daemon saw it start: a run that waited for a channel started after it was
+    /// asked for.
+    pub started_at: Option<std::time::SystemTime>,
     /// Once the program ended: whether processes of its group outlived it.
     pub group_left: Option<bool>,
     /// Bytes of each stream so far (`STDOUT`, `STDERR`): what reached the run's spool when it
@@ -215,6 +218,11 @@ impl Observer {
         self.seen.borrow().clone()
     }
 
+    /// When the program started, once it did (see [`Seen::started_at`]).
+    pub fn started_at(&self) -> Option<std::time::SystemTime> {
+        self.seen.borrow().started_at
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.seen.borrow().pid
     }
@@ -236,7 +244,10 @@ impl Observer {
     }
 
     pub(super) fn set_started(&self) {
-        self.seen.send_modify(|s| s.started = true);
+        self.seen.send_modify(|s| {
+            s.started = true;
+            s.started_at.get_or_insert_with(std::time::SystemTime::now);
+        });
     }
 
     pub(super) fn set_group_left(&self, left: bool) {

@@ -32,6 +32,78 @@ fn local_sha256(path: &std::path::Path) -> String {
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
 }
 
+/// Seconds from `from` to `to`, two of an answer's timestamps of one day
+/// (`2026-12-06T14:30:01.322Z`).
+fn seconds_between(from: &Value, to: &Value) -> f64 {
+    let of_day = |t: &Value| {
+        let time = &t.as_str().unwrap()[11..23];
+        let parts: Vec<f64> = time.split(':').map(|p| p.parse().unwrap()).collect();
+        parts[0] * 3600.0 + parts[1] * 60.0 + parts[2]
+    };
+    (of_day(to) - of_day(from)).rem_euclid(86_400.0)
+}
+
+/// A transfer that waited for a channel gives the rate of its copy, not of its wait: with a
+/// second of waiting behind seven commands, its rate over the whole time from `started_at`
+/// to `ended_at` would be far lower.
+#[tokio::test]
+async fn a_transfer_that_waited_for_a_channel_gives_its_copys_rate() {
+    let (_env, mcp, s) = connected().await;
+    let dir = fresh_dir(&mcp, &s, "queued").await;
+    exec(
+        &mcp,
+        &s,
+        &format!("head -c 4194304 /dev/urandom > {dir}/f"),
+        json!({}),
+    )
+    .await;
+    let secs = unique_sleep(300);
+    let mut handles = Vec::new();
+    for _ in 0..7 {
+        let r = on_session(
+            &mcp,
+            &s,
+            "command_start",
+            json!({"command": format!("sleep {secs}")}),
+        )
+        .await;
+        handles.push(r["handle_id"].clone());
+    }
+    let r = on_session(
+        &mcp,
+        &s,
+        "download_start",
+        json!({"remote_path": format!("{dir}/f"), "local_path": "queued.bin"}),
+    )
+    .await;
+    // The wait measured: a second, queued the whole time.
+    let asked = std::time::Instant::now();
+    while asked.elapsed() < std::time::Duration::from_secs(1) {
+        let st = on_session(
+            &mcp,
+            &s,
+            "transfer_status",
+            json!({"operation_id": r["operation_id"]}),
+        )
+        .await;
+        assert_eq!(st["state"], "queued", "{st}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for handle in &handles {
+        let k = on_session(&mcp, &s, "command_kill", json!({"handle_id": handle})).await;
+        assert_eq!(k["result"], "killed", "{k}");
+    }
+    let done = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    let whole = seconds_between(&done["started_at"], &done["ended_at"]);
+    let rate = done["rate"].as_f64().unwrap();
+    assert!(
+        rate * whole > 1.5 * 4_194_304.0,
+        "{rate} B/s over {whole} s: {done}"
+    );
+    mcp.close().await;
+}
+
 #[tokio::test]
 async fn a_64_mib_download_arrives_verified_and_whole() {
     let (env, mcp, s) = connected().await;

@@ -125,6 +125,8 @@ struct Progress {
     final_path: Option<String>,
     error: Option<TransferError>,
     ended_at: Option<SystemTime>,
+    /// When the copy first ran: the time it waited for a channel before is not its rate's.
+    running_since: Option<SystemTime>,
 }
 
 pub struct Operation {
@@ -136,7 +138,6 @@ pub struct Operation {
     remote_path: Vec<u8>,
     total: u64,
     bytes: AtomicU64,
-    began: Instant,
     started_at: SystemTime,
     progress: Mutex<Progress>,
     cancel: CancellationToken,
@@ -170,7 +171,6 @@ impl Operation {
             request,
             total,
             bytes: AtomicU64::new(0),
-            began: Instant::now(),
             started_at: resumed.started_at,
             progress: Mutex::new(Progress {
                 state: TransferState::Queued,
@@ -179,6 +179,7 @@ impl Operation {
                 final_path: None,
                 error: None,
                 ended_at: None,
+                running_since: None,
             }),
             cancel,
             ended: tokio::sync::watch::channel(false).0,
@@ -198,11 +199,12 @@ impl Operation {
             _ => 0,
         };
         let bytes = self.bytes.load(Ordering::Relaxed).max(arrived);
+        let since = p.running_since.unwrap_or(self.started_at);
         let seconds = p
             .ended_at
-            .and_then(|end| end.duration_since(self.started_at).ok())
-            .unwrap_or_else(|| self.began.elapsed())
-            .as_secs_f64();
+            .unwrap_or_else(SystemTime::now)
+            .duration_since(since)
+            .map_or(0.0, |d| d.as_secs_f64());
         let rate = if seconds > 0.0 {
             bytes as f64 / seconds
         } else {
@@ -232,7 +234,11 @@ impl Operation {
     }
 
     fn set_state(&self, state: TransferState) {
-        locked(&self.progress).state = state;
+        let mut p = locked(&self.progress);
+        p.state = state;
+        if state == TransferState::Running {
+            p.running_since.get_or_insert_with(SystemTime::now);
+        }
     }
 
     fn copied(&self, reused_bytes: u64) {

@@ -41,7 +41,12 @@ fn decode_message<T: DeserializeOwned + JsonSchema + 'static>(
         problems.push(format!("missing required fields: {}", missing.join(", ")));
     }
     if unknown_sent {
-        problems.push("unknown fields were sent".to_string());
+        // The fields the tool takes, never the ones sent: a caller that passed a key where
+        // none is taken (`disconnect`) sees what to send instead.
+        problems.push(match known.is_empty() {
+            true => "unknown fields were sent (it takes none)".to_string(),
+            false => format!("unknown fields were sent (it takes: {})", known.join(", ")),
+        });
     }
     if problems.is_empty() {
         match serde_path_to_error::deserialize::<_, T>(serde_json::Value::Object(args)) {
@@ -86,7 +91,10 @@ mod tests {
     fn unknown_fields_are_not_named() {
         let args = serde_json::json!({"session_id": "a", "session_key": "b", "s3cr3t_name": 1});
         let err = decode_message::<Probe>(obj(args)).unwrap_err();
-        assert_eq!(err, "unknown fields were sent");
+        assert_eq!(
+            err,
+            "unknown fields were sent (it takes: session_id, session_key, timeout)"
+        );
         assert!(!err.contains("s3cr3t_name"));
     }
 

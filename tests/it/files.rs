@@ -170,6 +170,8 @@ async fn a_stale_hash_is_refused_and_the_other_writers_content_stays() {
         "file_changed",
         "a missing file is no longer what was seen: {r}"
     );
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(said.ends_with("leave expected_sha256 out)"), "{r}");
     for bad in ["ABC", &now.to_uppercase(), &now[1..]] {
         let r = write(
             &mcp,
@@ -737,6 +739,15 @@ async fn housekeeping_tools_take_every_name_literally() {
     let (a, b) = (format!("{dir}/a"), format!("{dir}/b"));
     write(&mcp, &s, json!({"path": a, "content": "A"})).await;
     write(&mcp, &s, json!({"path": b, "content": "B"})).await;
+    // Into a missing directory: the message says which side may be missing, and what to do.
+    let args = json!({"source": a, "destination": format!("{dir}/nodir/a")});
+    let r = on_session(&mcp, &s, "copy_path", args).await;
+    assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.ends_with("destination's directory: make_directory it)"),
+        "{r}"
+    );
     let r = on_session(
         &mcp,
         &s,

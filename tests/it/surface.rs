@@ -315,9 +315,21 @@ async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
         r["error"]["message"],
         "missing required fields: session_id, session_key"
     );
+    // The fields it takes are named, never the ones sent.
     let r = exec(&mcp, &s, "true", json!({"zz_secret_field": "v"})).await;
-    assert_eq!(r["error"]["message"], "unknown fields were sent");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.starts_with("unknown fields were sent (it takes: command, cwd, "),
+        "{said}"
+    );
     assert!(!r.to_string().contains("zz_secret_field"));
+    let r = mcp
+        .call("disconnect", json!({"session_id": s.0, "session_key": s.1}))
+        .await;
+    assert_eq!(
+        r["error"]["message"],
+        "unknown fields were sent (it takes: session_id)"
+    );
     let r = exec(&mcp, &s, "true", json!({"timeout": "SECRET-VALUE"})).await;
     assert_eq!(r["error"]["message"], "invalid value for field: timeout");
     assert!(!r.to_string().contains("SECRET-VALUE"));
@@ -348,7 +360,10 @@ async fn invalid_arguments_name_fields_but_never_values_or_unknown_names() {
     }
     assert!(!std::path::Path::new(&touched).exists());
     let r = mcp.call("session_list", json!({"x": 1})).await;
-    assert_eq!(r["error"]["message"], "unknown fields were sent");
+    assert_eq!(
+        r["error"]["message"],
+        "unknown fields were sent (it takes none)"
+    );
     mcp.close().await;
 }
 

@@ -120,7 +120,8 @@ fn changed(detail: &str) -> DaemonError {
     match detail {
         "missing" => DaemonError::new(
             ErrorCode::FileChanged,
-            "the file no longer exists; nothing was changed",
+            "the file does not exist (any more), so it has no expected_sha256; nothing was \
+             changed (to create it, leave expected_sha256 out)",
         ),
         hash => DaemonError::new(
             ErrorCode::FileChanged,

@@ -190,7 +190,16 @@ pub async fn copy_or_move(
     let script = copy_move_program(&source, &destination, overwrite, move_it);
     // Errors name both paths: a missing directory may be the destination's.
     let shown = [source.as_slice(), b" -> ", destination.as_slice()].concat();
-    let done = run(session, script, &shown, OnFailure::NothingChanged, true).await;
+    let done = run(session, script, &shown, OnFailure::NothingChanged, true)
+        .await
+        .map_err(|mut e| {
+            if e.code == ErrorCode::RemotePathNotFound {
+                e.message.push_str(
+                    " (the source is missing, or the destination's directory: make_directory it)",
+                );
+            }
+            e
+        });
     done.map(|changed| {
         let (path, path_encoding) = inspect::remote_text(&destination);
         PathChanged {

@@ -174,7 +174,7 @@ impl crate::described::Described for crate::service::tools::EditFile {
         Errors: `remote_path_not_found`, `edit_no_match` (read the file, copy exactly), \
         `edit_ambiguous_match` (`error.count` hits: add context or `replace_all`), \
         `file_changed` (`error.sha256` is current: read again, redo), `invalid_remote_type` (a symlink: edit its \
-        `link_target`, relative to its directory; not UTF-8: write_file it whole), `remote_permission_denied` (sudo_exec `cp` from a copy you wrote), `file_too_large` (over \
+        `link_target`, relative to its directory; NUL bytes: write_file it whole), `remote_permission_denied` (sudo_exec `cp` from a copy you wrote), `file_too_large` (over \
         64 MiB: download_start, edit, upload_start), `invalid_arguments` (empty `old_text`, \
         or over its limit: split the edit).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;

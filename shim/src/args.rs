@@ -19,11 +19,12 @@ fn decode_message<T: DeserializeOwned + JsonSchema + 'static>(
     args: JsonObject,
 ) -> Result<T, String> {
     let schema = rmcp::handler::server::common::schema_for_type::<T>();
-    let known: Vec<&str> = schema
+    let mut known: Vec<&str> = schema
         .get("properties")
         .and_then(|p| p.as_object())
         .map(|p| p.keys().map(String::as_str).collect())
         .unwrap_or_default();
+    known.sort_unstable();
     let mut missing: Vec<&str> = schema
         .get("required")
         .and_then(|r| r.as_array())

@@ -98,19 +98,23 @@ impl Shim {
                 text.push('\n');
             }
         }
+        text.push_str(ANSWERS);
         let also: Vec<&str> = ALSO
             .iter()
             .filter(|(tool, _)| self.tool_router.has_route(tool.name()))
             .map(|(_, named)| *named)
             .collect();
-        if !also.is_empty() {
-            text.push_str(&format!("Also: {}.\n", also.join(", ")));
-        }
-        text.push_str(ANSWERS);
-        // A long local root leaves less room: the limits' line goes first.
-        if text.len() + 1 + LIMITS.len() <= CLIENT_TEXT_LIMIT {
-            text.push('\n');
-            text.push_str(LIMITS);
+        let also = match also.is_empty() {
+            true => String::new(),
+            false => format!("Also: {}.", also.join(", ")),
+        };
+        // A long local root leaves less room: the limits' line goes first, then the line
+        // naming the tools the paragraphs leave out, never the failures' codes before them.
+        for line in [LIMITS, also.as_str()] {
+            if !line.is_empty() && text.len() + 1 + line.len() <= CLIENT_TEXT_LIMIT {
+                text.push('\n');
+                text.push_str(line);
+            }
         }
         within_client_limit(text)
     }
@@ -191,7 +195,7 @@ fn root_named(local_root: Option<&std::path::Path>) -> String {
 const PARAGRAPHS: &[(&str, &[Tool])] = &[
     (
         "1) `connect` (an `alias` from ~/.ssh/config, or `host` + `user`) answers \
-         `session_id` and `session_key` (shown only once): pass both to the session's tools. \
+         `session_id` and `session_key` (shown once): pass both to the session's tools. \
          2) `disconnect` when done.",
         &[Tool::Connect, Tool::Disconnect, Tool::SessionList],
     ),
@@ -222,7 +226,7 @@ const PARAGRAPHS: &[(&str, &[Tool])] = &[
     ),
     (
         "Change them with `write_file`, `edit_file`, `make_directory`, `copy_path`, \
-         `move_path`, `remove_path`, not `echo` or `sed -i`.",
+         `move_path`, `remove_path`, not `echo` or `sed`.",
         &[
             Tool::WriteFile,
             Tool::EditFile,
@@ -262,8 +266,8 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
 /// The daemon's default limits: what the instructions leave out first when a long local root
 /// leaves no room.
 const LIMITS: &str = "One session per server (host and port, any user). Defaults: 32 \
-    sessions; 7 channels each (commands, transfers: 4 at most); answers carry up to 64 KiB a \
-    stream.";
+    sessions; 7 channels each for commands and transfers (4 transfers at most); answers \
+    carry up to 64 KiB a stream.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {
@@ -329,17 +333,17 @@ mod tests {
         let root = text.find("/home/someone-with-a-long-name").unwrap();
         assert!(root < 400, "the root at byte {root}");
         assert!(
-            text.ends_with(LIMITS),
+            text.contains(LIMITS) && text.ends_with("`host_info` (OS, disks)."),
             "a root of this length leaves room: {text}"
         );
     }
 
-    /// A local root of 141 bytes (the instructions' own limits' line gives way) and one of
-    /// 3,000: the instructions and every description still fit a client, and end on a whole
-    /// sentence.
+    /// Local roots of 141 and 250 bytes (the instructions' limits' line and the line naming
+    /// other tools give way, the failures' codes stay) and of 2,033 and 3,000: the
+    /// instructions and every description still fit a client, and end on a whole sentence.
     #[test]
     fn a_long_local_root_still_fits_a_client() {
-        for length in [141, 2033, 3000] {
+        for length in [141, 250, 2033, 3000] {
             // Names with a `.` in them: a cut must not end inside the path.
             let name = "project.d/";
             let path = format!("/{}", name.repeat(length / name.len() + 1));
@@ -357,7 +361,8 @@ mod tests {
                 text.contains(&root_text) || !text.contains("project"),
                 "{length}: the text ends inside the root: {text}"
             );
-            if length == 141 {
+            // Up to a root of 250 bytes, the failures' codes stay whole.
+            if length <= 250 {
                 let at = text.find(&root.display().to_string()).unwrap();
                 assert!(at < 400, "the root at byte {at}");
                 assert!(text.contains("`policy_denied`"), "{text}");
@@ -398,7 +403,10 @@ mod tests {
         let upload = shim.tool_router.get("upload_start").unwrap();
         let local_path = &upload.input_schema["properties"]["local_path"]["description"];
         let described = local_path.as_str().unwrap();
-        assert!(described.contains("sshmcp-files."), "{described}");
+        assert!(
+            described.starts_with("Relative to the local root, /home/someone-with-a-long-name/"),
+            "{described}"
+        );
         let exec = shim.tool_router.get("exec").unwrap();
         assert!(!exec.description.as_deref().unwrap().contains("Local root"));
     }

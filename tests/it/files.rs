@@ -745,7 +745,7 @@ async fn housekeeping_tools_take_every_name_literally() {
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
     let said = r["error"]["message"].as_str().unwrap();
     assert!(
-        said.ends_with("destination's directory: make_directory it)"),
+        said.ends_with("destination directory: make_directory that)"),
         "{r}"
     );
     let r = on_session(

@@ -196,7 +196,7 @@ async fn tools_publish_strict_inputs_output_schemas_and_annotations() {
         "sha256sum",
         "echo",
         "cat",
-        "sed -i",
+        "sed",
         "sudo",
         "mv",
         "local",

@@ -362,7 +362,7 @@ impl Drop for KillUnderWay<'_> {
 pub struct Prepared {
     observer: Arc<Observer>,
     files: OutputFiles,
-    started_at: SystemTime,
+    asked_at: SystemTime,
 }
 
 impl Prepared {
@@ -391,7 +391,7 @@ impl Prepared {
         Ok(Self {
             observer,
             files,
-            started_at: SystemTime::now(),
+            asked_at: SystemTime::now(),
         })
     }
 
@@ -421,7 +421,7 @@ impl Prepared {
         let handle = Arc::new(Handle {
             id,
             preview,
-            asked_at: self.started_at,
+            asked_at: self.asked_at,
             observer: self.observer,
             files: self.files,
             end: watch::channel(None).0,
@@ -562,7 +562,6 @@ impl Handle {
         let _ = tokio::time::timeout(wait, ended_and_judged).await;
     }
 
-    /// Waits until the command started, or ended (it may end before it could start).
     /// When the command started: once the run reported it, that moment (a command that waited
     /// for a channel started after it was asked for); before, or for a handle taken back,
     /// when it was asked for or recorded.
@@ -570,6 +569,7 @@ impl Handle {
         self.observer.started_at().unwrap_or(self.asked_at)
     }
 
+    /// Waits until the command started, or ended (it may end before it could start).
     async fn wait_started(&self) {
         let mut seen = self.observer.subscribe();
         let mut end = self.end.subscribe();

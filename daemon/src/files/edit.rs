@@ -139,7 +139,7 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
                 sha256: hash.to_string(),
             })
         }
-        (Some("changed"), detail, _) => Err(super::changed(detail.unwrap_or(""))),
+        (Some("changed"), detail, _) => Err(super::changed(detail.unwrap_or(""), false)),
         (Some("nomatch"), ..) => Err(DaemonError::new(
             ErrorCode::EditNoMatch,
             "old_text does not occur in the file; nothing was changed (read the file again: \

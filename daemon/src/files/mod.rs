@@ -115,13 +115,19 @@ fn nothing_changed(e: DaemonError) -> DaemonError {
     }
 }
 
-/// The error of an `ok changed <hash>` answer.
-fn changed(detail: &str) -> DaemonError {
+/// The error of an `ok changed <hash>` answer; `creates`: the tool can make the file anew
+/// (`write_file`), which the message then says how.
+fn changed(detail: &str, creates: bool) -> DaemonError {
     match detail {
         "missing" => DaemonError::new(
             ErrorCode::FileChanged,
-            "the file does not exist (any more), so it has no expected_sha256; nothing was \
-             changed (to create it, leave expected_sha256 out)",
+            match creates {
+                true => {
+                    "the file does not exist (any more), so it cannot match expected_sha256; \
+                     nothing was changed (to create it, leave expected_sha256 out)"
+                }
+                false => "the file does not exist (any more); nothing was changed",
+            },
         ),
         hash => DaemonError::new(
             ErrorCode::FileChanged,

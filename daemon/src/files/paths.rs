@@ -195,7 +195,7 @@ pub async fn copy_or_move(
         .map_err(|mut e| {
             if e.code == ErrorCode::RemotePathNotFound {
                 e.message.push_str(
-                    " (the source is missing, or the destination's directory: make_directory it)",
+                    " (a missing source, or a missing destination directory: make_directory that)",
                 );
             }
             e

@@ -78,7 +78,7 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
                 created: detail == "0",
             })
         }
-        "changed" => Err(super::changed(detail)),
+        "changed" => Err(super::changed(detail, true)),
         _ => Err(DaemonError::internal(format!(
             "unexpected answer from the host: {said}"
         ))),

@@ -125,8 +125,12 @@ struct Progress {
     final_path: Option<String>,
     error: Option<TransferError>,
     ended_at: Option<SystemTime>,
-    /// When the copy first ran: the time it waited for a channel before is not its rate's.
-    running_since: Option<SystemTime>,
+    /// When the copy last went to running (after a wait for a channel, or a channel sshd
+    /// refused, which copied nothing): the time before is not its rate's. A monotonic
+    /// clock, as a step of the wall clock is no time the copy took.
+    running_since: Option<Instant>,
+    /// How long it ran, once it ended.
+    ran_for: Option<Duration>,
 }
 
 pub struct Operation {
@@ -180,6 +184,7 @@ impl Operation {
                 error: None,
                 ended_at: None,
                 running_since: None,
+                ran_for: None,
             }),
             cancel,
             ended: tokio::sync::watch::channel(false).0,
@@ -199,12 +204,10 @@ impl Operation {
             _ => 0,
         };
         let bytes = self.bytes.load(Ordering::Relaxed).max(arrived);
-        let since = p.running_since.unwrap_or(self.started_at);
         let seconds = p
-            .ended_at
-            .unwrap_or_else(SystemTime::now)
-            .duration_since(since)
-            .map_or(0.0, |d| d.as_secs_f64());
+            .ran_for
+            .or_else(|| p.running_since.map(|since| since.elapsed()))
+            .map_or(0.0, |ran| ran.as_secs_f64());
         let rate = if seconds > 0.0 {
             bytes as f64 / seconds
         } else {
@@ -237,7 +240,7 @@ impl Operation {
         let mut p = locked(&self.progress);
         p.state = state;
         if state == TransferState::Running {
-            p.running_since.get_or_insert_with(SystemTime::now);
+            p.running_since = Some(Instant::now());
         }
     }
 
@@ -271,6 +274,7 @@ impl Operation {
         }
         let mut p = locked(&self.progress);
         p.ended_at = Some(SystemTime::now());
+        p.ran_for = p.running_since.map(|since| since.elapsed());
         match outcome {
             Ok((sha256, final_path)) => {
                 p.state = TransferState::Completed;

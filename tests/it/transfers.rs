@@ -24,6 +24,11 @@ pub(crate) async fn until_ended(mcp: &McpClient, s: &Session, id: &Value) -> Val
     r
 }
 
+/// The transfer's report now (transfer_status without a wait).
+async fn status_now(mcp: &McpClient, s: &Session, id: &Value) -> Value {
+    on_session(mcp, s, "transfer_status", json!({"operation_id": id})).await
+}
+
 fn local_sha256(path: &std::path::Path) -> String {
     let out = std::process::Command::new("sha256sum")
         .arg(path)
@@ -75,13 +80,7 @@ async fn a_transfer_that_waited_for_a_channel_gives_its_copys_rate() {
     let asked = std::time::Instant::now();
     loop {
         let over = asked.elapsed() >= std::time::Duration::from_secs(1);
-        let st = on_session(
-            &mcp,
-            &s,
-            "transfer_status",
-            json!({"operation_id": r["operation_id"]}),
-        )
-        .await;
+        let st = status_now(&mcp, &s, &r["operation_id"]).await;
         assert_eq!(st["state"], "queued", "{st}");
         if over {
             break;
@@ -173,13 +172,7 @@ async fn a_64_mib_download_arrives_verified_and_whole() {
     assert_eq!(list["transfers"][0]["operation_id"], r["operation_id"]);
     // Another session does not see it.
     let (watcher, w) = connect_watcher(&env).await;
-    let other = on_session(
-        &watcher,
-        &w,
-        "transfer_status",
-        json!({"operation_id": r["operation_id"]}),
-    )
-    .await;
+    let other = status_now(&watcher, &w, &r["operation_id"]).await;
     assert_eq!(code(&other), "transfer_not_found");
     exec(&mcp, &s, &format!("rm -f '{remote}'"), json!({})).await;
     watcher.close().await;
@@ -265,13 +258,7 @@ async fn destinations_that_leave_the_local_root_and_sources_that_are_no_file_are
         .await;
         assert_eq!(code(&r), expected, "{remote}: {r}");
     }
-    let r = on_session(
-        &mcp,
-        &s,
-        "transfer_status",
-        json!({"operation_id": "tr-nope"}),
-    )
-    .await;
+    let r = status_now(&mcp, &s, &json!("tr-nope")).await;
     assert_eq!(code(&r), "transfer_not_found");
     mcp.close().await;
 }
@@ -854,13 +841,7 @@ async fn cancel_and_wait(mcp: &McpClient, s: &Session, r: &Value) -> Value {
 async fn until_bytes_flow(mcp: &McpClient, s: &Session, r: &Value) {
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let st = on_session(
-            mcp,
-            s,
-            "transfer_status",
-            json!({"operation_id": r["operation_id"]}),
-        )
-        .await;
+        let st = status_now(mcp, s, &r["operation_id"]).await;
         if st["bytes_transferred"].as_u64().unwrap_or(0) > 0 {
             assert_eq!(st["state"], "running", "the copy must still run: {st}");
             return;
@@ -1449,13 +1430,7 @@ async fn an_upload_published_just_before_a_crash_ends_completed_and_its_old_rsyn
         assert!(std::time::Instant::now() < give_up, "no remote rsync");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    let st = on_session(
-        &mcp,
-        &s,
-        "transfer_status",
-        json!({"operation_id": r["operation_id"]}),
-    )
-    .await;
+    let st = status_now(&mcp, &s, &r["operation_id"]).await;
     assert!(st["ended_at"].is_null(), "the copy must still run: {st}");
     // What the daemon before did last: the published file.
     std::fs::copy(&source, &destination).unwrap();

@@ -36,7 +36,9 @@ struct Call {
     id: String,
     tool: &'static str,
     preview: String,
-    started_at: SystemTime,
+    /// When it was asked for, which stands for its start until the run reports one: the
+    /// handle a hand-off makes of it then says the same.
+    asked_at: SystemTime,
     observer: Arc<Observer>,
     /// Its processes run as root (`sudo_exec`): a stop runs as root.
     as_root: bool,
@@ -73,7 +75,7 @@ impl UnderWay {
             id: id.clone(),
             tool,
             preview: preview(command),
-            started_at: SystemTime::now(),
+            asked_at: SystemTime::now(),
             observer,
             as_root,
             stopped: false,
@@ -104,7 +106,7 @@ impl UnderWay {
                     id: call.id.clone(),
                     tool: call.tool.to_string(),
                     preview: call.preview.clone(),
-                    started_at: rfc3339(call.started_at),
+                    started_at: rfc3339(seen.started_at.unwrap_or(call.asked_at)),
                     bytes: seen.total(),
                     last_line: seen.last_line(),
                 }
@@ -156,10 +158,10 @@ impl UnderWay {
         offsets: [Option<u64>; 2],
         sizes: [u64; 2],
     ) -> Option<Result<CommandReport, DaemonError>> {
-        let (observer, mut end, started_at) = {
+        let (observer, mut end, asked_at) = {
             let calls = locked(&self.calls);
             let call = calls.values().find(|call| call.id == id)?;
-            (call.observer.clone(), call.end.subscribe(), call.started_at)
+            (call.observer.clone(), call.end.subscribe(), call.asked_at)
         };
         if end.borrow().is_none() && !wait.is_zero() {
             // Done waiting once there is something past the offsets read from.
@@ -202,7 +204,7 @@ impl UnderWay {
                 status: ended.as_ref().map_or(CommandState::Running, |e| e.state),
                 exit_code: ended.as_ref().and_then(|e| e.exit_code),
                 signal: ended.as_ref().and_then(|e| e.signal.clone()),
-                started_at: rfc3339(started_at),
+                started_at: rfc3339(seen.started_at.unwrap_or(asked_at)),
                 ended_at: ended.as_ref().map(|e| rfc3339(e.at)),
                 stdout: piece(STDOUT)?,
                 stderr: piece(STDERR)?,

@@ -188,12 +188,27 @@ pub fn daemon_line(tool: &str, summary: String, outcome: &str) -> AuditEntry {
 }
 
 /// What an answer adds to its call's line: the exit status of the command it ran, or the
-/// signal that ended it, and whether a timeout ended that command.
+/// signal that ended it, and whether a timeout ended that command; or, for an answer that
+/// says more than that it was given, what it says (`said`: a kill's result).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Exit {
     pub code: Option<i32>,
     pub signal: Option<String>,
     pub timed_out: bool,
+    pub said: Option<String>,
+}
+
+/// A kill's line says what it found and did: `ok` alone would hide a kill that failed, found
+/// nothing to signal, or fell back to SIGKILL.
+pub fn kill_said(result: sshmcp_proto::command::KillResult, force_kill_used: bool) -> Exit {
+    let said = match force_kill_used {
+        true => format!("{}, SIGKILL sent", result.as_str()),
+        false => result.as_str().to_string(),
+    };
+    Exit {
+        said: Some(said),
+        ..Exit::default()
+    }
 }
 
 /// An answer a call's line is written for. Each answer type says, beside the tools that
@@ -213,7 +228,8 @@ pub struct CallEnd {
     pub exit_code: Option<i32>,
     /// The signal that ended the command, when one did.
     pub signal: Option<String>,
-    /// The error's message, for an error code.
+    /// The error's message, for an error code; else what the answer said of itself
+    /// ([`Exit::said`]).
     pub message: Option<String>,
 }
 
@@ -233,7 +249,7 @@ impl CallEnd {
                 outcome: if exit.timed_out { "timed_out" } else { "ok" },
                 exit_code: exit.code,
                 signal: exit.signal,
-                message: None,
+                message: exit.said,
             },
             Err(e) => Self::failed(e),
         }
@@ -641,6 +657,22 @@ mod tests {
             (end.outcome, end.exit_code, end.message),
             ("timed_out", None, None)
         );
+        // A kill answered: its line says what it found and did, a SIGKILL fallback included.
+        let kill = |result, force_kill_used| sshmcp_proto::task::TaskKilled {
+            pid: 7,
+            result,
+            signal: 15,
+            force_kill_used,
+            timestamp: String::new(),
+        };
+        use sshmcp_proto::command::KillResult;
+        let end = CallEnd::of(Ok(&kill(KillResult::FailedToKill, false)));
+        assert_eq!(
+            (end.outcome, end.message.as_deref()),
+            ("ok", Some("failed_to_kill"))
+        );
+        let end = CallEnd::of(Ok(&kill(KillResult::Killed, true)));
+        assert_eq!(end.message.as_deref(), Some("killed, SIGKILL sent"));
         // One ASCII byte first: a byte-wise cut at the bound would split the last `é`.
         let long = format!("x{}", "é".repeat(AUDIT_MESSAGE_BYTES));
         let e =

@@ -62,7 +62,7 @@ pub struct AuditEntry {
     /// code it answered, then with [`message`](Self::message).
     pub outcome: String,
     /// The error's message, for an outcome that is an error code (session keys redacted, cut
-    /// to [`AUDIT_MESSAGE_BYTES`]).
+    /// to [`AUDIT_MESSAGE_BYTES`]); for a kill, its result (`failed_to_kill, SIGKILL sent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The command's exit status, for the calls that have one.

@@ -193,6 +193,19 @@ async fn history_says_how_each_call_went_and_reads_times_as_people_write_them() 
     let tomorrow =
         sshmcp_proto::time::rfc3339(std::time::SystemTime::now() + Duration::from_secs(86_400));
     assert!(history(&env, &["--since", &tomorrow[..10]], 0).is_empty());
+
+    // A kill's line says what it found, not only that it answered.
+    let r = crate::on_session(&mcp, &s, "task_kill", json!({"pid": 1})).await;
+    assert_eq!(r["result"], "invalid_pid", "{r}");
+    let lines = history_until(&env, &[], |l| {
+        l.first().is_some_and(|l| l["tool"] == "task_kill")
+    });
+    assert_eq!(
+        (&lines[0]["outcome"], &lines[0]["message"]),
+        (&json!("ok"), &json!("invalid_pid")),
+        "{}",
+        lines[0]
+    );
     mcp.close().await;
 }
 

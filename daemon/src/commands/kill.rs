@@ -224,8 +224,15 @@ pub enum Stop {
     Signalled(KillResult),
 }
 
-/// A person's stop carries no exit status of its own.
-impl crate::audit::Answer for Stop {}
+/// A person's stop carries no exit status of its own; a signalled one says the kill's result.
+impl crate::audit::Answer for Stop {
+    fn exit(&self) -> crate::audit::Exit {
+        match self {
+            Stop::Cut => crate::audit::Exit::default(),
+            Stop::Signalled(result) => crate::audit::kill_said(*result, false),
+        }
+    }
+}
 
 impl Stop {
     /// As the person reads it: `cancelled`, or the kill's result.
@@ -237,8 +244,12 @@ impl Stop {
     }
 }
 
-// A call answered so adds nothing to its trail line but how it ended.
-impl crate::audit::Answer for sshmcp_proto::command::CommandKilled {}
+/// A kill's line says its result.
+impl crate::audit::Answer for sshmcp_proto::command::CommandKilled {
+    fn exit(&self) -> crate::audit::Exit {
+        crate::audit::kill_said(self.result, self.force_kill_used)
+    }
+}
 
 #[cfg(test)]
 mod tests {

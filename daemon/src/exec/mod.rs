@@ -106,6 +106,7 @@ impl Answer for ExecResult {
             code: self.exit_code,
             signal: self.signal.clone(),
             timed_out: self.timed_out,
+            said: None,
         }
     }
 }

@@ -293,7 +293,12 @@ pub async fn kill(session: &Session, req: TaskKillRequest) -> Result<TaskKilled,
 // code is its command's, told when asked, not the call's).
 impl crate::audit::Answer for sshmcp_proto::task::TaskLaunched {}
 impl crate::audit::Answer for sshmcp_proto::task::TaskReport {}
-impl crate::audit::Answer for sshmcp_proto::task::TaskKilled {}
+/// A kill's line says its result.
+impl crate::audit::Answer for sshmcp_proto::task::TaskKilled {
+    fn exit(&self) -> crate::audit::Exit {
+        crate::audit::kill_said(self.result, self.force_kill_used)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -162,6 +162,14 @@ async fn disconnect(
             connect_or_start(paths, &daemon_program()).await?
         }
     };
+    // The daemon then tells an agent that calls on a session closed here that the person
+    // closed it, and the trail names who did.
+    if c.capabilities.iter().any(|cap| cap == "introduce") {
+        let person = sshmcp_proto::service::PERSON_CLIENT.to_string();
+        c.client
+            .introduce(context_with_timeout(QUICK), person)
+            .await?;
+    }
     let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
     let ids = match session_id {
         Some(id) => {

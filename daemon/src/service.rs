@@ -393,14 +393,24 @@ impl DaemonService {
     /// Closes a session by its id (`disconnect`), and writes the call to the trail.
     async fn close(&self, session_id: String) -> Result<Disconnected, DaemonError> {
         let session = self.registry.find(&session_id)?;
-        let line = self.audited(
-            Call::new(Tool::Disconnect, String::new()),
-            Place::from(&*session),
-        );
+        let by_person = self
+            .client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_deref()
+            == Some(sshmcp_proto::service::PERSON_CLIENT);
+        let summary = match by_person {
+            true => "(by the person: sshmcp disconnect)".to_string(),
+            false => String::new(),
+        };
+        let line = self.audited(Call::new(Tool::Disconnect, summary), Place::from(&*session));
         let disconnected = match self.allowed(Tool::Disconnect, &session) {
             Ok(()) => self.registry.disconnect(&session_id).await,
             Err(refused) => Err(refused),
         };
+        if by_person && disconnected.is_ok() {
+            self.registry.closed_by_person(&session_id);
+        }
         line.finish(CallEnd::of(disconnected.as_ref()));
         disconnected.map_err(|e| self.for_client(e))
     }
@@ -506,18 +516,12 @@ impl DaemonService {
         self.registry.check_policy(tool, session)
     }
 
-    /// `e` as this connection's client can read it: a client that did not introduce itself
-    /// predates `policy_denied` (its variant would break its decoding), so it gets the same
-    /// message as `invalid_arguments`.
+    /// `e` as this connection's client can read it (see [`readable`]).
     fn for_client(&self, e: DaemonError) -> DaemonError {
-        match e.code {
-            ErrorCode::PolicyDenied
-                if !self.introduced.load(std::sync::atomic::Ordering::Relaxed) =>
-            {
-                DaemonError::new(ErrorCode::InvalidArguments, e.message)
-            }
-            _ => e,
-        }
+        readable(
+            e,
+            self.introduced.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// The guard that writes `call`'s line.
@@ -587,6 +591,18 @@ const CLIENT_NAME_BYTES: usize = 100;
 
 /// A client's name as the trail keeps it: it comes from the agent's side, so control
 /// characters become spaces and it is cut to [`CLIENT_NAME_BYTES`].
+/// `e` as a client can read it: one that did not introduce itself predates `policy_denied`
+/// (its variant would break its decoding), so it gets the same message as
+/// `invalid_arguments`.
+fn readable(e: DaemonError, introduced: bool) -> DaemonError {
+    match e.code {
+        ErrorCode::PolicyDenied if !introduced => {
+            DaemonError::new(ErrorCode::InvalidArguments, e.message)
+        }
+        _ => e,
+    }
+}
+
 fn client_name(given: &str) -> String {
     let mut name = String::new();
     for c in given.chars() {
@@ -601,6 +617,21 @@ fn client_name(given: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client that did not introduce itself (one older than `policy_denied`) reads a
+    /// refusal as `invalid_arguments`, with the same message; one that did reads it as is.
+    #[test]
+    fn a_refusal_reaches_a_client_as_it_can_read_it() {
+        let refused = || DaemonError::new(ErrorCode::PolicyDenied, "refused");
+        let old = readable(refused(), false);
+        assert_eq!(
+            (old.code, old.message.as_str()),
+            (ErrorCode::InvalidArguments, "refused")
+        );
+        assert_eq!(readable(refused(), true).code, ErrorCode::PolicyDenied);
+        let other = DaemonError::new(ErrorCode::SessionNotFound, "gone");
+        assert_eq!(readable(other, false).code, ErrorCode::SessionNotFound);
+    }
 
     /// A client's name as the trail shows it: control characters are spaces, and a long
     /// name is cut at a character within the limit.

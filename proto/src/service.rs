@@ -40,6 +40,10 @@ use crate::transfer::{
 /// can compare numbers.
 pub const PROTOCOL_VERSION: u32 = 8;
 
+/// The name the person's CLI introduces itself by: the trail names it, and a session it
+/// closes is remembered as the person's doing, which the agent is then told.
+pub const PERSON_CLIENT: &str = "the person (sshmcp)";
+
 /// The daemon's methods beyond `hello`, `status`, `shutdown` and `capabilities` that are no
 /// agent's tool: the shim's progress and introduction, and the CLI's policy, overview,
 /// output and stop.

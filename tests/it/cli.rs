@@ -29,12 +29,34 @@ async fn sessions_lists_as_table_and_json_without_keys() {
     mcp.close().await;
 }
 
+/// The person's disconnect closes a session; the agent that calls on it next is told the
+/// person closed it (so it asks before connecting again), and the trail says who did.
 #[tokio::test]
 async fn disconnect_by_id_and_clear_errors() {
     let (env, mcp, s) = connected().await;
     let out = env.cli(&["disconnect", &s.0]);
     assert!(out.status.success());
     assert_eq!(stdout(&out), format!("session {} closed\n", s.0));
+    let r = crate::exec(&mcp, &s, "true", json!({})).await;
+    assert_eq!(crate::code(&r), "session_not_found", "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("the person closed it")
+            && said.ends_with("ask them before you connect again"),
+        "{r}"
+    );
+    let line = crate::oversight::history_until(&env, &["--session", &s.0], |l| {
+        l.iter().any(|l| l["tool"] == "disconnect")
+    });
+    let line = line.iter().find(|l| l["tool"] == "disconnect").unwrap();
+    assert_eq!(
+        (&line["summary"], &line["client"]),
+        (
+            &json!("(by the person: sshmcp disconnect)"),
+            &json!("the person (sshmcp)")
+        ),
+        "{line}"
+    );
     let out = env.cli(&["disconnect", &s.0]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -1264,13 +1264,14 @@ async fn deny_lists_and_sudo_false_apply_by_server_host_and_doctor_shows_them() 
         report.contains("match prod-*: read_only (no live session)"),
         "{report}"
     );
-    // A client that did not introduce itself (the CLI, or a shim older than the code) cannot
-    // read `policy_denied`: it gets `invalid_arguments` with the same message.
+    // The person's disconnect meets the policy too, and reads its refusal as such (a client
+    // that did not introduce itself reads it as `invalid_arguments`: a unit test of the
+    // service).
     let out = env.cli(&["disconnect", &s.0]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("invalid_arguments")
+        err.contains("(policy_denied)")
             && err.contains("refused on this host by the user's policy"),
         "{err}"
     );

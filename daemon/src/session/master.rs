@@ -158,6 +158,9 @@ pub enum StartFailure {
     Cancelled,
 }
 
+/// What a connect whose host name no resolver knows says.
+pub const NOT_RESOLVED: &str = "the host name could not be resolved";
+
 /// Starts the master and waits until it is authenticated and backgrounded. Its stdio goes to
 /// `log_path` (private; never shown to callers), it runs in its own process session so a
 /// daemon crash or stop does not take it down, and a timeout or cancellation kills the whole
@@ -288,7 +291,7 @@ pub fn classify(stderr: &str, prompt_needed: bool, status: Option<i32>) -> Strin
     } else if has("timed out") {
         "the connection timed out".into()
     } else if has("Could not resolve hostname") || has("Name or service not known") {
-        "the host name could not be resolved".into()
+        NOT_RESOLVED.into()
     } else {
         match status {
             Some(code) => format!("the ssh master exited with status {code}"),

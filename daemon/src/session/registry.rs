@@ -588,7 +588,9 @@ impl Registry {
         match started {
             Ok(()) => {}
             Err(StartFailure::Cancelled) => return Err(closed()),
-            Err(StartFailure::Failed(message)) => return Err(start_failed(message)),
+            Err(StartFailure::Failed(message)) => {
+                return Err(start_failed(start_failure(target, message)));
+            }
         }
         let control_path = &session.host.control_path;
         let master = match mux::alive_check(control_path).await {
@@ -975,6 +977,18 @@ fn check_connect_request(req: &ConnectRequest) -> Result<Duration, DaemonError> 
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// What a failed start of `target`'s master says: an alias that no Host of the configuration
+/// names is taken by OpenSSH as a host name, which then resolves to nothing.
+fn start_failure(target: &ConnectTarget, message: String) -> String {
+    match target {
+        ConnectTarget::Alias { .. } if message == master::NOT_RESOLVED => format!(
+            "{message}: is the alias a Host of the user's OpenSSH config? (else connect with \
+             `host` and `user`)"
+        ),
+        _ => message,
+    }
+}
+
 /// A run found the session's master confirmed gone: the session is lost, the call fails.
 pub fn connection_lost(session: &Session) -> DaemonError {
     session.mark_lost();
@@ -997,6 +1011,26 @@ mod tests {
             },
             connect_timeout: timeout,
         }
+    }
+
+    /// An alias that resolves to nothing is asked about; a host, or another failure, is not.
+    #[test]
+    fn an_unresolved_alias_asks_whether_it_is_in_the_config() {
+        let alias = ConnectTarget::Alias {
+            alias: "typo".into(),
+        };
+        let said = start_failure(&alias, master::NOT_RESOLVED.into());
+        assert!(
+            said.starts_with(master::NOT_RESOLVED) && said.contains("a Host of"),
+            "{said}"
+        );
+        let direct = direct(Some(22), None).target;
+        assert_eq!(
+            start_failure(&direct, master::NOT_RESOLVED.into()),
+            master::NOT_RESOLVED
+        );
+        let refused = "the connection was refused".to_string();
+        assert_eq!(start_failure(&alias, refused.clone()), refused);
     }
 
     /// `connect_timeout` is taken from 1 s to its maximum, exactly at each edge, and its

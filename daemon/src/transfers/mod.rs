@@ -131,6 +131,9 @@ struct Progress {
     running_since: Option<Instant>,
     /// How long it ran, once it ended.
     ran_for: Option<Duration>,
+    /// What a download's partial held when the copy went to running: bytes a resume reuses,
+    /// which its rate does not count.
+    held_at_run: u64,
 }
 
 pub struct Operation {
@@ -185,6 +188,7 @@ impl Operation {
                 ended_at: None,
                 running_since: None,
                 ran_for: None,
+                held_at_run: 0,
             }),
             cancel,
             ended: tokio::sync::watch::channel(false).0,
@@ -209,7 +213,7 @@ impl Operation {
             .or_else(|| p.running_since.map(|since| since.elapsed()))
             .map_or(0.0, |ran| ran.as_secs_f64());
         let rate = if seconds > 0.0 {
-            bytes as f64 / seconds
+            bytes.saturating_sub(p.held_at_run) as f64 / seconds
         } else {
             0.0
         };
@@ -241,6 +245,7 @@ impl Operation {
         p.state = state;
         if state == TransferState::Running {
             p.running_since = Some(Instant::now());
+            p.held_at_run = self.arrived();
         }
     }
 
@@ -1398,6 +1403,53 @@ impl Work for Transfers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resumed download's rate counts what its copy moved, not the bytes its partial held
+    /// already, which its `bytes_transferred` does count.
+    #[test]
+    fn a_resumed_downloads_rate_counts_only_what_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let partial = dir.path().join("p.part");
+        std::fs::write(&partial, vec![0u8; 600]).unwrap();
+        let request = TransferStartRequest {
+            auth: sshmcp_proto::session::SessionAuth {
+                session_id: "s1".into(),
+                session_key: String::new(),
+            },
+            remote_path: sshmcp_proto::inspect::RemotePath {
+                path: "/r".into(),
+                encoding: sshmcp_proto::exec::Encoding::Utf8,
+            },
+            local_path: "l".into(),
+            overwrite: false,
+            local_root: None,
+        };
+        let resumed = Resumed {
+            id: "tr-0123456789abcdef".into(),
+            started_at: SystemTime::now(),
+            placeholder: None,
+        };
+        let mut op = Operation::new(
+            resumed,
+            TransferDirection::Download,
+            request,
+            1000,
+            CancellationToken::new(),
+        );
+        op.partial = Some(partial);
+        op.set_state(TransferState::Running);
+        op.bytes.store(1000, Ordering::Relaxed);
+        op.record_end(Ok(("hash".into(), "/l".into())));
+        let ran = locked(&op.progress).ran_for.unwrap().as_secs_f64();
+        let report = op.report();
+        assert_eq!(report.bytes_transferred, 1000);
+        let moved = report.rate * ran;
+        assert!(
+            (moved - 400.0).abs() < 1.0,
+            "{} B/s over {ran} s",
+            report.rate
+        );
+    }
 
     /// A transfer as every daemon so far wrote it in the session record reads back, and is
     /// written again, field for field (one written before `total_bytes` and `ended` were kept

@@ -54,9 +54,10 @@ pub struct ForwardStartArgs {
     /// then here at `127.0.0.1:<listen_port>`), `remote` (`ssh -R`: the reverse) or `dynamic`
     /// (`ssh -D`: a SOCKS5 proxy here).
     pub kind: ForwardKind,
-    /// Here, or on the host for `remote`; 0 (default): a free one.
+    /// Its port there; 0 (default): a free one.
     pub listen_port: Option<u16>,
-    /// As `listen_port`: `127.0.0.1` (default), `::1`, `localhost`; others only if allowed.
+    /// Where it listens (the host, for `remote`): `127.0.0.1` (default), `::1`, `localhost`;
+    /// others if the user allows.
     pub listen_host: Option<String>,
     /// Required for `local` and `remote`; resolved on the host for `local`, here for `remote`.
     pub target_host: Option<String>,
@@ -69,13 +70,13 @@ pub struct ForwardStartArgs {
 impl crate::described::Described for crate::service::tools::ForwardStart {
     type Args = ForwardStartArgs;
     const TITLE: &'static str = "Open a port forward";
-    const DESCRIPTION: &'static str = "Open a port forward over the session, for programs here (one request: exec \
-        `curl` on the host). \
-        \"Here\": the machine running sshmcp: `local` and `dynamic` listen here, for any local user. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
+    const DESCRIPTION: &'static str = "Open a port forward over the session, for programs on the machine running \
+        sshmcp (\"here\"; one request: exec `curl` on the host). \
+        `local` and `dynamic` listen here, for any local user. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
         The target is tried only when a client connects. Lasts until forward_stop or disconnect. Errors (nothing listens): `forward_failed` \
         (`error.message` says why: port taken: pass `listen_port: 0`; under 1024: pick higher; \
         this session has it: `error.forward_id`; sshd forbids it: tell the user), \
-        `forward_not_allowed` (`listen_host` not loopback, or a `remote` one sshd would open on \
+        `forward_not_allowed` (`listen_host` not loopback, or a `remote` one sshd opens on \
         every address (GatewayPorts): tell the user).";
     const HINTS: crate::described::Hints = crate::described::Hints::STARTS;
     const DEADLINE: std::time::Duration = FORWARD_DEADLINE;

@@ -39,7 +39,17 @@ async fn until_ended(mcp: &McpClient, s: &Session, handle: &Value) -> Value {
 }
 
 /// Kills the handle's command with the defaults; its result must be `killed`.
-async fn killed(mcp: &McpClient, s: &Session, handle: &Value) {
+/// Seven handles of `sleep {secs}`: as many as commands may hold of a session's channels, so
+/// the next command or copy waits for one.
+pub(crate) async fn holding_every_slot(mcp: &McpClient, s: &Session, secs: &str) -> Vec<Value> {
+    let mut handles = Vec::new();
+    for _ in 0..7 {
+        handles.push(start(mcp, s, &format!("sleep {secs}")).await);
+    }
+    handles
+}
+
+pub(crate) async fn killed(mcp: &McpClient, s: &Session, handle: &Value) {
     let k = kill(mcp, s, &handle["handle_id"], json!({})).await;
     assert_eq!(k["result"], "killed", "{k}");
 }
@@ -103,10 +113,7 @@ async fn command_kill_ends_handles_on_a_server_their_sessions_fill() {
 async fn a_command_that_waited_for_a_channel_says_when_it_started() {
     let (_env, mcp, s) = connected().await;
     let secs = unique_sleep(300);
-    let mut handles = Vec::new();
-    for _ in 0..7 {
-        handles.push(start(&mcp, &s, &format!("sleep {secs}")).await);
-    }
+    let mut handles = holding_every_slot(&mcp, &s, &secs).await;
     let args = json!({"session_id": s.0, "session_key": s.1, "command": format!("sleep {secs}")});
     let waiting = mcp.start_call("command_start", args).await.1;
     let freed = handles.pop().unwrap();
@@ -138,10 +145,7 @@ async fn a_command_that_waited_for_a_channel_says_when_it_started() {
 async fn brief_tools_answer_while_commands_hold_every_channel_they_may() {
     let (_env, mcp, s) = connected().await;
     let secs = unique_sleep(300);
-    let mut handles = Vec::new();
-    for _ in 0..7 {
-        handles.push(start(&mcp, &s, &format!("sleep {secs}")).await);
-    }
+    let handles = holding_every_slot(&mcp, &s, &secs).await;
     let args = json!({"session_id": s.0, "session_key": s.1, "command": "echo ran",
                       "timeout": 5});
     let waiting = mcp.start_call("exec", args).await.1;
@@ -181,10 +185,7 @@ async fn cancelled_work_waiting_for_a_channel_never_runs() {
     )
     .await;
     let secs = unique_sleep(300);
-    let mut handles = Vec::new();
-    for _ in 0..7 {
-        handles.push(start(&mcp, &s, &format!("sleep {secs}")).await);
-    }
+    let handles = holding_every_slot(&mcp, &s, &secs).await;
     let remove = json!({"session_id": s.0, "session_key": s.1,
                         "path": format!("{dir}/victim"), "recursive": true});
     let (removal, _never) = mcp.start_call("remove_path", remove).await;

@@ -58,17 +58,7 @@ async fn a_transfer_that_waited_for_a_channel_gives_its_copys_rate() {
     )
     .await;
     let secs = unique_sleep(300);
-    let mut handles = Vec::new();
-    for _ in 0..7 {
-        let r = on_session(
-            &mcp,
-            &s,
-            "command_start",
-            json!({"command": format!("sleep {secs}")}),
-        )
-        .await;
-        handles.push(r["handle_id"].clone());
-    }
+    let handles = crate::commands::holding_every_slot(&mcp, &s, &secs).await;
     let r = on_session(
         &mcp,
         &s,
@@ -88,8 +78,7 @@ async fn a_transfer_that_waited_for_a_channel_gives_its_copys_rate() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     for handle in &handles {
-        let k = on_session(&mcp, &s, "command_kill", json!({"handle_id": handle})).await;
-        assert_eq!(k["result"], "killed", "{k}");
+        crate::commands::killed(&mcp, &s, handle).await;
     }
     let done = until_ended(&mcp, &s, &r["operation_id"]).await;
     assert_eq!(done["state"], "completed", "{done}");

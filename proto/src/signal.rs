@@ -61,10 +61,21 @@ impl Signal {
                     .iter()
                     .find(|(known, _)| known.eq_ignore_ascii_case(bare))
                     .map(|(_, number)| *number)
-                    .ok_or_else(|| "invalid value for field: signal".to_string())
+                    .ok_or_else(unknown_name)
             }
         }
     }
+}
+
+/// What an agent learns of a signal name no kill tool takes: the names they do, and how to
+/// find the number of another on its host (USR1 is 10 on Linux, 30 on BSD and macOS).
+fn unknown_name() -> String {
+    let names: Vec<&str> = NAMES.iter().map(|(name, _)| *name).collect();
+    format!(
+        "invalid value for field: signal: a name of {} (a `SIG` prefix is fine), or a number \
+         1..64 (the numbers of other names differ between systems: give the host's number)",
+        names.join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -93,7 +104,9 @@ mod tests {
     #[test]
     fn a_name_whose_number_differs_between_systems_is_refused() {
         // USR1 is 10 on Linux and 30 on BSD and macOS.
-        assert!(parse(serde_json::json!("USR1")).is_err());
+        let refused = parse(serde_json::json!("USR1")).unwrap_err();
+        assert!(refused.starts_with("invalid value for field: signal: a name of HUP, INT,"));
+        assert!(refused.contains("give the host's number"), "{refused}");
         assert!(parse(serde_json::json!("TERMINATE")).is_err());
     }
 }

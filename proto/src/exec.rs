@@ -73,14 +73,16 @@ impl crate::described::Described for crate::service::tools::Exec {
     type Args = ExecArgs;
     const TITLE: &'static str = "Run a shell command";
     const DESCRIPTION: &'static str = "Run one /bin/sh command as the login user and wait (no \
-        TTY, empty stdin; root: sudo_exec). `exit_code` is null if a signal ended the shell \
-        (`signal` names it; `timed_out: true` after `timeout`). `stdout`, `stderr`: a string, or if cut, not UTF-8 or spooled, an object: `data` (head and tail if cut), `encoding`, \
-        `total_bytes`, `truncated` (over the 64 KiB cap; all of it: `spool_output`, if a rerun is safe), `omitted` (`start`, `end` of bytes \
-        left out), `spool_path`. Timeout or cancel kills the whole process group, background \
-        jobs too (to keep one: task_launch). Maybe slow? Pass `handoff_after`: still running \
-        then, it answers `handed_off: true` (`exit_code` null: no exit yet), `handle_id`, output so far, each stream's \
-        `next_offset`: go on with command_status. Errors: `remote_path_not_found` (no such \
-        `cwd`), `invalid_command` (too long or NUL: upload_start a script, run it), \
+        TTY, empty stdin; root: sudo_exec). Maybe slow? Pass `handoff_after`: still running \
+        then, it answers `handed_off: true` (`exit_code` null: no exit yet), `handle_id`, output \
+        so far, each stream's `next_offset`: go on with command_status. `exit_code` is null if \
+        a signal ended the shell (`signal` names it; `timed_out: true` after `timeout`). \
+        `stdout`, `stderr`: a string, or if cut, not UTF-8 or spooled, an object: `data` (head \
+        and tail if cut), `encoding`, `total_bytes`, `truncated` (over the 64 KiB cap; all of \
+        it: `spool_output`, if a rerun is safe), `omitted` (`start`, `end` of bytes left out), \
+        `spool_path`. Timeout or cancel kills the whole process group, background jobs too (to \
+        keep one: task_launch). Errors: `remote_path_not_found` (no such `cwd`), \
+        `invalid_command` (too long or NUL: upload_start a script, run it), \
         `invalid_local_path` (local root unusable: tell the user).";
     const HINTS: crate::described::Hints = crate::described::Hints::MAY_DESTROY;
     const DEADLINE: std::time::Duration = EXEC_DEADLINE_MARGIN;

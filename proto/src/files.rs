@@ -305,7 +305,7 @@ impl crate::described::Described for crate::service::tools::RemovePath {
     type Args = RemovePathArgs;
     const TITLE: &'static str = "Remove a remote path";
     const DESCRIPTION: &'static str = "Remove a remote file, symlink \
-        (itself) or directory; no wildcards (exec `rm`; a tree that may take minutes: `rm -rf` \
+        (itself) or directory; no wildcards (exec `rm`; a tree that may take over 30 s: `rm -rf` \
         via command_start). Answer: `type` removed. Errors: \
         `remote_path_not_found` (already gone, or a wrong path), `directory_not_empty` (`recursive: true` if \
         its contents may go), `remote_permission_denied` (sudo_exec); `internal_error` after \
@@ -376,7 +376,7 @@ impl crate::described::Described for crate::service::tools::CopyPath {
     type Args = CopyMoveArgs;
     const TITLE: &'static str = "Copy a remote path";
     const DESCRIPTION: &'static str = "Copy a remote file, symlink or \
-        directory tree on the same host, atomically (as `cp -a`; a tree that may take minutes: \
+        directory tree on the same host, atomically (as `cp -a`; a tree that may take over 30 s: \
         `cp -a` via command_start). Answer: `type` copied. \
         Errors: `remote_path_not_found` (source, or destination's directory: \
         make_directory), `remote_path_exists` (see `overwrite`; a directory there: pick a new \
@@ -404,7 +404,7 @@ impl crate::described::Described for crate::service::tools::MovePath {
     const TITLE: &'static str = "Move a remote path";
     const DESCRIPTION: &'static str = "Move or rename a remote file, \
         symlink or directory: one atomic rename on a file system; across file \
-        systems `mv` copies, then removes the source (not atomic; a tree that may take minutes: \
+        systems `mv` copies, then removes the source (not atomic; a tree that may take over 30 s: \
         `mv` via command_start). Answer: `type` moved. \
         Errors: `remote_path_not_found` (source, or destination's directory: \
         make_directory), `remote_path_exists` (see `overwrite`; a directory there: pick a new \

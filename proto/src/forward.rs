@@ -72,7 +72,7 @@ impl crate::described::Described for crate::service::tools::ForwardStart {
     const TITLE: &'static str = "Open a port forward";
     const DESCRIPTION: &'static str = "Open a port forward over the session, for programs on the machine running \
         sshmcp (\"here\"; one request: exec `curl` on the host). \
-        `local` and `dynamic` listen here, for any local user. Answers `forward_id` (for forward_stop) and the `listen_port` in force. \
+        `local` and `dynamic` listen here, for any local user. Answers `forward_id` and the `listen_port` in force. \
         The target is tried only when a client connects. Lasts until forward_stop or disconnect. Errors (nothing listens): `forward_failed` \
         (`error.message` says why: port taken: pass `listen_port: 0`; under 1024: pick higher; \
         this session has it: `error.forward_id`; sshd forbids it: tell the user), \

@@ -266,7 +266,8 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
 /// The daemon's default limits: what the instructions leave out first when a long local root
 /// leaves no room.
 const LIMITS: &str = "One session per server (host and port, any user). Defaults: 32 \
-    sessions; 7 channels each for commands and transfers (4 transfers at most); answers \
+    sessions; 7 channels a session, shared by commands and transfers (4 transfers at most); \
+    answers \
     carry up to 64 KiB a stream.";
 
 #[tool_handler(router = self.tool_router)]

@@ -373,3 +373,43 @@ async fn a_kill_that_leaves_roots_processes_in_the_group_says_it_failed() {
     assert!(until_matching(&[&own], 0).await);
     mcp.close().await;
 }
+
+/// A root command that ignores TERM outlives a kill: its handle stays `running`, as its
+/// kill said (`failed_to_kill`), because the user's shell leading its group waits for sudo
+/// rather than ending the run by dying of the TERM; a forced kill then ends it, as root.
+#[tokio::test]
+async fn a_root_command_that_outlives_a_kill_stays_running() {
+    let user = sudo_user(SudoRule::NoPassword);
+    let (_env, mcp, s) = crate::logged_in_as(&user, &[]).await;
+    let secs = unique_sleep(300);
+    let r = sudo(
+        &mcp,
+        &s,
+        &format!("trap '' TERM; echo ready; while :; do sleep {secs}; done"),
+        json!({"handoff_after": 1}),
+    )
+    .await;
+    assert_eq!(r["handed_off"], true, "{r}");
+    let handle = json!({"handle_id": r["handle_id"]});
+    let mut kill = handle.clone();
+    kill["wait_seconds"] = json!(2);
+    let k = call_ok(&mcp, &s, "command_kill", kill.clone()).await;
+    assert_eq!(k["result"], "failed_to_kill", "{k}");
+    let st = call_ok(&mcp, &s, "command_status", handle.clone()).await;
+    assert_eq!(
+        (&st["status"], &st["signal"]),
+        (&json!("running"), &Value::Null),
+        "{st}"
+    );
+    let own = format!("sleep\0{secs}");
+    assert_eq!(count_matching(&[&own]), 1, "root's loop still runs");
+    kill["force"] = json!(true);
+    let k = call_ok(&mcp, &s, "command_kill", kill).await;
+    assert_eq!(k["result"], "killed", "{k}");
+    assert!(until_matching(&[&own], 0).await, "root's loop ended");
+    let mut wait = handle;
+    wait["wait_seconds"] = json!(10);
+    let st = call_ok(&mcp, &s, "command_status", wait).await;
+    assert_eq!(st["status"], "killed", "{st}");
+    mcp.close().await;
+}

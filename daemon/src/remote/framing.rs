@@ -234,11 +234,13 @@ impl Framing {
             // equal it. The group is then a pipeline's subshell: it reports its own exit, and
             // the shell's stderr (where dash describes a job a signal ended) is /dev/null
             // while the group keeps the real one. All on the pipeline's first line, so the
-            // shell parses the group before any of it runs.
+            // shell parses the group before any of it runs. The shell outlives every signal a
+            // kill tool sends the group ([`WAITS_FOR_ITS_GROUP`]).
             Some(bytes) => {
                 let _ = writeln!(
                     out,
-                    "exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ {exit_trap}; {{ :"
+                    "{WAITS_FOR_ITS_GROUP} exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ \
+                     {exit_trap}; {{ :"
                 );
                 let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
                 for line in encoded.as_bytes().chunks(76) {
@@ -307,6 +309,14 @@ impl Markers {
         }
     }
 }
+
+/// Where a program's group is a pipeline's subshell (it reads given stdin), the shell
+/// leading its process group only waits for it: it catches the signals a kill sends the whole
+/// group and goes on waiting, so the group's end is the program's, never this shell's. A root
+/// command (`sudo_exec`) that outlives a kill thus stays `running` where it did, as root, and
+/// the run ends with sudo's own status. A trap with an action, unlike an ignored signal, is
+/// not inherited: the program gets every signal as it would have.
+const WAITS_FOR_ITS_GROUP: &str = "trap : HUP INT QUIT ABRT ALRM TERM USR1 USR2;";
 
 /// What follows a program's group: its stdin (the shell reads its program from the channel's
 /// stdin), and the shell's end, right after the group, so it never waits for more.
@@ -955,7 +965,8 @@ mod tests {
         /// under bash as /bin/sh, with and without given stdin: a shell a signal ended is named
         /// and says nothing about it on stderr; an exit is an exit, above 128 too, under `set -e`
         /// and from a function too; the trap's own listing is no report; a terminal's stop signal
-        /// stops nothing. Every program leaves its channel idle for the next, whichever runner.
+        /// stops nothing; a signal to the shell that only waits for a group reading given stdin
+        /// ends nothing. Every program leaves its channel idle for the next, whichever runner.
         #[test]
         fn signals_are_told_apart_from_exits() {
             type Case = (
@@ -964,7 +975,7 @@ mod tests {
                 Option<i32>,
                 Option<&'static str>,
             );
-            let cases: [Case; 11] = [
+            let cases: [Case; 12] = [
                 ("echo started; kill -USR1 $$", None, None, Some("USR1")),
                 ("kill -TERM $$; echo not-reached", None, None, Some("TERM")),
                 ("exit 138", None, Some(138), None),
@@ -979,11 +990,16 @@ mod tests {
                 // no signal gives.
                 ("trap 'true' EXIT; exit 255", None, Some(255), None),
                 ("exec sh -c 'exit 200'", None, Some(200), None),
-                // Last: the group is a pipeline's subshell, which may outlive the shell a moment,
-                // and then keeps the channel.
-                ("cat; kill -USR1 $$", Some(b"in\n"), None, Some("USR1")),
+                // The group is a pipeline's subshell: a signal ending it ends the run, one sent
+                // to the shell that waits for it (`$$` there) ends nothing.
+                (
+                    "cat; exec sh -c 'kill -USR1 $$'",
+                    Some(b"in\n"),
+                    None,
+                    Some("USR1"),
+                ),
+                ("cat; kill -USR1 $$; exit 4", Some(b"in\n"), Some(4), None),
             ];
-            let stdin_killed = |script: &str| script.starts_with("cat; kill");
             for sh in EVERY_SH {
                 let home = old_home();
                 let mut channel = LocalChannel::after_one_program(sh, home.path());
@@ -1007,11 +1023,7 @@ mod tests {
                         (*exit_code, *signal),
                         "{sh:?} {script}: {run:?}"
                     );
-                    if stdin_killed(script) {
-                        assert_ne!(end.after, runner::After::Last, "{sh:?} {script}");
-                    } else {
-                        assert_eq!(end.after, runner::After::Idle, "{sh:?} {script}");
-                    }
+                    assert_eq!(end.after, runner::After::Idle, "{sh:?} {script}");
                     let err = String::from_utf8_lossy(&run.err);
                     assert!(!err.contains("_sshmcp"), "{sh:?} {script}: {err}");
                     if signal.is_some() {

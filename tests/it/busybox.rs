@@ -152,9 +152,9 @@ async fn commands_handles_tasks_and_host_facts_work_on_a_busybox_host() {
     mcp.close().await;
 }
 
-/// The file tools on a BusyBox host: reads, listings, writes and path changes (a tree's
-/// removal too) work; editing a file and copying a file either way name the program the host
-/// lacks and change nothing.
+/// The file tools on a BusyBox host: reads, listings, writes, edits (its sed has no `-z`: the
+/// daemon edits the file) and path changes (a tree's removal too) work; copying a file
+/// either way names the program the host lacks and changes nothing.
 #[tokio::test]
 async fn file_tools_work_on_a_busybox_host_or_name_what_it_lacks() {
     let (env, mcp, s) = busybox_session().await;
@@ -246,7 +246,36 @@ async fn file_tools_work_on_a_busybox_host_or_name_what_it_lacks() {
         json!({"path": file, "old_text": "two", "new_text": "three"}),
     )
     .await;
-    assert!(missing(&edited).contains("`sed -z`"), "{edited}");
+    assert_eq!(edited["replacements"], 1, "{edited}");
+    let hashed = exec(
+        &mcp,
+        &s,
+        &format!("sha256sum {file}; stat -c %a {file}"),
+        json!({}),
+    )
+    .await;
+    let hashed = crate::text(&hashed["stdout"]);
+    assert_eq!(
+        hashed.split_whitespace().next(),
+        edited["sha256"].as_str(),
+        "{edited}"
+    );
+    assert!(hashed.ends_with("\n640\n"), "the mode is kept: {hashed}");
+    let stale = json!({"path": file, "old_text": "one", "new_text": "1",
+                       "expected_sha256": written["sha256"]});
+    let stale = call("edit_file", stale).await;
+    assert_eq!(code(&stale), "file_changed", "{stale}");
+    assert_eq!(stale["error"]["sha256"], edited["sha256"], "{stale}");
+    let ambiguous = call(
+        "edit_file",
+        json!({"path": file, "old_text": "e", "new_text": "E"}),
+    )
+    .await;
+    assert_eq!(
+        (code(&ambiguous), &ambiguous["error"]["count"]),
+        ("edit_ambiguous_match", &json!(3)),
+        "{ambiguous}"
+    );
     // A tree goes without GNU's rm: from its leaves up, on its own file system.
     exec(
         &mcp,
@@ -285,8 +314,48 @@ async fn file_tools_work_on_a_busybox_host_or_name_what_it_lacks() {
         json!({}),
     )
     .await;
-    assert_eq!(left["stdout"], "one\ntwo\n", "{left}");
+    assert_eq!(left["stdout"], "one\nthree\n", "{left}");
     assert!(!env.local_root.join("down.txt").exists());
     exec(&mcp, &s, &format!("rm -r {dir}"), json!({})).await;
+    mcp.close().await;
+}
+
+/// Without `sed -z` the daemon edits files of up to 1 MiB: one of exactly 1 MiB is edited, an
+/// edit that would make it one byte larger is refused, and so is any edit of a file one byte
+/// past the limit, naming it; the refusals change nothing.
+#[tokio::test]
+async fn edits_on_a_busybox_host_are_bounded_at_one_mib() {
+    let (_env, mcp, s) = busybox_session().await;
+    let dir = format!("/tmp/sshmcp-bb-{}", sshmcp_tests::process::unique_sleep(1));
+    let file = format!("{dir}/big");
+    let mib = 1 << 20;
+    let made = format!(
+        "mkdir -p {dir} && head -c {} /dev/zero | tr '\\0' a >{file} && printf Z >>{file}",
+        mib - 1
+    );
+    assert_eq!(exec(&mcp, &s, &made, json!({})).await["exit_code"], 0);
+    let edit = |old: &str, new: &str| {
+        on_session(
+            &mcp,
+            &s,
+            "edit_file",
+            json!({"path": file, "old_text": old, "new_text": new}),
+        )
+    };
+    let r = edit("Z", "Y").await;
+    assert_eq!(r["replacements"], 1, "{r}");
+    let r = edit("Y", "YY").await;
+    assert_eq!(code(&r), "file_too_large", "{r}");
+    exec(&mcp, &s, &format!("printf b >>{file}"), json!({})).await;
+    let r = edit("Y", "X").await;
+    assert!(missing(&r).contains("1 MiB"), "{r}");
+    let left = exec(
+        &mcp,
+        &s,
+        &format!("wc -c <{file}; tail -c 2 {file}; rm -r {dir}"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(crate::text(&left["stdout"]), format!("{}\nYb", mib + 1));
     mcp.close().await;
 }

@@ -221,7 +221,7 @@ mod tests {
             };
             let edited = run(edit::script(bytes, &req), b"");
             let expected = match path == shells.busybox_path() {
-                true => "missing sed -z\n".to_string(),
+                true => "ok whole\nlong way\n".to_string(),
                 false => format!("ok edited 1 {}\n", hex(b"short way\n")),
             };
             assert_eq!(edited, expected, "{shell:?}");
@@ -323,7 +323,10 @@ mod tests {
             };
             let edited = run(edit::script(bytes, &req), b"");
             let (said, content) = match busybox {
-                true => ("missing sed -z\n".to_string(), b"hello world\n".as_slice()),
+                true => (
+                    "ok whole\nhello world\n".to_string(),
+                    b"hello world\n".as_slice(),
+                ),
                 false => (
                     format!("ok edited 1 {}\n", hex(b"hello there\n")),
                     b"hello there\n".as_slice(),

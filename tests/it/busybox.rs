@@ -297,13 +297,28 @@ async fn file_tools_work_on_a_busybox_host_or_name_what_it_lacks() {
         json!({"remote_path": file, "local_path": "down.txt"}),
     )
     .await;
-    assert!(missing(&down).contains("`rsync`"), "{down}");
+    let said = missing(&down);
+    assert!(
+        said.contains("`rsync`") && said.contains("spool_output"),
+        "{down}"
+    );
+    // A local_path wrong by its words is said first, whatever the host lacks.
+    let outside = call(
+        "download_start",
+        json!({"remote_path": file, "local_path": "../down.txt"}),
+    )
+    .await;
+    assert_eq!(code(&outside), "invalid_local_path", "{outside}");
     let up = call(
         "upload_start",
         json!({"local_path": "up.txt", "remote_path": format!("{dir}/up.txt")}),
     )
     .await;
-    assert!(missing(&up).contains("`rsync`"), "{up}");
+    let said = missing(&up);
+    assert!(
+        said.contains("`rsync`") && said.contains("write_file"),
+        "{up}"
+    );
 
     // Nothing was changed by the refusals (the file is whole, no upload came), and the tree
     // is gone but not what its link pointed to.

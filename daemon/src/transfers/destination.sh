@@ -1,5 +1,6 @@
 # shellcheck shell=sh disable=SC2154 # _p, _sshmcp_fail (prelude.sh) and _overwrite (the daemon) come before
 unset CDPATH
+command -v rsync >/dev/null 2>&1 || { echo 'ok norsync'; exit 0; }
 _d=${_p%/*}
 _d=${_d:-/}
 _e=$(command stat -L -c %F -- "$_d" 2>&1) || _sshmcp_fail "$_e"

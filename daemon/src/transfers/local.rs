@@ -181,7 +181,7 @@ pub fn give_copied_mode(partial: &Path, source_mode: u32) -> std::io::Result<()>
 }
 
 /// The path inside the root that `local_path` names, checked by its words alone.
-fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
+pub fn confine(root: &Path, local_path: &str) -> Result<PathBuf, DaemonError> {
     // Path's components drop a trailing `/` or `/.`, which asks for a directory: the file of
     // that name would be read or written instead.
     if local_path.ends_with('/') || local_path.ends_with("/.") {

@@ -762,6 +762,8 @@ async fn plan(
                      or rename it on the host first (exec)",
                 ));
             }
+            // A local_path its words make wrong is refused before the host is asked.
+            local::confine(root, &req.local_path)?;
             let (total, mode) = remote::source_size(session, &remote_path).await?;
             let destination = local::destination(root, &req.local_path, req.overwrite)?;
             let claim = destinations.claim(Target::Local(destination.identity()?))?;

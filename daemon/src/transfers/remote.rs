@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use sshmcp_proto::transfer::TransferDirection;
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
@@ -76,18 +77,39 @@ const PARTIAL_SIZE: &str = include_str!("partial_size.sh");
 /// one: else `sha256sum`, whose errors are the answer.
 const SHA256: &str = include_str!("sha256.sh");
 
+/// What the checks of a source and a destination say of a host without rsync.
+const NO_RSYNC: &str = "norsync";
+
+/// A host without rsync copies no file: the agent learns what moves the bytes instead.
+fn without_rsync(direction: TransferDirection) -> DaemonError {
+    let instead = match direction {
+        TransferDirection::Download => {
+            "exec `cat` the file with spool_output: true keeps every byte in the local root \
+             (its spool_path); a text file's parts: read_file_range"
+        }
+        TransferDirection::Upload => {
+            "write_file writes up to 1 MiB (encoding base64 for binary bytes); a larger file \
+             goes in 1 MiB parts, joined by exec `cat`"
+        }
+    };
+    DaemonError::new(
+        ErrorCode::HostToolMissing,
+        format!("the host has no `rsync`, which transfers need: nothing was copied. {instead}"),
+    )
+}
+
 /// The program that checks an upload's destination, the path on its stdin.
 fn destination_program(overwrite: bool) -> String {
     let overwrite = u8::from(overwrite);
     format!(
         "{}_overwrite={overwrite}\n{DESTINATION}",
-        status::prelude("stat rsync")
+        status::prelude("stat")
     )
 }
 
 /// The program that checks a download's source, the path on its stdin.
 fn source_program() -> String {
-    format!("{}{SOURCE}", status::prelude("stat rsync"))
+    format!("{}{SOURCE}", status::prelude("stat"))
 }
 
 /// The program that publishes the partial of pair `tag`, the destination on its stdin.
@@ -148,6 +170,9 @@ pub async fn destination(
             ),
             _ => e,
         })?;
+    if identity == NO_RSYNC {
+        return Err(without_rsync(TransferDirection::Upload));
+    }
     let mut path = directory;
     if path != b"/" {
         path.push(b'/');
@@ -179,6 +204,9 @@ pub async fn source_size(session: &Session, remote: &[u8]) -> Result<(u64, u32),
             ),
             _ => e,
         })?;
+    if size == NO_RSYNC {
+        return Err(without_rsync(TransferDirection::Download));
+    }
     let parsed = size.split_once(' ').and_then(|(bytes, mode)| {
         Some((
             bytes.trim().parse().ok()?,
@@ -378,7 +406,7 @@ mod tests {
             if busybox {
                 assert_eq!(
                     (checked, source),
-                    ("missing rsync\n".into(), "missing rsync\n".into())
+                    ("ok norsync\n".into(), "ok norsync\n".into())
                 );
             } else {
                 let dir = std::fs::canonicalize(home.path()).unwrap();

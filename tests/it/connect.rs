@@ -35,7 +35,10 @@ async fn one_session_per_server_identity() {
     let direct = json!({"host": "127.0.0.1", "user": env.sshd.user, "port": env.sshd.port});
     let r = mcp.call("connect", direct).await;
     assert_eq!(code(&r), "already_connected");
-    assert!(r["error"]["message"].as_str().unwrap().contains(&id), "{r}");
+    let said = r["error"]["message"].as_str().unwrap();
+    // Whose login it is: an agent asking for another user must not take it for its own.
+    let user = format!("logged in as {}", env.sshd.user);
+    assert!(said.contains(&id) && said.contains(&user), "{r}");
     assert_eq!(
         r["error"]["session_id"], id,
         "the session to use, as a field: {r}"

@@ -500,10 +500,18 @@ impl Registry {
             .values()
             .find(|s| s.server_host == resolved.host && s.server_port == resolved.port)
         {
+            // Its user too: one session a server whatever the user, so an agent that asked
+            // for another must not take it for its own login.
+            let user = owner.remote_user();
+            let logged_in = match user.is_empty() {
+                true => String::new(),
+                false => format!(", logged in as {user}"),
+            };
             return Err(DaemonError::new(
                 ErrorCode::AlreadyConnected,
                 format!(
-                    "session {} already owns {}:{} (state {}); use it, or disconnect it first",
+                    "session {} already owns {}:{} (state {}{logged_in}; one session a server, \
+                     whatever the user); use it, or disconnect it first",
                     owner.id,
                     resolved.host,
                     resolved.port,

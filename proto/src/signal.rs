@@ -55,8 +55,15 @@ impl Signal {
             Self::Number(number) => Ok(*number),
             Self::Name(name) => {
                 let name = name.trim();
-                let prefixed = name.len() > 3 && name[..3].eq_ignore_ascii_case("SIG");
-                let bare = if prefixed { &name[3..] } else { name };
+                // A number written as a string is that number.
+                if let Ok(number) = name.parse() {
+                    return Ok(number);
+                }
+                // `get`: a name's third byte may fall inside a character.
+                let bare = match name.get(..3) {
+                    Some(sig) if name.len() > 3 && sig.eq_ignore_ascii_case("SIG") => &name[3..],
+                    _ => name,
+                };
                 NAMES
                     .iter()
                     .find(|(known, _)| known.eq_ignore_ascii_case(bare))
@@ -96,6 +103,7 @@ mod tests {
             (serde_json::json!("SIGKILL"), 9),
             (serde_json::json!("hup"), 1),
             (serde_json::json!(" sigterm"), 15),
+            (serde_json::json!("10"), 10),
         ] {
             assert_eq!(parse(given.clone()), Ok(number), "{given}");
         }
@@ -108,5 +116,9 @@ mod tests {
         assert!(refused.starts_with("invalid value for field: signal: a name of HUP, INT,"));
         assert!(refused.contains("give the host's number"), "{refused}");
         assert!(parse(serde_json::json!("TERMINATE")).is_err());
+        assert!(
+            parse(serde_json::json!("SI\u{e9}")).is_err(),
+            "no panic inside a character"
+        );
     }
 }

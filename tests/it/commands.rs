@@ -487,6 +487,13 @@ async fn handles_belong_to_their_session_and_end_with_it() {
             json!({"handle_id": id, "signal": "USR1"}),
             false,
         ),
+        // A name whose third byte falls inside a character: refused, the server stays up
+        // for the calls after it.
+        (
+            "command_kill",
+            json!({"handle_id": id, "signal": "SI\u{e9}"}),
+            false,
+        ),
         (
             "command_kill",
             json!({"handle_id": id, "wait_seconds": 60.01}),

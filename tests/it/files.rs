@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use sshmcp_tests::McpClient;
 use sshmcp_tests::process::unique_sleep;
 
-use crate::{code, connected, fresh_dir, on_session, remote_out};
+use crate::{code, connected, fresh_dir, message, on_session, remote_out};
 
 type Session = (String, String);
 
@@ -86,6 +86,7 @@ async fn write_file_writes_whole_files_and_replaces_only_when_asked() {
     let deep = format!("{dir}/x/y/z.txt");
     let r = write(&mcp, &s, json!({"path": deep, "content": "deep"})).await;
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    assert!(message(&r).contains("pass create_dirs: true"), "{r}");
     let r = write(
         &mcp,
         &s,
@@ -106,7 +107,20 @@ async fn write_file_writes_whole_files_and_replaces_only_when_asked() {
         )
         .await;
         assert_eq!(code(&r), expected, "{target}: {r}");
+        if target.ends_with('/') {
+            assert!(
+                message(&r).contains("for `dir/`, give `dir` or `dir/file`"),
+                "{r}"
+            );
+        }
     }
+    // A symlink is never written through: the message says what to write instead.
+    remote_out(&mcp, &s, &format!("ln -s {path} {dir}/link")).await;
+    let link = json!({"path": format!("{dir}/link"), "content": "x", "overwrite": true});
+    let r = write(&mcp, &s, link).await;
+    assert_eq!(code(&r), "invalid_remote_type", "{r}");
+    assert!(message(&r).starts_with("a symlink") && message(&r).contains("link_target"));
+    remote_out(&mcp, &s, &format!("rm {dir}/link")).await;
     let there = remote_out(
         &mcp,
         &s,

@@ -128,6 +128,12 @@ pub fn code(answer: &Value) -> &str {
     answer["error"]["code"].as_str().unwrap()
 }
 
+/// A failure's message.
+pub fn message(answer: &Value) -> &str {
+    assert_eq!(answer["ok"], false, "expected a failure: {answer}");
+    answer["error"]["message"].as_str().unwrap()
+}
+
 /// A world plus a connected MCP client and session, for the many tests that need just that.
 pub async fn connected() -> (TestEnv, McpClient, (String, String)) {
     connected_with(&SshdOptions::default(), &[]).await

@@ -41,8 +41,10 @@ async fn a_nopasswd_user_runs_commands_as_root_with_their_exit_codes() {
     assert_eq!(crate::text(&r["stdout"]), "[]\nsecond\n", "{r}");
     let r = sudo(&mcp, &s, "pwd", json!({"cwd": "/tmp"})).await;
     assert_eq!(crate::text(&r["stdout"]), "/tmp\n", "{r}");
-    let r = sudo(&mcp, &s, "true", json!({"cwd": "/nonexistent"})).await;
+    // A directory only root may enter is out of reach: the user enters it before sudo.
+    let r = sudo(&mcp, &s, "true", json!({"cwd": "/root"})).await;
     assert_eq!(code(&r), "remote_path_not_found", "{r}");
+    assert!(crate::message(&r).contains("`cd` in the command"), "{r}");
     // A command that fails under sudo is an ordinary answer, even one that prints sudo's
     // own words.
     let r = sudo(

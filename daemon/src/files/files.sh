@@ -46,7 +46,8 @@ _target_checks() {
   _p=./${_p##*/}
   _d=.
   _take_turns
-  if [ -L "$_p" ] || { [ -e "$_p" ] && [ ! -f "$_p" ]; }; then echo notfile; exit 0; fi
+  if [ -L "$_p" ]; then echo symlink; exit 0; fi
+  if [ -e "$_p" ] && [ ! -f "$_p" ]; then echo notfile; exit 0; fi
   _x=0
   [ -e "$_p" ] && _x=1
   _i=

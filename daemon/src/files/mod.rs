@@ -25,7 +25,7 @@ fn file_path(
     let path = inspect::path_bytes(path, field)?;
     match inspect::file_name(&path) {
         Some(_) => Ok(path),
-        None => Err(invalid(format!("`{field}` must end with a file name"))),
+        None => Err(inspect::names_nothing(field)),
     }
 }
 

@@ -9,8 +9,8 @@
 //! window that remains.
 
 use sha2::{Digest, Sha256};
-use sshmcp_proto::DaemonError;
 use sshmcp_proto::files::{FileWritten, MAX_WRITE_BYTES, WriteFileRequest};
+use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::inspect;
 use crate::remote::status;
@@ -65,7 +65,17 @@ pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritt
         false,
     )
     .await
-    .map_err(super::nothing_changed)?;
+    .map_err(|e| match e.code {
+        // The file itself need not be there: a directory on its way is missing.
+        ErrorCode::RemotePathNotFound if !req.create_dirs => DaemonError::new(
+            e.code,
+            format!(
+                "{} (a directory on its way is missing: pass create_dirs: true to make it)",
+                e.message
+            ),
+        ),
+        _ => super::nothing_changed(e),
+    })?;
     let (word, detail) = said.split_once(' ').unwrap_or((&said, ""));
     match word {
         "written" => {

@@ -68,6 +68,17 @@ pub fn file_name(path: &[u8]) -> Option<&[u8]> {
     (!matches!(name, b"" | b"." | b"..")).then_some(name)
 }
 
+/// What an agent is told of a path that ends in no name (`dir/`, `.`, `..`), given in `field`.
+pub fn names_nothing(field: &str) -> DaemonError {
+    DaemonError::new(
+        ErrorCode::InvalidArguments,
+        format!(
+            "`{field}` must end with a name, not `/`, `.` or `..` (for `dir/`, give `dir` or \
+             `dir/file`)"
+        ),
+    )
+}
+
 /// Bytes as JSON text: the text itself when UTF-8, else base64.
 pub fn remote_text(bytes: &[u8]) -> (String, Encoding) {
     match std::str::from_utf8(bytes) {

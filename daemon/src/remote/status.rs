@@ -126,7 +126,8 @@ pub(crate) async fn run_program(
     match word {
         // A tool that complained (a file gone between two steps) spoils the answer.
         "ok" if result.exit_code == Some(0) && said.is_empty() => Ok((detail.to_string(), rest)),
-        "toolong" | "notfound" | "denied" | "notdir" | "notfile" | "exists" | "itself" => {
+        "toolong" | "notfound" | "denied" | "notdir" | "notfile" | "symlink" | "exists"
+        | "itself" => {
             let (code, what) = match word {
                 "itself" => (
                     ErrorCode::InvalidArguments,
@@ -142,6 +143,11 @@ pub(crate) async fn run_program(
                     "permission denied to the session's user",
                 ),
                 "notdir" => (ErrorCode::InvalidRemoteType, "not a directory"),
+                "symlink" => (
+                    ErrorCode::InvalidRemoteType,
+                    "a symlink, which this tool never writes through (the file it points to: \
+                     stat shows its link_target, relative to the link's directory)",
+                ),
                 "exists" => (
                     ErrorCode::RemotePathExists,
                     "exists (pass overwrite: true to replace it)",

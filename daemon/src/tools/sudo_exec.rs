@@ -80,6 +80,15 @@ pub async fn sudo_exec(
         Err(RunError::NotStarted { said, stderr }) => {
             Err(refused(session, &nonce, &said, &stderr).await)
         }
+        // The login user enters it, before sudo: root's own directories are out of reach.
+        Err(RunError::NoCwd) => Err(DaemonError::new(
+            ErrorCode::RemotePathNotFound,
+            format!(
+                "{} by the session's user, who enters it before sudo (a directory only root may \
+                 enter: `cd` in the command instead)",
+                RunError::NoCwd
+            ),
+        )),
         Err(e) => Err(crate::exec::failure(e)),
     }
 }

@@ -376,7 +376,7 @@ async fn a_kill_that_leaves_roots_processes_in_the_group_says_it_failed() {
     mcp.close().await;
 }
 
-/// A root command that ignores TERM outlives a kill: its handle stays `running`, as its
+/// A root command that ignores TERM (and HUP) outlives a kill: its handle stays `running`, as its
 /// kill said (`failed_to_kill`), because the user's shell leading its group waits for sudo
 /// rather than ending the run by dying of the TERM; a forced kill then ends it, as root.
 #[tokio::test]
@@ -387,7 +387,7 @@ async fn a_root_command_that_outlives_a_kill_stays_running() {
     let r = sudo(
         &mcp,
         &s,
-        &format!("trap '' TERM; echo ready; while :; do sleep {secs}; done"),
+        &format!("trap '' TERM HUP; echo ready; while :; do sleep {secs}; done"),
         json!({"handoff_after": 1}),
     )
     .await;
@@ -396,6 +396,11 @@ async fn a_root_command_that_outlives_a_kill_stays_running() {
     let mut kill = handle.clone();
     kill["wait_seconds"] = json!(2);
     let k = call_ok(&mcp, &s, "command_kill", kill.clone()).await;
+    assert_eq!(k["result"], "failed_to_kill", "{k}");
+    // HUP by its number: sudo passes it on to root's shell too, and holds on.
+    let mut by_number = kill.clone();
+    by_number["signal"] = json!(1);
+    let k = call_ok(&mcp, &s, "command_kill", by_number).await;
     assert_eq!(k["result"], "failed_to_kill", "{k}");
     let st = call_ok(&mcp, &s, "command_status", handle.clone()).await;
     assert_eq!(

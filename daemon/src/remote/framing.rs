@@ -235,12 +235,13 @@ impl Framing {
             // the shell's stderr (where dash describes a job a signal ended) is /dev/null
             // while the group keeps the real one. All on the pipeline's first line, so the
             // shell parses the group before any of it runs. The shell outlives every signal a
-            // kill tool sends the group ([`WAITS_FOR_ITS_GROUP`]).
+            // kill tool sends the group ([`ending_signals`]).
             Some(bytes) => {
                 let _ = writeln!(
                     out,
-                    "{WAITS_FOR_ITS_GROUP} exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ \
-                     {exit_trap}; {{ :"
+                    "{} exec 9>&2 2>/dev/null; base64 -d <<'{o}' 2>&9 | {{ {} {exit_trap}; {{ :",
+                    ending_signals(":"),
+                    ending_signals("-"),
                 );
                 let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
                 for line in encoded.as_bytes().chunks(76) {
@@ -310,13 +311,26 @@ impl Markers {
     }
 }
 
+/// The traps of every signal whose default ends a process (the kill tools send any of 1..64),
+/// each set to `action`: POSIX's names, then Linux's own and BSD's `EMT`, then the real-time
+/// signals by number, quietly, as a shell that knows a name or a number not stops there.
+///
 /// Where a program's group is a pipeline's subshell (it reads given stdin), the shell
-/// leading its process group only waits for it: it catches the signals a kill sends the whole
-/// group and goes on waiting, so the group's end is the program's, never this shell's. A root
-/// command (`sudo_exec`) that outlives a kill thus stays `running` where it did, as root, and
-/// the run ends with sudo's own status. A trap with an action, unlike an ignored signal, is
-/// not inherited: the program gets every signal as it would have.
-const WAITS_FOR_ITS_GROUP: &str = "trap : HUP INT QUIT ABRT ALRM TERM USR1 USR2;";
+/// leading its process group only waits for it: it catches them (`:`) and goes on waiting, so
+/// the group's end is the program's, never this shell's. A root command (`sudo_exec`) that
+/// outlives a kill thus stays `running` where it did, as root, and the run ends with sudo's
+/// own status. A trap with an action, unlike an ignored signal, is not inherited, and the
+/// group resets them (`-`) where a shell runs a pipeline's last part itself (ksh93, bash's
+/// `lastpipe`): the program gets every signal as it would have.
+fn ending_signals(action: &str) -> String {
+    let real_time: Vec<String> = (34..=64).map(|n| n.to_string()).collect();
+    format!(
+        "trap {action} HUP INT QUIT ILL TRAP ABRT BUS FPE USR1 SEGV USR2 PIPE ALRM TERM XCPU \
+         XFSZ VTALRM PROF SYS; {{ trap {action} STKFLT IO PWR; trap {action} EMT; \
+         trap {action} {}; }} 2>/dev/null;",
+        real_time.join(" ")
+    )
+}
 
 /// What follows a program's group: its stdin (the shell reads its program from the channel's
 /// stdin), and the shell's end, right after the group, so it never waits for more.
@@ -998,7 +1012,12 @@ mod tests {
                     None,
                     Some("USR1"),
                 ),
-                ("cat; kill -USR1 $$; exit 4", Some(b"in\n"), Some(4), None),
+                (
+                    "cat; kill -USR1 $$; kill -XCPU $$; kill -40 $$; exit 4",
+                    Some(b"in\n"),
+                    Some(4),
+                    None,
+                ),
             ];
             for sh in EVERY_SH {
                 let home = old_home();

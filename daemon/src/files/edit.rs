@@ -150,14 +150,7 @@ pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited,
         }
         (Some("changed"), detail, _) => Err(super::changed(detail.unwrap_or(""), false)),
         (Some("whole"), ..) => edit_here(session, req, whole).await,
-        (Some("wholetoolarge"), Some(n), _) => Err(DaemonError::new(
-            ErrorCode::HostToolMissing,
-            format!(
-                "the host's sed has no -z, without which edit_file edits files up to \
-                 {MAX_WRITE_BYTES} bytes (1 MiB); this one holds {n}: nothing was changed \
-                 (download_start it, edit it here, upload_start it)"
-            ),
-        )),
+        (Some("wholetoolarge"), Some(n), _) => Err(whole_too_large(n)),
         (Some("nomatch"), ..) => Err(no_match()),
         (Some("ambiguous"), Some(k), _) => Err(ambiguous(k.parse().unwrap_or(0))),
         (Some("toolarge"), Some(n), _) => Err(DaemonError::new(
@@ -191,41 +184,75 @@ async fn edit_here(
     req: EditFileRequest,
     content: Vec<u8>,
 ) -> Result<FileEdited, DaemonError> {
-    let read = crate::random::hex(&Sha256::digest(&content));
-    if req.expected_sha256.as_ref().is_some_and(|e| *e != read) {
-        return Err(super::changed(&read, false));
-    }
-    let (edited, replacements) = replaced(&content, &req)?;
-    if edited.len() > MAX_WRITE_BYTES {
-        return Err(DaemonError::new(
-            ErrorCode::FileTooLarge,
-            format!(
-                "the edit would make the file {} bytes; on this host (its sed has no -z) \
-                 edit_file writes files up to {MAX_WRITE_BYTES} (1 MiB): nothing was changed \
-                 (fewer replacements at a time, or download, edit and upload it)",
-                edited.len()
-            ),
-        ));
-    }
-    let written = super::write::write(
-        session,
-        WriteFileRequest {
-            auth: req.auth,
-            path: req.path,
-            content: edited,
-            mode: None,
-            create_dirs: false,
-            overwrite: true,
-            expected_sha256: Some(read),
-        },
-    )
-    .await?;
+    let (write, replacements) = write_back(req, &content)?;
+    let written = super::write::write(session, write)
+        .await
+        .map_err(|e| match e.code {
+            // Said of a write the agent did not ask for: what it means for the edit.
+            ErrorCode::FileChanged | ErrorCode::RemotePathNotFound => DaemonError::new(
+                ErrorCode::FileChanged,
+                "the file changed (or went) between edit_file's read and its write; nothing \
+                 was changed (call edit_file again)",
+            )
+            .with_details(*e.details),
+            _ => e,
+        })?;
     Ok(FileEdited {
         path: written.path,
         path_encoding: written.path_encoding,
         replacements,
         sha256: written.sha256,
     })
+}
+
+/// The write that publishes an edit of `content` (what the host sent): the whole edited file
+/// over the old one, only while the old one still hashes as `content` did.
+fn write_back(
+    req: EditFileRequest,
+    content: &[u8],
+) -> Result<(WriteFileRequest, u64), DaemonError> {
+    let read = crate::random::hex(&Sha256::digest(content));
+    if req.expected_sha256.as_ref().is_some_and(|e| *e != read) {
+        return Err(super::changed(&read, false));
+    }
+    // The host checked the size before it sent the file: it may have grown since.
+    if content.len() > MAX_WRITE_BYTES {
+        return Err(whole_too_large(content.len()));
+    }
+    let (edited, replacements) = replaced(content, &req)?;
+    if edited.len() > MAX_WRITE_BYTES {
+        return Err(DaemonError::new(
+            ErrorCode::FileTooLarge,
+            format!(
+                "the edit would make the file {} bytes; on this host (its sed has no -z) \
+                 edit_file writes files up to {MAX_WRITE_BYTES} (1 MiB): nothing was changed \
+                 (fewer replacements at a time)",
+                edited.len()
+            ),
+        ));
+    }
+    let write = WriteFileRequest {
+        auth: req.auth,
+        path: req.path,
+        content: edited,
+        mode: None,
+        create_dirs: false,
+        overwrite: true,
+        expected_sha256: Some(read),
+    };
+    Ok((write, replacements))
+}
+
+/// A file too large for the daemon to edit on a host whose sed has no `-z`.
+fn whole_too_large(size: impl std::fmt::Display) -> DaemonError {
+    DaemonError::new(
+        ErrorCode::HostToolMissing,
+        format!(
+            "the host's sed has no -z, without which edit_file edits files up to \
+             {MAX_WRITE_BYTES} bytes (1 MiB); this one holds {size}: nothing was changed (edit \
+             it with exec and the host's own tools, e.g. `sed -i` for a change within lines)"
+        ),
+    )
 }
 
 /// `content` with `old_text` replaced as the request asks, and how many times: the
@@ -350,6 +377,42 @@ mod tests {
             );
             assert_eq!(k, 2 + u64::from(old == "x"));
         }
+    }
+
+    /// The daemon's edit goes back only over the file it read (its hash is the write's
+    /// `expected_sha256`), replacing it whole; a stale hash of the agent's, a file grown past
+    /// 1 MiB since the host measured it and an edit past 1 MiB change nothing.
+    #[test]
+    fn an_edit_in_the_daemon_writes_back_over_what_it_read_only() {
+        let content = b"one two\n";
+        let (write, k) = write_back(request("two", "three", false), content).unwrap();
+        assert_eq!(
+            (
+                write.content.as_slice(),
+                k,
+                write.overwrite,
+                write.create_dirs,
+                write.mode
+            ),
+            (&b"one three\n"[..], 1, true, false, None)
+        );
+        let read = crate::random::hex(&Sha256::digest(content));
+        assert_eq!(write.expected_sha256.as_deref(), Some(read.as_str()));
+        let mut stale = request("two", "three", false);
+        stale.expected_sha256 = Some("0".repeat(64));
+        let e = write_back(stale, content).unwrap_err();
+        assert_eq!(
+            (e.code, e.details.sha256),
+            (ErrorCode::FileChanged, Some(read))
+        );
+        let grown = vec![b'a'; MAX_WRITE_BYTES + 1];
+        let e = write_back(request("a", "b", true), &grown).unwrap_err();
+        assert_eq!(e.code, ErrorCode::HostToolMissing);
+        let mut full = vec![b'a'; MAX_WRITE_BYTES];
+        full[0] = b'Z';
+        assert!(write_back(request("Z", "Y", false), &full).is_ok());
+        let e = write_back(request("Z", "YY", false), &full).unwrap_err();
+        assert_eq!(e.code, ErrorCode::FileTooLarge);
     }
 
     /// An edit may make a file no larger than one it would edit: 1024 replacements of one

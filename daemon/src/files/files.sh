@@ -82,7 +82,9 @@ _temporary() {
 }
 _keep_owner() {
   if [ "$_x" = 1 ]; then
+    # BusyBox's chown has no --reference: the owner as numbers then.
     command chown --reference="$_p" "$_t" 2>/dev/null ||
+      command chown "$(command stat -c %u:%g -- "$_p")" "$_t" 2>/dev/null ||
       [ "$(command stat -c %u:%g "$_p")" = "$(command stat -c %u:%g "$_t")" ] ||
       { echo denied; exit 0; }
   fi

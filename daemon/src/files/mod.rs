@@ -228,6 +228,40 @@ mod tests {
         }
     }
 
+    /// An overwrite keeps the old file's owner and group, also where chown has no
+    /// `--reference` (BusyBox's): given as numbers then.
+    #[test]
+    fn an_overwrite_keeps_the_owner_under_every_posix_shell() {
+        use std::os::unix::fs::MetadataExt as _;
+        let shells = crate::programs::Shells::new();
+        for (shell, path) in shells.each() {
+            let home = tempfile::tempdir().unwrap();
+            let file = home.path().join("owned");
+            std::fs::write(&file, b"old\n").unwrap();
+            std::os::unix::fs::chown(&file, Some(1), Some(1)).unwrap();
+            let bytes = file.as_os_str().as_bytes();
+            let req = WriteFileRequest {
+                auth: auth(),
+                path: remote(bytes),
+                content: b"new\n".to_vec(),
+                mode: None,
+                create_dirs: false,
+                overwrite: true,
+                expected_sha256: None,
+            };
+            let said = crate::programs::run_under(
+                &shell,
+                &path,
+                home.path(),
+                &write::script(bytes, &req),
+                b"new\n",
+            );
+            assert_eq!(said, "ok written 1\n", "{shell:?}");
+            let meta = std::fs::metadata(&file).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (1, 1), "{shell:?}");
+        }
+    }
+
     /// `..` after a symlink in a path is its target's parent, for a write as for every other
     /// tool (the program works in the target's directory, entered physically).
     #[test]

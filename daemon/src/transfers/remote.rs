@@ -84,8 +84,9 @@ const NO_RSYNC: &str = "norsync";
 fn without_rsync(direction: TransferDirection) -> DaemonError {
     let instead = match direction {
         TransferDirection::Download => {
-            "exec `cat` the file with spool_output: true keeps every byte in the local root \
-             (its spool_path); a text file's parts: read_file_range"
+            "exec `cat` the file with spool_output: true keeps its bytes in the local root \
+             (its spool_path; up to the daemon's spool cap, 1 GiB by default); a text file's \
+             parts: read_file_range"
         }
         TransferDirection::Upload => {
             "write_file writes up to 1 MiB (encoding base64 for binary bytes); a larger file \

@@ -228,8 +228,8 @@ pub enum DaemonCommand {
     /// Replace the daemon with this installation's, for upgrades: sessions and transfers
     /// carry over.
     ///
-    /// Commands running at that moment are cut off (their handles then say `lost`; the
-    /// restart names them). The new daemon takes its settings from this shell's environment
+    /// Commands running at that moment are cut off (their handles then say `lost`, an exec's
+    /// agent is told its command ended; the restart names them). The new daemon takes its settings from this shell's environment
     /// and config.toml.
     Restart,
     /// Read the config file's [[policy]] entries again, without dropping sessions (as SIGHUP

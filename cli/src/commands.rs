@@ -483,9 +483,9 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
              stop` (it closes every session) first"
         );
     }
-    let cut = match &existing {
+    let (cut, cut_execs) = match &existing {
         Ok(Some(c)) => running_commands(c).await,
-        _ => Vec::new(),
+        _ => Default::default(),
     };
     drop(existing);
     let holder = lock_holder(paths)?;
@@ -526,6 +526,19 @@ async fn restart(paths: &RuntimePaths, out: &mut impl Write) -> anyhow::Result<E
             cut.join(", ")
         )?;
     }
+    if !cut_execs.is_empty() {
+        writeln!(
+            out,
+            "{} exec call{} cut off (the command ended; its agent is told): {}",
+            cut_execs.len(),
+            if cut_execs.len() == 1 {
+                " was"
+            } else {
+                "s were"
+            },
+            cut_execs.join(", ")
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -538,22 +551,29 @@ fn older_than(a: &str, b: &str) -> bool {
     numbers(a) < numbers(b)
 }
 
-/// The command handles running now, as `handle (first line)`: what a restart cuts off. None
-/// when the daemon cannot say (one too old to ask).
-async fn running_commands(c: &Connection) -> Vec<String> {
+/// The command handles running now and the exec calls under way, each as `id (first line)`:
+/// what a restart cuts off. None when the daemon cannot say (one too old to ask).
+async fn running_commands(c: &Connection) -> (Vec<String>, Vec<String>) {
     if !c.capabilities.iter().any(|m| m == "overview") {
-        return Vec::new();
+        return Default::default();
     }
-    match c.client.overview(context_with_timeout(QUICK)).await {
-        Ok(o) => o
-            .sessions
-            .iter()
-            .flat_map(|view| &view.commands)
-            .filter(|command| command.status == sshmcp_proto::command::CommandState::Running)
-            .map(|command| format!("{} ({})", command.handle_id, command.preview))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    let Ok(o) = c.client.overview(context_with_timeout(QUICK)).await else {
+        return Default::default();
+    };
+    let handles = o
+        .sessions
+        .iter()
+        .flat_map(|view| &view.commands)
+        .filter(|command| command.status == sshmcp_proto::command::CommandState::Running)
+        .map(|command| format!("{} ({})", command.handle_id, command.preview))
+        .collect();
+    let execs = o
+        .sessions
+        .iter()
+        .flat_map(|view| &view.execs)
+        .map(|exec| format!("{} ({})", exec.id, exec.preview))
+        .collect();
+    (handles, execs)
 }
 
 async fn reload(conn: Option<Connection>, out: &mut impl Write) -> anyhow::Result<ExitCode> {

@@ -156,12 +156,23 @@ impl DaemonLink {
                 if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                     *slot = None;
                 }
+                // A command ends with the daemon that ran it (its channel's relay kills its
+                // group), unless it had been handed off, which the answer would have said.
+                let effect = match tool {
+                    "exec" | "sudo_exec" => {
+                        "its command was ended with it, possibly part way (a daemon restart or \
+                         crash): check what it did before running it again"
+                    }
+                    _ => {
+                        "it may or may not have taken effect, so it was not repeated: check \
+                         (session_list, command_list, transfer_list) before retrying"
+                    }
+                };
                 Err(DaemonError::new(
                     ErrorCode::DaemonUnavailable,
                     format!(
                         "the connection to the daemon broke while {tool} was under way ({e}); \
-                         it may or may not have taken effect, so it was not repeated: check \
-                         (session_list, command_list, transfer_list) before retrying"
+                         {effect}"
                     ),
                 ))
             }

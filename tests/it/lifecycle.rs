@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use sshmcp_tests::TestEnv;
 use sshmcp_tests::mcp::{answer, session_of};
-use sshmcp_tests::process::{count_matching, gone, unique_sleep};
+use sshmcp_tests::process::{count_matching, gone, unique_sleep, until_matching};
 
 use crate::{code, connect, connected, exec, on_session, remote_out};
 
@@ -157,6 +157,21 @@ async fn restart_hands_every_session_to_the_new_daemon() {
     let sleep = format!("sleep {}", sshmcp_tests::process::unique_sleep(120));
     let running = on_session(&mcp, &s, "command_start", json!({"command": sleep})).await;
     let running = running["handle_id"].as_str().unwrap().to_string();
+    // So is an exec under way (another agent's), whose agent learns its command ended.
+    let exec_secs = sshmcp_tests::process::unique_sleep(120);
+    let other = env.mcp().await;
+    let exec_args = json!({"command": format!("sleep {exec_secs}")});
+    let (other_s, exec_sleep) = (s.clone(), format!("sleep {exec_secs}"));
+    let under_way = tokio::spawn(async move {
+        let r = on_session(&other, &other_s, "exec", exec_args).await;
+        other.close().await;
+        r
+    });
+    let exec_own = format!("sleep\0{exec_secs}");
+    assert!(
+        until_matching(&[&exec_own], 1).await,
+        "the exec's sleep runs"
+    );
     let before = sessions(&mcp).await;
     let old = env.daemon_pid().unwrap();
     let out = env.cli(&["daemon", "restart"]);
@@ -172,6 +187,21 @@ async fn restart_hands_every_session_to_the_new_daemon() {
             "1 running command was cut off (their handles now say `lost`): {running} ({sleep})"
         )),
         "{said}"
+    );
+    assert!(
+        said.contains("1 exec call was cut off (the command ended; its agent is told): ")
+            && said.contains(&format!("({exec_sleep})")),
+        "{said}"
+    );
+    let cut_exec = under_way.await.unwrap();
+    assert_eq!(code(&cut_exec), "daemon_unavailable", "{cut_exec}");
+    assert!(
+        crate::message(&cut_exec).contains("its command was ended with it"),
+        "{cut_exec}"
+    );
+    assert!(
+        until_matching(&[&exec_own], 0).await,
+        "the exec's sleep ended"
     );
     assert!(gone(old), "the old daemon exited");
     assert_ne!(env.daemon_pid(), Some(old));

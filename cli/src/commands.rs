@@ -336,11 +336,14 @@ async fn stop(
     // What the stop ends, said before (and asked about, on a terminal) and after.
     let rows = c.client.session_list(context_with_timeout(QUICK)).await?;
     let commands: u32 = rows.iter().map(|r| r.active_commands).sum();
+    let transfers: u32 = rows.iter().map(|r| r.active_transfers).sum();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     let ends = format!(
-        "{} session{} and {commands} running command{}",
+        "{} session{}, {commands} running command{} and {transfers} transfer{}",
         rows.len(),
-        if rows.len() == 1 { "" } else { "s" },
-        if commands == 1 { "" } else { "s" }
+        plural(rows.len()),
+        plural(commands as usize),
+        plural(transfers as usize)
     );
     // Without a terminal to ask on, a script meant it.
     let question = format!("stop sshmcpd, closing {ends}?");

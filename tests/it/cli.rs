@@ -136,7 +136,7 @@ async fn status_and_stop_close_every_master() {
     );
     assert_eq!(
         stdout(&out),
-        "sshmcpd stopped; it closed 1 session and 0 running commands\n"
+        "sshmcpd stopped; it closed 1 session, 0 running commands and 0 transfers\n"
     );
     assert!(
         sshmcp_tests::process::gone(master as u32),

@@ -108,10 +108,7 @@ async fn write_file_writes_whole_files_and_replaces_only_when_asked() {
         .await;
         assert_eq!(code(&r), expected, "{target}: {r}");
         if target.ends_with('/') {
-            assert!(
-                message(&r).contains("for `dir/`, give `dir` or `dir/file`"),
-                "{r}"
-            );
+            assert!(message(&r).contains("a file in `dir`: `dir/name`"), "{r}");
         }
     }
     // A symlink is never written through: the message says what to write instead.

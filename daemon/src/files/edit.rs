@@ -121,7 +121,7 @@ fn check_text(field: &str, text: &str, max: usize, may_be_empty: bool) -> Result
 
 /// Edits the file; see the module's description.
 pub async fn edit(session: &Session, req: EditFileRequest) -> Result<FileEdited, DaemonError> {
-    let path = super::file_path(&req.path, "path")?;
+    let path = super::file_path(&req.path, "path", true)?;
     check_text("old_text", &req.old_text, MAX_OLD_TEXT_BYTES, false)?;
     check_text("new_text", &req.new_text, MAX_NEW_TEXT_BYTES, true)?;
     super::check_expected(&req.expected_sha256)?;

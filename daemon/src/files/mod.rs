@@ -17,15 +17,17 @@ fn invalid(message: impl Into<String>) -> DaemonError {
     DaemonError::new(ErrorCode::InvalidArguments, message)
 }
 
-/// The path's bytes, which must end with a file name; `field` names the argument it came in.
+/// The path's bytes, which must end with a name; `field` names the argument it came in, and
+/// `files_only` says the tool takes only a file there.
 fn file_path(
     path: &sshmcp_proto::inspect::RemotePath,
     field: &str,
+    files_only: bool,
 ) -> Result<Vec<u8>, DaemonError> {
     let path = inspect::path_bytes(path, field)?;
     match inspect::file_name(&path) {
         Some(_) => Ok(path),
-        None => Err(inspect::names_nothing(field)),
+        None => Err(inspect::names_nothing(field, files_only)),
     }
 }
 

@@ -134,7 +134,7 @@ pub async fn make_directory(
     session: &Session,
     req: MakeDirectoryRequest,
 ) -> Result<PathChanged, DaemonError> {
-    let path = super::file_path(&req.path, "path")?;
+    let path = super::file_path(&req.path, "path", false)?;
     if req.mode.is_some_and(|m| m > 0o7777) {
         return Err(super::invalid("`mode` must be at most four octal digits"));
     }
@@ -160,7 +160,7 @@ pub async fn remove_path(
     session: &Session,
     req: RemovePathRequest,
 ) -> Result<PathChanged, DaemonError> {
-    let path = super::file_path(&req.path, "path")?;
+    let path = super::file_path(&req.path, "path", false)?;
     let script = remove_program(&path, req.recursive);
     let on_failure = match req.recursive {
         true => OnFailure::Partly(
@@ -184,8 +184,8 @@ pub async fn copy_or_move(
     req: CopyMoveRequest,
     move_it: bool,
 ) -> Result<PathChanged, DaemonError> {
-    let source = super::file_path(&req.source, "source")?;
-    let destination = super::file_path(&req.destination, "destination")?;
+    let source = super::file_path(&req.source, "source", false)?;
+    let destination = super::file_path(&req.destination, "destination", false)?;
     let overwrite = req.overwrite;
     let script = copy_move_program(&source, &destination, overwrite, move_it);
     // Errors name both paths: a missing directory may be the destination's.

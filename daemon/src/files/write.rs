@@ -42,7 +42,7 @@ pub(super) fn script(path: &[u8], req: &WriteFileRequest) -> String {
 
 /// Writes the file; see the module's description.
 pub async fn write(session: &Session, req: WriteFileRequest) -> Result<FileWritten, DaemonError> {
-    let path = super::file_path(&req.path, "path")?;
+    let path = super::file_path(&req.path, "path", true)?;
     if req.content.len() > MAX_WRITE_BYTES {
         return Err(super::invalid(format!(
             "`content` holds {} bytes; at most {MAX_WRITE_BYTES} (1 MiB) are written at once \

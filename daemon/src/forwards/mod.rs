@@ -190,8 +190,8 @@ fn check(req: &ForwardStartRequest, settings: &Settings) -> Result<String, Daemo
         return Err(DaemonError::new(
             ErrorCode::ForwardNotAllowed,
             format!(
-                "{listen_host} is not a loopback address; forwards listen on 127.0.0.1, ::1 or \
-                 localhost unless the daemon runs with --allow-public-forwards"
+                "forwards listen on 127.0.0.1, ::1 or localhost only, unless the daemon runs \
+                 with --allow-public-forwards (the user's choice): {listen_host} is none of them"
             ),
         ));
     }
@@ -252,8 +252,8 @@ pub async fn start(
         same_side && f.opened.listen_host == listen_host && same_port
     }) {
         return Err(failed(format!(
-            "{} already listens on {listen_host}:{} for this session (use it, or forward_stop \
-             it first)",
+            "{} already listens on {listen_host}:{} for this session: use it if it forwards \
+             where you want (forward_list), else forward_stop it first or pass listen_port: 0",
             same.id, same.listen_port
         ))
         .with_details(ErrorDetails {
@@ -277,7 +277,8 @@ pub async fn start(
                 };
                 return Err(failed(format!(
                     "the host's sshd refused to listen on {port} of {listen_host} (the port is \
-                     in use there, or its AllowTcpForwarding or PermitListen forbids it)"
+                     in use there, below 1024 for a user who is not root, or its \
+                     AllowTcpForwarding or PermitListen forbids it)"
                 )));
             }
             Err(e) => return Err(mux_failure(session, e)),

@@ -68,14 +68,16 @@ pub fn file_name(path: &[u8]) -> Option<&[u8]> {
     (!matches!(name, b"" | b"." | b"..")).then_some(name)
 }
 
-/// What an agent is told of a path that ends in no name (`dir/`, `.`, `..`), given in `field`.
-pub fn names_nothing(field: &str) -> DaemonError {
+/// What an agent is told of a path that ends in no name (`dir/`, `.`, `..`), given in
+/// `field`, for a tool that takes only a file there (`files_only`) or any path.
+pub fn names_nothing(field: &str, files_only: bool) -> DaemonError {
+    let instead = match files_only {
+        true => "a file in `dir`: `dir/name`",
+        false => "for `dir/`, give `dir` or `dir/name`",
+    };
     DaemonError::new(
         ErrorCode::InvalidArguments,
-        format!(
-            "`{field}` must end with a name, not `/`, `.` or `..` (for `dir/`, give `dir` or \
-             `dir/file`)"
-        ),
+        format!("`{field}` must end with a name, not `/`, `.` or `..` ({instead})"),
     )
 }
 

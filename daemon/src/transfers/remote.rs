@@ -151,7 +151,8 @@ pub async fn destination(
     remote: &[u8],
     overwrite: bool,
 ) -> Result<Destination, DaemonError> {
-    let name = inspect::file_name(remote).ok_or_else(|| inspect::names_nothing("remote_path"))?;
+    let name =
+        inspect::file_name(remote).ok_or_else(|| inspect::names_nothing("remote_path", true))?;
     let script = destination_program(overwrite);
     let (identity, directory) = status::run(&session.host, script, remote, 64 * 1024)
         .await

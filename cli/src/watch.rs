@@ -407,6 +407,7 @@ mod tests {
                     error: None,
                     started_at: "2026-12-01T10:00:27.000Z".into(),
                     ended_at: None,
+                    stopped_by: None,
                 }],
                 forwards: vec![ForwardInfo {
                     forward_id: "fwd-1".into(),

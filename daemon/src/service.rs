@@ -6,8 +6,8 @@ use std::time::{Instant, SystemTime};
 
 use sshmcp_proto::audit::AuditEntry;
 use sshmcp_proto::command::{
-    CommandKillRequest, CommandReport, CommandStatusRequest, OutputRequest, ProgressRequest,
-    RunProgress, Stopped,
+    CommandKillRequest, CommandReport, CommandStatusRequest, KillResult, OutputRequest,
+    ProgressRequest, RunProgress, Stopped,
 };
 use sshmcp_proto::forward::ForwardStopRequest;
 use sshmcp_proto::overview::Overview;
@@ -322,6 +322,14 @@ impl Daemon for DaemonService {
                     wait_seconds: None,
                 };
                 let killed = commands::kill::kill(&session, kill).await;
+                if killed
+                    .as_ref()
+                    .is_ok_and(|k| k.result == KillResult::Killed)
+                {
+                    crate::commands::Commands::of(&session)
+                        .find(&id)?
+                        .stopped_by_person();
+                }
                 line.finish(CallEnd::of(killed.as_ref()));
                 killed.map(|k| k.result.as_str().to_string())
             }
@@ -331,7 +339,9 @@ impl Daemon for DaemonService {
                 stopped.map(|result| result.as_str().to_string())
             }
             Kind::Transfer => {
-                let cancelled = crate::transfers::Transfers::of(&session).cancel(&id).await;
+                let cancelled = crate::transfers::Transfers::of(&session)
+                    .cancel_for_person(&id)
+                    .await;
                 line.finish(CallEnd::of(cancelled.as_ref()));
                 cancelled.map(|t| t.state.as_str().to_string())
             }

@@ -289,6 +289,8 @@ pub struct CommandReport {
     pub started_at: String,
     /// When the command ended (RFC 3339 UTC); null while it runs.
     pub ended_at: Option<String>,
+    /// `person` when the person killed it (`sshmcp kill`); else null.
+    pub stopped_by: Option<String>,
     /// A piece of the command's complete stdout.
     pub stdout: StreamChunk,
     /// A piece of the command's complete stderr.

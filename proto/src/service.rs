@@ -44,6 +44,10 @@ pub const PROTOCOL_VERSION: u32 = 8;
 /// closes is remembered as the person's doing, which the agent is then told.
 pub const PERSON_CLIENT: &str = "the person (sshmcp)";
 
+/// What a command's or a transfer's report says in `stopped_by` when the person stopped it
+/// (`sshmcp kill`): an agent must not take it for the host's doing and start it again.
+pub const STOPPED_BY_PERSON: &str = "person";
+
 /// The daemon's methods beyond `hello`, `status`, `shutdown` and `capabilities` that are no
 /// agent's tool: the shim's progress and introduction, and the CLI's policy, overview,
 /// output and stop.
@@ -717,6 +721,7 @@ mod tests {
                 signal: Some("TERM".into()),
                 started_at: "a".into(),
                 ended_at: Some("b".into()),
+                stopped_by: Some(crate::service::STOPPED_BY_PERSON.into()),
                 stdout: chunk.clone(),
                 stderr: chunk.clone(),
             }));
@@ -840,6 +845,7 @@ mod tests {
             }),
             started_at: "a".into(),
             ended_at: None,
+            stopped_by: None,
         };
         roundtrip(Ok::<_, DaemonError>(report.clone()));
         roundtrip(Ok::<_, DaemonError>(TransferList {

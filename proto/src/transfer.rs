@@ -342,6 +342,9 @@ pub struct TransferReport {
     pub started_at: String,
     /// RFC 3339 UTC; null while it goes on.
     pub ended_at: Option<String>,
+    /// `person` when the person cancelled it (`sshmcp kill`); else null.
+    #[serde(default)]
+    pub stopped_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

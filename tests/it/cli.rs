@@ -731,8 +731,8 @@ async fn output_and_kill_reach_an_agents_work_without_its_key() {
     );
     let r = crate::on_session(&mcp, &s, "command_status", json!({"handle_id": handle})).await;
     assert_eq!(
-        (&r["status"], &r["exit_code"]),
-        (&json!("completed"), &json!(3)),
+        (&r["status"], &r["exit_code"], &r["stopped_by"]),
+        (&json!("completed"), &json!(3), &Value::Null),
         "{r}"
     );
     // Many pages of output, every byte once and in order.
@@ -771,7 +771,11 @@ async fn output_and_kill_reach_an_agents_work_without_its_key() {
         format!("command {running} of session {}: killed\n", s.0)
     );
     let r = crate::on_session(&mcp, &s, "command_status", json!({"handle_id": running})).await;
-    assert_eq!(r["status"], "killed", "{r}");
+    assert_eq!(
+        (&r["status"], &r["stopped_by"]),
+        (&json!("killed"), &json!("person")),
+        "the agent learns who stopped it: {r}"
+    );
 
     let forward = crate::on_session(
         &mcp,

@@ -363,6 +363,25 @@ async fn until_no_rsync_writes(partial: &std::path::Path, secs: u64, why: &str) 
     }
 }
 
+/// A transfer the person cancels (`sshmcp kill`) says so, in its status and in the list:
+/// an agent must not take it for a failure and start it again unasked.
+#[tokio::test]
+async fn a_transfer_the_person_cancels_says_so() {
+    let (env, mcp, s) = connected().await;
+    let (_remote, r) = a_download_under_way(&mcp, &s, "by-person.bin", false).await;
+    let out = env.cli(&["kill", "--yes", r["operation_id"].as_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let ended = until_ended(&mcp, &s, &r["operation_id"]).await;
+    assert_eq!(
+        (&ended["state"], &ended["stopped_by"]),
+        (&json!("cancelled"), &json!("person")),
+        "{ended}"
+    );
+    let listed = on_session(&mcp, &s, "transfer_list", json!({})).await;
+    assert_eq!(listed["transfers"][0]["stopped_by"], "person", "{listed}");
+    mcp.close().await;
+}
+
 /// A cancelled copy keeps its partial; the same download again resumes from it and
 /// completes verified.
 #[tokio::test]
@@ -378,7 +397,11 @@ async fn a_cancelled_download_resumes_and_verifies() {
     .await;
     assert_eq!(c["ok"], true, "{c}");
     let cancelled = until_ended(&mcp, &s, &r["operation_id"]).await;
-    assert_eq!(cancelled["state"], "cancelled");
+    assert_eq!(
+        (&cancelled["state"], &cancelled["stopped_by"]),
+        (&json!("cancelled"), &Value::Null),
+        "the agent's own cancel: {cancelled}"
+    );
     let partials: Vec<_> = std::fs::read_dir(env.local_root.join(".sshmcp/partial"))
         .unwrap()
         .flatten()

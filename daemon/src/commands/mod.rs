@@ -189,6 +189,7 @@ impl Commands {
                 ending: Default::default(),
                 as_root: entry.as_root,
                 kill_confirmed: AtomicBool::new(false),
+                stopped_by_person: AtomicBool::new(false),
                 kills: watch::channel(0).0,
             })
         });
@@ -344,6 +345,8 @@ pub struct Handle {
     pub as_root: bool,
     /// Set when `command_kill` found the command gone: from then on its status is `killed`.
     kill_confirmed: AtomicBool,
+    /// Set when the person's kill ended it (`sshmcp kill`), which its report says.
+    stopped_by_person: AtomicBool,
     /// Kills of this command under way: a status that saw the command end waits for their
     /// verdict, which makes it `killed` when they ended it.
     kills: watch::Sender<usize>,
@@ -428,6 +431,7 @@ impl Prepared {
             ending: Default::default(),
             as_root,
             kill_confirmed: AtomicBool::new(false),
+            stopped_by_person: AtomicBool::new(false),
             kills: watch::channel(0).0,
         });
         Commands::of(session).add(handle.clone());
@@ -536,6 +540,11 @@ impl Handle {
         self.kill_confirmed.store(true, Ordering::SeqCst);
     }
 
+    /// Marks the command as one the person's kill ended.
+    pub fn stopped_by_person(&self) {
+        self.stopped_by_person.store(true, Ordering::SeqCst);
+    }
+
     fn kills_under_way(&self) -> bool {
         *self.kills.borrow() > 0
     }
@@ -616,6 +625,10 @@ impl Handle {
             signal: ended.as_ref().and_then(|e| e.signal.clone()),
             started_at: rfc3339(self.started_at()),
             ended_at: ended.map(|e| rfc3339(e.at)),
+            stopped_by: self
+                .stopped_by_person
+                .load(Ordering::SeqCst)
+                .then(|| sshmcp_proto::service::STOPPED_BY_PERSON.into()),
             stdout: chunk(STDOUT)?,
             stderr: chunk(STDERR)?,
         })
@@ -983,6 +996,7 @@ mod tests {
             ending: Default::default(),
             as_root: false,
             kill_confirmed: AtomicBool::new(false),
+            stopped_by_person: AtomicBool::new(false),
             kills: watch::channel(0).0,
         })
     }

@@ -206,6 +206,7 @@ impl UnderWay {
                 signal: ended.as_ref().and_then(|e| e.signal.clone()),
                 started_at: rfc3339(seen.started_at.unwrap_or(asked_at)),
                 ended_at: ended.as_ref().map(|e| rfc3339(e.at)),
+                stopped_by: None,
                 stdout: piece(STDOUT)?,
                 stderr: piece(STDERR)?,
             })

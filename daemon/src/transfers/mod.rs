@@ -134,6 +134,8 @@ struct Progress {
     /// What a download's partial held when the copy went to running: bytes a resume reuses,
     /// which its rate does not count.
     held_at_run: u64,
+    /// The person cancelled it (`sshmcp kill`).
+    stopped_by_person: bool,
 }
 
 pub struct Operation {
@@ -189,6 +191,7 @@ impl Operation {
                 running_since: None,
                 ran_for: None,
                 held_at_run: 0,
+                stopped_by_person: false,
             }),
             cancel,
             ended: tokio::sync::watch::channel(false).0,
@@ -237,6 +240,9 @@ impl Operation {
             error: p.error.clone(),
             started_at: rfc3339(self.started_at),
             ended_at: p.ended_at.map(rfc3339),
+            // A copy that ended before the cancel could stop it ended its own way.
+            stopped_by: (p.stopped_by_person && p.state == TransferState::Cancelled)
+                .then(|| sshmcp_proto::service::STOPPED_BY_PERSON.into()),
         }
     }
 
@@ -360,7 +366,19 @@ impl Transfers {
     /// copy has stopped writing (`STOP_WAIT` at most), so that the answer says `cancelled`
     /// and a retry started at once finds its destination free.
     pub async fn cancel(&self, id: &str) -> Result<TransferReport, DaemonError> {
+        self.cancel_as(id, false).await
+    }
+
+    /// The person's cancel (`sshmcp kill`), which the report of a transfer it stopped says.
+    pub async fn cancel_for_person(&self, id: &str) -> Result<TransferReport, DaemonError> {
+        self.cancel_as(id, true).await
+    }
+
+    async fn cancel_as(&self, id: &str, person: bool) -> Result<TransferReport, DaemonError> {
         let op = self.find(id)?;
+        if person {
+            locked(&op.progress).stopped_by_person = true;
+        }
         op.cancel.cancel();
         let mut ended = op.ended.subscribe();
         let _ = tokio::time::timeout(STOP_WAIT, ended.wait_for(|e| *e)).await;

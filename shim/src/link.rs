@@ -161,7 +161,7 @@ impl DaemonLink {
                 let effect = match tool {
                     "exec" | "sudo_exec" => {
                         "its command was ended with it, possibly part way (a daemon restart or \
-                         crash): check what it did before running it again"
+                         crash), and not repeated: check what it did before running it again"
                     }
                     _ => {
                         "it may or may not have taken effect, so it was not repeated: check \

@@ -265,10 +265,9 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
 
 /// The daemon's default limits: what the instructions leave out first when a long local root
 /// leaves no room.
-const LIMITS: &str = "One session per server (host and port, any user). Defaults: 32 \
+const LIMITS: &str = "One session a server (host and port, any user). Defaults: 32 \
     sessions; 7 channels a session, shared by commands and transfers (4 transfers at most); \
-    answers \
-    carry up to 64 KiB a stream.";
+    64 KiB of a stream per answer.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shim {

@@ -347,6 +347,8 @@ pub struct ExecResult {
     // Left out of JSON answers when absent (the shim drops them); bincode keeps every field.
     #[cfg_attr(feature = "schema", schemars(skip_serializing_if = "Option::is_none"))]
     pub pid: Option<u32>,
+    /// `person` when the person's kill ended the command (`sshmcp kill`); else null.
+    pub stopped_by: Option<String>,
 }
 
 /// Bytes as the contract presents them: UTF-8 text when valid, base64 otherwise.

@@ -38,7 +38,7 @@ use crate::transfer::{
 /// only for what it offers, and users never have to drop their sessions for an upgrade. `hello`
 /// stays the first method with an unchanged signature and answer forever, so any two versions
 /// can compare numbers.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The name the person's CLI introduces itself by: the trail names it, and a session it
 /// closes is remembered as the person's doing, which the agent is then told.
@@ -674,6 +674,7 @@ mod tests {
                 handed_off: truncated.then_some(true),
                 handle_id: truncated.then(|| "cmd-1".into()),
                 pid: truncated.then_some(42),
+                stopped_by: truncated.then(|| STOPPED_BY_PERSON.into()),
             }));
         }
         roundtrip(CommandStartRequest {

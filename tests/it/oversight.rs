@@ -356,7 +356,11 @@ async fn output_and_kill_reach_an_exec_under_way_by_the_id_watch_shows() {
     let answered = waiting.await.unwrap();
     assert_eq!(answered["ok"], true, "{answered}");
     assert!(answered["signal"].is_string(), "{answered}");
-    assert_eq!(answered["exit_code"], Value::Null, "{answered}");
+    assert_eq!(
+        (&answered["exit_code"], &answered["stopped_by"]),
+        (&Value::Null, &json!("person")),
+        "the agent learns who ended it: {answered}"
+    );
     // The trail says how it ended: by that signal, not plainly ok.
     let lines = history_until(&env, &["--session", &s.0], |lines| {
         lines

@@ -261,6 +261,13 @@ impl Shown {
         &self.preview
     }
 
+    /// Whether the person stopped the call (`sshmcp kill`).
+    pub fn stopped_by_person(&self) -> bool {
+        locked(&self.under_way.calls)
+            .get(&self.number)
+            .is_some_and(|call| call.stopped)
+    }
+
     /// Resolves when the person stops the call before it has a process group to signal.
     pub async fn cancelled(&self) {
         self.cancel.notified().await;

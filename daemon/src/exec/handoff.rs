@@ -65,10 +65,17 @@ pub async fn run(
     );
     // The person's stop before a process group was known drops the run: its channel's relay
     // ends whatever started.
-    let result = tokio::select! {
+    let mut result = tokio::select! {
         result = run => result,
         () = shown.cancelled() => Err(RunError::StoppedByPerson),
     };
+    // A command the person's kill ended says so: the agent must not run it again unasked.
+    if let Ok(answer) = result.as_mut()
+        && answer.signal.is_some()
+        && shown.stopped_by_person()
+    {
+        answer.stopped_by = Some(sshmcp_proto::service::STOPPED_BY_PERSON.into());
+    }
     shown.finish(&result);
     result
 }
@@ -199,5 +206,6 @@ fn handed_off(
         handed_off: Some(true),
         handle_id: Some(handle.id.clone()),
         pid: handle.pid(),
+        stopped_by: None,
     })
 }

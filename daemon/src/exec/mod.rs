@@ -34,6 +34,7 @@ pub fn answer(result: RunResult) -> ExecResult {
         handed_off: None,
         handle_id: None,
         pid: None,
+        stopped_by: None,
     }
 }
 

@@ -3,11 +3,42 @@
 //! last minute), a transfer or a forward by its id, or a unique prefix of one, in any session
 //! (`sshmcp output`, `sshmcp kill`).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use sshmcp_proto::{DaemonError, ErrorCode};
 
 use crate::session::{Registry, Session};
+
+/// The ids of what the person stopped (sessions, forwards), newest last, at most
+/// [`Stopped::KEPT`], with when: an agent that calls on one is told that the person did it,
+/// not left to take it for a fault and start it again.
+#[derive(Default)]
+pub struct Stopped(Mutex<VecDeque<(String, SystemTime)>>);
+
+impl Stopped {
+    const KEPT: usize = 64;
+
+    /// Remembers that the person stopped `id` now.
+    pub fn remember(&self, id: &str) {
+        let mut stopped = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        stopped.push_back((id.to_string(), SystemTime::now()));
+        while stopped.len() > Self::KEPT {
+            stopped.pop_front();
+        }
+    }
+
+    /// When the person stopped `id`, if they did (and it is still remembered).
+    pub fn when(&self, id: &str) -> Option<SystemTime> {
+        let stopped = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        stopped
+            .iter()
+            .rev()
+            .find(|(stopped, _)| stopped == id)
+            .map(|(_, at)| *at)
+    }
+}
 
 /// What an id names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -350,7 +350,7 @@ impl Daemon for DaemonService {
                     auth,
                     forward_id: id.clone(),
                 };
-                let stopped = forwards::stop(&session, stop).await;
+                let stopped = forwards::stop_for_person(&session, stop).await;
                 line.finish(CallEnd::of(stopped.as_ref()));
                 stopped.map(|_| "closed".to_string())
             }

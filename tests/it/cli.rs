@@ -794,6 +794,13 @@ async fn output_and_kill_reach_an_agents_work_without_its_key() {
     assert!(stdout(&out).ends_with(": closed\n"), "{out:?}");
     let r = crate::on_session(&mcp, &s, "forward_list", json!({})).await;
     assert_eq!(r["forwards"], json!([]), "{r}");
+    // The agent that names it learns who closed it.
+    let r = crate::on_session(&mcp, &s, "forward_stop", json!({"forward_id": forward})).await;
+    assert_eq!(crate::code(&r), "forward_not_found", "{r}");
+    assert!(
+        crate::message(&r).contains("the person closed it at"),
+        "{r}"
+    );
 
     let out = env.cli(&["kill", "-y", "cmd-nosuch"]);
     assert_eq!(out.status.code(), Some(1));

@@ -71,6 +71,8 @@ pub struct Forwards {
     /// Requests that timed out and are still followed (`ask_master`): the master keeps them
     /// and would answer a request alike at once, with nothing granted yet.
     late: Mutex<Vec<Forwarding>>,
+    /// The forwards the person closed (`sshmcp kill`): an agent that names one is told so.
+    closed_by_person: crate::person::Stopped,
 }
 
 impl Forwards {
@@ -511,6 +513,17 @@ fn mux_failure(session: &Session, e: MuxError) -> DaemonError {
 
 /// `forward_stop`: closes the listener. A local or dynamic port is free once this answers; a
 /// remote one once the server has acted on the cancel the master sent it.
+/// The person's close (`sshmcp kill`), which the agent is told of when it names the forward.
+pub async fn stop_for_person(
+    session: &Session,
+    req: ForwardStopRequest,
+) -> Result<ForwardInfo, DaemonError> {
+    let id = req.forward_id.clone();
+    let stopped = stop(session, req).await?;
+    Forwards::of(session).closed_by_person.remember(&id);
+    Ok(stopped)
+}
+
 pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError> {
     let forwards = Forwards::of(session);
     let _changing = forwards.changing.lock().await;
@@ -520,10 +533,17 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
         .find(|f| f.id == req.forward_id)
         .cloned()
         .ok_or_else(|| {
-            DaemonError::new(
-                ErrorCode::ForwardNotFound,
-                "no forward with this forward_id in this session (forward_list shows them)",
-            )
+            let message = match forwards.closed_by_person.when(&req.forward_id) {
+                Some(at) => format!(
+                    "no forward with this forward_id in this session: the person closed it at \
+                     {} (sshmcp kill): ask them before you open it again",
+                    sshmcp_proto::time::rfc3339(at)
+                ),
+                None => "no forward with this forward_id in this session (forward_list shows \
+                         them)"
+                    .to_string(),
+            };
+            DaemonError::new(ErrorCode::ForwardNotFound, message)
         })?;
     match mux::close_forward(&session.host.control_path, &forward.opened).await {
         Ok(()) => {}

@@ -59,13 +59,10 @@ pub struct Registry {
     /// The key hashes of sessions closed within [`CLOSED_KEYS_KEPT`], oldest first: their
     /// keys are still redacted wherever a caller writes them.
     closed_keys: Mutex<std::collections::VecDeque<(std::time::Instant, key::KeyHash)>>,
-    /// The sessions the person closed (`sshmcp disconnect`), newest last, at most
-    /// [`PERSON_CLOSED_KEPT`]: an agent that calls on one is told so.
-    person_closed: Mutex<std::collections::VecDeque<(String, std::time::SystemTime)>>,
+    /// The sessions the person closed (`sshmcp disconnect`): an agent that calls on one is
+    /// told so.
+    person_closed: crate::person::Stopped,
 }
-
-/// How many sessions the person closed are remembered.
-const PERSON_CLOSED_KEPT: usize = 64;
 
 /// How long the log of a master whose connect failed is kept.
 const FAILED_LOGS_KEPT: Duration = Duration::from_secs(24 * 3600);
@@ -378,15 +375,7 @@ impl Registry {
 
     pub fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
-            let by_person = self
-                .person_closed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .rev()
-                .find(|(closed, _)| closed == id)
-                .map(|(_, at)| *at);
-            let message = match by_person {
+            let message = match self.person_closed.when(id) {
                 Some(at) => format!(
                     "no session has this session_id: the person closed it at {} (sshmcp \
                      disconnect): ask them before you connect again",
@@ -402,11 +391,7 @@ impl Registry {
 
     /// Remembers that the person closed session `id` (see [`Registry::find`]).
     pub fn closed_by_person(&self, id: &str) {
-        let mut closed = self.person_closed.lock().unwrap_or_else(|p| p.into_inner());
-        closed.push_back((id.to_string(), std::time::SystemTime::now()));
-        while closed.len() > PERSON_CLOSED_KEPT {
-            closed.pop_front();
-        }
+        self.person_closed.remember(id);
     }
 
     /// What a connect learns before it reserves its server: the target's identity (the

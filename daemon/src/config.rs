@@ -266,6 +266,12 @@ impl Settings {
         self.state_dir.join("policy-keys.json")
     }
 
+    /// What the person closed when they stopped the last daemon (see
+    /// `Registry::stopped_by_person`).
+    pub fn person_stopped_file(&self) -> PathBuf {
+        self.state_dir.join("closed-by-person.json")
+    }
+
     /// Where each master's own stderr goes (private: it is never shown to callers).
     pub fn masters_log_dir(&self) -> PathBuf {
         self.state_dir.join("masters")

@@ -185,6 +185,7 @@ impl Daemon for DaemonService {
     /// stop by the pidfile lock, not by the answer.
     async fn shutdown(self, _: Context) -> Result<(), DaemonError> {
         tracing::info!("shutdown requested");
+        self.registry.stopped_by_person();
         self.stop.cancel();
         Ok(())
     }

@@ -109,6 +109,7 @@ async fn status_and_stop_close_every_master() {
     let mcp = env.mcp().await;
     let r = mcp.call("connect", json!({"alias": "testbed"})).await;
     let master = r["master_pid"].as_u64().unwrap();
+    let s = sshmcp_tests::mcp::session_of(&r);
     let out = env.cli(&["daemon", "status", "--json"]);
     assert!(out.status.success());
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -147,6 +148,19 @@ async fn status_and_stop_close_every_master() {
     // The shim notices its daemon went away and starts a fresh one for its next call.
     let r = mcp.call("session_list", json!({})).await;
     assert_eq!(r["sessions"], json!([]), "{r}");
+    // That daemon knows the person closed the session: the agent is told so, not to connect
+    // again at once.
+    let r = crate::on_session(&mcp, &s, "exec", json!({"command": "true"})).await;
+    assert_eq!(crate::code(&r), "session_not_found", "{r}");
+    let said = crate::message(&r);
+    assert!(
+        said.contains("the person closed it at") && said.contains("(sshmcp daemon stop)"),
+        "{r}"
+    );
+    assert!(
+        !env.state_dir.join("closed-by-person.json").exists(),
+        "taken by the daemon it was for"
+    );
     connect(&mcp).await;
     mcp.close().await;
 }

@@ -520,7 +520,9 @@ pub async fn stop_for_person(
 ) -> Result<ForwardInfo, DaemonError> {
     let id = req.forward_id.clone();
     let stopped = stop(session, req).await?;
-    Forwards::of(session).closed_by_person.remember(&id);
+    Forwards::of(session)
+        .closed_by_person
+        .remember(&id, "sshmcp kill");
     Ok(stopped)
 }
 
@@ -533,11 +535,10 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
         .find(|f| f.id == req.forward_id)
         .cloned()
         .ok_or_else(|| {
-            let message = match forwards.closed_by_person.when(&req.forward_id) {
-                Some(at) => format!(
-                    "no forward with this forward_id in this session: the person closed it at \
-                     {} (sshmcp kill): ask them before you open it again",
-                    sshmcp_proto::time::rfc3339(at)
+            let message = match forwards.closed_by_person.told(&req.forward_id) {
+                Some(when) => format!(
+                    "no forward with this forward_id in this session: the person closed it \
+                     {when}: ask them before you open it again"
                 ),
                 None => "no forward with this forward_id in this session (forward_list shows \
                          them)"

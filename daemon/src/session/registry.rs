@@ -88,7 +88,7 @@ impl Registry {
             record_final: AtomicBool::new(false),
             policy: std::sync::RwLock::new((Arc::new(settings.policy.clone()), None)),
             closed_keys: Default::default(),
-            person_closed: Default::default(),
+            person_closed: taken_person_stops(&settings.person_stopped_file()),
             learned_keys: Mutex::new(load_learned_keys(&settings.learned_keys_file())),
             trail,
             settings,
@@ -375,11 +375,10 @@ impl Registry {
 
     pub fn find(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions().get(id).cloned().ok_or_else(|| {
-            let message = match self.person_closed.when(id) {
-                Some(at) => format!(
-                    "no session has this session_id: the person closed it at {} (sshmcp \
-                     disconnect): ask them before you connect again",
-                    sshmcp_proto::time::rfc3339(at)
+            let message = match self.person_closed.told(id) {
+                Some(when) => format!(
+                    "no session has this session_id: the person closed it {when}: ask them \
+                     before you connect again"
                 ),
                 None => "no session has this session_id: it was closed, or never made \
                          (session_list lists them; connect makes a new one)"
@@ -391,7 +390,26 @@ impl Registry {
 
     /// Remembers that the person closed session `id` (see [`Registry::find`]).
     pub fn closed_by_person(&self, id: &str) {
-        self.person_closed.remember(id);
+        self.person_closed.remember(id, "sshmcp disconnect");
+    }
+
+    /// The person stops the daemon (`sshmcp daemon stop`): its sessions are remembered as
+    /// closed by them, and handed to the next daemon in the state directory, so an agent that
+    /// calls on one is told so and not left to connect again at once.
+    pub fn stopped_by_person(&self) {
+        for id in self.sessions().keys() {
+            self.person_closed.remember(id, "sshmcp daemon stop");
+        }
+        let path = self.settings.person_stopped_file();
+        let written = serde_json::to_vec(&self.person_closed.all())
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| record::write_bytes(&path, &bytes));
+        if let Err(e) = written {
+            tracing::warn!(
+                "cannot note the sessions the person closed in {}: {e}",
+                path.display()
+            );
+        }
     }
 
     /// What a connect learns before it reserves its server: the target's identity (the
@@ -934,6 +952,22 @@ fn load_learned_keys(path: &std::path::Path) -> crate::policy::LearnedKeys {
             Default::default()
         }
     }
+}
+
+/// What the daemon the person stopped remembered they closed (see
+/// [`Registry::stopped_by_person`]), taken: the file goes once read.
+fn taken_person_stops(path: &std::path::Path) -> crate::person::Stopped {
+    let stopped = crate::person::Stopped::default();
+    if let Ok(bytes) = std::fs::read(path) {
+        let _ = std::fs::remove_file(path);
+        let ones: Vec<crate::person::StoppedOne> =
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!("ignoring {}: {e}", path.display());
+                Vec::new()
+            });
+        ones.into_iter().for_each(|one| stopped.add(one));
+    }
+    stopped
 }
 
 fn save_learned_keys(

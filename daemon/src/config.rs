@@ -266,8 +266,7 @@ impl Settings {
         self.state_dir.join("policy-keys.json")
     }
 
-    /// What the person closed when they stopped the last daemon (see
-    /// `Registry::stopped_by_person`).
+    /// The sessions the person closed (see `Registry::stopped_by_person`).
     pub fn person_stopped_file(&self) -> PathBuf {
         self.state_dir.join("closed-by-person.json")
     }

@@ -6,8 +6,8 @@ use std::time::{Instant, SystemTime};
 
 use sshmcp_proto::audit::AuditEntry;
 use sshmcp_proto::command::{
-    CommandKillRequest, CommandReport, CommandStatusRequest, KillResult, OutputRequest,
-    ProgressRequest, RunProgress, Stopped,
+    CommandKillRequest, CommandReport, CommandStatusRequest, OutputRequest, ProgressRequest,
+    RunProgress, Stopped,
 };
 use sshmcp_proto::forward::ForwardStopRequest;
 use sshmcp_proto::overview::Overview;
@@ -322,15 +322,7 @@ impl Daemon for DaemonService {
                     force: Some(true),
                     wait_seconds: None,
                 };
-                let killed = commands::kill::kill(&session, kill).await;
-                if killed
-                    .as_ref()
-                    .is_ok_and(|k| k.result == KillResult::Killed)
-                {
-                    crate::commands::Commands::of(&session)
-                        .find(&id)?
-                        .stopped_by_person();
-                }
+                let killed = commands::kill::kill_for_person(&session, kill).await;
                 line.finish(CallEnd::of(killed.as_ref()));
                 killed.map(|k| k.result.as_str().to_string())
             }

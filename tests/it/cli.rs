@@ -157,10 +157,11 @@ async fn status_and_stop_close_every_master() {
         said.contains("the person closed it at") && said.contains("(sshmcp daemon stop)"),
         "{r}"
     );
-    assert!(
-        !env.state_dir.join("closed-by-person.json").exists(),
-        "taken by the daemon it was for"
-    );
+    // And every daemon after it.
+    let out = env.cli(&["daemon", "restart"]);
+    assert!(out.status.success(), "{out:?}");
+    let r = crate::on_session(&mcp, &s, "exec", json!({"command": "true"})).await;
+    assert!(crate::message(&r).contains("(sshmcp daemon stop)"), "{r}");
     connect(&mcp).await;
     mcp.close().await;
 }
@@ -778,18 +779,36 @@ async fn output_and_kill_reach_an_agents_work_without_its_key() {
     let sleep = format!("sleep {}", sshmcp_tests::process::unique_sleep(120));
     let running = crate::on_session(&mcp, &s, "command_start", json!({"command": sleep})).await;
     let running = running["handle_id"].as_str().unwrap().to_string();
+    // An agent already waiting for its end learns who stopped it too.
+    let waiting = {
+        let (other, s, running) = (env.mcp().await, s.clone(), running.clone());
+        tokio::spawn(async move {
+            let args = json!({"handle_id": running, "wait_seconds": 60});
+            let r = crate::on_session(&other, &s, "command_status", args).await;
+            other.close().await;
+            r
+        })
+    };
     let out = env.cli(&["kill", "--yes", &running[..10]]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         stdout(&out),
         format!("command {running} of session {}: killed\n", s.0)
     );
+    for r in [
+        waiting.await.unwrap(),
+        crate::on_session(&mcp, &s, "command_status", json!({"handle_id": running})).await,
+    ] {
+        assert_eq!(
+            (&r["status"], &r["stopped_by"]),
+            (&json!("killed"), &json!("person")),
+            "the agent learns who stopped it: {r}"
+        );
+    }
+    // So does the next daemon's.
+    assert!(env.cli(&["daemon", "restart"]).status.success());
     let r = crate::on_session(&mcp, &s, "command_status", json!({"handle_id": running})).await;
-    assert_eq!(
-        (&r["status"], &r["stopped_by"]),
-        (&json!("killed"), &json!("person")),
-        "the agent learns who stopped it: {r}"
-    );
+    assert_eq!(r["stopped_by"], "person", "{r}");
 
     let forward = crate::on_session(
         &mcp,

@@ -179,7 +179,7 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
         wait_seconds: None,
     };
     let Some(target) = under_way.target(id) else {
-        return kill(session, as_handle())
+        return kill_for_person(session, as_handle())
             .await
             .map(|k| Stop::Signalled(k.result));
     };
@@ -201,6 +201,13 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
         target.as_root,
     )
     .await;
+    // A stop that did not take is not the person's doing, whatever ends the call later.
+    if matches!(
+        result,
+        KillResult::FailedToKill | KillResult::Error | KillResult::InvalidPid
+    ) {
+        under_way.stop_failed(id);
+    }
     if result == KillResult::Error && session.host.master_gone() {
         return Err(crate::remote::lost_error());
     }
@@ -210,10 +217,32 @@ pub async fn stop_exec(session: &Session, id: &str) -> Result<Stop, DaemonError>
         KillResult::Killed | KillResult::AlreadyExited | KillResult::NotRunning
     );
     if let (true, Ok(handle)) = (gone, super::Commands::of(session).find(id)) {
+        handle.person_kills(result == KillResult::Killed);
         handle.confirm_killed();
         session.record.until_written().await;
     }
     Ok(Stop::Signalled(result))
+}
+
+/// The person's kill of a handle (`sshmcp kill`, also of an `exec` handed off meanwhile), as
+/// `command_kill` with `force`: the handle says the person stopped it when it did.
+pub async fn kill_for_person(
+    session: &Session,
+    req: CommandKillRequest,
+) -> Result<CommandKilled, DaemonError> {
+    let handle = super::Commands::of(session).find(&req.handle_id).ok();
+    if let Some(handle) = &handle {
+        handle.person_kills(true);
+    }
+    let killed = kill(session, req).await;
+    if let Some(handle) = &handle
+        && !killed
+            .as_ref()
+            .is_ok_and(|k| k.result == KillResult::Killed)
+    {
+        handle.person_kills(false);
+    }
+    killed
 }
 
 /// What the person's stop of an `exec` call did.

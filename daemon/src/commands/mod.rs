@@ -189,7 +189,7 @@ impl Commands {
                 ending: Default::default(),
                 as_root: entry.as_root,
                 kill_confirmed: AtomicBool::new(false),
-                stopped_by_person: AtomicBool::new(false),
+                stopped_by_person: AtomicBool::new(entry.stopped_by_person),
                 kills: watch::channel(0).0,
             })
         });
@@ -520,6 +520,7 @@ impl Handle {
             exit_code: ended.as_ref().and_then(|e| e.exit_code),
             signal: ended.as_ref().and_then(|e| e.signal.clone()),
             ended_unix_ms: ended.map(|e| unix_ms(e.at)),
+            stopped_by_person: self.stopped_by_person.load(Ordering::SeqCst),
         }
     }
 
@@ -540,9 +541,10 @@ impl Handle {
         self.kill_confirmed.store(true, Ordering::SeqCst);
     }
 
-    /// Marks the command as one the person's kill ended.
-    pub fn stopped_by_person(&self) {
-        self.stopped_by_person.store(true, Ordering::SeqCst);
+    /// Marks the command as one the person's kill is ending (`true`, before its signal, so
+    /// a status that sees it end sees whose kill it was), or did not end after all.
+    pub fn person_kills(&self, ending: bool) {
+        self.stopped_by_person.store(ending, Ordering::SeqCst);
     }
 
     fn kills_under_way(&self) -> bool {
@@ -625,9 +627,8 @@ impl Handle {
             signal: ended.as_ref().and_then(|e| e.signal.clone()),
             started_at: rfc3339(self.started_at()),
             ended_at: ended.map(|e| rfc3339(e.at)),
-            stopped_by: self
-                .stopped_by_person
-                .load(Ordering::SeqCst)
+            stopped_by: (self.stopped_by_person.load(Ordering::SeqCst)
+                && self.status() == CommandState::Killed)
                 .then(|| sshmcp_proto::service::STOPPED_BY_PERSON.into()),
             stdout: chunk(STDOUT)?,
             stderr: chunk(STDERR)?,
@@ -860,6 +861,10 @@ pub struct CommandEntry {
     pub exit_code: Option<i32>,
     pub signal: Option<String>,
     pub ended_unix_ms: Option<u64>,
+    /// The person's kill ended it (`sshmcp kill`); written only then, so a record keeps the
+    /// layout older daemons read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped_by_person: bool,
 }
 
 impl Commands {

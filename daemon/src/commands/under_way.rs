@@ -148,6 +148,13 @@ impl UnderWay {
         }
     }
 
+    /// The person's stop of call `id` did not take: what ends it is not theirs.
+    pub fn stop_failed(&self, id: &str) {
+        if let Some(call) = locked(&self.calls).values_mut().find(|call| call.id == id) {
+            call.stopped = false;
+        }
+    }
+
     /// Call `id` as a command handle's report: its output from `offsets` (else the last
     /// `sizes` bytes) as far as its tails hold it, once it ended or printed more, or after
     /// `wait`; none if this session has no such call.

@@ -69,9 +69,10 @@ pub async fn run(
         result = run => result,
         () = shown.cancelled() => Err(RunError::StoppedByPerson),
     };
-    // A command the person's kill ended says so: the agent must not run it again unasked.
+    // A command the person's kill ended says so, whatever its status (it may catch the
+    // signal and exit 0): the agent must not run it again unasked.
     if let Ok(answer) = result.as_mut()
-        && answer.signal.is_some()
+        && answer.handed_off.is_none()
         && shown.stopped_by_person()
     {
         answer.stopped_by = Some(sshmcp_proto::service::STOPPED_BY_PERSON.into());

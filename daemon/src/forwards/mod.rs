@@ -72,7 +72,7 @@ pub struct Forwards {
     /// and would answer a request alike at once, with nothing granted yet.
     late: Mutex<Vec<Forwarding>>,
     /// The forwards the person closed (`sshmcp kill`): an agent that names one is told so.
-    closed_by_person: crate::person::Stopped,
+    closed_by_person: crate::session::person_stops::Stopped,
 }
 
 impl Forwards {
@@ -513,20 +513,23 @@ fn mux_failure(session: &Session, e: MuxError) -> DaemonError {
 
 /// `forward_stop`: closes the listener. A local or dynamic port is free once this answers; a
 /// remote one once the server has acted on the cancel the master sent it.
+pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError> {
+    close(session, req, false).await
+}
+
 /// The person's close (`sshmcp kill`), which the agent is told of when it names the forward.
 pub async fn stop_for_person(
     session: &Session,
     req: ForwardStopRequest,
 ) -> Result<ForwardInfo, DaemonError> {
-    let id = req.forward_id.clone();
-    let stopped = stop(session, req).await?;
-    Forwards::of(session)
-        .closed_by_person
-        .remember(&id, "sshmcp kill");
-    Ok(stopped)
+    close(session, req, true).await
 }
 
-pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardInfo, DaemonError> {
+async fn close(
+    session: &Session,
+    req: ForwardStopRequest,
+    by_person: bool,
+) -> Result<ForwardInfo, DaemonError> {
     let forwards = Forwards::of(session);
     let _changing = forwards.changing.lock().await;
     let forward = forwards
@@ -557,6 +560,12 @@ pub async fn stop(session: &Session, req: ForwardStopRequest) -> Result<ForwardI
             return Err(failed(format!("the master could not close it: {reason}")));
         }
         Err(e) => return Err(mux_failure(session, e)),
+    }
+    // Remembered before it leaves the list: an agent never finds it just gone.
+    if by_person {
+        forwards
+            .closed_by_person
+            .remember(&forward.id, crate::session::person_stops::How::Kill);
     }
     forwards.locked().retain(|f| !Arc::ptr_eq(f, &forward));
     session.record.ask();

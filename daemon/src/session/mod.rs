@@ -8,6 +8,7 @@ pub mod host_key;
 pub mod identity;
 pub mod key;
 pub mod master;
+pub mod person_stops;
 pub mod record;
 pub mod registry;
 pub mod work;

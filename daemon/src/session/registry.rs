@@ -61,7 +61,7 @@ pub struct Registry {
     closed_keys: Mutex<std::collections::VecDeque<(std::time::Instant, key::KeyHash)>>,
     /// The sessions the person closed (`sshmcp disconnect`): an agent that calls on one is
     /// told so.
-    person_closed: crate::person::Stopped,
+    person_closed: crate::session::person_stops::Stopped,
 }
 
 /// How long the log of a master whose connect failed is kept.
@@ -88,7 +88,7 @@ impl Registry {
             record_final: AtomicBool::new(false),
             policy: std::sync::RwLock::new((Arc::new(settings.policy.clone()), None)),
             closed_keys: Default::default(),
-            person_closed: taken_person_stops(&settings.person_stopped_file()),
+            person_closed: load_person_stops(&settings.person_stopped_file()),
             learned_keys: Mutex::new(load_learned_keys(&settings.learned_keys_file())),
             trail,
             settings,
@@ -390,16 +390,24 @@ impl Registry {
 
     /// Remembers that the person closed session `id` (see [`Registry::find`]).
     pub fn closed_by_person(&self, id: &str) {
-        self.person_closed.remember(id, "sshmcp disconnect");
+        self.person_closed
+            .remember(id, crate::session::person_stops::How::Disconnect);
+        self.save_person_stops();
     }
 
     /// The person stops the daemon (`sshmcp daemon stop`): its sessions are remembered as
-    /// closed by them, and handed to the next daemon in the state directory, so an agent that
-    /// calls on one is told so and not left to connect again at once.
+    /// closed by them, so an agent that calls on one is told so by the next daemon too and
+    /// not left to connect again at once.
     pub fn stopped_by_person(&self) {
         for id in self.sessions().keys() {
-            self.person_closed.remember(id, "sshmcp daemon stop");
+            self.person_closed
+                .remember(id, crate::session::person_stops::How::DaemonStop);
         }
+        self.save_person_stops();
+    }
+
+    /// Keeps what the person closed in the state directory, for every later daemon.
+    fn save_person_stops(&self) {
         let path = self.settings.person_stopped_file();
         let written = serde_json::to_vec(&self.person_closed.all())
             .map_err(std::io::Error::other)
@@ -954,18 +962,19 @@ fn load_learned_keys(path: &std::path::Path) -> crate::policy::LearnedKeys {
     }
 }
 
-/// What the daemon the person stopped remembered they closed (see
-/// [`Registry::stopped_by_person`]), taken: the file goes once read.
-fn taken_person_stops(path: &std::path::Path) -> crate::person::Stopped {
-    let stopped = crate::person::Stopped::default();
+/// What earlier daemons remembered the person closed (see [`Registry::stopped_by_person`]):
+/// only session ids of the daemon's own form, as the file is told back to agents.
+fn load_person_stops(path: &std::path::Path) -> crate::session::person_stops::Stopped {
+    let stopped = crate::session::person_stops::Stopped::default();
     if let Ok(bytes) = std::fs::read(path) {
-        let _ = std::fs::remove_file(path);
-        let ones: Vec<crate::person::StoppedOne> =
-            serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        let ones: Vec<crate::session::person_stops::StoppedOne> = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| {
                 tracing::warn!("ignoring {}: {e}", path.display());
                 Vec::new()
             });
-        ones.into_iter().for_each(|one| stopped.add(one));
+        ones.into_iter()
+            .filter(|one| key::is_session_id(&one.id))
+            .for_each(|one| stopped.add(one));
     }
     stopped
 }

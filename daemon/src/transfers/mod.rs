@@ -376,8 +376,13 @@ impl Transfers {
 
     async fn cancel_as(&self, id: &str, person: bool) -> Result<TransferReport, DaemonError> {
         let op = self.find(id)?;
+        // One that ended before (the agent's own cancel too) stays as it ended.
         if person {
-            locked(&op.progress).stopped_by_person = true;
+            let mut progress = locked(&op.progress);
+            progress.stopped_by_person = matches!(
+                progress.state,
+                TransferState::Queued | TransferState::Running | TransferState::Verifying
+            );
         }
         op.cancel.cancel();
         let mut ended = op.ended.subscribe();

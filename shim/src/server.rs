@@ -265,7 +265,7 @@ const ANSWERS: &str = "Remote paths are absolute or relative to home (no `~`); o
 
 /// The daemon's default limits: what the instructions leave out first when a long local root
 /// leaves no room.
-const LIMITS: &str = "One session a server (host and port, any user). Defaults: 32 \
+const LIMITS: &str = "One session per host:port, whatever the user. Defaults: 32 \
     sessions; 7 channels a session, shared by commands and transfers (4 transfers at most); \
     64 KiB of a stream per answer.";
 

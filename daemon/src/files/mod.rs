@@ -230,6 +230,37 @@ mod tests {
         }
     }
 
+    /// Where a test's write program runs: `shell` with `path` as its PATH, in `home`.
+    struct Under<'a> {
+        shell: &'a [String],
+        path: &'a str,
+        home: &'a std::path::Path,
+    }
+
+    impl Under<'_> {
+        /// What the write program says of `content` written to `file`.
+        fn write(
+            &self,
+            file: &std::path::Path,
+            content: &[u8],
+            overwrite: bool,
+            expected_sha256: Option<String>,
+        ) -> String {
+            let bytes = file.as_os_str().as_bytes();
+            let req = WriteFileRequest {
+                auth: auth(),
+                path: remote(bytes),
+                content: content.to_vec(),
+                mode: None,
+                create_dirs: false,
+                overwrite,
+                expected_sha256,
+            };
+            let script = write::script(bytes, &req);
+            crate::programs::run_under(self.shell, self.path, self.home, &script, content)
+        }
+    }
+
     /// An overwrite keeps the old file's owner and group, also where chown has no
     /// `--reference` (BusyBox's): given as numbers then.
     #[test]
@@ -241,23 +272,12 @@ mod tests {
             let file = home.path().join("owned");
             std::fs::write(&file, b"old\n").unwrap();
             std::os::unix::fs::chown(&file, Some(1), Some(1)).unwrap();
-            let bytes = file.as_os_str().as_bytes();
-            let req = WriteFileRequest {
-                auth: auth(),
-                path: remote(bytes),
-                content: b"new\n".to_vec(),
-                mode: None,
-                create_dirs: false,
-                overwrite: true,
-                expected_sha256: None,
+            let under = Under {
+                shell: &shell,
+                path: &path,
+                home: home.path(),
             };
-            let said = crate::programs::run_under(
-                &shell,
-                &path,
-                home.path(),
-                &write::script(bytes, &req),
-                b"new\n",
-            );
+            let said = under.write(&file, b"new\n", true, None);
             assert_eq!(said, "ok written 1\n", "{shell:?}");
             let meta = std::fs::metadata(&file).unwrap();
             assert_eq!((meta.uid(), meta.gid()), (1, 1), "{shell:?}");
@@ -276,23 +296,12 @@ mod tests {
             std::os::unix::fs::symlink(home.path().join("x/y"), home.path().join("a/link"))
                 .unwrap();
             let file = home.path().join("a/link/../f");
-            let bytes = file.as_os_str().as_bytes();
-            let req = WriteFileRequest {
-                auth: auth(),
-                path: remote(bytes),
-                content: b"here".to_vec(),
-                mode: None,
-                create_dirs: false,
-                overwrite: true,
-                expected_sha256: None,
+            let under = Under {
+                shell: &shell,
+                path: &path,
+                home: home.path(),
             };
-            let said = crate::programs::run_under(
-                &shell,
-                &path,
-                home.path(),
-                &write::script(bytes, &req),
-                b"here",
-            );
+            let said = under.write(&file, b"here", true, None);
             assert_eq!(said, "ok written 0\n", "{shell:?}");
             assert_eq!(
                 std::fs::read(home.path().join("x/f")).unwrap(),
@@ -321,17 +330,13 @@ mod tests {
             };
             let file = home.path().join("a 'b'\nc");
             let bytes = file.as_os_str().as_bytes();
+            let under = Under {
+                shell: &shell,
+                path: &path,
+                home: home.path(),
+            };
             let write = |content: &[u8], overwrite: bool, expected: Option<String>| {
-                let req = WriteFileRequest {
-                    auth: auth(),
-                    path: remote(bytes),
-                    content: content.to_vec(),
-                    mode: None,
-                    create_dirs: false,
-                    overwrite,
-                    expected_sha256: expected,
-                };
-                run(write::script(bytes, &req), content)
+                under.write(&file, content, overwrite, expected)
             };
             assert_eq!(
                 write(b"hello\n", false, None),
